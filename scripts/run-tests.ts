@@ -1,0 +1,52 @@
+/**
+ * `npm test`: finds a PostgreSQL server (TEST_DATABASE_URL, else DATABASE_URL, else an embedded
+ * one), builds the migrated template database once, then runs every test file with node:test.
+ * Extra arguments are passed to node's test runner (e.g. a file path or --test-name-pattern).
+ */
+import { spawn } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
+import { dropOldTestDatabases, ensureTemplate, withDatabase } from '../src/persistence/test-databases.ts';
+
+function testFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(dir)) {
+    const path = join(dir, entry);
+    if (statSync(path).isDirectory()) out.push(...testFiles(path));
+    else if (entry.endsWith('.test.ts')) out.push(path);
+  }
+  return out.sort();
+}
+
+async function main() {
+  let embedded: EmbeddedServer | undefined;
+  let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
+  if (!adminUrl) {
+    embedded = await startEmbeddedPostgres({ dataDir: '.ferry/test-data', port: 54339, database: 'postgres' });
+    adminUrl = embedded.url;
+  }
+  adminUrl = withDatabase(adminUrl, 'postgres');
+  const template = await ensureTemplate(adminUrl);
+  await dropOldTestDatabases(adminUrl, template);
+
+  const args = process.argv.slice(2);
+  const files = args.some((a) => a.endsWith('.ts')) ? [] : testFiles('test');
+  const concurrency = process.env.FERRY_TEST_CONCURRENCY ?? '3';
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=300000', ...args, ...files],
+    {
+      stdio: 'inherit',
+      env: { ...process.env, FERRY_TEST_ADMIN_URL: adminUrl, FERRY_TEST_TEMPLATE: template, FERRY_LOG_LEVEL: process.env.FERRY_LOG_LEVEL ?? 'silent' },
+    },
+  );
+  const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
+  if (embedded) await embedded.stop();
+  process.exit(code);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

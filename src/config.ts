@@ -1,0 +1,92 @@
+import { z } from 'zod';
+
+/**
+ * Ferry's whole configuration: one object, validated once at start from the environment.
+ * Defaults follow the reference worker runtime (intervals, batch sizes, TTLs, flags).
+ */
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on');
+
+const seconds = (def: number) => z.coerce.number().positive().default(def);
+const count = (def: number) => z.coerce.number().int().positive().default(def);
+const csv = z
+  .string()
+  .transform((v) =>
+    v
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  );
+
+/** Environment variable name -> config key, with its schema. */
+const fields = {
+  PORT: ['port', z.coerce.number().int().min(0).max(65535).default(3000)],
+  HOST: ['host', z.string().min(1).default('127.0.0.1')],
+  DATABASE_URL: ['databaseUrl', z.string().url().optional()],
+  FERRY_DATA_DIR: ['dataDir', z.string().min(1).default('./.ferry/data')],
+  FERRY_EMBEDDED_PG_PORT: ['embeddedPgPort', z.coerce.number().int().min(1).max(65535).default(54329)],
+  FERRY_LOG_LEVEL: ['logLevel', z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')],
+  FERRY_DB_POOL_MAX: ['dbPoolMax', count(20)],
+
+  FERRY_WORKERS_ENABLED: ['workersEnabled', bool.default(true)],
+  FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],
+  FERRY_NODE_DISPATCH_INTERVAL_SECONDS: ['dispatchIntervalSeconds', seconds(2)],
+  FERRY_NODE_DISPATCH_CONCURRENCY: ['dispatchConcurrency', count(4)],
+  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: ['observeIntervalSeconds', seconds(5)],
+  FERRY_NODE_OBSERVE_BATCH_SIZE: ['observeBatchSize', count(10)],
+  FERRY_OBSERVE_TIMEOUT_ENFORCEMENT_ENABLED: ['observeTimeoutEnforcement', bool.default(false)],
+  FERRY_NODE_RECOVERY_INTERVAL_SECONDS: ['recoveryIntervalSeconds', seconds(60)],
+  FERRY_NODE_RECOVERY_BATCH_SIZE: ['recoveryBatchSize', count(10)],
+  FERRY_SUBMITTING_GRACE_SECONDS: ['submittingGraceSeconds', seconds(300)],
+  FERRY_CALLBACK_DISPATCH_INTERVAL_SECONDS: ['callbackIntervalSeconds', seconds(3)],
+  FERRY_CALLBACK_BATCH_SIZE: ['callbackBatchSize', count(5)],
+  FERRY_CALLBACK_MAX_ATTEMPTS: ['callbackMaxAttempts', count(5)],
+  FERRY_CALLBACK_TIMEOUT_MS: ['callbackTimeoutMs', count(10_000)],
+  FERRY_CALLBACK_SECRET: ['callbackSecret', z.string().min(16).optional()],
+  FERRY_CALLBACK_ALLOWED_HOSTS: ['callbackAllowedHosts', csv.optional()],
+  FERRY_EXPIRATION_CHECK_INTERVAL_SECONDS: ['expirationIntervalSeconds', seconds(30)],
+  FERRY_EXPIRATION_BATCH_SIZE: ['expirationBatchSize', count(20)],
+  FERRY_EXPIRATION_MAX_RUN_MS: ['expirationMaxRunMs', z.coerce.number().int().min(0).default(30_000)],
+  FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: ['healthIntervalSeconds', seconds(60)],
+  FERRY_AUDIT_PROMOTER_INTERVAL_SECONDS: ['auditIntervalSeconds', seconds(1)],
+  FERRY_APPROVAL_TTL_SECONDS: ['approvalTtlSeconds', count(300)],
+  FERRY_APPROVAL_QUORUM: ['approvalQuorum', count(1)],
+  FERRY_MAX_BODY_BYTES: ['maxBodyBytes', count(256 * 1024)],
+  FERRY_DEMO_TEMPLATE: ['demoTemplate', bool.optional()],
+} as const;
+
+type Fields = typeof fields;
+export type FerryConfig = {
+  [K in keyof Fields as Fields[K][0]]: z.output<Fields[K][1]>;
+};
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    reason: string,
+  ) {
+    super(`Invalid configuration: ${variable} ${reason}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Builds the config from an environment; a bad value throws a ConfigError naming the variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
+  const out: Record<string, unknown> = {};
+  for (const [name, [key, schema]] of Object.entries(fields)) {
+    const raw = env[name];
+    const value = raw === undefined || raw === '' ? undefined : raw;
+    const parsed = (schema as z.ZodType).safeParse(value);
+    if (!parsed.success) {
+      const reason = parsed.error.issues.map((i) => i.message).join('; ');
+      throw new ConfigError(name, `(${JSON.stringify(raw)}): ${reason}`);
+    }
+    out[key] = parsed.data;
+  }
+  return out as FerryConfig;
+}
+
+/** The variables Ferry reads, for the README table and `ferry config`. */
+export const configVariables = Object.keys(fields);

@@ -1,0 +1,103 @@
+/**
+ * Ferry's error vocabulary. Every error a caller can see carries a stable code; the HTTP status for
+ * each code is decided here and nowhere else.
+ */
+
+export const errorStatus = {
+  VALIDATION_FAILED: 400,
+  MALFORMED_JSON: 400,
+  INVALID_TEMPLATE: 422,
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
+  FOUR_EYES_VIOLATION: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  INVALID_TRANSITION: 409,
+  TRANSITION_CONFLICT: 409,
+  STALE_PLAN_HASH: 409,
+  IDEMPOTENCY_KEY_REUSED: 409,
+  ALREADY_APPROVED: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  CALLBACK_HOST_NOT_ALLOWED: 422,
+  SNAPSHOT_INCOMPATIBLE: 500,
+  INTERNAL: 500,
+} as const;
+
+export type ErrorCode = keyof typeof errorStatus;
+
+export class FerryError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'FerryError';
+    this.code = code;
+    this.details = details;
+  }
+
+  get httpStatus(): number {
+    return errorStatus[this.code];
+  }
+
+  toJSON() {
+    return { error: { code: this.code, message: this.message, details: this.details } };
+  }
+}
+
+/** An event the machine does not accept in the entity's current state. */
+export class InvalidTransitionError extends FerryError {
+  constructor(machine: string, entityId: string, state: string, eventType: string) {
+    super('INVALID_TRANSITION', `${machine} ${entityId} in state ${state} does not accept ${eventType}`, {
+      machine,
+      entity_id: entityId,
+      state,
+      event: eventType,
+    });
+  }
+}
+
+/** The row moved under us between read and write; the caller may retry. */
+export class TransitionConflictError extends FerryError {
+  constructor(machine: string, entityId: string) {
+    super('TRANSITION_CONFLICT', `${machine} ${entityId} changed concurrently; retry`, {
+      machine,
+      entity_id: entityId,
+      retriable: true,
+    });
+  }
+}
+
+export class NotFoundError extends FerryError {
+  constructor(kind: string, id: string) {
+    super('NOT_FOUND', `${kind} ${id} not found`, { kind, id });
+  }
+}
+
+export class ValidationError extends FerryError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('VALIDATION_FAILED', message, details);
+  }
+}
+
+/** A plan template that cannot compile; the message names the node and the rule. */
+export class InvalidTemplateError extends FerryError {
+  constructor(rule: string, message: string, details: Record<string, unknown> = {}) {
+    super('INVALID_TEMPLATE', message, { rule, ...details });
+  }
+}
+
+export class SnapshotIncompatibleError extends FerryError {
+  constructor(machine: string, entityId: string, cause: unknown) {
+    super('SNAPSHOT_INCOMPATIBLE', `${machine} ${entityId} has a stored state this machine version cannot load`, {
+      machine,
+      entity_id: entityId,
+      cause: String(cause),
+    });
+  }
+}
+
+export function isFerryError(e: unknown): e is FerryError {
+  return e instanceof FerryError;
+}

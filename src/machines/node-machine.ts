@@ -1,0 +1,276 @@
+import { assign, setup } from 'xstate';
+import type { ExecutorOutcome } from './outcome.ts';
+
+/**
+ * The lifecycle of one node of a movement plan. Pure: no I/O, no clock reads. Times arrive inside
+ * events (`at`), so replaying the transition log reproduces the stored row exactly.
+ *
+ * The context is the node row's mutable columns; the durable transition function reads it from the
+ * row and writes it back. Named actions without an implementation (advanceFrontier,
+ * deriveRequestState) are messages the runtime turns into writes in the same transaction.
+ */
+
+export const NODE_MACHINE_ID = 'ferry.node';
+export const NODE_MACHINE_VERSION = '1';
+
+export const nodeStates = [
+  'BLOCKED',
+  'READY',
+  'PREPARING',
+  'AWAITING_SIGNATURE',
+  'SUBMITTING',
+  'SUBMITTED',
+  'OBSERVING',
+  'COMPLETED',
+  'FAILED',
+  'UNKNOWN',
+  'SKIPPED',
+  'CANCELLED',
+] as const;
+export type NodeState = (typeof nodeStates)[number];
+
+export interface NodeContext {
+  nodeKind: string;
+  actionType: string;
+  retryable: boolean;
+  attemptNo: number;
+  idempotencyKey: string | null;
+  startedAt: string | null;
+  providerState: string | null;
+  providerRefs: Record<string, unknown>;
+  providerRefId: string | null;
+  nextObserveAt: string | null;
+  lastObservedAt: string | null;
+  observeCount: number;
+  dispatchAfter: string | null;
+  errorCode: string | null;
+  errorDetail: string | null;
+}
+
+interface Failure {
+  errorCode: string;
+  errorDetail?: string | null;
+}
+
+export type NodeEvent =
+  | { type: 'UNBLOCKED' }
+  | { type: 'DISPATCH_CLAIMED'; at: string }
+  | ({ type: 'PREFLIGHT_FAILED' } & Failure)
+  | ({ type: 'PREFLIGHT_SKIPPED' } & Partial<Failure>)
+  | ({ type: 'PREPARE_FAILED' } & Failure)
+  | { type: 'DISPATCH_DEFERRED'; errorCode: string; errorDetail?: string | null; retryAt: string }
+  | { type: 'PREPARED'; signingRequired: boolean; at: string }
+  | { type: 'SIGNED'; at: string }
+  | ({ type: 'SIGNING_FAILED' } & Failure)
+  | { type: 'PRE_SUBMIT_CHECK_DEFERRED'; errorCode: string; errorDetail?: string | null; retryAt: string }
+  | ({ type: 'PRE_SUBMIT_CHECK_FAILED' } & Failure)
+  | { type: 'SUBMIT_RESULT'; outcome: ExecutorOutcome; at: string; nextObserveAt: string | null }
+  | { type: 'OBSERVED'; outcome: ExecutorOutcome; at: string; nextObserveAt: string | null }
+  | { type: 'OBSERVATION_TIMED_OUT'; at: string; errorDetail?: string | null }
+  | { type: 'RECOVERED'; outcome: ExecutorOutcome; at: string; nextObserveAt: string | null }
+  | { type: 'RETRY_REQUESTED' }
+  | { type: 'MANUAL_CONFIRMED'; at: string }
+  | { type: 'SKIP_REQUESTED'; reason?: string }
+  | { type: 'CANCEL_REQUESTED' };
+
+export type NodeEventType = NodeEvent['type'];
+
+/** The fields of a node row the machine's context is built from. */
+export interface NodeInput {
+  nodeKind: string;
+  actionType: string;
+  retryable: boolean;
+  requestNodeId: string;
+}
+
+export function initialNodeContext(input: Pick<NodeInput, 'nodeKind' | 'actionType' | 'retryable'>): NodeContext {
+  return {
+    nodeKind: input.nodeKind,
+    actionType: input.actionType,
+    retryable: input.retryable,
+    attemptNo: 0,
+    idempotencyKey: null,
+    startedAt: null,
+    providerState: null,
+    providerRefs: {},
+    providerRefId: null,
+    nextObserveAt: null,
+    lastObservedAt: null,
+    observeCount: 0,
+    dispatchAfter: null,
+    errorCode: null,
+    errorDetail: null,
+  };
+}
+
+type OutcomeEvent = Extract<NodeEvent, { outcome: ExecutorOutcome }>;
+const outcomeIs =
+  (state: ExecutorOutcome['nextState']) =>
+  ({ event }: { event: NodeEvent }) =>
+    'outcome' in event && event.outcome.nextState === state;
+
+export const nodeMachine = setup({
+  types: {
+    context: {} as NodeContext,
+    events: {} as NodeEvent,
+    input: {} as NodeContext,
+  },
+  guards: {
+    signingIsRequired: ({ event }) => event.type === 'PREPARED' && event.signingRequired,
+    providerReportsCompleted: outcomeIs('COMPLETED'),
+    providerReportsSubmitted: outcomeIs('SUBMITTED'),
+    providerReportsObserving: outcomeIs('OBSERVING'),
+    providerReportsFailed: outcomeIs('FAILED'),
+    providerReportsUnknown: outcomeIs('UNKNOWN'),
+    laneAllowsRetry: ({ context }) => context.retryable,
+    isManualGate: ({ context }) => context.nodeKind === 'manual_gate' || context.actionType.startsWith('manual_'),
+    isAutomatic: ({ context }) => !(context.nodeKind === 'manual_gate' || context.actionType.startsWith('manual_')),
+  },
+  actions: {
+    // A new attempt starts when the node is committed SUBMITTING: its number and idempotency key are
+    // fixed before submit() is called, so a crash after this point is recovered, never resubmitted.
+    beginSubmitAttempt: assign(({ context, event }) => {
+      const at = 'at' in event ? (event as { at: string }).at : context.startedAt;
+      const attemptNo = context.attemptNo + 1;
+      return { attemptNo, startedAt: at, errorCode: null, errorDetail: null, dispatchAfter: null };
+    }),
+    recordFailure: assign(({ event }) => {
+      const e = event as Partial<Failure>;
+      return { errorCode: e.errorCode ?? null, errorDetail: e.errorDetail ?? null };
+    }),
+    deferDispatch: assign(({ event }) => {
+      const e = event as { errorCode: string; errorDetail?: string | null; retryAt: string };
+      return { errorCode: e.errorCode, errorDetail: e.errorDetail ?? null, dispatchAfter: e.retryAt };
+    }),
+    recordOutcome: assign(({ context, event }) => {
+      const { outcome, nextObserveAt } = event as OutcomeEvent;
+      return {
+        providerState: outcome.providerState ?? context.providerState,
+        providerRefs: { ...context.providerRefs, ...outcome.providerRefs },
+        providerRefId: outcome.providerRefId ?? context.providerRefId,
+        errorCode: outcome.errorCode ?? null,
+        errorDetail: outcome.errorDetail ?? null,
+        nextObserveAt,
+      };
+    }),
+    countObservation: assign(({ context, event }) => ({
+      observeCount: context.observeCount + 1,
+      lastObservedAt: (event as { at: string }).at,
+    })),
+    recordObservationTimeout: assign(({ event }) => ({
+      errorCode: 'OBSERVATION_TIMEOUT',
+      errorDetail: (event as { errorDetail?: string | null }).errorDetail ?? 'observation exceeded timeout_policy.observe_seconds',
+      nextObserveAt: null,
+    })),
+    clearError: assign({ errorCode: null, errorDetail: null, dispatchAfter: null }),
+    // Messages for the runtime, executed inside the same transaction.
+    advanceFrontier: () => {},
+    deriveRequestState: () => {},
+  },
+}).createMachine({
+  id: NODE_MACHINE_ID,
+  version: NODE_MACHINE_VERSION,
+  context: ({ input }) => input,
+  initial: 'BLOCKED',
+  states: {
+    BLOCKED: {
+      on: {
+        UNBLOCKED: { target: 'READY', actions: 'deriveRequestState' },
+        SKIP_REQUESTED: { target: 'SKIPPED', actions: 'advanceFrontier' },
+        CANCEL_REQUESTED: { target: 'CANCELLED' },
+      },
+    },
+    READY: {
+      on: {
+        DISPATCH_CLAIMED: { guard: 'isAutomatic', target: 'PREPARING', actions: 'clearError' },
+        MANUAL_CONFIRMED: { guard: 'isManualGate', target: 'COMPLETED', actions: 'advanceFrontier' },
+        SKIP_REQUESTED: { target: 'SKIPPED', actions: 'advanceFrontier' },
+        CANCEL_REQUESTED: { target: 'CANCELLED' },
+      },
+    },
+    PREPARING: {
+      on: {
+        PREFLIGHT_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveRequestState'] },
+        PREFLIGHT_SKIPPED: { target: 'SKIPPED', actions: ['recordFailure', 'advanceFrontier'] },
+        PREPARE_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveRequestState'] },
+        DISPATCH_DEFERRED: { target: 'READY', actions: 'deferDispatch' },
+        PREPARED: [
+          { guard: 'signingIsRequired', target: 'AWAITING_SIGNATURE' },
+          { target: 'SUBMITTING', actions: 'beginSubmitAttempt' },
+        ],
+      },
+    },
+    AWAITING_SIGNATURE: {
+      on: {
+        SIGNED: { target: 'SUBMITTING', actions: 'beginSubmitAttempt' },
+        SIGNING_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveRequestState'] },
+        DISPATCH_DEFERRED: { target: 'READY', actions: 'deferDispatch' },
+      },
+    },
+    SUBMITTING: {
+      on: {
+        PRE_SUBMIT_CHECK_DEFERRED: { target: 'READY', actions: 'deferDispatch' },
+        PRE_SUBMIT_CHECK_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveRequestState'] },
+        SUBMIT_RESULT: [
+          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
+          { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
+          { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveRequestState'] },
+        ],
+        // A node stuck here (the process died around submit) is resolved by asking the provider.
+        RECOVERED: [
+          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
+          { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
+          { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveRequestState'] },
+        ],
+      },
+    },
+    SUBMITTED: {
+      on: {
+        OBSERVED: [
+          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['countObservation', 'recordOutcome', 'advanceFrontier'] },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveRequestState'] },
+          { target: 'OBSERVING', actions: ['countObservation', 'recordOutcome'] },
+        ],
+        OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveRequestState'] },
+      },
+    },
+    OBSERVING: {
+      on: {
+        OBSERVED: [
+          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['countObservation', 'recordOutcome', 'advanceFrontier'] },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveRequestState'] },
+          { target: 'OBSERVING', reenter: true, actions: ['countObservation', 'recordOutcome'] },
+        ],
+        OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveRequestState'] },
+      },
+    },
+    UNKNOWN: {
+      on: {
+        RECOVERED: [
+          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
+          { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
+          { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
+          // Still undetermined: stays UNKNOWN, and moves to the back of the recovery queue.
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', reenter: true, actions: 'recordOutcome' },
+        ],
+      },
+    },
+    FAILED: {
+      on: {
+        RETRY_REQUESTED: { guard: 'laneAllowsRetry', target: 'READY', actions: ['clearError', 'deriveRequestState'] },
+      },
+    },
+    COMPLETED: { type: 'final' },
+    SKIPPED: { type: 'final' },
+    CANCELLED: { type: 'final' },
+  },
+});
+
+export type NodeMachine = typeof nodeMachine;

@@ -1,0 +1,55 @@
+import type { NodeState } from './node-machine.ts';
+
+/**
+ * The facts about a request's nodes that decide the request's state. Computed from the node rows
+ * inside the transaction and carried in the request event, so the request machine stays pure and
+ * the transition log records exactly what it decided on.
+ */
+export interface NodeSummary {
+  total: number;
+  done: number;
+  failed: number;
+  unknown: number;
+  sideEffectCompleted: boolean;
+  manualGateReady: boolean;
+  executing: boolean;
+  inFlight: boolean;
+}
+
+export interface SummarizedNode {
+  node_state: NodeState | string;
+  node_kind: string;
+  action_type: string;
+}
+
+const SIDE_EFFECT_KINDS = new Set(['action', 'compensation', 'post_action']);
+const EXECUTING = new Set(['PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING', 'SUBMITTED', 'OBSERVING']);
+// A node in one of these may have moved money already: cancelling the request would lose track of it.
+const IN_FLIGHT = new Set(['SUBMITTING', 'SUBMITTED', 'OBSERVING', 'UNKNOWN']);
+
+export function isManualNode(n: Pick<SummarizedNode, 'node_kind' | 'action_type'>): boolean {
+  return n.node_kind === 'manual_gate' || n.action_type.startsWith('manual_');
+}
+
+export function summarizeNodes(nodes: readonly SummarizedNode[]): NodeSummary {
+  const s: NodeSummary = {
+    total: nodes.length,
+    done: 0,
+    failed: 0,
+    unknown: 0,
+    sideEffectCompleted: false,
+    manualGateReady: false,
+    executing: false,
+    inFlight: false,
+  };
+  for (const n of nodes) {
+    if (n.node_state === 'COMPLETED' || n.node_state === 'SKIPPED') s.done++;
+    if (n.node_state === 'FAILED') s.failed++;
+    if (n.node_state === 'UNKNOWN') s.unknown++;
+    if (n.node_state === 'COMPLETED' && SIDE_EFFECT_KINDS.has(n.node_kind)) s.sideEffectCompleted = true;
+    if (n.node_state === 'READY' && isManualNode(n)) s.manualGateReady = true;
+    if (EXECUTING.has(n.node_state)) s.executing = true;
+    if (IN_FLIGHT.has(n.node_state)) s.inFlight = true;
+  }
+  return s;
+}

@@ -1,0 +1,19 @@
+/**
+ * What an executor reported, reduced to what the node machine decides on. The wire format
+ * (ExecutionResult, snake_case) lives in src/executors; this is the machine's own view of it.
+ */
+export const outcomeStates = ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN'] as const;
+export type OutcomeState = (typeof outcomeStates)[number];
+
+export interface ExecutorOutcome {
+  nextState: OutcomeState;
+  providerState?: string | null;
+  providerRefs?: Record<string, unknown>;
+  providerRefId?: string | null;
+  errorCode?: string | null;
+  errorDetail?: string | null;
+}
+
+export function isOutcomeState(s: string): s is OutcomeState {
+  return (outcomeStates as readonly string[]).includes(s);
+}

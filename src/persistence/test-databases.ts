@@ -1,0 +1,89 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { migrate, migrationsDir } from './migrate.ts';
+
+/**
+ * Databases for tests: one migrated template per migration set, and a fresh copy of it per test
+ * file, so files run in parallel and a failed file's database can be kept for inspection.
+ */
+
+export function templateName(): string {
+  const h = createHash('sha256');
+  for (const f of readdirSync(migrationsDir).sort()) h.update(f).update(readFileSync(join(migrationsDir, f)));
+  return `ferry_tpl_${h.digest('hex').slice(0, 12)}`;
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = '/' + database;
+  return u.toString();
+}
+
+/** Creates and migrates the template database unless it already exists (serialised by an advisory lock). */
+export async function ensureTemplate(adminUrl: string): Promise<string> {
+  const name = templateName();
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query('SELECT pg_advisory_lock(7346021)');
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (!rowCount) {
+      const building = `${name}_build`;
+      await admin.query(`DROP DATABASE IF EXISTS ${building}`);
+      await admin.query(`CREATE DATABASE ${building}`);
+      await migrate(withDatabase(adminUrl, building));
+      await admin.query(`ALTER DATABASE ${building} RENAME TO ${name}`);
+    }
+    await admin.query('SELECT pg_advisory_unlock(7346021)');
+    return name;
+  } finally {
+    await admin.end();
+  }
+}
+
+/** Drops databases left by earlier test runs (kept because their files failed) and stale templates. */
+export async function dropOldTestDatabases(adminUrl: string, keepTemplate: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    const { rows } = await admin.query<{ datname: string }>(
+      `SELECT datname FROM pg_database WHERE (datname LIKE 'ferry\\_t\\_%' OR datname LIKE 'ferry\\_tpl\\_%') AND datname <> $1`,
+      [keepTemplate],
+    );
+    for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(datname)} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+}
+
+export async function cloneTemplate(adminUrl: string, template: string, name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(template)}`);
+        break;
+      } catch (err) {
+        // 55006: the template is briefly in use by another file's CREATE DATABASE; try again.
+        if ((err as { code?: string }).code !== '55006' || attempt > 50) throw err;
+        await new Promise((r) => setTimeout(r, 100 + Math.random() * 200));
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+  return withDatabase(adminUrl, name);
+}
+
+export async function dropDatabase(adminUrl: string, name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+}

@@ -1,0 +1,29 @@
+import { randomBytes } from 'node:crypto';
+import { after } from 'node:test';
+import { createPool, type Pool } from '../../src/persistence/db.ts';
+import { cloneTemplate, dropDatabase } from '../../src/persistence/test-databases.ts';
+
+export interface TestDb {
+  url: string;
+  name: string;
+  pool: Pool;
+}
+
+/**
+ * A fresh, migrated database for this test file (a copy of the template `npm test` built). It is
+ * dropped when the file ends, unless FERRY_KEEP_TEST_DB=1 or a test in the file failed.
+ */
+export async function testDatabase(): Promise<TestDb> {
+  const adminUrl = process.env.FERRY_TEST_ADMIN_URL;
+  const template = process.env.FERRY_TEST_TEMPLATE;
+  if (!adminUrl || !template) throw new Error('run tests through `npm test` (it prepares the database server)');
+  const name = `ferry_t_${process.pid}_${randomBytes(3).toString('hex')}`;
+  const url = await cloneTemplate(adminUrl, template, name);
+  const pool = createPool(url, 20, 'ferry-test');
+  after(async () => {
+    await pool.end();
+    const failed = process.exitCode !== undefined && process.exitCode !== 0;
+    if (!failed && process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, name);
+  });
+  return { url, name, pool };
+}
