@@ -45,7 +45,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     createPostgresUser: process.getuid?.() === 0,
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
     onLog: opts.onLog ?? (() => {}),
-    onError: opts.onLog ?? (() => {}),
+    onError: (e: unknown) => opts.onLog?.(String(e)),
   });
   if (!existsSync(join(databaseDir, 'PG_VERSION'))) await server.initialise();
   await server.start();
