@@ -34,7 +34,6 @@ export interface NodeContext {
   actionType: string;
   retryable: boolean;
   attemptNo: number;
-  idempotencyKey: string | null;
   startedAt: string | null;
   providerState: string | null;
   providerRefs: Record<string, unknown>;
@@ -89,7 +88,6 @@ export function initialNodeContext(input: Pick<NodeInput, 'nodeKind' | 'actionTy
     actionType: input.actionType,
     retryable: input.retryable,
     attemptNo: 0,
-    idempotencyKey: null,
     startedAt: null,
     providerState: null,
     providerRefs: {},

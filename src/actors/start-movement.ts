@@ -1,0 +1,134 @@
+import { initialTransition } from 'xstate';
+import { NODE_MACHINE_ID, NODE_MACHINE_VERSION, initialNodeContext, nodeMachine } from '../machines/node-machine.ts';
+import {
+  REQUEST_MACHINE_ID,
+  REQUEST_MACHINE_VERSION,
+  initialRequestContext,
+  requestMachine,
+} from '../machines/request-machine.ts';
+import type { Client } from '../persistence/db.ts';
+import { appendTransition, insertNodes, insertRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
+
+/**
+ * Creates a movement request and its nodes in the machines' initial states, with the creation
+ * logged as each entity's transition number 0 (event xstate.init), so the log alone can replay
+ * every entity from birth.
+ */
+
+export interface PlanNodeToStart {
+  plan_node_id: string;
+  node_key: string;
+  node_kind: string;
+  action_type: string;
+  executor_binding: unknown;
+  signer_binding: unknown;
+  config: Record<string, unknown>;
+  timeout_policy: Record<string, unknown>;
+  retryable: boolean;
+  predecessors: string[];
+  successors: string[];
+}
+
+export interface PlanToStart {
+  template_version_id: string;
+  template_key: string;
+  template_version: number;
+  compiled_plan_hash: string;
+  nodes: PlanNodeToStart[];
+}
+
+export interface StartMovementInput {
+  plan: PlanToStart;
+  compiledPlan: unknown;
+  intent: Record<string, unknown>;
+  inputParams: Record<string, unknown>;
+  createdBy: string;
+  quorum: number;
+  expiresAt: string | null;
+  callbackUrl: string | null;
+  idempotencyKey: string | null;
+  fingerprint: string | null;
+}
+
+export async function startMovement(client: Client, input: StartMovementInput): Promise<{ request: RequestRow; nodes: NodeRow[] }> {
+  const [reqSnap] = initialTransition(
+    requestMachine,
+    initialRequestContext({ createdBy: input.createdBy, quorum: input.quorum, expiresAt: input.expiresAt }),
+  );
+  const request = await insertRequest(client, {
+    template_version_id: input.plan.template_version_id,
+    template_key: input.plan.template_key,
+    template_version: input.plan.template_version,
+    intent: input.intent,
+    input_params: input.inputParams,
+    compiled_plan_hash: input.plan.compiled_plan_hash,
+    compiled_plan: input.compiledPlan,
+    machine_id: REQUEST_MACHINE_ID,
+    machine_version: REQUEST_MACHINE_VERSION,
+    request_state: String(reqSnap.value),
+    approval_quorum: input.quorum,
+    expires_at: input.expiresAt,
+    callback_url: input.callbackUrl,
+    idempotency_key: input.idempotencyKey,
+    request_fingerprint: input.fingerprint,
+    created_by: input.createdBy,
+  });
+  await appendTransition(client, {
+    machine_id: REQUEST_MACHINE_ID,
+    machine_version: REQUEST_MACHINE_VERSION,
+    entity_type: 'request',
+    entity_id: request.id,
+    request_id: request.id,
+    node_key: null,
+    seq: 0,
+    from_state: '',
+    to_state: request.request_state,
+    event_type: 'xstate.init',
+    event_payload: { created_by: input.createdBy, quorum: input.quorum, expires_at: input.expiresAt },
+    actor: input.createdBy,
+  });
+
+  const nodes = await insertNodes(
+    client,
+    request.id,
+    input.plan.nodes.map((n) => {
+      const [snap] = initialTransition(
+        nodeMachine,
+        initialNodeContext({ nodeKind: n.node_kind, actionType: n.action_type, retryable: n.retryable }),
+      );
+      return {
+        plan_node_id: n.plan_node_id,
+        node_key: n.node_key,
+        node_kind: n.node_kind,
+        action_type: n.action_type,
+        executor_binding: n.executor_binding,
+        signer_binding: n.signer_binding ?? null,
+        config: n.config ?? {},
+        timeout_policy: n.timeout_policy ?? {},
+        predecessor_keys: n.predecessors,
+        successor_keys: n.successors,
+        retryable: n.retryable,
+        machine_id: NODE_MACHINE_ID,
+        machine_version: NODE_MACHINE_VERSION,
+        node_state: String(snap.value),
+      };
+    }),
+  );
+  for (const n of nodes) {
+    await appendTransition(client, {
+      machine_id: NODE_MACHINE_ID,
+      machine_version: NODE_MACHINE_VERSION,
+      entity_type: 'node',
+      entity_id: n.id,
+      request_id: request.id,
+      node_key: n.node_key,
+      seq: 0,
+      from_state: '',
+      to_state: n.node_state,
+      event_type: 'xstate.init',
+      event_payload: {},
+      actor: input.createdBy,
+    });
+  }
+  return { request, nodes };
+}

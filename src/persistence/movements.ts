@@ -1,0 +1,360 @@
+import type { Queryable } from './db.ts';
+
+/**
+ * SQL for movement requests and their nodes: the rows the durable transition function reads and
+ * writes. State columns are written only through writeRequestTransition / writeNodeTransition,
+ * which the durable transition function calls after the machine has decided.
+ */
+
+export interface RequestRow {
+  id: string;
+  template_version_id: string;
+  template_key: string;
+  template_version: number;
+  intent: Record<string, unknown>;
+  input_params: Record<string, unknown>;
+  compiled_plan_hash: string;
+  compiled_plan: Record<string, unknown>;
+  machine_id: string;
+  machine_version: string;
+  request_state: string;
+  row_version: number;
+  approval_status: 'pending' | 'approved' | 'rejected';
+  approval_quorum: number;
+  approvals: { by: string; at: string }[];
+  decided_by: string | null;
+  expires_at: Date | null;
+  current_frontier: string[];
+  callback_url: string | null;
+  idempotency_key: string | null;
+  request_fingerprint: string | null;
+  created_by: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface NodeRow {
+  id: string;
+  request_id: string;
+  plan_node_id: string;
+  node_key: string;
+  node_kind: string;
+  action_type: string;
+  executor_binding: unknown;
+  signer_binding: unknown;
+  config: Record<string, unknown>;
+  timeout_policy: Record<string, unknown>;
+  predecessor_keys: string[];
+  successor_keys: string[];
+  retryable: boolean;
+  machine_id: string;
+  machine_version: string;
+  node_state: string;
+  row_version: number;
+  attempt_no: number;
+  idempotency_key: string | null;
+  provider_state: string | null;
+  provider_refs: Record<string, unknown>;
+  provider_ref_id: string | null;
+  next_observe_at: Date | null;
+  last_observed_at: Date | null;
+  observe_count: number;
+  dispatch_after: Date | null;
+  started_at: Date | null;
+  error_code: string | null;
+  error_detail: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface TransitionRow {
+  id: number;
+  machine_id: string;
+  machine_version: string;
+  entity_type: 'request' | 'node';
+  entity_id: string;
+  request_id: string;
+  node_key: string | null;
+  seq: number;
+  from_state: string;
+  to_state: string;
+  event_type: string;
+  event_payload: Record<string, unknown>;
+  actor: string;
+  at: Date;
+}
+
+export async function lockRequest(db: Queryable, requestId: string): Promise<RequestRow | null> {
+  const { rows } = await db.query<RequestRow>('SELECT * FROM movement_requests WHERE id = $1 FOR UPDATE', [requestId]);
+  return rows[0] ?? null;
+}
+
+export async function getRequest(db: Queryable, requestId: string): Promise<RequestRow | null> {
+  const { rows } = await db.query<RequestRow>('SELECT * FROM movement_requests WHERE id = $1', [requestId]);
+  return rows[0] ?? null;
+}
+
+/** The request a node belongs to, read without a lock so the caller can lock request before node. */
+export async function requestIdOfNode(db: Queryable, nodeId: string): Promise<string | null> {
+  const { rows } = await db.query<{ request_id: string }>('SELECT request_id FROM request_nodes WHERE id = $1', [nodeId]);
+  return rows[0]?.request_id ?? null;
+}
+
+export async function lockNode(db: Queryable, nodeId: string): Promise<NodeRow | null> {
+  const { rows } = await db.query<NodeRow>('SELECT * FROM request_nodes WHERE id = $1 FOR UPDATE', [nodeId]);
+  return rows[0] ?? null;
+}
+
+export async function getNode(db: Queryable, nodeId: string): Promise<NodeRow | null> {
+  const { rows } = await db.query<NodeRow>('SELECT * FROM request_nodes WHERE id = $1', [nodeId]);
+  return rows[0] ?? null;
+}
+
+export async function nodesOfRequest(db: Queryable, requestId: string): Promise<NodeRow[]> {
+  const { rows } = await db.query<NodeRow>(
+    'SELECT * FROM request_nodes WHERE request_id = $1 ORDER BY created_at, node_key',
+    [requestId],
+  );
+  return rows;
+}
+
+export async function nodeByKey(db: Queryable, requestId: string, nodeKey: string): Promise<NodeRow | null> {
+  const { rows } = await db.query<NodeRow>('SELECT * FROM request_nodes WHERE request_id = $1 AND node_key = $2', [
+    requestId,
+    nodeKey,
+  ]);
+  return rows[0] ?? null;
+}
+
+export interface RequestWrite {
+  request_state: string;
+  approval_status: string;
+  approvals: unknown[];
+  decided_by: string | null;
+}
+
+/**
+ * Writes a request's new state with the machine's precondition repeated in SQL: the row must still
+ * be in `fromState` at `rowVersion`. Returns false when it is not (a concurrent writer won).
+ */
+export async function writeRequestTransition(
+  db: Queryable,
+  id: string,
+  fromState: string,
+  rowVersion: number,
+  next: RequestWrite,
+): Promise<RequestRow | null> {
+  const { rows } = await db.query<RequestRow>(
+    `UPDATE movement_requests
+        SET request_state = $4, approval_status = $5, approvals = $6, decided_by = $7,
+            row_version = row_version + 1, updated_at = now()
+      WHERE id = $1 AND request_state = $2 AND row_version = $3
+      RETURNING *`,
+    [id, fromState, rowVersion, next.request_state, next.approval_status, JSON.stringify(next.approvals), next.decided_by],
+  );
+  return rows[0] ?? null;
+}
+
+export interface NodeWrite {
+  node_state: string;
+  attempt_no: number;
+  started_at: string | null;
+  provider_state: string | null;
+  provider_refs: Record<string, unknown>;
+  provider_ref_id: string | null;
+  next_observe_at: string | null;
+  last_observed_at: string | null;
+  observe_count: number;
+  dispatch_after: string | null;
+  error_code: string | null;
+  error_detail: string | null;
+}
+
+export async function writeNodeTransition(
+  db: Queryable,
+  id: string,
+  fromState: string,
+  rowVersion: number,
+  next: NodeWrite,
+): Promise<NodeRow | null> {
+  const { rows } = await db.query<NodeRow>(
+    `UPDATE request_nodes
+        SET node_state = $4, attempt_no = $5,
+            idempotency_key = CASE WHEN $5::int > 0 THEN id::text || ':' || $5::int ELSE NULL END,
+            started_at = $6, provider_state = $7, provider_refs = $8, provider_ref_id = $9,
+            next_observe_at = $10, last_observed_at = $11, observe_count = $12, dispatch_after = $13,
+            error_code = $14, error_detail = $15, row_version = row_version + 1, updated_at = now()
+      WHERE id = $1 AND node_state = $2 AND row_version = $3
+      RETURNING *`,
+    [
+      id,
+      fromState,
+      rowVersion,
+      next.node_state,
+      next.attempt_no,
+      next.started_at,
+      next.provider_state,
+      JSON.stringify(next.provider_refs),
+      next.provider_ref_id,
+      next.next_observe_at,
+      next.last_observed_at,
+      next.observe_count,
+      next.dispatch_after,
+      next.error_code,
+      next.error_detail,
+    ],
+  );
+  return rows[0] ?? null;
+}
+
+export interface NewTransition {
+  machine_id: string;
+  machine_version: string;
+  entity_type: 'request' | 'node';
+  entity_id: string;
+  request_id: string;
+  node_key: string | null;
+  seq: number;
+  from_state: string;
+  to_state: string;
+  event_type: string;
+  event_payload: Record<string, unknown>;
+  actor: string;
+}
+
+export async function appendTransition(db: Queryable, t: NewTransition): Promise<TransitionRow> {
+  const { rows } = await db.query<TransitionRow>(
+    `INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,
+                              from_state, to_state, event_type, event_payload, actor)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+     RETURNING *`,
+    [
+      t.machine_id,
+      t.machine_version,
+      t.entity_type,
+      t.entity_id,
+      t.request_id,
+      t.node_key,
+      t.seq,
+      t.from_state,
+      t.to_state,
+      t.event_type,
+      JSON.stringify(t.event_payload),
+      t.actor,
+    ],
+  );
+  return rows[0];
+}
+
+export async function setFrontier(db: Queryable, requestId: string, frontier: string[]): Promise<void> {
+  await db.query('UPDATE movement_requests SET current_frontier = $2 WHERE id = $1', [requestId, JSON.stringify(frontier)]);
+}
+
+export async function transitionsOfRequest(db: Queryable, requestId: string, afterId = 0, limit = 1000): Promise<TransitionRow[]> {
+  const { rows } = await db.query<TransitionRow>(
+    'SELECT * FROM transitions WHERE request_id = $1 AND id > $2 ORDER BY id LIMIT $3',
+    [requestId, afterId, limit],
+  );
+  return rows;
+}
+
+export async function transitionsOfEntity(db: Queryable, entityId: string): Promise<TransitionRow[]> {
+  const { rows } = await db.query<TransitionRow>('SELECT * FROM transitions WHERE entity_id = $1 ORDER BY seq', [entityId]);
+  return rows;
+}
+
+/** Wakes listeners when the surrounding transaction commits (Postgres delivers NOTIFY on commit). */
+export async function notifyOnCommit(db: Queryable, channel: string, payload: string): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [channel, payload]);
+}
+
+export interface NewRequest {
+  template_version_id: string;
+  template_key: string;
+  template_version: number;
+  intent: unknown;
+  input_params: unknown;
+  compiled_plan_hash: string;
+  compiled_plan: unknown;
+  machine_id: string;
+  machine_version: string;
+  request_state: string;
+  approval_quorum: number;
+  expires_at: string | null;
+  callback_url: string | null;
+  idempotency_key: string | null;
+  request_fingerprint: string | null;
+  created_by: string;
+}
+
+export async function insertRequest(db: Queryable, r: NewRequest): Promise<RequestRow> {
+  const { rows } = await db.query<RequestRow>(
+    `INSERT INTO movement_requests (template_version_id, template_key, template_version, intent, input_params,
+        compiled_plan_hash, compiled_plan, machine_id, machine_version, request_state, approval_quorum, expires_at,
+        callback_url, idempotency_key, request_fingerprint, created_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+     RETURNING *`,
+    [
+      r.template_version_id,
+      r.template_key,
+      r.template_version,
+      JSON.stringify(r.intent),
+      JSON.stringify(r.input_params),
+      r.compiled_plan_hash,
+      JSON.stringify(r.compiled_plan),
+      r.machine_id,
+      r.machine_version,
+      r.request_state,
+      r.approval_quorum,
+      r.expires_at,
+      r.callback_url,
+      r.idempotency_key,
+      r.request_fingerprint,
+      r.created_by,
+    ],
+  );
+  return rows[0];
+}
+
+export interface NewNode {
+  plan_node_id: string;
+  node_key: string;
+  node_kind: string;
+  action_type: string;
+  executor_binding: unknown;
+  signer_binding: unknown;
+  config: unknown;
+  timeout_policy: unknown;
+  predecessor_keys: string[];
+  successor_keys: string[];
+  retryable: boolean;
+  machine_id: string;
+  machine_version: string;
+  node_state: string;
+}
+
+export async function insertNodes(db: Queryable, requestId: string, nodes: NewNode[]): Promise<NodeRow[]> {
+  if (nodes.length === 0) return [];
+  const { rows } = await db.query<NodeRow>(
+    `INSERT INTO request_nodes (request_id, plan_node_id, node_key, node_kind, action_type, executor_binding,
+        signer_binding, config, timeout_policy, predecessor_keys, successor_keys, retryable, machine_id,
+        machine_version, node_state)
+     SELECT $1, n.plan_node_id, n.node_key, n.node_kind, n.action_type, n.executor_binding, n.signer_binding,
+            n.config, n.timeout_policy, n.predecessor_keys, n.successor_keys, n.retryable, n.machine_id,
+            n.machine_version, n.node_state
+       FROM jsonb_to_recordset($2::jsonb) AS n(plan_node_id uuid, node_key text, node_kind text, action_type text,
+            executor_binding jsonb, signer_binding jsonb, config jsonb, timeout_policy jsonb, predecessor_keys text[],
+            successor_keys text[], retryable boolean, machine_id text, machine_version text, node_state text)
+     RETURNING *`,
+    [requestId, JSON.stringify(nodes)],
+  );
+  return rows;
+}
+
+export async function findByIdempotencyKey(db: Queryable, createdBy: string, key: string): Promise<RequestRow | null> {
+  const { rows } = await db.query<RequestRow>(
+    'SELECT * FROM movement_requests WHERE created_by = $1 AND idempotency_key = $2',
+    [createdBy, key],
+  );
+  return rows[0] ?? null;
+}
