@@ -87,3 +87,15 @@ export async function dropDatabase(adminUrl: string, name: string): Promise<void
     await admin.end();
   }
 }
+
+/** Creates a database with nothing in it (no migrations), for tests that exercise start-up itself. */
+export async function createEmptyDatabase(adminUrl: string, name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  } finally {
+    await admin.end();
+  }
+  return withDatabase(adminUrl, name);
+}
