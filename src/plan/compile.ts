@@ -1,0 +1,141 @@
+import { InvalidTemplateError, ValidationError } from '../errors.ts';
+import { compareCodeUnits, sha256Tagged } from './canonical-json.ts';
+import { roots } from './graph.ts';
+import { isBoundedJson, MAX_JSON_DEPTH } from './json.ts';
+import type { TemplateDefinition } from './template-schema.ts';
+import type { CompiledNode, CompiledPlan, TemplateVersionRecord } from './types.ts';
+import { validateTemplate, validateTemplateStructure, type BindingCatalog } from './validate.ts';
+
+export { executorKeyOf, signerKeyOf } from './bindings.ts';
+export type { CompiledNode, CompiledPlan, TemplateVersionNode, TemplateVersionRecord } from './types.ts';
+
+interface HashableNode {
+  node_key: string;
+  node_kind: string;
+  action_type: string;
+  executor_binding?: unknown;
+  signer_binding?: unknown;
+  config?: unknown;
+  retryable?: boolean;
+}
+
+/**
+ * The identity of a template's behaviour: nodes (sorted by key), edges (sorted) and risk controls.
+ * Left out on purpose: description (wording is not behaviour) and timeout_policy (operational
+ * timing that operators tune without it counting as a new plan; it stays outside both hashes).
+ */
+export function graphHash(def: TemplateDefinition): string {
+  return graphHashOf(def.nodes, def.edges, def.risk_controls);
+}
+
+function graphHashOf(
+  nodes: readonly HashableNode[],
+  edges: ReadonlyArray<{ from: string; to: string }>,
+  riskControls: unknown,
+): string {
+  return sha256Tagged({
+    nodes: [...nodes]
+      .sort((a, b) => compareCodeUnits(a.node_key, b.node_key))
+      .map((n) => ({
+        node_key: n.node_key,
+        node_kind: n.node_kind,
+        action_type: n.action_type,
+        executor_binding: n.executor_binding,
+        signer_binding: n.signer_binding ?? null,
+        config: n.config ?? {},
+        retryable: n.retryable ?? false,
+      })),
+    edges: sortEdges(edges),
+    risk_controls: riskControls ?? {},
+  });
+}
+
+export function sortEdges(edges: ReadonlyArray<{ from: string; to: string }>): Array<{ from: string; to: string }> {
+  return edges
+    .map(({ from, to }) => ({ from, to }))
+    .sort((a, b) => compareCodeUnits(a.from, b.from) || compareCodeUnits(a.to, b.to));
+}
+
+/**
+ * Compiles a saved template version for one request (intent and input params must be plain JSON
+ * objects; anything else is refused as VALIDATION_FAILED). Deterministic: the same version, intent and
+ * input params give the same plan and the same compiled_plan_hash in any process.
+ *
+ * The version is re-validated (a stored plan edited behind Ferry's back must not run) and, when a
+ * catalog is given, its bindings are checked against what is registered now, since an executor may
+ * have been removed after the template was saved.
+ */
+export function compilePlan(
+  version: TemplateVersionRecord,
+  intent: Readonly<Record<string, unknown>>,
+  inputParams: Readonly<Record<string, unknown>> = {},
+  known?: BindingCatalog,
+): CompiledPlan {
+  requireJsonObject('intent', intent);
+  requireJsonObject('input_params', inputParams);
+
+  const { graph, order } = known ? validateTemplate(version, known) : validateTemplateStructure(version);
+  if (graphHashOf(version.nodes, version.edges, version.risk_controls) !== version.graph_hash) {
+    throw new InvalidTemplateError(
+      'GRAPH_HASH_DRIFT',
+      `template "${version.template_key}" version ${version.version} no longer matches its recorded graph hash; its stored nodes or edges were changed after it was saved`,
+      { template_key: version.template_key, template_version: version.version },
+    );
+  }
+
+  const byKey = new Map(version.nodes.map((n) => [n.node_key, n]));
+  const nodes: CompiledNode[] = order.map((key) => {
+    const n = byKey.get(key)!;
+    return {
+      plan_node_id: n.plan_node_id,
+      node_key: n.node_key,
+      node_kind: n.node_kind,
+      action_type: n.action_type,
+      executor_binding: n.executor_binding,
+      signer_binding: n.signer_binding ?? null,
+      config: n.config ?? {},
+      timeout_policy: n.timeout_policy ?? {},
+      retryable: n.retryable ?? false,
+      predecessors: [...graph.predecessors.get(key)!],
+      successors: [...graph.successors.get(key)!],
+    };
+  });
+
+  const plan: Omit<CompiledPlan, 'compiled_plan_hash'> = {
+    template_key: version.template_key,
+    template_version: version.version,
+    template_version_id: version.id,
+    graph_hash: version.graph_hash,
+    risk_controls: version.risk_controls ?? {},
+    nodes,
+    initial_frontier: roots(graph),
+  };
+  return { ...plan, compiled_plan_hash: compiledPlanHash(plan, intent, inputParams) };
+}
+
+/**
+ * The hash a request carries: template identity, graph hash, the request's intent and params, and
+ * every node's executable fields (timeout_policy excluded, as in the graph hash). Exported so a stored
+ * compiled plan can be re-hashed to detect drift.
+ */
+export function compiledPlanHash(
+  plan: Pick<CompiledPlan, 'template_key' | 'template_version' | 'graph_hash' | 'nodes'>,
+  intent: Readonly<Record<string, unknown>>,
+  inputParams: Readonly<Record<string, unknown>>,
+): string {
+  return sha256Tagged({
+    template_key: plan.template_key,
+    template_version: plan.template_version,
+    graph_hash: plan.graph_hash,
+    intent,
+    input_params: inputParams,
+    nodes: plan.nodes.map((n) => [n.node_key, n.node_kind, n.action_type, n.executor_binding, n.signer_binding, n.config, n.predecessors]),
+  });
+}
+
+function requireJsonObject(name: string, value: unknown): void {
+  const isObject = value !== null && typeof value === 'object' && !Array.isArray(value);
+  if (!isObject || !isBoundedJson(value)) {
+    throw new ValidationError(`${name} must be a JSON object (plain values, nested at most ${MAX_JSON_DEPTH} levels)`, { field: name });
+  }
+}
