@@ -20,6 +20,22 @@ const csv = z
       .filter(Boolean),
   );
 
+// "lane=seconds,lane=seconds": per-lane overrides of how long a node may sit in SUBMITTING before
+// recovery asks the provider what happened.
+const laneSeconds = z.string().transform((v, ctx) => {
+  const out: Record<string, number> = {};
+  for (const part of v.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const [lane, secs] = part.split('=');
+    const n = Number(secs);
+    if (!lane || !Number.isFinite(n) || n <= 0) {
+      ctx.addIssue({ code: 'custom', message: `expected lane=seconds, got ${JSON.stringify(part)}` });
+      return z.NEVER;
+    }
+    out[lane.trim()] = n;
+  }
+  return out;
+});
+
 /** Environment variable name -> config key, with its schema. */
 const fields = {
   PORT: ['port', z.coerce.number().int().min(0).max(65535).default(3000)],
@@ -40,6 +56,7 @@ const fields = {
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: ['recoveryIntervalSeconds', seconds(60)],
   FERRY_NODE_RECOVERY_BATCH_SIZE: ['recoveryBatchSize', count(10)],
   FERRY_SUBMITTING_GRACE_SECONDS: ['submittingGraceSeconds', seconds(300)],
+  FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: ['submittingGraceByLane', laneSeconds.default({})],
   FERRY_CALLBACK_DISPATCH_INTERVAL_SECONDS: ['callbackIntervalSeconds', seconds(3)],
   FERRY_CALLBACK_BATCH_SIZE: ['callbackBatchSize', count(5)],
   FERRY_CALLBACK_MAX_ATTEMPTS: ['callbackMaxAttempts', count(5)],

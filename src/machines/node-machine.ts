@@ -120,6 +120,7 @@ export const nodeMachine = setup({
     providerReportsObserving: outcomeIs('OBSERVING'),
     providerReportsFailed: outcomeIs('FAILED'),
     providerReportsUnknown: outcomeIs('UNKNOWN'),
+    providerConfirmsNothingSubmitted: outcomeIs('READY'),
     laneAllowsRetry: ({ context }) => context.retryable,
     isManualGate: ({ context }) => context.nodeKind === 'manual_gate' || context.actionType.startsWith('manual_'),
     isAutomatic: ({ context }) => !(context.nodeKind === 'manual_gate' || context.actionType.startsWith('manual_')),
@@ -223,6 +224,7 @@ export const nodeMachine = setup({
           { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
           { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
           { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerConfirmsNothingSubmitted', target: 'READY', actions: 'recordOutcome' },
         ],
       },
     },
@@ -257,6 +259,7 @@ export const nodeMachine = setup({
           { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
           // Still undetermined: stays UNKNOWN, and moves to the back of the recovery queue.
           { guard: 'providerReportsUnknown', target: 'UNKNOWN', reenter: true, actions: 'recordOutcome' },
+          { guard: 'providerConfirmsNothingSubmitted', target: 'READY', actions: 'recordOutcome' },
         ],
       },
     },

@@ -24,8 +24,9 @@ export interface SummarizedNode {
 
 const SIDE_EFFECT_KINDS = new Set(['action', 'compensation', 'post_action']);
 const EXECUTING = new Set(['PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING', 'SUBMITTED', 'OBSERVING']);
-// A node in one of these may have moved money already: cancelling the request would lose track of it.
-const IN_FLIGHT = new Set(['SUBMITTING', 'SUBMITTED', 'OBSERVING', 'UNKNOWN']);
+// A node in one of these is being worked on or may have moved money already: cancelling the request
+// now would race the worker or lose track of the side effect.
+const IN_FLIGHT = new Set(['PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING', 'SUBMITTED', 'OBSERVING', 'UNKNOWN']);
 
 export function isManualNode(n: Pick<SummarizedNode, 'node_kind' | 'action_type'>): boolean {
   return n.node_kind === 'manual_gate' || n.action_type.startsWith('manual_');

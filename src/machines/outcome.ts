@@ -2,7 +2,9 @@
  * What an executor reported, reduced to what the node machine decides on. The wire format
  * (ExecutionResult, snake_case) lives in src/executors; this is the machine's own view of it.
  */
-export const outcomeStates = ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN'] as const;
+// READY is meaningful only from recover(): the provider confirms nothing was submitted under the
+// attempt's idempotency key, so a new attempt is safe.
+export const outcomeStates = ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'] as const;
 export type OutcomeState = (typeof outcomeStates)[number];
 
 export interface ExecutorOutcome {

@@ -1,0 +1,139 @@
+import type { FerryConfig } from '../config.ts';
+import { buildExecutionContext } from '../executors/context.ts';
+import type { ExecutionContext, ExecutionResult } from '../executors/protocol.ts';
+import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
+import type { Logger } from '../log.ts';
+import { isOutcomeState, type ExecutorOutcome, type OutcomeState } from '../machines/outcome.ts';
+import { artifactsOfNodes, type NewArtifact } from '../persistence/artifacts.ts';
+import type { Pool, Queryable } from '../persistence/db.ts';
+import { nodesOfRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
+import type { TransitionDeps } from './transition.ts';
+
+/** What the dispatcher, observer and recovery workers share. */
+export interface RuntimeDeps {
+  pool: Pool;
+  config: FerryConfig;
+  executors: ExecutorRegistry;
+  signers: SignerRegistry;
+  transitions: TransitionDeps;
+  log: Logger;
+}
+
+export const nowIso = () => new Date().toISOString();
+
+/**
+ * Builds the ExecutionContext of a claimed node from its request, its sibling nodes and the
+ * artifacts of its completed direct predecessors. `attemptNo` is the attempt the call belongs to.
+ */
+export async function contextFor(
+  db: Queryable,
+  request: RequestRow,
+  node: NodeRow,
+  attemptNo: number,
+): Promise<ExecutionContext> {
+  const nodes = await nodesOfRequest(db, request.id);
+  const completedPredecessors = nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED');
+  const artifacts = await artifactsOfNodes(
+    db,
+    completedPredecessors.map((n) => n.id),
+  );
+  const plan = request.compiled_plan as { risk_controls?: Record<string, unknown> };
+  return buildExecutionContext({
+    request: {
+      id: request.id,
+      compiled_plan_hash: request.compiled_plan_hash,
+      template_key: request.template_key,
+      template_version: request.template_version,
+      intent: request.intent,
+      input_params: request.input_params,
+    },
+    node: {
+      id: node.id,
+      node_key: node.node_key,
+      node_kind: node.node_kind,
+      action_type: node.action_type,
+      config: node.config,
+      timeout_policy: node.timeout_policy,
+      executor_binding: node.executor_binding,
+      signer_binding: node.signer_binding,
+      predecessor_keys: node.predecessor_keys,
+    },
+    attemptNo,
+    nodes: nodes.map((n) => ({ node_key: n.node_key, node_state: n.node_state, provider_refs: n.provider_refs })),
+    priorArtifacts: artifacts.map((a) => ({ artifact_type: a.artifact_type, artifact_digest: a.artifact_digest ?? '' })),
+    riskControls: plan.risk_controls ?? {},
+  } as Parameters<typeof buildExecutionContext>[0]);
+}
+
+/**
+ * The machine's view of an executor result. A next_state the phase cannot take becomes
+ * `fallback` with INVALID_EXECUTOR_RESULT: after a submit that is UNKNOWN, because money may
+ * have moved and only the provider can tell.
+ */
+export function outcomeOf(result: ExecutionResult, allowed: readonly OutcomeState[], fallback: OutcomeState): ExecutorOutcome {
+  const next = result.next_state;
+  if (isOutcomeState(next) && allowed.includes(next)) {
+    return {
+      nextState: next,
+      providerState: result.provider_state ?? null,
+      providerRefs: result.provider_refs ?? {},
+      providerRefId: providerRefIdOf(result),
+      errorCode: result.error_code ?? null,
+      errorDetail: result.error_detail ?? null,
+    };
+  }
+  return {
+    nextState: fallback,
+    providerState: result.provider_state ?? null,
+    providerRefs: result.provider_refs ?? {},
+    providerRefId: providerRefIdOf(result),
+    errorCode: 'INVALID_EXECUTOR_RESULT',
+    errorDetail: `executor returned next_state ${JSON.stringify(next)}, not one of ${allowed.join(', ')}`,
+  };
+}
+
+export function errorOutcome(state: OutcomeState, code: string, detail: string): ExecutorOutcome {
+  return { nextState: state, errorCode: code, errorDetail: detail };
+}
+
+function providerRefIdOf(result: ExecutionResult): string | null {
+  const refs = result.provider_refs ?? {};
+  const first = Object.values(refs).find((v) => typeof v === 'string');
+  return (first as string | undefined) ?? null;
+}
+
+/** Proof and generated artifacts of a result, as rows for the artifacts table. */
+export function resultArtifacts(node: NodeRow, attemptNo: number, result: ExecutionResult): NewArtifact[] {
+  const out: NewArtifact[] = [];
+  if (result.proof && Object.keys(result.proof).length > 0) {
+    out.push({
+      request_id: node.request_id,
+      request_node_id: node.id,
+      attempt_no: attemptNo,
+      artifact_type: 'proof',
+      artifact_digest: null,
+      content_format: 'json',
+      content_inline: JSON.stringify(result.proof),
+      content_uri: null,
+      artifact_metadata: {},
+    });
+  }
+  for (const g of result.generated_artifacts ?? []) {
+    out.push({
+      request_id: node.request_id,
+      request_node_id: node.id,
+      attempt_no: attemptNo,
+      artifact_type: g.artifact_type,
+      artifact_digest: g.artifact_digest ?? null,
+      content_format: g.content_format,
+      content_inline: g.content_inline ?? null,
+      content_uri: g.content_uri ?? null,
+      artifact_metadata: g.artifact_metadata ?? {},
+    });
+  }
+  return out;
+}
+
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

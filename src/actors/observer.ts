@@ -1,0 +1,60 @@
+import { TemporaryMovementError, isMovementError } from '../executors/errors.ts';
+import type { ExecutorOutcome } from '../machines/outcome.ts';
+import { addSeconds, observationTimedOut, observeDelaySeconds } from '../machines/observe-policy.ts';
+import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
+import { claimForObserve, observeCandidates } from '../persistence/claims.ts';
+import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
+import { contextFor, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
+import { deliverNodeEvent } from './transition.ts';
+
+/**
+ * The observer: polls SUBMITTED / OBSERVING nodes whose next_observe_at is due. Two phases, as the
+ * reference runtime does: an unlocked snapshot of due candidates, then a per-node claim of node and
+ * request in a savepoint. The claim's locks are held through observe() and the commit, as the
+ * reference requires (observe() only reads from the provider), so one slow provider holds only
+ * its own node and never the rest of the batch.
+ */
+export async function observeBatch(deps: RuntimeDeps): Promise<number> {
+  const ids = await observeCandidates(deps.pool, deps.config.observeBatchSize);
+  const results = await Promise.all(ids.map((id) => observeNode(deps, id)));
+  return results.filter(Boolean).length;
+}
+
+async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> {
+  return withTransaction(deps.pool, async (client) => {
+    const claimed = await claimInSavepoint(client, () => claimForObserve(client, nodeId));
+    if (!claimed) return false;
+    const { node, request } = claimed;
+    const opts = { actor: 'worker:observer', deps: deps.transitions };
+    const at = nowIso();
+
+    if (deps.config.observeTimeoutEnforcement && observationTimedOut(node.timeout_policy, node.started_at?.toISOString() ?? null, at)) {
+      await deliverNodeEvent(client, node.id, { type: 'OBSERVATION_TIMED_OUT', at }, opts);
+      return true;
+    }
+
+    let outcome: ExecutorOutcome;
+    let artifacts: NewArtifact[] = [];
+    let retryAfter: number | null = null;
+    try {
+      const ctx = await contextFor(client, request, node, node.attempt_no);
+      const executor = deps.executors.get(node.executor_binding as never);
+      const result = await executor.observe(ctx);
+      outcome = outcomeOf(result, ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'], 'UNKNOWN');
+      artifacts = resultArtifacts(node, node.attempt_no, result);
+      retryAfter = result.retry_after_seconds ?? null;
+    } catch (err) {
+      // A provider we cannot reach now says nothing about the movement: keep observing. Anything
+      // else makes the node's fate unknown, which recovery resolves.
+      outcome =
+        err instanceof TemporaryMovementError
+          ? { nextState: 'OBSERVING', errorCode: err.code, errorDetail: err.message }
+          : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'OBSERVE_ERROR', errorText(err));
+    }
+    const keepsObserving = outcome.nextState === 'OBSERVING' || outcome.nextState === 'SUBMITTED';
+    const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
+    await insertArtifacts(client, artifacts);
+    await deliverNodeEvent(client, node.id, { type: 'OBSERVED', outcome, at, nextObserveAt }, opts);
+    return true;
+  });
+}

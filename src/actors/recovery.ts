@@ -1,0 +1,69 @@
+import { isMovementError } from '../executors/errors.ts';
+import type { ExecutorOutcome } from '../machines/outcome.ts';
+import { addSeconds, observeDelaySeconds } from '../machines/observe-policy.ts';
+import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
+import { claimForRecovery, recoveryCandidates, type RecoveryArm } from '../persistence/claims.ts';
+import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
+import { contextFor, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
+import { deliverNodeEvent } from './transition.ts';
+
+/**
+ * Recovery: resolves UNKNOWN nodes, and nodes stuck in SUBMITTING past their lane's grace (the
+ * process died around submit), by asking the provider through recover(). It never calls submit():
+ * "we may have acted and cannot tell" is answered by the provider, not by trying again. Only
+ * nodes of EXECUTING requests are swept; a movement in MANUAL_INTERVENTION is resumed first.
+ *
+ * The batch is split across lane arms in priority order, each taking max(1, batch / arms), so one
+ * lane with many stuck nodes cannot starve the others.
+ */
+const PRIORITY_LANES = [['cctp'], ['evm'], ['cex']];
+
+export function recoveryArms(batch: number): RecoveryArm[] {
+  const share = Math.max(1, Math.floor(batch / (PRIORITY_LANES.length + 1)));
+  return [...PRIORITY_LANES.map((lanes) => ({ lanes, limit: share })), { lanes: null, limit: share }];
+}
+
+export async function recoverBatch(deps: RuntimeDeps): Promise<number> {
+  const { config } = deps;
+  let done = 0;
+  for (const arm of recoveryArms(config.recoveryBatchSize)) {
+    const candidates = await recoveryCandidates(
+      deps.pool,
+      arm,
+      PRIORITY_LANES.flat(),
+      Object.entries(config.submittingGraceByLane ?? {}).map(([lane, seconds]) => ({ lane, seconds })),
+      config.submittingGraceSeconds,
+    );
+    for (const c of candidates) if (await recoverNode(deps, c.id, c.row_version)) done++;
+  }
+  return done;
+}
+
+async function recoverNode(deps: RuntimeDeps, nodeId: string, rowVersion: number): Promise<boolean> {
+  return withTransaction(deps.pool, async (client) => {
+    const claimed = await claimInSavepoint(client, () => claimForRecovery(client, nodeId, rowVersion));
+    if (!claimed) return false;
+    const { node, request } = claimed;
+    const at = nowIso();
+    let outcome: ExecutorOutcome;
+    let artifacts: NewArtifact[] = [];
+    let retryAfter: number | null = null;
+    try {
+      // The reference runtime holds the node and request locks across recover(): it must not race
+      // the observer or an operator while it decides what happened to the attempt.
+      const ctx = await contextFor(client, request, node, node.attempt_no);
+      const executor = deps.executors.get(node.executor_binding as never);
+      const result = await executor.recover(ctx);
+      outcome = outcomeOf(result, ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'], 'UNKNOWN');
+      artifacts = resultArtifacts(node, node.attempt_no, result);
+      retryAfter = result.retry_after_seconds ?? null;
+    } catch (err) {
+      outcome = errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'RECOVER_ERROR', errorText(err));
+    }
+    const observing = outcome.nextState === 'SUBMITTED' || outcome.nextState === 'OBSERVING';
+    const nextObserveAt = observing && retryAfter ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
+    await insertArtifacts(client, artifacts);
+    await deliverNodeEvent(client, node.id, { type: 'RECOVERED', outcome, at, nextObserveAt }, { actor: 'worker:recovery', deps: deps.transitions });
+    return true;
+  });
+}

@@ -1,0 +1,213 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { EventObject } from 'xstate';
+import {
+  deliverNodeEvent,
+  deliverRequestEvent,
+  nodeContextFromRow,
+  requestContextFromRow,
+} from '../src/actors/transition.ts';
+import { definedTransitions, transitionKey } from '../src/machines/introspect.ts';
+import { initialNodeContext, nodeMachine, type NodeEvent } from '../src/machines/node-machine.ts';
+import type { NodeSummary } from '../src/machines/node-summary.ts';
+import { initialRequestContext, requestMachine, type RequestEvent } from '../src/machines/request-machine.ts';
+import { withTransaction } from '../src/persistence/db.ts';
+import { getNode, getRequest, transitionsOfEntity } from '../src/persistence/movements.ts';
+import { testDatabase } from './helpers/db.ts';
+import { collectingDeps, seedMovement, singleNodeTemplate } from './helpers/fixtures.ts';
+import { coveringPaths, walkedTransitions, type ModelPath } from './helpers/model-paths.ts';
+
+/**
+ * Model-based tests: paths generated from the machines are replayed against the real durable
+ * transition function on real Postgres. After every step the stored row must equal the machine's
+ * snapshot (state and context), and the transition log must be gap-free and end in that state.
+ */
+
+const db = await testDatabase();
+const deps = collectingDeps();
+
+// Times in the canonical form Postgres timestamps round-trip to.
+const T1 = '2029-06-01T10:00:00.000Z';
+const T2 = '2029-06-01T10:00:05.000Z';
+const EXPIRES = '2030-01-01T00:00:00.000Z';
+const AFTER_EXPIRY = '2030-01-01T00:00:01.000Z';
+
+const outcomes = ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN'] as const;
+const nodeEvents = (): NodeEvent[] => [
+  { type: 'UNBLOCKED' },
+  { type: 'DISPATCH_CLAIMED', at: T1 },
+  { type: 'PREFLIGHT_FAILED', errorCode: 'ADDRESS_NOT_WHITELISTED', errorDetail: 'not on the whitelist' },
+  { type: 'PREFLIGHT_SKIPPED', errorCode: 'NOTHING_TO_DO' },
+  { type: 'PREPARE_FAILED', errorCode: 'PREPARE_RETURNED_NO_ACTION' },
+  { type: 'DISPATCH_DEFERRED', errorCode: 'TEMPORARY', retryAt: T2 },
+  { type: 'PREPARED', signingRequired: true, at: T1 },
+  { type: 'PREPARED', signingRequired: false, at: T1 },
+  { type: 'SIGNED', at: T1 },
+  { type: 'SIGNING_FAILED', errorCode: 'SIGNER_PAYLOAD_HASH_MISMATCH' },
+  { type: 'PRE_SUBMIT_CHECK_DEFERRED', errorCode: 'PRE_SUBMIT_CHECK_TEMPORARY_ERROR', retryAt: T2 },
+  { type: 'PRE_SUBMIT_CHECK_FAILED', errorCode: 'PRE_SUBMIT_CHECK_FATAL_ERROR' },
+  ...outcomes.map((s) => ({
+    type: 'SUBMIT_RESULT' as const,
+    outcome: { nextState: s, providerState: `p_${s}`, providerRefs: { txid: `0x${s}` }, providerRefId: `ref_${s}` },
+    at: T1,
+    nextObserveAt: s === 'SUBMITTED' || s === 'OBSERVING' ? T2 : null,
+  })),
+  ...outcomes.map((s) => ({
+    type: 'OBSERVED' as const,
+    outcome: { nextState: s, providerState: `o_${s}`, providerRefs: { seen: s } },
+    at: T2,
+    nextObserveAt: s === 'OBSERVING' || s === 'SUBMITTED' ? T2 : null,
+  })),
+  { type: 'OBSERVATION_TIMED_OUT', at: T2 },
+  ...[...outcomes, 'READY' as const].map((s) => ({
+    type: 'RECOVERED' as const,
+    outcome: { nextState: s, providerState: `r_${s}`, errorCode: s === 'FAILED' ? 'RECOVERY_FAILED' : null },
+    at: T2,
+    nextObserveAt: s === 'SUBMITTED' || s === 'OBSERVING' ? T2 : null,
+  })),
+  { type: 'RETRY_REQUESTED' },
+  { type: 'MANUAL_CONFIRMED', at: T2 },
+  { type: 'SKIP_REQUESTED' },
+  { type: 'CANCEL_REQUESTED' },
+];
+
+const summary = (over: Partial<NodeSummary>): NodeSummary => ({
+  total: 2,
+  done: 0,
+  failed: 0,
+  unknown: 0,
+  sideEffectCompleted: false,
+  manualGateReady: false,
+  executing: false,
+  inFlight: false,
+  ...over,
+});
+const requestEvents = (): RequestEvent[] => [
+  { type: 'APPROVE', by: 'approver-a', at: T1 },
+  { type: 'APPROVE', by: 'approver-b', at: T1 },
+  { type: 'APPROVE', by: 'requester', at: T1 },
+  { type: 'APPROVE', by: 'approver-c', at: AFTER_EXPIRY },
+  { type: 'REJECT', by: 'approver-a', at: T1 },
+  { type: 'EXPIRE', at: T1 },
+  { type: 'EXPIRE', at: AFTER_EXPIRY },
+  { type: 'DISPATCH_STARTED' },
+  { type: 'NODES_SETTLED', summary: summary({ done: 2 }) },
+  { type: 'NODES_SETTLED', summary: summary({ done: 1, failed: 1, sideEffectCompleted: true }) },
+  { type: 'NODES_SETTLED', summary: summary({ unknown: 1, sideEffectCompleted: true, inFlight: true }) },
+  { type: 'NODES_SETTLED', summary: summary({ failed: 1 }) },
+  { type: 'NODES_SETTLED', summary: summary({ done: 1, manualGateReady: true }) },
+  { type: 'NODES_SETTLED', summary: summary({ done: 1, executing: true }) },
+  { type: 'RESUME', by: 'operator' },
+  { type: 'NODE_RETRIED', by: 'operator', nodeKey: 'only' },
+  { type: 'CANCEL', by: 'operator', summary: summary({}) },
+  { type: 'CANCEL', by: 'operator', summary: summary({ inFlight: true, executing: true }) },
+];
+
+const nodeInputs = [
+  { name: 'automatic node', kind: 'action', actionType: 'sim_action' },
+  { name: 'manual gate', kind: 'manual_gate', actionType: 'manual_approval' },
+];
+const requestInputs = [1, 2];
+
+const nodePaths = new Map<string, ModelPath[]>();
+for (const input of nodeInputs) {
+  nodePaths.set(
+    input.name,
+    coveringPaths(nodeMachine, {
+      input: initialNodeContext({ nodeKind: input.kind, actionType: input.actionType, retryable: true }),
+      events: nodeEvents as (s: unknown) => EventObject[],
+      serializeState: (s) => String(s.value),
+    }),
+  );
+}
+const requestPaths = new Map<number, ModelPath[]>();
+for (const quorum of requestInputs) {
+  requestPaths.set(
+    quorum,
+    coveringPaths(requestMachine, {
+      input: initialRequestContext({ createdBy: 'requester', quorum, expiresAt: EXPIRES }),
+      events: requestEvents as (s: unknown) => EventObject[],
+      serializeState: (s) => `${s.value}/${s.context.approvals.length}`,
+    }),
+  );
+}
+
+async function assertLogMatches(entityId: string, state: string) {
+  const log = await transitionsOfEntity(db.pool, entityId);
+  assert.deepEqual(
+    log.map((t) => t.seq),
+    log.map((_, i) => i),
+    'transition log has no gap or duplicate',
+  );
+  assert.equal(log.at(-1)!.to_state, state, 'stored state equals the last logged to_state');
+}
+
+let counter = 0;
+for (const input of nodeInputs) {
+  describe(`node machine, ${input.name}: generated paths`, () => {
+    for (const path of nodePaths.get(input.name)!) {
+      test(path.name, async () => {
+        const { nodes } = await seedMovement(db.pool, singleNodeTemplate(`gen-node-${counter++}`, input.kind, input.actionType));
+        const node = nodes[0];
+        for (const step of path.steps) {
+          await withTransaction(db.pool, (c) => deliverNodeEvent(c, node.id, step.event as NodeEvent, { actor: 'test', deps }));
+          const row = (await getNode(db.pool, node.id))!;
+          assert.equal(row.node_state, step.to.value, `after ${step.event.type}`);
+          assert.deepEqual(nodeContextFromRow(row), step.to.context, `context after ${step.event.type}`);
+        }
+        await assertLogMatches(node.id, path.steps.at(-1)!.to.value);
+      });
+    }
+  });
+}
+
+for (const quorum of requestInputs) {
+  describe(`request machine, quorum ${quorum}: generated paths`, () => {
+    for (const path of requestPaths.get(quorum)!) {
+      test(path.name, async () => {
+        const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-req-${counter++}`), {
+          quorum,
+          expiresAt: EXPIRES,
+          createdBy: 'requester',
+        });
+        for (const step of path.steps) {
+          await withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, step.event as RequestEvent, { actor: 'test', deps }));
+          const row = (await getRequest(db.pool, request.id))!;
+          assert.equal(row.request_state, step.to.value, `after ${step.event.type}`);
+          assert.deepEqual(requestContextFromRow(row), step.to.context, `context after ${step.event.type}`);
+        }
+        await assertLogMatches(request.id, path.steps.at(-1)!.to.value);
+      });
+    }
+  });
+}
+
+test('generated paths take every transition of both machines', () => {
+  const check = (machine: Parameters<typeof definedTransitions>[0], paths: ModelPath[]) => {
+    const walked = walkedTransitions(paths);
+    const missing = definedTransitions(machine).map(transitionKey).filter((k) => !walked.has(k));
+    assert.deepEqual(missing, [], `${machine.id}: transitions no generated path takes`);
+  };
+  check(nodeMachine, [...nodePaths.values()].flat());
+  check(requestMachine, [...requestPaths.values()].flat());
+});
+
+test('events a state does not accept are refused with INVALID_TRANSITION and change nothing', async () => {
+  const { request, nodes } = await seedMovement(db.pool, singleNodeTemplate(`gen-refuse-${counter++}`));
+  await assert.rejects(
+    withTransaction(db.pool, (c) => deliverNodeEvent(c, nodes[0].id, { type: 'DISPATCH_CLAIMED', at: T1 }, { actor: 't', deps })),
+    (e: any) => e.code === 'INVALID_TRANSITION',
+  );
+  await assert.rejects(
+    withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, { type: 'RESUME', by: 'x' }, { actor: 't', deps })),
+    (e: any) => e.code === 'INVALID_TRANSITION',
+  );
+  // The requester cannot approve their own movement: the four-eyes guard refuses it.
+  await assert.rejects(
+    withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'requester', at: T1 }, { actor: 't', deps })),
+    (e: any) => e.code === 'INVALID_TRANSITION',
+  );
+  assert.equal((await getNode(db.pool, nodes[0].id))!.row_version, 0);
+  assert.equal((await getRequest(db.pool, request.id))!.row_version, 0);
+  assert.equal((await transitionsOfEntity(db.pool, request.id)).length, 1);
+});
