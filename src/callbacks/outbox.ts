@@ -1,0 +1,129 @@
+import { randomBytes } from 'node:crypto';
+import type { Queryable } from '../persistence/db.ts';
+import { insertCallback, redriveCallback, type CallbackRow } from '../persistence/callbacks.ts';
+import type { CallbackQueue } from './jobs.ts';
+
+/**
+ * Writing callbacks. The durable transition function calls enqueueCallback inside the transaction
+ * that changes a request, so the callback (and its delivery job) exist exactly when the change does.
+ */
+
+/** The movement_requests fields a callback reports; pass the row as it is after the transition. */
+export interface CallbackRequestRow {
+  id: string;
+  template_key: string;
+  template_version: number;
+  compiled_plan_hash: string;
+  intent: unknown;
+  request_state: string;
+  approval_status: string;
+  current_frontier: unknown;
+  callback_url: string | null;
+  created_at: Date | string;
+  updated_at: Date | string;
+}
+
+export interface EnqueueCallbackInput {
+  request: CallbackRequestRow;
+  /** request_<lowercased new state>, frontier_advanced or request_attention. */
+  eventType: string;
+  nodeKey?: string | null;
+  /** ISO 8601. */
+  occurredAt: string;
+  maxAttempts: number;
+}
+
+export interface CallbackPayload {
+  event_type: string;
+  request_id: string;
+  request_state: string;
+  node_key?: string;
+  occurred_at: string;
+  movement: {
+    id: string;
+    template_key: string;
+    template_version: number;
+    compiled_plan_hash: string;
+    intent: unknown;
+    request_state: string;
+    approval_status: string;
+    current_frontier: unknown;
+    created_at: string;
+    updated_at: string;
+  };
+}
+
+function iso(t: Date | string): string {
+  return t instanceof Date ? t.toISOString() : t;
+}
+
+/** The POST body. node_key is present only for events about a node. */
+export function buildCallbackPayload(input: Omit<EnqueueCallbackInput, 'maxAttempts'>): CallbackPayload {
+  const r = input.request;
+  return {
+    event_type: input.eventType,
+    request_id: r.id,
+    request_state: r.request_state,
+    ...(input.nodeKey ? { node_key: input.nodeKey } : {}),
+    occurred_at: input.occurredAt,
+    movement: {
+      id: r.id,
+      template_key: r.template_key,
+      template_version: r.template_version,
+      compiled_plan_hash: r.compiled_plan_hash,
+      intent: r.intent,
+      request_state: r.request_state,
+      approval_status: r.approval_status,
+      current_frontier: r.current_frontier,
+      created_at: iso(r.created_at),
+      updated_at: iso(r.updated_at),
+    },
+  };
+}
+
+/**
+ * Writes the outbox row (and, given a queue, its delivery job) on the caller's client, so both commit
+ * or roll back with the caller's transaction. The body is serialized here, once: every attempt sends
+ * and signs these exact bytes with the timestamp and nonce fixed here. Returns the callback id.
+ * Without a queue the row is still delivered, later, by the stranded-callback sweep.
+ */
+export async function enqueueCallback(
+  client: Queryable,
+  input: EnqueueCallbackInput,
+  queue?: CallbackQueue,
+): Promise<string> {
+  const url = input.request.callback_url;
+  if (!url) throw new Error(`request ${input.request.id} has no callback_url; enqueueCallback must not be called for it`);
+  const row = await insertCallback(client, {
+    requestId: input.request.id,
+    eventType: input.eventType,
+    nodeKey: input.nodeKey ?? null,
+    callbackUrl: url,
+    body: JSON.stringify(buildCallbackPayload(input)),
+    maxAttempts: input.maxAttempts,
+    timestamp: Math.floor(Date.now() / 1000),
+    nonce: randomBytes(16).toString('hex'),
+  });
+  if (queue) await queue.enqueue(client, { callbackId: row.id, attempts: row.attempts, redriveCount: row.redrive_count });
+  return row.id;
+}
+
+/**
+ * Binds the delivery settings once, giving the (client, input) function the transition function
+ * calls for each callback.
+ */
+export function callbackSink(opts: { maxAttempts: number; queue?: CallbackQueue }) {
+  return (client: Queryable, input: Omit<EnqueueCallbackInput, 'maxAttempts'>): Promise<string> =>
+    enqueueCallback(client, { ...input, maxAttempts: opts.maxAttempts }, opts.queue);
+}
+
+/**
+ * Redrives a callback and writes its delivery job, on the caller's client (inside the caller's
+ * transaction, e.g. with its audit row). Same body, timestamp and nonce as before.
+ * Throws NotFoundError, or FerryError CALLBACK_NOT_REDRIVABLE for a callback already sent.
+ */
+export async function redriveAndEnqueue(client: Queryable, id: string, queue: CallbackQueue): Promise<CallbackRow> {
+  const row = await redriveCallback(client, id);
+  await queue.enqueue(client, { callbackId: row.id, attempts: row.attempts, redriveCount: row.redrive_count });
+  return row;
+}
