@@ -1,0 +1,266 @@
+import type { PgBoss } from 'pg-boss';
+import { request, type Dispatcher } from 'undici';
+import { callbackJobId, parseCallbackJobData, type CallbackQueue } from '../callbacks/jobs.ts';
+import { callbackHeaders } from '../callbacks/signing.ts';
+import { log as rootLog, type Logger } from '../log.ts';
+import {
+  claimCallback,
+  listStrandedCallbacks,
+  nextPendingCallback,
+  recordDeliveryFailure,
+  recordDeliverySuccess,
+  type AttemptRef,
+  type CallbackRow,
+} from '../persistence/callbacks.ts';
+import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
+import { QUEUES } from './boss.ts';
+
+/**
+ * Callback delivery. Each pg-boss job on ferry-callbacks asks for one delivery attempt:
+ *
+ *   1. claim: one autocommitted UPDATE takes a lease on the outbox row (lease token + expiry). It
+ *      succeeds only for a pending row, for the attempt the job was written for, with no live lease
+ *      and no older pending callback of the same request (callbacks reach a receiver in order);
+ *   2. POST the stored body, signed, with no transaction open and no row lock held;
+ *   3. in one transaction: record the outcome (only if our lease token is still on the row), and
+ *      write the follow-up job: the next attempt after a failure, or, once the row is final, the
+ *      next pending callback of the same request.
+ *
+ * Why a lease and not "the pg-boss job is the only claimant": a callback can legitimately have more
+ * than one job for the same attempt (the sweep's safety-net job, a wake-up from an earlier callback,
+ * a pg-boss retry after a crash), and a redrive starts a new attempt while an old job may still run.
+ * The lease makes the row itself the single source of who may send, whatever the jobs do; it expires
+ * on its own (timeout + 30 s), so a worker dying mid-call only delays the callback.
+ */
+
+export type DeliveryOutcome = 'sent' | 'retry' | 'dlq' | 'skipped';
+
+export interface CallbackDeliveryDeps {
+  pool: Pool;
+  secret: string;
+  timeoutMs: number;
+  /** Where follow-up jobs go. Without it, follow-ups are left to the stranded-callback sweep. */
+  queue?: CallbackQueue;
+  log?: Logger;
+  /** undici dispatcher for the POST (tests, proxies); the global one by default. */
+  dispatcher?: Dispatcher;
+}
+
+/** Adds callback delivery jobs through pg-boss, on the caller's client (inside its transaction). */
+export function createCallbackQueue(boss: PgBoss): CallbackQueue {
+  return {
+    async enqueue(client: Queryable, job) {
+      const id = callbackJobId(job);
+      const data = { callbackId: job.callbackId, attempts: job.attempts, redriveCount: job.redriveCount };
+      const sent = await boss.send(QUEUES.callbacks, data, {
+        id,
+        ...(job.startAfter ? { startAfter: job.startAfter } : {}),
+        db: { executeSql: (text: string, values?: unknown[]) => client.query(text, values as unknown[]) },
+      });
+      return sent !== null;
+    },
+  };
+}
+
+function leaseSeconds(timeoutMs: number): number {
+  return Math.ceil(timeoutMs / 1000) + 30;
+}
+
+type PostResult = { ok: true; statusCode: number } | { ok: false; statusCode: number | null; error: string };
+
+async function post(row: CallbackRow, deps: CallbackDeliveryDeps): Promise<PostResult> {
+  const body = Buffer.from(row.payload_body, 'utf8');
+  try {
+    // undici's request() never follows redirects: a 3xx is a failed attempt, like any non-2xx.
+    const res = await request(row.callback_url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'ferry-callbacks',
+        ...callbackHeaders(deps.secret, row.callback_timestamp, row.callback_nonce, body),
+      },
+      body,
+      signal: AbortSignal.timeout(deps.timeoutMs),
+      headersTimeout: deps.timeoutMs,
+      bodyTimeout: deps.timeoutMs,
+      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
+    });
+    // The response body is not used; drain it (bounded) so the connection can be reused.
+    await res.body.dump({ limit: 64 * 1024 }).catch(() => {});
+    if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, statusCode: res.statusCode };
+    return { ok: false, statusCode: res.statusCode, error: `HTTP ${res.statusCode}` };
+  } catch (err) {
+    const e = err as Error & { code?: string; cause?: { code?: string } };
+    const code = e.code ?? e.cause?.code;
+    const timedOut = e.name === 'TimeoutError' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+    const error = timedOut ? `timeout after ${deps.timeoutMs} ms` : `${code ? `${code}: ` : ''}${e.message}`;
+    return { ok: false, statusCode: null, error };
+  }
+}
+
+/**
+ * One delivery attempt for one callback. `expect` names the attempt a job was written for; without
+ * it the current attempt is delivered now, whatever its schedule (tests, operator tools).
+ */
+export async function deliverCallbackOnce(
+  deps: CallbackDeliveryDeps,
+  callbackId: string,
+  expect?: AttemptRef,
+): Promise<DeliveryOutcome> {
+  const log = (deps.log ?? rootLog).child({ component: 'callback-delivery', callback_id: callbackId });
+  const claim = await claimCallback(deps.pool, callbackId, { leaseSeconds: leaseSeconds(deps.timeoutMs), expect });
+  if (!claim.row) {
+    log.debug({ reason: claim.skipped }, 'callback delivery skipped');
+    return 'skipped';
+  }
+  const claimed = claim.row;
+  const result = await post(claimed, deps);
+
+  return withTransaction(deps.pool, async (client) => {
+    const token = claimed.lease_token as string;
+    const row = result.ok
+      ? await recordDeliverySuccess(client, claimed.id, token, result.statusCode)
+      : await recordDeliveryFailure(client, claimed.id, token, { statusCode: result.statusCode, error: result.error });
+    if (!row) {
+      // The lease ran out and another worker took the row: its outcome is the one that counts.
+      log.warn({ result }, 'callback lease lost before the outcome was recorded');
+      return 'skipped';
+    }
+    const ctx = { request_id: row.request_id, event_type: row.event_type, attempts: row.attempts, status: row.status };
+    if (row.status === 'pending') {
+      await deps.queue?.enqueue(client, {
+        callbackId: row.id,
+        attempts: row.attempts,
+        redriveCount: row.redrive_count,
+        startAfter: row.next_attempt_at,
+      });
+      log.info({ ...ctx, error: row.last_error, next_attempt_at: row.next_attempt_at }, 'callback attempt failed; retry scheduled');
+      return 'retry';
+    }
+    await wakeNextOfRequest(client, row, deps.queue);
+    if (row.status === 'sent') {
+      log.info({ ...ctx, status_code: row.last_status_code }, 'callback sent');
+      return 'sent';
+    }
+    log.warn({ ...ctx, error: row.last_error }, 'callback moved to dlq after its last attempt');
+    return 'dlq';
+  });
+}
+
+/** The finished callback was holding back the next one of its request (if any); give it its turn. */
+async function wakeNextOfRequest(client: Queryable, finished: CallbackRow, queue?: CallbackQueue): Promise<void> {
+  if (!queue) return;
+  const next = await nextPendingCallback(client, finished.request_id);
+  if (!next) return;
+  await queue.enqueue(client, {
+    callbackId: next.id,
+    attempts: next.attempts,
+    redriveCount: next.redrive_count,
+    startAfter: next.next_attempt_at,
+    extraKey: `after:${finished.id}:${finished.redrive_count}`,
+  });
+}
+
+/**
+ * Safety net: writes a job for every pending callback whose turn it is and that is overdue by more
+ * than overdueSeconds (its job was lost, failed for good, or was never written). Harmless when the
+ * job was merely late: the extra job finds the attempt done or leased and does nothing.
+ * Returns how many jobs were written.
+ */
+export async function requeueStrandedCallbacks(
+  pool: Pool,
+  queue: CallbackQueue,
+  opts: { overdueSeconds?: number; limit?: number } = {},
+): Promise<number> {
+  return withTransaction(pool, async (client) => {
+    const stranded = await listStrandedCallbacks(client, {
+      overdueSeconds: opts.overdueSeconds ?? 60,
+      limit: opts.limit ?? 500,
+    });
+    // One id per callback, attempt and minute: two sweepers in the same minute write one job.
+    const minute = Math.floor(Date.now() / 60_000);
+    let written = 0;
+    for (const row of stranded) {
+      const added = await queue.enqueue(client, {
+        callbackId: row.id,
+        attempts: row.attempts,
+        redriveCount: row.redrive_count,
+        extraKey: `sweep:${minute}`,
+      });
+      if (added) written++;
+    }
+    return written;
+  });
+}
+
+export interface StartCallbackDeliveryOptions {
+  boss: PgBoss;
+  pool: Pool;
+  secret: string;
+  timeoutMs: number;
+  log?: Logger;
+  /** Deliveries in flight at once in this process (FERRY_CALLBACK_BATCH_SIZE). Default 5. */
+  concurrency?: number;
+  /** How often an idle worker polls for jobs. Default 2 s (pg-boss minimum 0.5 s). */
+  pollingIntervalSeconds?: number;
+  /** Cron for the stranded-callback sweep; null disables it. Default every minute. */
+  sweepCron?: string | null;
+  dispatcher?: Dispatcher;
+}
+
+export interface CallbackDelivery {
+  queue: CallbackQueue;
+  /** Stops taking new jobs; in-flight deliveries finish (or pg-boss stop() waits for them). */
+  stop(): Promise<void>;
+}
+
+/** Registers the delivery worker (and the sweep) on this process's pg-boss. */
+export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions): Promise<CallbackDelivery> {
+  const log = (opts.log ?? rootLog).child({ component: 'callback-delivery' });
+  const queue = createCallbackQueue(opts.boss);
+  const deps: CallbackDeliveryDeps = {
+    pool: opts.pool,
+    secret: opts.secret,
+    timeoutMs: opts.timeoutMs,
+    queue,
+    log: opts.log ?? rootLog,
+    dispatcher: opts.dispatcher,
+  };
+
+  await opts.boss.work(
+    QUEUES.callbacks,
+    {
+      batchSize: 1,
+      localConcurrency: opts.concurrency ?? 5,
+      pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 2,
+    },
+    async (jobs) => {
+      for (const job of jobs) {
+        const data = parseCallbackJobData(job.data);
+        if (!data) {
+          log.error({ job_id: job.id, data: job.data }, 'malformed callback job ignored');
+          continue;
+        }
+        // A throw (database unreachable) fails the job; pg-boss retries it with backoff.
+        await deliverCallbackOnce(deps, data.callbackId, data);
+      }
+    },
+  );
+
+  const sweepCron = opts.sweepCron === undefined ? '* * * * *' : opts.sweepCron;
+  if (sweepCron) {
+    await opts.boss.work(QUEUES.callbackSweep, { pollingIntervalSeconds: 5 }, async () => {
+      const written = await requeueStrandedCallbacks(opts.pool, queue);
+      if (written > 0) log.warn({ written }, 'stranded callbacks re-enqueued');
+    });
+    await opts.boss.schedule(QUEUES.callbackSweep, sweepCron);
+  }
+
+  return {
+    queue,
+    async stop() {
+      await opts.boss.offWork(QUEUES.callbacks);
+      if (sweepCron) await opts.boss.offWork(QUEUES.callbackSweep);
+    },
+  };
+}
