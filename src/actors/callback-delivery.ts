@@ -210,7 +210,7 @@ export interface StartCallbackDeliveryOptions {
 
 export interface CallbackDelivery {
   queue: CallbackQueue;
-  /** Stops taking new jobs; in-flight deliveries finish (or pg-boss stop() waits for them). */
+  /** Stops taking new jobs and waits for in-flight deliveries to finish. */
   stop(): Promise<void>;
 }
 
