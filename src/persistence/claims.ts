@@ -97,7 +97,7 @@ export async function recoveryCandidates(
   grace: { lane: string; seconds: number }[],
   defaultGraceSeconds: number,
 ): Promise<{ id: string; row_version: number }[]> {
-  const laneFilter = arm.lanes ? `lane = ANY($2::text[])` : `NOT (lane = ANY($2::text[]))`;
+  const laneFilter = arm.lanes ? `c.lane = ANY($2::text[])` : `NOT (c.lane = ANY($2::text[]))`;
   const { rows } = await db.query<{ id: string; row_version: number }>(
     `WITH g AS (SELECT * FROM jsonb_to_recordset($3::jsonb) AS g(lane text, seconds double precision)),
           c AS (SELECT n.id, n.row_version, n.node_state, n.updated_at, split_part(${EXECUTOR_KEY}, '.', 2) AS lane
@@ -126,4 +126,24 @@ export async function claimForRecovery(db: Queryable, nodeId: string, rowVersion
     [nodeId, rowVersion],
   );
   return rows[0] ? split(rows[0]) : null;
+}
+
+/** PENDING_APPROVAL requests past their expiry, without locks (the sweep claims each one). */
+export async function expiredCandidates(db: Queryable, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM movement_requests
+      WHERE request_state = 'PENDING_APPROVAL' AND expires_at IS NOT NULL AND expires_at < now()
+      ORDER BY expires_at LIMIT $1`,
+    [limit],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** Locks one expiry candidate; a request an approver holds right now is skipped this round. */
+export async function claimForExpiry(db: Queryable, requestId: string): Promise<RequestRow | null> {
+  const { rows } = await db.query<RequestRow>(
+    `SELECT * FROM movement_requests WHERE id = $1 AND request_state = 'PENDING_APPROVAL' FOR UPDATE SKIP LOCKED`,
+    [requestId],
+  );
+  return rows[0] ?? null;
 }

@@ -27,3 +27,21 @@ export async function testDatabase(): Promise<TestDb> {
   });
   return { url, name, pool };
 }
+
+/**
+ * A database of its own for one test, for tests whose workers sweep every row (dispatcher,
+ * observer, recovery) and so must not see another test's leftovers. Dropped when the test passes.
+ */
+export async function scratchDatabase(t: { after: (fn: () => Promise<void>) => void }): Promise<TestDb> {
+  const adminUrl = process.env.FERRY_TEST_ADMIN_URL!;
+  const template = process.env.FERRY_TEST_TEMPLATE!;
+  if (!adminUrl || !template) throw new Error('run tests through `npm test` (it prepares the database server)');
+  const name = `ferry_t_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const url = await cloneTemplate(adminUrl, template, name);
+  const pool = createPool(url, 10, 'ferry-test');
+  t.after(async () => {
+    await pool.end();
+    if (process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, name);
+  });
+  return { url, name, pool };
+}

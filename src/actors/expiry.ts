@@ -1,0 +1,47 @@
+import { claimForExpiry, expiredCandidates } from '../persistence/claims.ts';
+import { withTransaction } from '../persistence/db.ts';
+import type { RuntimeDeps } from './execution.ts';
+import { nowIso } from './execution.ts';
+import { deliverRequestEvent } from './transition.ts';
+
+/**
+ * Approval expiry: PENDING_APPROVAL requests past expires_at become EXPIRED (with a
+ * request_expired callback), at most `batch` per run and within a time budget. Approve and expire
+ * race the way finalize and challenge do in the reference: each locks the request row, the machine
+ * re-checks the state and the deadline, and exactly one of them wins; the loser sees
+ * INVALID_TRANSITION (the approver) or counts a skip (the sweep).
+ */
+export interface ExpiryReport {
+  expired: number;
+  skipped: number;
+  budgetExhausted: boolean;
+}
+
+export const expiryCounters = { expired: 0, skipped: 0 };
+
+export async function expirePendingRequests(deps: Pick<RuntimeDeps, 'pool' | 'config' | 'transitions'>): Promise<ExpiryReport> {
+  const started = Date.now();
+  const report: ExpiryReport = { expired: 0, skipped: 0, budgetExhausted: false };
+  const ids = await expiredCandidates(deps.pool, deps.config.expirationBatchSize);
+  for (const id of ids) {
+    if (deps.config.expirationMaxRunMs > 0 && Date.now() - started > deps.config.expirationMaxRunMs) {
+      report.budgetExhausted = true;
+      break;
+    }
+    const done = await withTransaction(deps.pool, async (client) => {
+      if (!(await claimForExpiry(client, id))) return false;
+      const moved = await deliverRequestEvent(
+        client,
+        id,
+        { type: 'EXPIRE', at: nowIso() },
+        { actor: 'worker:expiry', deps: deps.transitions, ifAccepted: true },
+      );
+      return moved !== null;
+    });
+    if (done) report.expired++;
+    else report.skipped++;
+  }
+  expiryCounters.expired += report.expired;
+  expiryCounters.skipped += report.skipped;
+  return report;
+}

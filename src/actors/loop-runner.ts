@@ -1,0 +1,110 @@
+import type { Logger } from '../log.ts';
+
+/**
+ * The loop every worker runs: call `run`, which returns how many items it handled; sleep for the
+ * interval (plus or minus jitter, at least 100 ms) or until woken; repeat until the signal aborts.
+ * A run that handled items is followed at once by another, so a backlog drains at full speed and
+ * the interval only paces an idle worker.
+ *
+ * A failing run is logged and counted; from the fifth consecutive failure on, the loop backs off
+ * min(2^n, 60) seconds. A WorkerCrash thrown by `run` ends the loop abnormally: the supervisor then
+ * decides whether the process goes on.
+ */
+
+export const MAX_CONSECUTIVE_ERRORS = 5;
+export const MAX_BACKOFF_SECONDS = 60;
+
+export class WorkerCrash extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'WorkerCrash';
+  }
+}
+
+/** Wakes a sleeping loop early (a NOTIFY arrived); wake-ups while running are not lost. */
+export class Waker {
+  #pending = false;
+  #resolve: (() => void) | null = null;
+
+  wake(): void {
+    if (this.#resolve) {
+      const r = this.#resolve;
+      this.#resolve = null;
+      r();
+    } else {
+      this.#pending = true;
+    }
+  }
+
+  /** Resolves after ms, on wake(), or on abort, whichever comes first. */
+  sleep(ms: number, signal: AbortSignal): Promise<void> {
+    if (this.#pending || signal.aborted) {
+      this.#pending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.#resolve = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+      this.#resolve = done;
+    });
+  }
+}
+
+export interface LoopStats {
+  runs: number;
+  consecutiveErrors: number;
+  lastError: string | null;
+  lastItems: number;
+}
+
+export interface LoopSpec {
+  name: string;
+  intervalMs: number;
+  jitterMs?: number;
+  run: () => Promise<number>;
+  waker?: Waker;
+  /** Called after every run, for heartbeats and metrics; must not throw. */
+  onRun?: (stats: LoopStats, durationMs: number, error: unknown) => void;
+}
+
+export function backoffSeconds(consecutiveErrors: number): number {
+  return Math.min(2 ** consecutiveErrors, MAX_BACKOFF_SECONDS);
+}
+
+export async function runLoop(spec: LoopSpec, signal: AbortSignal, log: Logger): Promise<void> {
+  const waker = spec.waker ?? new Waker();
+  const stats: LoopStats = { runs: 0, consecutiveErrors: 0, lastError: null, lastItems: 0 };
+  while (!signal.aborted) {
+    const started = performance.now();
+    let error: unknown = null;
+    try {
+      stats.lastItems = await spec.run();
+      stats.consecutiveErrors = 0;
+    } catch (err) {
+      if (err instanceof WorkerCrash) throw err;
+      error = err;
+      stats.lastItems = 0;
+      stats.consecutiveErrors++;
+      stats.lastError = err instanceof Error ? err.message : String(err);
+      log.error({ worker: spec.name, err, consecutive_errors: stats.consecutiveErrors }, 'worker run failed');
+    }
+    stats.runs++;
+    spec.onRun?.(stats, performance.now() - started, error);
+    if (signal.aborted) break;
+    if (stats.consecutiveErrors >= MAX_CONSECUTIVE_ERRORS) {
+      await waker.sleep(backoffSeconds(stats.consecutiveErrors) * 1000, signal);
+    } else if (stats.lastItems > 0 && !error) {
+      // Drain: yield to the event loop, then go again.
+      await new Promise((r) => setImmediate(r));
+    } else {
+      const jitter = spec.jitterMs ? (Math.random() * 2 - 1) * spec.jitterMs : 0;
+      await waker.sleep(Math.max(100, spec.intervalMs + jitter), signal);
+    }
+  }
+}

@@ -1,0 +1,99 @@
+import pg from 'pg';
+import type { Logger } from '../log.ts';
+import { EVENTS_CHANNEL } from './transition.ts';
+
+/**
+ * Listens for the transition function's NOTIFY on a dedicated connection and wakes the workers a
+ * new state concerns: READY -> dispatcher, SUBMITTED / OBSERVING -> observer, UNKNOWN -> recovery,
+ * and every state to `onEvent` subscribers (the live inspection stream). The workers' intervals
+ * remain the safety net: a lost connection only costs latency, and it reconnects with backoff.
+ */
+export interface WakeTargets {
+  dispatcher?: () => void;
+  observer?: () => void;
+  recovery?: () => void;
+}
+
+export interface EventNotice {
+  request_id: string;
+  entity: 'request' | 'node';
+  node_id?: string;
+  state: string;
+}
+
+export class Wakeups {
+  #client: pg.Client | null = null;
+  #stopped = false;
+  #listeners = new Set<(e: EventNotice) => void>();
+  #retry: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly targets: WakeTargets,
+    private readonly log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.#connect(0);
+  }
+
+  onEvent(fn: (e: EventNotice) => void): () => void {
+    this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
+  }
+
+  async #connect(attempt: number): Promise<void> {
+    if (this.#stopped) return;
+    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'ferry-listen' });
+    client.on('notification', (msg) => this.#dispatch(msg.payload));
+    client.on('error', (err) => {
+      this.log.warn({ err }, 'wake-up connection lost; reconnecting');
+      this.#reconnect(1);
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+      this.#client = client;
+      // Anything that happened while we were not listening is found by the next interval run;
+      // wake everyone once so it is found now.
+      this.targets.dispatcher?.();
+      this.targets.observer?.();
+    } catch (err) {
+      await client.end().catch(() => {});
+      this.log.warn({ err, attempt }, 'could not listen for wake-ups; retrying');
+      this.#reconnect(attempt + 1);
+    }
+  }
+
+  #reconnect(attempt: number) {
+    if (this.#stopped || this.#retry) return;
+    const old = this.#client;
+    this.#client = null;
+    old?.end().catch(() => {});
+    this.#retry = setTimeout(() => {
+      this.#retry = null;
+      void this.#connect(attempt);
+    }, Math.min(1000 * 2 ** attempt, 30_000));
+  }
+
+  #dispatch(payload: string | undefined) {
+    if (!payload) return;
+    let notice: EventNotice;
+    try {
+      notice = JSON.parse(payload);
+    } catch {
+      return;
+    }
+    if (notice.state === 'READY' || notice.state === 'APPROVED' || notice.state === 'EXECUTING') this.targets.dispatcher?.();
+    if (notice.state === 'SUBMITTED' || notice.state === 'OBSERVING') this.targets.observer?.();
+    if (notice.state === 'UNKNOWN') this.targets.recovery?.();
+    for (const fn of this.#listeners) fn(notice);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#retry) clearTimeout(this.#retry);
+    await this.#client?.end().catch(() => {});
+    this.#client = null;
+  }
+}

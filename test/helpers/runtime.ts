@@ -1,0 +1,61 @@
+import { dispatchOne } from '../../src/actors/dispatcher.ts';
+import type { RuntimeDeps } from '../../src/actors/execution.ts';
+import { observeBatch } from '../../src/actors/observer.ts';
+import { recoverBatch } from '../../src/actors/recovery.ts';
+import { defaultRegistries } from '../../src/actors/runtime.ts';
+import { deliverRequestEvent } from '../../src/actors/transition.ts';
+import { loadConfig } from '../../src/config.ts';
+import { log } from '../../src/log.ts';
+import { withTransaction, type Pool } from '../../src/persistence/db.ts';
+import { getRequest, nodesOfRequest } from '../../src/persistence/movements.ts';
+import { collectingDeps, seedMovement } from './fixtures.ts';
+import type { TemplateDefinitionInput } from '../../src/plan/template-schema.ts';
+
+/** Runtime deps for driving the workers step by step in a test (no loops, no timers). */
+export function runtimeDeps(pool: Pool, env: Record<string, string> = {}): RuntimeDeps & { seen: ReturnType<typeof collectingDeps>['seen'] } {
+  const { executors, signers } = defaultRegistries(pool);
+  const transitions = collectingDeps();
+  return {
+    pool,
+    config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-runtime', ...env }),
+    executors,
+    signers,
+    transitions,
+    log: log.child({ test: true }),
+    seen: transitions.seen,
+  };
+}
+
+export async function approvedMovement(deps: RuntimeDeps, template: TemplateDefinitionInput, intent?: Record<string, unknown>) {
+  // A callback URL makes the transition function emit callbacks, which the collecting deps record.
+  const { request } = await seedMovement(deps.pool, template, { createdBy: 'requester', intent, callbackUrl: 'http://127.0.0.1:9/callbacks' });
+  await withTransaction(deps.pool, (c) =>
+    deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: deps.transitions }),
+  );
+  return request.id;
+}
+
+/** Runs dispatcher, observer and recovery until nothing moves (bounded), like the loops would. */
+export async function drain(deps: RuntimeDeps, rounds = 50): Promise<void> {
+  for (let i = 0; i < rounds; i++) {
+    let moved = 0;
+    while (await dispatchOne(deps)) moved++;
+    moved += await observeBatch(deps);
+    moved += await recoverBatch(deps);
+    if (moved === 0) return;
+  }
+}
+
+export async function snapshot(pool: Pool, requestId: string) {
+  const request = (await getRequest(pool, requestId))!;
+  const nodes = await nodesOfRequest(pool, requestId);
+  return { request, nodes, byKey: Object.fromEntries(nodes.map((n) => [n.node_key, n])) };
+}
+
+export function simNode(key: string, sim: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  return { node_key: key, node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', config: { sim }, ...extra };
+}
+
+export function plan(key: string, nodes: Record<string, unknown>[], edges: { from: string; to: string }[] = []): TemplateDefinitionInput {
+  return { template_key: key, nodes, edges } as TemplateDefinitionInput;
+}
