@@ -1,0 +1,209 @@
+import { z } from 'zod';
+import { nodeStates } from '../machines/node-machine.ts';
+import { FatalMovementError } from './errors.ts';
+
+/**
+ * The executor and signer wire protocol. Field names are the reference protocol's snake_case, so a
+ * remote executor or signer written against it speaks to Ferry unchanged. Objects strip fields they
+ * do not know (a newer peer may send more) but are strict on the types of the fields they do know.
+ */
+
+export const PROTOCOL_VERSION = '1.0';
+
+const jsonObject = z.record(z.string(), z.unknown());
+const nullableString = z.string().nullable().default(null);
+// Reference peers serialise datetimes as ISO 8601, with or without an offset.
+const isoDateTime = z.iso.datetime({ offset: true, local: true });
+
+export const ArtifactRefSchema = z.object({
+  artifact_type: z.string().min(1),
+  artifact_digest: z.string().min(1),
+});
+export type ArtifactRef = z.output<typeof ArtifactRefSchema>;
+
+export const GeneratedArtifactSchema = z.object({
+  artifact_type: z.string().min(1),
+  content_format: z.string().min(1).default('json'),
+  content_inline: nullableString,
+  content_uri: nullableString,
+  artifact_metadata: jsonObject.default({}),
+  artifact_digest: nullableString,
+});
+export type GeneratedArtifact = z.output<typeof GeneratedArtifactSchema>;
+
+export const PreparedActionSchema = z.object({
+  prepared_action_id: z.string().min(1),
+  action_type: z.string().min(1),
+  payload_format: z.string().min(1),
+  payload: nullableString,
+  payload_hash: z.string().min(1),
+  signing_required: z.boolean(),
+  provider_hints: jsonObject.default({}),
+  expires_at: isoDateTime.nullable().default(null),
+});
+export type PreparedAction = z.output<typeof PreparedActionSchema>;
+export type PreparedActionInput = z.input<typeof PreparedActionSchema>;
+
+export const ExecutionResultSchema = z.object({
+  next_state: z.enum(nodeStates),
+  provider_state: nullableString,
+  provider_refs: jsonObject.default({}),
+  proof: jsonObject.default({}),
+  error_code: nullableString,
+  error_detail: nullableString,
+  retry_after_seconds: z.number().int().nonnegative().nullable().default(null),
+  manual_intervention_required: z.boolean().default(false),
+  artifacts: z.array(ArtifactRefSchema).default([]),
+  generated_artifacts: z.array(GeneratedArtifactSchema).default([]),
+  prepared_action: PreparedActionSchema.nullable().default(null),
+});
+export type ExecutionResult = z.output<typeof ExecutionResultSchema>;
+/** What an executor may return: only next_state is required, the rest takes the protocol's defaults. */
+export type ExecutionResultInput = z.input<typeof ExecutionResultSchema>;
+
+// A binding object keeps its extra fields: they are the executor's own settings (exchange, mode...).
+export const ExecutorBindingObjectSchema = z.looseObject({ executor_key: z.string().min(1) });
+export const SignerBindingObjectSchema = z.looseObject({ signer_key: z.string().min(1) });
+
+export const ResolvedBindingsSchema = z.object({
+  executor: ExecutorBindingObjectSchema,
+  signer: SignerBindingObjectSchema.nullable().default(null),
+});
+export type ResolvedBindings = z.output<typeof ResolvedBindingsSchema>;
+
+export const PriorArtifactSchema = z.looseObject({
+  artifact_type: z.string().min(1),
+  artifact_digest: z.string().nullable(),
+});
+
+export const ExecutionContextSchema = z.object({
+  protocol_version: z.string().min(1),
+  request_id: z.string().min(1),
+  request_node_id: z.string().min(1),
+  compiled_plan_hash: z.string().min(1),
+  template_key: z.string().min(1),
+  template_version: z.number().int().positive(),
+  node_key: z.string().min(1),
+  node_kind: z.string().min(1),
+  action_type: z.string().min(1),
+  attempt_no: z.number().int().positive(),
+  intent: jsonObject,
+  input_params: jsonObject,
+  resolved_bindings: ResolvedBindingsSchema,
+  risk_controls: jsonObject,
+  prior_artifacts: z.array(PriorArtifactSchema),
+  node_config: jsonObject,
+  provider_context: jsonObject,
+  timeout_policy: jsonObject,
+  /** Ferry's addition: stable per attempt (`${request_node_id}:${attempt_no}`), for provider dedup. */
+  idempotency_key: z.string().min(1).optional(),
+});
+export type ExecutionContext = z.output<typeof ExecutionContextSchema>;
+
+export const SigningIntentSchema = z.object({
+  action: z.string(),
+  asset: z.string(),
+  amount: z.string(),
+  destination: z.string(),
+  max_fee_usd: nullableString,
+  chain_family: z.string().min(1),
+  allowed_payload_hash: z.string().min(1),
+});
+export type SigningIntent = z.output<typeof SigningIntentSchema>;
+
+export const SignRequestSchema = z.object({
+  protocol_version: z.string().min(1),
+  request_id: z.string().min(1),
+  request_node_id: z.string().min(1),
+  signing_intent: SigningIntentSchema,
+  payload_format: z.string().min(1),
+  payload: z.string(),
+  payload_hash: z.string().min(1),
+  metadata: jsonObject.default({}),
+});
+export type SignRequest = z.output<typeof SignRequestSchema>;
+
+export const SignResultSchema = z.object({
+  signature: z.string(),
+  signature_format: z.string().min(1),
+  signer_ref: z.string().min(1),
+});
+export type SignResult = z.output<typeof SignResultSchema>;
+
+const probeCommon = {
+  provider_state: nullableString,
+  provider_refs: jsonObject.default({}),
+  proof: jsonObject.default({}),
+  retry_after_seconds: z.number().int().nonnegative().nullable().default(null),
+};
+
+export const ChainReceiveProbeResultSchema = z.object({ matched: z.boolean(), ...probeCommon });
+export type ChainReceiveProbeResult = z.output<typeof ChainReceiveProbeResultSchema>;
+
+export const ChainFinalityProbeResultSchema = z.object({
+  finalized: z.boolean(),
+  confirmations: z.number().int().nonnegative(),
+  ...probeCommon,
+});
+export type ChainFinalityProbeResult = z.output<typeof ChainFinalityProbeResultSchema>;
+
+export const ProtocolProbeResultSchema = z.object({
+  completed: z.boolean(),
+  ...probeCommon,
+  generated_artifacts: z.array(GeneratedArtifactSchema).default([]),
+});
+export type ProtocolProbeResult = z.output<typeof ProtocolProbeResultSchema>;
+
+/** Options the dispatcher passes to submit(); the signature exists only when signing was required. */
+export interface SubmitOptions {
+  signResult?: SignResult;
+}
+
+/**
+ * One executor: the only code that touches a provider. submit() is where money moves; the node is
+ * committed SUBMITTING with its attempt number and idempotency key before it is called.
+ */
+export interface Executor {
+  readonly executorKey: string;
+  /** Family of executors (sim, evm, cex, cctp, remote...), used for per-lane recovery and health. */
+  readonly lane: string;
+  /** null: every precondition holds. A result: its next_state (usually FAILED or SKIPPED) ends dispatch. */
+  preflight(ctx: ExecutionContext): Promise<ExecutionResult | null>;
+  /** Builds the action to submit, without any side effect; a result without prepared_action fails the node. */
+  prepare(ctx: ExecutionContext): Promise<ExecutionResult>;
+  submit(ctx: ExecutionContext, preparedAction: PreparedAction, opts: SubmitOptions): Promise<ExecutionResult>;
+  observe(ctx: ExecutionContext): Promise<ExecutionResult>;
+  /** Resolves an uncertain attempt by asking the provider; never submits again. */
+  recover(ctx: ExecutionContext): Promise<ExecutionResult>;
+  /** Absent: health is unknown. Throwing (or `{ ok: false }`): the executor is down. */
+  health?(): Promise<Record<string, unknown> | null>;
+  cancel?(ctx: ExecutionContext): Promise<ExecutionResult>;
+  close?(): Promise<void>;
+  /** Last gate before submit(); TemporaryMovementError defers the node, anything else fails it. */
+  preSubmitCheck?(ctx: ExecutionContext): Promise<void>;
+}
+
+export interface Signer {
+  readonly signerKey: string;
+  /** Must refuse (throw) when the request's payload does not match the hash the intent allows. */
+  sign(req: SignRequest): Promise<SignResult>;
+  health?(): Promise<Record<string, unknown> | null>;
+  close?(): Promise<void>;
+}
+
+/**
+ * Validates what an executor returned and fills the protocol's defaults.
+ * @throws FatalMovementError (EXECUTOR_INVALID_RESULT) naming the offending fields.
+ */
+export function parseExecutionResult(value: unknown, source: string): ExecutionResult {
+  const parsed = ExecutionResultSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new FatalMovementError('EXECUTOR_INVALID_RESULT', `${source} returned an invalid ExecutionResult: ${describeIssues(parsed.error)}`, {
+    issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
+  });
+}
+
+/** One line naming each invalid field, for error messages. */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+}
