@@ -1,0 +1,136 @@
+import { ConfigRefUnresolvedError, ExecutorNotRegisteredError, SignerNotRegisteredError } from './errors.ts';
+import { PROTOCOL_VERSION, type ExecutionContext, type ResolvedBindings } from './protocol.ts';
+import { bindingExtras, bindingKey } from './registry.ts';
+
+/** Plain row data an ExecutionContext is built from; the caller loads it, this module does no I/O. */
+export interface ExecutionContextInput {
+  request: {
+    id: string;
+    compiled_plan_hash: string;
+    template_key: string;
+    template_version: number;
+    intent: Record<string, unknown>;
+    input_params: Record<string, unknown>;
+  };
+  node: {
+    id: string;
+    node_key: string;
+    node_kind: string;
+    action_type: string;
+    config: Record<string, unknown>;
+    timeout_policy: Record<string, unknown>;
+    executor_binding: unknown;
+    signer_binding: unknown;
+    predecessor_keys: readonly string[];
+  };
+  /**
+   * The attempt the context is for, 1-based. Dispatch starts a new one (the row's attempt_no + 1);
+   * observe and recover work on the attempt already committed (the row's attempt_no).
+   */
+  attemptNo: number;
+  /** Every node of the request (the current one included or not). */
+  nodes: ReadonlyArray<{ node_key: string; node_state: string; provider_refs: Record<string, unknown> | null }>;
+  /** Artifacts of the COMPLETED direct predecessors. */
+  priorArtifacts: ReadonlyArray<{ artifact_type: string; artifact_digest: string | null }>;
+  riskControls: Record<string, unknown>;
+  /** Overrides the derived per-attempt key (e.g. the key stored on the node row). */
+  idempotencyKey?: string;
+}
+
+const REF_PREFIX = '$ref:';
+
+/** Ferry's stable per-attempt idempotency key; the same for every process and every retry of a call. */
+export function attemptIdempotencyKey(requestNodeId: string, attemptNo: number): string {
+  return `${requestNodeId}:${attemptNo}`;
+}
+
+/**
+ * Builds the context an executor receives, as the reference runtime does:
+ * - provider_context: flat merge of the provider_refs of COMPLETED direct predecessors, in the
+ *   order of predecessor_keys (a later predecessor's field wins);
+ * - node_config: the config with each top-level `"$ref:node_key.field"` string replaced by that
+ *   field of the named node's provider_refs; only COMPLETED nodes count;
+ * - resolved_bindings: `{ executor: {executor_key, ...extras}, signer: {signer_key, ...} | null }`.
+ * Pure.
+ * @throws ConfigRefUnresolvedError (CONFIG_REF_UNRESOLVED) when a `$ref` names no completed node
+ *         or no non-null field; ExecutorNotRegisteredError / SignerNotRegisteredError for a
+ *         binding without its key.
+ */
+export function buildExecutionContext(input: ExecutionContextInput): ExecutionContext {
+  const { request, node, attemptNo } = input;
+  if (!Number.isInteger(attemptNo) || attemptNo < 1) throw new RangeError(`attemptNo must be a positive integer, got ${attemptNo}`);
+
+  const completedRefs = new Map<string, Record<string, unknown>>();
+  for (const n of input.nodes) {
+    if (n.node_state === 'COMPLETED') completedRefs.set(n.node_key, n.provider_refs ?? {});
+  }
+
+  const provider_context: Record<string, unknown> = {};
+  for (const key of node.predecessor_keys) {
+    const refs = completedRefs.get(key);
+    if (refs) Object.assign(provider_context, refs);
+  }
+
+  return {
+    protocol_version: PROTOCOL_VERSION,
+    request_id: request.id,
+    request_node_id: node.id,
+    compiled_plan_hash: request.compiled_plan_hash,
+    template_key: request.template_key,
+    template_version: request.template_version,
+    node_key: node.node_key,
+    node_kind: node.node_kind,
+    action_type: node.action_type,
+    attempt_no: attemptNo,
+    intent: { ...request.intent },
+    input_params: { ...request.input_params },
+    resolved_bindings: resolveBindings(node.executor_binding, node.signer_binding),
+    risk_controls: { ...input.riskControls },
+    prior_artifacts: input.priorArtifacts.map((a) => ({ artifact_type: a.artifact_type, artifact_digest: a.artifact_digest })),
+    node_config: resolveConfigRefs(node.config ?? {}, completedRefs, input.nodes.map((n) => n.node_key)),
+    provider_context,
+    timeout_policy: { ...(node.timeout_policy ?? {}) },
+    idempotency_key: input.idempotencyKey ?? attemptIdempotencyKey(node.id, attemptNo),
+  };
+}
+
+/** The executor and signer bindings in their object form, extras kept. */
+export function resolveBindings(executorBinding: unknown, signerBinding: unknown): ResolvedBindings {
+  const executorKey = bindingKey(executorBinding, 'executor_key');
+  if (executorKey === null) throw new ExecutorNotRegisteredError(null, 'executor binding names no executor_key');
+  let signer: ResolvedBindings['signer'] = null;
+  if (signerBinding !== null && signerBinding !== undefined) {
+    const signerKey = bindingKey(signerBinding, 'signer_key');
+    if (signerKey === null) throw new SignerNotRegisteredError(null, 'signer binding names no signer_key');
+    signer = { ...bindingExtras(signerBinding), signer_key: signerKey };
+  }
+  return { executor: { ...bindingExtras(executorBinding), executor_key: executorKey }, signer };
+}
+
+function resolveConfigRefs(
+  config: Record<string, unknown>,
+  completedRefs: ReadonlyMap<string, Record<string, unknown>>,
+  nodeKeys: readonly string[],
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(config)) {
+    out[field] = typeof value === 'string' && value.startsWith(REF_PREFIX) ? resolveRef(value, completedRefs, nodeKeys) : value;
+  }
+  return out;
+}
+
+function resolveRef(ref: string, completedRefs: ReadonlyMap<string, Record<string, unknown>>, nodeKeys: readonly string[]): unknown {
+  const target = ref.slice(REF_PREFIX.length);
+  // A node key may itself contain dots: the longest known key followed by a dot names the node.
+  const known = nodeKeys.filter((k) => target.startsWith(k + '.')).sort((a, b) => b.length - a.length)[0];
+  const dot = known !== undefined ? known.length : target.indexOf('.');
+  if (dot <= 0 || dot >= target.length - 1) throw new ConfigRefUnresolvedError(ref, 'expected $ref:node_key.field');
+  const nodeKey = target.slice(0, dot);
+  const field = target.slice(dot + 1);
+  const refs = completedRefs.get(nodeKey);
+  if (!refs) throw new ConfigRefUnresolvedError(ref, `node ${nodeKey} is not COMPLETED`);
+  const value = Object.hasOwn(refs, field) ? refs[field] : undefined;
+  // A reference that lands on nothing must not quietly become an empty address or amount.
+  if (value === undefined || value === null) throw new ConfigRefUnresolvedError(ref, `node ${nodeKey} reported no ${field}`);
+  return value;
+}
