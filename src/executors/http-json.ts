@@ -1,0 +1,134 @@
+import { Agent, request } from 'undici';
+import { FatalMovementError, TemporaryMovementError } from './errors.ts';
+
+/**
+ * The JSON-over-HTTP client both remote proxies (executor, signer) use. It turns the transport's
+ * failures into the two movement error kinds:
+ * - temporary: the peer could not be reached, timed out, or answered 408 / 429 / 5xx;
+ * - fatal: the peer refused the request (other 4xx) or answered something that is not JSON.
+ * Every error says in `details.may_have_acted` whether the peer may have acted on the request: for
+ * a submit that decides between "try again" and "ask the provider what happened".
+ */
+
+export interface JsonHttpClientOptions {
+  /** http(s) base URL; endpoint paths are appended to it (a path prefix is kept). */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer <token>` when set. */
+  token?: string;
+  /** Connect, response-headers and body timeout, each; default 30 s. */
+  timeoutMs?: number;
+  /** Prefix of the error codes, e.g. REMOTE_EXECUTOR -> REMOTE_EXECUTOR_UNREACHABLE. */
+  codePrefix: string;
+}
+
+export interface JsonResponse {
+  status: number;
+  /** Parsed body; undefined for an empty body (e.g. 204). */
+  json: unknown;
+}
+
+// The request certainly never reached the peer: nothing to reconcile.
+const notDeliveredCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+const MAX_BODY_EXCERPT = 500;
+
+export class JsonHttpClient {
+  readonly baseUrl: string;
+  readonly #token: string | undefined;
+  readonly #timeoutMs: number;
+  readonly #prefix: string;
+  readonly #agent: Agent;
+
+  constructor(opts: JsonHttpClientOptions) {
+    let url: URL;
+    try {
+      url = new URL(opts.baseUrl);
+    } catch {
+      throw new TypeError(`invalid base URL ${JSON.stringify(opts.baseUrl)}`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`base URL must be http(s): ${opts.baseUrl}`);
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.#token = opts.token;
+    this.#timeoutMs = opts.timeoutMs ?? 30_000;
+    this.#prefix = opts.codePrefix;
+    this.#agent = new Agent({ connect: { timeout: this.#timeoutMs } });
+  }
+
+  /** Performs one call; resolves only for a 2xx answer with an empty or JSON body. */
+  async call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<JsonResponse> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    const target = `${this.baseUrl}${path}`;
+
+    let status: number;
+    let text: string;
+    let retryAfter: string | string[] | undefined;
+    try {
+      const res = await request(target, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        dispatcher: this.#agent,
+        headersTimeout: this.#timeoutMs,
+        bodyTimeout: this.#timeoutMs,
+      });
+      status = res.statusCode;
+      retryAfter = res.headers['retry-after'];
+      text = await res.body.text();
+    } catch (err) {
+      const code = transportCode(err);
+      const delivered = !notDeliveredCodes.has(code);
+      throw new TemporaryMovementError(
+        delivered ? `${this.#prefix}_CONNECTION_LOST` : `${this.#prefix}_UNREACHABLE`,
+        `${method} ${target} failed: ${err instanceof Error ? err.message : String(err)}`,
+        { transport_code: code, may_have_acted: delivered },
+        { cause: err },
+      );
+    }
+
+    const excerpt = text.slice(0, MAX_BODY_EXCERPT);
+    // 408 and 429 turn the request away unprocessed; a 5xx may come from a handler that failed midway.
+    if (status === 408 || status === 429 || status >= 500) {
+      const details: Record<string, unknown> = { status, body: excerpt, may_have_acted: status >= 500 };
+      const seconds = retryAfterSeconds(retryAfter);
+      if (seconds !== null) details.retry_after_seconds = seconds;
+      throw new TemporaryMovementError(`${this.#prefix}_UNAVAILABLE`, `${method} ${target} answered ${status}`, details);
+    }
+    if (status < 200 || status >= 300) {
+      throw new FatalMovementError(`${this.#prefix}_REJECTED`, `${method} ${target} answered ${status}: ${excerpt}`, {
+        status,
+        body: excerpt,
+        may_have_acted: false,
+      });
+    }
+    if (text.trim() === '') return { status, json: undefined };
+    try {
+      return { status, json: JSON.parse(text) };
+    } catch {
+      throw new FatalMovementError(`${this.#prefix}_INVALID_RESPONSE`, `${method} ${target} answered ${status} with a body that is not JSON`, {
+        status,
+        body: excerpt,
+        may_have_acted: true,
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#agent.close();
+  }
+}
+
+function transportCode(err: unknown): string {
+  for (let e: unknown = err, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+  }
+  return 'UNKNOWN';
+}
+
+/** Retry-After in its delay-seconds form; the HTTP-date form is rare from APIs and is ignored. */
+function retryAfterSeconds(header: string | string[] | undefined): number | null {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined || !/^\d+$/.test(value.trim())) return null;
+  return Number(value.trim());
+}
