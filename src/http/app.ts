@@ -1,0 +1,50 @@
+/**
+ * The HTTP application: one root app holding the error mapping, the body size limit and request ids,
+ * with every route module mounted under it. Route modules either get added here or are passed in
+ * `deps.routes` (which is how start-up hooks and tests add theirs).
+ */
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { bodyLimit } from 'hono/body-limit';
+import { requestId } from 'hono/request-id';
+import type { FerryConfig } from '../config.ts';
+import { FerryError } from '../errors.ts';
+import type { Pool } from '../persistence/db.ts';
+import { installErrorHandling, validationHook } from './errors.ts';
+import { healthRoutes } from './health.ts';
+
+/** Mounts routes on the root app, e.g. `(app, deps) => app.route('/v3', requestRoutes(deps))`. */
+export type RouteModule = (app: OpenAPIHono, deps: AppDeps) => void;
+
+/**
+ * What the HTTP layer needs from the running process. Other modules add optional fields here as
+ * they need them (runtime handles, queue clients), so tests can build an app with only a pool.
+ */
+export interface AppDeps {
+  pool: Pool;
+  config: FerryConfig;
+  /** Extra route modules, mounted after the built-in ones in the order given. */
+  routes?: RouteModule[];
+}
+
+export function createApp(deps: AppDeps): OpenAPIHono {
+  // OpenAPIHono so that OpenAPI route modules mounted below inherit the validation hook.
+  const app = new OpenAPIHono({ defaultHook: validationHook });
+  installErrorHandling(app);
+
+  app.use('*', requestId());
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: deps.config.maxBodyBytes,
+      onError: () => {
+        throw new FerryError('PAYLOAD_TOO_LARGE', `Request body exceeds ${deps.config.maxBodyBytes} bytes`, {
+          max_bytes: deps.config.maxBodyBytes,
+        });
+      },
+    }),
+  );
+
+  app.route('/', healthRoutes(deps));
+  for (const mount of deps.routes ?? []) mount(app, deps);
+  return app;
+}
