@@ -4,6 +4,7 @@ import type { NodeEvent } from '../machines/node-machine.ts';
 import { addSeconds } from '../machines/observe-policy.ts';
 import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
 import { claimForDispatch, dispatchCandidates, type Claimed } from '../persistence/claims.ts';
+import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
 import type { NodeRow } from '../persistence/movements.ts';
 import { contextFor, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
@@ -43,9 +44,11 @@ async function claim(deps: RuntimeDeps): Promise<Dispatch | null> {
       for (const id of candidates) {
         const claimed = await claimInSavepoint(client, () => claimForDispatch(client, id));
         if (!claimed) {
+          claimsTotal.inc({ worker: 'dispatcher', result: 'miss' });
           tried.push(id);
           continue;
         }
+        claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
         const opts = { actor: 'worker:dispatcher', deps: deps.transitions };
         if (claimed.request.request_state === 'APPROVED') {
           await deliverRequestEvent(client, claimed.request.id, { type: 'DISPATCH_STARTED' }, opts);

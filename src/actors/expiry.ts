@@ -1,3 +1,4 @@
+import { approvalExpiryTotal } from '../metrics.ts';
 import { claimForExpiry, expiredCandidates } from '../persistence/claims.ts';
 import { withTransaction } from '../persistence/db.ts';
 import type { RuntimeDeps } from './execution.ts';
@@ -17,7 +18,6 @@ export interface ExpiryReport {
   budgetExhausted: boolean;
 }
 
-export const expiryCounters = { expired: 0, skipped: 0 };
 
 export async function expirePendingRequests(deps: Pick<RuntimeDeps, 'pool' | 'config' | 'transitions'>): Promise<ExpiryReport> {
   const started = Date.now();
@@ -41,7 +41,7 @@ export async function expirePendingRequests(deps: Pick<RuntimeDeps, 'pool' | 'co
     if (done) report.expired++;
     else report.skipped++;
   }
-  expiryCounters.expired += report.expired;
-  expiryCounters.skipped += report.skipped;
+  approvalExpiryTotal.inc({ result: 'expired' }, report.expired);
+  approvalExpiryTotal.inc({ result: 'skipped' }, report.skipped);
   return report;
 }

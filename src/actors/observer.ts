@@ -3,6 +3,7 @@ import type { ExecutorOutcome } from '../machines/outcome.ts';
 import { addSeconds, observationTimedOut, observeDelaySeconds } from '../machines/observe-policy.ts';
 import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
 import { claimForObserve, observeCandidates } from '../persistence/claims.ts';
+import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
 import { contextFor, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
 import { deliverNodeEvent } from './transition.ts';
@@ -23,6 +24,7 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
 async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> {
   return withTransaction(deps.pool, async (client) => {
     const claimed = await claimInSavepoint(client, () => claimForObserve(client, nodeId));
+    claimsTotal.inc({ worker: 'observer', result: claimed ? 'hit' : 'miss' });
     if (!claimed) return false;
     const { node, request } = claimed;
     const opts = { actor: 'worker:observer', deps: deps.transitions };

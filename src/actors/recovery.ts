@@ -3,6 +3,7 @@ import type { ExecutorOutcome } from '../machines/outcome.ts';
 import { addSeconds, observeDelaySeconds } from '../machines/observe-policy.ts';
 import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
 import { claimForRecovery, recoveryCandidates, type RecoveryArm } from '../persistence/claims.ts';
+import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
 import { contextFor, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
 import { deliverNodeEvent } from './transition.ts';
@@ -42,6 +43,7 @@ export async function recoverBatch(deps: RuntimeDeps): Promise<number> {
 async function recoverNode(deps: RuntimeDeps, nodeId: string, rowVersion: number): Promise<boolean> {
   return withTransaction(deps.pool, async (client) => {
     const claimed = await claimInSavepoint(client, () => claimForRecovery(client, nodeId, rowVersion));
+    claimsTotal.inc({ worker: 'recovery', result: claimed ? 'hit' : 'miss' });
     if (!claimed) return false;
     const { node, request } = claimed;
     const at = nowIso();

@@ -8,6 +8,7 @@ import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
 import type { Logger } from '../log.ts';
+import { workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
 import type { Pool } from '../persistence/db.ts';
 import { upsertHeartbeat } from '../persistence/heartbeats.ts';
 import { promoteAudit } from './audit-promoter.ts';
@@ -76,6 +77,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       secret,
       timeoutMs: config.callbackTimeoutMs,
       concurrency: config.callbackBatchSize,
+      // The runtime's own sidecar loop runs the stranded-callback sweep.
+      sweepCron: null,
       log,
     });
   }
@@ -108,7 +111,12 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       jitterMs: intervalSeconds * 100,
       run,
       waker,
-      onRun: (stats) => beat(name, group, stats),
+      onRun: (stats, ms, error) => {
+        beat(name, group, stats);
+        workerRunsTotal.inc({ worker: name, outcome: error ? 'error' : 'ok' });
+        workerRunSeconds.observe({ worker: name }, ms / 1000);
+        if (stats.lastItems > 0) workerItemsTotal.inc({ worker: name }, stats.lastItems);
+      },
     });
     const dispatchers = Array.from({ length: config.dispatchConcurrency }, (_, i) =>
       loop(`node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`, 'core', config.dispatchIntervalSeconds, async () =>

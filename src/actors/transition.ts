@@ -15,6 +15,7 @@ import {
   type RequestContext,
   type RequestEvent,
 } from '../machines/request-machine.ts';
+import { transitionsTotal } from '../metrics.ts';
 import type { Client, Queryable } from '../persistence/db.ts';
 import {
   appendTransition,
@@ -249,6 +250,7 @@ async function applyRequestEvent(
     actor,
   });
   s.notifications.add(JSON.stringify({ request_id: requestId, entity: 'request', state: to }));
+  transitionsTotal.inc({ machine: REQUEST_MACHINE_ID, from: row.request_state, to });
 
   const at = logged.at.toISOString();
   if (to !== row.request_state) {
@@ -320,6 +322,7 @@ async function applyNodeEvent(
     actor,
   });
   s.notifications.add(JSON.stringify({ request_id: row.request_id, entity: 'node', node_id: nodeId, state: to }));
+  transitionsTotal.inc({ machine: NODE_MACHINE_ID, from: row.node_state, to });
 
   for (const action of actions) {
     switch (action.type) {

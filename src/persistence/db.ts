@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { commitSeconds } from '../metrics.ts';
 
 export type Pool = pg.Pool;
 export type Client = pg.PoolClient;
@@ -25,7 +26,9 @@ export async function withTransaction<T>(pool: Pool, fn: (client: Client) => Pro
   try {
     await client.query('BEGIN');
     const result = await fn(client);
+    const end = commitSeconds.startTimer();
     await client.query('COMMIT');
+    end();
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});

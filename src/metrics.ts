@@ -1,0 +1,79 @@
+import client from 'prom-client';
+
+/**
+ * Ferry's Prometheus metrics, all under ferry_. One registry per process; /metrics renders it.
+ * Gauges that reflect the database (nodes by state) are filled at scrape time by the HTTP layer.
+ */
+export const registry = new client.Registry();
+client.collectDefaultMetrics({ register: registry, prefix: 'ferry_process_' });
+
+export const transitionsTotal = new client.Counter({
+  name: 'ferry_transitions_total',
+  help: 'Accepted machine transitions, by machine, source state and target state.',
+  labelNames: ['machine', 'from', 'to'] as const,
+  registers: [registry],
+});
+
+export const claimsTotal = new client.Counter({
+  name: 'ferry_claims_total',
+  help: 'Claim attempts by worker and result (hit: claimed; miss: locked elsewhere or moved on).',
+  labelNames: ['worker', 'result'] as const,
+  registers: [registry],
+});
+
+export const workerRunsTotal = new client.Counter({
+  name: 'ferry_worker_runs_total',
+  help: 'Worker loop runs by worker and outcome.',
+  labelNames: ['worker', 'outcome'] as const,
+  registers: [registry],
+});
+
+export const workerRunSeconds = new client.Histogram({
+  name: 'ferry_worker_run_seconds',
+  help: 'Duration of one worker loop run.',
+  labelNames: ['worker'] as const,
+  buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [registry],
+});
+
+export const workerItemsTotal = new client.Counter({
+  name: 'ferry_worker_items_total',
+  help: 'Items (nodes, requests, rows) handled by worker runs.',
+  labelNames: ['worker'] as const,
+  registers: [registry],
+});
+
+export const commitSeconds = new client.Histogram({
+  name: 'ferry_commit_seconds',
+  help: 'Latency of COMMIT for transactions that changed state.',
+  buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+  registers: [registry],
+});
+
+export const approvalExpiryTotal = new client.Counter({
+  name: 'ferry_approval_expiry_total',
+  help: 'Approval expiry sweep results: expired, or skipped (approved or locked first).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
+export const callbackDeliveriesTotal = new client.Counter({
+  name: 'ferry_callback_deliveries_total',
+  help: 'Callback delivery attempts by outcome (sent, retry, dlq, skipped).',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+
+export const nodesByState = new client.Gauge({
+  name: 'ferry_nodes',
+  help: 'Request nodes by state (read from the database at scrape time).',
+  labelNames: ['state'] as const,
+  registers: [registry],
+});
+
+export const requestsByState = new client.Gauge({
+  name: 'ferry_requests',
+  help: 'Movement requests by state (read from the database at scrape time).',
+  labelNames: ['state'] as const,
+  registers: [registry],
+});
