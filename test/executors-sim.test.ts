@@ -194,7 +194,7 @@ describe('scripted sequences', () => {
 });
 
 describe('recover', () => {
-  test('COMPLETED when the ledger holds a submit for this attempt, FAILED (RECOVERY_NO_SUBMISSION) when not', async () => {
+  test('COMPLETED when the ledger holds a submit for this attempt, READY (RECOVERY_NO_SUBMISSION) when not', async () => {
     const nodeId = randomUUID();
     const first = context({}, { nodeId, attemptNo: 1 });
     await action.submit(first, await preparedFor(first), {});
@@ -202,7 +202,7 @@ describe('recover', () => {
     // Attempt 2 was committed SUBMITTING but the process died before its submit.
     const second = context({}, { nodeId, attemptNo: 2 });
     const r = await action.recover(second);
-    assert.equal(r.next_state, 'FAILED');
+    assert.equal(r.next_state, 'READY');
     assert.equal(r.error_code, 'RECOVERY_NO_SUBMISSION');
     assert.deepEqual((await submitsFor(pool, `${nodeId}:2`)).length, 0);
   });

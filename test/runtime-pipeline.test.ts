@@ -347,7 +347,14 @@ describe('recovery', () => {
     assert.equal(await recoverCalls(), 1);
     const s = await snapshot(db.pool, id);
     // Nothing was submitted under that attempt: the provider says so, and a new attempt is safe.
-    assert.ok(['READY', 'FAILED'].includes(s.byKey.a.node_state), s.byKey.a.node_state);
+    assert.equal(s.byKey.a.node_state, 'READY');
+    assert.equal(s.byKey.a.error_code, 'RECOVERY_NO_SUBMISSION');
     assert.equal(await submits(`${node.id}:1`), 0);
+    // The next attempt runs under a new idempotency key and completes; attempt 1 never submitted.
+    await drain(fast);
+    const done = await snapshot(db.pool, id);
+    assert.equal(done.request.request_state, 'COMPLETED');
+    assert.equal(done.byKey.a.attempt_no, 2);
+    assert.equal(await submits(`${node.id}:2`), 1);
   });
 });

@@ -98,10 +98,12 @@ export class SimExecutor implements Executor {
     const scripted = pick(script.recover, n);
     if (scripted !== undefined) return outcomeResult(scripted, ctx, 'recover');
     // As a provider lookup by idempotency key would: the attempt went out, or it never arrived.
+    // The simulated provider's ledger is authoritative, so "never arrived" is proof, and READY
+    // lets the node try again under a new attempt (a real lane needs the same certainty to do so).
     const submits = await submitsFor(this.pool, idempotencyKey(ctx));
     if (submits.length > 0) return outcomeResult('COMPLETED', ctx, 'recover');
     return outcomeResult(
-      { next_state: 'FAILED', error_code: 'RECOVERY_NO_SUBMISSION', error_detail: 'the provider has no record of this attempt' },
+      { next_state: 'READY', error_code: 'RECOVERY_NO_SUBMISSION', error_detail: 'the provider has no record of this attempt' },
       ctx,
       'recover',
     );
