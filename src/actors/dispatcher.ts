@@ -1,3 +1,4 @@
+import { InvalidTransitionError } from '../errors.ts';
 import { FatalMovementError, TemporaryMovementError, isMovementError } from '../executors/errors.ts';
 import type { ExecutionContext, PreparedAction, SignRequest, SignResult } from '../executors/protocol.ts';
 import type { NodeEvent } from '../machines/node-machine.ts';
@@ -31,7 +32,15 @@ interface Dispatch {
 export async function dispatchOne(deps: RuntimeDeps): Promise<boolean> {
   const dispatch = await claim(deps);
   if (!dispatch) return false;
-  await runPipeline(deps, dispatch);
+  try {
+    await runPipeline(deps, dispatch);
+  } catch (err) {
+    // The node moved under the pipeline: recovery resolved an attempt whose submit outlived the
+    // lane's SUBMITTING grace, or an operator acted. The machine refused the stale result; the
+    // grace must exceed the executor's submit timeout for this never to happen.
+    if (!(err instanceof InvalidTransitionError)) throw err;
+    deps.log.warn({ node_id: dispatch.claimed.node.id, err: err.message }, 'dispatch result refused: the node moved on');
+  }
   return true;
 }
 
