@@ -24,11 +24,13 @@ export interface ValidationIssue {
   message: string;
 }
 
-const targetNames: Record<ValidationTarget, string> = {
+const targetNames: Record<string, string> = {
   json: 'request body',
+  form: 'request body',
   query: 'query string',
   param: 'path parameters',
   header: 'request headers',
+  cookie: 'cookies',
 };
 
 function formatPath(path: readonly PropertyKey[]): string {
@@ -36,11 +38,11 @@ function formatPath(path: readonly PropertyKey[]): string {
 }
 
 /** A VALIDATION_FAILED error whose message names the first problem and whose details list them all. */
-export function validationError(target: ValidationTarget, issues: ValidationIssue[]): FerryError {
+export function validationError(target: string, issues: ValidationIssue[]): FerryError {
   const first = issues[0];
   const where = first && first.path ? `${first.path}: ` : '';
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : '';
-  return new FerryError('VALIDATION_FAILED', `Invalid ${targetNames[target]}: ${where}${first?.message ?? 'invalid'}${more}`, {
+  return new FerryError('VALIDATION_FAILED', `Invalid ${targetNames[target] ?? target}: ${where}${first?.message ?? 'invalid'}${more}`, {
     target,
     issues,
   });
@@ -151,7 +153,7 @@ export async function validationHook(
   result: { success: true; data: unknown; target: string } | { success: false; error: z.core.$ZodError; target: string },
   c: Context,
 ): Promise<void> {
-  const target = (result.target in targetNames ? result.target : 'json') as ValidationTarget;
+  const target = result.target;
   if (!result.success) throw validationError(target, zodIssues(result.error));
   if (target === 'json' || target === 'query') {
     // The JSON body was already parsed by the route's validator; hono caches it, so this is no re-read.
