@@ -1,0 +1,151 @@
+/**
+ * `npm run bench`: end-to-end throughput and latency of durable movements.
+ *
+ * 1. Measures the database's commit ceiling in this run: `concurrency` clients each doing
+ *    single-row UPDATEs in autocommit for a few seconds (one durable commit each).
+ * 2. Starts `processes` worker processes, creates `movements` movements of a 3-node sim plan
+ *    (action -> observe -> action, zero latency), approves them all, and waits for completion.
+ * 3. Prints a table, then one JSON line: movements, processes, movements_per_s, transitions_per_s,
+ *    e2e_p50_ms, e2e_p99_ms, dispatch_p50_ms, dispatch_p99_ms (approve -> first submit),
+ *    commit_ceiling_tps, ceiling_ratio (transitions_per_s / commit_ceiling_tps).
+ *
+ * Database: BENCH_DATABASE_URL, else DATABASE_URL, else TEST_DATABASE_URL, else an embedded server.
+ * A scratch database is created for the run and dropped afterwards.
+ */
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { approveMovements, benchTemplate, createMovements } from './lib/load.ts';
+import { exited, spawnWorker, waitFor } from './lib/processes.ts';
+import { createPool } from '../src/persistence/db.ts';
+import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
+import { migrate } from '../src/persistence/migrate.ts';
+import {
+  bumpCeilingRow,
+  countRequestsByState,
+  dropCeilingTable,
+  movementTimings,
+  prepareCeilingTable,
+  transitionsBetween,
+} from '../src/persistence/bench.ts';
+import { listHeartbeats } from '../src/persistence/heartbeats.ts';
+import { createEmptyDatabase, dropDatabase, withDatabase } from '../src/persistence/test-databases.ts';
+
+const { values } = parseArgs({
+  options: {
+    movements: { type: 'string', default: '1000' },
+    processes: { type: 'string', default: '2' },
+    concurrency: { type: 'string', default: '16' },
+    'ceiling-seconds': { type: 'string', default: '3' },
+  },
+});
+const movements = Number(values.movements);
+const processes = Number(values.processes);
+const concurrency = Number(values.concurrency);
+const ceilingSeconds = Number(values['ceiling-seconds']);
+for (const [k, v] of Object.entries({ movements, processes, concurrency, ceilingSeconds })) {
+  if (!Number.isInteger(v) || v < 1) {
+    console.error(`--${k} must be a positive whole number`);
+    process.exit(2);
+  }
+}
+
+const percentile = (xs: number[], p: number) => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
+
+async function commitCeiling(url: string): Promise<number> {
+  const pool = createPool(url, concurrency, 'ferry-bench-ceiling');
+  try {
+    await prepareCeilingTable(pool, concurrency);
+    let commits = 0;
+    const until = Date.now() + ceilingSeconds * 1000;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async (_, i) => {
+        while (Date.now() < until) {
+          await bumpCeilingRow(pool, i + 1);
+          commits++;
+        }
+      }),
+    );
+    const tps = commits / ((performance.now() - started) / 1000);
+    await dropCeilingTable(pool);
+    return tps;
+  } finally {
+    await pool.end();
+  }
+}
+
+async function main() {
+  let embedded: EmbeddedServer | undefined;
+  let server = process.env.BENCH_DATABASE_URL ?? process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+  if (!server) {
+    embedded = await startEmbeddedPostgres({ dataDir: '.ferry/bench-data', port: 54349, database: 'postgres' });
+    server = embedded.url;
+  }
+  const admin = withDatabase(server, 'postgres');
+  const name = `ferry_bench_${randomBytes(4).toString('hex')}`;
+  await createEmptyDatabase(admin, name);
+  const url = withDatabase(server, name);
+  const workers: ReturnType<typeof spawnWorker>[] = [];
+  try {
+    await migrate(url);
+    const ceiling = await commitCeiling(url);
+
+    const pool = createPool(url, concurrency, 'ferry-bench');
+    const ids = await createMovements(pool, benchTemplate(), movements, concurrency);
+    for (let i = 0; i < processes; i++) workers.push(spawnWorker(url, { FERRY_LOG_LEVEL: 'warn' }));
+    await waitFor('workers to start', async () => new Set((await listHeartbeats(pool)).map((h) => h.process_id)).size >= processes, 120_000, 100);
+
+    const started = performance.now();
+    await approveMovements(pool, ids, { callbacks: async () => {} }, concurrency);
+    await waitFor(
+      'every movement to complete',
+      async () => (await countRequestsByState(pool, ids)).COMPLETED === movements,
+      30 * 60_000,
+      100,
+    );
+    const wall = (performance.now() - started) / 1000;
+
+    const timings = await movementTimings(pool, ids);
+    const e2e = timings.map((t) => t.completed_at!.getTime() - t.approved_at.getTime());
+    const dispatch = timings.filter((t) => t.first_submit_at).map((t) => t.first_submit_at!.getTime() - t.approved_at.getTime());
+    const log = await transitionsBetween(pool, ids);
+    await pool.end();
+
+    const result = {
+      movements,
+      processes,
+      movements_per_s: round(movements / wall),
+      transitions_per_s: round(log.n / wall),
+      e2e_p50_ms: round(percentile(e2e, 50)),
+      e2e_p99_ms: round(percentile(e2e, 99)),
+      dispatch_p50_ms: round(percentile(dispatch, 50)),
+      dispatch_p99_ms: round(percentile(dispatch, 99)),
+      commit_ceiling_tps: round(ceiling),
+      ceiling_ratio: round(log.n / wall / ceiling, 3),
+    };
+    console.log(`movements            ${movements} (${processes} worker processes, ${concurrency} load clients)`);
+    console.log(`wall time            ${round(wall, 2)} s`);
+    console.log(`movements/s          ${result.movements_per_s}`);
+    console.log(`transitions/s        ${result.transitions_per_s} (${log.n} transitions)`);
+    console.log(`e2e p50 / p99        ${result.e2e_p50_ms} / ${result.e2e_p99_ms} ms (approve -> COMPLETED)`);
+    console.log(`dispatch p50 / p99   ${result.dispatch_p50_ms} / ${result.dispatch_p99_ms} ms (approve -> first submit)`);
+    console.log(`commit ceiling       ${result.commit_ceiling_tps} tps (single-row UPDATE, ${concurrency} clients)`);
+    console.log(`ceiling ratio        ${result.ceiling_ratio}`);
+    console.log(JSON.stringify(result));
+  } finally {
+    for (const w of workers) w.kill('SIGTERM');
+    await Promise.all(workers.map(exited));
+    await dropDatabase(admin, name).catch(() => {});
+    await embedded?.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
