@@ -1,0 +1,92 @@
+import { createMiddleware } from 'hono/factory';
+import { FerryError } from '../errors.ts';
+import type { Queryable } from '../persistence/db.ts';
+import { authenticateToken, roles, type Role } from '../persistence/tokens.ts';
+
+/**
+ * Who may do what. Every /v3 route authenticates with a bearer token and then names the one
+ * permission it needs; the matrix below is the whole policy, so reviewing access means reading it.
+ */
+
+export { roles, type Role };
+
+export const permissions = [
+  'read',
+  'movement.create',
+  /** approve and reject */
+  'movement.approve',
+  'movement.cancel',
+  /** resume and retry */
+  'movement.operate',
+  'template.write',
+  'callback.redrive',
+  'signer.identity',
+  'dashboard',
+  'token.admin',
+] as const;
+export type Permission = (typeof permissions)[number];
+
+// Separation of duties: whoever requests a movement cannot approve it by role, and approvers cannot
+// create or steer movements. Admin holds everything (and is expected to be rare).
+const grants: Record<Role, readonly Permission[]> = {
+  viewer: ['read'],
+  requester: ['read', 'movement.create', 'movement.cancel'],
+  approver: ['read', 'movement.approve'],
+  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard'],
+  admin: permissions,
+};
+
+export function can(role: Role, permission: Permission): boolean {
+  return grants[role]?.includes(permission) ?? false;
+}
+
+export interface Principal {
+  tokenId: string;
+  name: string;
+  role: Role;
+}
+
+/** Hono variables set by authenticate(); type routes with `Hono<AuthEnv>` to read c.get('principal'). */
+export type AuthVariables = { principal: Principal };
+export type AuthEnv = { Variables: AuthVariables };
+
+// One message for every failure, so a caller cannot tell an unknown token from a revoked one.
+const UNAUTHENTICATED_MESSAGE = 'a valid bearer token is required (Authorization: Bearer <token>)';
+
+function unauthenticated(): FerryError {
+  return new FerryError('UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
+}
+
+/** Extracts the token from `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 7235). */
+export function bearerToken(header: string | undefined): string | null {
+  if (!header) return null;
+  const match = /^Bearer +([^\s]+) *$/i.exec(header);
+  return match ? match[1] : null;
+}
+
+export function authenticate(db: Queryable) {
+  return createMiddleware<AuthEnv>(async (c, next) => {
+    const token = bearerToken(c.req.header('Authorization'));
+    const found = token ? await authenticateToken(db, token) : null;
+    if (!found) {
+      c.header('WWW-Authenticate', 'Bearer');
+      throw unauthenticated();
+    }
+    c.set('principal', { tokenId: found.id, name: found.name, role: found.role });
+    await next();
+  });
+}
+
+export function requirePermission(permission: Permission) {
+  return createMiddleware<AuthEnv>(async (c, next) => {
+    const principal = c.get('principal');
+    if (!principal) throw unauthenticated();
+    if (!can(principal.role, permission)) {
+      throw new FerryError('FORBIDDEN', `role ${principal.role} does not grant ${permission}`, {
+        permission,
+        role: principal.role,
+      });
+    }
+    await next();
+  });
+}
