@@ -1,0 +1,61 @@
+import type { ParseArgsOptionsConfig } from 'node:util';
+import type { CliDatabase, DatabaseMode } from './database.ts';
+
+/**
+ * The shape of one `ferry` command. Commands are plain table entries (see commands.ts): adding a
+ * command means writing one of these and listing it there; parsing, help and exit codes are shared.
+ */
+export interface CliCommand {
+  /** The words that select it, e.g. ['tokens', 'create']. */
+  path: string[];
+  summary: string;
+  /** Arguments after the command words, for help text, e.g. '--name NAME --role ROLE [--json]'. */
+  usage: string;
+  options?: ParseArgsOptionsConfig;
+  /** Positional arguments accepted after the command words (default none). */
+  positionals?: { min: number; max: number; names?: string };
+  /** Returns the exit code (0 when omitted). */
+  run(ctx: CliContext): Promise<number | void>;
+}
+
+export interface CliIO {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+export interface CliContext extends CliIO {
+  command: CliCommand;
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>;
+  positionals: string[];
+  env: NodeJS.ProcessEnv;
+  /** A string option's value; undefined when absent. */
+  option(name: string): string | undefined;
+  flag(name: string): boolean;
+  /**
+   * Runs fn with a pool on Ferry's database (DATABASE_URL, or the embedded server, started for the
+   * duration of the command when Ferry is not running). The pool is closed afterwards.
+   */
+  withDatabase<T>(fn: (db: CliDatabase) => Promise<T>, mode?: DatabaseMode): Promise<T>;
+}
+
+/** Bad arguments (throw it from run()): reported with the command's usage and exit code 2. */
+export class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly command?: CliCommand,
+  ) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** An expected failure the user can act on: its message is printed as is, with exit code 1. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+    this.name = 'CliError';
+  }
+}

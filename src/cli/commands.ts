@@ -1,0 +1,11 @@
+import { auditCommands } from './audit.ts';
+import type { CliCommand } from './command.ts';
+import { systemCommands } from './system.ts';
+import { tokenCommands } from './tokens.ts';
+
+/**
+ * Every `ferry` command. Each area owns a module exporting its CliCommand list; to add commands
+ * (e.g. `templates apply`, `movements create|approve|list|show|watch`), export them from a module
+ * in this folder and spread the list here. Help output follows this order.
+ */
+export const commands: CliCommand[] = [...systemCommands, ...tokenCommands, ...auditCommands];

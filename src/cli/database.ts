@@ -1,0 +1,139 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { loadConfig } from '../config.ts';
+import { createPool, type Pool } from '../persistence/db.ts';
+import type { EmbeddedServer } from '../persistence/embedded.ts';
+import { migrate, pendingMigrations } from '../persistence/migrate.ts';
+import { CliError } from './command.ts';
+
+/**
+ * Which database a CLI command talks to, following the same rule as the server: DATABASE_URL when
+ * set, else the embedded PostgreSQL kept in FERRY_DATA_DIR. When Ferry is already running on the
+ * embedded server the command connects to it; otherwise it starts the server for the duration of
+ * the command (migrating it first, as Ferry's own start would) and stops it afterwards.
+ */
+
+export interface CliDatabase {
+  url: string;
+  pool: Pool;
+  source: 'database-url' | 'embedded-running' | 'embedded-started';
+}
+
+/**
+ * 'require-migrated': refuse to run against a database with pending migrations (commands that read
+ * or write Ferry's tables); 'as-is': hand over the database untouched (the migrate command itself).
+ */
+export type DatabaseMode = 'require-migrated' | 'as-is';
+
+interface Opened {
+  db: CliDatabase;
+  close(): Promise<void>;
+}
+
+export async function withCliDatabase<T>(
+  env: NodeJS.ProcessEnv,
+  fn: (db: CliDatabase) => Promise<T>,
+  mode: DatabaseMode = 'require-migrated',
+): Promise<T> {
+  const opened = await openCliDatabase(env, mode);
+  try {
+    return await fn(opened.db);
+  } finally {
+    await opened.close();
+  }
+}
+
+async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Promise<Opened> {
+  const config = loadConfig(env);
+  if (config.databaseUrl) return openUrl(config.databaseUrl, 'database-url', mode);
+
+  const dataDir = resolve(config.dataDir);
+  const port = config.embeddedPgPort;
+  const running = await runningEmbeddedUrl(dataDir, port);
+  if (running) return openUrl(running, 'embedded-running', mode);
+
+  let server: EmbeddedServer;
+  try {
+    // Loaded only here: the package hooks process signals and exit as soon as it is imported.
+    const { startEmbeddedPostgres } = await import('../persistence/embedded.ts');
+    server = await startEmbeddedPostgres({ dataDir, port });
+  } catch (err) {
+    throw new CliError(`could not start the embedded PostgreSQL in ${dataDir} on port ${port}: ${message(err)}`);
+  }
+  try {
+    if (mode === 'require-migrated') await migrate(server.url);
+    const pool = createPool(server.url, 4, 'ferry-cli');
+    return {
+      db: { url: server.url, pool, source: 'embedded-started' },
+      close: async () => {
+        await pool.end();
+        await server.stop();
+      },
+    };
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
+}
+
+async function openUrl(url: string, source: CliDatabase['source'], mode: DatabaseMode): Promise<Opened> {
+  const pool = createPool(url, 4, 'ferry-cli');
+  try {
+    await pool.query('SELECT 1');
+    if (mode === 'require-migrated') {
+      const pending = await pendingMigrations(pool);
+      if (pending > 0) {
+        throw new CliError(`the database has ${pending} pending migration(s); run \`ferry migrate\` first`);
+      }
+    }
+  } catch (err) {
+    await pool.end();
+    if (err instanceof CliError) throw err;
+    throw new CliError(`cannot use the database at ${redactUrl(url)}: ${message(err)}`);
+  }
+  return { db: { url, pool, source }, close: () => pool.end() };
+}
+
+/**
+ * The URL of the embedded server when one already answers on the port with this data folder's
+ * credentials; null when nothing listens there (so the caller may start it).
+ */
+async function runningEmbeddedUrl(dataDir: string, port: number): Promise<string | null> {
+  const passwordFile = join(dataDir, 'pg-password');
+  const password = existsSync(passwordFile) ? readFileSync(passwordFile, 'utf8').trim() : null;
+  const url = `postgres://ferry:${encodeURIComponent(password ?? '')}@127.0.0.1:${port}/ferry`;
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  try {
+    await client.connect();
+    await client.end();
+    return url;
+  } catch (err) {
+    await client.end().catch(() => {});
+    if ((err as { code?: string }).code === 'ECONNREFUSED') return null;
+    throw new CliError(
+      `a server answers on 127.0.0.1:${port} but is not the embedded Ferry database of ${dataDir} ` +
+        `(${message(err)}); set DATABASE_URL, FERRY_DATA_DIR or FERRY_EMBEDDED_PG_PORT`,
+    );
+  }
+}
+
+/** The URL without its password, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+function message(err: unknown): string {
+  if (err instanceof Error) {
+    // pg reports "connect ECONNREFUSED ..." inside an AggregateError with an empty message.
+    if (!err.message && err instanceof AggregateError) return err.errors.map(message).join('; ');
+    return err.message || String((err as { code?: string }).code ?? err);
+  }
+  return String(err);
+}

@@ -1,0 +1,156 @@
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../config.ts';
+import { isFerryError } from '../errors.ts';
+import { CliError, UsageError, type CliCommand, type CliContext, type CliIO } from './command.ts';
+import { commands as defaultCommands } from './commands.ts';
+import { withCliDatabase } from './database.ts';
+
+/** Exit codes: 0 success, 1 the command failed (or found a problem), 2 bad arguments. */
+export const EXIT_OK = 0;
+export const EXIT_FAILED = 1;
+export const EXIT_USAGE = 2;
+
+export interface RunOptions {
+  env?: NodeJS.ProcessEnv;
+  io?: CliIO;
+  commands?: CliCommand[];
+}
+
+const stdio: CliIO = {
+  out: (text) => process.stdout.write(text + '\n'),
+  err: (text) => process.stderr.write(text + '\n'),
+};
+
+function commandLine(c: CliCommand): string {
+  return ['ferry', ...c.path, c.usage].filter(Boolean).join(' ');
+}
+
+function overview(commands: CliCommand[]): string {
+  const width = Math.max(...commands.map((c) => c.path.join(' ').length));
+  return [
+    'usage: ferry <command> [options]   (or: npm run ferry -- <command> [options])',
+    '',
+    'commands:',
+    ...commands.map((c) => `  ${c.path.join(' ').padEnd(width)}  ${c.summary}`),
+    '',
+    'Run `ferry <command> --help` for its options. The database is DATABASE_URL when set, else the',
+    'embedded PostgreSQL in FERRY_DATA_DIR (default ./.ferry/data).',
+  ].join('\n');
+}
+
+function commandHelp(c: CliCommand): string {
+  return `usage: ${commandLine(c)}\n\n${c.summary}`;
+}
+
+/** The command selected by the longest matching word prefix of argv. */
+function select(commands: CliCommand[], argv: string[]): CliCommand | undefined {
+  let best: CliCommand | undefined;
+  for (const c of commands) {
+    if (c.path.length <= argv.length && c.path.every((w, i) => argv[i] === w)) {
+      if (!best || c.path.length > best.path.length) best = c;
+    }
+  }
+  return best;
+}
+
+/** Runs one CLI invocation and returns its exit code; never throws for a user's mistake. */
+export async function runCli(argv: string[], opts: RunOptions = {}): Promise<number> {
+  const env = opts.env ?? process.env;
+  const io = opts.io ?? stdio;
+  const commands = opts.commands ?? defaultCommands;
+
+  const first = argv[0];
+  if (first === undefined) {
+    io.err(overview(commands));
+    return EXIT_USAGE;
+  }
+  if (first === 'help' || first === '--help' || first === '-h') {
+    const topic = select(commands, argv.slice(1));
+    io.out(topic ? commandHelp(topic) : overview(commands));
+    return EXIT_OK;
+  }
+
+  const command = select(commands, argv);
+  if (!command) {
+    const group = commands.filter((c) => c.path[0] === first);
+    if (group.length > 0) {
+      const sub = argv[1] === undefined ? 'a subcommand is required' : `unknown ${first} command "${argv[1]}"`;
+      io.err(`ferry: ${sub}\n\n${group.map((c) => `usage: ${commandLine(c)}`).join('\n')}`);
+    } else {
+      io.err(`ferry: unknown command "${first}"\n\n${overview(commands)}`);
+    }
+    return EXIT_USAGE;
+  }
+
+  try {
+    let parsed;
+    try {
+      parsed = parseArgs({
+        args: argv.slice(command.path.length),
+        options: { ...command.options, help: { type: 'boolean', short: 'h' } },
+        strict: true,
+        allowPositionals: true,
+      });
+    } catch (err) {
+      throw new UsageError((err as Error).message, command);
+    }
+    if (parsed.values.help) {
+      io.out(commandHelp(command));
+      return EXIT_OK;
+    }
+    const { min, max } = command.positionals ?? { min: 0, max: 0 };
+    if (parsed.positionals.length < min || parsed.positionals.length > max) {
+      const extra = parsed.positionals.length > max;
+      throw new UsageError(
+        extra ? `unexpected argument "${parsed.positionals[max]}"` : `missing ${command.positionals?.names ?? 'argument'}`,
+        command,
+      );
+    }
+    const values = parsed.values as CliContext['values'];
+    const ctx: CliContext = {
+      ...io,
+      command,
+      values,
+      positionals: parsed.positionals,
+      env,
+      option: (name) => {
+        const v = values[name];
+        return typeof v === 'string' ? v : undefined;
+      },
+      flag: (name) => values[name] === true,
+      withDatabase: (fn, mode) => withCliDatabase(env, fn, mode),
+    };
+    return (await command.run(ctx)) ?? EXIT_OK;
+  } catch (err) {
+    return report(err, command, io, env);
+  }
+}
+
+function report(err: unknown, command: CliCommand, io: CliIO, env: NodeJS.ProcessEnv): number {
+  if (err instanceof UsageError) {
+    io.err(`ferry: ${err.message}\nusage: ${commandLine(err.command ?? command)}`);
+    return EXIT_USAGE;
+  }
+  if (isFerryError(err)) {
+    // Input the domain refused (a bad token name, say) is a usage problem, not a failure.
+    if (err.code === 'VALIDATION_FAILED') {
+      io.err(`ferry: ${err.message}\nusage: ${commandLine(command)}`);
+      return EXIT_USAGE;
+    }
+    io.err(`ferry: ${err.message}`);
+    return EXIT_FAILED;
+  }
+  if (err instanceof CliError) {
+    io.err(`ferry: ${err.message}`);
+    return err.exitCode;
+  }
+  if (err instanceof ConfigError) {
+    io.err(`ferry: ${err.message}`);
+    return EXIT_FAILED;
+  }
+  const message = err instanceof Error ? err.message || err.name : String(err);
+  io.err(`ferry: ${command.path.join(' ')} failed: ${message}`);
+  if (env.FERRY_DEBUG === '1' && err instanceof Error && err.stack) io.err(err.stack);
+  else io.err('(set FERRY_DEBUG=1 to see the stack trace)');
+  return EXIT_FAILED;
+}

@@ -1,0 +1,278 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import pg from 'pg';
+import { writeAudit } from '../src/persistence/audit.ts';
+import { withTransaction } from '../src/persistence/db.ts';
+import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
+import { dropDatabase, withDatabase } from '../src/persistence/test-databases.ts';
+import { authenticateToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+
+const { url, pool } = await testDatabase();
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI as a user would, in its own process. */
+function ferry(args: string[], env: NodeJS.ProcessEnv = { DATABASE_URL: url }, entry = ['--import', 'tsx', 'src/cli/index.ts']): Promise<Run> {
+  const base = { ...process.env };
+  delete base.DATABASE_URL;
+  delete base.TEST_DATABASE_URL;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...entry, ...args], { cwd: root, env: { ...base, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 0), stdout, stderr }));
+  });
+}
+
+const noStack = (r: Run) => assert.doesNotMatch(r.stdout + r.stderr, /\n\s+at .+:\d+/, 'no stack trace');
+
+test('tokens create prints a token once, and it authenticates', async () => {
+  const r = await ferry(['tokens', 'create', '--name', 'x', '--role', 'admin']);
+  assert.equal(r.code, 0, r.stderr);
+  const tokens = r.stdout.match(/fy_[A-Za-z0-9_-]{43}/g);
+  assert.equal(tokens?.length, 1, 'the token appears exactly once');
+  assert.match(r.stdout, /not .*again|cannot show it again/i);
+  const who = await authenticateToken(pool, tokens![0]);
+  assert.equal(who?.name, 'x');
+  assert.equal(who?.role, 'admin');
+
+  const j = await ferry(['tokens', 'create', '--name', 'y', '--role', 'viewer', '--json']);
+  assert.equal(j.code, 0, j.stderr);
+  const created = JSON.parse(j.stdout);
+  assert.equal(created.role, 'viewer');
+  assert.equal((await authenticateToken(pool, created.token))?.id, created.id);
+});
+
+test('tokens list shows tokens without their secrets', async () => {
+  const r = await ferry(['tokens', 'list']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^ID\s+NAME\s+ROLE/);
+  assert.match(r.stdout, /\bx\s+admin\b/);
+  assert.doesNotMatch(r.stdout, /fy_/);
+  const { rows } = await pool.query<{ token_hash: string }>('SELECT token_hash FROM api_tokens');
+  for (const { token_hash } of rows) assert.ok(!r.stdout.includes(token_hash));
+
+  const j = await ferry(['tokens', 'list', '--json']);
+  const listed = JSON.parse(j.stdout) as Record<string, unknown>[];
+  assert.deepEqual(listed.map((t) => t.name).sort(), ['x', 'y']);
+  for (const t of listed) assert.ok(!('token_hash' in t) && !('token' in t));
+});
+
+test('tokens revoke by name or id; a second revoke fails with exit 1', async () => {
+  const made = JSON.parse((await ferry(['tokens', 'create', '--name', 'temp', '--role', 'operator', '--json'])).stdout);
+  const r = await ferry(['tokens', 'revoke', '--name', 'temp']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /Revoked token "temp"/);
+  assert.equal(await authenticateToken(pool, made.token), null);
+  const again = await ferry(['tokens', 'revoke', '--id', made.id]);
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /not found/);
+  noStack(again);
+  const list = await ferry(['tokens', 'list', '--all']);
+  assert.match(list.stdout, /temp\s+operator.*revoked/);
+});
+
+test('audit verify promotes pending rows, passes, then fails on a tampered row', async () => {
+  for (let i = 0; i < 12; i++) {
+    await writeAudit(pool, { actor: 'token:x', action: 'test.write', entity_type: 'test', entity_id: String(i), details: { i } });
+  }
+  const ok = await ferry(['audit', 'verify']);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.equal(ok.stdout.trim(), 'audit chain ok (12 events)');
+  assert.equal((await pool.query('SELECT count(*)::int AS n FROM audit_outbox')).rows[0].n, 0);
+
+  const head = await ferry(['audit', 'head']);
+  assert.match(head.stdout.trim(), /^12:sha256:[0-9a-f]{64}$/);
+
+  await withTransaction(pool, async (c) => {
+    await c.query('ALTER TABLE audit_events DISABLE TRIGGER audit_events_append_only');
+    await c.query(`UPDATE audit_events SET details = '{"i": 99}' WHERE id = 7`);
+    await c.query('ALTER TABLE audit_events ENABLE TRIGGER audit_events_append_only');
+  });
+  const bad = await ferry(['audit', 'verify']);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stdout, /BROKEN at event 7: hash mismatch/);
+  const json = JSON.parse((await ferry(['audit', 'verify', '--json'])).stdout);
+  assert.deepEqual({ ok: json.ok, id: json.broken.id }, { ok: false, id: 7 });
+
+  const cp = await ferry(['audit', 'verify', '--checkpoint', head.stdout.trim()]);
+  assert.equal(cp.code, 1, 'the tampered row still fails with a checkpoint');
+});
+
+test('bad arguments exit 2 with a usage message and no stack trace', async () => {
+  const cases: [string[], RegExp][] = [
+    [['tokens', 'create', '--name', 'z', '--role', 'root'], /unknown role "root"; choose one of: viewer, requester, approver, operator, admin/],
+    [['tokens', 'create', '--role', 'admin'], /--name is required/],
+    [['tokens', 'create', '--name', 'bad name', '--role', 'admin'], /token name must be/],
+    [['tokens', 'create', '--name'], /argument missing/],
+    [['tokens', 'create', '--name', 'z', '--role', 'admin', '--colour', 'red'], /Unknown option '--colour'/],
+    [['tokens', 'revoke'], /exactly one of --name or --id/],
+    [['tokens', 'revoke', '--name', 'a', '--id', 'b'], /exactly one of --name or --id/],
+    [['tokens', 'revoke', '--id', 'not-a-uuid'], /must be a token id/],
+    [['tokens', 'list', 'extra'], /unexpected argument "extra"/],
+    [['tokens', 'frobnicate'], /unknown tokens command "frobnicate"/],
+    [['tokens'], /a subcommand is required/],
+    [['launch'], /unknown command "launch"/],
+    [['audit', 'verify', '--checkpoint', 'nope'], /--checkpoint must be ID:HASH/],
+    [[], /usage: ferry <command>/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await ferry(args);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message, args.join(' '));
+    assert.match(r.stderr, /usage: ferry/, args.join(' '));
+    noStack(r);
+  }
+  const { rows } = await pool.query(`SELECT count(*)::int AS n FROM api_tokens WHERE name = 'z'`);
+  assert.equal(rows[0].n, 0);
+});
+
+test('help exits 0 and lists the commands', async () => {
+  const r = await ferry(['--help']);
+  assert.equal(r.code, 0);
+  for (const c of ['start', 'migrate', 'tokens create', 'tokens list', 'tokens revoke', 'audit verify']) assert.ok(r.stdout.includes(c), c);
+  const sub = await ferry(['tokens', 'create', '--help']);
+  assert.equal(sub.code, 0);
+  assert.match(sub.stdout, /usage: ferry tokens create --name NAME --role/);
+});
+
+test('the bin entry runs the same CLI', async () => {
+  const r = await ferry(['tokens', 'list', '--json'], { DATABASE_URL: url }, ['bin/ferry.js']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(Array.isArray(JSON.parse(r.stdout)));
+});
+
+test('migrate brings an empty database up; other commands refuse an unmigrated one', async () => {
+  const scratch = await createDatabaseFromScratch();
+  try {
+    const refused = await ferry(['tokens', 'list'], { DATABASE_URL: scratch.url });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /pending migration\(s\); run `ferry migrate` first/);
+    noStack(refused);
+    const m = await ferry(['migrate'], { DATABASE_URL: scratch.url });
+    assert.equal(m.code, 0, m.stderr);
+    assert.match(m.stdout, /applied 0001_core/);
+    assert.match(m.stdout, /applied 0005_audit_chain_and_tokens/);
+    assert.equal((await ferry(['migrate'], { DATABASE_URL: scratch.url })).stdout.trim(), 'database is up to date');
+    assert.equal((await ferry(['tokens', 'list'], { DATABASE_URL: scratch.url })).code, 0);
+  } finally {
+    await scratch.drop();
+  }
+});
+
+test('an unreachable DATABASE_URL is a clear error, not a crash', async () => {
+  const port = await freePort();
+  const r = await ferry(['tokens', 'list'], { DATABASE_URL: `postgres://ferry:secret@127.0.0.1:${port}/ferry` });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /cannot use the database at postgres:\/\/ferry:\*\*\*@127\.0\.0\.1/);
+  assert.doesNotMatch(r.stderr, /secret/);
+  noStack(r);
+});
+
+test('without DATABASE_URL the CLI uses the embedded server: starting it when down, joining it when up', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'ferry-cli-'));
+  // Run as root, the embedded server drops to its own system user, which must reach the folder.
+  chmodSync(dataDir, 0o755);
+  const port = await freePort();
+  const env = { FERRY_DATA_DIR: dataDir, FERRY_EMBEDDED_PG_PORT: String(port) };
+  try {
+    const created = await ferry(['tokens', 'create', '--name', 'first', '--role', 'admin', '--json'], env);
+    assert.equal(created.code, 0, created.stderr);
+    const { token } = JSON.parse(created.stdout);
+    // The command started the server for itself and stopped it again.
+    await assert.rejects(probe(port), /ECONNREFUSED/);
+
+    const server = await startEmbeddedPostgres({ dataDir, port });
+    try {
+      const listed = await ferry(['tokens', 'list', '--json'], env);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.deepEqual(JSON.parse(listed.stdout).map((t: { name: string }) => t.name), ['first']);
+      // It joined the running server and left it running.
+      const p = new pg.Pool({ connectionString: server.url });
+      try {
+        assert.equal((await authenticateToken(p, token))?.role, 'admin');
+      } finally {
+        await p.end();
+      }
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+/** An empty database (no migrations), named so that leftover test databases get cleaned up. */
+async function createDatabaseFromScratch(): Promise<{ url: string; drop(): Promise<void> }> {
+  const adminUrl = process.env.FERRY_TEST_ADMIN_URL!;
+  const name = `ferry_t_${process.pid}_scratch`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  return { url: withDatabase(adminUrl, name), drop: () => dropDatabase(adminUrl, name) };
+}
+
+test('start runs Ferry until SIGTERM, then stops it and exits 0', async () => {
+  const base = { ...process.env };
+  delete base.TEST_DATABASE_URL;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'start'], {
+    cwd: root,
+    env: { ...base, DATABASE_URL: url, HOST: '127.0.0.1', PORT: '0', FERRY_LOG_LEVEL: 'silent' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const running = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on('data', (d) => {
+      stderr += d;
+      const m = /ferry is running at (http:\/\/\S+) \(database postgres:\/\/[^)]*127\.0\.0\.1/.exec(stderr);
+      if (m) resolve(m[1]);
+    });
+    child.on('close', () => reject(new Error(`start exited early: ${stderr}`)));
+  });
+  const health = await fetch(new URL('/healthz', running));
+  assert.equal(health.status, 200);
+  child.kill('SIGTERM');
+  assert.equal(await exited, 0, stderr);
+  assert.match(stderr, /SIGTERM: stopping ferry/);
+});
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function probe(port: number): Promise<void> {
+  const c = new pg.Client({ host: '127.0.0.1', port, user: 'ferry', database: 'ferry', connectionTimeoutMillis: 2000 });
+  try {
+    await c.connect();
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
