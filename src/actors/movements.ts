@@ -1,0 +1,317 @@
+import { createHash } from 'node:crypto';
+import { assertCallbackUrlAllowed } from '../callbacks/url-policy.ts';
+import type { FerryConfig } from '../config.ts';
+import { FerryError, InvalidTransitionError, NotFoundError } from '../errors.ts';
+import { summarizeNodes } from '../machines/node-summary.ts';
+import { REQUEST_MACHINE_ID, type RequestEvent } from '../machines/request-machine.ts';
+import { writeAudit } from '../persistence/audit.ts';
+import { withTransaction, type Client, type Pool } from '../persistence/db.ts';
+import {
+  findByIdempotencyKey,
+  getRequest,
+  isRequestId,
+  lockRequest,
+  nodeByKey,
+  nodesOfRequest,
+  type NodeRow,
+  type RequestRow,
+} from '../persistence/movements.ts';
+import { getTemplateVersion } from '../persistence/templates.ts';
+import { canonicalJson } from '../plan/canonical-json.ts';
+import { compilePlan, compiledPlanHash } from '../plan/compile.ts';
+import type { CompiledPlan } from '../plan/types.ts';
+import type { BindingCatalog } from '../plan/validate.ts';
+import { startMovement } from './start-movement.ts';
+import { deliverNodeEvent, deliverRequestEvent, type TransitionDeps } from './transition.ts';
+
+/**
+ * What the API does to a movement, one function per verb. Each runs in ONE transaction that holds
+ * the request row lock, delivers the event through the durable transition function (the machines
+ * decide what is allowed) and writes its audit row, so a refused or failed call leaves nothing
+ * behind. The checks made here before delivering exist to give callers a precise answer (four-eyes,
+ * stale plan, expired window); the machines' guards enforce the same rules again.
+ */
+
+export interface MovementServiceDeps {
+  pool: Pool;
+  config: Pick<FerryConfig, 'approvalTtlSeconds' | 'approvalQuorum' | 'callbackAllowedHosts'>;
+  transitions: TransitionDeps;
+  /** The registered executors and signers; a plan bound to anything else is refused at creation. */
+  bindings?: BindingCatalog;
+}
+
+export interface Movement {
+  request: RequestRow;
+  nodes: NodeRow[];
+}
+
+export interface CreateMovementInput {
+  /** The principal creating it (e.g. `token:<id>`); it can never approve the movement. */
+  actor: string;
+  templateKey: string;
+  templateVersion?: number;
+  intent: Record<string, unknown>;
+  inputParams?: Record<string, unknown>;
+  callbackUrl?: string | null;
+  idempotencyKey?: string | null;
+}
+
+export interface CreatedMovement extends Movement {
+  /** True when an earlier call with the same Idempotency-Key and body created it. */
+  replayed: boolean;
+}
+
+const IDEMPOTENCY_CONSTRAINT = 'movement_requests_idempotency';
+
+/**
+ * The fingerprint an Idempotency-Key is bound to: SHA-256 of the canonical JSON of the request as
+ * Ferry understood it (absent optional fields normalised), so key order and whitespace do not count.
+ */
+export function movementFingerprint(input: Omit<CreateMovementInput, 'actor' | 'idempotencyKey'>): string {
+  const body = {
+    template_key: input.templateKey,
+    template_version: input.templateVersion ?? null,
+    intent: input.intent,
+    input_params: input.inputParams ?? {},
+    callback_url: input.callbackUrl ?? null,
+  };
+  return createHash('sha256').update(canonicalJson(body), 'utf8').digest('hex');
+}
+
+export async function createMovement(deps: MovementServiceDeps, input: CreateMovementInput): Promise<CreatedMovement> {
+  const fingerprint = movementFingerprint(input);
+  const key = input.idempotencyKey ?? null;
+  if (key) {
+    const earlier = await replayOf(deps.pool, input.actor, key, fingerprint);
+    if (earlier) return earlier;
+  }
+  if (input.callbackUrl) assertCallbackUrlAllowed(input.callbackUrl, deps.config.callbackAllowedHosts);
+
+  try {
+    return await withTransaction(deps.pool, async (client) => {
+      const version = await getTemplateVersion(client, input.templateKey, input.templateVersion);
+      if (!version) {
+        const what = input.templateVersion === undefined ? input.templateKey : `${input.templateKey} version ${input.templateVersion}`;
+        throw new NotFoundError('template', what);
+      }
+      const inputParams = input.inputParams ?? {};
+      const plan = compilePlan(version, input.intent, inputParams, deps.bindings);
+      const expiresAt = new Date(Date.now() + deps.config.approvalTtlSeconds * 1000).toISOString();
+      const { request, nodes } = await startMovement(client, {
+        plan,
+        compiledPlan: plan,
+        intent: input.intent,
+        inputParams,
+        createdBy: input.actor,
+        quorum: deps.config.approvalQuorum,
+        expiresAt,
+        callbackUrl: input.callbackUrl ?? null,
+        idempotencyKey: key,
+        fingerprint,
+      });
+      await writeAudit(client, {
+        actor: input.actor,
+        action: 'movement.create',
+        entity_type: 'movement',
+        entity_id: request.id,
+        details: {
+          template_key: request.template_key,
+          template_version: request.template_version,
+          compiled_plan_hash: request.compiled_plan_hash,
+          approval_quorum: request.approval_quorum,
+          expires_at: expiresAt,
+          idempotency_key: key,
+        },
+      });
+      return { request, nodes, replayed: false };
+    });
+  } catch (err) {
+    // Two calls with one key raced: the loser answers exactly as a later retry would.
+    if (key && (err as { constraint?: string }).constraint === IDEMPOTENCY_CONSTRAINT) {
+      const earlier = await replayOf(deps.pool, input.actor, key, fingerprint);
+      if (earlier) return earlier;
+    }
+    throw err;
+  }
+}
+
+async function replayOf(pool: Pool, actor: string, key: string, fingerprint: string): Promise<CreatedMovement | null> {
+  const earlier = await findByIdempotencyKey(pool, actor, key);
+  if (!earlier) return null;
+  if (earlier.request_fingerprint !== fingerprint) {
+    throw new FerryError(
+      'IDEMPOTENCY_KEY_REUSED',
+      `Idempotency-Key ${JSON.stringify(key)} was already used for a different request body (movement ${earlier.id})`,
+      { idempotency_key: key, movement_id: earlier.id },
+    );
+  }
+  return { request: earlier, nodes: await nodesOfRequest(pool, earlier.id), replayed: true };
+}
+
+/** A movement read without locks, for GET. */
+export async function readMovement(pool: Pool, id: string): Promise<Movement> {
+  const request = isRequestId(id) ? await getRequest(pool, id) : null;
+  if (!request) throw new NotFoundError('movement', id);
+  return { request, nodes: await nodesOfRequest(pool, id) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decisions on an existing movement
+
+interface Decision {
+  actor: string;
+  action: string;
+  details?: Record<string, unknown>;
+}
+
+/**
+ * The shape every decision shares: lock the request row (so a concurrent approver, the expiry sweep
+ * or a worker waits for us, or we for them), let `decide` check and deliver, write the audit row,
+ * and return the movement as committed.
+ */
+async function decideOn(
+  deps: MovementServiceDeps,
+  id: string,
+  decision: Decision,
+  decide: (client: Client, request: RequestRow) => Promise<Record<string, unknown> | void>,
+): Promise<Movement> {
+  if (!isRequestId(id)) throw new NotFoundError('movement', id);
+  return withTransaction(deps.pool, async (client) => {
+    const locked = await lockRequest(client, id);
+    if (!locked) throw new NotFoundError('movement', id);
+    const extra = (await decide(client, locked)) ?? {};
+    const request = (await getRequest(client, id))!;
+    await writeAudit(client, {
+      actor: decision.actor,
+      action: decision.action,
+      entity_type: 'movement',
+      entity_id: id,
+      details: { from_state: locked.request_state, to_state: request.request_state, ...decision.details, ...extra },
+    });
+    return { request, nodes: await nodesOfRequest(client, id) };
+  });
+}
+
+function deliver(deps: MovementServiceDeps, client: Client, id: string, event: RequestEvent, actor: string) {
+  return deliverRequestEvent(client, id, event, { actor, deps: deps.transitions });
+}
+
+function approvalWindowClosed(request: RequestRow): FerryError {
+  const at = request.expires_at?.toISOString() ?? null;
+  return new FerryError(
+    'INVALID_TRANSITION',
+    `movement ${request.id} can no longer be approved: its approval window closed at ${at}`,
+    { reason: 'APPROVAL_EXPIRED', machine: REQUEST_MACHINE_ID, entity_id: request.id, state: request.request_state, event: 'APPROVE', expires_at: at },
+  );
+}
+
+/** The plan an approver reviewed must be the plan the movement will run, and that plan must be intact. */
+function assertPlanHash(request: RequestRow, reviewed: string): void {
+  if (reviewed !== request.compiled_plan_hash) {
+    throw new FerryError(
+      'STALE_PLAN_HASH',
+      `compiled_plan_hash ${reviewed} is not the plan of movement ${request.id}; review the current plan and approve its hash`,
+      { movement_id: request.id, expected: request.compiled_plan_hash, received: reviewed },
+    );
+  }
+  const stored = request.compiled_plan as unknown as CompiledPlan;
+  let recomputed: string | null = null;
+  try {
+    recomputed = compiledPlanHash(stored, request.intent, request.input_params);
+  } catch {
+    recomputed = null;
+  }
+  if (recomputed !== request.compiled_plan_hash) {
+    // The stored plan no longer hashes to what was reviewed: it was changed behind Ferry's back.
+    throw new FerryError('STALE_PLAN_HASH', `the stored plan of movement ${request.id} no longer matches its compiled_plan_hash; it cannot be approved`, {
+      movement_id: request.id,
+      expected: request.compiled_plan_hash,
+      reason: 'STORED_PLAN_DRIFT',
+    });
+  }
+}
+
+export async function approveMovement(
+  deps: MovementServiceDeps,
+  id: string,
+  input: { actor: string; compiledPlanHash: string },
+): Promise<Movement> {
+  const { actor } = input;
+  return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash } }, async (client, request) => {
+    if (request.created_by === actor) {
+      throw new FerryError('FOUR_EYES_VIOLATION', `the token that created movement ${id} cannot approve it; a second person must`, {
+        movement_id: id,
+      });
+    }
+    if ((request.approvals ?? []).some((a) => a.by === actor)) {
+      throw new FerryError('ALREADY_APPROVED', `this token has already approved movement ${id}; approvals must come from distinct tokens`, {
+        movement_id: id,
+        approvals: request.approvals.length,
+        quorum: request.approval_quorum,
+      });
+    }
+    if (request.request_state === 'EXPIRED') throw approvalWindowClosed(request);
+    if (request.request_state !== 'PENDING_APPROVAL') {
+      throw new InvalidTransitionError(REQUEST_MACHINE_ID, id, request.request_state, 'APPROVE');
+    }
+    assertPlanHash(request, input.compiledPlanHash);
+    // The clock is read with the row lock held: whoever holds the lock decides on one instant.
+    const at = new Date();
+    if (request.expires_at && at.getTime() >= request.expires_at.getTime()) throw approvalWindowClosed(request);
+    await deliver(deps, client, id, { type: 'APPROVE', by: actor, at: at.toISOString() }, actor);
+    return { approvals: request.approvals.length + 1, quorum: request.approval_quorum };
+  });
+}
+
+export async function rejectMovement(deps: MovementServiceDeps, id: string, input: { actor: string; reason?: string }): Promise<Movement> {
+  const { actor, reason } = input;
+  return decideOn(deps, id, { actor, action: 'movement.reject', details: { reason: reason ?? null } }, async (client) => {
+    await deliver(deps, client, id, { type: 'REJECT', by: actor, at: new Date().toISOString(), ...(reason ? { reason } : {}) }, actor);
+  });
+}
+
+export async function cancelMovement(deps: MovementServiceDeps, id: string, input: { actor: string; reason?: string }): Promise<Movement> {
+  const { actor, reason } = input;
+  return decideOn(deps, id, { actor, action: 'movement.cancel', details: { reason: reason ?? null } }, async (client) => {
+    // Read under the request lock: node writers lock the request first, so this summary holds.
+    const summary = summarizeNodes(await nodesOfRequest(client, id));
+    await deliver(deps, client, id, { type: 'CANCEL', by: actor, summary, ...(reason ? { reason } : {}) }, actor);
+  });
+}
+
+export async function resumeMovement(deps: MovementServiceDeps, id: string, input: { actor: string }): Promise<Movement> {
+  const { actor } = input;
+  return decideOn(deps, id, { actor, action: 'movement.resume' }, async (client) => {
+    await deliver(deps, client, id, { type: 'RESUME', by: actor }, actor);
+  });
+}
+
+/**
+ * Re-readies a FAILED node: the node machine decides (its lane must allow retries), then the request
+ * machine decides whether the movement goes back to EXECUTING.
+ */
+export async function retryMovementNode(
+  deps: MovementServiceDeps,
+  id: string,
+  input: { actor: string; nodeKey: string },
+): Promise<Movement> {
+  const { actor, nodeKey } = input;
+  return decideOn(deps, id, { actor, action: 'movement.retry', details: { node_key: nodeKey } }, async (client) => {
+    const node = await nodeByKey(client, id, nodeKey);
+    if (!node) throw new NotFoundError('node', `${nodeKey} of movement ${id}`);
+    if (node.node_state === 'FAILED' && !node.retryable) {
+      // The node machine would refuse too (laneAllowsRetry); say why instead of only "not accepted".
+      throw new FerryError('INVALID_TRANSITION', `node ${nodeKey} of movement ${id} failed on a lane that does not allow retries`, {
+        reason: 'RETRY_NOT_ALLOWED',
+        machine: 'ferry.node',
+        entity_id: node.id,
+        node_key: nodeKey,
+        state: node.node_state,
+        event: 'RETRY_REQUESTED',
+      });
+    }
+    await deliverNodeEvent(client, node.id, { type: 'RETRY_REQUESTED' }, { actor, deps: deps.transitions });
+    await deliver(deps, client, id, { type: 'NODE_RETRIED', by: actor, nodeKey }, actor);
+    return { attempt_no: node.attempt_no };
+  });
+}
