@@ -11,6 +11,9 @@ import { FerryError } from '../errors.ts';
 import type { Pool } from '../persistence/db.ts';
 import { installErrorHandling, validationHook } from './errors.ts';
 import { healthRoutes } from './health.ts';
+import { mountDocs } from './docs.ts';
+import { mountOpenApi } from './openapi.ts';
+import { v3Routes, type ApiRuntime } from './v3/index.ts';
 
 /** Mounts routes on the root app, e.g. `(app, deps) => app.route('/v3', requestRoutes(deps))`. */
 export type RouteModule = (app: OpenAPIHono, deps: AppDeps) => void;
@@ -24,6 +27,8 @@ export interface AppDeps {
   config: FerryConfig;
   /** Extra route modules, mounted after the built-in ones in the order given. */
   routes?: RouteModule[];
+  /** The worker runtime (startRuntime's result). Read per request: /v3 changes answer 503 until it is set. */
+  runtime?: ApiRuntime;
 }
 
 export function createApp(deps: AppDeps): OpenAPIHono {
@@ -45,6 +50,9 @@ export function createApp(deps: AppDeps): OpenAPIHono {
   );
 
   app.route('/', healthRoutes(deps));
+  app.route('/v3', v3Routes(deps));
+  mountOpenApi(app);
+  mountDocs(app);
   for (const mount of deps.routes ?? []) mount(app, deps);
   return app;
 }

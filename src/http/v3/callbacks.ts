@@ -1,0 +1,80 @@
+import { createRoute } from '@hono/zod-openapi';
+import { redriveAndEnqueue } from '../../callbacks/outbox.ts';
+import { writeAudit } from '../../persistence/audit.ts';
+import { listCallbacks } from '../../persistence/callbacks.ts';
+import { withTransaction } from '../../persistence/db.ts';
+import { requirePermission } from '../auth.ts';
+import { actorOf, resourceApp, type V3Context } from './context.ts';
+import {
+  CallbackIdParams,
+  CallbackListQuery,
+  CallbackPageSchema,
+  CallbackResultSchema,
+  EmptyBody,
+  bearerSecurity,
+  commonErrors,
+  conflict,
+  jsonBody,
+  jsonResponse,
+  notFound,
+} from './schemas.ts';
+import { callbackView } from './views.ts';
+
+const tags = ['Callbacks'];
+
+const listRoute = createRoute({
+  method: 'get',
+  path: '/callbacks',
+  tags,
+  summary: 'Callbacks by delivery status, oldest first',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  request: { query: CallbackListQuery },
+  responses: { 200: jsonResponse(CallbackPageSchema, 'One page of callbacks'), ...commonErrors },
+});
+
+const redriveRoute = createRoute({
+  method: 'post',
+  path: '/callbacks/{id}/redrive',
+  tags,
+  summary: 'Send a dead-lettered (or pending) callback again, with its original body, timestamp and nonce',
+  security: bearerSecurity,
+  middleware: [requirePermission('callback.redrive')] as const,
+  request: { params: CallbackIdParams, body: jsonBody(EmptyBody, false) },
+  responses: {
+    200: jsonResponse(CallbackResultSchema, 'Pending again, due now'),
+    ...commonErrors,
+    ...notFound,
+    ...conflict('The callback was already delivered (CALLBACK_NOT_REDRIVABLE)'),
+  },
+});
+
+export function callbackRoutes(ctx: V3Context) {
+  const app = resourceApp();
+
+  app.openapi(listRoute, async (c) => {
+    const q = c.req.valid('query');
+    const page = await listCallbacks(ctx.pool, { status: q.status, requestId: q.movement_id, limit: q.limit, cursor: q.cursor });
+    return c.json({ callbacks: page.callbacks.map(callbackView), next_cursor: page.nextCursor }, 200);
+  });
+
+  app.openapi(redriveRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const actor = actorOf(c);
+    const queue = ctx.callbackQueue();
+    const row = await withTransaction(ctx.pool, async (client) => {
+      const redriven = await redriveAndEnqueue(client, id, queue);
+      await writeAudit(client, {
+        actor,
+        action: 'callback.redrive',
+        entity_type: 'callback',
+        entity_id: id,
+        details: { movement_id: redriven.request_id, event_type: redriven.event_type, redrive_count: redriven.redrive_count },
+      });
+      return redriven;
+    });
+    return c.json({ callback: callbackView(row) }, 200);
+  });
+
+  return app;
+}

@@ -1,0 +1,71 @@
+import type { Context } from 'hono';
+import { OpenAPIHono } from '@hono/zod-openapi';
+import type { PgBoss } from 'pg-boss';
+import type { RuntimeDeps } from '../../actors/execution.ts';
+import type { MovementServiceDeps } from '../../actors/movements.ts';
+import { createCallbackQueue } from '../../actors/callback-delivery.ts';
+import type { CallbackQueue } from '../../callbacks/jobs.ts';
+import type { FerryConfig } from '../../config.ts';
+import { FerryError } from '../../errors.ts';
+import type { Pool } from '../../persistence/db.ts';
+import type { BindingCatalog } from '../../plan/validate.ts';
+import type { AuthEnv } from '../auth.ts';
+import { validationHook } from '../errors.ts';
+
+/**
+ * What the /v3 routes need. Reads need only the pool; anything that changes state also needs the
+ * runtime (the transition deps write callback jobs through pg-boss, and the registries decide which
+ * bindings exist). The runtime is read on each request, so it may be attached after the app is built.
+ */
+export interface ApiRuntime {
+  deps: Pick<RuntimeDeps, 'transitions' | 'executors' | 'signers'>;
+  boss: PgBoss;
+}
+
+export interface V3Deps {
+  pool: Pool;
+  config: FerryConfig;
+  runtime?: ApiRuntime;
+}
+
+export interface V3Context {
+  pool: Pool;
+  config: FerryConfig;
+  /** The running runtime; 503 SERVICE_UNAVAILABLE until there is one. */
+  runtime(): ApiRuntime;
+  movementDeps(): MovementServiceDeps;
+  bindings(): BindingCatalog;
+  /** The catalog when the runtime runs here; reads that can do without it (previews) get undefined. */
+  bindingsIfRunning(): BindingCatalog | undefined;
+  callbackQueue(): CallbackQueue;
+}
+
+export function v3Context(deps: V3Deps): V3Context {
+  const runtime = (): ApiRuntime => {
+    if (!deps.runtime) throw new FerryError('SERVICE_UNAVAILABLE', 'The runtime is not running in this process; changes cannot be made yet');
+    return deps.runtime;
+  };
+  const bindings = (): BindingCatalog => {
+    const { executors, signers } = runtime().deps;
+    return { hasExecutor: (key) => executors.has(key), hasSigner: (key) => signers.has(key) };
+  };
+  return {
+    pool: deps.pool,
+    config: deps.config,
+    runtime,
+    bindings,
+    bindingsIfRunning: () => (deps.runtime ? bindings() : undefined),
+    movementDeps: () => ({ pool: deps.pool, config: deps.config, transitions: runtime().deps.transitions, bindings: bindings() }),
+    callbackQueue: () => createCallbackQueue(runtime().boss),
+  };
+}
+
+/** A sub-app for one resource: OpenAPI routes, the shared validation hook, the principal in context. */
+export function resourceApp(): OpenAPIHono<AuthEnv> {
+  return new OpenAPIHono<AuthEnv>({ defaultHook: validationHook });
+}
+
+/** How the authenticated caller is named in created_by, approvals, transitions and audit rows. */
+export function actorOf(c: Context<AuthEnv>): string {
+  return `token:${c.get('principal').tokenId}`;
+}

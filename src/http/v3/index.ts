@@ -1,0 +1,26 @@
+import { authenticate } from '../auth.ts';
+import { auditRoutes } from './audit.ts';
+import { callbackRoutes } from './callbacks.ts';
+import { resourceApp, v3Context, type V3Deps } from './context.ts';
+import { movementRoutes } from './movements.ts';
+import { registryRoutes } from './registry.ts';
+import { templateRoutes } from './templates.ts';
+
+export type { ApiRuntime, V3Deps } from './context.ts';
+
+/**
+ * The /v3 API: every route behind a bearer token, then the one permission it names. Mount with
+ * `app.route('/v3', v3Routes(deps))`.
+ */
+export function v3Routes(deps: V3Deps) {
+  const ctx = v3Context(deps);
+  const app = resourceApp();
+  // Before any route: an unauthenticated caller learns nothing, not even which paths exist.
+  app.use('*', authenticate(deps.pool));
+  app.route('/', templateRoutes(ctx));
+  app.route('/', movementRoutes(ctx));
+  app.route('/', registryRoutes(ctx));
+  app.route('/', callbackRoutes(ctx));
+  app.route('/', auditRoutes(ctx));
+  return app;
+}

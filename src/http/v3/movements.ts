@@ -1,0 +1,241 @@
+import { createRoute } from '@hono/zod-openapi';
+import {
+  approveMovement,
+  cancelMovement,
+  createMovement,
+  readMovement,
+  rejectMovement,
+  resumeMovement,
+  retryMovementNode,
+} from '../../actors/movements.ts';
+import { NotFoundError, ValidationError } from '../../errors.ts';
+import { getRequest, isRequestId, listMovements, transitionsOfRequest } from '../../persistence/movements.ts';
+import { requirePermission } from '../auth.ts';
+import { actorOf, resourceApp, type V3Context } from './context.ts';
+import {
+  ApproveBody,
+  CreateMovementBody,
+  EmptyBody,
+  IdempotencyHeaders,
+  MovementDetailSchema,
+  MovementIdParams,
+  MovementListQuery,
+  MovementPageSchema,
+  ReasonBody,
+  RetryBody,
+  TransitionListQuery,
+  TransitionPageSchema,
+  bearerSecurity,
+  commonErrors,
+  conflict,
+  forbidden,
+  jsonBody,
+  jsonResponse,
+  notFound,
+  unprocessable,
+} from './schemas.ts';
+import { movementDetailView, movementSummaryView, transitionView } from './views.ts';
+
+const tags = ['Movements'];
+const refused = conflict('The movement machine does not accept this event in the movement\'s state (INVALID_TRANSITION)');
+
+const createMovementRoute = createRoute({
+  method: 'post',
+  path: '/movements',
+  tags,
+  summary: 'Create a movement from a template; it waits for approval',
+  description:
+    'The plan is compiled from the template version (the latest unless given) and the intent. With an Idempotency-Key, ' +
+    'repeating the same body returns the original movement (200); a different body with the same key is refused (409).',
+  security: bearerSecurity,
+  middleware: [requirePermission('movement.create')] as const,
+  request: { headers: IdempotencyHeaders, body: jsonBody(CreateMovementBody) },
+  responses: {
+    201: jsonResponse(MovementDetailSchema, 'Created, in PENDING_APPROVAL'),
+    200: jsonResponse(MovementDetailSchema, 'The movement an earlier call with this Idempotency-Key created'),
+    ...commonErrors,
+    ...notFound,
+    ...conflict('The Idempotency-Key was used with a different body (IDEMPOTENCY_KEY_REUSED)'),
+    ...unprocessable('The plan cannot compile (INVALID_TEMPLATE) or the callback host is not allowed (CALLBACK_HOST_NOT_ALLOWED)'),
+  },
+});
+
+const listRoute = createRoute({
+  method: 'get',
+  path: '/movements',
+  tags,
+  summary: 'List movements, newest first',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  request: { query: MovementListQuery },
+  responses: { 200: jsonResponse(MovementPageSchema, 'One page; pass next_cursor back as cursor for the next'), ...commonErrors },
+});
+
+const getRoute = createRoute({
+  method: 'get',
+  path: '/movements/{id}',
+  tags,
+  summary: 'A movement with its compiled plan and nodes',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  request: { params: MovementIdParams },
+  responses: { 200: jsonResponse(MovementDetailSchema, 'The movement'), ...commonErrors, ...notFound },
+});
+
+const transitionsRoute = createRoute({
+  method: 'get',
+  path: '/movements/{id}/transitions',
+  tags,
+  summary: 'The transition log of a movement and its nodes, oldest first',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  request: { params: MovementIdParams, query: TransitionListQuery },
+  responses: { 200: jsonResponse(TransitionPageSchema, 'One page of transitions'), ...commonErrors, ...notFound },
+});
+
+const decided = (description: string) => jsonResponse(MovementDetailSchema, description);
+
+const approveRoute = createRoute({
+  method: 'post',
+  path: '/movements/{id}/approve',
+  tags,
+  summary: 'Approve a movement (four-eyes; a quorum of distinct approvers moves it to APPROVED)',
+  security: bearerSecurity,
+  middleware: [requirePermission('movement.approve')] as const,
+  request: { params: MovementIdParams, body: jsonBody(ApproveBody) },
+  responses: {
+    200: decided('Approval recorded; APPROVED once the quorum is reached, with the first nodes READY'),
+    ...commonErrors,
+    ...forbidden('The role lacks movement.approve (FORBIDDEN), or this token created the movement (FOUR_EYES_VIOLATION)'),
+    ...notFound,
+    ...conflict(
+      'The reviewed hash is not the movement\'s plan (STALE_PLAN_HASH), this token already approved (ALREADY_APPROVED), ' +
+        'the approval window closed (INVALID_TRANSITION, details.reason APPROVAL_EXPIRED) or the movement is no longer pending (INVALID_TRANSITION)',
+    ),
+  },
+});
+
+const rejectRoute = createRoute({
+  method: 'post',
+  path: '/movements/{id}/reject',
+  tags,
+  summary: 'Reject a pending movement; one rejection ends it',
+  security: bearerSecurity,
+  middleware: [requirePermission('movement.approve')] as const,
+  request: { params: MovementIdParams, body: jsonBody(ReasonBody, false) },
+  responses: { 200: decided('REJECTED'), ...commonErrors, ...notFound, ...refused },
+});
+
+const cancelRoute = createRoute({
+  method: 'post',
+  path: '/movements/{id}/cancel',
+  tags,
+  summary: 'Cancel a movement whose nodes are not in flight',
+  security: bearerSecurity,
+  middleware: [requirePermission('movement.cancel')] as const,
+  request: { params: MovementIdParams, body: jsonBody(ReasonBody, false) },
+  responses: { 200: decided('CANCELLED; nodes that had not started are cancelled'), ...commonErrors, ...notFound, ...refused },
+});
+
+const resumeRoute = createRoute({
+  method: 'post',
+  path: '/movements/{id}/resume',
+  tags,
+  summary: 'Return a MANUAL_INTERVENTION movement to EXECUTING',
+  security: bearerSecurity,
+  middleware: [requirePermission('movement.operate')] as const,
+  request: { params: MovementIdParams, body: jsonBody(EmptyBody, false) },
+  responses: { 200: decided('EXECUTING'), ...commonErrors, ...notFound, ...refused },
+});
+
+const retryRoute = createRoute({
+  method: 'post',
+  path: '/movements/{id}/retry',
+  tags,
+  summary: 'Re-ready a FAILED node whose lane allows retries; the movement returns to EXECUTING',
+  security: bearerSecurity,
+  middleware: [requirePermission('movement.operate')] as const,
+  request: { params: MovementIdParams, body: jsonBody(RetryBody) },
+  responses: {
+    200: decided('The node is READY again'),
+    ...commonErrors,
+    ...notFound,
+    ...conflict('The node or movement machine refuses the retry (INVALID_TRANSITION; details.reason RETRY_NOT_ALLOWED when the lane forbids it)'),
+  },
+});
+
+export function movementRoutes(ctx: V3Context) {
+  const app = resourceApp();
+
+  app.openapi(createMovementRoute, async (c) => {
+    const body = c.req.valid('json');
+    const headers = c.req.valid('header');
+    const created = await createMovement(ctx.movementDeps(), {
+      actor: actorOf(c),
+      templateKey: body.template_key,
+      templateVersion: body.template_version,
+      intent: body.intent,
+      inputParams: body.input_params,
+      callbackUrl: body.callback_url ?? null,
+      idempotencyKey: headers['idempotency-key'] ?? null,
+    });
+    const view = movementDetailView(created);
+    return created.replayed ? c.json(view, 200) : c.json(view, 201);
+  });
+
+  app.openapi(listRoute, async (c) => {
+    const q = c.req.valid('query');
+    const page = await listMovements(ctx.pool, { state: q.state, templateKey: q.template_key, limit: q.limit, cursor: q.cursor });
+    return c.json({ movements: page.movements.map(movementSummaryView), next_cursor: page.nextCursor }, 200);
+  });
+
+  app.openapi(getRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    return c.json(movementDetailView(await readMovement(ctx.pool, id)), 200);
+  });
+
+  app.openapi(transitionsRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const q = c.req.valid('query');
+    if (!isRequestId(id) || !(await getRequest(ctx.pool, id))) throw new NotFoundError('movement', id);
+    if (q.cursor !== undefined && !/^[0-9]{1,15}$/.test(q.cursor)) {
+      throw new ValidationError('cursor is not one this API returned', { field: 'cursor' });
+    }
+    const rows = await transitionsOfRequest(ctx.pool, id, q.cursor ? Number(q.cursor) : 0, q.limit + 1);
+    const page = rows.slice(0, q.limit);
+    const next = rows.length > q.limit ? String(page[page.length - 1].id) : null;
+    return c.json({ transitions: page.map(transitionView), next_cursor: next }, 200);
+  });
+
+  app.openapi(approveRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const { compiled_plan_hash } = c.req.valid('json');
+    const moved = await approveMovement(ctx.movementDeps(), id, { actor: actorOf(c), compiledPlanHash: compiled_plan_hash });
+    return c.json(movementDetailView(moved), 200);
+  });
+
+  app.openapi(rejectRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const { reason } = c.req.valid('json');
+    return c.json(movementDetailView(await rejectMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason })), 200);
+  });
+
+  app.openapi(cancelRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const { reason } = c.req.valid('json');
+    return c.json(movementDetailView(await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason })), 200);
+  });
+
+  app.openapi(resumeRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    return c.json(movementDetailView(await resumeMovement(ctx.movementDeps(), id, { actor: actorOf(c) })), 200);
+  });
+
+  app.openapi(retryRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const { node_key } = c.req.valid('json');
+    return c.json(movementDetailView(await retryMovementNode(ctx.movementDeps(), id, { actor: actorOf(c), nodeKey: node_key })), 200);
+  });
+
+  return app;
+}

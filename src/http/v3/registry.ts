@@ -1,0 +1,80 @@
+import { createRoute } from '@hono/zod-openapi';
+import { writeAudit } from '../../persistence/audit.ts';
+import { withTransaction } from '../../persistence/db.ts';
+import { listExecutors, listSigners, setExpectedSignerIdentity } from '../../persistence/registry.ts';
+import { requirePermission } from '../auth.ts';
+import { actorOf, resourceApp, type V3Context } from './context.ts';
+import {
+  ExecutorListSchema,
+  ExpectedIdentityBody,
+  SignerKeyParams,
+  SignerListSchema,
+  SignerResultSchema,
+  bearerSecurity,
+  commonErrors,
+  jsonBody,
+  jsonResponse,
+  notFound,
+} from './schemas.ts';
+import { executorView, signerView } from './views.ts';
+
+const tags = ['Registry'];
+
+const executorsRoute = createRoute({
+  method: 'get',
+  path: '/executors',
+  tags,
+  summary: 'The executor roster with each executor\'s last health check',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  responses: { 200: jsonResponse(ExecutorListSchema, 'Every executor the health sweep has seen'), ...commonErrors },
+});
+
+const signersRoute = createRoute({
+  method: 'get',
+  path: '/signers',
+  tags,
+  summary: 'The signer roster: expected vs observed identity and the resulting posture',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  responses: { 200: jsonResponse(SignerListSchema, 'Every signer the health sweep has seen'), ...commonErrors },
+});
+
+const expectedIdentityRoute = createRoute({
+  method: 'put',
+  path: '/signers/{signer_key}/expected-identity',
+  tags,
+  summary: 'Enrol the address a signer is expected to sign as (the only writer of it)',
+  security: bearerSecurity,
+  middleware: [requirePermission('signer.identity')] as const,
+  request: { params: SignerKeyParams, body: jsonBody(ExpectedIdentityBody) },
+  responses: { 200: jsonResponse(SignerResultSchema, 'The signer with its new posture'), ...commonErrors, ...notFound },
+});
+
+export function registryRoutes(ctx: V3Context) {
+  const app = resourceApp();
+
+  app.openapi(executorsRoute, async (c) => c.json({ executors: (await listExecutors(ctx.pool)).map(executorView) }, 200));
+
+  app.openapi(signersRoute, async (c) => c.json({ signers: (await listSigners(ctx.pool)).map(signerView) }, 200));
+
+  app.openapi(expectedIdentityRoute, async (c) => {
+    const { signer_key } = c.req.valid('param');
+    const { address } = c.req.valid('json');
+    const actor = actorOf(c);
+    const signer = await withTransaction(ctx.pool, async (client) => {
+      const row = await setExpectedSignerIdentity(client, signer_key, address, actor);
+      await writeAudit(client, {
+        actor,
+        action: 'signer.expected_identity.set',
+        entity_type: 'signer',
+        entity_id: signer_key,
+        details: { expected_signer_address: row.expected_signer_address, identity_posture: row.identity_posture },
+      });
+      return row;
+    });
+    return c.json({ signer: signerView(signer) }, 200);
+  });
+
+  return app;
+}

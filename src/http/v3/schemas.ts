@@ -1,0 +1,402 @@
+import { z } from '@hono/zod-openapi';
+import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
+import { nodeStates } from '../../machines/node-machine.ts';
+import { requestStates } from '../../machines/request-machine.ts';
+import { jsonObjectSchema, jsonValueSchema } from '../../plan/json.ts';
+import { NODE_KEY_PATTERN, TEMPLATE_KEY_PATTERN, templateDefinitionSchema } from '../../plan/template-schema.ts';
+
+/**
+ * The /v3 contract: every request and response schema, used both to validate input (strict: an
+ * unknown field is refused, every string and list is bounded) and to generate the OpenAPI document.
+ * The route modules import from here only, so the document cannot drift from what is enforced.
+ */
+
+// The plan schemas accept any bounded JSON value through a custom check, which has no OpenAPI form of
+// its own; describing it here (metadata only, validation unchanged) lets the template and intent
+// schemas be published exactly as they are enforced.
+if (!z.globalRegistry.has(jsonValueSchema)) {
+  z.globalRegistry.add(jsonValueSchema, {
+    description: 'Any JSON value, nested at most 32 levels deep',
+    type: ['string', 'number', 'boolean', 'null', 'object', 'array'],
+  } as never);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+const UUID_FORMAT = { format: 'uuid' } as const;
+const isoTime = z.string().openapi({ format: 'date-time', example: '2026-01-01T00:00:00.000Z' });
+const nullableTime = isoTime.nullable();
+const anyObject = z.record(z.string(), z.unknown());
+const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
+
+export const templateKeySchema = z
+  .string()
+  .regex(TEMPLATE_KEY_PATTERN, 'template_key must be lowercase letters, digits, "_", "." or "-" (1-128 characters)');
+export const nodeKeySchema = z.string().regex(NODE_KEY_PATTERN, 'node_key must be letters, digits, "_" or "-" (1-64 characters)');
+export const planHashSchema = z
+  .string()
+  .regex(/^sha256:[0-9a-f]{64}$/, 'must be "sha256:" followed by 64 lowercase hex digits')
+  .openapi({ example: `sha256:${'0'.repeat(64)}` });
+const positiveInt = z.coerce.number().int().min(1).max(2_147_483_647);
+
+export const ErrorSchema = z
+  .object({
+    error: z.object({
+      code: z.string().openapi({ example: 'VALIDATION_FAILED' }),
+      message: z.string(),
+      details: anyObject,
+    }),
+  })
+  .openapi('Error');
+
+// ---------------------------------------------------------------------------------------------
+// Path parameters. Ids are bounded strings: one that is not a UUID is simply not found (404).
+
+const idParam = (name: string, description: string) =>
+  z.string().min(1).max(100).openapi({ param: { name, in: 'path' }, description, ...UUID_FORMAT });
+
+export const MovementIdParams = z.object({ id: idParam('id', 'Movement id') });
+export const CallbackIdParams = z.object({ id: idParam('id', 'Callback id') });
+export const TemplateKeyParams = z.object({ key: templateKeySchema.openapi({ param: { name: 'key', in: 'path' } }) });
+export const TemplateVersionParams = z.object({
+  key: templateKeySchema.openapi({ param: { name: 'key', in: 'path' } }),
+  version: positiveInt.openapi({ param: { name: 'version', in: 'path' } }),
+});
+export const SignerKeyParams = z.object({
+  signer_key: z.string().min(1).max(200).openapi({ param: { name: 'signer_key', in: 'path' } }),
+});
+
+// ---------------------------------------------------------------------------------------------
+// Query strings
+
+const limit = (max: number, def: number) =>
+  z.coerce.number().int().min(1).max(max).default(def).openapi({ description: `Page size, 1..${max}` });
+const cursor = z.string().min(1).max(512).optional().openapi({ description: 'Opaque cursor from the previous page\'s next_cursor' });
+
+export const MovementListQuery = z.object({
+  state: z.enum(requestStates).optional(),
+  template_key: templateKeySchema.optional(),
+  limit: limit(MAX_MOVEMENT_PAGE, 50),
+  cursor,
+});
+
+export const TransitionListQuery = z.object({
+  limit: limit(1000, 500),
+  cursor,
+});
+
+export const CallbackListQuery = z.object({
+  status: z.enum(['pending', 'sent', 'dlq']).optional(),
+  movement_id: z.string().min(1).max(100).optional().openapi(UUID_FORMAT),
+  limit: limit(200, 50),
+  cursor,
+});
+
+export const AuditListQuery = z.object({
+  order: z.enum(['asc', 'desc']).default('asc'),
+  entity_type: z.string().min(1).max(100).optional(),
+  entity_id: z.string().min(1).max(200).optional(),
+  limit: limit(500, 100),
+  cursor,
+});
+
+export const IdempotencyHeaders = z.object({
+  'idempotency-key': printable(200)
+    .optional()
+    .openapi({ description: 'Idempotency-Key: the same key with the same body returns the original movement' }),
+});
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies
+
+export const TemplateDefinitionBody = templateDefinitionSchema.openapi('TemplateDefinition');
+
+export const CompileBody = z
+  .strictObject({
+    intent: jsonObjectSchema,
+    input_params: jsonObjectSchema.optional(),
+    template_version: z.number().int().min(1).max(2_147_483_647).optional(),
+  })
+  .openapi('CompileRequest');
+
+export const CreateMovementBody = z
+  .strictObject({
+    template_key: templateKeySchema,
+    template_version: z.number().int().min(1).max(2_147_483_647).optional(),
+    intent: jsonObjectSchema,
+    input_params: jsonObjectSchema.optional(),
+    callback_url: z.string().min(1).max(2048).optional().openapi({ format: 'uri' }),
+  })
+  .openapi('CreateMovementRequest');
+
+export const ApproveBody = z.strictObject({ compiled_plan_hash: planHashSchema }).openapi('ApproveRequest');
+export const ReasonBody = z.strictObject({ reason: z.string().min(1).max(2000).optional() }).openapi('ReasonRequest');
+export const EmptyBody = z.strictObject({}).openapi('EmptyRequest');
+export const RetryBody = z.strictObject({ node_key: nodeKeySchema }).openapi('RetryRequest');
+export const ExpectedIdentityBody = z
+  .strictObject({ address: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address') })
+  .openapi('ExpectedIdentityRequest');
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+export const ApprovalSchema = z.object({ by: z.string(), at: isoTime });
+
+export const MovementSummarySchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    template_key: z.string(),
+    template_version: z.number().int(),
+    state: z.enum(requestStates),
+    intent: anyObject,
+    input_params: anyObject,
+    compiled_plan_hash: z.string(),
+    approval_status: z.enum(['pending', 'approved', 'rejected']),
+    approval_quorum: z.number().int(),
+    approvals: z.array(ApprovalSchema),
+    decided_by: z.string().nullable(),
+    expires_at: nullableTime,
+    current_frontier: z.array(z.string()),
+    callback_url: z.string().nullable(),
+    idempotency_key: z.string().nullable(),
+    created_by: z.string(),
+    created_at: isoTime,
+    updated_at: isoTime,
+    row_version: z.number().int(),
+  })
+  .openapi('MovementSummary');
+
+export const MovementSchema = MovementSummarySchema.extend({
+  compiled_plan: anyObject.openapi({ description: 'The plan the approvers review; its hash is compiled_plan_hash' }),
+}).openapi('Movement');
+
+export const MovementNodeSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    node_key: z.string(),
+    node_kind: z.string(),
+    action_type: z.string(),
+    state: z.enum(nodeStates),
+    retryable: z.boolean(),
+    attempt_no: z.number().int(),
+    predecessor_keys: z.array(z.string()),
+    successor_keys: z.array(z.string()),
+    executor_binding: z.unknown(),
+    signer_binding: z.unknown(),
+    config: anyObject,
+    timeout_policy: anyObject,
+    provider_state: z.string().nullable(),
+    provider_refs: anyObject,
+    provider_ref_id: z.string().nullable(),
+    error_code: z.string().nullable(),
+    error_detail: z.string().nullable(),
+    started_at: nullableTime,
+    next_observe_at: nullableTime,
+    last_observed_at: nullableTime,
+    dispatch_after: nullableTime,
+    updated_at: isoTime,
+  })
+  .openapi('MovementNode');
+
+export const MovementDetailSchema = z
+  .object({ movement: MovementSchema, nodes: z.array(MovementNodeSchema) })
+  .openapi('MovementDetail');
+
+export const MovementPageSchema = z
+  .object({ movements: z.array(MovementSummarySchema), next_cursor: z.string().nullable() })
+  .openapi('MovementPage');
+
+export const TransitionSchema = z
+  .object({
+    id: z.number().int(),
+    entity_type: z.enum(['request', 'node']),
+    entity_id: z.string(),
+    node_key: z.string().nullable(),
+    seq: z.number().int(),
+    from_state: z.string(),
+    to_state: z.string(),
+    event_type: z.string(),
+    event_payload: anyObject,
+    actor: z.string(),
+    machine_id: z.string(),
+    machine_version: z.string(),
+    at: isoTime,
+  })
+  .openapi('Transition');
+
+export const TransitionPageSchema = z
+  .object({ transitions: z.array(TransitionSchema), next_cursor: z.string().nullable() })
+  .openapi('TransitionPage');
+
+export const TemplateSummarySchema = z
+  .object({
+    template_key: z.string(),
+    description: z.string(),
+    latest_version: z.number().int(),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .openapi('TemplateSummary');
+
+export const TemplateVersionSummarySchema = z
+  .object({ version: z.number().int(), graph_hash: z.string(), created_by: z.string(), created_at: isoTime })
+  .openapi('TemplateVersionSummary');
+
+export const TemplateVersionSchema = z
+  .object({
+    template_key: z.string(),
+    version: z.number().int(),
+    graph_hash: z.string(),
+    risk_controls: anyObject,
+    created_by: z.string(),
+    created_at: isoTime,
+    nodes: z.array(
+      z.object({
+        node_key: z.string(),
+        node_kind: z.string(),
+        action_type: z.string(),
+        executor_binding: z.unknown(),
+        signer_binding: z.unknown(),
+        config: anyObject,
+        timeout_policy: anyObject,
+        retryable: z.boolean(),
+        position: z.number().int(),
+      }),
+    ),
+    edges: z.array(z.object({ from: z.string(), to: z.string() })),
+  })
+  .openapi('TemplateVersion');
+
+export const TemplateSaveSchema = z
+  .object({
+    template: TemplateSummarySchema,
+    version: TemplateVersionSchema,
+    created: z.boolean().openapi({ description: 'False when the graph matched an existing version, which is returned' }),
+    timeout_policy_not_applied: z.array(z.string()),
+  })
+  .openapi('TemplateSaveResult');
+
+export const TemplateListSchema = z.object({ templates: z.array(TemplateSummarySchema) }).openapi('TemplateList');
+
+export const TemplateDetailSchema = z
+  .object({ template: TemplateSummarySchema, versions: z.array(TemplateVersionSummarySchema) })
+  .openapi('TemplateDetail');
+
+export const CompilePreviewSchema = z
+  .object({ compiled_plan_hash: z.string(), compiled_plan: anyObject })
+  .openapi('CompilePreview');
+
+const healthState = z.enum(['up', 'down', 'unknown']);
+const registryStatus = z.enum(['active', 'orphan']);
+
+export const ExecutorSchema = z
+  .object({
+    executor_key: z.string(),
+    lane: z.string(),
+    status: registryStatus,
+    health_state: healthState,
+    health_detail: anyObject,
+    last_health_checked_at: nullableTime,
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .openapi('Executor');
+
+export const SignerSchema = z
+  .object({
+    signer_key: z.string(),
+    status: registryStatus,
+    health_state: healthState,
+    health_detail: anyObject,
+    last_health_checked_at: nullableTime,
+    observed_signer_address: z.string().nullable(),
+    expected_signer_address: z.string().nullable(),
+    expected_set_by: z.string().nullable(),
+    expected_set_at: nullableTime,
+    identity_posture: z.enum(['match', 'mismatch', 'unenrolled', 'unobserved']),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .openapi('Signer');
+
+export const ExecutorListSchema = z.object({ executors: z.array(ExecutorSchema) }).openapi('ExecutorList');
+export const SignerListSchema = z.object({ signers: z.array(SignerSchema) }).openapi('SignerList');
+export const SignerResultSchema = z.object({ signer: SignerSchema }).openapi('SignerResult');
+
+export const CallbackSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    movement_id: z.string().openapi(UUID_FORMAT),
+    event_type: z.string(),
+    node_key: z.string().nullable(),
+    callback_url: z.string(),
+    status: z.enum(['pending', 'sent', 'dlq']),
+    attempts: z.number().int(),
+    max_attempts: z.number().int(),
+    redrive_count: z.number().int(),
+    next_attempt_at: isoTime,
+    last_attempt_at: nullableTime,
+    last_status_code: z.number().int().nullable(),
+    last_error: z.string().nullable(),
+    sent_at: nullableTime,
+    callback_timestamp: z.number().int(),
+    callback_nonce: z.string(),
+    payload: anyObject,
+    created_at: isoTime,
+  })
+  .openapi('Callback');
+
+export const CallbackPageSchema = z
+  .object({ callbacks: z.array(CallbackSchema), next_cursor: z.string().nullable() })
+  .openapi('CallbackPage');
+export const CallbackResultSchema = z.object({ callback: CallbackSchema }).openapi('CallbackResult');
+
+export const AuditEventSchema = z
+  .object({
+    id: z.number().int(),
+    outbox_id: z.number().int(),
+    actor: z.string(),
+    action: z.string(),
+    entity_type: z.string(),
+    entity_id: z.string().nullable(),
+    details: anyObject,
+    occurred_at: z.string(),
+    prev_hash: z.string(),
+    hash: z.string(),
+  })
+  .openapi('AuditEvent');
+
+export const AuditPageSchema = z
+  .object({ events: z.array(AuditEventSchema), next_cursor: z.string().nullable() })
+  .openapi('AuditPage');
+
+// ---------------------------------------------------------------------------------------------
+// Route helpers
+
+export function jsonBody<S extends z.ZodType>(schema: S, required = true) {
+  return { content: { 'application/json': { schema } }, required };
+}
+
+export function jsonResponse<S extends z.ZodType>(schema: S, description: string) {
+  return { description, content: { 'application/json': { schema } } };
+}
+
+const errorResponse = (description: string) => jsonResponse(ErrorSchema, description);
+
+/** The error answers every /v3 route can give, documented once. */
+export const commonErrors = {
+  400: errorResponse('Malformed JSON, wrong types, unknown fields or bad parameters (MALFORMED_JSON, VALIDATION_FAILED)'),
+  401: errorResponse('No valid bearer token (UNAUTHENTICATED)'),
+  403: errorResponse('The token\'s role lacks the permission (FORBIDDEN)'),
+  413: errorResponse('The body exceeds the size limit (PAYLOAD_TOO_LARGE)'),
+  415: errorResponse('The body is not JSON (UNSUPPORTED_MEDIA_TYPE)'),
+  503: errorResponse('The database or runtime is unavailable; retry (SERVICE_UNAVAILABLE, DATABASE_UNAVAILABLE)'),
+} as const;
+
+export const notFound = { 404: errorResponse('No such entity (NOT_FOUND)') } as const;
+export const conflict = (description: string) => ({ 409: errorResponse(description) }) as const;
+export const unprocessable = (description: string) => ({ 422: errorResponse(description) }) as const;
+export const forbidden = (description: string) => ({ 403: errorResponse(description) }) as const;
+
+export const bearerSecurity = [{ bearerAuth: [] as string[] }];

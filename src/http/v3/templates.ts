@@ -1,0 +1,153 @@
+import { createRoute } from '@hono/zod-openapi';
+import { NotFoundError } from '../../errors.ts';
+import { writeAudit } from '../../persistence/audit.ts';
+import { withTransaction } from '../../persistence/db.ts';
+import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions, saveTemplate } from '../../persistence/templates.ts';
+import { compilePlan } from '../../plan/compile.ts';
+import { requirePermission } from '../auth.ts';
+import { actorOf, resourceApp, type V3Context } from './context.ts';
+import {
+  CompileBody,
+  CompilePreviewSchema,
+  TemplateDefinitionBody,
+  TemplateDetailSchema,
+  TemplateKeyParams,
+  TemplateListSchema,
+  TemplateSaveSchema,
+  TemplateVersionParams,
+  TemplateVersionSchema,
+  bearerSecurity,
+  commonErrors,
+  jsonBody,
+  jsonResponse,
+  notFound,
+  unprocessable,
+} from './schemas.ts';
+import { templateSummaryView, templateVersionSummaryView, templateVersionView } from './views.ts';
+
+const tags = ['Templates'];
+
+const saveRoute = createRoute({
+  method: 'post',
+  path: '/templates',
+  tags,
+  summary: 'Save a plan template (a new version only when its graph changes)',
+  security: bearerSecurity,
+  middleware: [requirePermission('template.write')] as const,
+  request: { body: jsonBody(TemplateDefinitionBody) },
+  responses: {
+    201: jsonResponse(TemplateSaveSchema, 'A new version was created'),
+    200: jsonResponse(TemplateSaveSchema, 'The graph matched an existing version, which is returned'),
+    ...commonErrors,
+    ...unprocessable('The template breaks a plan rule or binds an unregistered executor or signer (INVALID_TEMPLATE; details.rule names the rule, details.node_keys the nodes)'),
+  },
+});
+
+const listRoute = createRoute({
+  method: 'get',
+  path: '/templates',
+  tags,
+  summary: 'List templates',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  responses: { 200: jsonResponse(TemplateListSchema, 'Every template with at least one version'), ...commonErrors },
+});
+
+const getRoute = createRoute({
+  method: 'get',
+  path: '/templates/{key}',
+  tags,
+  summary: 'A template and its versions',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  request: { params: TemplateKeyParams },
+  responses: { 200: jsonResponse(TemplateDetailSchema, 'The template, versions newest first'), ...commonErrors, ...notFound },
+});
+
+const versionRoute = createRoute({
+  method: 'get',
+  path: '/templates/{key}/versions/{version}',
+  tags,
+  summary: 'One version of a template, with its nodes and edges',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  request: { params: TemplateVersionParams },
+  responses: { 200: jsonResponse(TemplateVersionSchema, 'The version'), ...commonErrors, ...notFound },
+});
+
+const compileRoute = createRoute({
+  method: 'post',
+  path: '/templates/{key}/compile',
+  tags,
+  summary: 'Preview the compiled plan and its hash for an intent, without creating anything',
+  security: bearerSecurity,
+  middleware: [requirePermission('read')] as const,
+  request: { params: TemplateKeyParams, body: jsonBody(CompileBody) },
+  responses: {
+    200: jsonResponse(CompilePreviewSchema, 'The plan a movement with this intent would run'),
+    ...commonErrors,
+    ...notFound,
+    ...unprocessable('The stored template no longer validates, or binds an executor that is no longer registered (INVALID_TEMPLATE)'),
+  },
+});
+
+export function templateRoutes(ctx: V3Context) {
+  const app = resourceApp();
+
+  app.openapi(saveRoute, async (c) => {
+    const def = c.req.valid('json');
+    const actor = actorOf(c);
+    const bindings = ctx.bindings();
+    const saved = await withTransaction(ctx.pool, async (client) => {
+      const result = await saveTemplate(client, def, actor, bindings);
+      await writeAudit(client, {
+        actor,
+        action: 'template.save',
+        entity_type: 'template',
+        entity_id: def.template_key,
+        details: { version: result.version.version, graph_hash: result.version.graph_hash, created: result.created },
+      });
+      return result;
+    });
+    const body = {
+      template: templateSummaryView(saved.template),
+      version: templateVersionView(saved.version),
+      created: saved.created,
+      timeout_policy_not_applied: saved.timeout_policy_not_applied,
+    };
+    return saved.created ? c.json(body, 201) : c.json(body, 200);
+  });
+
+  app.openapi(listRoute, async (c) => {
+    const templates = await listTemplates(ctx.pool);
+    return c.json({ templates: templates.map(templateSummaryView) }, 200);
+  });
+
+  app.openapi(getRoute, async (c) => {
+    const { key } = c.req.valid('param');
+    const template = await getTemplate(ctx.pool, key);
+    if (!template || template.latest_version === 0) throw new NotFoundError('template', key);
+    const versions = await listTemplateVersions(ctx.pool, key);
+    return c.json({ template: templateSummaryView(template), versions: versions.map(templateVersionSummaryView) }, 200);
+  });
+
+  app.openapi(versionRoute, async (c) => {
+    const { key, version } = c.req.valid('param');
+    const found = await getTemplateVersion(ctx.pool, key, version);
+    if (!found) throw new NotFoundError('template version', `${key}@${version}`);
+    return c.json(templateVersionView(found), 200);
+  });
+
+  app.openapi(compileRoute, async (c) => {
+    const { key } = c.req.valid('param');
+    const body = c.req.valid('json');
+    const version = await getTemplateVersion(ctx.pool, key, body.template_version);
+    if (!version) {
+      throw new NotFoundError('template', body.template_version === undefined ? key : `${key}@${body.template_version}`);
+    }
+    const plan = compilePlan(version, body.intent, body.input_params ?? {}, ctx.bindingsIfRunning());
+    return c.json({ compiled_plan_hash: plan.compiled_plan_hash, compiled_plan: plan as unknown as Record<string, unknown> }, 200);
+  });
+
+  return app;
+}

@@ -1,0 +1,213 @@
+import type { z } from '@hono/zod-openapi';
+import type { Movement } from '../../actors/movements.ts';
+import type { NodeState } from '../../machines/node-machine.ts';
+import type { RequestState } from '../../machines/request-machine.ts';
+import type { AuditEvent } from '../../persistence/audit.ts';
+import type { CallbackRow } from '../../persistence/callbacks.ts';
+import type { NodeRow, RequestSummaryRow, TransitionRow } from '../../persistence/movements.ts';
+import type { ExecutorRosterRow, SignerRosterRow } from '../../persistence/registry.ts';
+import type { TemplateRow, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../../persistence/templates.ts';
+import type {
+  AuditEventSchema,
+  CallbackSchema,
+  ExecutorSchema,
+  MovementDetailSchema,
+  MovementNodeSchema,
+  MovementSummarySchema,
+  SignerSchema,
+  TemplateSummarySchema,
+  TemplateVersionSchema,
+  TemplateVersionSummarySchema,
+  TransitionSchema,
+} from './schemas.ts';
+
+/**
+ * Rows as the API shows them: times as ISO 8601 strings, state columns under plain names, internal
+ * bookkeeping (fingerprints, leases, payload bytes) left out. Typed by the response schemas, so a
+ * view that drifts from the published contract does not compile.
+ */
+
+const iso = (d: Date | string) => (d instanceof Date ? d.toISOString() : new Date(d).toISOString());
+const isoOrNull = (d: Date | string | null | undefined) => (d == null ? null : iso(d));
+
+export function movementSummaryView(r: RequestSummaryRow): z.infer<typeof MovementSummarySchema> {
+  return {
+    id: r.id,
+    template_key: r.template_key,
+    template_version: r.template_version,
+    state: r.request_state as RequestState,
+    intent: r.intent,
+    input_params: r.input_params,
+    compiled_plan_hash: r.compiled_plan_hash,
+    approval_status: r.approval_status,
+    approval_quorum: r.approval_quorum,
+    approvals: r.approvals ?? [],
+    decided_by: r.decided_by,
+    expires_at: isoOrNull(r.expires_at),
+    current_frontier: r.current_frontier ?? [],
+    callback_url: r.callback_url,
+    idempotency_key: r.idempotency_key,
+    created_by: r.created_by,
+    created_at: iso(r.created_at),
+    updated_at: iso(r.updated_at),
+    row_version: r.row_version,
+  };
+}
+
+export function nodeView(n: NodeRow): z.infer<typeof MovementNodeSchema> {
+  return {
+    id: n.id,
+    node_key: n.node_key,
+    node_kind: n.node_kind,
+    action_type: n.action_type,
+    state: n.node_state as NodeState,
+    retryable: n.retryable,
+    attempt_no: n.attempt_no,
+    predecessor_keys: n.predecessor_keys,
+    successor_keys: n.successor_keys,
+    executor_binding: n.executor_binding,
+    signer_binding: n.signer_binding,
+    config: n.config,
+    timeout_policy: n.timeout_policy,
+    provider_state: n.provider_state,
+    provider_refs: n.provider_refs,
+    provider_ref_id: n.provider_ref_id,
+    error_code: n.error_code,
+    error_detail: n.error_detail,
+    started_at: isoOrNull(n.started_at),
+    next_observe_at: isoOrNull(n.next_observe_at),
+    last_observed_at: isoOrNull(n.last_observed_at),
+    dispatch_after: isoOrNull(n.dispatch_after),
+    updated_at: iso(n.updated_at),
+  };
+}
+
+export function movementDetailView(m: Movement): z.infer<typeof MovementDetailSchema> {
+  return {
+    movement: { ...movementSummaryView(m.request), compiled_plan: m.request.compiled_plan },
+    nodes: m.nodes.map(nodeView),
+  };
+}
+
+export function transitionView(t: TransitionRow): z.infer<typeof TransitionSchema> {
+  return {
+    id: t.id,
+    entity_type: t.entity_type,
+    entity_id: t.entity_id,
+    node_key: t.node_key,
+    seq: t.seq,
+    from_state: t.from_state,
+    to_state: t.to_state,
+    event_type: t.event_type,
+    event_payload: t.event_payload,
+    actor: t.actor,
+    machine_id: t.machine_id,
+    machine_version: t.machine_version,
+    at: iso(t.at),
+  };
+}
+
+export function templateSummaryView(t: TemplateSummary | TemplateRow): z.infer<typeof TemplateSummarySchema> {
+  return {
+    template_key: t.template_key,
+    description: t.description,
+    latest_version: t.latest_version,
+    created_at: iso(t.created_at),
+    updated_at: iso(t.updated_at),
+  };
+}
+
+export function templateVersionSummaryView(v: TemplateVersionSummary): z.infer<typeof TemplateVersionSummarySchema> {
+  return { version: v.version, graph_hash: v.graph_hash, created_by: v.created_by, created_at: iso(v.created_at) };
+}
+
+export function templateVersionView(v: TemplateVersionRecord): z.infer<typeof TemplateVersionSchema> {
+  return {
+    template_key: v.template_key,
+    version: v.version,
+    graph_hash: v.graph_hash,
+    risk_controls: v.risk_controls,
+    created_by: v.created_by,
+    created_at: iso(v.created_at),
+    nodes: v.nodes.map((n) => ({
+      node_key: n.node_key,
+      node_kind: n.node_kind,
+      action_type: n.action_type,
+      executor_binding: n.executor_binding,
+      signer_binding: n.signer_binding,
+      config: n.config,
+      timeout_policy: n.timeout_policy,
+      retryable: n.retryable,
+      position: n.position,
+    })),
+    edges: v.edges,
+  };
+}
+
+export function executorView(e: ExecutorRosterRow): z.infer<typeof ExecutorSchema> {
+  return {
+    executor_key: e.executor_key,
+    lane: e.lane,
+    status: e.status,
+    health_state: e.health_state,
+    health_detail: e.health_detail,
+    last_health_checked_at: isoOrNull(e.last_health_checked_at),
+    created_at: iso(e.created_at),
+    updated_at: iso(e.updated_at),
+  };
+}
+
+export function signerView(s: SignerRosterRow): z.infer<typeof SignerSchema> {
+  return {
+    signer_key: s.signer_key,
+    status: s.status,
+    health_state: s.health_state,
+    health_detail: s.health_detail,
+    last_health_checked_at: isoOrNull(s.last_health_checked_at),
+    observed_signer_address: s.observed_signer_address,
+    expected_signer_address: s.expected_signer_address,
+    expected_set_by: s.expected_set_by,
+    expected_set_at: isoOrNull(s.expected_set_at),
+    identity_posture: s.identity_posture,
+    created_at: iso(s.created_at),
+    updated_at: iso(s.updated_at),
+  };
+}
+
+export function callbackView(c: CallbackRow): z.infer<typeof CallbackSchema> {
+  return {
+    id: c.id,
+    movement_id: c.request_id,
+    event_type: c.event_type,
+    node_key: c.node_key,
+    callback_url: c.callback_url,
+    status: c.status,
+    attempts: c.attempts,
+    max_attempts: c.max_attempts,
+    redrive_count: c.redrive_count,
+    next_attempt_at: iso(c.next_attempt_at),
+    last_attempt_at: isoOrNull(c.last_attempt_at),
+    last_status_code: c.last_status_code,
+    last_error: c.last_error,
+    sent_at: isoOrNull(c.sent_at),
+    callback_timestamp: Number(c.callback_timestamp),
+    callback_nonce: c.callback_nonce,
+    payload: c.payload,
+    created_at: iso(c.created_at),
+  };
+}
+
+export function auditEventView(e: AuditEvent): z.infer<typeof AuditEventSchema> {
+  return {
+    id: e.id,
+    outbox_id: e.outbox_id,
+    actor: e.actor,
+    action: e.action,
+    entity_type: e.entity_type,
+    entity_id: e.entity_id,
+    details: e.details,
+    occurred_at: e.occurred_at,
+    prev_hash: e.prev_hash,
+    hash: e.hash,
+  };
+}
