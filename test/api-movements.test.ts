@@ -1,0 +1,558 @@
+/**
+ * The /v3 API end to end: real app, real Postgres, the runtime's workers on the simulation lane, and
+ * a loopback receiver for the signed callbacks.
+ */
+import assert from 'node:assert/strict';
+import { createHash, createHmac } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, describe, test } from 'node:test';
+import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
+import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
+import { readCallbackHeaders, verifyCallback } from '../src/callbacks/signing.ts';
+import { loadConfig } from '../src/config.ts';
+import { createApp } from '../src/http/app.ts';
+import { log } from '../src/log.ts';
+import { promoteAuditBatch, verifyAuditChain } from '../src/persistence/audit.ts';
+import { callbacksForRequest } from '../src/persistence/callbacks.ts';
+import { createToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+
+const SECRET = 'api-test-callback-secret-0123456789';
+
+// ---------------------------------------------------------------------------------------------
+// A loopback receiver recording every POST with its raw bytes.
+
+interface Received {
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+class Receiver {
+  readonly received: Received[] = [];
+  private server: Server | null = null;
+  private waiters: Array<() => void> = [];
+  port = 0;
+
+  async listen(): Promise<this> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        this.received.push({ headers: req.headers, body: Buffer.concat(chunks) });
+        for (const w of this.waiters.splice(0)) w();
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(0, '127.0.0.1', () => resolve());
+    });
+    this.port = (this.server.address() as AddressInfo).port;
+    return this;
+  }
+
+  url(): string {
+    return `http://127.0.0.1:${this.port}/ferry-callbacks`;
+  }
+
+  /** Resolves once `count` callbacks arrived; the test runner's timeout bounds the wait. */
+  async waitFor(count: number): Promise<void> {
+    while (this.received.length < count) await new Promise<void>((r) => this.waiters.push(r));
+  }
+
+  async close(): Promise<void> {
+    if (!this.server) return;
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server!.close(() => r()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime, app and tokens. The after hook is registered before testDatabase() so the runtime stops
+// before the database is dropped (hooks run in registration order).
+
+let runtime: Runtime | undefined;
+const receiver = await new Receiver().listen();
+after(async () => {
+  await runtime?.stop();
+  await receiver.close();
+});
+
+const db = await testDatabase();
+const env = {
+  FERRY_DATA_DIR: '.ferry/test-api',
+  FERRY_CALLBACK_SECRET: SECRET,
+  FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
+  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
+  FERRY_LOG_LEVEL: 'silent',
+};
+const config = loadConfig(env);
+runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: true });
+const app = createApp({ pool: db.pool, config, runtime });
+const quorum2App = createApp({ pool: db.pool, config: loadConfig({ ...env, FERRY_APPROVAL_QUORUM: '2' }), runtime });
+
+const tokens = {
+  requester: await createToken(db.pool, { name: 'requester-1', role: 'requester' }),
+  approver: await createToken(db.pool, { name: 'approver-1', role: 'approver' }),
+  approver2: await createToken(db.pool, { name: 'approver-2', role: 'approver' }),
+  operator: await createToken(db.pool, { name: 'operator-1', role: 'operator' }),
+  admin: await createToken(db.pool, { name: 'admin-1', role: 'admin' }),
+  viewer: await createToken(db.pool, { name: 'viewer-1', role: 'viewer' }),
+};
+type Who = keyof typeof tokens;
+
+interface Reply {
+  status: number;
+  body: any;
+}
+
+async function call(method: string, path: string, who: Who, body?: unknown, headers: Record<string, string> = {}, target = app): Promise<Reply> {
+  const init: RequestInit = { method, headers: { authorization: `Bearer ${tokens[who].token}`, ...headers } };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    (init.headers as Record<string, string>)['content-type'] = 'application/json';
+  }
+  const res = await target.request(path, init);
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+function expectStatus(r: Reply, status: number, code?: string) {
+  assert.equal(r.status, status, JSON.stringify(r.body));
+  if (code) assert.equal(r.body.error.code, code, r.body.error.message);
+}
+
+const transfer = {
+  template_key: 'usdc-transfer',
+  description: 'withdraw, confirm, sweep',
+  nodes: [
+    { node_key: 'withdraw', node_kind: 'action', action_type: 'cex_withdrawal', executor_binding: 'exec.sim.action' },
+    {
+      node_key: 'confirm',
+      node_kind: 'observe',
+      action_type: 'cex_deposit_status',
+      executor_binding: 'exec.sim.observe',
+      config: { sim: { submit: [{ next_state: 'SUBMITTED', retry_after_seconds: 0 }] } },
+    },
+    { node_key: 'sweep', node_kind: 'action', action_type: 'sweep', executor_binding: 'exec.sim.action' },
+  ],
+  edges: [
+    { from: 'withdraw', to: 'confirm' },
+    { from: 'confirm', to: 'sweep' },
+  ],
+};
+
+async function waitForState(id: string, states: string[]): Promise<any> {
+  for (;;) {
+    const r = await call('GET', `/v3/movements/${id}`, 'viewer');
+    expectStatus(r, 200);
+    if (states.includes(r.body.movement.state)) return r.body;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+async function create(body: Record<string, unknown>, headers: Record<string, string> = {}, target = app): Promise<any> {
+  const r = await call('POST', '/v3/movements', 'requester', body, headers, target);
+  expectStatus(r, 201);
+  return r.body;
+}
+
+describe('templates', () => {
+  test('saving creates version 1; the same graph again returns it; a changed graph is version 2', async () => {
+    let r = await call('POST', '/v3/templates', 'operator', transfer);
+    expectStatus(r, 201);
+    assert.equal(r.body.created, true);
+    assert.equal(r.body.version.version, 1);
+    assert.equal(r.body.template.template_key, 'usdc-transfer');
+
+    r = await call('POST', '/v3/templates', 'operator', { ...transfer, description: 'reworded' });
+    expectStatus(r, 200);
+    assert.equal(r.body.created, false);
+    assert.equal(r.body.version.version, 1);
+
+    const changed = { ...transfer, template_key: 'usdc-transfer-v', nodes: transfer.nodes.map((n) => ({ ...n })) };
+    await call('POST', '/v3/templates', 'operator', changed);
+    changed.nodes[2] = { ...changed.nodes[2], action_type: 'sweep_to_cold' };
+    r = await call('POST', '/v3/templates', 'operator', changed);
+    expectStatus(r, 201);
+    assert.equal(r.body.version.version, 2);
+
+    r = await call('GET', '/v3/templates/usdc-transfer-v', 'viewer');
+    expectStatus(r, 200);
+    assert.deepEqual(r.body.versions.map((v: { version: number }) => v.version), [2, 1]);
+    r = await call('GET', '/v3/templates/usdc-transfer-v/versions/1', 'viewer');
+    expectStatus(r, 200);
+    assert.equal(r.body.nodes.find((n: { node_key: string }) => n.node_key === 'sweep').action_type, 'sweep');
+    r = await call('GET', '/v3/templates', 'viewer');
+    assert.deepEqual(r.body.templates.map((t: { template_key: string }) => t.template_key), ['usdc-transfer', 'usdc-transfer-v']);
+    expectStatus(await call('GET', '/v3/templates/usdc-transfer-v/versions/3', 'viewer'), 404, 'NOT_FOUND');
+    expectStatus(await call('GET', '/v3/templates/nope', 'viewer'), 404, 'NOT_FOUND');
+  });
+
+  test('an unregistered executor binding is refused with 422 naming the node and the rule', async () => {
+    const bad = { ...transfer, template_key: 'bad-binding', nodes: [{ ...transfer.nodes[0], executor_binding: 'exec.nowhere' }], edges: [] };
+    const r = await call('POST', '/v3/templates', 'operator', bad);
+    expectStatus(r, 422, 'INVALID_TEMPLATE');
+    assert.equal(r.body.error.details.rule, 'UNKNOWN_EXECUTOR_BINDING');
+    assert.deepEqual(r.body.error.details.node_keys, ['withdraw']);
+    assert.match(r.body.error.message, /withdraw/);
+    expectStatus(await call('GET', '/v3/templates/bad-binding', 'viewer'), 404);
+  });
+
+  test('compile previews the plan and hash a movement would get, writing nothing', async () => {
+    const before = await db.pool.query('SELECT count(*)::int AS n FROM movement_requests');
+    const intent = { asset: 'USDC', amount: '10' };
+    const r = await call('POST', '/v3/templates/usdc-transfer/compile', 'viewer', { intent });
+    expectStatus(r, 200);
+    assert.match(r.body.compiled_plan_hash, /^sha256:[0-9a-f]{64}$/);
+    assert.deepEqual(r.body.compiled_plan.initial_frontier, ['withdraw']);
+    const after = await db.pool.query('SELECT count(*)::int AS n FROM movement_requests');
+    assert.equal(after.rows[0].n, before.rows[0].n);
+    const m = await create({ template_key: 'usdc-transfer', intent });
+    assert.equal(m.movement.compiled_plan_hash, r.body.compiled_plan_hash);
+  });
+});
+
+describe('a movement from creation to completion', () => {
+  test('created, approved by a second token, run on the sim lane to COMPLETED, every callback delivered in order and signed', async () => {
+    const created = await create({ template_key: 'usdc-transfer', intent: { asset: 'USDC', amount: '250' }, callback_url: receiver.url() });
+    const id = created.movement.id;
+    assert.equal(created.movement.state, 'PENDING_APPROVAL');
+    assert.equal(created.movement.created_by, `token:${tokens.requester.id}`);
+    assert.deepEqual(created.nodes.map((n: { state: string }) => n.state), ['BLOCKED', 'BLOCKED', 'BLOCKED']);
+    const ttl = Date.parse(created.movement.expires_at) - Date.parse(created.movement.created_at);
+    assert.ok(Math.abs(ttl - config.approvalTtlSeconds * 1000) < 5000, `expires_at is created_at + TTL (${ttl} ms)`);
+
+    const approved = await call('POST', `/v3/movements/${id}/approve`, 'approver', { compiled_plan_hash: created.movement.compiled_plan_hash });
+    expectStatus(approved, 200);
+    assert.ok(['APPROVED', 'EXECUTING', 'COMPLETED'].includes(approved.body.movement.state));
+    assert.equal(approved.body.movement.approvals[0].by, `token:${tokens.approver.id}`);
+
+    const done = await waitForState(id, ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION']);
+    assert.equal(done.movement.state, 'COMPLETED');
+    assert.deepEqual(done.nodes.map((n: { state: string }) => n.state), ['COMPLETED', 'COMPLETED', 'COMPLETED']);
+
+    // Every callback the transitions wrote reaches the receiver, in the order written, once.
+    const rows = await callbacksForRequest(db.pool, id);
+    const events = rows.map((r) => r.event_type);
+    assert.equal(events[0], 'request_approved');
+    assert.ok(events.includes('request_executing'));
+    assert.equal(events.filter((e) => e === 'frontier_advanced').length, 2);
+    assert.equal(events[events.length - 1], 'request_completed');
+    await receiver.waitFor(rows.length);
+    const mine = receiver.received.filter((r) => JSON.parse(r.body.toString('utf8')).request_id === id);
+    assert.equal(mine.length, rows.length);
+    mine.forEach((got, i) => {
+      const row = rows[i];
+      const parts = readCallbackHeaders(got.headers);
+      assert.ok(parts);
+      assert.equal(parts.version, 'v3');
+      assert.equal(parts.nonce, row.callback_nonce);
+      assert.equal(parts.timestamp, String(row.callback_timestamp));
+      assert.equal(got.body.toString('utf8'), row.payload_body);
+      assert.equal(verifyCallback(SECRET, parts, got.body), true, `callback ${i} (${row.event_type}) verifies`);
+      // The same signature computed by hand from the documented recipe.
+      const bodyHash = createHash('sha256').update(got.body).digest('hex');
+      const expected = createHmac('sha256', SECRET).update(`${parts.timestamp}\n${parts.nonce}\n${bodyHash}`).digest('hex');
+      assert.equal(parts.signature, expected);
+      assert.equal(verifyCallback('another-secret-0123456789', parts, got.body), false);
+      const payload = JSON.parse(got.body.toString('utf8'));
+      assert.equal(payload.event_type, row.event_type);
+      assert.equal(payload.movement.id, id);
+    });
+
+    const sent = await call('GET', `/v3/callbacks?status=sent&movement_id=${id}`, 'viewer');
+    expectStatus(sent, 200);
+    // A callback is marked sent just after the receiver answered; wait for the last one to be recorded.
+    for (let n = sent.body.callbacks.length; n < rows.length; ) {
+      await new Promise((res) => setTimeout(res, 50));
+      n = (await call('GET', `/v3/callbacks?status=sent&movement_id=${id}`, 'viewer')).body.callbacks.length;
+    }
+
+    const log = await call('GET', `/v3/movements/${id}/transitions?limit=3`, 'viewer');
+    expectStatus(log, 200);
+    assert.equal(log.body.transitions.length, 3);
+    assert.ok(log.body.next_cursor);
+    const all: any[] = [...log.body.transitions];
+    for (let cursor = log.body.next_cursor; cursor; ) {
+      const page = await call('GET', `/v3/movements/${id}/transitions?limit=3&cursor=${cursor}`, 'viewer');
+      all.push(...page.body.transitions);
+      cursor = page.body.next_cursor;
+    }
+    const requestLog = all.filter((t) => t.entity_type === 'request').map((t) => `${t.from_state}>${t.to_state}`);
+    assert.deepEqual(requestLog, ['>PENDING_APPROVAL', 'PENDING_APPROVAL>APPROVED', 'APPROVED>EXECUTING', 'EXECUTING>COMPLETED']);
+  });
+});
+
+describe('approval rules', () => {
+  test('the creator\'s token cannot approve (403 FOUR_EYES_VIOLATION), even as admin', async () => {
+    const m = await create({ template_key: 'usdc-transfer', intent: { n: 1 } });
+    const r = await call('POST', `/v3/movements/${m.movement.id}/approve`, 'requester', { compiled_plan_hash: m.movement.compiled_plan_hash });
+    expectStatus(r, 403, 'FORBIDDEN');
+
+    const a = await call('POST', '/v3/movements', 'admin', { template_key: 'usdc-transfer', intent: { n: 2 } });
+    expectStatus(a, 201);
+    const self = await call('POST', `/v3/movements/${a.body.movement.id}/approve`, 'admin', { compiled_plan_hash: a.body.movement.compiled_plan_hash });
+    expectStatus(self, 403, 'FOUR_EYES_VIOLATION');
+    assert.match(self.body.error.message, /cannot approve/);
+    const still = await call('GET', `/v3/movements/${a.body.movement.id}`, 'viewer');
+    assert.equal(still.body.movement.state, 'PENDING_APPROVAL');
+    assert.deepEqual(still.body.movement.approvals, []);
+  });
+
+  test('a stale plan hash is refused (409 STALE_PLAN_HASH) and nothing changes', async () => {
+    const m = await create({ template_key: 'usdc-transfer', intent: { n: 3 } });
+    const r = await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver', { compiled_plan_hash: `sha256:${'ab'.repeat(32)}` });
+    expectStatus(r, 409, 'STALE_PLAN_HASH');
+    assert.equal(r.body.error.details.expected, m.movement.compiled_plan_hash);
+    const still = await call('GET', `/v3/movements/${m.movement.id}`, 'viewer');
+    assert.equal(still.body.movement.state, 'PENDING_APPROVAL');
+  });
+
+  test('a stored plan changed behind Ferry\'s back cannot be approved', async () => {
+    const m = await create({ template_key: 'usdc-transfer', intent: { n: 4 } });
+    await db.pool.query(
+      `UPDATE movement_requests SET compiled_plan = jsonb_set(compiled_plan, '{nodes,0,config}', '{"to":"attacker"}') WHERE id = $1`,
+      [m.movement.id],
+    );
+    const r = await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver', { compiled_plan_hash: m.movement.compiled_plan_hash });
+    expectStatus(r, 409, 'STALE_PLAN_HASH');
+    assert.equal(r.body.error.details.reason, 'STORED_PLAN_DRIFT');
+  });
+
+  test('quorum 2 needs two distinct approvers; the same approver twice is ALREADY_APPROVED', async () => {
+    const m = await create({ template_key: 'usdc-transfer', intent: { n: 5 } }, {}, quorum2App);
+    assert.equal(m.movement.approval_quorum, 2);
+    const id = m.movement.id;
+    const hash = m.movement.compiled_plan_hash;
+
+    const first = await call('POST', `/v3/movements/${id}/approve`, 'approver', { compiled_plan_hash: hash }, {}, quorum2App);
+    expectStatus(first, 200);
+    assert.equal(first.body.movement.state, 'PENDING_APPROVAL');
+    assert.equal(first.body.movement.approvals.length, 1);
+    assert.ok(first.body.nodes.every((n: { state: string }) => n.state === 'BLOCKED'));
+
+    const again = await call('POST', `/v3/movements/${id}/approve`, 'approver', { compiled_plan_hash: hash }, {}, quorum2App);
+    expectStatus(again, 409, 'ALREADY_APPROVED');
+
+    const second = await call('POST', `/v3/movements/${id}/approve`, 'approver2', { compiled_plan_hash: hash }, {}, quorum2App);
+    expectStatus(second, 200);
+    assert.notEqual(second.body.movement.state, 'PENDING_APPROVAL');
+    assert.deepEqual(
+      second.body.movement.approvals.map((a: { by: string }) => a.by),
+      [`token:${tokens.approver.id}`, `token:${tokens.approver2.id}`],
+    );
+    const withdraw = second.body.nodes.find((n: { node_key: string }) => n.node_key === 'withdraw');
+    assert.notEqual(withdraw.state, 'BLOCKED', 'the frontier is readied on approval');
+    await waitForState(id, ['COMPLETED']);
+  });
+
+  test('one rejection ends a movement; it cannot be approved afterwards', async () => {
+    const m = await create({ template_key: 'usdc-transfer', intent: { n: 6 } });
+    const r = await call('POST', `/v3/movements/${m.movement.id}/reject`, 'approver', { reason: 'amount looks wrong' });
+    expectStatus(r, 200);
+    assert.equal(r.body.movement.state, 'REJECTED');
+    assert.equal(r.body.movement.approval_status, 'rejected');
+    const late = await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver2', { compiled_plan_hash: m.movement.compiled_plan_hash });
+    expectStatus(late, 409, 'INVALID_TRANSITION');
+  });
+});
+
+describe('operator controls', () => {
+  test('cancel a pending movement: its nodes are cancelled', async () => {
+    const m = await create({ template_key: 'usdc-transfer', intent: { n: 7 } });
+    const r = await call('POST', `/v3/movements/${m.movement.id}/cancel`, 'requester', { reason: 'duplicate' });
+    expectStatus(r, 200);
+    assert.equal(r.body.movement.state, 'CANCELLED');
+    assert.ok(r.body.nodes.every((n: { state: string }) => n.state === 'CANCELLED'));
+    expectStatus(await call('POST', `/v3/movements/${m.movement.id}/cancel`, 'requester'), 409, 'INVALID_TRANSITION');
+  });
+
+  test('retry re-readies a failed node on a lane that allows it and the movement completes', async () => {
+    const tpl = {
+      template_key: 'flaky-once',
+      nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', retryable: true, config: { sim: { submit: ['FAILED', 'COMPLETED'] } } }],
+      edges: [],
+    };
+    expectStatus(await call('POST', '/v3/templates', 'operator', tpl), 201);
+    const m = await create({ template_key: 'flaky-once', intent: { n: 8 } });
+    expectStatus(await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver', { compiled_plan_hash: m.movement.compiled_plan_hash }), 200);
+    const failed = await waitForState(m.movement.id, ['FAILED', 'COMPLETED']);
+    assert.equal(failed.movement.state, 'FAILED');
+
+    expectStatus(await call('POST', `/v3/movements/${m.movement.id}/retry`, 'operator', { node_key: 'nope' }), 404, 'NOT_FOUND');
+    const r = await call('POST', `/v3/movements/${m.movement.id}/retry`, 'operator', { node_key: 'pay' });
+    expectStatus(r, 200);
+    assert.ok(['EXECUTING', 'COMPLETED'].includes(r.body.movement.state));
+    const done = await waitForState(m.movement.id, ['COMPLETED']);
+    assert.equal(done.nodes[0].attempt_no, 2);
+  });
+
+  test('retry of a node whose lane does not allow it is refused and nothing changes', async () => {
+    const tpl = {
+      template_key: 'fails-hard',
+      nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', config: { sim: { submit: ['FAILED', 'COMPLETED'] } } }],
+      edges: [],
+    };
+    expectStatus(await call('POST', '/v3/templates', 'operator', tpl), 201);
+    const m = await create({ template_key: 'fails-hard', intent: { n: 9 } });
+    expectStatus(await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver', { compiled_plan_hash: m.movement.compiled_plan_hash }), 200);
+    await waitForState(m.movement.id, ['FAILED']);
+    const r = await call('POST', `/v3/movements/${m.movement.id}/retry`, 'operator', { node_key: 'pay' });
+    expectStatus(r, 409, 'INVALID_TRANSITION');
+    assert.equal(r.body.error.details.reason, 'RETRY_NOT_ALLOWED');
+    const still = await call('GET', `/v3/movements/${m.movement.id}`, 'viewer');
+    assert.equal(still.body.movement.state, 'FAILED');
+    assert.equal(still.body.nodes[0].state, 'FAILED');
+  });
+
+  test('resume returns a MANUAL_INTERVENTION movement to EXECUTING', async () => {
+    const tpl = {
+      template_key: 'half-done',
+      nodes: [
+        { node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' },
+        { node_key: 'b', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', config: { sim: { submit: ['FAILED'] } } },
+      ],
+      edges: [{ from: 'a', to: 'b' }],
+    };
+    expectStatus(await call('POST', '/v3/templates', 'operator', tpl), 201);
+    const m = await create({ template_key: 'half-done', intent: { n: 10 } });
+    expectStatus(await call('POST', `/v3/movements/${m.movement.id}/resume`, 'operator'), 409, 'INVALID_TRANSITION');
+    expectStatus(await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver', { compiled_plan_hash: m.movement.compiled_plan_hash }), 200);
+    const stuck = await waitForState(m.movement.id, ['MANUAL_INTERVENTION', 'COMPLETED', 'FAILED']);
+    assert.equal(stuck.movement.state, 'MANUAL_INTERVENTION');
+    const r = await call('POST', `/v3/movements/${m.movement.id}/resume`, 'operator');
+    expectStatus(r, 200);
+    assert.equal(r.body.movement.state, 'EXECUTING');
+  });
+});
+
+describe('idempotency', () => {
+  test('the same key and body return the original movement; a different body is 409 IDEMPOTENCY_KEY_REUSED', async () => {
+    const body = { template_key: 'usdc-transfer', intent: { asset: 'USDC', amount: '77' }, input_params: { memo: 'x' } };
+    const first = await call('POST', '/v3/movements', 'requester', body, { 'Idempotency-Key': 'order-77' });
+    expectStatus(first, 201);
+    // Same content, keys in another order: the same request.
+    const reordered = { input_params: { memo: 'x' }, intent: { amount: '77', asset: 'USDC' }, template_key: 'usdc-transfer' };
+    const again = await call('POST', '/v3/movements', 'requester', reordered, { 'Idempotency-Key': 'order-77' });
+    expectStatus(again, 200);
+    assert.equal(again.body.movement.id, first.body.movement.id);
+
+    const other = await call('POST', '/v3/movements', 'requester', { ...body, intent: { asset: 'USDC', amount: '78' } }, { 'Idempotency-Key': 'order-77' });
+    expectStatus(other, 409, 'IDEMPOTENCY_KEY_REUSED');
+    assert.equal(other.body.error.details.movement_id, first.body.movement.id);
+
+    const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM movement_requests WHERE idempotency_key = $1', ['order-77']);
+    assert.equal(rows[0].n, 1);
+  });
+
+  test('concurrent creates with one key make one movement', async () => {
+    const body = { template_key: 'usdc-transfer', intent: { asset: 'USDC', amount: '91' } };
+    const replies = await Promise.all(
+      Array.from({ length: 8 }, () => call('POST', '/v3/movements', 'requester', body, { 'Idempotency-Key': 'burst-91' })),
+    );
+    const ids = new Set(replies.map((r) => r.body.movement.id));
+    assert.equal(ids.size, 1);
+    assert.equal(replies.filter((r) => r.status === 201).length, 1);
+    assert.equal(replies.filter((r) => r.status === 200).length, 7);
+  });
+});
+
+describe('listing, registry, callbacks and audit', () => {
+  test('movements list with filters and cursor pagination visits each movement once', async () => {
+    const all = await call('GET', '/v3/movements?limit=200', 'viewer');
+    expectStatus(all, 200);
+    const total = all.body.movements.length;
+    assert.ok(total >= 10);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: Reply = await call('GET', `/v3/movements?limit=3${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
+      expectStatus(page, 200);
+      assert.ok(page.body.movements.length <= 3);
+      seen.push(...page.body.movements.map((m: { id: string }) => m.id));
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    assert.equal(seen.length, total);
+    assert.equal(new Set(seen).size, total);
+    assert.deepEqual(seen, all.body.movements.map((m: { id: string }) => m.id));
+
+    const rejected = await call('GET', '/v3/movements?state=REJECTED', 'viewer');
+    assert.ok(rejected.body.movements.length >= 1);
+    assert.ok(rejected.body.movements.every((m: { state: string }) => m.state === 'REJECTED'));
+    const flaky = await call('GET', '/v3/movements?template_key=flaky-once', 'viewer');
+    assert.equal(flaky.body.movements.length, 1);
+  });
+
+  test('registry roster, and the expected signer identity set through the API', async () => {
+    await refreshRegistryHealth(db.pool, runtime!.deps.executors, runtime!.deps.signers);
+    const executors = await call('GET', '/v3/executors', 'viewer');
+    expectStatus(executors, 200);
+    assert.ok(executors.body.executors.some((e: { executor_key: string }) => e.executor_key === 'exec.sim.action'));
+    const signers = await call('GET', '/v3/signers', 'viewer');
+    expectStatus(signers, 200);
+    const noop = signers.body.signers.find((s: { signer_key: string }) => s.signer_key === 'noop');
+    assert.ok(noop);
+    assert.equal(noop.identity_posture, 'unenrolled');
+
+    const address = '0x' + 'AbC1'.repeat(10);
+    expectStatus(await call('PUT', '/v3/signers/noop/expected-identity', 'operator', { address }), 403, 'FORBIDDEN');
+    const set = await call('PUT', '/v3/signers/noop/expected-identity', 'admin', { address });
+    expectStatus(set, 200);
+    assert.equal(set.body.signer.expected_signer_address, address.toLowerCase());
+    assert.equal(set.body.signer.expected_set_by, `token:${tokens.admin.id}`);
+    assert.notEqual(set.body.signer.identity_posture, 'unenrolled');
+    expectStatus(await call('PUT', '/v3/signers/ghost/expected-identity', 'admin', { address }), 404, 'NOT_FOUND');
+  });
+
+  test('redrive puts a callback back to pending; a sent one cannot be redriven', async () => {
+    const sent = await call('GET', '/v3/callbacks?status=sent&limit=1', 'viewer');
+    expectStatus(sent, 200);
+    const one = sent.body.callbacks[0];
+    expectStatus(await call('POST', `/v3/callbacks/${one.id}/redrive`, 'operator'), 409, 'CALLBACK_NOT_REDRIVABLE');
+
+    await db.pool.query(`UPDATE callback_outbox SET status = 'dlq', attempts = max_attempts WHERE id = $1`, [one.id]);
+    const dlq = await call('GET', '/v3/callbacks?status=dlq', 'viewer');
+    assert.deepEqual(dlq.body.callbacks.map((c: { id: string }) => c.id), [one.id]);
+    const count = receiver.received.length;
+    const r = await call('POST', `/v3/callbacks/${one.id}/redrive`, 'operator');
+    expectStatus(r, 200);
+    assert.equal(r.body.callback.redrive_count, 1);
+    await receiver.waitFor(count + 1);
+    const again = receiver.received[count];
+    assert.equal(readCallbackHeaders(again.headers)!.nonce, one.callback_nonce, 'a redrive sends the same nonce');
+    expectStatus(await call('POST', '/v3/callbacks/00000000-0000-4000-8000-000000000000/redrive', 'operator'), 404, 'NOT_FOUND');
+  });
+
+  test('every mutating call left an audit row; the chain verifies', async () => {
+    while ((await promoteAuditBatch(db.pool)) > 0);
+    const actions = new Set<string>();
+    let cursor: string | null = null;
+    do {
+      const page: Reply = await call('GET', `/v3/audit-events?limit=50${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
+      expectStatus(page, 200);
+      for (const e of page.body.events) actions.add(e.action);
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    for (const action of [
+      'template.save',
+      'movement.create',
+      'movement.approve',
+      'movement.reject',
+      'movement.cancel',
+      'movement.retry',
+      'movement.resume',
+      'signer.expected_identity.set',
+      'callback.redrive',
+    ]) {
+      assert.ok(actions.has(action), `audit has ${action}`);
+    }
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS n FROM audit_events WHERE action = 'movement.approve' AND actor = $1`,
+      [`token:${tokens.approver2.id}`],
+    );
+    assert.ok(rows[0].n >= 1);
+    assert.deepEqual(await verifyAuditChain(db.pool), { ok: true, checked: (await db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n });
+  });
+});

@@ -1,0 +1,156 @@
+/**
+ * The published contract: /openapi.json lists every /v3 route the app serves, its references
+ * resolve, and /docs is a working Swagger UI served entirely by Ferry (no CDN).
+ */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
+import { createApp } from '../src/http/app.ts';
+import { createToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+
+const db = await testDatabase();
+// No runtime: the documents must not depend on it, and changes must say it is missing.
+const app = createApp({ pool: db.pool, config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-api-openapi' }) });
+
+const expectedOperations = [
+  'post /v3/templates',
+  'get /v3/templates',
+  'get /v3/templates/{key}',
+  'get /v3/templates/{key}/versions/{version}',
+  'post /v3/templates/{key}/compile',
+  'post /v3/movements',
+  'get /v3/movements',
+  'get /v3/movements/{id}',
+  'get /v3/movements/{id}/transitions',
+  'post /v3/movements/{id}/approve',
+  'post /v3/movements/{id}/reject',
+  'post /v3/movements/{id}/cancel',
+  'post /v3/movements/{id}/resume',
+  'post /v3/movements/{id}/retry',
+  'get /v3/executors',
+  'get /v3/signers',
+  'put /v3/signers/{signer_key}/expected-identity',
+  'get /v3/callbacks',
+  'post /v3/callbacks/{id}/redrive',
+  'get /v3/audit-events',
+];
+
+async function fetchDoc(): Promise<any> {
+  const res = await app.request('/openapi.json');
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+  return JSON.parse(await res.text());
+}
+
+function operations(doc: any): string[] {
+  const out: string[] = [];
+  for (const [path, item] of Object.entries<Record<string, unknown>>(doc.paths)) {
+    for (const method of Object.keys(item)) if (['get', 'post', 'put', 'patch', 'delete'].includes(method)) out.push(`${method} ${path}`);
+  }
+  return out.sort();
+}
+
+test('the OpenAPI 3.1 document is JSON, served without a token, and lists every /v3 route', async () => {
+  const doc = await fetchDoc();
+  assert.equal(doc.openapi, '3.1.0');
+  assert.equal(doc.info.title, 'Ferry API');
+  assert.deepEqual(operations(doc).filter((o) => o.includes(' /v3/')), [...expectedOperations].sort());
+
+  // Every /v3 route the app actually serves is in the document (none was registered outside OpenAPI).
+  const served = new Set(
+    app.routes
+      .filter((r) => r.path.startsWith('/v3/') && r.method !== 'ALL')
+      .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/:([A-Za-z_]+)/g, '{$1}')}`),
+  );
+  assert.deepEqual([...served].sort(), [...expectedOperations].sort());
+});
+
+test('every operation requires the bearer token and documents the error shape; every $ref resolves', async () => {
+  const doc = await fetchDoc();
+  assert.deepEqual(doc.components.securitySchemes.bearerAuth, { type: 'http', scheme: 'bearer', description: doc.components.securitySchemes.bearerAuth.description });
+  for (const op of expectedOperations) {
+    const [method, path] = op.split(' ');
+    const operation = doc.paths[path][method];
+    assert.deepEqual(operation.security, [{ bearerAuth: [] }], op);
+    assert.ok(operation.responses['401'], `${op} documents 401`);
+    assert.ok(operation.summary, `${op} has a summary`);
+    const okStatus = Object.keys(operation.responses).find((s) => s.startsWith('2'));
+    assert.ok(okStatus, `${op} documents its success`);
+    for (const [status, response] of Object.entries<any>(operation.responses)) {
+      if (Number(status) >= 400) assert.equal(response.content['application/json'].schema.$ref, '#/components/schemas/Error', `${op} ${status}`);
+    }
+    for (const param of operation.parameters ?? []) {
+      if (param.in === 'path') assert.ok(path.includes(`{${param.name}}`), `${op} path parameter ${param.name}`);
+    }
+  }
+  // The strict request schemas are published as strict.
+  assert.equal(doc.components.schemas.CreateMovementRequest.additionalProperties, false);
+  assert.equal(doc.components.schemas.TemplateDefinition.additionalProperties, false);
+  assert.deepEqual(doc.components.schemas.ApproveRequest.required, ['compiled_plan_hash']);
+
+  const refs: string[] = [];
+  const walk = (v: unknown) => {
+    if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === 'object') {
+      for (const [k, child] of Object.entries(v)) {
+        if (k === '$ref' && typeof child === 'string') refs.push(child);
+        else walk(child);
+      }
+    }
+  };
+  walk(doc);
+  assert.ok(refs.length > 20);
+  for (const ref of refs) {
+    const [, kind, name] = /^#\/components\/([^/]+)\/(.+)$/.exec(ref) ?? [];
+    assert.ok(kind && doc.components[kind]?.[name], `${ref} resolves`);
+  }
+});
+
+test('/docs serves Swagger UI and every asset it loads from Ferry itself', async () => {
+  const res = await app.request('/docs');
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /text\/html/);
+  const html = await res.text();
+  assert.doesNotMatch(html, /https?:\/\//, 'no external URL: the page works offline');
+  const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+  assert.ok(assets.includes('/docs/assets/swagger-ui-bundle.js'));
+  assert.ok(assets.includes('/docs/assets/swagger-ui.css'));
+
+  const dist = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+  for (const asset of assets) {
+    const r = await app.request(asset);
+    assert.equal(r.status, 200, asset);
+    const bytes = Buffer.from(await r.arrayBuffer());
+    const name = asset.split('/').pop()!;
+    if (name === 'docs-init.js') {
+      assert.match(bytes.toString('utf8'), /url: "\/openapi\.json"/);
+      assert.match(r.headers.get('content-type') ?? '', /javascript/);
+    } else {
+      assert.ok(bytes.equals(await readFile(join(dist, name))), `${asset} is the packaged file`);
+    }
+  }
+  assert.equal((await app.request('/docs/assets/package.json')).status, 404);
+  assert.equal((await app.request('/docs/assets/..%2F..%2Fpackage.json')).status, 404);
+  const missing = await app.request('/docs/assets/index.html');
+  assert.equal(missing.status, 404);
+  assert.equal(((await missing.json()) as any).error.code, 'NOT_FOUND');
+});
+
+test('without the runtime, reads work and changes answer 503 with a code', async () => {
+  const viewer = await createToken(db.pool, { name: 'viewer', role: 'viewer' });
+  const admin = await createToken(db.pool, { name: 'admin', role: 'admin' });
+  const list = await app.request('/v3/movements', { headers: { authorization: `Bearer ${viewer.token}` } });
+  assert.equal(list.status, 200);
+  assert.deepEqual(await list.json(), { movements: [], next_cursor: null });
+  const create = await app.request('/v3/movements', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ template_key: 'any', intent: {} }),
+  });
+  assert.equal(create.status, 503);
+  assert.equal(((await create.json()) as any).error.code, 'SERVICE_UNAVAILABLE');
+});
