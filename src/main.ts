@@ -1,0 +1,268 @@
+/**
+ * Start-up: configuration, the database (an external server or the embedded one), migrations, the
+ * pool and the HTTP server; and the reverse on SIGINT/SIGTERM. `npm start` runs this file.
+ */
+import { realpathSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { createRequire } from 'node:module';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { serve } from '@hono/node-server';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import { ConfigError, loadConfig, type FerryConfig } from './config.ts';
+import { createApp, type RouteModule } from './http/app.ts';
+import { log, setLogLevel } from './log.ts';
+import { createPool, type Pool } from './persistence/db.ts';
+import { startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
+import { migrate } from './persistence/migrate.ts';
+import { hasAdminToken } from './persistence/tokens.ts';
+
+/** Everything a started Ferry holds; handed to the start-up hooks. */
+export interface FerryRuntime {
+  config: FerryConfig;
+  pool: Pool;
+  databaseUrl: string;
+  database: 'embedded' | 'external';
+  app: OpenAPIHono;
+  url: string;
+  port: number;
+}
+
+/**
+ * Extension points for the parts of Ferry that run beside the HTTP server (workers, pg-boss).
+ * `onStarted` runs once the server listens and before Ferry reports itself started; a throw aborts
+ * the start. `onStopping` runs after the server has stopped taking requests and before the pool
+ * closes, so whatever it stops can still use the database.
+ */
+export interface FerryHooks {
+  routes?: RouteModule[];
+  onStarted?(runtime: FerryRuntime): void | Promise<void>;
+  onStopping?(runtime: FerryRuntime): void | Promise<void>;
+}
+
+export interface RunningFerry extends FerryRuntime {
+  stop(): Promise<void>;
+}
+
+const ADMIN_TOKEN_COMMAND = 'npm run ferry -- tokens create --name admin --role admin';
+
+/** How long in-flight requests get to finish on stop before their connections are cut. */
+const DRAIN_MS = 5000;
+
+function listen(app: OpenAPIHono, hostname: string, port: number): Promise<{ server: Server; port: number }> {
+  return new Promise((resolveListen, reject) => {
+    const server = serve({ fetch: app.fetch, hostname, port }, (info) => {
+      server.off('error', reject);
+      resolveListen({ server: server as Server, port: info.port });
+    });
+    server.once('error', reject);
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolveClose) => {
+    const cut = setTimeout(() => server.closeAllConnections(), DRAIN_MS);
+    cut.unref();
+    server.close(() => {
+      clearTimeout(cut);
+      resolveClose();
+    });
+    server.closeIdleConnections();
+  });
+}
+
+function urlFor(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** Runs every step even when one fails, then reports the first failure. */
+async function runAll(steps: Array<() => Promise<unknown> | unknown>): Promise<void> {
+  let first: unknown;
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (err) {
+      log.error({ err }, 'error while stopping');
+      first ??= err;
+    }
+  }
+  if (first !== undefined) throw first;
+}
+
+/**
+ * Starts Ferry: with DATABASE_URL it uses that server, without it an embedded PostgreSQL kept in
+ * FERRY_DATA_DIR (reused on the next start). Migrations run before the server listens; several
+ * processes starting at once are safe. A bad configuration value throws a ConfigError naming it.
+ */
+export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: FerryHooks = {}): Promise<RunningFerry> {
+  const config = loadConfig(env);
+  setLogLevel(config.logLevel);
+
+  // Undo list for a start that fails half-way, run last-in first-out.
+  const undo: Array<() => Promise<unknown>> = [];
+  const abort = async (err: unknown): Promise<never> => {
+    await runAll(undo.reverse()).catch(() => {});
+    throw err;
+  };
+
+  let embedded: EmbeddedServer | undefined;
+  let databaseUrl = config.databaseUrl;
+  try {
+    if (!databaseUrl) {
+      embedded = await startEmbedded(config);
+      const server = embedded;
+      undo.push(() => server.stop());
+      databaseUrl = embedded.url;
+    }
+    const applied = await migrate(databaseUrl, (msg) => log.debug({ component: 'migrate' }, msg));
+    const pool = createPool(databaseUrl, config.dbPoolMax);
+    undo.push(() => pool.end());
+
+    const app = createApp({ pool, config, routes: hooks.routes });
+    const { server, port } = await listen(app, config.host, config.port);
+    undo.push(() => closeServer(server));
+
+    const runtime: FerryRuntime = {
+      config,
+      pool,
+      databaseUrl,
+      database: embedded ? 'embedded' : 'external',
+      app,
+      url: urlFor(config.host, port),
+      port,
+    };
+
+    // Extension point: the worker runtime and pg-boss start here once they exist.
+    await hooks.onStarted?.(runtime);
+
+    let stopping: Promise<void> | undefined;
+    const running: RunningFerry = {
+      ...runtime,
+      stop: () =>
+        (stopping ??= (async () => {
+          log.info('ferry stopping');
+          await runAll([
+            () => closeServer(server),
+            // Extension point: workers and pg-boss stop here, while the pool is still open.
+            () => hooks.onStopping?.(runtime),
+            () => pool.end(),
+            () => embedded?.stop(),
+          ]);
+          log.info('ferry stopped');
+        })()),
+    };
+
+    await adviseFirstAdminToken(pool);
+    // The last line of start-up: whoever waits for Ferry can act on it.
+    log.info(
+      { url: runtime.url, port, database: runtime.database, migrations_applied: applied.length },
+      `ferry listening on ${runtime.url}`,
+    );
+    return running;
+  } catch (err) {
+    return abort(err);
+  }
+}
+
+/**
+ * Starts the embedded PostgreSQL. When it refuses (port taken, another Ferry on the same data folder,
+ * unreadable folder), the error carries the server's last words, which name the actual cause.
+ */
+async function startEmbedded(config: FerryConfig): Promise<EmbeddedServer> {
+  const recent: string[] = [];
+  try {
+    return await startEmbeddedPostgres({
+      dataDir: config.dataDir,
+      port: config.embeddedPgPort,
+      onLog: (chunk) => {
+        for (const line of chunk.split('\n').map((l) => l.trim()).filter(Boolean)) {
+          log.debug({ component: 'embedded-postgres' }, line);
+          recent.push(line);
+          if (recent.length > 10) recent.shift();
+        }
+      },
+    });
+  } catch (cause) {
+    const said = recent.length ? `; it said: ${recent.join(' | ')}` : '';
+    throw new Error(
+      `embedded PostgreSQL did not start (data folder ${resolve(config.dataDir)}, port ${config.embeddedPgPort})${said}`,
+      { cause },
+    );
+  }
+}
+
+/** A fresh installation has no way in until someone creates an admin token; say how. */
+async function adviseFirstAdminToken(pool: Pool): Promise<void> {
+  try {
+    if (!(await hasAdminToken(pool))) {
+      log.warn({ command: ADMIN_TOKEN_COMMAND }, `no admin API token exists yet; create the first one with: ${ADMIN_TOKEN_COMMAND}`);
+    }
+  } catch (err) {
+    log.warn({ err }, 'could not check for an admin API token');
+  }
+}
+
+/**
+ * embedded-postgres installs its own SIGINT/SIGTERM handlers that stop the server and then exit
+ * with 128+signal, racing our ordered shutdown. Its process `exit` hook stays: it still stops the
+ * server if Ferry dies some other way.
+ */
+function releaseEmbeddedSignalHandlers(): void {
+  const require = createRequire(import.meta.url);
+  let exitHook: { hookedEvents(): string[]; unhookEvent(event: string): void };
+  try {
+    exitHook = require('async-exit-hook');
+  } catch {
+    return;
+  }
+  for (const event of exitHook.hookedEvents()) if (event !== 'exit') exitHook.unhookEvent(event);
+}
+
+async function runAsProgram(): Promise<void> {
+  releaseEmbeddedSignalHandlers();
+
+  let ferry: RunningFerry | undefined;
+  let signalled: NodeJS.Signals | undefined;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (signalled) return;
+    signalled = signal;
+    log.info({ signal }, 'signal received');
+    // A signal during start-up is handled once start-up has finished (or failed).
+    if (ferry) stopAndExit(ferry);
+  };
+  const stopAndExit = (running: RunningFerry) => {
+    running.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, 'ferry did not stop cleanly');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+
+  try {
+    ferry = await startFerry(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`ferry: ${err.message}\n`);
+    } else {
+      log.fatal({ err }, 'ferry failed to start');
+    }
+    process.exit(1);
+  }
+  if (signalled) stopAndExit(ferry);
+}
+
+function isEntryPoint(): boolean {
+  const entry = process.argv[1];
+  if (!entry) return false;
+  try {
+    return realpathSync(resolve(entry)) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) void runAsProgram();

@@ -1,0 +1,240 @@
+/**
+ * Start-up as an operator sees it: Ferry runs as its own process, on an empty database or on the
+ * embedded server, answers /healthz and /readyz, and stops cleanly on SIGTERM.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, test } from 'node:test';
+import { configVariables, loadConfig } from '../src/config.ts';
+import { createEmptyDatabase, dropDatabase } from '../src/persistence/test-databases.ts';
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+
+interface Started {
+  child: ChildProcess;
+  /** Every JSON log line printed so far. */
+  lines: Array<Record<string, unknown>>;
+  stderr: () => string;
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** The environment a child Ferry gets: ours minus anything that would point it elsewhere. */
+function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of Object.keys(env)) if (name === 'DATABASE_URL' || name === 'PORT' || name === 'HOST' || name.startsWith('FERRY_')) delete env[name];
+  return { ...env, FERRY_LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', ...extra };
+}
+
+function spawnFerry(extra: Record<string, string>): Started {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: repoRoot,
+    env: childEnv(extra),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  let stdoutRest = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    stdoutRest += chunk;
+    const parts = stdoutRest.split('\n');
+    stdoutRest = parts.pop()!;
+    for (const line of parts) {
+      if (!line.trim()) continue;
+      try {
+        lines.push(JSON.parse(line));
+      } catch {
+        lines.push({ unparsed: line });
+      }
+    }
+    child.emit('lines');
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { child, lines, stderr: () => stderr, exit };
+}
+
+/** Waits for the one line that says where Ferry listens; fails if the process exits first. */
+async function listening(started: Started): Promise<{ url: string; line: Record<string, unknown> }> {
+  const find = () => started.lines.find((l) => typeof l.url === 'string' && typeof l.msg === 'string' && l.msg.startsWith('ferry listening'));
+  const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    const check = () => {
+      const found = find();
+      if (found) {
+        started.child.off('lines', check);
+        resolve(found);
+      }
+    };
+    started.child.on('lines', check);
+    started.exit.then(({ code, signal }) => {
+      if (!find()) reject(new Error(`ferry exited (${code ?? signal}) before listening:\n${started.stderr()}\n${JSON.stringify(started.lines)}`));
+    });
+    check();
+  });
+  return { url: line.url as string, line };
+}
+
+async function stopWith(started: Started, signal: NodeJS.Signals): Promise<number | null> {
+  started.child.kill(signal);
+  const { code } = await started.exit;
+  return code;
+}
+
+async function getJson(url: string): Promise<{ status: number; body: any }> {
+  const res = await fetch(url);
+  return { status: res.status, body: await res.json() };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function portRefuses(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', () => resolve(true));
+  });
+}
+
+const adminUrl = process.env.FERRY_TEST_ADMIN_URL;
+const running = new Set<Started>();
+
+async function emptyDatabase(): Promise<string> {
+  if (!adminUrl) throw new Error('run tests through `npm test` (it prepares the database server)');
+  const name = `ferry_t_start_${randomBytes(4).toString('hex')}`;
+  const url = await createEmptyDatabase(adminUrl, name);
+  after(() => dropDatabase(adminUrl, name));
+  return url;
+}
+
+function start(extra: Record<string, string>): Started {
+  const started = spawnFerry(extra);
+  running.add(started);
+  started.exit.then(() => running.delete(started));
+  return started;
+}
+
+// A failed assertion must not leave a server (or an embedded PostgreSQL) running.
+after(async () => {
+  for (const s of running) s.child.kill('SIGKILL');
+});
+
+test('starts on an empty database, is ready, and exits 0 on SIGTERM', async () => {
+  const databaseUrl = await emptyDatabase();
+  const ferry = start({ DATABASE_URL: databaseUrl });
+  const { url, line } = await listening(ferry);
+
+  assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+  assert.equal(line.database, 'external');
+  assert.ok((line.migrations_applied as number) > 0, 'the empty database was migrated');
+  assert.equal(ferry.lines.filter((l) => typeof l.url === 'string').length, 1, 'one line says where it listens');
+  assert.ok(
+    ferry.lines.some((l) => String(l.msg).includes('npm run ferry -- tokens create --name admin --role admin')),
+    'a database without an admin token gets the command that creates one',
+  );
+
+  assert.deepEqual(await getJson(`${url}/healthz`), { status: 200, body: { status: 'ok' } });
+  const ready = await getJson(`${url}/readyz`);
+  assert.equal(ready.status, 200, JSON.stringify(ready.body));
+  assert.equal(ready.body.status, 'ready');
+
+  assert.equal(await stopWith(ferry, 'SIGTERM'), 0, ferry.stderr());
+  assert.ok(ferry.lines.some((l) => l.msg === 'ferry stopped'));
+});
+
+test('SIGINT stops it cleanly too', async () => {
+  const databaseUrl = await emptyDatabase();
+  const ferry = start({ DATABASE_URL: databaseUrl });
+  await listening(ferry);
+  assert.equal(await stopWith(ferry, 'SIGINT'), 0, ferry.stderr());
+});
+
+test('two processes started at once on one empty database both come up', async () => {
+  const databaseUrl = await emptyDatabase();
+  const a = start({ DATABASE_URL: databaseUrl });
+  const b = start({ DATABASE_URL: databaseUrl });
+  const [la, lb] = await Promise.all([listening(a), listening(b)]);
+
+  // Exactly one of them applied the migrations; the other found nothing left to do.
+  const applied = [la.line.migrations_applied, lb.line.migrations_applied].map(Number).sort();
+  assert.equal(applied[0], 0);
+  assert.ok(applied[1] > 0);
+
+  for (const { url } of [la, lb]) {
+    const ready = await getJson(`${url}/readyz`);
+    assert.equal(ready.status, 200, JSON.stringify(ready.body));
+  }
+  assert.deepEqual(await Promise.all([stopWith(a, 'SIGTERM'), stopWith(b, 'SIGTERM')]), [0, 0]);
+});
+
+test('a bad configuration value stops start with a message naming the variable', async () => {
+  const ferry = start({ PORT: 'abc', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' });
+  const { code } = await ferry.exit;
+  assert.notEqual(code, 0);
+  assert.match(ferry.stderr(), /PORT/);
+  assert.equal(ferry.stderr().trim().split('\n').length, 1, `one line: ${ferry.stderr()}`);
+  assert.ok(!ferry.lines.some((l) => typeof l.url === 'string'), 'nothing was served');
+});
+
+test('without DATABASE_URL it runs an embedded PostgreSQL and reuses its data folder', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'ferry-start-'));
+  // When tests run as root, PostgreSQL runs as its own user and must be able to reach the folder.
+  chmodSync(dataDir, 0o755);
+  after(() => rmSync(dataDir, { recursive: true, force: true }));
+  const pgPort = await freePort();
+  const env = { FERRY_DATA_DIR: dataDir, FERRY_EMBEDDED_PG_PORT: String(pgPort) };
+
+  const first = start(env);
+  const one = await listening(first);
+  assert.equal(one.line.database, 'embedded');
+  assert.ok((one.line.migrations_applied as number) > 0);
+  assert.equal((await getJson(`${one.url}/readyz`)).status, 200);
+  const pgVersion = join(dataDir, 'pg', 'PG_VERSION');
+  const created = statSync(pgVersion).mtimeMs;
+  assert.equal(await stopWith(first, 'SIGTERM'), 0, first.stderr());
+  assert.ok(!existsSync(join(dataDir, 'pg', 'postmaster.pid')), 'PostgreSQL shut down cleanly');
+  assert.ok(await portRefuses(pgPort), 'embedded PostgreSQL is no longer listening');
+
+  const second = start(env);
+  const two = await listening(second);
+  assert.equal(two.line.database, 'embedded');
+  assert.equal(two.line.migrations_applied, 0, 'the same, already migrated, database was reused');
+  assert.equal(statSync(pgVersion).mtimeMs, created, 'the data folder was not initialised again');
+  assert.equal((await getJson(`${two.url}/readyz`)).status, 200);
+  assert.equal(await stopWith(second, 'SIGTERM'), 0, second.stderr());
+  assert.ok(!existsSync(join(dataDir, 'pg', 'postmaster.pid')));
+});
+
+test('the README documents every setting with its real default', () => {
+  const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+  const rows = [...readme.matchAll(/^\| `([A-Z0-9_]+)` \| ([^|]+) \|/gm)].map((m) => ({ name: m[1], fallback: m[2].trim() }));
+  assert.deepEqual(
+    rows.map((r) => r.name).sort(),
+    [...configVariables].sort(),
+    'the configuration table lists exactly the variables src/config.ts reads',
+  );
+  const defaults = loadConfig({});
+  for (const { name, fallback } of rows) {
+    const literal = /^`([^`]*)`$/.exec(fallback);
+    if (!literal) continue; // "(unset)" and the like: no value to compare
+    assert.deepEqual(loadConfig({ [name]: literal[1] }), defaults, `README default of ${name} is ${literal[1]}`);
+  }
+});
