@@ -3,6 +3,7 @@ import { request, type Dispatcher } from 'undici';
 import { callbackJobId, parseCallbackJobData, type CallbackQueue } from '../callbacks/jobs.ts';
 import { callbackHeaders } from '../callbacks/signing.ts';
 import { log as rootLog, type Logger } from '../log.ts';
+import { callbackDeliveriesTotal } from '../metrics.ts';
 import {
   claimCallback,
   listStrandedCallbacks,
@@ -107,7 +108,13 @@ export async function deliverCallbackOnce(
   callbackId: string,
   expect?: AttemptRef,
 ): Promise<DeliveryOutcome> {
-  const log = (deps.log ?? rootLog).child({ component: 'callback-delivery', callback_id: callbackId });
+  const outcome = await attemptDelivery(deps, callbackId, expect);
+  callbackDeliveriesTotal.inc({ outcome });
+  return outcome;
+}
+
+async function attemptDelivery(deps: CallbackDeliveryDeps, callbackId: string, expect?: AttemptRef): Promise<DeliveryOutcome> {
+  const log = (deps.log ?? rootLog).child({ component: 'callback-delivery', worker: 'callback_delivery', callback_id: callbackId });
   const claim = await claimCallback(deps.pool, callbackId, { leaseSeconds: leaseSeconds(deps.timeoutMs), expect });
   if (!claim.row) {
     log.debug({ reason: claim.skipped }, 'callback delivery skipped');

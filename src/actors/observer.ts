@@ -27,6 +27,7 @@ async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> 
     claimsTotal.inc({ worker: 'observer', result: claimed ? 'hit' : 'miss' });
     if (!claimed) return false;
     const { node, request } = claimed;
+    const log = deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'observer', attempt: node.attempt_no });
     const opts = { actor: 'worker:observer', deps: deps.transitions };
     const at = nowIso();
 
@@ -57,6 +58,7 @@ async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> 
     const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
     await insertArtifacts(client, artifacts);
     await deliverNodeEvent(client, node.id, { type: 'OBSERVED', outcome, at, nextObserveAt }, opts);
+    log.debug({ next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
     return true;
   });
 }

@@ -46,6 +46,7 @@ async function recoverNode(deps: RuntimeDeps, nodeId: string, rowVersion: number
     claimsTotal.inc({ worker: 'recovery', result: claimed ? 'hit' : 'miss' });
     if (!claimed) return false;
     const { node, request } = claimed;
+    const log = deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'recovery', attempt: node.attempt_no });
     const at = nowIso();
     let outcome: ExecutorOutcome;
     let artifacts: NewArtifact[] = [];
@@ -66,6 +67,7 @@ async function recoverNode(deps: RuntimeDeps, nodeId: string, rowVersion: number
     const nextObserveAt = observing && retryAfter ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
     await insertArtifacts(client, artifacts);
     await deliverNodeEvent(client, node.id, { type: 'RECOVERED', outcome, at, nextObserveAt }, { actor: 'worker:recovery', deps: deps.transitions });
+    log.info({ from_state: node.node_state, next_state: outcome.nextState, error_code: outcome.errorCode ?? null }, 'recovered');
     return true;
   });
 }

@@ -11,6 +11,10 @@ import { FerryError } from '../errors.ts';
 import type { Pool } from '../persistence/db.ts';
 import { installErrorHandling, validationHook } from './errors.ts';
 import { healthRoutes } from './health.ts';
+import { dashboardRoutes } from './dashboard.ts';
+import { inspectRoutes } from './inspect.ts';
+import { metricsRoutes } from './metrics.ts';
+import { uiRoutes } from './ui.ts';
 import { mountDocs } from './docs.ts';
 import { mountOpenApi } from './openapi.ts';
 import { v3Routes, type ApiRuntime } from './v3/index.ts';
@@ -50,6 +54,7 @@ export function createApp(deps: AppDeps): OpenAPIHono {
   );
 
   app.route('/', healthRoutes(deps));
+  app.route('/', metricsRoutes(deps)).route('/', inspectRoutes(deps)).route('/', uiRoutes()).route('/', dashboardRoutes(deps));
   app.route('/v3', v3Routes(deps));
   mountOpenApi(app);
   mountDocs(app);

@@ -1,0 +1,145 @@
+/**
+ * The pg-boss dashboard (queues, jobs, schedules, warnings of Ferry's pg-boss schema) at /dashboard,
+ * for tokens whose role grants 'dashboard' (operator, admin).
+ *
+ * A browser cannot put a bearer token on a page navigation, so the dashboard also accepts the token
+ * from a cookie that a login form sets: POST /dashboard/login with the token in the form body (never
+ * in a URL, so it stays out of logs and history) sets `ferry_dashboard`, HttpOnly (page scripts
+ * cannot read it), SameSite=Strict (no other site can make the browser send it, which is also what
+ * keeps the dashboard's job actions safe from cross-site requests) and scoped to /dashboard. The
+ * token is checked on every request, so revoking it ends the session at once. Scripts and tests may
+ * send `Authorization: Bearer` instead.
+ *
+ * The dashboard package bundles the pg-boss release whose schema it reads (12.33.2, schema 42);
+ * Ferry pins the same pg-boss, see src/actors/boss.ts.
+ */
+import { createDashboardHandler, type DashboardHandler } from '@pg-boss/dashboard/handler';
+import { Hono, type Context } from 'hono';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
+import { PGBOSS_SCHEMA } from '../actors/boss.ts';
+import { errorStatus, FerryError } from '../errors.ts';
+import type { Pool } from '../persistence/db.ts';
+import { authenticateToken } from '../persistence/tokens.ts';
+import { bearerToken, can, type AuthEnv } from './auth.ts';
+
+export const DASHBOARD_PATH = '/dashboard';
+export const DASHBOARD_COOKIE = 'ferry_dashboard';
+const SESSION_SECONDS = 8 * 3600;
+
+const open = new Set<DashboardHandler>();
+
+/** Closes every dashboard handler's database pools; call when the process stops serving HTTP. */
+export async function closeDashboards(): Promise<void> {
+  const handlers = [...open];
+  open.clear();
+  await Promise.all(handlers.map((h) => h.close()));
+}
+
+export interface DashboardDeps {
+  pool: Pool;
+  /** Where pg-boss lives; by default the pool's own database. */
+  databaseUrl?: string;
+  schema?: string;
+}
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
+function loginPage(message: string | null): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Ferry - queue dashboard sign-in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body style="font-family: system-ui, sans-serif; max-width: 32rem; margin: 4rem auto; padding: 0 1rem">
+<h1>Ferry queue dashboard</h1>
+<p>Sign in with an API token of role <b>operator</b> or <b>admin</b>. The token is kept in an HttpOnly
+cookie for this path only and checked on every request.</p>
+${message ? `<p role="alert" style="color: #b00020">${escapeHtml(message)}</p>` : ''}
+<form method="post" action="${DASHBOARD_PATH}/login">
+<label>API token <input name="token" type="password" autocomplete="off" required size="50"></label>
+<button type="submit">Sign in</button>
+</form></body></html>`;
+}
+
+function loginForm(c: Context, message: string | null, status: number) {
+  c.header('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'");
+  c.header('Cache-Control', 'no-store');
+  return c.html(loginPage(message), status as 200);
+}
+
+/** A login post must come from a page of this server (a form elsewhere cannot log a browser in). */
+function sameOrigin(c: Context): boolean {
+  const origin = c.req.header('Origin');
+  if (!origin || origin === 'null') return origin === undefined;
+  try {
+    return new URL(origin).host === new URL(c.req.url).host;
+  } catch {
+    return false;
+  }
+}
+
+function wantsPage(c: Context): boolean {
+  return c.req.method === 'GET' && (c.req.header('Accept') ?? '').includes('text/html');
+}
+
+export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
+  let handler: DashboardHandler | null = null;
+  const dashboard = () => {
+    if (!handler) {
+      const url = deps.databaseUrl ?? deps.pool.options.connectionString;
+      if (!url) throw new FerryError('SERVICE_UNAVAILABLE', 'the dashboard has no database to read');
+      handler = createDashboardHandler({
+        databases: [{ url, name: 'ferry', schema: deps.schema ?? PGBOSS_SCHEMA }],
+        basePath: DASHBOARD_PATH,
+      });
+      open.add(handler);
+    }
+    return handler;
+  };
+
+  const app = new Hono<AuthEnv>();
+
+  app.get(`${DASHBOARD_PATH}/login`, (c) => loginForm(c, null, 200));
+
+  app.post(`${DASHBOARD_PATH}/login`, async (c) => {
+    if (!sameOrigin(c)) return loginForm(c, 'This sign-in form was not sent from this server.', errorStatus.FORBIDDEN);
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const token = typeof form.token === 'string' ? form.token.trim() : '';
+    const who = token ? await authenticateToken(deps.pool, token) : null;
+    if (!who) return loginForm(c, 'That token is not a valid API token.', errorStatus.UNAUTHENTICATED);
+    if (!can(who.role, 'dashboard')) {
+      return loginForm(c, `Role ${who.role} does not grant the dashboard; use an operator or admin token.`, errorStatus.FORBIDDEN);
+    }
+    setCookie(c, DASHBOARD_COOKIE, token, {
+      path: DASHBOARD_PATH,
+      httpOnly: true,
+      sameSite: 'Strict',
+      secure: new URL(c.req.url).protocol === 'https:',
+      maxAge: SESSION_SECONDS,
+    });
+    return c.redirect(`${DASHBOARD_PATH}/`, 303);
+  });
+
+  app.post(`${DASHBOARD_PATH}/logout`, (c) => {
+    deleteCookie(c, DASHBOARD_COOKIE, { path: DASHBOARD_PATH });
+    return c.redirect(`${DASHBOARD_PATH}/login`, 303);
+  });
+
+  const guard = async (c: Context<AuthEnv>, next: () => Promise<void>) => {
+    const token = bearerToken(c.req.header('Authorization')) ?? getCookie(c, DASHBOARD_COOKIE) ?? null;
+    const who = token ? await authenticateToken(deps.pool, token) : null;
+    if (!who) {
+      if (wantsPage(c)) return c.redirect(`${DASHBOARD_PATH}/login`, 303);
+      c.header('WWW-Authenticate', 'Bearer');
+      throw new FerryError('UNAUTHENTICATED', 'the dashboard needs an operator or admin token (sign in at /dashboard/login)');
+    }
+    if (!can(who.role, 'dashboard')) {
+      throw new FerryError('FORBIDDEN', `role ${who.role} does not grant dashboard`, { permission: 'dashboard', role: who.role });
+    }
+    c.set('principal', { tokenId: who.id, name: who.name, role: who.role });
+    await next();
+  };
+  const serve = (c: Context<AuthEnv>) => dashboard()(c.req.raw);
+
+  app.all(DASHBOARD_PATH, guard, serve);
+  app.all(`${DASHBOARD_PATH}/*`, guard, serve);
+  return app;
+}

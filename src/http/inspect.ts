@@ -1,0 +1,487 @@
+/**
+ * The inspection API: what the visualizer, `ferry movements show|watch` and operators read.
+ *
+ *   GET /inspect/machines                 every machine, described from its own definition
+ *   GET /inspect/movements?state=&limit=  newest movements, with per-state node counts
+ *   GET /inspect/movements/{id}           request, nodes, plan DAG and the full transition history
+ *   GET /inspect/movements/{id}/events    server-sent events: each transition as it commits
+ *
+ * Every route needs a token with 'read'. Tokens travel only in the Authorization header, never in a
+ * URL: the visualizer reads the event stream with fetch() (which can send headers) instead of
+ * EventSource (which cannot), so no token ends up in access logs, browser history or Referer headers.
+ */
+import { Hono } from 'hono';
+import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
+import type { AnyStateMachine } from 'xstate';
+import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
+import { z } from 'zod';
+import { Wakeups, type EventNotice } from '../actors/wakeups.ts';
+import { NotFoundError } from '../errors.ts';
+import { log as rootLog, type Logger } from '../log.ts';
+import { nodeMachine } from '../machines/node-machine.ts';
+import { requestMachine, requestStates } from '../machines/request-machine.ts';
+import type { Pool } from '../persistence/db.ts';
+import { movementOverviews } from '../persistence/inspection.ts';
+import { getRequest, nodesOfRequest, transitionsOfRequest, type NodeRow, type RequestRow, type TransitionRow } from '../persistence/movements.ts';
+import { executorKeyOf } from '../plan/bindings.ts';
+import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
+import { validate, validationError } from './errors.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Machines
+
+export interface MachineStateView {
+  key: string;
+  initial: boolean;
+  final: boolean;
+}
+
+export interface MachineEdgeView {
+  id: string;
+  source: string;
+  target: string;
+  event: string;
+  guard: string | null;
+  actions: string[];
+}
+
+export interface MachineView {
+  id: string;
+  version: string | null;
+  initial: string | null;
+  states: MachineStateView[];
+  events: string[];
+  /** One edge per target of every candidate transition, as toDirectedGraph lays them out. */
+  graph: { nodes: MachineStateView[]; edges: MachineEdgeView[] };
+}
+
+/** The machines Ferry persists, in the order the visualizer lists them. */
+export const inspectedMachines: AnyStateMachine[] = [requestMachine, nodeMachine];
+
+// The same naming as src/machines/introspect.ts, so a graph edge can be compared with the machine's
+// own transition list field by field.
+function guardLabel(guard: unknown): string | null {
+  if (!guard) return null;
+  if (typeof guard === 'string') return guard;
+  const g = guard as { type?: string; guards?: unknown[] };
+  if (g.guards) return `${g.type ?? 'and'}(${g.guards.map(guardLabel).join(', ')})`;
+  return g.type ?? 'inline';
+}
+
+function actionLabel(action: unknown): string {
+  if (typeof action === 'string') return action;
+  const a = action as { type?: string; name?: string };
+  return a.type ?? a.name ?? 'inline';
+}
+
+/** A state's key relative to the machine root ("A" or "A.B" for nested states). */
+function stateKey(node: { path: string[] }): string {
+  return node.path.join('.');
+}
+
+/** Describes a machine from its definition, with its transitions laid out by xstate's toDirectedGraph. */
+export function describeMachine(machine: AnyStateMachine): MachineView {
+  const initial = machine.root.initial?.target?.[0];
+  const initialKey = initial ? stateKey(initial) : null;
+  const nodes: MachineStateView[] = [];
+  const edges: MachineEdgeView[] = [];
+  const visit = (g: DirectedGraphNode) => {
+    for (const child of g.children) {
+      const key = stateKey(child.stateNode);
+      nodes.push({ key, initial: key === initialKey, final: child.stateNode.type === 'final' });
+      for (const e of child.edges) {
+        edges.push({
+          id: e.id,
+          source: stateKey(e.source),
+          target: stateKey(e.target),
+          event: e.label.text,
+          guard: guardLabel(e.transition.guard),
+          actions: (e.transition.actions ?? []).map(actionLabel),
+        });
+      }
+      visit(child);
+    }
+  };
+  visit(toDirectedGraph(machine));
+  return {
+    id: machine.id,
+    version: machine.version ?? null,
+    initial: initialKey,
+    states: nodes,
+    events: [...machine.root.events].sort(),
+    graph: { nodes, edges },
+  };
+}
+
+let machineViews: MachineView[] | null = null;
+function allMachineViews(): MachineView[] {
+  machineViews ??= inspectedMachines.map(describeMachine);
+  return machineViews;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Movements
+
+export interface TransitionView {
+  id: number;
+  entity_type: 'request' | 'node';
+  entity_id: string;
+  node_key: string | null;
+  machine_id: string;
+  machine_version: string;
+  seq: number;
+  /** null for an entity's creation (event xstate.init). */
+  from_state: string | null;
+  to_state: string;
+  event_type: string;
+  event_payload: Record<string, unknown>;
+  actor: string;
+  at: string;
+}
+
+export function transitionView(t: TransitionRow): TransitionView {
+  return {
+    id: t.id,
+    entity_type: t.entity_type,
+    entity_id: t.entity_id,
+    node_key: t.node_key,
+    machine_id: t.machine_id,
+    machine_version: t.machine_version,
+    seq: t.seq,
+    from_state: t.from_state === '' ? null : t.from_state,
+    to_state: t.to_state,
+    event_type: t.event_type,
+    event_payload: t.event_payload,
+    actor: t.actor,
+    at: t.at.toISOString(),
+  };
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+function requestView(r: RequestRow) {
+  return {
+    id: r.id,
+    template_key: r.template_key,
+    template_version: r.template_version,
+    template_version_id: r.template_version_id,
+    machine_id: r.machine_id,
+    machine_version: r.machine_version,
+    request_state: r.request_state,
+    row_version: r.row_version,
+    approval_status: r.approval_status,
+    approval_quorum: r.approval_quorum,
+    approvals: r.approvals,
+    decided_by: r.decided_by,
+    expires_at: iso(r.expires_at),
+    intent: r.intent,
+    input_params: r.input_params,
+    compiled_plan_hash: r.compiled_plan_hash,
+    current_frontier: r.current_frontier,
+    // The URL itself may carry a receiver's credentials; readers only learn that there is one.
+    callback_configured: r.callback_url !== null,
+    created_by: r.created_by,
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
+  };
+}
+
+function nodeView(n: NodeRow) {
+  return {
+    id: n.id,
+    node_key: n.node_key,
+    node_kind: n.node_kind,
+    action_type: n.action_type,
+    executor_key: executorKeyOf(n.executor_binding),
+    machine_id: n.machine_id,
+    machine_version: n.machine_version,
+    node_state: n.node_state,
+    row_version: n.row_version,
+    attempt_no: n.attempt_no,
+    idempotency_key: n.idempotency_key,
+    retryable: n.retryable,
+    predecessor_keys: n.predecessor_keys,
+    successor_keys: n.successor_keys,
+    provider_state: n.provider_state,
+    provider_ref_id: n.provider_ref_id,
+    provider_refs: n.provider_refs,
+    observe_count: n.observe_count,
+    next_observe_at: iso(n.next_observe_at),
+    last_observed_at: iso(n.last_observed_at),
+    dispatch_after: iso(n.dispatch_after),
+    started_at: iso(n.started_at),
+    error_code: n.error_code,
+    error_detail: n.error_detail,
+    created_at: n.created_at.toISOString(),
+    updated_at: n.updated_at.toISOString(),
+  };
+}
+
+export interface PlanView {
+  nodes: Array<{ key: string; kind: string; action_type: string; executor_key: string | null; layer: number }>;
+  edges: Array<{ from: string; to: string }>;
+  initial_frontier: string[];
+}
+
+/**
+ * The plan DAG: nodes in the compiled plan's topological order, edges from each node's
+ * predecessors, and each node's layer (the longest path from a root), which is all a layered
+ * drawing needs.
+ */
+export function planView(request: Pick<RequestRow, 'compiled_plan'>, nodes: NodeRow[]): PlanView {
+  const compiled = request.compiled_plan as { nodes?: Array<{ node_key?: unknown }>; initial_frontier?: unknown };
+  const byKey = new Map(nodes.map((n) => [n.node_key, n]));
+  const compiledOrder = Array.isArray(compiled.nodes) ? compiled.nodes.map((n) => String(n.node_key)) : [];
+  const order = [...compiledOrder.filter((k) => byKey.has(k)), ...nodes.map((n) => n.node_key).filter((k) => !compiledOrder.includes(k))];
+  const edges = order.flatMap((k) => byKey.get(k)!.predecessor_keys.filter((p) => byKey.has(p)).map((p) => ({ from: p, to: k })));
+
+  const layer = new Map<string, number>();
+  const layerOf = (key: string, seen: Set<string>): number => {
+    const known = layer.get(key);
+    if (known !== undefined) return known;
+    if (seen.has(key)) return 0; // a cycle cannot be stored, but a drawing must not hang on one
+    seen.add(key);
+    const preds = byKey.get(key)!.predecessor_keys.filter((p) => byKey.has(p));
+    const l = preds.length === 0 ? 0 : 1 + Math.max(...preds.map((p) => layerOf(p, seen)));
+    layer.set(key, l);
+    return l;
+  };
+  const roots = order.filter((k) => byKey.get(k)!.predecessor_keys.length === 0);
+  return {
+    nodes: order.map((k) => {
+      const n = byKey.get(k)!;
+      return { key: k, kind: n.node_kind, action_type: n.action_type, executor_key: executorKeyOf(n.executor_binding), layer: layerOf(k, new Set()) };
+    }),
+    edges,
+    initial_frontier: Array.isArray(compiled.initial_frontier) ? compiled.initial_frontier.map(String) : roots,
+  };
+}
+
+/** Transitions returned with a movement; longer histories continue on the event stream. */
+export const HISTORY_LIMIT = 5000;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+async function requireRequest(pool: Pool, id: string): Promise<RequestRow> {
+  // An id that is not a UUID names no movement: 404, and it never reaches a uuid cast.
+  const row = UUID.test(id) ? await getRequest(pool, id) : null;
+  if (!row) throw new NotFoundError('movement', id);
+  return row;
+}
+
+export async function movementDetail(pool: Pool, id: string) {
+  const request = await requireRequest(pool, id);
+  const [nodes, history] = await Promise.all([nodesOfRequest(pool, id), transitionsOfRequest(pool, id, 0, HISTORY_LIMIT + 1)]);
+  const complete = history.length <= HISTORY_LIMIT;
+  return {
+    request: requestView(request),
+    nodes: nodes.map(nodeView),
+    plan: planView(request, nodes),
+    transitions: history.slice(0, HISTORY_LIMIT).map(transitionView),
+    /** False when the history was cut at HISTORY_LIMIT; the event stream delivers the rest. */
+    transitions_complete: complete,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The live stream
+
+/** Subscribes to committed-transition notices; resolves once notices are flowing (or being retried). */
+export type SubscribeNotices = (fn: (notice: EventNotice) => void) => Promise<() => void>;
+
+/**
+ * One LISTEN connection per process for all open streams, opened with the first stream and closed
+ * with the last, so an idle Ferry holds no extra connection. It is the runtime's own Wakeups
+ * listener without wake targets: the same channel, reconnects and backoff.
+ */
+export function sharedNotices(databaseUrl: string, log: Logger): SubscribeNotices {
+  let wakeups: Wakeups | null = null;
+  let started: Promise<void> = Promise.resolve();
+  let subscribers = 0;
+  return async (fn) => {
+    subscribers++;
+    if (!wakeups) {
+      wakeups = new Wakeups(databaseUrl, {}, log);
+      started = wakeups.start();
+    }
+    const mine = wakeups;
+    const off = mine.onEvent(fn);
+    await started;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      off();
+      if (--subscribers === 0 && wakeups === mine) {
+        wakeups = null;
+        void mine.stop();
+      }
+    };
+  };
+}
+
+let openStreams = 0;
+/** Event streams currently open in this process (tests use it to see a disconnect cleaned up). */
+export function openEventStreams(): number {
+  return openStreams;
+}
+
+export interface StreamOptions {
+  /** A comment line after this much silence keeps proxies and browsers from dropping the stream. */
+  heartbeatMs: number;
+  /**
+   * Re-read the log this often even without a notice: a notice lost while the LISTEN connection
+   * was down costs only this much latency.
+   */
+  pollMs: number;
+}
+
+const BATCH = 500;
+
+/**
+ * Streams the transitions of one movement with id > afterId until the client goes away.
+ *
+ * Ids as SSE ids are a sound resume point because every transition of a movement is written while
+ * its request row is locked (the durable transition function locks the request first), so a
+ * movement's transitions commit in id order and a reader never skips a smaller id that commits late.
+ */
+async function streamTransitions(
+  stream: SSEStreamingApi,
+  pool: Pool,
+  requestId: string,
+  afterId: number,
+  subscribe: SubscribeNotices,
+  opts: StreamOptions,
+  signal: AbortSignal,
+  log: Logger,
+): Promise<void> {
+  let wake: (() => void) | null = null;
+  const poke = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  let closed = false;
+  const close = () => {
+    closed = true;
+    poke();
+  };
+  stream.onAbort(close);
+  signal.addEventListener('abort', close, { once: true });
+
+  openStreams++;
+  let unsubscribe: () => void = () => {};
+  try {
+    unsubscribe = await subscribe((n) => {
+      if (n.request_id === requestId) poke();
+    });
+    await stream.writeSSE({ event: 'ready', data: JSON.stringify({ request_id: requestId, after: afterId }), retry: 2000 });
+    let last = afterId;
+    let lastWrite = Date.now();
+    while (!closed && !stream.aborted) {
+      const rows = await transitionsOfRequest(pool, requestId, last, BATCH);
+      for (const row of rows) {
+        if (closed) break;
+        await stream.writeSSE({ event: 'transition', id: String(row.id), data: JSON.stringify(transitionView(row)) });
+        last = row.id;
+        lastWrite = Date.now();
+      }
+      if (rows.length === BATCH) continue;
+      const quiet = Date.now() - lastWrite;
+      if (quiet >= opts.heartbeatMs) {
+        await stream.write(': heartbeat\n\n');
+        lastWrite = Date.now();
+      }
+      const waitMs = Math.min(opts.pollMs, Math.max(1, opts.heartbeatMs - (Date.now() - lastWrite)));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          wake = null;
+          resolve();
+        }, waitMs);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        if (closed) poke();
+      });
+    }
+  } catch (err) {
+    // The client reconnects with Last-Event-ID and loses nothing; a write to a closed stream ends here too.
+    if (!closed) log.warn({ err, request_id: requestId }, 'inspection event stream ended by an error');
+  } finally {
+    openStreams--;
+    unsubscribe();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes
+
+export interface InspectDeps {
+  pool: Pool;
+  /** Where committed-transition notices come from; by default a LISTEN shared by all streams. */
+  notices?: SubscribeNotices;
+  stream?: Partial<StreamOptions>;
+  log?: Logger;
+}
+
+const listQuery = z.object({
+  state: z
+    .string()
+    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .pipe(z.array(z.enum(requestStates)).max(requestStates.length))
+    .optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  before: z.string().regex(UUID, 'before must be a movement id').optional(),
+});
+
+const eventsQuery = z.object({
+  after: z.string().regex(/^\d{1,15}$/, 'after must be a transition id (a non-negative integer)').optional(),
+});
+
+function databaseUrlOf(pool: Pool): string {
+  const url = pool.options.connectionString;
+  if (!url) throw new Error('the pool has no connection string to listen with');
+  return url;
+}
+
+export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
+  const log = (deps.log ?? rootLog).child({ component: 'inspect' });
+  const opts: StreamOptions = { heartbeatMs: deps.stream?.heartbeatMs ?? 15_000, pollMs: deps.stream?.pollMs ?? 5_000 };
+  let notices = deps.notices;
+  const subscribe: SubscribeNotices = (fn) => {
+    notices ??= sharedNotices(databaseUrlOf(deps.pool), log);
+    return notices(fn);
+  };
+
+  const app = new Hono<AuthEnv>();
+  app.use('/inspect/*', authenticate(deps.pool), requirePermission('read'));
+
+  app.get('/inspect/machines', (c) => c.json({ machines: allMachineViews() }));
+
+  app.get('/inspect/movements', validate('query', listQuery), async (c) => {
+    const q = c.req.valid('query');
+    const movements = await movementOverviews(deps.pool, { states: q.state, limit: q.limit, beforeId: q.before ?? null });
+    return c.json({
+      movements: movements.map((m) => ({ ...m, created_at: m.created_at.toISOString(), updated_at: m.updated_at.toISOString() })),
+      next_before: movements.length === q.limit ? movements[movements.length - 1].id : null,
+    });
+  });
+
+  app.get('/inspect/movements/:id', async (c) => c.json(await movementDetail(deps.pool, c.req.param('id'))));
+
+  app.get('/inspect/movements/:id/events', validate('query', eventsQuery), async (c) => {
+    const id = c.req.param('id');
+    await requireRequest(deps.pool, id);
+    // A reconnecting client names the last event it saw; that wins over ?after=.
+    const header = c.req.header('Last-Event-ID')?.trim();
+    if (header !== undefined && !/^\d{1,15}$/.test(header)) {
+      throw validationError('header', [{ path: 'last-event-id', message: 'must be a transition id (a non-negative integer)' }]);
+    }
+    const after = Number(header ?? c.req.valid('query').after ?? 0);
+    c.header('X-Accel-Buffering', 'no');
+    return streamSSE(c, (stream) => streamTransitions(stream, deps.pool, id, after, subscribe, opts, c.req.raw.signal, log));
+  });
+
+  return app;
+}

@@ -1,0 +1,187 @@
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { after, test } from 'node:test';
+import { serve, type ServerType } from '@hono/node-server';
+import { Hono } from 'hono';
+import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { installErrorHandling } from '../src/http/errors.ts';
+import { inspectRoutes, openEventStreams, type StreamOptions } from '../src/http/inspect.ts';
+import { withTransaction } from '../src/persistence/db.ts';
+import { createToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+import { collectingDeps, seedMovement, threeNodeTemplate } from './helpers/fixtures.ts';
+import { waitFor } from './helpers/processes.ts';
+
+/**
+ * The live stream over a real HTTP server, as a browser reads it. The safety-net poll is set far
+ * beyond the test's waits, so every live event here can only have come through LISTEN/NOTIFY.
+ */
+
+const db = await testDatabase();
+const token = (await createToken(db.pool, { name: 'events-viewer', role: 'viewer' })).token;
+
+async function server(stream: Partial<StreamOptions>): Promise<string> {
+  const app = new Hono();
+  installErrorHandling(app);
+  app.route('/', inspectRoutes({ pool: db.pool, stream }));
+  const srv: ServerType = await new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
+  });
+  after(
+    () =>
+      new Promise<void>((resolve) => {
+        srv.close(() => resolve());
+        // Streams a failed test left open must not keep the file running.
+        (srv as import('node:http').Server).closeAllConnections();
+      }),
+  );
+  return `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+}
+
+const live = await server({ pollMs: 600_000, heartbeatMs: 600_000 });
+const chatty = await server({ pollMs: 600_000, heartbeatMs: 50 });
+
+interface Message {
+  event?: string;
+  id?: string;
+  data?: string;
+  comment?: string;
+}
+
+/** An SSE reader: next() resolves with the next message or comment. */
+async function open(base: string, requestId: string, headers: Record<string, string> = {}, query = '') {
+  const ctl = new AbortController();
+  const res = await fetch(`${base}/inspect/movements/${requestId}/events${query}`, {
+    headers: { Authorization: `Bearer ${token}`, ...headers },
+    signal: ctl.signal,
+  });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  const queue: Message[] = [];
+  // A liveness bound, so a stream that never delivers fails the test instead of hanging it.
+  const next = (): Promise<Message> => {
+    let timer: NodeJS.Timeout;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('no event within 20 s')), 20_000);
+    });
+    return Promise.race([read(), late]).finally(() => clearTimeout(timer));
+  };
+  const read = async (): Promise<Message> => {
+    while (queue.length === 0) {
+      const cut = buffer.indexOf('\n\n');
+      if (cut >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const m: Message = {};
+        for (const line of block.split('\n')) {
+          if (line.startsWith(':')) m.comment = line.slice(1).trim();
+          else {
+            const i = line.indexOf(':');
+            (m as any)[line.slice(0, i)] = line.slice(i + 1).trimStart();
+          }
+        }
+        queue.push(m);
+        continue;
+      }
+      const { value, done } = await reader.read();
+      if (done) throw new Error('stream ended');
+      buffer += value;
+    }
+    return queue.shift()!;
+  };
+  const nextTransition = async () => {
+    for (;;) {
+      const m = await next();
+      if (m.event === 'transition') return { sseId: Number(m.id), t: JSON.parse(m.data!) };
+    }
+  };
+  return { next, nextTransition, close: () => ctl.abort() };
+}
+
+test('the stream replays the log, then pushes each transition as it commits', async () => {
+  const { request } = await seedMovement(db.pool, threeNodeTemplate('events-live'));
+  const s = await open(live, request.id);
+  assert.equal((await s.next()).event, 'ready');
+
+  // The creation: the request and its three nodes, each at seq 0.
+  const created = [];
+  for (let i = 0; i < 4; i++) created.push(await s.nextTransition());
+  assert.deepEqual(created.map((c) => c.t.event_type), ['xstate.init', 'xstate.init', 'xstate.init', 'xstate.init']);
+  for (const c of created) assert.equal(c.sseId, c.t.id, 'the SSE id is the transition id');
+
+  // Approval commits while the stream waits: it arrives without any poll.
+  await withTransaction(db.pool, (c) =>
+    deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+  );
+  const approve = await s.nextTransition();
+  assert.equal(approve.t.event_type, 'APPROVE');
+  assert.equal(approve.t.from_state, 'PENDING_APPROVAL');
+  assert.equal(approve.t.to_state, 'APPROVED');
+  const unblocked = await s.nextTransition();
+  assert.equal(unblocked.t.node_key, 'withdraw');
+  assert.equal(unblocked.t.to_state, 'READY');
+  assert.ok(unblocked.sseId > approve.sseId && approve.sseId > created[3].sseId, 'ids increase');
+  s.close();
+
+  // Resuming with Last-Event-ID sends only what came after it.
+  const resumed = await open(live, request.id, { 'Last-Event-ID': String(created[1].sseId) });
+  assert.equal((await resumed.next()).event, 'ready');
+  const again = [];
+  for (let i = 0; i < 4; i++) again.push((await resumed.nextTransition()).sseId);
+  assert.deepEqual(again, [created[2].sseId, created[3].sseId, approve.sseId, unblocked.sseId]);
+  resumed.close();
+
+  // ?after= does the same for a first connection.
+  const fromQuery = await open(live, request.id, {}, `?after=${approve.sseId}`);
+  await fromQuery.next();
+  assert.equal((await fromQuery.nextTransition()).sseId, unblocked.sseId);
+  fromQuery.close();
+});
+
+test('other movements\' transitions do not reach a stream', async () => {
+  const mine = (await seedMovement(db.pool, threeNodeTemplate('events-mine'))).request.id;
+  const other = (await seedMovement(db.pool, threeNodeTemplate('events-other'))).request.id;
+  const s = await open(live, mine);
+  await s.next();
+  for (let i = 0; i < 4; i++) await s.nextTransition(); // its creation
+  const approve = (id: string) =>
+    withTransaction(db.pool, (c) =>
+      deliverRequestEvent(c, id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+    );
+  await approve(other);
+  await approve(mine);
+  const first = await s.nextTransition();
+  assert.equal(first.t.entity_id, mine, 'the first live event is this movement\'s approval, not the other one');
+  assert.equal(first.t.event_type, 'APPROVE');
+  s.close();
+});
+
+test('heartbeats keep a quiet stream open', async () => {
+  const { request } = await seedMovement(db.pool, threeNodeTemplate('events-quiet'));
+  const s = await open(chatty, request.id);
+  let heartbeats = 0;
+  while (heartbeats < 2) {
+    const m = await s.next();
+    if (m.comment === 'heartbeat') heartbeats++;
+  }
+  s.close();
+});
+
+test('a client that goes away ends its stream and its subscription', async () => {
+  const { request } = await seedMovement(db.pool, threeNodeTemplate('events-gone'));
+  const before = openEventStreams();
+  const streams = await Promise.all([open(live, request.id), open(live, request.id), open(chatty, request.id)]);
+  for (const s of streams) assert.equal((await s.next()).event, 'ready');
+  assert.equal(openEventStreams(), before + 3);
+  for (const s of streams) s.close();
+  await waitFor('the server to notice the disconnects', async () => openEventStreams() === before, 20_000);
+  // The shared LISTEN connection closes with the last stream.
+  await waitFor('the listen connection to close', async () => {
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'ferry-listen'`,
+    );
+    return rows[0].n === 0;
+  }, 20_000);
+});

@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, test } from 'node:test';
+import { deliverCallbackOnce } from '../src/actors/callback-delivery.ts';
+import { enqueueCallback } from '../src/callbacks/outbox.ts';
+import { loadConfig } from '../src/config.ts';
+import { createApp } from '../src/http/app.ts';
+import { nodeStates } from '../src/machines/node-machine.ts';
+import { requestStates } from '../src/machines/request-machine.ts';
+import { withTransaction } from '../src/persistence/db.ts';
+import { getRequest } from '../src/persistence/movements.ts';
+import { createToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+import { seedMovement, singleNodeTemplate, threeNodeTemplate } from './helpers/fixtures.ts';
+import { approvedMovement, drain, runtimeDeps } from './helpers/runtime.ts';
+
+const db = await testDatabase();
+const app = createApp({ pool: db.pool, config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-metrics' }) });
+const viewer = (await createToken(db.pool, { name: 'metrics-viewer', role: 'viewer' })).token;
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/**
+ * A parser for the Prometheus text format (0.0.4) strict enough to fail on anything malformed:
+ * every line is a HELP, a TYPE or a sample, and every sample belongs to a family with a TYPE.
+ */
+function parse(text: string): Sample[] {
+  const types = new Map<string, string>();
+  const samples: Sample[] = [];
+  const lines = text.split('\n');
+  assert.equal(lines.pop(), '', 'the text ends with a newline');
+  for (const line of lines) {
+    if (line === '') continue; // the format ignores empty lines (prom-client puts one between families)
+    let m = /^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.+)$/.exec(line);
+    if (m) {
+      if (m[1] === 'TYPE') {
+        assert.match(m[3], /^(counter|gauge|histogram|summary|untyped)$/, line);
+        types.set(m[2], m[3]);
+      }
+      continue;
+    }
+    m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    assert.ok(m, `not a sample line: ${JSON.stringify(line)}`);
+    const labels: Record<string, string> = {};
+    if (m[2]) {
+      const rest = m[2].replace(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?/g, (_all, k: string, v: string) => {
+        labels[k] = v.replace(/\\(.)/g, (_x, ch: string) => (ch === 'n' ? '\n' : ch));
+        return '';
+      });
+      assert.equal(rest, '', `bad labels in ${line}`);
+    }
+    const value = Number(m[3] === '+Inf' ? Infinity : m[3] === '-Inf' ? -Infinity : m[3]);
+    // Prometheus parses values with Go's ParseFloat, which takes NaN in any letter case (prom-client writes "Nan").
+    assert.ok(!Number.isNaN(value) || /^nan$/i.test(m[3]), `bad value in ${line}`);
+    const family = [...types.keys()].find((f) => m![1] === f || m![1].startsWith(`${f}_`));
+    assert.ok(family, `sample ${m[1]} has no TYPE line`);
+    samples.push({ name: m[1], labels, value });
+  }
+  return samples;
+}
+
+async function scrape(): Promise<Sample[]> {
+  const res = await app.request('/metrics', { headers: { Authorization: `Bearer ${viewer}` } });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+  return parse(await res.text());
+}
+
+function sum(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+  return samples
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((a, s) => a + s.value, 0);
+}
+
+function one(samples: Sample[], name: string, labels: Record<string, string>): number {
+  const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  assert.equal(found.length, 1, `${name} ${JSON.stringify(labels)}`);
+  return found[0].value;
+}
+
+test('/metrics needs a token', async () => {
+  const res = await app.request('/metrics');
+  assert.equal(res.status, 401);
+  assert.equal(((await res.json()) as any).error.code, 'UNAUTHENTICATED');
+});
+
+test('/metrics is Prometheus text with every Ferry family under ferry_', async () => {
+  const samples = await scrape();
+  const res = await app.request('/metrics', { headers: { Authorization: `Bearer ${viewer}` } });
+  const text = await res.text();
+  for (const family of [
+    'ferry_transitions_total counter',
+    'ferry_claims_total counter',
+    'ferry_worker_runs_total counter',
+    'ferry_worker_run_seconds histogram',
+    'ferry_worker_items_total counter',
+    'ferry_commit_seconds histogram',
+    'ferry_approval_expiry_total counter',
+    'ferry_callback_deliveries_total counter',
+    'ferry_nodes gauge',
+    'ferry_requests gauge',
+  ]) {
+    assert.ok(text.includes(`# TYPE ${family}\n`), family);
+  }
+  assert.ok(samples.every((s) => s.name.startsWith('ferry_')), 'every sample is under ferry_');
+  // Every state has a series, zero or not, so a state emptying never makes its series vanish.
+  for (const state of nodeStates) assert.equal(samples.filter((s) => s.name === 'ferry_nodes' && s.labels.state === state).length, 1, state);
+  for (const state of requestStates) assert.equal(samples.filter((s) => s.name === 'ferry_requests' && s.labels.state === state).length, 1, state);
+});
+
+test('counters and gauges match a movement run to completion', async () => {
+  const before = await scrape();
+  const deps = runtimeDeps(db.pool);
+  const id = await approvedMovement(deps, threeNodeTemplate('metrics-three'));
+  await drain(deps);
+  const after = await scrape();
+  const delta = (name: string, labels: Record<string, string>) => sum(after, name, labels) - sum(before, name, labels);
+
+  assert.equal((await getRequest(db.pool, id))!.request_state, 'COMPLETED');
+  assert.equal(delta('ferry_transitions_total', { machine: 'ferry.node', to: 'COMPLETED' }), 3, 'three nodes completed');
+  assert.equal(delta('ferry_transitions_total', { machine: 'ferry.request', to: 'COMPLETED' }), 1);
+  assert.equal(delta('ferry_transitions_total', { machine: 'ferry.request', from: 'PENDING_APPROVAL', to: 'APPROVED' }), 1);
+  assert.equal(delta('ferry_transitions_total', { machine: 'ferry.request', from: 'APPROVED', to: 'EXECUTING' }), 1);
+
+  // Every logged transition after creation was counted, once.
+  const { rows } = await db.pool.query(
+    `SELECT entity_type, count(*)::int AS n FROM transitions WHERE request_id = $1 AND seq > 0 GROUP BY entity_type`,
+    [id],
+  );
+  const logged = Object.fromEntries(rows.map((r) => [r.entity_type, r.n]));
+  assert.equal(delta('ferry_transitions_total', { machine: 'ferry.node' }), logged.node);
+  assert.equal(delta('ferry_transitions_total', { machine: 'ferry.request' }), logged.request);
+
+  assert.equal(delta('ferry_claims_total', { worker: 'dispatcher', result: 'hit' }), 3, 'one dispatch claim per node');
+  assert.equal(delta('ferry_claims_total', { worker: 'observer', result: 'hit' }), 1, 'the observe node was observed once');
+  assert.ok(delta('ferry_commit_seconds_count', {}) >= logged.node, 'commits were timed');
+
+  // Gauges are read from the database at scrape time.
+  const counts = await db.pool.query(`SELECT node_state, count(*)::int AS n FROM request_nodes GROUP BY node_state`);
+  for (const state of nodeStates) {
+    const n = counts.rows.find((r) => r.node_state === state)?.n ?? 0;
+    assert.equal(one(after, 'ferry_nodes', { state }), n, `ferry_nodes{state="${state}"}`);
+  }
+  const requests = await db.pool.query(`SELECT count(*)::int AS n FROM movement_requests WHERE request_state = 'COMPLETED'`);
+  assert.equal(one(after, 'ferry_requests', { state: 'COMPLETED' }), requests.rows[0].n);
+
+  // A new pending movement moves the gauges at the next scrape, with no counter involved.
+  await seedMovement(db.pool, singleNodeTemplate('metrics-pending'));
+  const later = await scrape();
+  assert.equal(one(later, 'ferry_requests', { state: 'PENDING_APPROVAL' }), one(after, 'ferry_requests', { state: 'PENDING_APPROVAL' }) + 1);
+  assert.equal(one(later, 'ferry_nodes', { state: 'BLOCKED' }), one(after, 'ferry_nodes', { state: 'BLOCKED' }) + 1);
+});
+
+test('callback deliveries are counted by outcome', async () => {
+  const received: string[] = [];
+  const receiver = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      received.push(req.url ?? '');
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
+  after(() => new Promise<void>((r) => receiver.close(() => r())));
+  const port = (receiver.address() as AddressInfo).port;
+
+  const { request } = await seedMovement(db.pool, singleNodeTemplate('metrics-callbacks'), { callbackUrl: `http://127.0.0.1:${port}/cb` });
+  const row = (await getRequest(db.pool, request.id))!;
+  const write = (url: string) =>
+    withTransaction(db.pool, (c) =>
+      enqueueCallback(c, { request: { ...row, callback_url: url }, eventType: 'request_pending_approval', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
+    );
+  const deps = { pool: db.pool, secret: 'metrics-test-secret-0123456789', timeoutMs: 5000 };
+
+  const before = await scrape();
+  const sent = await write(`http://127.0.0.1:${port}/cb`);
+  assert.equal(await deliverCallbackOnce(deps, sent), 'sent');
+  assert.equal(await deliverCallbackOnce(deps, sent), 'skipped');
+  // A closed port: the attempt fails and a retry is scheduled.
+  const closed = createServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
+  const deadPort = (closed.address() as AddressInfo).port;
+  await new Promise<void>((r) => closed.close(() => r()));
+  const failing = await write(`http://127.0.0.1:${deadPort}/cb`);
+  assert.equal(await deliverCallbackOnce(deps, failing), 'retry');
+  const later = await scrape();
+
+  const delta = (outcome: string) => sum(later, 'ferry_callback_deliveries_total', { outcome }) - sum(before, 'ferry_callback_deliveries_total', { outcome });
+  assert.equal(delta('sent'), 1);
+  assert.equal(delta('skipped'), 1);
+  assert.equal(delta('retry'), 1);
+  assert.equal(delta('dlq'), 0);
+  assert.deepEqual(received, ['/cb']);
+});

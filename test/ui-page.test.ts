@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
+import { createApp } from '../src/http/app.ts';
+import { testDatabase } from './helpers/db.ts';
+
+/** The visualizer page is served by Ferry and loads nothing from anywhere else. */
+
+const db = await testDatabase();
+const app = createApp({ pool: db.pool, config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-ui' }) });
+
+test('/ui serves a self-contained page: every asset from Ferry, nothing from the network', async () => {
+  const page = await app.request('/ui');
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
+  const csp = page.headers.get('content-security-policy') ?? '';
+  assert.match(csp, /default-src 'none'/);
+  assert.match(csp, /script-src 'self'/);
+  assert.match(csp, /connect-src 'self'/);
+  const html = await page.text();
+  assert.equal((await app.request('/ui/')).status, 200);
+
+  const refs = [...html.matchAll(/(?:src|href)="([^"#]+)"/g)].map((m) => m[1]);
+  assert.deepEqual(refs.sort(), ['/ui/app.css', '/ui/app.js']);
+  for (const ref of refs) {
+    const res = await app.request(ref);
+    assert.equal(res.status, 200, ref);
+    const body = await res.text();
+    assert.ok(body.length > 100, ref);
+    // No URL to another host: the page must work with no internet.
+    const external = body.match(/(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}/gi)?.filter((u) => !u.endsWith('www.w3.org')) ?? [];
+    assert.deepEqual(external, [], `${ref} refers to no other host`);
+  }
+  assert.match((await app.request('/ui/app.js')).headers.get('content-type') ?? '', /^text\/javascript/);
+  assert.match((await app.request('/ui/app.css')).headers.get('content-type') ?? '', /^text\/css/);
+  assert.equal((await app.request('/ui/secret.txt')).status, 404);
+  assert.equal((await app.request('/ui/../package.json')).status, 404);
+});
+
+test('the page reads data only through the inspection API, with the token in a header', async () => {
+  const js = await (await app.request('/ui/app.js')).text();
+  const paths = new Set([...js.matchAll(/[`'](\/inspect\/[a-z/]*)/g)].map((m) => m[1]));
+  assert.deepEqual([...paths].sort(), ['/inspect/machines', '/inspect/movements', '/inspect/movements/']);
+  assert.match(js, /Authorization: `Bearer \$\{ui\.token\}`/);
+  assert.doesNotMatch(js, /[?&]token=/, 'the token never goes into a URL');
+  assert.doesNotMatch(js, /new EventSource/, 'EventSource cannot send the header; the stream is read with fetch');
+});
