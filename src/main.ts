@@ -11,6 +11,8 @@ import { serve } from '@hono/node-server';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { ConfigError, loadConfig, type FerryConfig } from './config.ts';
 import { createApp, type AppDeps, type RouteModule } from './http/app.ts';
+import { closeDashboards } from './http/dashboard.ts';
+import { setUpDemo } from './demo/template.ts';
 import { log, setLogLevel } from './log.ts';
 import { createPool, type Pool } from './persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
@@ -119,6 +121,7 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
     const applied = await migrate(databaseUrl, (msg) => log.debug({ component: 'migrate' }, msg));
     const pool = createPool(databaseUrl, config.dbPoolMax);
     undo.push(() => pool.end());
+    await setUpDemo({ pool, config, database: embedded ? 'embedded' : 'external' });
 
     const appDeps: AppDeps = { pool, config, routes: hooks.routes };
     const app = createApp(appDeps);
@@ -149,6 +152,7 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
             () => closeServer(server),
             // Extension point: workers and pg-boss stop here, while the pool is still open.
             () => hooks.onStopping?.(runtime),
+            () => closeDashboards(),
             () => pool.end(),
             () => embedded?.stop(),
           ]);

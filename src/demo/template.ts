@@ -1,0 +1,57 @@
+/**
+ * The demonstration template (withdraw -> observe deposit -> sweep on the simulation lane), so that
+ * a new user can create, approve and watch a movement right after `npm start`. It is installed once:
+ * on a start with the embedded database, or with FERRY_DEMO_TEMPLATE=true; FERRY_DEMO_TEMPLATE=false
+ * never installs it. Once the key exists Ferry leaves it alone, whatever versions an operator adds.
+ */
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import type { FerryConfig } from '../config.ts';
+import { log as rootLog, type Logger } from '../log.ts';
+import { withTransaction, type Pool } from '../persistence/db.ts';
+import { getTemplate, saveTemplate } from '../persistence/templates.ts';
+import { parseTemplateDefinition, type TemplateDefinition } from '../plan/template-schema.ts';
+
+export const DEMO_TEMPLATE_KEY = 'demo.withdraw-sweep';
+/** Recorded as the template's author. */
+export const DEMO_AUTHOR = 'system:demo';
+
+/** The definition, from the YAML file next to this module (also usable with `ferry templates apply`). */
+export function demoTemplate(): TemplateDefinition {
+  return parseTemplateDefinition(parse(readFileSync(new URL('./withdraw-sweep.yaml', import.meta.url), 'utf8')));
+}
+
+export function demoTemplateWanted(config: Pick<FerryConfig, 'demoTemplate'>, database: 'embedded' | 'external'): boolean {
+  return config.demoTemplate ?? database === 'embedded';
+}
+
+/** Installs the demo template unless its key exists. Several processes may start at once. */
+export async function installDemoTemplate(pool: Pool): Promise<'installed' | 'present'> {
+  return withTransaction(pool, async (client) => {
+    if (await getTemplate(client, DEMO_TEMPLATE_KEY)) return 'present';
+    // Concurrent installers queue on the template row inside saveTemplate; the same graph gives one version.
+    const { created } = await saveTemplate(client, demoTemplate(), DEMO_AUTHOR);
+    return created ? 'installed' : 'present';
+  });
+}
+
+/**
+ * The start-up step: installs the demo template when wanted and says how to use it. A failure is
+ * logged and start-up goes on; a demo must never keep Ferry from starting.
+ */
+export async function setUpDemo(
+  runtime: { pool: Pool; config: Pick<FerryConfig, 'demoTemplate'>; database: 'embedded' | 'external' },
+  log: Logger = rootLog,
+): Promise<void> {
+  if (!demoTemplateWanted(runtime.config, runtime.database)) return;
+  try {
+    if ((await installDemoTemplate(runtime.pool)) === 'installed') {
+      log.info(
+        { template_key: DEMO_TEMPLATE_KEY },
+        `demo template ${DEMO_TEMPLATE_KEY} installed; see docs/visualizer.md to run and watch a movement in /ui`,
+      );
+    }
+  } catch (err) {
+    log.warn({ err, template_key: DEMO_TEMPLATE_KEY }, 'could not install the demo template');
+  }
+}
