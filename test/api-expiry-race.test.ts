@@ -23,7 +23,7 @@ after(async () => {
 
 const db = await testDatabase();
 // Workers off: the test itself plays the expiry sweep, aimed at each boundary.
-const config = loadConfig({ FERRY_DATA_DIR: '.ferry/test-api-race', FERRY_APPROVAL_TTL_SECONDS: '3', FERRY_LOG_LEVEL: 'silent' });
+const config = loadConfig({ FERRY_DATA_DIR: '.ferry/test-api-race', FERRY_APPROVAL_TTL_SECONDS: '6', FERRY_LOG_LEVEL: 'silent' });
 runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: false });
 const app = createApp({ pool: db.pool, config, runtime });
 const requester = await createToken(db.pool, { name: 'requester', role: 'requester' });
