@@ -2,6 +2,9 @@
  * The published contract: /openapi.json lists every /v3 route the app serves, its references
  * resolve, and /docs is a working Swagger UI served entirely by Ferry (no CDN).
  */
+// First on purpose: the plan schemas are built before @hono/zod-openapi is loaded, as happens when a
+// process imports the plan modules before the HTTP layer. The API must still build and validate.
+import '../src/plan/template-schema.ts';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -128,6 +131,8 @@ test('/docs serves Swagger UI and every asset it loads from Ferry itself', async
     const name = asset.split('/').pop()!;
     if (name === 'docs-init.js') {
       assert.match(bytes.toString('utf8'), /url: "\/openapi\.json"/);
+      assert.match(bytes.toString('utf8'), /validatorUrl: null/, 'no outside validator is called');
+      assert.doesNotMatch(bytes.toString('utf8'), /https?:\/\//);
       assert.match(r.headers.get('content-type') ?? '', /javascript/);
     } else {
       assert.ok(bytes.equals(await readFile(join(dist, name))), `${asset} is the packaged file`);
@@ -153,4 +158,17 @@ test('without the runtime, reads work and changes answer 503 with a code', async
   });
   assert.equal(create.status, 503);
   assert.equal(((await create.json()) as any).error.code, 'SERVICE_UNAVAILABLE');
+
+  // Input is still validated first, with the template schema built before the OpenAPI layer loaded.
+  const post = (body: unknown) =>
+    app.request('/v3/templates', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  const bad = await post({ template_key: 'x', nodes: [], colour: 'red' });
+  assert.equal(bad.status, 400);
+  assert.equal(((await bad.json()) as any).error.code, 'VALIDATION_FAILED');
+  const good = await post({ template_key: 'x', nodes: [{ node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' }] });
+  assert.equal(good.status, 503);
 });

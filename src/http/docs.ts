@@ -36,6 +36,8 @@ const initScript = `window.addEventListener('load', function () {
     dom_id: '#swagger-ui',
     deepLinking: true,
     persistAuthorization: false,
+    // The default validator badge would send the document to an outside service.
+    validatorUrl: null,
     presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
     layout: 'StandaloneLayout'
   });

@@ -110,7 +110,9 @@ export const IdempotencyHeaders = z.object({
 // ---------------------------------------------------------------------------------------------
 // Request bodies
 
-export const TemplateDefinitionBody = templateDefinitionSchema.openapi('TemplateDefinition');
+// .meta() returns a named copy (validation unchanged). Not .openapi(): that method exists only on
+// schemas built after @hono/zod-openapi was loaded, and the plan module may have been loaded first.
+export const TemplateDefinitionBody = templateDefinitionSchema.meta({ id: 'TemplateDefinition' });
 
 export const CompileBody = z
   .strictObject({
