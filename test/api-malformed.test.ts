@@ -314,6 +314,26 @@ v('redrive: already sent', 'POST', `/v3/callbacks/${sentCallback}/redrive`, {}, 
 v('redrive: unknown callback', 'POST', `/v3/callbacks/${UNKNOWN}/redrive`, {}, 404, 'NOT_FOUND', op);
 v('redrive: malformed id', 'POST', '/v3/callbacks/not-an-id/redrive', {}, 404, 'NOT_FOUND', op);
 
+// Text PostgreSQL cannot store (NUL, unpaired surrogates), wherever it hides.
+const nodeWith = (extra: Record<string, unknown>) => ({ ...template, template_key: 'nul', nodes: [{ ...node, ...extra }], edges: [] });
+v('text: NUL in a template description', 'POST', '/v3/templates', { ...nodeWith({}), description: 'a\u0000b' });
+v('text: NUL in node config', 'POST', '/v3/templates', nodeWith({ config: { to: 'x\u0000' } }));
+v('text: unpaired surrogate in node config', 'POST', '/v3/templates', nodeWith({ config: { to: '\ud800' } }));
+v('text: NUL in an intent value', 'POST', mv, { template_key: 'shape', intent: { memo: '\u0000' } }, 400, 'VALIDATION_FAILED', req);
+v('text: NUL in an intent key', 'POST', mv, { template_key: 'shape', intent: { 'a\u0000': 1 } }, 400, 'VALIDATION_FAILED', req);
+v('text: NUL deep in input_params', 'POST', mv, { template_key: 'shape', intent: {}, input_params: { a: [{ b: ['\u0000'] }] } }, 400, 'VALIDATION_FAILED', req);
+v('text: unpaired low surrogate in intent', 'POST', mv, { template_key: 'shape', intent: { s: 'x\udc00' } }, 400, 'VALIDATION_FAILED', req);
+v('text: NUL in callback_url', 'POST', mv, { template_key: 'shape', intent: {}, callback_url: 'http://127.0.0.1/\u0000' }, 400, 'VALIDATION_FAILED', req);
+v('text: NUL in a reject reason', 'POST', at(pending, 'reject'), { reason: 'no\u0000' }, 400, 'VALIDATION_FAILED', tokens.approver.token);
+v('text: NUL in a cancel reason', 'POST', at(pending, 'cancel'), { reason: '\u0000' }, 400, 'VALIDATION_FAILED', req);
+v('text: NUL in compile intent', 'POST', compile, { intent: { a: '\u0000' } });
+v('text: NUL in a signer key', 'PUT', '/v3/signers/no%00op/expected-identity', { address: `0x${'1'.repeat(40)}` });
+v('text: NUL in a movement id', 'GET', `/v3/movements/${UNKNOWN}%00`, undefined);
+v('text: NUL in an audit filter', 'GET', '/v3/audit-events?entity_type=%00', undefined);
+v('text: NUL in an audit entity id', 'GET', '/v3/audit-events?entity_id=a%00', undefined);
+v('text: NUL in a query key', 'GET', '/v3/movements?st%00ate=1', undefined);
+v('text: unpaired surrogate in a cursor', 'GET', '/v3/callbacks?cursor=%ED%A0%80', undefined);
+
 // Query strings and ids in paths.
 const get = (name: string, path: string, status = 400, code = 'VALIDATION_FAILED') => add({ name, method: 'GET', path, token: tokens.viewer.token, status, code });
 const badCursor = Buffer.from(JSON.stringify(['2026-02-30T00:00:00.000000Z', UNKNOWN])).toString('base64url');
@@ -440,4 +460,8 @@ test(`${cases.length} malformed requests: every one a 4xx with an error code, an
 test('the refusals did not block valid work: the same routes still accept good input', async () => {
   const moved = await call('POST', at(pending, 'approve'), tokens.approver.token, { compiled_plan_hash: pending.compiled_plan_hash });
   assert.equal(moved.movement.state, 'APPROVED');
+  // Text outside ASCII, surrogate pairs included, is ordinary input.
+  const intent = { memo: 'Überweisung 💸 für Q3', 'clé': 'ß' };
+  const created = await call('POST', mv, req, { template_key: 'shape', intent });
+  assert.deepEqual(created.movement.intent, intent);
 });

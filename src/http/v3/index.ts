@@ -5,6 +5,7 @@ import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
 import { registryRoutes } from './registry.ts';
 import { templateRoutes } from './templates.ts';
+import { refuseUnstorableText } from './text-guard.ts';
 
 export type { ApiRuntime, V3Deps } from './context.ts';
 
@@ -17,6 +18,7 @@ export function v3Routes(deps: V3Deps) {
   const app = resourceApp();
   // Before any route: an unauthenticated caller learns nothing, not even which paths exist.
   app.use('*', authenticate(deps.pool));
+  app.use('*', refuseUnstorableText);
   app.route('/', templateRoutes(ctx));
   app.route('/', movementRoutes(ctx));
   app.route('/', registryRoutes(ctx));
