@@ -1,0 +1,416 @@
+/**
+ * `ferry movements create | approve | list | show | watch`: a client of a running Ferry's HTTP API
+ * (never of its database), so these commands work from any machine that can reach the API, with the
+ * same tokens, roles and audit trail as any other client.
+ *
+ * Where: --url, else FERRY_URL, else http://127.0.0.1:3000. Who: --token, else FERRY_TOKEN.
+ */
+import type { ParseArgsOptionsConfig } from 'node:util';
+import { request } from 'undici';
+import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
+import { table } from './format.ts';
+
+export const DEFAULT_URL = 'http://127.0.0.1:3000';
+
+// ---------------------------------------------------------------------------------------------
+// The API client shared by the movement and template commands
+
+export interface ApiTarget {
+  url: string;
+  token: string;
+}
+
+export const apiOptions: ParseArgsOptionsConfig = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+  json: { type: 'boolean' },
+};
+export const API_USAGE = '[--url URL] [--token TOKEN] [--json]';
+
+export function apiTarget(ctx: CliContext): ApiTarget {
+  const url = (ctx.option('url') ?? ctx.env.FERRY_URL ?? DEFAULT_URL).replace(/\/+$/, '');
+  if (!/^https?:\/\/[^/]+/i.test(url)) throw new UsageError(`--url must be an http(s) URL, got "${url}"`);
+  const token = ctx.option('token') ?? ctx.env.FERRY_TOKEN;
+  if (!token) throw new UsageError('an API token is required: --token TOKEN or FERRY_TOKEN (create one with `ferry tokens create`)');
+  return { url, token };
+}
+
+function unreachable(target: ApiTarget, err: unknown): CliError {
+  const e = err as { code?: string; cause?: { code?: string }; message?: string };
+  const code = e.code ?? e.cause?.code ?? e.message ?? String(err);
+  return new CliError(`cannot reach Ferry at ${target.url} (${code}); is it running? (ferry start)`);
+}
+
+/** Calls the API; a non-2xx answer becomes a CliError carrying Ferry's error code and message. */
+export async function callApi<T = any>(
+  target: ApiTarget,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<T> {
+  let res;
+  try {
+    res = await request(`${target.url}${path}`, {
+      method: method as 'GET',
+      headers: {
+        authorization: `Bearer ${target.token}`,
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    throw unreachable(target, err);
+  }
+  const text = await res.body.text();
+  let parsed: any = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: reported below with the status
+  }
+  if (res.statusCode >= 200 && res.statusCode < 300) return parsed as T;
+  const error = parsed?.error;
+  const hint = res.statusCode === 401 ? ' (check --token or FERRY_TOKEN)' : '';
+  if (error?.code) throw new CliError(`${error.code}: ${error.message}${hint}`);
+  throw new CliError(`${method} ${path} answered HTTP ${res.statusCode}${hint}`);
+}
+
+/** A JSON object given on the command line (--intent, --input). */
+export function jsonObjectOption(ctx: CliContext, name: string): Record<string, unknown> | undefined {
+  const raw = ctx.option(name);
+  if (raw === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (err) {
+    throw new UsageError(`--${name} must be JSON: ${(err as Error).message}`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new UsageError(`--${name} must be a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function movementId(ctx: CliContext): string {
+  const id = ctx.positionals[0];
+  if (!UUID.test(id)) throw new UsageError(`ID must be a movement id (a UUID), got "${id}"`);
+  return id;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes read from the inspection API (the parts these commands use)
+
+interface TransitionView {
+  id: number;
+  entity_type: 'request' | 'node';
+  node_key: string | null;
+  from_state: string | null;
+  to_state: string;
+  event_type: string;
+  actor: string;
+  at: string;
+}
+
+interface MovementDetail {
+  request: {
+    id: string;
+    template_key: string;
+    template_version: number;
+    request_state: string;
+    approval_status: string;
+    approvals: { by: string; at: string }[];
+    compiled_plan_hash: string;
+    created_by: string;
+    created_at: string;
+    expires_at: string | null;
+  };
+  nodes: Array<{ node_key: string; node_state: string; attempt_no: number; executor_key: string | null; error_code: string | null; error_detail: string | null }>;
+  plan: { nodes: Array<{ key: string; layer: number }>; edges: Array<{ from: string; to: string }> };
+  transitions: TransitionView[];
+}
+
+/** Request states after which a movement does not move again without a person acting on it. */
+export const END_STATES = new Set(['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION', 'REJECTED', 'EXPIRED', 'CANCELLED']);
+
+const time = (iso: string) => iso.slice(11, 23);
+
+function entity(t: TransitionView): string {
+  return t.entity_type === 'request' ? 'request' : t.node_key ?? '?';
+}
+
+function transitionLine(t: TransitionView): string {
+  return `${time(t.at)}  ${entity(t)}  ${t.from_state ?? '(created)'} -> ${t.to_state}  ${t.event_type}  by ${t.actor}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+
+const create: CliCommand = {
+  path: ['movements', 'create'],
+  summary: 'create a movement from a template (it then waits for approval)',
+  usage: `--template KEY --intent JSON [--input JSON] [--callback-url URL] [--template-version N] [--idempotency-key KEY] ${API_USAGE}`,
+  options: {
+    ...apiOptions,
+    template: { type: 'string' },
+    intent: { type: 'string' },
+    input: { type: 'string' },
+    'callback-url': { type: 'string' },
+    'template-version': { type: 'string' },
+    'idempotency-key': { type: 'string' },
+  },
+  async run(ctx) {
+    const template = ctx.option('template');
+    if (!template) throw new UsageError('--template is required');
+    const intent = jsonObjectOption(ctx, 'intent');
+    if (!intent) throw new UsageError('--intent is required (a JSON object, e.g. \'{"asset":"USDC","amount":"100"}\')');
+    const input = jsonObjectOption(ctx, 'input');
+    const version = ctx.option('template-version');
+    if (version !== undefined && !/^[1-9]\d{0,8}$/.test(version)) throw new UsageError('--template-version must be a positive integer');
+    const target = apiTarget(ctx);
+    const body = {
+      template_key: template,
+      intent,
+      ...(input ? { input_params: input } : {}),
+      ...(ctx.option('callback-url') ? { callback_url: ctx.option('callback-url') } : {}),
+      ...(version ? { template_version: Number(version) } : {}),
+    };
+    const key = ctx.option('idempotency-key');
+    const created = await callApi(target, 'POST', '/v3/movements', body, key ? { 'idempotency-key': key } : {});
+    if (ctx.flag('json')) return ctx.out(JSON.stringify(created));
+    const m = created.movement;
+    ctx.out(`Created movement ${m.id} (${m.state}) from ${m.template_key} v${m.template_version}.`);
+    ctx.out(`Plan hash: ${m.compiled_plan_hash}`);
+    ctx.out(`A second person approves it with: ferry movements approve ${m.id}`);
+  },
+};
+
+const approve: CliCommand = {
+  path: ['movements', 'approve'],
+  summary: 'approve a movement: reads its plan hash and approves exactly that plan',
+  usage: `ID [--plan-hash HASH] ${API_USAGE}`,
+  positionals: { min: 1, max: 1, names: 'ID' },
+  options: { ...apiOptions, 'plan-hash': { type: 'string' } },
+  async run(ctx) {
+    const id = movementId(ctx);
+    const target = apiTarget(ctx);
+    const current = (await callApi(target, 'GET', `/v3/movements/${id}`)).movement;
+    // The hash names the plan being approved; --plan-hash pins the one a reviewer looked at, and
+    // Ferry refuses the approval if the movement's plan is not that one.
+    const hash = ctx.option('plan-hash') ?? current.compiled_plan_hash;
+    const decided = await callApi(target, 'POST', `/v3/movements/${id}/approve`, { compiled_plan_hash: hash });
+    if (ctx.flag('json')) return ctx.out(JSON.stringify(decided));
+    const m = decided.movement;
+    ctx.out(`Approved plan ${hash} of movement ${m.id} (${m.template_key} v${m.template_version}).`);
+    ctx.out(
+      m.state === 'PENDING_APPROVAL'
+        ? `Approvals ${m.approvals.length} of ${m.approval_quorum}: it waits for more.`
+        : `It is ${m.state}. Watch it with: ferry movements watch ${m.id}`,
+    );
+  },
+};
+
+const list: CliCommand = {
+  path: ['movements', 'list'],
+  summary: 'list recent movements, newest first',
+  usage: `[--state STATE[,STATE...]] [--limit N] ${API_USAGE}`,
+  options: { ...apiOptions, state: { type: 'string' }, limit: { type: 'string' } },
+  async run(ctx) {
+    const limit = ctx.option('limit') ?? '50';
+    if (!/^\d{1,3}$/.test(limit) || Number(limit) < 1 || Number(limit) > 200) throw new UsageError('--limit must be from 1 to 200');
+    const state = ctx.option('state');
+    const query = new URLSearchParams({ limit, ...(state ? { state: state.toUpperCase() } : {}) });
+    const { movements } = await callApi(apiTarget(ctx), 'GET', `/inspect/movements?${query}`);
+    if (ctx.flag('json')) return ctx.out(JSON.stringify(movements));
+    if (movements.length === 0) return ctx.out(state ? `No movements in ${state.toUpperCase()}.` : 'No movements yet.');
+    ctx.out(
+      table(
+        ['ID', 'STATE', 'TEMPLATE', 'STEPS DONE', 'CREATED'],
+        movements.map((m: any) => [
+          m.id,
+          m.request_state,
+          `${m.template_key} v${m.template_version}`,
+          `${(m.node_states.COMPLETED ?? 0) + (m.node_states.SKIPPED ?? 0)}/${m.nodes_total}`,
+          m.created_at,
+        ]),
+      ),
+    );
+  },
+};
+
+const show: CliCommand = {
+  path: ['movements', 'show'],
+  summary: 'show a movement: its steps and its whole transition history',
+  usage: `ID ${API_USAGE}`,
+  positionals: { min: 1, max: 1, names: 'ID' },
+  options: apiOptions,
+  async run(ctx) {
+    const id = movementId(ctx);
+    const d: MovementDetail = await callApi(apiTarget(ctx), 'GET', `/inspect/movements/${id}`);
+    if (ctx.flag('json')) return ctx.out(JSON.stringify(d));
+    const r = d.request;
+    ctx.out(`Movement ${r.id}`);
+    ctx.out(`  template   ${r.template_key} v${r.template_version}`);
+    ctx.out(`  state      ${r.request_state} (approval ${r.approval_status}, ${r.approvals.length} approval(s))`);
+    ctx.out(`  plan hash  ${r.compiled_plan_hash}`);
+    ctx.out(`  created    ${r.created_at} by ${r.created_by}`);
+    ctx.out('');
+    const layer = new Map(d.plan.nodes.map((n) => [n.key, n.layer]));
+    const nodes = [...d.nodes].sort((a, b) => (layer.get(a.node_key) ?? 0) - (layer.get(b.node_key) ?? 0));
+    ctx.out(
+      table(
+        ['STEP', 'STATE', 'ATTEMPT', 'EXECUTOR', 'AFTER', 'ERROR'],
+        nodes.map((n) => [
+          n.node_key,
+          n.node_state,
+          String(n.attempt_no),
+          n.executor_key ?? '-',
+          d.plan.edges.filter((e) => e.to === n.node_key).map((e) => e.from).join(',') || '-',
+          n.error_code ? `${n.error_code}${n.error_detail ? `: ${n.error_detail}` : ''}` : '',
+        ]),
+      ),
+    );
+    ctx.out('');
+    ctx.out('History:');
+    for (const t of d.transitions) ctx.out(`  ${transitionLine(t)}`);
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// watch
+
+interface SseMessage {
+  event: string;
+  id: string | null;
+  data: string;
+}
+
+/** Splits a text/event-stream body into messages (comments, i.e. heartbeats, are dropped). */
+export async function* sseMessages(chunks: AsyncIterable<Buffer | string>): AsyncGenerator<SseMessage> {
+  let buffer = '';
+  for await (const chunk of chunks) {
+    buffer += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
+    let cut;
+    while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, '');
+      const msg: SseMessage = { event: 'message', id: null, data: '' };
+      const data: string[] = [];
+      for (const line of block.split(/\r?\n/)) {
+        if (line.startsWith(':')) continue;
+        const i = line.indexOf(':');
+        const field = i < 0 ? line : line.slice(0, i);
+        const value = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+        if (field === 'event') msg.event = value;
+        else if (field === 'id') msg.id = value;
+        else if (field === 'data') data.push(value);
+      }
+      if (data.length > 0) yield { ...msg, data: data.join('\n') };
+    }
+  }
+}
+
+const MARK: Record<string, string> = {
+  COMPLETED: 'done',
+  SKIPPED: 'skip',
+  CANCELLED: 'cncl',
+  FAILED: 'FAIL',
+  UNKNOWN: ' ?? ',
+  BLOCKED: ' .. ',
+};
+
+/** The terminal view: one line per step, redrawn in place on a terminal. */
+function progressView(d: MovementDetail, requestState: string, states: Map<string, string>, last: TransitionView | null): string[] {
+  const layer = new Map(d.plan.nodes.map((n) => [n.key, n.layer]));
+  const keys = d.plan.nodes.map((n) => n.key).sort((a, b) => (layer.get(a) ?? 0) - (layer.get(b) ?? 0));
+  const width = Math.max(...keys.map((k) => k.length));
+  const done = keys.filter((k) => ['COMPLETED', 'SKIPPED'].includes(states.get(k) ?? '')).length;
+  return [
+    `movement ${d.request.id}  ${d.request.template_key} v${d.request.template_version}  ${requestState}  (${done}/${keys.length} steps done)`,
+    ...keys.map((k) => {
+      const s = states.get(k) ?? '?';
+      return `  [${MARK[s] ?? ' >> '}] ${k.padEnd(width)}  ${s}`;
+    }),
+    last ? `  last: ${transitionLine(last)}` : '',
+  ];
+}
+
+const watch: CliCommand = {
+  path: ['movements', 'watch'],
+  summary: 'follow a movement live until it ends (exit 0 when it completes, 1 otherwise)',
+  usage: `ID ${API_USAGE}`,
+  positionals: { min: 1, max: 1, names: 'ID' },
+  options: apiOptions,
+  async run(ctx) {
+    const id = movementId(ctx);
+    const target = apiTarget(ctx);
+    const json = ctx.flag('json');
+    const d: MovementDetail = await callApi(target, 'GET', `/inspect/movements/${id}`);
+    const states = new Map(d.nodes.map((n) => [n.node_key, n.node_state]));
+    let requestState = d.request.request_state;
+    let last: TransitionView | null = null;
+    let lastId = d.transitions.length ? d.transitions[d.transitions.length - 1].id : 0;
+    const tty = !json && process.stdout.isTTY === true && ctx.env.TERM !== 'dumb';
+    let drawn = 0;
+    const draw = () => {
+      const lines = progressView(d, requestState, states, last);
+      ctx.out((drawn ? `\x1b[${drawn}A\x1b[J` : '') + lines.join('\n'));
+      drawn = lines.length;
+    };
+    const apply = (t: TransitionView) => {
+      lastId = Math.max(lastId, t.id);
+      if (t.entity_type === 'request') requestState = t.to_state;
+      else if (t.node_key) states.set(t.node_key, t.to_state);
+      last = t;
+      if (json) ctx.out(JSON.stringify(t));
+      else if (tty) draw();
+      else ctx.out(transitionLine(t));
+    };
+
+    if (tty) draw();
+    else if (!json) ctx.out(progressView(d, requestState, states, null).filter(Boolean).join('\n'));
+
+    let failures = 0;
+    while (!END_STATES.has(requestState)) {
+      let res;
+      try {
+        res = await request(`${target.url}/inspect/movements/${id}/events`, {
+          headers: { authorization: `Bearer ${target.token}`, accept: 'text/event-stream', 'last-event-id': String(lastId) },
+        });
+      } catch (err) {
+        if (++failures > 5) throw unreachable(target, err);
+        await new Promise((r) => setTimeout(r, 1000 * failures));
+        continue;
+      }
+      if (res.statusCode !== 200) {
+        const body = (await res.body.json().catch(() => null)) as any;
+        throw new CliError(body?.error?.code ? `${body.error.code}: ${body.error.message}` : `the event stream answered HTTP ${res.statusCode}`);
+      }
+      const before = lastId;
+      try {
+        for await (const msg of sseMessages(res.body)) {
+          if (msg.event !== 'transition') continue;
+          const t = JSON.parse(msg.data) as TransitionView;
+          if (t.id <= lastId) continue;
+          apply(t);
+          if (END_STATES.has(requestState)) break;
+        }
+      } catch {
+        // The stream broke (Ferry restarting, network): resume from the last event seen.
+      } finally {
+        res.body.destroy();
+      }
+      if (END_STATES.has(requestState)) break;
+      // A stream that keeps ending without news is a Ferry going away, not a movement moving.
+      failures = lastId > before ? 0 : failures + 1;
+      if (failures > 5) throw new CliError(`the event stream of ${target.url} keeps closing; giving up`);
+      await new Promise((r) => setTimeout(r, 500 * failures));
+    }
+    if (!json) ctx.out(`movement ${id} ended ${requestState}`);
+    return requestState === 'COMPLETED' ? 0 : 1;
+  },
+};
+
+export const movementCommands: CliCommand[] = [create, approve, list, show, watch];

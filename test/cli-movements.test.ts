@@ -1,0 +1,245 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, test } from 'node:test';
+// main.ts first: the /v3 schemas need @hono/zod-openapi loaded before the plan schema module.
+import { startFerry, type RunningFerry } from '../src/main.ts';
+import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
+import { log } from '../src/log.ts';
+import { createToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+
+/**
+ * `ferry templates apply` and `ferry movements ...`, run as a user runs them (a separate process)
+ * against a running Ferry with its workers, on a test database.
+ */
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+let runtime: Runtime | undefined;
+let ferry: RunningFerry | undefined;
+after(async () => {
+  await ferry?.stop();
+});
+const db = await testDatabase();
+ferry = await startFerry(
+  { DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-cli-')), FERRY_LOG_LEVEL: 'silent' },
+  {
+    onStarted: async (r) => {
+      runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
+      r.appDeps.runtime = runtime;
+    },
+    onStopping: async () => {
+      await runtime?.stop();
+    },
+  },
+);
+const tokens = {
+  operator: (await createToken(db.pool, { name: 'cli-operator', role: 'operator' })).token,
+  requester: (await createToken(db.pool, { name: 'cli-requester', role: 'requester' })).token,
+  approver: (await createToken(db.pool, { name: 'cli-approver', role: 'approver' })).token,
+  viewer: (await createToken(db.pool, { name: 'cli-viewer', role: 'viewer' })).token,
+};
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function start(args: string[], token: string | null, env: Record<string, string> = {}) {
+  const base = { ...process.env };
+  for (const k of ['DATABASE_URL', 'TEST_DATABASE_URL', 'FERRY_URL', 'FERRY_TOKEN']) delete base[k];
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], {
+    cwd: root,
+    env: { ...base, FERRY_URL: ferry!.url, ...(token ? { FERRY_TOKEN: token } : {}), ...env },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const done = new Promise<Run>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 0), stdout, stderr }));
+  });
+  return { child, done, output: () => stdout };
+}
+
+const ferryCli = (args: string[], token: string | null, env?: Record<string, string>) => start(args, token, env).done;
+
+const dir = mkdtempSync(join(tmpdir(), 'ferry-cli-templates-'));
+const yamlFile = join(dir, 'transfer.yaml');
+writeFileSync(
+  yamlFile,
+  `# a test plan
+template_key: cli.transfer
+description: withdraw, check, sweep
+nodes:
+  - { node_key: withdraw, node_kind: action, action_type: cex_withdrawal, executor_binding: exec.sim.action, config: { sim: { latency_ms: 100 } } }
+  - { node_key: check, node_kind: observe, action_type: cex_deposit_status, executor_binding: exec.sim.observe, config: { sim: { latency_ms: 100 } } }
+  - { node_key: sweep, node_kind: action, action_type: sweep, executor_binding: exec.sim.action, config: { sim: { latency_ms: 100 } } }
+edges:
+  - { from: withdraw, to: check }
+  - { from: check, to: sweep }
+`,
+);
+
+test('templates apply: YAML or JSON, one version per graph', async () => {
+  const first = await ferryCli(['templates', 'apply', yamlFile], tokens.operator);
+  assert.equal(first.code, 0, first.stderr);
+  assert.match(first.stdout, /template cli\.transfer: version 1 created/);
+  const again = await ferryCli(['templates', 'apply', yamlFile], tokens.operator);
+  assert.equal(again.code, 0, again.stderr);
+  assert.match(again.stdout, /template cli\.transfer: unchanged \(version 1\)/);
+
+  const jsonFile = join(dir, 'two.json');
+  writeFileSync(
+    jsonFile,
+    JSON.stringify([
+      { template_key: 'cli.one', nodes: [{ node_key: 'a', node_kind: 'action', action_type: 'x', executor_binding: 'exec.sim.action' }], edges: [] },
+      { template_key: 'cli.two', nodes: [{ node_key: 'b', node_kind: 'action', action_type: 'y', executor_binding: 'exec.sim.action' }], edges: [] },
+    ]),
+  );
+  const two = await ferryCli(['templates', 'apply', jsonFile, '--json'], tokens.operator);
+  assert.equal(two.code, 0, two.stderr);
+  assert.deepEqual(JSON.parse(two.stdout).map((r: any) => [r.template.template_key, r.created]), [['cli.one', true], ['cli.two', true]]);
+});
+
+test('templates apply: refusals are clear and change nothing', async () => {
+  const bad = join(dir, 'bad.yaml');
+  writeFileSync(bad, 'template_key: cli.bad\nnodes: [ {');
+  const broken = await ferryCli(['templates', 'apply', bad], tokens.operator);
+  assert.equal(broken.code, 1);
+  assert.match(broken.stderr, /not valid YAML/);
+
+  const cyclic = join(dir, 'cycle.yaml');
+  writeFileSync(
+    cyclic,
+    `template_key: cli.cycle
+nodes:
+  - { node_key: a, node_kind: action, action_type: x, executor_binding: exec.sim.action }
+  - { node_key: b, node_kind: action, action_type: x, executor_binding: exec.sim.action }
+edges: [ { from: a, to: b }, { from: b, to: a } ]
+`,
+  );
+  const refused = await ferryCli(['templates', 'apply', cyclic], tokens.operator);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /INVALID_TEMPLATE: .*cycle/i);
+
+  const forbidden = await ferryCli(['templates', 'apply', yamlFile], tokens.requester);
+  assert.equal(forbidden.code, 1);
+  assert.match(forbidden.stderr, /FORBIDDEN/);
+  const missing = await ferryCli(['templates', 'apply', join(dir, 'nope.yaml')], tokens.operator);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /cannot read .*nope\.yaml.*ENOENT/);
+  const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM plan_templates WHERE template_key IN ('cli.cycle', 'cli.bad')`);
+  assert.equal(rows[0].n, 0);
+});
+
+test('create, watch live while a second person approves, then list and show', async () => {
+  const created = await ferryCli(['movements', 'create', '--template', 'cli.transfer', '--intent', '{"asset":"USDC","amount":"42"}'], tokens.requester);
+  assert.equal(created.code, 0, created.stderr);
+  const id = /Created movement ([0-9a-f-]{36}) \(PENDING_APPROVAL\)/.exec(created.stdout)?.[1];
+  assert.ok(id, created.stdout);
+
+  // Four-eyes: the requester cannot approve what they created.
+  const self = await ferryCli(['movements', 'approve', id], tokens.requester);
+  assert.equal(self.code, 1);
+  assert.match(self.stderr, /FORBIDDEN|FOUR_EYES_VIOLATION/);
+
+  // watch starts before the approval and follows the movement to its end.
+  const watching = start(['movements', 'watch', id], tokens.viewer);
+  while (!watching.output().includes(`movement ${id}`)) await new Promise((r) => setTimeout(r, 50));
+  assert.match(watching.output(), /\[ \.\. \] withdraw\s+BLOCKED/);
+
+  const approved = await ferryCli(['movements', 'approve', id], tokens.approver);
+  assert.equal(approved.code, 0, approved.stderr);
+  assert.match(approved.stdout, /Approved plan sha256:[0-9a-f]+ of movement/);
+  assert.match(approved.stdout, /It is APPROVED/);
+
+  const watched = await watching.done;
+  assert.equal(watched.code, 0, watched.stderr);
+  for (const step of ['withdraw', 'check', 'sweep']) assert.match(watched.stdout, new RegExp(`${step}  \\S+ -> COMPLETED`), step);
+  assert.match(watched.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE/);
+  assert.match(watched.stdout, new RegExp(`movement ${id} ended COMPLETED`));
+  const order = ['withdraw', 'check', 'sweep'].map((s) => watched.stdout.search(new RegExp(`${s}  \\S+ -> COMPLETED`)));
+  assert.deepEqual([...order].sort((a, b) => a - b), order, 'steps completed in plan order, as they happened');
+
+  // Watching a finished movement ends at once.
+  const finished = await ferryCli(['movements', 'watch', id, '--json'], tokens.viewer);
+  assert.equal(finished.code, 0, finished.stderr);
+  assert.equal(finished.stdout, '');
+
+  const listed = await ferryCli(['movements', 'list', '--state', 'completed'], tokens.viewer);
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /^ID\s+STATE\s+TEMPLATE\s+STEPS DONE\s+CREATED/);
+  assert.match(listed.stdout, new RegExp(`${id}\\s+COMPLETED\\s+cli\\.transfer v1\\s+3/3`));
+  const pending = await ferryCli(['movements', 'list', '--state', 'PENDING_APPROVAL', '--json'], tokens.viewer);
+  assert.ok(!JSON.parse(pending.stdout).some((m: any) => m.id === id));
+
+  const shown = await ferryCli(['movements', 'show', id], tokens.viewer);
+  assert.equal(shown.code, 0, shown.stderr);
+  assert.match(shown.stdout, /state\s+COMPLETED/);
+  assert.match(shown.stdout, /withdraw\s+COMPLETED\s+1\s+exec\.sim\.action\s+-/);
+  assert.match(shown.stdout, /check\s+COMPLETED\s+1\s+exec\.sim\.observe\s+withdraw/);
+  assert.match(shown.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE {2}by /);
+  const json = JSON.parse((await ferryCli(['movements', 'show', id, '--json'], tokens.viewer)).stdout);
+  assert.equal(json.request.request_state, 'COMPLETED');
+});
+
+test('watch --json prints each transition as one JSON line, and a failed movement exits 1', async () => {
+  const failing = join(dir, 'failing.yaml');
+  writeFileSync(
+    failing,
+    `template_key: cli.failing
+nodes:
+  - { node_key: only, node_kind: action, action_type: x, executor_binding: exec.sim.action, config: { sim: { latency_ms: 50, preflight: FAILED } } }
+edges: []
+`,
+  );
+  assert.equal((await ferryCli(['templates', 'apply', failing], tokens.operator)).code, 0);
+  const created = JSON.parse((await ferryCli(['movements', 'create', '--template', 'cli.failing', '--intent', '{}', '--json'], tokens.requester)).stdout);
+  const id = created.movement.id;
+  const watching = start(['movements', 'watch', id, '--json'], tokens.viewer);
+  assert.equal((await ferryCli(['movements', 'approve', id], tokens.approver)).code, 0);
+  const watched = await watching.done;
+  assert.equal(watched.code, 1, 'the movement failed');
+  const lines = watched.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.ok(lines.length >= 4);
+  assert.ok(lines.every((t, i) => i === 0 || t.id > lines[i - 1].id), 'in order, each once');
+  assert.equal(lines[lines.length - 1].entity_type, 'request');
+  assert.equal(lines[lines.length - 1].to_state, 'FAILED');
+});
+
+test('bad arguments exit 2; an unreachable Ferry or a refused token exit 1 with a clear message', async () => {
+  const noToken = await ferryCli(['movements', 'list'], null);
+  assert.equal(noToken.code, 2);
+  assert.match(noToken.stderr, /token is required/);
+  const badIntent = await ferryCli(['movements', 'create', '--template', 'cli.transfer', '--intent', '{nope'], tokens.requester);
+  assert.equal(badIntent.code, 2);
+  assert.match(badIntent.stderr, /--intent must be JSON/);
+  const arrayIntent = await ferryCli(['movements', 'create', '--template', 'cli.transfer', '--intent', '[1]'], tokens.requester);
+  assert.equal(arrayIntent.code, 2);
+  const badId = await ferryCli(['movements', 'show', 'not-an-id'], tokens.viewer);
+  assert.equal(badId.code, 2);
+  const unknown = await ferryCli(['movements', 'show', '00000000-0000-0000-0000-000000000000'], tokens.viewer);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /NOT_FOUND/);
+  const refused = await ferryCli(['movements', 'list'], 'fy_' + 'x'.repeat(43));
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /UNAUTHENTICATED: .*check --token or FERRY_TOKEN/);
+
+  const port = await new Promise<number>((resolve) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const p = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(p));
+    });
+  });
+  const down = await ferryCli(['movements', 'list', '--url', `http://127.0.0.1:${port}`], tokens.viewer);
+  assert.equal(down.code, 1);
+  assert.match(down.stderr, /cannot reach Ferry at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
+  for (const r of [noToken, badIntent, unknown, refused, down]) assert.doesNotMatch(r.stderr, /\n\s+at .+:\d+/, 'no stack trace');
+});
