@@ -18,6 +18,8 @@ import { createPool, type Pool } from './persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
 import { migrate } from './persistence/migrate.ts';
 import { hasAdminToken } from './persistence/tokens.ts';
+import { startWorkerCluster, type WorkerCluster } from './actors/cluster.ts';
+import { startRuntime, type Runtime } from './actors/runtime.ts';
 
 /** Everything a started Ferry holds; handed to the start-up hooks. */
 export interface FerryRuntime {
@@ -227,8 +229,36 @@ export function releaseEmbeddedSignalHandlers({ keepExitHook = true }: { keepExi
   for (const event of exitHook.hookedEvents()) if (event !== 'exit' || !keepExitHook) exitHook.unhookEvent(event);
 }
 
-/** Extension point: the hooks `npm start` runs with; the worker runtime and pg-boss plug in here. */
-const programHooks: FerryHooks = {};
+/**
+ * The hooks `npm start` runs with: the runtime (pg-boss, registries, and the worker loops in this
+ * process, or FERRY_WORKER_PROCESSES worker processes under node:cluster). A core worker group that
+ * dies ends the process with a non-zero code, so whatever supervises it restarts it.
+ */
+function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
+  let runtime: Runtime | undefined;
+  let workers: WorkerCluster | undefined;
+  return {
+    async onStarted(ferry) {
+      const clustered = ferry.config.workerProcesses > 0;
+      runtime = await startRuntime({
+        pool: ferry.pool,
+        config: ferry.config,
+        databaseUrl: ferry.databaseUrl,
+        log,
+        workers: ferry.config.workersEnabled && !clustered,
+      });
+      ferry.appDeps.runtime = runtime;
+      runtime.done.catch(onCoreFailure);
+      if (clustered && ferry.config.workersEnabled) {
+        workers = startWorkerCluster(ferry.config.workerProcesses, { ...process.env, DATABASE_URL: ferry.databaseUrl }, log);
+      }
+    },
+    async onStopping() {
+      await workers?.stop();
+      await runtime?.stop();
+    },
+  };
+}
 
 async function runAsProgram(): Promise<void> {
   releaseEmbeddedSignalHandlers();
@@ -255,7 +285,14 @@ async function runAsProgram(): Promise<void> {
   process.on('SIGTERM', shutdown);
 
   try {
-    ferry = await startFerry(process.env, programHooks);
+    ferry = await startFerry(
+      process.env,
+      programHooks((err) => {
+        log.fatal({ err }, 'core workers died; exiting so the process is restarted');
+        if (ferry) void ferry.stop().finally(() => process.exit(1));
+        else process.exit(1);
+      }),
+    );
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`ferry: ${err.message}\n`);
