@@ -199,7 +199,7 @@ function deliver(deps: MovementServiceDeps, client: Client, id: string, event: R
 function approvalWindowClosed(request: RequestRow): FerryError {
   const at = request.expires_at?.toISOString() ?? null;
   return new FerryError(
-    'INVALID_TRANSITION',
+    'APPROVAL_EXPIRED',
     `movement ${request.id} can no longer be approved: its approval window closed at ${at}`,
     { reason: 'APPROVAL_EXPIRED', machine: REQUEST_MACHINE_ID, entity_id: request.id, state: request.request_state, event: 'APPROVE', expires_at: at },
   );

@@ -110,7 +110,7 @@ const approveRoute = createRoute({
     ...notFound,
     ...conflict(
       'The reviewed hash is not the movement\'s plan (STALE_PLAN_HASH), this token already approved (ALREADY_APPROVED), ' +
-        'the approval window closed (INVALID_TRANSITION, details.reason APPROVAL_EXPIRED) or the movement is no longer pending (INVALID_TRANSITION)',
+        'the approval window closed (APPROVAL_EXPIRED) or the movement is no longer pending (INVALID_TRANSITION)',
     ),
   },
 });
