@@ -85,10 +85,11 @@ async function follow(id) {
       });
       if (res.status === 401) return signOut('Ferry refused that token; sign in again.');
       if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
-      setStreamStatus('live');
       backoff = 1000;
       await readEvents(res.body, (msg) => {
-        if (msg.event === 'transition') addTransition(JSON.parse(msg.data));
+        // 'ready' comes once Ferry listens for this movement's commits: from here on nothing is missed.
+        if (msg.event === 'ready') setStreamStatus('live');
+        else if (msg.event === 'transition') addTransition(JSON.parse(msg.data));
       });
     } catch (err) {
       if (ctl.signal.aborted) return;
@@ -276,7 +277,7 @@ function render() {
 // ------------------------------------------------------------------------------------------------
 // Plan DAG
 
-const DAG = { w: 170, h: 50, gapX: 60, gapY: 20, pad: 12 };
+const DAG = { w: 200, h: 50, gapX: 56, gapY: 20, pad: 12 };
 
 function drawDag(plan, at) {
   const svg = $('dag');
@@ -298,7 +299,7 @@ function drawDag(plan, at) {
       height = Math.max(height, y + DAG.h + DAG.pad);
     });
   }
-  svg.setAttribute('viewBox', `0 0 ${Math.max(width, 200)} ${Math.max(height, 80)}`);
+  setSize(svg, Math.max(width, 200), Math.max(height, 80));
   for (const e of plan.edges) {
     const a = pos.get(e.from);
     const b = pos.get(e.to);
@@ -336,27 +337,31 @@ function drawDag(plan, at) {
 // ------------------------------------------------------------------------------------------------
 // Machine diagram
 
-const M = { w: 150, h: 30, gapX: 70, gapY: 16, pad: 14, loop: 14 };
+const M = { w: 148, h: 30, gapX: 58, gapY: 18, pad: 14, loop: 14 };
 
 /**
- * Layers by breadth-first distance from the initial state; within a layer, states sit near the
- * average position of their predecessors (one barycentre pass keeps crossings down).
+ * Columns by breadth-first distance from the initial state, with every final state in one last
+ * column, so a diagram reads left to right from birth to outcome. Within a column, states sit near
+ * the average position of their predecessors (one barycentre pass keeps crossings down).
  */
 function layoutMachine(view) {
   const order = view.states.map((s) => s.key);
+  const final = new Set(view.states.filter((s) => s.final).map((s) => s.key));
   const layer = new Map([[view.initial, 0]]);
   const queue = [view.initial];
   while (queue.length) {
     const s = queue.shift();
     for (const e of view.graph.edges) {
-      if (e.source === s && !layer.has(e.target)) {
+      if (e.source === s && !layer.has(e.target) && !final.has(e.target)) {
         layer.set(e.target, layer.get(s) + 1);
         queue.push(e.target);
       }
     }
   }
   const deepest = Math.max(0, ...layer.values());
-  for (const key of order) if (!layer.has(key)) layer.set(key, deepest + 1);
+  for (const key of order) if (!layer.has(key) && !final.has(key)) layer.set(key, deepest + 1);
+  const last = Math.max(0, ...layer.values()) + 1;
+  for (const key of final) layer.set(key, last);
   const layers = [];
   for (const key of order) (layers[layer.get(key)] ??= []).push(key);
   const index = new Map();
@@ -403,7 +408,18 @@ function edgePath(a, b) {
     const x2 = b.x - 2;
     const y2 = b.y + M.h / 2;
     const mx = (x1 + x2) / 2;
-    return { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, lx: mx, ly: (y1 + y2) / 2 - 3 };
+    // The label sits in the gap just before the target, where no state box can cover it: find the
+    // curve's height there (x grows with t on this curve, so bisection finds the point).
+    const at = (t, p0, p1, p2, p3) => (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * p1 + 3 * (1 - t) * t ** 2 * p2 + t ** 3 * p3;
+    const lx = x2 - M.gapX / 2;
+    let lo = 0;
+    let hi = 1;
+    for (let i = 0; i < 30; i++) {
+      const mid = (lo + hi) / 2;
+      if (at(mid, x1, mx, mx, x2) < lx) lo = mid;
+      else hi = mid;
+    }
+    return { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, lx, ly: at(lo, y1, y1, y2, y2) - 4 };
   }
   // Backwards or within a layer: bow below both states.
   const x1 = a.x + M.w / 2 - 10;
@@ -429,9 +445,10 @@ function drawSelectedMachine(at) {
   const entity = isRequest ? at.request : at.nodes.get(ui.selected) ?? { state: null, last: null };
   const visited = isRequest ? at.visited.request : at.visited.nodes.get(ui.selected) ?? new Set();
   $('machine-title').textContent = `${isRequest ? 'Request' : `Step ${ui.selected}`} - machine ${m.view.id} v${m.view.version}`;
+  $('machine-title').title = 'The current state is highlighted; darker arrows are the events it accepts, the blue one the last step taken.';
   svg.dataset.machine = m.view.id;
   svg.dataset.current = entity.state ?? '';
-  svg.setAttribute('viewBox', `0 0 ${m.layout.width} ${m.layout.height}`);
+  setSize(svg, m.layout.width, m.layout.height);
 
   const taken = entity.last && entity.last.from_state ? `${entity.last.from_state}->${entity.last.to_state}` : null;
   const labels = [];
@@ -546,6 +563,13 @@ function svgText(x, y, text, cls, anchor) {
   const attrs = { x, y, class: cls };
   if (anchor) attrs['text-anchor'] = anchor;
   return svgEl('text', attrs, text);
+}
+
+/** Drawn at its natural size, shrunk (never enlarged) to fit its panel. */
+function setSize(svg, width, height) {
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('width', String(width));
+  svg.setAttribute('height', String(height));
 }
 
 function arrowDefs(id, cls) {

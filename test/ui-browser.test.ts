@@ -1,0 +1,213 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+// main.ts first: the /v3 schemas need @hono/zod-openapi loaded before the plan schema module.
+import { startFerry, type RunningFerry } from '../src/main.ts';
+import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
+import { DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
+import { log } from '../src/log.ts';
+import { createToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+
+/**
+ * The visualizer in a real browser (Debian's Chromium driven by playwright-core): Ferry runs with its
+ * workers on a test database, a demo movement is created, then approved while the page watches;
+ * every step reaches COMPLETED live, the slider travels back to earlier states, and a screenshot of
+ * the finished movement is kept in test-artifacts/.
+ */
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARTIFACTS = new URL('../test-artifacts/', import.meta.url);
+const STEPS = ['withdraw', 'observe_deposit', 'sweep'];
+
+if (!existsSync(CHROMIUM)) {
+  test('visualizer in a browser', { skip: `no Chromium at ${CHROMIUM}; install Debian's chromium package (apt-get install -y chromium) to run it` }, () => {});
+} else {
+  await browserTests();
+}
+
+async function browserTests() {
+  let runtime: Runtime | undefined;
+  let ferry: RunningFerry | undefined;
+  let context: BrowserContext | undefined;
+  const userDataDir = mkdtempSync(join(tmpdir(), 'ferry-chromium-'));
+  // Registered before testDatabase()'s hook: Ferry and its workers stop before the database is dropped.
+  after(async () => {
+    await context?.close().catch(() => {});
+    await ferry?.stop();
+    rmSync(userDataDir, { recursive: true, force: true });
+  });
+
+  const db = await testDatabase();
+  ferry = await startFerry(
+    {
+      DATABASE_URL: db.url,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-ui-')),
+      FERRY_DEMO_TEMPLATE: 'true',
+      FERRY_LOG_LEVEL: process.env.FERRY_LOG_LEVEL ?? 'silent',
+    },
+    {
+      onStarted: async (r) => {
+        runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
+        r.appDeps.runtime = runtime;
+      },
+      onStopping: async () => {
+        await runtime?.stop();
+      },
+    },
+  );
+  const base = ferry.url;
+  const requester = (await createToken(db.pool, { name: 'ui-requester', role: 'requester' })).token;
+  const approver = (await createToken(db.pool, { name: 'ui-approver', role: 'approver' })).token;
+  const viewer = (await createToken(db.pool, { name: 'ui-viewer', role: 'viewer' })).token;
+
+  const call = async (method: string, path: string, token: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const json = (await res.json()) as any;
+    assert.ok(res.ok, `${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1440, height: 960 },
+  });
+  // The page may talk to this Ferry only: any other request fails the test.
+  const offsite: string[] = [];
+  await context.route('**/*', (route) => {
+    const url = route.request().url();
+    if (url.startsWith(base) || url.startsWith('data:')) return route.continue();
+    offsite.push(url);
+    return route.abort();
+  });
+  const page: Page = context.pages()[0] ?? (await context.newPage());
+  const errors: string[] = [];
+  page.on('pageerror', (err) => errors.push(String(err)));
+
+  const stateOf = (key: string) => page.locator(`#dag g.dag-node[data-key="${key}"]`).getAttribute('data-state');
+
+  test('a demo movement runs to COMPLETED in the page, live, and the slider travels back', async () => {
+    const created = await call('POST', '/v3/movements', requester, { template_key: DEMO_TEMPLATE_KEY, intent: { asset: 'USDC', amount: '250' } });
+    const id: string = created.movement.id;
+
+    // Sign in with a viewer token and open the movement before it is approved.
+    await page.goto(`${base}/ui#/movements/${id}`);
+    await page.locator('#token-input').fill(viewer);
+    await page.locator('#login-form button').click();
+    await page.locator('#dag g.dag-node[data-key="sweep"]').waitFor();
+    for (const key of STEPS) assert.equal(await stateOf(key), 'BLOCKED', key);
+    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'PENDING_APPROVAL');
+    await page.locator('#stream-status[data-status="live"]').waitFor();
+
+    // Record every state the page draws from now on, to prove the steps arrive one by one.
+    // (A string: functions handed to evaluate() would carry the test compiler's helpers along.)
+    await page.evaluate(`(() => {
+      const seen = {};
+      window.seen = seen;
+      const record = () => {
+        for (const g of document.querySelectorAll('#dag g.dag-node')) {
+          const list = (seen[g.getAttribute('data-key')] ??= []);
+          const state = g.getAttribute('data-state');
+          if (list[list.length - 1] !== state) list.push(state);
+        }
+      };
+      new MutationObserver(record).observe(document.getElementById('dag'), { childList: true, subtree: true, attributes: true });
+    })()`);
+
+    await call('POST', `/v3/movements/${id}/approve`, approver, { compiled_plan_hash: created.movement.compiled_plan_hash });
+
+    for (const key of STEPS) {
+      await page.locator(`#dag g.dag-node[data-key="${key}"][data-state="COMPLETED"]`).waitFor({ timeout: 60_000 });
+    }
+    await page.locator('#request-state[data-state="COMPLETED"]').waitFor();
+    const seen = (await page.evaluate('window.seen')) as Record<string, string[]>;
+    for (const key of STEPS) {
+      assert.equal(seen[key][seen[key].length - 1], 'COMPLETED', key);
+      assert.ok(seen[key].length >= 3, `${key} was drawn in several states on its way: ${seen[key].join(' -> ')}`);
+    }
+    assert.ok(seen.observe_deposit.includes('SUBMITTED'), `the deposit check waited on the provider: ${seen.observe_deposit.join(' -> ')}`);
+
+    // The page holds the whole log: the slider has one position per transition.
+    const detail = await call('GET', `/inspect/movements/${id}`, viewer);
+    const total = detail.transitions.length;
+    assert.equal(await page.locator('#timeline').getAttribute('max'), String(total));
+    assert.equal(await page.locator('#step-count').textContent(), `${total} / ${total}`);
+
+    // Back to the approval: the request is APPROVED and no step has moved yet.
+    const approveStep = detail.transitions.findIndex((t: any) => t.event_type === 'APPROVE') + 1;
+    await page.locator('#timeline').fill(String(approveStep));
+    await page.locator(`#step-info[data-step="${approveStep}"]`).waitFor();
+    assert.equal(await page.locator('#step-info').getAttribute('data-event'), 'APPROVE');
+    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'APPROVED');
+    for (const key of STEPS) assert.equal(await stateOf(key), 'BLOCKED', key);
+    assert.equal(await page.locator('#machine').getAttribute('data-current'), 'APPROVED', 'the request machine highlights APPROVED');
+    assert.equal(await page.locator('#stream-status').getAttribute('data-status'), 'paused');
+
+    // One step on: the first step became READY, and its machine shows it.
+    await page.locator('#timeline').fill(String(approveStep + 1));
+    await page.locator(`#step-info[data-step="${approveStep + 1}"]`).waitFor();
+    assert.equal(await page.locator('#step-info').getAttribute('data-event'), 'UNBLOCKED');
+    assert.equal(await stateOf('withdraw'), 'READY');
+    await page.locator('#dag g.dag-node[data-key="withdraw"]').click();
+    assert.equal(await page.locator('#machine').getAttribute('data-machine'), 'ferry.node');
+    assert.equal(await page.locator('#machine').getAttribute('data-current'), 'READY');
+    assert.equal(await page.locator('#machine g.m-state.current').getAttribute('data-state'), 'READY');
+
+    // The first moment the sweep was in flight: the deposit is done, the sweep is not.
+    const sweepBusy = detail.transitions.findIndex((t: any) => t.node_key === 'sweep' && t.to_state === 'PREPARING') + 1;
+    await page.locator('#timeline').fill(String(sweepBusy));
+    await page.locator(`#step-info[data-step="${sweepBusy}"]`).waitFor();
+    assert.deepEqual([await stateOf('withdraw'), await stateOf('observe_deposit'), await stateOf('sweep')], ['COMPLETED', 'COMPLETED', 'PREPARING']);
+    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'EXECUTING');
+
+    // Back to live, showing the finished movement, for the screenshot.
+    await page.locator('#follow-live').click();
+    await page.locator('#dag g.dag-node[data-key="sweep"]').click();
+    await page.locator('#machine[data-current="COMPLETED"]').waitFor();
+    await page.locator(`#movements li[data-id="${id}"] .badge.s-COMPLETED`).waitFor({ timeout: 30_000 });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: new URL('ui-browser.png', ARTIFACTS).pathname, fullPage: true });
+
+    assert.deepEqual(offsite, [], 'the page loaded nothing from anywhere but Ferry');
+    assert.deepEqual(errors, [], 'no script errors');
+  });
+
+  test('the list filters movements by state', async () => {
+    const pending = (await call('POST', '/v3/movements', requester, { template_key: DEMO_TEMPLATE_KEY, intent: { asset: 'USDC', amount: '1' } })).movement.id;
+    // Every listed movement carries the chosen state (and the list is not empty).
+    const listShows = (state: string) =>
+      page.waitForFunction(
+        (s) => {
+          const items = [...document.querySelectorAll('#movements li[data-id]')];
+          return items.length > 0 && items.every((li) => li.querySelector('.badge')?.textContent === s);
+        },
+        state,
+      );
+    await page.locator('#state-filter').selectOption('PENDING_APPROVAL');
+    await listShows('PENDING_APPROVAL');
+    await page.locator(`#movements li[data-id="${pending}"]`).waitFor();
+    await page.locator('#state-filter').selectOption('COMPLETED');
+    await listShows('COMPLETED');
+    assert.equal(await page.locator(`#movements li[data-id="${pending}"]`).count(), 0);
+    await page.locator('#state-filter').selectOption('EXPIRED');
+    await page.locator('#movements li.none').waitFor();
+  });
+
+  test('a refused token sends the page back to sign-in', async () => {
+    await page.evaluate(() => sessionStorage.setItem('ferry.token', 'fy_' + 'x'.repeat(43)));
+    await page.reload();
+    await page.locator('#login:not([hidden])').waitFor();
+    assert.match((await page.locator('#login-error').textContent()) ?? '', /refused/);
+  });
+}
