@@ -250,7 +250,7 @@ test('healthz answers; readyz is 200 on a migrated database', async () => {
 
 test('readyz is 503 MIGRATIONS_PENDING on an unmigrated database', async () => {
   const adminUrl = process.env.FERRY_TEST_ADMIN_URL!;
-  const name = `ferry_t_empty_${randomBytes(4).toString('hex')}`;
+  const name = `ferry_t_${process.pid}_empty_${randomBytes(3).toString('hex')}`;
   const pool = createPool(await createEmptyDatabase(adminUrl, name), 2);
   after(async () => {
     await pool.end();

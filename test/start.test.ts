@@ -124,7 +124,7 @@ const running = new Set<Started>();
 
 async function emptyDatabase(): Promise<string> {
   if (!adminUrl) throw new Error('run tests through `npm test` (it prepares the database server)');
-  const name = `ferry_t_start_${randomBytes(4).toString('hex')}`;
+  const name = `ferry_t_${process.pid}_start_${randomBytes(3).toString('hex')}`;
   const url = await createEmptyDatabase(adminUrl, name);
   after(() => dropDatabase(adminUrl, name));
   return url;
