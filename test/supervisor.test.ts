@@ -91,3 +91,18 @@ test('a loop that handled items runs again at once; an idle one sleeps until wok
   abort.abort();
   await loop;
 });
+
+test('one wake-up wakes every loop sleeping on a shared waker', async () => {
+  const waker = new Waker();
+  const abort = new AbortController();
+  const woken: number[] = [];
+  const sleepers = [1, 2, 3].map((i) => waker.sleep(60_000, abort.signal).then(() => woken.push(i)));
+  waker.wake();
+  await Promise.all(sleepers);
+  assert.deepEqual(woken.sort(), [1, 2, 3]);
+  // A wake-up with nobody asleep is kept for the next sleeper.
+  waker.wake();
+  const started = Date.now();
+  await waker.sleep(60_000, abort.signal);
+  assert.ok(Date.now() - started < 1000);
+});

@@ -21,19 +21,20 @@ export class WorkerCrash extends Error {
   }
 }
 
-/** Wakes a sleeping loop early (a NOTIFY arrived); wake-ups while running are not lost. */
+/**
+ * Wakes sleeping loops early (a NOTIFY arrived). Several loops may share one waker (the dispatcher
+ * slots): a wake-up wakes all of them, and one that arrives while none sleeps is kept for the next.
+ */
 export class Waker {
   #pending = false;
-  #resolve: (() => void) | null = null;
+  #sleepers = new Set<() => void>();
 
   wake(): void {
-    if (this.#resolve) {
-      const r = this.#resolve;
-      this.#resolve = null;
-      r();
-    } else {
+    if (this.#sleepers.size === 0) {
       this.#pending = true;
+      return;
     }
+    for (const done of [...this.#sleepers]) done();
   }
 
   /** Resolves after ms, on wake(), or on abort, whichever comes first. */
@@ -46,12 +47,12 @@ export class Waker {
       const done = () => {
         clearTimeout(timer);
         signal.removeEventListener('abort', done);
-        this.#resolve = null;
+        this.#sleepers.delete(done);
         resolve();
       };
       const timer = setTimeout(done, ms);
       signal.addEventListener('abort', done, { once: true });
-      this.#resolve = done;
+      this.#sleepers.add(done);
     });
   }
 }

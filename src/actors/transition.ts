@@ -23,7 +23,7 @@ import {
   lockRequest,
   nodesOfRequest,
   notifyOnCommit,
-  requestIdOfNode,
+  lockRequestOfNode,
   setFrontier,
   writeNodeTransition,
   writeRequestTransition,
@@ -121,7 +121,19 @@ async function finish(s: Session): Promise<void> {
     const nodes = await nodesOfRequest(s.client, requestId);
     await applyRequestEvent(s, requestId, { type: 'NODES_SETTLED', summary: summarizeNodes(nodes) }, true);
   }
-  for (const payload of s.notifications) await notifyOnCommit(s.client, EVENTS_CHANNEL, payload);
+  // One NOTIFY per transaction, carrying every notice (chunked under Postgres' 8000-byte limit).
+  let chunk: string[] = [];
+  let size = 2;
+  for (const notice of s.notifications) {
+    if (size + notice.length + 1 > 7900 && chunk.length > 0) {
+      await notifyOnCommit(s.client, EVENTS_CHANNEL, `[${chunk.join(',')}]`);
+      chunk = [];
+      size = 2;
+    }
+    chunk.push(notice);
+    size += notice.length + 1;
+  }
+  if (chunk.length > 0) await notifyOnCommit(s.client, EVENTS_CHANNEL, `[${chunk.join(',')}]`);
 }
 
 function resolve<M extends AnyStateMachine>(machine: M, id: string, row: { machine_id: string; machine_version: string }, value: string, context: unknown) {
@@ -190,9 +202,9 @@ export async function deliverNodeEvent(
   opts: DeliverOptions,
 ): Promise<DeliveredToNode | null> {
   return inSession(client, opts, async (s) => {
-    const requestId = await requestIdOfNode(client, nodeId);
-    if (!requestId) throw new InvalidTransitionError(NODE_MACHINE_ID, nodeId, 'MISSING', event.type);
-    await lockedRequest(s, requestId);
+    const request = await lockRequestOfNode(client, nodeId);
+    if (!request) throw new InvalidTransitionError(NODE_MACHINE_ID, nodeId, 'MISSING', event.type);
+    if (!s.requests.has(request.id)) s.requests.set(request.id, request);
     return applyNodeEvent(s, nodeId, event, !!opts.ifAccepted, opts.actor);
   });
 }

@@ -76,18 +76,21 @@ export class Wakeups {
     }, Math.min(1000 * 2 ** attempt, 30_000));
   }
 
+  /** A payload is the array of notices one transaction committed. */
   #dispatch(payload: string | undefined) {
     if (!payload) return;
-    let notice: EventNotice;
+    let notices: EventNotice[];
     try {
-      notice = JSON.parse(payload);
+      const parsed = JSON.parse(payload);
+      notices = Array.isArray(parsed) ? parsed : [parsed];
     } catch {
       return;
     }
-    if (notice.state === 'READY' || notice.state === 'APPROVED' || notice.state === 'EXECUTING') this.targets.dispatcher?.();
-    if (notice.state === 'SUBMITTED' || notice.state === 'OBSERVING') this.targets.observer?.();
-    if (notice.state === 'UNKNOWN') this.targets.recovery?.();
-    for (const fn of this.#listeners) fn(notice);
+    const states = new Set(notices.map((n) => n.state));
+    if (states.has('READY') || states.has('APPROVED') || states.has('EXECUTING')) this.targets.dispatcher?.();
+    if (states.has('SUBMITTED') || states.has('OBSERVING')) this.targets.observer?.();
+    if (states.has('UNKNOWN')) this.targets.recovery?.();
+    for (const notice of notices) for (const fn of this.#listeners) fn(notice);
   }
 
   async stop(): Promise<void> {

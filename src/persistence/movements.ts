@@ -95,10 +95,13 @@ export async function getRequest(db: Queryable, requestId: string): Promise<Requ
   return rows[0] ?? null;
 }
 
-/** The request a node belongs to, read without a lock so the caller can lock request before node. */
-export async function requestIdOfNode(db: Queryable, nodeId: string): Promise<string | null> {
-  const { rows } = await db.query<{ request_id: string }>('SELECT request_id FROM request_nodes WHERE id = $1', [nodeId]);
-  return rows[0]?.request_id ?? null;
+/** Locks the request a node belongs to (the node itself is locked after, keeping the lock order). */
+export async function lockRequestOfNode(db: Queryable, nodeId: string): Promise<RequestRow | null> {
+  const { rows } = await db.query<RequestRow>(
+    'SELECT * FROM movement_requests WHERE id = (SELECT request_id FROM request_nodes WHERE id = $1) FOR UPDATE',
+    [nodeId],
+  );
+  return rows[0] ?? null;
 }
 
 export async function lockNode(db: Queryable, nodeId: string): Promise<NodeRow | null> {
