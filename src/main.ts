@@ -12,6 +12,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import { ConfigError, loadConfig, type FerryConfig } from './config.ts';
 import { createApp, type AppDeps, type RouteModule } from './http/app.ts';
 import { closeDashboards } from './http/dashboard.ts';
+import { endEventStreams } from './http/inspect.ts';
 import { setUpDemo } from './demo/template.ts';
 import { log, setLogLevel } from './log.ts';
 import { createPool, type Pool } from './persistence/db.ts';
@@ -151,6 +152,8 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
         (stopping ??= (async () => {
           log.info('ferry stopping');
           await runAll([
+            // Open event streams would hold the server's close for the whole drain time.
+            () => endEventStreams(),
             () => closeServer(server),
             // Extension point: workers and pg-boss stop here, while the pool is still open.
             () => hooks.onStopping?.(runtime),

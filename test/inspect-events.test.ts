@@ -5,7 +5,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { deliverRequestEvent } from '../src/actors/transition.ts';
 import { installErrorHandling } from '../src/http/errors.ts';
-import { inspectRoutes, openEventStreams, type StreamOptions } from '../src/http/inspect.ts';
+import { endEventStreams, inspectRoutes, openEventStreams, type StreamOptions } from '../src/http/inspect.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -184,4 +184,18 @@ test('a client that goes away ends its stream and its subscription', async () =>
     );
     return rows[0].n === 0;
   }, 20_000);
+});
+
+test('shutdown ends every open stream at once', async () => {
+  const { request } = await seedMovement(db.pool, threeNodeTemplate('events-shutdown'));
+  const streams = await Promise.all([open(live, request.id), open(chatty, request.id)]);
+  for (const s of streams) assert.equal((await s.next()).event, 'ready');
+  await endEventStreams();
+  assert.equal(openEventStreams(), 0);
+  for (const s of streams) {
+    // What was already sent is still readable; then the stream ends.
+    await assert.rejects(async () => {
+      for (;;) await s.next();
+    }, /stream ended/);
+  }
 });

@@ -320,10 +320,22 @@ export function sharedNotices(databaseUrl: string, log: Logger): SubscribeNotice
   };
 }
 
-let openStreams = 0;
+/** Each open stream's way to end itself, and a promise of its end. */
+const liveStreams = new Map<() => void, Promise<void>>();
+
 /** Event streams currently open in this process (tests use it to see a disconnect cleaned up). */
 export function openEventStreams(): number {
-  return openStreams;
+  return liveStreams.size;
+}
+
+/**
+ * Ends every open event stream (clients reconnect with Last-Event-ID and lose nothing). Called on
+ * shutdown, so an open browser tab does not hold the HTTP server's close for its whole drain time.
+ */
+export async function endEventStreams(): Promise<void> {
+  const ending = [...liveStreams.entries()];
+  for (const [end] of ending) end();
+  await Promise.all(ending.map(([, done]) => done));
 }
 
 export interface StreamOptions {
@@ -369,7 +381,8 @@ async function streamTransitions(
   stream.onAbort(close);
   signal.addEventListener('abort', close, { once: true });
 
-  openStreams++;
+  let finished!: () => void;
+  liveStreams.set(close, new Promise<void>((resolve) => (finished = resolve)));
   let unsubscribe: () => void = () => {};
   try {
     unsubscribe = await subscribe((n) => {
@@ -409,8 +422,10 @@ async function streamTransitions(
     // The client reconnects with Last-Event-ID and loses nothing; a write to a closed stream ends here too.
     if (!closed) log.warn({ err, request_id: requestId }, 'inspection event stream ended by an error');
   } finally {
-    openStreams--;
     unsubscribe();
+    await stream.close();
+    liveStreams.delete(close);
+    finished();
   }
 }
 

@@ -143,7 +143,9 @@ async function start() {
   }
   await refreshList();
   clearInterval(ui.listTimer);
-  ui.listTimer = setInterval(() => void refreshList().catch(() => {}), LIST_REFRESH_MS);
+  ui.listTimer = setInterval(() => {
+    if (!document.hidden) void refreshList().catch(() => {});
+  }, LIST_REFRESH_MS);
   await route();
 }
 
