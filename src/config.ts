@@ -45,6 +45,7 @@ const fields = {
   FERRY_EMBEDDED_PG_PORT: ['embeddedPgPort', z.coerce.number().int().min(1).max(65535).default(54329)],
   FERRY_LOG_LEVEL: ['logLevel', z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')],
   FERRY_DB_POOL_MAX: ['dbPoolMax', count(20)],
+  FERRY_PGBOSS_POOL_MAX: ['pgbossPoolMax', count(4)],
 
   FERRY_WORKERS_ENABLED: ['workersEnabled', bool.default(true)],
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],

@@ -20,7 +20,7 @@ test(`${PROCESSES} processes run ${MOVEMENTS} movements: all complete, one claim
   const env = {
     FERRY_NODE_DISPATCH_CONCURRENCY: '2',
     FERRY_NODE_OBSERVE_BATCH_SIZE: '20',
-    FERRY_DB_POOL_MAX: '8',
+    FERRY_DB_POOL_MAX: '5',
   };
   const workers = Array.from({ length: PROCESSES }, () => spawnWorker(db.url, env));
   try {

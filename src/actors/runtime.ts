@@ -67,7 +67,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const workers = opts.workers ?? config.workersEnabled;
   const processId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 
-  const boss = await startBoss(opts.databaseUrl, { supervise: workers, schedule: workers });
+  const boss = await startBoss(opts.databaseUrl, { supervise: workers, schedule: workers, max: config.pgbossPoolMax });
   let delivery: CallbackDelivery | null = null;
   if (workers) {
     const secret = await resolveCallbackSecret(config, config.dataDir);
