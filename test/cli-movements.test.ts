@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
-// main.ts first: the /v3 schemas need @hono/zod-openapi loaded before the plan schema module.
 import { startFerry, type RunningFerry } from '../src/main.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { log } from '../src/log.ts';

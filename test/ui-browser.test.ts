@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-// main.ts first: the /v3 schemas need @hono/zod-openapi loaded before the plan schema module.
 import { startFerry, type RunningFerry } from '../src/main.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
