@@ -167,10 +167,12 @@ test('create, watch live while a second person approves, then list and show', as
   const order = ['withdraw', 'check', 'sweep'].map((s) => watched.stdout.search(new RegExp(`${s}  \\S+ -> COMPLETED`)));
   assert.deepEqual([...order].sort((a, b) => a - b), order, 'steps completed in plan order, as they happened');
 
-  // Watching a finished movement ends at once.
+  // Watching a finished movement prints its history and ends at once.
   const finished = await ferryCli(['movements', 'watch', id, '--json'], tokens.viewer);
   assert.equal(finished.code, 0, finished.stderr);
-  assert.equal(finished.stdout, '');
+  const history = finished.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(history[0].event_type, 'xstate.init');
+  assert.equal(history[history.length - 1].to_state, 'COMPLETED');
 
   const listed = await ferryCli(['movements', 'list', '--state', 'completed'], tokens.viewer);
   assert.equal(listed.code, 0, listed.stderr);
@@ -203,11 +205,14 @@ edges: []
   const created = JSON.parse((await ferryCli(['movements', 'create', '--template', 'cli.failing', '--intent', '{}', '--json'], tokens.requester)).stdout);
   const id = created.movement.id;
   const watching = start(['movements', 'watch', id, '--json'], tokens.viewer);
+  // The history comes first (creation: the request and its one step); approve once it is out.
+  while (watching.output().split('\n').filter(Boolean).length < 2) await new Promise((r) => setTimeout(r, 50));
   assert.equal((await ferryCli(['movements', 'approve', id], tokens.approver)).code, 0);
   const watched = await watching.done;
   assert.equal(watched.code, 1, 'the movement failed');
   const lines = watched.stdout.trim().split('\n').map((l) => JSON.parse(l));
-  assert.ok(lines.length >= 4);
+  assert.ok(lines.length >= 6, watched.stdout);
+  assert.deepEqual(lines.slice(0, 2).map((t) => t.event_type), ['xstate.init', 'xstate.init']);
   assert.ok(lines.every((t, i) => i === 0 || t.id > lines[i - 1].id), 'in order, each once');
   assert.equal(lines[lines.length - 1].entity_type, 'request');
   assert.equal(lines[lines.length - 1].to_state, 'FAILED');

@@ -339,7 +339,7 @@ function progressView(d: MovementDetail, requestState: string, states: Map<strin
 
 const watch: CliCommand = {
   path: ['movements', 'watch'],
-  summary: 'follow a movement live until it ends (exit 0 when it completes, 1 otherwise)',
+  summary: 'follow a movement live until it ends (exit 0 when it completes, 1 otherwise); --json: its history, then each new transition, as JSON lines',
   usage: `ID ${API_USAGE}`,
   positionals: { min: 1, max: 1, names: 'ID' },
   options: apiOptions,
@@ -369,8 +369,10 @@ const watch: CliCommand = {
       else ctx.out(transitionLine(t));
     };
 
-    if (tty) draw();
-    else if (!json) ctx.out(progressView(d, requestState, states, null).filter(Boolean).join('\n'));
+    // JSON lines carry the whole history first, so a consumer never needs a second source.
+    if (json) for (const t of d.transitions) ctx.out(JSON.stringify(t));
+    else if (tty) draw();
+    else ctx.out(progressView(d, requestState, states, null).filter(Boolean).join('\n'));
 
     let failures = 0;
     while (!END_STATES.has(requestState)) {
