@@ -49,7 +49,6 @@ export async function createMovements(pool: Pool, template: TemplateDefinitionIn
     const { request } = await withTransaction(pool, (c) =>
       startMovement(c, {
         plan,
-        compiledPlan: plan,
         intent,
         inputParams: {},
         createdBy: 'bench:requester',

@@ -99,7 +99,6 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
       const expiresAt = new Date(Date.now() + deps.config.approvalTtlSeconds * 1000).toISOString();
       const { request, nodes } = await startMovement(client, {
         plan,
-        compiledPlan: plan,
         intent: input.intent,
         inputParams,
         createdBy: input.actor,

@@ -7,6 +7,7 @@ import {
   requestMachine,
 } from '../machines/request-machine.ts';
 import type { Client } from '../persistence/db.ts';
+import type { CompiledPlan } from '../plan/compile.ts';
 import { appendTransition, insertNodes, insertRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
 
 /**
@@ -15,31 +16,9 @@ import { appendTransition, insertNodes, insertRequest, type NodeRow, type Reques
  * every entity from birth.
  */
 
-export interface PlanNodeToStart {
-  plan_node_id: string;
-  node_key: string;
-  node_kind: string;
-  action_type: string;
-  executor_binding: unknown;
-  signer_binding: unknown;
-  config: Record<string, unknown>;
-  timeout_policy: Record<string, unknown>;
-  retryable: boolean;
-  predecessors: string[];
-  successors: string[];
-}
-
-export interface PlanToStart {
-  template_version_id: string;
-  template_key: string;
-  template_version: number;
-  compiled_plan_hash: string;
-  nodes: PlanNodeToStart[];
-}
-
 export interface StartMovementInput {
-  plan: PlanToStart;
-  compiledPlan: unknown;
+  /** The compiled plan; it is stored with the request, which runs exactly this plan. */
+  plan: CompiledPlan;
   intent: Record<string, unknown>;
   inputParams: Record<string, unknown>;
   createdBy: string;
@@ -62,7 +41,7 @@ export async function startMovement(client: Client, input: StartMovementInput): 
     intent: input.intent,
     input_params: input.inputParams,
     compiled_plan_hash: input.plan.compiled_plan_hash,
-    compiled_plan: input.compiledPlan,
+    compiled_plan: input.plan,
     machine_id: REQUEST_MACHINE_ID,
     machine_version: REQUEST_MACHINE_VERSION,
     request_state: String(reqSnap.value),
@@ -102,9 +81,9 @@ export async function startMovement(client: Client, input: StartMovementInput): 
         node_kind: n.node_kind,
         action_type: n.action_type,
         executor_binding: n.executor_binding,
-        signer_binding: n.signer_binding ?? null,
-        config: n.config ?? {},
-        timeout_policy: n.timeout_policy ?? {},
+        signer_binding: n.signer_binding,
+        config: n.config,
+        timeout_policy: n.timeout_policy,
         predecessor_keys: n.predecessors,
         successor_keys: n.successors,
         retryable: n.retryable,

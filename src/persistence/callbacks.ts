@@ -1,4 +1,5 @@
 import { FerryError, NotFoundError, ValidationError } from '../errors.ts';
+import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
@@ -53,12 +54,8 @@ export interface NewCallback {
   nonce: string;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Ids reach here from URLs; a malformed one is simply not found, never a database error. */
-function isUuid(id: string): boolean {
-  return UUID.test(id);
-}
 
 export async function insertCallback(db: Queryable, c: NewCallback): Promise<CallbackRow> {
   if (!Number.isInteger(c.maxAttempts) || c.maxAttempts < 1) {
@@ -273,7 +270,7 @@ export async function listCallbacks(db: Queryable, q: ListCallbacksQuery): Promi
   const after = q.cursor ? decodeCursor(q.cursor) : null;
 
   const { rows } = await db.query<CallbackRow & { cursor_at: string }>(
-    `SELECT c.*, to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_at
+    `SELECT c.*, ${CURSOR_AT_SQL} AS cursor_at
        FROM callback_outbox c
       WHERE ($1::text IS NULL OR c.status = $1)
         AND ($2::uuid IS NULL OR c.request_id = $2)
@@ -288,26 +285,3 @@ export async function listCallbacks(db: Queryable, q: ListCallbacksQuery): Promi
   return { callbacks: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
 }
 
-// The cursor keeps created_at at microsecond precision (a JS Date would round it to milliseconds and
-// could skip or repeat rows created within the same millisecond).
-function encodeCursor(at: string, id: string): string {
-  return Buffer.from(JSON.stringify([at, id])).toString('base64url');
-}
-
-function decodeCursor(cursor: string): { at: string; id: string } {
-  const invalid = () => new ValidationError('cursor is not valid', { cursor });
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    throw invalid();
-  }
-  if (!Array.isArray(parsed) || parsed.length !== 2) throw invalid();
-  const [at, id] = parsed;
-  if (typeof at !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(at)) throw invalid();
-  // Rejects impossible dates (2026-02-30) that the pattern lets through and Postgres would refuse.
-  const ms = Date.parse(at);
-  if (Number.isNaN(ms) || new Date(ms).toISOString() !== `${at.slice(0, 23)}Z`) throw invalid();
-  if (typeof id !== 'string' || !isUuid(id)) throw invalid();
-  return { at, id };
-}

@@ -1,4 +1,5 @@
 import { ValidationError } from '../errors.ts';
+import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
@@ -382,11 +383,10 @@ export interface MovementPage {
 
 export const MAX_MOVEMENT_PAGE = 200;
 
-const UUID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Ids arrive from URLs; one that is not a UUID names nothing (and must never reach a uuid cast). */
 export function isRequestId(id: string): boolean {
-  return UUID_SHAPE.test(id);
+  return isUuid(id);
 }
 
 /** Newest first, paginated by (created_at, id); filters by state and template key. */
@@ -394,13 +394,13 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
   if (!Number.isInteger(q.limit) || q.limit < 1 || q.limit > MAX_MOVEMENT_PAGE) {
     throw new ValidationError(`limit must be an integer from 1 to ${MAX_MOVEMENT_PAGE}`, { limit: q.limit });
   }
-  const before = q.cursor ? decodeMovementCursor(q.cursor) : null;
+  const before = q.cursor ? decodeCursor(q.cursor) : null;
   const { rows } = await db.query<RequestSummaryRow & { cursor_at: string }>(
     `SELECT id, template_version_id, template_key, template_version, intent, input_params, compiled_plan_hash,
             machine_id, machine_version, request_state, row_version, approval_status, approval_quorum, approvals,
             decided_by, expires_at, current_frontier, callback_url, idempotency_key, request_fingerprint,
             created_by, created_at, updated_at,
-            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_at
+            ${CURSOR_AT_SQL} AS cursor_at
        FROM movement_requests
       WHERE ($1::text IS NULL OR request_state = $1)
         AND ($2::text IS NULL OR template_key = $2)
@@ -411,29 +411,7 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
   );
   const page = rows.slice(0, q.limit);
   const last = page[page.length - 1];
-  const nextCursor = rows.length > q.limit && last ? encodeMovementCursor(last.cursor_at, last.id) : null;
+  const nextCursor = rows.length > q.limit && last ? encodeCursor(last.cursor_at, last.id) : null;
   return { movements: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
 }
 
-// created_at is kept at microsecond precision: a JS Date would round it to milliseconds and could
-// skip or repeat rows created within the same millisecond.
-function encodeMovementCursor(at: string, id: string): string {
-  return Buffer.from(JSON.stringify([at, id])).toString('base64url');
-}
-
-function decodeMovementCursor(cursor: string): { at: string; id: string } {
-  const invalid = () => new ValidationError('cursor is not one this API returned', { field: 'cursor' });
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    throw invalid();
-  }
-  if (!Array.isArray(parsed) || parsed.length !== 2) throw invalid();
-  const [at, id] = parsed;
-  if (typeof at !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(at)) throw invalid();
-  const ms = Date.parse(at);
-  if (Number.isNaN(ms) || new Date(ms).toISOString() !== `${at.slice(0, 23)}Z`) throw invalid();
-  if (typeof id !== 'string' || !isRequestId(id)) throw invalid();
-  return { at, id };
-}

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { NotFoundError, ValidationError } from '../errors.ts';
+import { isUuid } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
@@ -44,7 +45,6 @@ const TOKEN_PREFIX = 'fy_';
 // 32 random bytes in base64url without padding are 43 characters.
 const TOKEN_SHAPE = /^fy_[A-Za-z0-9_-]{43}$/;
 const NAME_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$/;
-const UUID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // last_used_at is informational; refreshing it at most once a minute keeps reads from writing.
 const LAST_USED_RESOLUTION_MS = 60_000;
 
@@ -59,7 +59,7 @@ export async function createToken(client: Queryable, input: { name: string; role
       { field: 'name' },
     );
   }
-  if (UUID_SHAPE.test(input.name)) {
+  if (isUuid(input.name)) {
     // revokeToken takes an id or a name; a name shaped like an id would be ambiguous.
     throw new ValidationError('token name must not look like a token id (UUID)', { field: 'name' });
   }
@@ -103,7 +103,7 @@ export async function listTokens(db: Queryable, opts: { includeRevoked?: boolean
  * there is nothing left to revoke.
  */
 export async function revokeToken(client: Queryable, idOrName: string): Promise<TokenInfo> {
-  const byId = UUID_SHAPE.test(idOrName);
+  const byId = isUuid(idOrName);
   const { rows } = await client.query<TokenInfo>(
     `UPDATE api_tokens SET revoked_at = now()
       WHERE revoked_at IS NULL AND ${byId ? 'id = $1::uuid' : 'name = $1'}

@@ -46,7 +46,6 @@ export async function seedMovement(pool: Pool, template: TemplateDefinitionInput
     const plan = compilePlan(version, intent, {});
     return startMovement(client, {
       plan,
-      compiledPlan: plan,
       intent,
       inputParams: {},
       createdBy: opts.createdBy ?? 'requester',
