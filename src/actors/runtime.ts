@@ -9,7 +9,7 @@ import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
 import type { Logger } from '../log.ts';
 import { workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
-import type { Pool } from '../persistence/db.ts';
+import { createPool, type Pool } from '../persistence/db.ts';
 import { upsertHeartbeat } from '../persistence/heartbeats.ts';
 import { promoteAudit } from './audit-promoter.ts';
 import { startBoss, stopBoss } from './boss.ts';
@@ -51,9 +51,14 @@ export interface Runtime {
   stop(): Promise<void>;
 }
 
-export function defaultRegistries(pool: Pool): { executors: ExecutorRegistry; signers: SignerRegistry } {
+/**
+ * The built-in registries: the simulation lane and the noop signer. `providerPool` is the simulated
+ * provider's own connection pool: like a real provider it must not draw on the runtime's pool,
+ * whose connections the observer and recovery hold (with their row locks) while they call it.
+ */
+export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegistry; signers: SignerRegistry } {
   const executors = new ExecutorRegistry();
-  createSimExecutors(pool, executors);
+  createSimExecutors(providerPool, executors);
   const signers = new SignerRegistry();
   signers.register(new NoopSigner('noop'));
   return { executors, signers };
@@ -61,7 +66,8 @@ export function defaultRegistries(pool: Pool): { executors: ExecutorRegistry; si
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { pool, config, log } = opts;
-  const defaults = opts.executors && opts.signers ? null : defaultRegistries(pool);
+  const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, 4, 'ferry-sim-provider');
+  const defaults = providerPool ? defaultRegistries(providerPool) : null;
   const executors = opts.executors ?? defaults!.executors;
   const signers = opts.signers ?? defaults!.signers;
   const workers = opts.workers ?? config.workersEnabled;
@@ -161,6 +167,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await delivery?.stop();
       await stopBoss(boss);
       for (const e of executors.all()) await e.close?.().catch(() => {});
+      await providerPool?.end();
     },
   };
 }

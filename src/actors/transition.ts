@@ -18,7 +18,6 @@ import {
 import { transitionsTotal } from '../metrics.ts';
 import type { Client, Queryable } from '../persistence/db.ts';
 import {
-  appendTransition,
   lockNode,
   lockRequest,
   nodesOfRequest,
@@ -84,6 +83,11 @@ export interface DeliveredToRequest extends Delivered {
 class Session {
   deriveRequests = new Set<string>();
   requests = new Map<string, RequestRow>();
+  /**
+   * Each request's nodes as last read or written in this transaction. The request row is locked
+   * for the whole delivery and every node writer locks it first, so nothing else changes them.
+   */
+  nodes = new Map<string, Map<string, NodeRow>>();
   notifications = new Set<string>();
   depth = 0;
   constructor(
@@ -118,7 +122,7 @@ async function finish(s: Session): Promise<void> {
   while (s.deriveRequests.size > 0) {
     const [requestId] = s.deriveRequests;
     s.deriveRequests.delete(requestId);
-    const nodes = await nodesOfRequest(s.client, requestId);
+    const nodes = await nodesOf(s, requestId);
     await applyRequestEvent(s, requestId, { type: 'NODES_SETTLED', summary: summarizeNodes(nodes) }, true);
   }
   // One NOTIFY per transaction, carrying every notice (chunked under Postgres' 8000-byte limit).
@@ -239,28 +243,17 @@ async function applyRequestEvent(
 
   const to = String(next.value);
   const ctx = next.context;
-  const updated = await writeRequestTransition(s.client, requestId, row.request_state, row.row_version, {
-    request_state: to,
-    approval_status: ctx.approvalStatus,
-    approvals: ctx.approvals,
-    decided_by: ctx.decidedBy,
-  });
-  if (!updated) throw new TransitionConflictError(REQUEST_MACHINE_ID, requestId);
-  s.requests.set(requestId, updated);
-  const logged = await appendTransition(s.client, {
-    machine_id: REQUEST_MACHINE_ID,
-    machine_version: REQUEST_MACHINE_VERSION,
-    entity_type: 'request',
-    entity_id: requestId,
-    request_id: requestId,
-    node_key: null,
-    seq: updated.row_version,
-    from_state: row.request_state,
-    to_state: to,
-    event_type: event.type,
-    event_payload: eventPayload(event),
-    actor,
-  });
+  const written = await writeRequestTransition(
+    s.client,
+    requestId,
+    row.request_state,
+    row.row_version,
+    { request_state: to, approval_status: ctx.approvalStatus, approvals: ctx.approvals, decided_by: ctx.decidedBy },
+    { machine_id: REQUEST_MACHINE_ID, machine_version: REQUEST_MACHINE_VERSION, event_type: event.type, event_payload: eventPayload(event), actor },
+  );
+  if (!written) throw new TransitionConflictError(REQUEST_MACHINE_ID, requestId);
+  const logged = written.transition;
+  s.requests.set(requestId, written.row);
   s.notifications.add(JSON.stringify({ request_id: requestId, entity: 'request', state: to }));
   transitionsTotal.inc({ machine: REQUEST_MACHINE_ID, from: row.request_state, to });
 
@@ -304,35 +297,30 @@ async function applyNodeEvent(
 
   const to = String(next.value);
   const c = next.context;
-  const updated = await writeNodeTransition(s.client, nodeId, row.node_state, row.row_version, {
-    node_state: to,
-    attempt_no: c.attemptNo,
-    started_at: c.startedAt,
-    provider_state: c.providerState,
-    provider_refs: c.providerRefs,
-    provider_ref_id: c.providerRefId,
-    next_observe_at: c.nextObserveAt,
-    last_observed_at: c.lastObservedAt,
-    observe_count: c.observeCount,
-    dispatch_after: c.dispatchAfter,
-    error_code: c.errorCode,
-    error_detail: c.errorDetail,
-  });
-  if (!updated) throw new TransitionConflictError(NODE_MACHINE_ID, nodeId);
-  const logged = await appendTransition(s.client, {
-    machine_id: NODE_MACHINE_ID,
-    machine_version: NODE_MACHINE_VERSION,
-    entity_type: 'node',
-    entity_id: nodeId,
-    request_id: row.request_id,
-    node_key: row.node_key,
-    seq: updated.row_version,
-    from_state: row.node_state,
-    to_state: to,
-    event_type: event.type,
-    event_payload: eventPayload(event),
-    actor,
-  });
+  const written = await writeNodeTransition(
+    s.client,
+    row,
+    row.node_state,
+    row.row_version,
+    {
+      node_state: to,
+      attempt_no: c.attemptNo,
+      started_at: c.startedAt,
+      provider_state: c.providerState,
+      provider_refs: c.providerRefs,
+      provider_ref_id: c.providerRefId,
+      next_observe_at: c.nextObserveAt,
+      last_observed_at: c.lastObservedAt,
+      observe_count: c.observeCount,
+      dispatch_after: c.dispatchAfter,
+      error_code: c.errorCode,
+      error_detail: c.errorDetail,
+    },
+    { machine_id: NODE_MACHINE_ID, machine_version: NODE_MACHINE_VERSION, event_type: event.type, event_payload: eventPayload(event), actor },
+  );
+  if (!written) throw new TransitionConflictError(NODE_MACHINE_ID, nodeId);
+  const { row: updated, transition: logged } = written;
+  s.nodes.get(row.request_id)?.set(nodeId, updated);
   s.notifications.add(JSON.stringify({ request_id: row.request_id, entity: 'node', node_id: nodeId, state: to }));
   transitionsTotal.inc({ machine: NODE_MACHINE_ID, from: row.node_state, to });
 
@@ -352,12 +340,21 @@ async function applyNodeEvent(
 // ---------------------------------------------------------------------------------------------
 // Messages
 
+async function nodesOf(s: Session, requestId: string): Promise<NodeRow[]> {
+  let cached = s.nodes.get(requestId);
+  if (!cached) {
+    cached = new Map((await nodesOfRequest(s.client, requestId)).map((n) => [n.id, n]));
+    s.nodes.set(requestId, cached);
+  }
+  return [...cached.values()];
+}
+
 const SETTLED = new Set(['COMPLETED', 'SKIPPED']);
 const TERMINAL_OR_WAITING = new Set(['BLOCKED', 'COMPLETED', 'SKIPPED', 'CANCELLED', 'FAILED']);
 
 /** Successors whose predecessors have all completed become READY; the frontier moves with them. */
 async function advanceFrontier(s: Session, completed: NodeRow, at: string): Promise<void> {
-  const nodes = await nodesOfRequest(s.client, completed.request_id);
+  const nodes = await nodesOf(s, completed.request_id);
   const byKey = new Map(nodes.map((n) => [n.node_key, n]));
   const unblocked: string[] = [];
   for (const key of completed.successor_keys) {
@@ -380,7 +377,7 @@ async function advanceFrontier(s: Session, completed: NodeRow, at: string): Prom
 
 /** On approval, the plan's root nodes become READY. */
 async function readyFrontier(s: Session, requestId: string): Promise<void> {
-  const nodes = await nodesOfRequest(s.client, requestId);
+  const nodes = await nodesOf(s, requestId);
   const ready: string[] = [];
   for (const n of nodes) {
     if (n.node_state !== 'BLOCKED' || n.predecessor_keys.length > 0) continue;
@@ -395,7 +392,7 @@ async function readyFrontier(s: Session, requestId: string): Promise<void> {
 
 /** Nodes that have not started are cancelled with their request; started ones keep their state. */
 async function cancelOpenNodes(s: Session, requestId: string): Promise<void> {
-  const nodes = await nodesOfRequest(s.client, requestId);
+  const nodes = await nodesOf(s, requestId);
   for (const n of nodes) {
     if (n.node_state === 'BLOCKED' || n.node_state === 'READY') {
       await applyNodeEvent(s, n.id, { type: 'CANCEL_REQUESTED' }, true, s.actor);

@@ -10,8 +10,18 @@ export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 // Ferry fit in a double, so read them as numbers.
 pg.types.setTypeParser(20, (v) => Number(v));
 
-export function createPool(connectionString: string, max = 20, applicationName = 'ferry'): Pool {
-  const pool = new pg.Pool({ connectionString, max, application_name: applicationName });
+/**
+ * A pool that fails a checkout after 30 s instead of waiting forever, so an exhausted pool shows up
+ * as errors in the worker logs rather than as a silent stall.
+ */
+export function createPool(connectionString: string, max = 20, applicationName = 'ferry', opts: { allowExitOnIdle?: boolean } = {}): Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    application_name: applicationName,
+    connectionTimeoutMillis: 30_000,
+    allowExitOnIdle: opts.allowExitOnIdle ?? false,
+  });
   // An idle client losing its connection (Postgres restart) must not crash the process.
   pool.on('error', () => {});
   return pool;

@@ -6,14 +6,18 @@ import { defaultRegistries } from '../../src/actors/runtime.ts';
 import { deliverRequestEvent } from '../../src/actors/transition.ts';
 import { loadConfig } from '../../src/config.ts';
 import { log } from '../../src/log.ts';
-import { withTransaction, type Pool } from '../../src/persistence/db.ts';
+import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { getRequest, nodesOfRequest } from '../../src/persistence/movements.ts';
 import { collectingDeps, seedMovement } from './fixtures.ts';
 import type { TemplateDefinitionInput } from '../../src/plan/template-schema.ts';
 
 /** Runtime deps for driving the workers step by step in a test (no loops, no timers). */
 export function runtimeDeps(pool: Pool, env: Record<string, string> = {}): RuntimeDeps & { seen: ReturnType<typeof collectingDeps>['seen'] } {
-  const { executors, signers } = defaultRegistries(pool);
+  // The simulated provider's own pool, as in the runtime (it idles out on its own when a file ends).
+  const providerPool = createPool((pool as unknown as { options: { connectionString: string } }).options.connectionString, 4, 'ferry-sim-provider', {
+    allowExitOnIdle: true,
+  });
+  const { executors, signers } = defaultRegistries(providerPool);
   const transitions = collectingDeps();
   return {
     pool,
