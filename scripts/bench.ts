@@ -8,6 +8,8 @@
  * 3. Prints a table, then one JSON line: movements, processes, movements_per_s, transitions_per_s,
  *    e2e_p50_ms, e2e_p99_ms, dispatch_p50_ms, dispatch_p99_ms (approve -> first submit),
  *    commit_ceiling_tps, ceiling_ratio (transitions_per_s / commit_ceiling_tps).
+ * Flags: --movements, --processes, --concurrency, --rate (approvals per second; default 0 = all at
+ * once), --ceiling-seconds.
  *
  * Database: BENCH_DATABASE_URL, else DATABASE_URL, else TEST_DATABASE_URL, else an embedded server.
  * A scratch database is created for the run and dropped afterwards.
@@ -36,12 +38,20 @@ const { values } = parseArgs({
     processes: { type: 'string', default: '2' },
     concurrency: { type: 'string', default: '16' },
     'ceiling-seconds': { type: 'string', default: '3' },
+    // Approvals per second; 0 approves everything at once (throughput under a backlog). A rate
+    // below capacity measures dispatch latency without queueing in front of it.
+    rate: { type: 'string', default: '0' },
   },
 });
 const movements = Number(values.movements);
 const processes = Number(values.processes);
 const concurrency = Number(values.concurrency);
 const ceilingSeconds = Number(values['ceiling-seconds']);
+const rate = Number(values.rate);
+if (!Number.isFinite(rate) || rate < 0) {
+  console.error('--rate must be a number of approvals per second, 0 for all at once');
+  process.exit(2);
+}
 for (const [k, v] of Object.entries({ movements, processes, concurrency, ceilingSeconds })) {
   if (!Number.isInteger(v) || v < 1) {
     console.error(`--${k} must be a positive whole number`);
@@ -101,7 +111,17 @@ async function main() {
     await waitFor('workers to start', async () => new Set((await listHeartbeats(pool)).map((h) => h.process_id)).size >= processes, 120_000, 100);
 
     const started = performance.now();
-    await approveMovements(pool, ids, { callbacks: async () => {} }, concurrency);
+    const noCallbacks = { callbacks: async () => {} };
+    if (rate > 0) {
+      for (let i = 0; i < ids.length; i++) {
+        const due = started + (i * 1000) / rate;
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        void approveMovements(pool, [ids[i]], noCallbacks, 1);
+      }
+    } else {
+      await approveMovements(pool, ids, noCallbacks, concurrency);
+    }
     await waitFor(
       'every movement to complete',
       async () => (await countRequestsByState(pool, ids)).COMPLETED === movements,
@@ -128,7 +148,7 @@ async function main() {
       commit_ceiling_tps: round(ceiling),
       ceiling_ratio: round(log.n / wall / ceiling, 3),
     };
-    console.log(`movements            ${movements} (${processes} worker processes, ${concurrency} load clients)`);
+    console.log(`movements            ${movements} (${processes} worker processes, ${concurrency} load clients, ${rate > 0 ? `${rate} approvals/s` : 'approved at once'})`);
     console.log(`wall time            ${round(wall, 2)} s`);
     console.log(`movements/s          ${result.movements_per_s}`);
     console.log(`transitions/s        ${result.transitions_per_s} (${log.n} transitions)`);
