@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { after } from 'node:test';
+import { after, afterEach } from 'node:test';
 import { createPool, type Pool } from '../../src/persistence/db.ts';
 import { cloneTemplate, dropDatabase } from '../../src/persistence/test-databases.ts';
 
@@ -20,9 +20,12 @@ export async function testDatabase(): Promise<TestDb> {
   const name = `ferry_t_${process.pid}_${randomBytes(3).toString('hex')}`;
   const url = await cloneTemplate(adminUrl, template, name);
   const pool = createPool(url, 20, 'ferry-test');
+  let failed = false;
+  afterEach((t) => {
+    if ((t as { passed?: boolean }).passed === false) failed = true;
+  });
   after(async () => {
     await pool.end();
-    const failed = process.exitCode !== undefined && process.exitCode !== 0;
     if (!failed && process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, name);
   });
   return { url, name, pool };
@@ -32,7 +35,7 @@ export async function testDatabase(): Promise<TestDb> {
  * A database of its own for one test, for tests whose workers sweep every row (dispatcher,
  * observer, recovery) and so must not see another test's leftovers. Dropped when the test passes.
  */
-export async function scratchDatabase(t: { after: (fn: () => Promise<void>) => void }): Promise<TestDb> {
+export async function scratchDatabase(t: { after: (fn: () => Promise<void>) => void; passed?: boolean }): Promise<TestDb> {
   const adminUrl = process.env.FERRY_TEST_ADMIN_URL!;
   const template = process.env.FERRY_TEST_TEMPLATE!;
   if (!adminUrl || !template) throw new Error('run tests through `npm test` (it prepares the database server)');
@@ -41,7 +44,7 @@ export async function scratchDatabase(t: { after: (fn: () => Promise<void>) => v
   const pool = createPool(url, 10, 'ferry-test');
   t.after(async () => {
     await pool.end();
-    if (process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, name);
+    if (t.passed !== false && process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, name);
   });
   return { url, name, pool };
 }
