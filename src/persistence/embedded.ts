@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { resolve, join } from 'node:path';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import pg from 'pg';
 
@@ -31,6 +31,7 @@ function secretFile(dir: string, name: string): string {
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedServer> {
   const root = resolve(opts.dataDir);
   mkdirSync(root, { recursive: true });
+  if (process.getuid?.() === 0) letPostgresUserThrough(root);
   const databaseDir = join(root, 'pg');
   const password = secretFile(root, 'pg-password');
   const database = opts.database ?? 'ferry';
@@ -88,4 +89,18 @@ function dropPackageProcessHandlers(): void {
     return;
   }
   for (const event of exitHook.hookedEvents()) exitHook.unhookEvent(event);
+}
+
+/**
+ * As root, the server runs as a separate system user, which must be able to pass through the data
+ * folder and its parents inside the project (a folder created with mode 0700 would stop it). Adds
+ * only the others' search bit: nothing becomes listable or readable.
+ */
+function letPostgresUserThrough(dir: string): void {
+  const top = process.cwd();
+  for (let d = dir; ; d = dirname(d)) {
+    const mode = statSync(d).mode;
+    if ((mode & 0o001) === 0) chmodSync(d, (mode & 0o7777) | 0o001);
+    if (d === top || relative(top, d).startsWith('..') || dirname(d) === d) break;
+  }
 }
