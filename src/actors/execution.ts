@@ -1,4 +1,5 @@
 import type { FerryConfig } from '../config.ts';
+import type { Client } from '../persistence/db.ts';
 import { buildExecutionContext } from '../executors/context.ts';
 import type { ExecutionContext, ExecutionResult } from '../executors/protocol.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
@@ -136,4 +137,38 @@ export function resultArtifacts(node: NodeRow, attemptNo: number, result: Execut
 
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+export interface ProviderAnswer {
+  outcome: ExecutorOutcome;
+  artifacts: NewArtifact[];
+  retryAfter: number | null;
+}
+
+/**
+ * Asks a claimed node's executor about its current attempt (observe or recover), inside the claim's
+ * transaction. A result whose next_state the call cannot produce becomes UNKNOWN; a throw becomes
+ * whatever `onError` decides.
+ */
+export async function askProvider(
+  client: Client,
+  deps: RuntimeDeps,
+  request: RequestRow,
+  node: NodeRow,
+  call: 'observe' | 'recover',
+  allowed: readonly OutcomeState[],
+  onError: (err: unknown) => ExecutorOutcome,
+): Promise<ProviderAnswer> {
+  try {
+    const ctx = await contextFor(client, request, node, node.attempt_no);
+    const executor = deps.executors.get(node.executor_binding as never);
+    const result = await executor[call](ctx);
+    return {
+      outcome: outcomeOf(result, allowed, 'UNKNOWN'),
+      artifacts: resultArtifacts(node, node.attempt_no, result),
+      retryAfter: result.retry_after_seconds ?? null,
+    };
+  } catch (err) {
+    return { outcome: onError(err), artifacts: [], retryAfter: null };
+  }
 }

@@ -1,11 +1,10 @@
 import { TemporaryMovementError, isMovementError } from '../executors/errors.ts';
-import type { ExecutorOutcome } from '../machines/outcome.ts';
 import { addSeconds, observationTimedOut, observeDelaySeconds } from '../machines/observe-policy.ts';
-import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
+import { insertArtifacts } from '../persistence/artifacts.ts';
 import { claimForObserve, observeCandidates } from '../persistence/claims.ts';
 import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
-import { contextFor, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
+import { askProvider, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
 import { deliverNodeEvent } from './transition.ts';
 
 /**
@@ -36,24 +35,20 @@ async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> 
       return true;
     }
 
-    let outcome: ExecutorOutcome;
-    let artifacts: NewArtifact[] = [];
-    let retryAfter: number | null = null;
-    try {
-      const ctx = await contextFor(client, request, node, node.attempt_no);
-      const executor = deps.executors.get(node.executor_binding as never);
-      const result = await executor.observe(ctx);
-      outcome = outcomeOf(result, ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'], 'UNKNOWN');
-      artifacts = resultArtifacts(node, node.attempt_no, result);
-      retryAfter = result.retry_after_seconds ?? null;
-    } catch (err) {
+    const { outcome, artifacts, retryAfter } = await askProvider(
+      client,
+      deps,
+      request,
+      node,
+      'observe',
+      ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'],
       // A provider we cannot reach now says nothing about the movement: keep observing. Anything
       // else makes the node's fate unknown, which recovery resolves.
-      outcome =
+      (err) =>
         err instanceof TemporaryMovementError
           ? { nextState: 'OBSERVING', errorCode: err.code, errorDetail: err.message }
-          : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'OBSERVE_ERROR', errorText(err));
-    }
+          : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'OBSERVE_ERROR', errorText(err)),
+    );
     const keepsObserving = outcome.nextState === 'OBSERVING' || outcome.nextState === 'SUBMITTED';
     const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
     await insertArtifacts(client, artifacts);

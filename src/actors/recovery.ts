@@ -1,11 +1,10 @@
 import { isMovementError } from '../executors/errors.ts';
-import type { ExecutorOutcome } from '../machines/outcome.ts';
 import { addSeconds, observeDelaySeconds } from '../machines/observe-policy.ts';
-import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
+import { insertArtifacts } from '../persistence/artifacts.ts';
 import { claimForRecovery, recoveryCandidates, type RecoveryArm } from '../persistence/claims.ts';
 import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
-import { contextFor, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
+import { askProvider, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
 import { deliverNodeEvent } from './transition.ts';
 
 /**
@@ -48,21 +47,17 @@ async function recoverNode(deps: RuntimeDeps, nodeId: string, rowVersion: number
     const { node, request } = claimed;
     const log = deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'recovery', attempt: node.attempt_no });
     const at = nowIso();
-    let outcome: ExecutorOutcome;
-    let artifacts: NewArtifact[] = [];
-    let retryAfter: number | null = null;
-    try {
-      // The reference runtime holds the node and request locks across recover(): it must not race
-      // the observer or an operator while it decides what happened to the attempt.
-      const ctx = await contextFor(client, request, node, node.attempt_no);
-      const executor = deps.executors.get(node.executor_binding as never);
-      const result = await executor.recover(ctx);
-      outcome = outcomeOf(result, ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'], 'UNKNOWN');
-      artifacts = resultArtifacts(node, node.attempt_no, result);
-      retryAfter = result.retry_after_seconds ?? null;
-    } catch (err) {
-      outcome = errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'RECOVER_ERROR', errorText(err));
-    }
+    // The reference runtime holds the node and request locks across recover(): it must not race
+    // the observer or an operator while it decides what happened to the attempt.
+    const { outcome, artifacts, retryAfter } = await askProvider(
+      client,
+      deps,
+      request,
+      node,
+      'recover',
+      ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'],
+      (err) => errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'RECOVER_ERROR', errorText(err)),
+    );
     const observing = outcome.nextState === 'SUBMITTED' || outcome.nextState === 'OBSERVING';
     const nextObserveAt = observing && retryAfter ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
     await insertArtifacts(client, artifacts);
