@@ -325,6 +325,29 @@ describe('recovery', () => {
     assert.equal(calls.rows[0].c, 0);
   });
 
+  test('a dispatch abandoned in PREPARING goes back to READY after the grace, and then completes', async () => {
+    const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS: '1' });
+    const id = await approvedMovement(fast, plan(key('abandoned'), [simNode('a', {})]));
+    const node = (await snapshot(db.pool, id)).byKey.a;
+    await withTransaction(db.pool, async (c) => {
+      const { deliverNodeEvent } = await import('../src/actors/transition.ts');
+      const o = { actor: 'test', deps: fast.transitions };
+      await deliverRequestEvent(c, id, { type: 'DISPATCH_STARTED' }, o);
+      await deliverNodeEvent(c, node.id, { type: 'DISPATCH_CLAIMED', at: new Date().toISOString() }, o);
+    });
+    await recoverBatch(fast);
+    assert.equal((await snapshot(db.pool, id)).byKey.a.node_state, 'PREPARING', 'within grace the dispatch may still be running');
+    await new Promise((r) => setTimeout(r, 1100));
+    await recoverBatch(fast);
+    const released = (await snapshot(db.pool, id)).byKey.a;
+    assert.equal(released.node_state, 'READY');
+    assert.equal(released.error_code, 'DISPATCH_ABANDONED');
+    await drain(fast);
+    const done = await snapshot(db.pool, id);
+    assert.equal(done.request.request_state, 'COMPLETED');
+    assert.equal(await submits(`${node.id}:1`), 1);
+  });
+
   test('a node stuck in SUBMITTING past the lane grace is recovered; within grace it is left alone', async () => {
     const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=1' });
     const id = await approvedMovement(fast, plan(key('stuck'), [simNode('a', {})]));

@@ -1,7 +1,7 @@
 import { isMovementError } from '../executors/errors.ts';
 import { addSeconds, observeDelaySeconds } from '../machines/observe-policy.ts';
 import { insertArtifacts } from '../persistence/artifacts.ts';
-import { claimForRecovery, recoveryCandidates, type RecoveryArm } from '../persistence/claims.ts';
+import { abandonedDispatches, claimAbandonedDispatch, claimForRecovery, recoveryCandidates, type RecoveryArm } from '../persistence/claims.ts';
 import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
 import { askProvider, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
@@ -25,7 +25,7 @@ export function recoveryArms(batch: number): RecoveryArm[] {
 
 export async function recoverBatch(deps: RuntimeDeps): Promise<number> {
   const { config } = deps;
-  let done = 0;
+  let done = await releaseAbandonedDispatches(deps);
   for (const arm of recoveryArms(config.recoveryBatchSize)) {
     const candidates = await recoveryCandidates(
       deps.pool,
@@ -65,4 +65,30 @@ async function recoverNode(deps: RuntimeDeps, nodeId: string, rowVersion: number
     log.info({ from_state: node.node_state, next_state: outcome.nextState, error_code: outcome.errorCode ?? null }, 'recovered');
     return true;
   });
+}
+
+/**
+ * A node left in PREPARING or AWAITING_SIGNATURE by a process that died has moved no money: nothing
+ * is submitted before SUBMITTING is committed. It goes back to READY for a fresh dispatch, without
+ * asking anyone, once it has been idle longer than the SUBMITTING grace.
+ */
+async function releaseAbandonedDispatches(deps: RuntimeDeps): Promise<number> {
+  const candidates = await abandonedDispatches(deps.pool, deps.config.submittingGraceSeconds, deps.config.recoveryBatchSize);
+  let released = 0;
+  for (const c of candidates) {
+    const done = await withTransaction(deps.pool, async (client) => {
+      const claimed = await claimInSavepoint(client, () => claimAbandonedDispatch(client, c.id, c.row_version));
+      if (!claimed) return false;
+      const at = nowIso();
+      await deliverNodeEvent(
+        client,
+        c.id,
+        { type: 'DISPATCH_DEFERRED', errorCode: 'DISPATCH_ABANDONED', errorDetail: `dispatch stopped in ${claimed.node.node_state}`, retryAt: at },
+        { actor: 'worker:recovery', deps: deps.transitions },
+      );
+      return true;
+    });
+    if (done) released++;
+  }
+  return released;
 }

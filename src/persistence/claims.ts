@@ -147,3 +147,29 @@ export async function claimForExpiry(db: Queryable, requestId: string): Promise<
   );
   return rows[0] ?? null;
 }
+
+/**
+ * Nodes whose dispatch was abandoned before SUBMITTING (the process died in preflight, prepare or
+ * signing): idle in PREPARING or AWAITING_SIGNATURE past the grace. Nothing was submitted for them.
+ */
+export async function abandonedDispatches(db: Queryable, graceSeconds: number, limit: number): Promise<{ id: string; row_version: number }[]> {
+  const { rows } = await db.query<{ id: string; row_version: number }>(
+    `SELECT n.id, n.row_version FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
+      WHERE n.node_state IN ('PREPARING', 'AWAITING_SIGNATURE') AND r.request_state = 'EXECUTING'
+        AND n.updated_at < now() - make_interval(secs => $1)
+      ORDER BY n.updated_at LIMIT $2`,
+    [graceSeconds, limit],
+  );
+  return rows;
+}
+
+export async function claimAbandonedDispatch(db: Queryable, nodeId: string, rowVersion: number): Promise<Claimed | null> {
+  const { rows } = await db.query(
+    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
+      WHERE n.id = $1 AND n.row_version = $2 AND n.node_state IN ('PREPARING', 'AWAITING_SIGNATURE')
+        AND r.request_state = 'EXECUTING'
+      FOR UPDATE OF n, r SKIP LOCKED`,
+    [nodeId, rowVersion],
+  );
+  return rows[0] ? split(rows[0]) : null;
+}

@@ -33,19 +33,31 @@ export function createPool(connectionString: string, max = 20, applicationName =
  */
 export async function withTransaction<T>(pool: Pool, fn: (client: Client) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // A checked-out client whose server goes away between two queries (while a worker awaits a
+  // provider) emits 'error'; unheard, that would crash the process. Its next query fails anyway.
+  const onError = () => {};
+  client.on('error', onError);
+  let result: T;
   try {
     await client.query('BEGIN');
-    const result = await fn(client);
+    result = await fn(client);
     const end = commitSeconds.startTimer();
     await client.query('COMMIT');
     end();
-    return result;
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    // A connection that cannot even roll back (the server restarted, the socket died) must not go
+    // back to the pool, or every later checkout would fail on it.
+    const broken = await client.query('ROLLBACK').then(
+      () => false,
+      () => true,
+    );
+    client.off('error', onError);
+    client.release(broken ? (err as Error) : undefined);
     throw err;
-  } finally {
-    client.release();
   }
+  client.off('error', onError);
+  client.release();
+  return result;
 }
 
 /** Runs fn inside a savepoint of an open transaction; a throw rolls back only the savepoint. */

@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { approveMovements, createMovements } from '../scripts/lib/load.ts';
+import { countRequestsByState, exactlyOnceReport } from '../src/persistence/bench.ts';
+import { createPool } from '../src/persistence/db.ts';
+import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
+import { migrate } from '../src/persistence/migrate.ts';
+import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';
+import { collectingDeps } from './helpers/fixtures.ts';
+import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
+
+/**
+ * PostgreSQL stops in the middle of a run and comes back. The worker process rides it out (its
+ * loops back off, its listener reconnects), every movement completes, and no attempt is submitted
+ * twice: what was in flight when the database went away is resolved by recovery.
+ */
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const template: TemplateDefinitionInput = {
+  template_key: 'restart-two-step',
+  nodes: [
+    { node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', config: { sim: { latency_ms: 100 } } },
+    { node_key: 'confirm', node_kind: 'observe', action_type: 'sim_observe', executor_binding: 'exec.sim.observe', config: { sim: { latency_ms: 100 } } },
+  ],
+  edges: [{ from: 'pay', to: 'confirm' }],
+} as TemplateDefinitionInput;
+
+test('a PostgreSQL restart mid-run loses no movement and submits no attempt twice', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'ferry-restart-'));
+  const port = await freePort();
+  let server = await startEmbeddedPostgres({ dataDir, port });
+  const url = server.url;
+  await migrate(url);
+  let pool = createPool(url, 4);
+  const ids = await createMovements(pool, template, 40, 4);
+
+  const worker = spawnWorker(url, {
+    FERRY_SUBMITTING_GRACE_SECONDS: '3',
+    FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '1',
+    FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.5',
+    FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.5',
+    FERRY_DB_POOL_MAX: '6',
+    FERRY_LOG_LEVEL: process.env.FERRY_TEST_WORKER_LOG ?? 'fatal',
+  });
+  try {
+    await approveMovements(pool, ids, collectingDeps(), 4);
+    await waitFor('some movements to finish before the restart', async () => ((await countRequestsByState(pool, ids)).COMPLETED ?? 0) >= 5, 120_000, 50);
+    const before = await countRequestsByState(pool, ids);
+    assert.ok((before.COMPLETED ?? 0) < ids.length, 'work is still in flight when the database stops');
+
+    await pool.end();
+    await server.stop();
+    await new Promise((r) => setTimeout(r, 2000));
+    server = await startEmbeddedPostgres({ dataDir, port });
+    pool = createPool(url, 4);
+
+    const states = await waitFor(
+      'every movement to finish after the restart',
+      async () => {
+        const s = await countRequestsByState(pool, ids);
+        return (s.COMPLETED ?? 0) + (s.FAILED ?? 0) + (s.MANUAL_INTERVENTION ?? 0) === ids.length ? s : null;
+      },
+      240_000,
+      250,
+    );
+    assert.deepEqual(states, { COMPLETED: ids.length });
+    const report = await exactlyOnceReport(pool, ids);
+    assert.equal(report.keysSubmittedTwice, 0, 'no attempt submitted twice');
+    assert.equal(report.nodes, ids.length * 2);
+    assert.ok(report.submits >= report.nodes, 'every node submitted at least once');
+  } finally {
+    worker.kill('SIGTERM');
+    await exited(worker);
+    await pool.end().catch(() => {});
+    await server.stop();
+  }
+});
