@@ -211,3 +211,13 @@ test('events a state does not accept are refused with INVALID_TRANSITION and cha
   assert.equal((await getRequest(db.pool, request.id))!.row_version, 0);
   assert.equal((await transitionsOfEntity(db.pool, request.id)).length, 1);
 });
+
+test('a row written by another machine version is refused as SNAPSHOT_INCOMPATIBLE, not guessed at', async () => {
+  const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-version-${counter++}`));
+  await db.pool.query(`UPDATE movement_requests SET machine_version = '0' WHERE id = $1`, [request.id]);
+  await assert.rejects(
+    withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, { type: 'REJECT', by: 'x', at: T1 }, { actor: 't', deps })),
+    (e: any) => e.code === 'SNAPSHOT_INCOMPATIBLE' && e.httpStatus === 409,
+  );
+  assert.equal((await getRequest(db.pool, request.id))!.request_state, 'PENDING_APPROVAL');
+});

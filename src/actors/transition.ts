@@ -140,10 +140,10 @@ async function finish(s: Session): Promise<void> {
   if (chunk.length > 0) await notifyOnCommit(s.client, EVENTS_CHANNEL, `[${chunk.join(',')}]`);
 }
 
+/** The snapshot a row stands for; a row written by another machine or version is refused, not guessed at. */
 function resolve<M extends AnyStateMachine>(machine: M, id: string, row: { machine_id: string; machine_version: string }, value: string, context: unknown) {
-  const expected = machine === (nodeMachine as AnyStateMachine) ? [NODE_MACHINE_ID, NODE_MACHINE_VERSION] : [REQUEST_MACHINE_ID, REQUEST_MACHINE_VERSION];
-  if (row.machine_id !== expected[0] || row.machine_version !== expected[1]) {
-    throw new SnapshotIncompatibleError(machine.id, id, `stored ${row.machine_id}@${row.machine_version}, running ${expected.join('@')}`);
+  if (row.machine_id !== machine.id || row.machine_version !== machine.version) {
+    throw new SnapshotIncompatibleError(machine.id, id, `stored ${row.machine_id}@${row.machine_version}, running ${machine.id}@${machine.version}`);
   }
   try {
     return machine.resolveState({ value, context } as never);
