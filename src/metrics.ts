@@ -77,3 +77,10 @@ export const requestsByState = new client.Gauge({
   labelNames: ['state'] as const,
   registers: [registry],
 });
+
+export const reconciliationTotal = new client.Counter({
+  name: 'ferry_reconciliation_total',
+  help: 'Movements replayed through their machines, by result (consistent, drift).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});

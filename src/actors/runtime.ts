@@ -20,6 +20,7 @@ import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingRequests } from './expiry.ts';
 import { Waker, type LoopSpec, type LoopStats } from './loop-runner.ts';
 import { observeBatch } from './observer.ts';
+import { reconcileBatch } from './reconciliation.ts';
 import { recoverBatch } from './recovery.ts';
 import { superviseWorkers, type Supervision } from './supervisor.ts';
 import { Wakeups } from './wakeups.ts';
@@ -146,6 +147,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
           }),
           loop('audit_outbox_promoter', 'sidecar', config.auditIntervalSeconds, () => promoteAudit(pool)),
           loop('callback_stranded_sweep', 'sidecar', 60, () => requeueStrandedCallbacks(pool, queue)),
+          loop('reconciliation', 'sidecar', config.reconciliationIntervalSeconds, async () => (await reconcileBatch(deps)).checked),
         ],
       },
       log,

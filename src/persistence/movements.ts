@@ -499,3 +499,20 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
   return { movements: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
 }
 
+
+/** Movements to replay: never checked first, then those changed since their last check, oldest first. */
+export async function reconciliationCandidates(db: Queryable, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT r.id FROM movement_requests r
+      WHERE r.reconciled_at IS NULL OR r.reconciled_at < r.updated_at
+         OR EXISTS (SELECT 1 FROM request_nodes n WHERE n.request_id = r.id AND n.updated_at > r.reconciled_at)
+      ORDER BY r.reconciled_at NULLS FIRST, r.updated_at
+      LIMIT $1`,
+    [limit],
+  );
+  return rows.map((r) => r.id);
+}
+
+export async function markReconciled(db: Queryable, requestId: string): Promise<void> {
+  await db.query('UPDATE movement_requests SET reconciled_at = now() WHERE id = $1', [requestId]);
+}

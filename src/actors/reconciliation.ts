@@ -1,0 +1,122 @@
+import { isDeepStrictEqual } from 'node:util';
+import { initialNodeContext, nodeMachine } from '../machines/node-machine.ts';
+import { replayLog, type LoggedStep, type ReplayResult } from '../machines/replay.ts';
+import { initialRequestContext, requestMachine } from '../machines/request-machine.ts';
+import { reconciliationTotal } from '../metrics.ts';
+import { writeAudit } from '../persistence/audit.ts';
+import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
+import {
+  getRequest,
+  markReconciled,
+  nodesOfRequest,
+  reconciliationCandidates,
+  transitionsOfRequest,
+  type NodeRow,
+  type RequestRow,
+  type TransitionRow,
+} from '../persistence/movements.ts';
+import type { FerryConfig } from '../config.ts';
+import { nodeContextFromRow, requestContextFromRow } from './transition.ts';
+
+/**
+ * Reconciliation: replays each movement's transition log through the machines and compares the
+ * result with the stored rows. A difference (a state written around the machines, a lost or
+ * edited log row) is drift: counted in ferry_reconciliation_total{result="drift"} and written to
+ * the audit log with the entity and the first step where log and machine part ways. Drift is
+ * reported, never repaired automatically: the operator decides which side is right.
+ */
+
+export interface Drift {
+  entity_type: 'request' | 'node';
+  entity_id: string;
+  node_key: string | null;
+  seq: number | null;
+  reason: string;
+}
+
+export interface ReconciliationReport {
+  checked: number;
+  drifted: number;
+  budgetExhausted: boolean;
+}
+
+function compare(result: ReplayResult, storedState: string, storedContext: unknown): { seq: number | null; reason: string } | null {
+  if (!result.ok) return { seq: result.seq, reason: result.reason };
+  if (result.value !== storedState) return { seq: null, reason: `stored ${storedState}, the log replays to ${result.value}` };
+  if (!isDeepStrictEqual(result.context, storedContext)) {
+    return { seq: null, reason: 'stored columns differ from what the log replays to' };
+  }
+  return null;
+}
+
+function steps(log: TransitionRow[], entityId: string): LoggedStep[] {
+  return log.filter((t) => t.entity_id === entityId);
+}
+
+/** Replays one movement; returns its drifts (empty when the rows are what the log says). */
+export function reconcileMovement(request: RequestRow, nodes: NodeRow[], log: TransitionRow[]): Drift[] {
+  const drifts: Drift[] = [];
+  const requestLog = steps(log, request.id);
+  const birth = (requestLog[0]?.event_payload ?? {}) as { created_by?: string; quorum?: number; expires_at?: string | null };
+  const requestInput = initialRequestContext({
+    createdBy: birth.created_by ?? request.created_by,
+    quorum: birth.quorum ?? request.approval_quorum,
+    expiresAt: birth.expires_at ?? null,
+  });
+  const r = compare(replayLog(requestMachine, requestInput, requestLog), request.request_state, requestContextFromRow(request));
+  if (r) drifts.push({ entity_type: 'request', entity_id: request.id, node_key: null, ...r });
+
+  for (const node of nodes) {
+    const input = initialNodeContext({ nodeKind: node.node_kind, actionType: node.action_type, retryable: node.retryable });
+    const d = compare(replayLog(nodeMachine, input, steps(log, node.id)), node.node_state, nodeContextFromRow(node));
+    if (d) drifts.push({ entity_type: 'node', entity_id: node.id, node_key: node.node_key, ...d });
+  }
+  return drifts;
+}
+
+async function fullLog(db: Queryable, requestId: string): Promise<TransitionRow[]> {
+  const out: TransitionRow[] = [];
+  for (let after = 0; ; ) {
+    const page = await transitionsOfRequest(db, requestId, after, 1000);
+    out.push(...page);
+    if (page.length < 1000) return out;
+    after = page[page.length - 1].id;
+  }
+}
+
+export async function reconcileBatch(deps: { pool: Pool; config: FerryConfig }): Promise<ReconciliationReport> {
+  const started = Date.now();
+  const report: ReconciliationReport = { checked: 0, drifted: 0, budgetExhausted: false };
+  for (const id of await reconciliationCandidates(deps.pool, deps.config.reconciliationBatchSize)) {
+    if (deps.config.reconciliationMaxRunMs > 0 && Date.now() - started > deps.config.reconciliationMaxRunMs) {
+      report.budgetExhausted = true;
+      break;
+    }
+    // Rows and log from one snapshot: a transition committing meanwhile is in both or in neither.
+    const found = await withTransaction(deps.pool, async (client) => {
+      await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      const request = await getRequest(client, id);
+      if (!request) return null;
+      const nodes = await nodesOfRequest(client, id);
+      const log = await fullLog(client, id);
+      return { request, drifts: reconcileMovement(request, nodes, log) };
+    });
+    if (!found) continue;
+    report.checked++;
+    await withTransaction(deps.pool, async (client) => {
+      for (const drift of found.drifts) {
+        await writeAudit(client, {
+          actor: 'worker:reconciliation',
+          action: 'reconciliation.drift',
+          entity_type: drift.entity_type === 'request' ? 'movement' : 'movement_node',
+          entity_id: drift.entity_id,
+          details: { request_id: id, node_key: drift.node_key, seq: drift.seq, reason: drift.reason },
+        });
+      }
+      await markReconciled(client, id);
+    });
+    if (found.drifts.length > 0) report.drifted++;
+    reconciliationTotal.inc({ result: found.drifts.length > 0 ? 'drift' : 'consistent' });
+  }
+  return report;
+}

@@ -1,0 +1,56 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { reconcileBatch } from '../src/actors/reconciliation.ts';
+import { scratchDatabase } from './helpers/db.ts';
+import { approvedMovement, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
+
+/**
+ * Reconciliation replays every movement's transition log through the machines and compares the
+ * result with the stored rows: consistent movements pass, a state written around the machines or a
+ * log row removed behind Ferry's back is reported as drift, in the audit log and the metrics.
+ */
+
+async function driftAudits(pool: import('pg').Pool) {
+  const { rows } = await pool.query(
+    `SELECT entity_id, details FROM audit_outbox WHERE action = 'reconciliation.drift' ORDER BY id`,
+  );
+  return rows as { entity_id: string; details: { node_key: string | null; seq: number | null; reason: string } }[];
+}
+
+test('movements run by the runtime replay exactly; tampering is reported as drift', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const template = plan('reconcile-me', [
+    simNode('pay', {}),
+    { ...simNode('confirm', { submit: ['SUBMITTED'], observe: [{ next_state: 'OBSERVING', retry_after_seconds: 0 }, 'COMPLETED'] }), node_kind: 'observe' },
+  ], [{ from: 'pay', to: 'confirm' }]);
+  const ids = [await approvedMovement(deps, template), await approvedMovement(deps, template), await approvedMovement(deps, template)];
+  await drain(deps);
+  for (const id of ids) assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+
+  const first = await reconcileBatch(deps);
+  assert.deepEqual(first, { checked: 3, drifted: 0, budgetExhausted: false });
+  assert.deepEqual(await driftAudits(db.pool), []);
+  assert.equal((await reconcileBatch(deps)).checked, 0, 'unchanged movements are not checked again');
+
+  // A state written around the machines.
+  const tampered = (await snapshot(db.pool, ids[0])).byKey.confirm;
+  await db.pool.query(`UPDATE request_nodes SET node_state = 'FAILED', updated_at = now() WHERE id = $1`, [tampered.id]);
+  // A log row removed behind Ferry's back (the table refuses deletes; an owner can switch that off).
+  const victim = (await snapshot(db.pool, ids[1])).byKey.pay;
+  await db.pool.query('ALTER TABLE transitions DISABLE TRIGGER transitions_append_only');
+  await db.pool.query(`DELETE FROM transitions WHERE entity_id = $1 AND seq = 2`, [victim.id]);
+  await db.pool.query('ALTER TABLE transitions ENABLE TRIGGER transitions_append_only');
+  await db.pool.query(`UPDATE movement_requests SET updated_at = now() WHERE id = $1`, [ids[1]]);
+
+  const second = await reconcileBatch(deps);
+  assert.deepEqual(second, { checked: 2, drifted: 2, budgetExhausted: false });
+  const audits = await driftAudits(db.pool);
+  assert.equal(audits.length, 2);
+  const byEntity = Object.fromEntries(audits.map((a) => [a.entity_id, a.details]));
+  assert.equal(byEntity[tampered.id].node_key, 'confirm');
+  assert.match(byEntity[tampered.id].reason, /stored FAILED, the log replays to COMPLETED/);
+  assert.equal(byEntity[victim.id].node_key, 'pay');
+  assert.equal(byEntity[victim.id].seq, 3);
+  assert.match(byEntity[victim.id].reason, /expected transition 2, found 3/);
+});
