@@ -315,6 +315,30 @@ describe('recovery', () => {
     });
   }
 
+  test('observe and recover see the attempt\'s own artifacts, with content', async () => {
+    const local = runtimeDeps(db.pool);
+    let seen: any = null;
+    local.executors.register(
+      new LocalExecutorAdapter({ executorKey: 'exec.test.own', lane: 'test', handler: {
+        prepare: async () => ({
+          next_state: 'SUBMITTING',
+          prepared_action: { prepared_action_id: 'p', action_type: 't', payload_format: 'json', payload: '{"x":1}', payload_hash: 'sha256:' + '2'.repeat(64), signing_required: false },
+        }),
+        submit: async () => ({ next_state: 'UNKNOWN' }),
+        recover: async (ctx) => {
+          seen = ctx;
+          return { next_state: 'COMPLETED' };
+        },
+      } }),
+    );
+    const id = await approvedMovement(local, plan(key('own-artifacts'), [{ node_key: 'a', node_kind: 'action', action_type: 't', executor_binding: 'exec.test.own' }]));
+    await drain(local);
+    assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+    const prepared = seen.attempt_artifacts.find((a: any) => a.artifact_type === 'prepared_action');
+    assert.equal(JSON.parse(prepared.content_inline).payload, '{"x":1}');
+    assert.deepEqual(seen.prior_artifacts, []);
+  });
+
   test('recovery leaves movements outside EXECUTING alone', async () => {
     const id = await approvedMovement(deps, plan(key('rec-mi'), [simNode('a', {}), simNode('b', { submit: ['UNKNOWN'] })], [{ from: 'a', to: 'b' }]));
     await drain(deps);

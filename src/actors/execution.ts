@@ -34,10 +34,9 @@ export async function contextFor(
 ): Promise<ExecutionContext> {
   const nodes = await nodesOfRequest(db, request.id);
   const completedPredecessors = nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED');
-  const artifacts = await artifactsOfNodes(
-    db,
-    completedPredecessors.map((n) => n.id),
-  );
+  const artifacts = await artifactsOfNodes(db, [...completedPredecessors.map((n) => n.id), node.id]);
+  const own = artifacts.filter((a) => a.request_node_id === node.id && a.attempt_no === attemptNo);
+  const prior = artifacts.filter((a) => a.request_node_id !== node.id);
   const plan = request.compiled_plan as { risk_controls?: Record<string, unknown> };
   return buildExecutionContext({
     request: {
@@ -61,7 +60,15 @@ export async function contextFor(
     },
     attemptNo,
     nodes: nodes.map((n) => ({ node_key: n.node_key, node_state: n.node_state, provider_refs: n.provider_refs })),
-    priorArtifacts: artifacts.map((a) => ({ artifact_type: a.artifact_type, artifact_digest: a.artifact_digest ?? '' })),
+    priorArtifacts: prior.map((a) => ({ artifact_type: a.artifact_type, artifact_digest: a.artifact_digest })),
+    attemptArtifacts: own.map((a) => ({
+      artifact_type: a.artifact_type,
+      content_format: a.content_format,
+      content_inline: a.content_inline,
+      content_uri: a.content_uri,
+      artifact_metadata: a.artifact_metadata,
+      artifact_digest: a.artifact_digest,
+    })),
     riskControls: plan.risk_controls ?? {},
   } as Parameters<typeof buildExecutionContext>[0]);
 }

@@ -1,5 +1,5 @@
 import { ConfigRefUnresolvedError, ExecutorNotRegisteredError, SignerNotRegisteredError } from './errors.ts';
-import { PROTOCOL_VERSION, type ExecutionContext, type ResolvedBindings } from './protocol.ts';
+import { PROTOCOL_VERSION, type ExecutionContext, type GeneratedArtifact, type ResolvedBindings } from './protocol.ts';
 import { bindingExtras, bindingKey } from './registry.ts';
 
 /** Plain row data an ExecutionContext is built from; the caller loads it, this module does no I/O. */
@@ -35,6 +35,8 @@ export interface ExecutionContextInput {
   riskControls: Record<string, unknown>;
   /** Overrides the derived per-attempt key (e.g. the key stored on the node row). */
   idempotencyKey?: string;
+  /** The node's own artifacts of this attempt, with content. */
+  attemptArtifacts?: ReadonlyArray<GeneratedArtifact>;
 }
 
 const REF_PREFIX = '$ref:';
@@ -91,6 +93,7 @@ export function buildExecutionContext(input: ExecutionContextInput): ExecutionCo
     provider_context,
     timeout_policy: { ...(node.timeout_policy ?? {}) },
     idempotency_key: input.idempotencyKey ?? attemptIdempotencyKey(node.id, attemptNo),
+    attempt_artifacts: (input.attemptArtifacts ?? []).map((a) => ({ ...a })),
   };
 }
 

@@ -97,6 +97,12 @@ export const ExecutionContextSchema = z.object({
   timeout_policy: jsonObject,
   /** Ferry's addition: stable per attempt (`${request_node_id}:${attempt_no}`), for provider dedup. */
   idempotency_key: z.string().min(1).optional(),
+  /**
+   * Ferry's addition: what this node already recorded for the current attempt (its prepared action,
+   * its signature, proofs), with content, so observe() and recover() can work from durable facts,
+   * e.g. re-derive a transaction hash from the signed bytes, after the process that made them died.
+   */
+  attempt_artifacts: z.array(GeneratedArtifactSchema).optional(),
 });
 export type ExecutionContext = z.output<typeof ExecutionContextSchema>;
 
