@@ -4,7 +4,8 @@ import { generatePrivateKey } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverNodeEvent, deliverRequestEvent } from '../src/actors/transition.ts';
+import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private-key-evm.ts';
 import { withTransaction } from '../src/persistence/db.ts';
@@ -24,6 +25,19 @@ beforeEach(async (t) => {
   deps = runtimeDeps(db.pool);
 });
 let n = 0;
+
+/** The first steps of a dispatch, as a dispatcher that then died would have committed them. */
+async function dispatchByHand(d: RuntimeDeps, requestId: string, nodeId: string, steps: ('DISPATCH_CLAIMED' | 'PREPARED')[]) {
+  await withTransaction(db.pool, async (c) => {
+    const o = { actor: 'test', deps: d.transitions };
+    const at = new Date().toISOString();
+    await deliverRequestEvent(c, requestId, { type: 'DISPATCH_STARTED' }, o);
+    for (const step of steps) {
+      await deliverNodeEvent(c, nodeId, step === 'PREPARED' ? { type: 'PREPARED', signingRequired: false, at } : { type: 'DISPATCH_CLAIMED', at }, o);
+    }
+  });
+}
+
 const key = (name: string) => `${name.toLowerCase()}-${n++}`;
 
 async function submits(idempotencyKey: string): Promise<number> {
@@ -353,12 +367,8 @@ describe('recovery', () => {
     const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS: '1' });
     const id = await approvedMovement(fast, plan(key('abandoned'), [simNode('a', {})]));
     const node = (await snapshot(db.pool, id)).byKey.a;
-    await withTransaction(db.pool, async (c) => {
-      const { deliverNodeEvent } = await import('../src/actors/transition.ts');
-      const o = { actor: 'test', deps: fast.transitions };
-      await deliverRequestEvent(c, id, { type: 'DISPATCH_STARTED' }, o);
-      await deliverNodeEvent(c, node.id, { type: 'DISPATCH_CLAIMED', at: new Date().toISOString() }, o);
-    });
+    // Simulate a process that died right after claiming the node: drive it there by hand.
+    await dispatchByHand(fast, id, node.id, ['DISPATCH_CLAIMED']);
     await recoverBatch(fast);
     assert.equal((await snapshot(db.pool, id)).byKey.a.node_state, 'PREPARING', 'within grace the dispatch may still be running');
     await new Promise((r) => setTimeout(r, 1100));
@@ -377,13 +387,7 @@ describe('recovery', () => {
     const id = await approvedMovement(fast, plan(key('stuck'), [simNode('a', {})]));
     // Simulate a process that died right after committing SUBMITTING: drive the node there by hand.
     const node = (await snapshot(db.pool, id)).byKey.a;
-    await withTransaction(db.pool, async (c) => {
-      const { deliverNodeEvent } = await import('../src/actors/transition.ts');
-      const o = { actor: 'test', deps: fast.transitions };
-      await deliverRequestEvent(c, id, { type: 'DISPATCH_STARTED' }, o);
-      await deliverNodeEvent(c, node.id, { type: 'DISPATCH_CLAIMED', at: new Date().toISOString() }, o);
-      await deliverNodeEvent(c, node.id, { type: 'PREPARED', signingRequired: false, at: new Date().toISOString() }, o);
-    });
+    await dispatchByHand(fast, id, node.id, ['DISPATCH_CLAIMED', 'PREPARED']);
     const recoverCalls = async () =>
       (await db.pool.query(`SELECT count(*)::int AS c FROM sim_side_effects WHERE request_node_id = $1 AND call = 'recover'`, [node.id])).rows[0].c;
     await recoverBatch(fast);
