@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../config.ts';
-import { createPool, type Pool } from '../persistence/db.ts';
+import { createPool, ping, type Pool } from '../persistence/db.ts';
 import type { EmbeddedServer } from '../persistence/embedded.ts';
 import { migrate, pendingMigrations } from '../persistence/migrate.ts';
 import { CliError } from './command.ts';
@@ -80,7 +80,7 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
 async function openUrl(url: string, source: CliDatabase['source'], mode: DatabaseMode): Promise<Opened> {
   const pool = createPool(url, 4, 'ferry-cli');
   try {
-    await pool.query('SELECT 1');
+    await ping(pool);
     if (mode === 'require-migrated') {
       const pending = await pendingMigrations(pool);
       if (pending > 0) {

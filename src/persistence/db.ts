@@ -88,3 +88,8 @@ export async function claimInSavepoint<T>(client: Client, fn: () => Promise<T | 
     throw err;
   }
 }
+
+/** Resolves when the database answers a trivial query. */
+export async function ping(db: Queryable): Promise<void> {
+  await db.query('SELECT 1');
+}
