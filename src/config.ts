@@ -76,6 +76,10 @@ const fields = {
   FERRY_APPROVAL_QUORUM: ['approvalQuorum', count(1)],
   FERRY_MAX_BODY_BYTES: ['maxBodyBytes', count(256 * 1024)],
   FERRY_DEMO_TEMPLATE: ['demoTemplate', bool.optional()],
+  FERRY_EVM_RPC_URL: ['evmRpcUrl', z.string().url().optional()],
+  // Development only: the key lives in process memory (see docs/evm-lane.md).
+  FERRY_EVM_SIGNER_KEY: ['evmSignerKey', z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'expected 0x and 64 hex digits').optional()],
+  FERRY_EVM_CONFIRMATIONS: ['evmConfirmations', count(1)],
 } as const;
 
 type Fields = typeof fields;

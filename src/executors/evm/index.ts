@@ -1,0 +1,38 @@
+import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
+import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
+import { EvmNativeTransferExecutor } from './native-transfer.ts';
+
+export { EVM_LANE, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, NATIVE_TRANSFER_GAS, type EvmNativeTransferOptions } from './native-transfer.ts';
+
+export const EVM_LOCAL_SIGNER_KEY = 'evm_local';
+
+export interface EvmLaneOptions {
+  rpcUrl: string;
+  /** 0x-prefixed 32-byte key. Development only: it is held in process memory. */
+  signerPrivateKey: string;
+  confirmations?: number;
+  pollSeconds?: number;
+  signerKey?: string;
+}
+
+/**
+ * The EVM lane with a local key: the native-transfer executor sending from the signer's own
+ * address, and that signer. Registers both when registries are given.
+ */
+export function createEvmLane(
+  opts: EvmLaneOptions,
+  registries?: { executors: ExecutorRegistry; signers: SignerRegistry },
+): { executor: EvmNativeTransferExecutor; signer: LocalPrivateKeySignerEvm } {
+  const signer = new LocalPrivateKeySignerEvm({ signerKey: opts.signerKey ?? EVM_LOCAL_SIGNER_KEY, privateKey: opts.signerPrivateKey });
+  const executor = new EvmNativeTransferExecutor({
+    rpcUrl: opts.rpcUrl,
+    from: signer.address,
+    confirmations: opts.confirmations,
+    pollSeconds: opts.pollSeconds,
+  });
+  if (registries) {
+    registries.executors.register(executor);
+    registries.signers.register(signer);
+  }
+  return { executor, signer };
+}

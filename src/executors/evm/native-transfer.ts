@@ -1,0 +1,343 @@
+import {
+  createPublicClient,
+  http,
+  isAddress,
+  serializeTransaction,
+  TransactionNotFoundError,
+  TransactionReceiptNotFoundError,
+  type Address,
+  type Hex,
+  type PublicClient,
+  type TransactionReceipt,
+} from 'viem';
+import { attemptIdempotencyKey } from '../context.ts';
+import { TemporaryMovementError } from '../errors.ts';
+import { payloadHash } from '../payload-hash.ts';
+import {
+  ExecutionResultSchema,
+  type ExecutionContext,
+  type ExecutionResult,
+  type ExecutionResultInput,
+  type Executor,
+  type PreparedAction,
+  type SubmitOptions,
+} from '../protocol.ts';
+import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
+import { decodeSignedTx, preparedNonceOf, signedBytesOf, signsExactly, type SignedTx } from './signed-tx.ts';
+import { boundChainId, transferSpec } from './transfer-config.ts';
+
+export const EVM_LANE = 'evm';
+export const EVM_NATIVE_TRANSFER_KEY = 'exec.evm.native_transfer';
+/** Gas of a plain value transfer to an account without code (the intrinsic cost, exactly). */
+export const NATIVE_TRANSFER_GAS = 21_000n;
+
+export interface EvmNativeTransferOptions {
+  rpcUrl: string;
+  /** The address the signer bound to this executor signs with; every transaction is sent from it. */
+  from: string;
+  /** Blocks, the transaction's own included, before a transfer counts as done (a node may ask for more or fewer). */
+  confirmations?: number;
+  /** Seconds until the observer looks again at a transfer not yet confirmed. */
+  pollSeconds?: number;
+  /** Timeout of one JSON-RPC call, in milliseconds. */
+  rpcTimeoutMs?: number;
+  executorKey?: string;
+}
+
+/**
+ * Sends native value (ETH and the like) from one hot-wallet address over JSON-RPC: an EIP-1559
+ * transfer prepared unsigned, signed by the node's signer, broadcast by submit(), followed to the
+ * required confirmations by observe(). observe() and recover() work only from the attempt's
+ * stored signed bytes and the chain, never from this process's memory.
+ *
+ * Nonces come from the sender's pending transaction count at prepare time, which is sound for one
+ * sender driven serially (see docs/evm-lane.md for the limits).
+ */
+export class EvmNativeTransferExecutor implements Executor {
+  readonly executorKey: string;
+  readonly lane = EVM_LANE;
+  readonly from: Address;
+  readonly #client: PublicClient;
+  readonly #confirmations: number;
+  readonly #pollSeconds: number;
+
+  constructor(opts: EvmNativeTransferOptions) {
+    if (!isAddress(opts.from, { strict: false })) throw new TypeError(`EVM executor: sender ${JSON.stringify(opts.from)} is not an address`);
+    this.executorKey = opts.executorKey ?? EVM_NATIVE_TRANSFER_KEY;
+    this.from = opts.from.toLowerCase() as Address;
+    this.#confirmations = opts.confirmations ?? 1;
+    this.#pollSeconds = opts.pollSeconds ?? 1;
+    // One retry for a dropped connection; resending the same signed bytes is harmless. No cached
+    // block number: a confirmation count must come from the head as it is now.
+    this.#client = createPublicClient({
+      cacheTime: 0,
+      transport: http(opts.rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 1 }),
+    });
+  }
+
+  async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
+    const spec = transferSpec(ctx, this.#confirmations);
+    if (!spec.ok) return failed(spec.code, spec.detail);
+    const wanted = boundChainId(ctx);
+    if (Number.isNaN(wanted)) return failed('EVM_CHAIN_MISMATCH', 'the binding\'s chain_id is not a positive integer');
+    const chainId = await this.#read('eth_chainId', () => this.#client.getChainId());
+    if (wanted !== null && wanted !== chainId) {
+      return failed('EVM_CHAIN_MISMATCH', `the node is bound to chain ${wanted}, the RPC serves chain ${chainId}`);
+    }
+    return null;
+  }
+
+  async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const spec = transferSpec(ctx, this.#confirmations);
+    if (!spec.ok) return failed(spec.code, spec.detail);
+    const { to, valueWei } = spec.spec;
+    const [chainId, nonce, fees] = await this.#read('prepare', () =>
+      Promise.all([
+        this.#client.getChainId(),
+        this.#client.getTransactionCount({ address: this.from, blockTag: 'pending' }),
+        this.#client.estimateFeesPerGas(),
+      ]),
+    );
+    const payload = serializeTransaction({
+      type: 'eip1559',
+      chainId,
+      nonce,
+      to,
+      value: valueWei,
+      gas: NATIVE_TRANSFER_GAS,
+      maxFeePerGas: fees.maxFeePerGas,
+      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+    });
+    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+    return result({
+      next_state: 'AWAITING_SIGNATURE',
+      prepared_action: {
+        prepared_action_id: `evm-${key}`,
+        action_type: ctx.action_type,
+        payload_format: 'evm_raw_tx',
+        payload,
+        payload_hash: payloadHash(payload),
+        signing_required: true,
+        provider_hints: { chain_id: chainId, nonce, from: this.from, to: to.toLowerCase(), value_wei: valueWei.toString() },
+      },
+    });
+  }
+
+  async submit(_ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
+    // Every refusal below happens before a byte leaves the process: FAILED is certain.
+    const signed = opts.signResult?.signature;
+    if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
+      return failed('EVM_SIGNATURE_MISSING', 'submit needs the signed transaction (signature_format evm_signed_tx)');
+    }
+    const decoded = await decodeSignedTx(signed);
+    if (!decoded.ok) return failed('EVM_SIGNED_TX_INVALID', decoded.detail);
+    const tx = decoded.tx;
+    if (!prepared.payload || !signsExactly(tx.raw, prepared.payload)) {
+      return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
+    }
+    if (tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${tx.from}, the executor sends from ${this.from}`);
+    // The hash is known before the broadcast, so even an answer lost on the way back leaves the
+    // attempt traceable (recovery derives the same hash from the stored bytes).
+    return this.#broadcast(tx);
+  }
+
+  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const tx = await this.#attemptTx(ctx);
+    if (!tx.ok) return tx.result;
+    const status = await this.#chainStatus(ctx, tx.tx);
+    if (status) return status;
+    // Neither mined nor pending, its nonce still free: the node dropped it (restart, eviction).
+    // Only recovery may send it again.
+    return result({
+      next_state: 'UNKNOWN',
+      provider_state: 'dropped',
+      provider_refs: refs(tx.tx),
+      error_code: 'EVM_TX_NOT_FOUND',
+      error_detail: `transaction ${tx.tx.hash} is neither mined nor pending`,
+    });
+  }
+
+  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const raw = signedBytesOf(ctx.attempt_artifacts);
+    if (raw === null) return this.#recoverUnsigned(ctx);
+    const tx = await this.#attemptTx(ctx);
+    if (!tx.ok) return tx.result;
+    const status = await this.#chainStatus(ctx, tx.tx);
+    if (status) return status;
+    // Unknown to the chain and its nonce unused: sending the SAME signed bytes again can only
+    // produce this very transaction (same hash), never a second payment.
+    return this.#broadcast(tx.tx);
+  }
+
+  async health(): Promise<Record<string, unknown>> {
+    const [chainId, blockNumber] = await Promise.all([this.#client.getChainId(), this.#client.getBlockNumber()]);
+    return { ok: true, executor_key: this.executorKey, lane: EVM_LANE, chain_id: chainId, block_number: Number(blockNumber), from: this.from };
+  }
+
+  async #broadcast(tx: SignedTx): Promise<ExecutionResult> {
+    try {
+      await this.#client.sendRawTransaction({ serializedTransaction: tx.raw });
+      return this.#submitted(tx);
+    } catch (err) {
+      const failure = classifyBroadcastError(err);
+      if (failure.kind === 'already_known') return this.#submitted(tx);
+      if (failure.kind === 'uncertain') return uncertain(tx, failure.detail);
+      // A refusal may be about an earlier copy of these very bytes (a retried request whose
+      // first try got through): if the chain knows the hash, the attempt is under way.
+      let known: boolean;
+      try {
+        known = (await this.#receipt(tx.hash)) !== null || (await this.#pending(tx.hash));
+      } catch (lookupErr) {
+        return uncertain(tx, `${failure.detail}; then the lookup failed: ${errorDetail(lookupErr)}`);
+      }
+      if (known) return this.#submitted(tx);
+      return result({ next_state: 'FAILED', provider_state: 'rejected', provider_refs: refs(tx), error_code: failure.code, error_detail: failure.detail });
+    }
+  }
+
+  #submitted(tx: SignedTx): ExecutionResult {
+    return result({ next_state: 'SUBMITTED', provider_state: 'broadcast', provider_refs: refs(tx), retry_after_seconds: this.#pollSeconds });
+  }
+
+  /**
+   * Mined (COMPLETED, OBSERVING until confirmed, or FAILED when reverted), pending (SUBMITTED),
+   * or its nonce taken by another transaction (FAILED); null when the chain has no trace of it
+   * and the nonce is still free.
+   */
+  async #chainStatus(ctx: ExecutionContext, tx: SignedTx): Promise<ExecutionResult | null> {
+    const spec = transferSpec(ctx, this.#confirmations);
+    const required = spec.ok ? spec.spec.confirmations : this.#confirmations;
+    return this.#read('lookup', async () => {
+      let receipt = await this.#receipt(tx.hash);
+      if (!receipt) {
+        if (await this.#pending(tx.hash)) return this.#submitted(tx);
+        const used = await this.#client.getTransactionCount({ address: tx.from, blockTag: 'latest' });
+        if (used <= tx.nonce) return null;
+        // The nonce is used: by this transaction if it was mined since the first look, else by another.
+        receipt = await this.#receipt(tx.hash);
+        if (!receipt) {
+          return result({
+            next_state: 'FAILED',
+            provider_state: 'replaced',
+            provider_refs: refs(tx),
+            error_code: 'EVM_NONCE_CONSUMED',
+            error_detail: `nonce ${tx.nonce} of ${tx.from} was used by another transaction; ${tx.hash} can never be mined`,
+          });
+        }
+      }
+      return this.#receiptResult(tx, receipt, required);
+    });
+  }
+
+  async #receiptResult(tx: SignedTx, receipt: TransactionReceipt, required: number): Promise<ExecutionResult> {
+    const proof = {
+      tx_hash: tx.hash,
+      block_number: Number(receipt.blockNumber),
+      block_hash: receipt.blockHash,
+      gas_used: receipt.gasUsed.toString(),
+      effective_gas_price: receipt.effectiveGasPrice.toString(),
+      status: receipt.status,
+    };
+    if (receipt.status !== 'success') {
+      return result({
+        next_state: 'FAILED',
+        provider_state: 'reverted',
+        provider_refs: refs(tx),
+        proof,
+        error_code: 'EVM_TX_REVERTED',
+        error_detail: `transaction ${tx.hash} reverted in block ${receipt.blockNumber}`,
+      });
+    }
+    const head = await this.#client.getBlockNumber();
+    const confirmations = Number(head - receipt.blockNumber + 1n);
+    if (confirmations < required) {
+      return result({
+        next_state: 'OBSERVING',
+        provider_state: 'mined',
+        provider_refs: { ...refs(tx), confirmations },
+        retry_after_seconds: this.#pollSeconds,
+      });
+    }
+    return result({
+      next_state: 'COMPLETED',
+      provider_state: 'confirmed',
+      provider_refs: { ...refs(tx), block_number: proof.block_number, confirmations },
+      proof: { ...proof, confirmations },
+    });
+  }
+
+  /** SUBMITTING or UNKNOWN without signed bytes: nothing of this attempt can have been broadcast. */
+  async #recoverUnsigned(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const reserved = preparedNonceOf(ctx.attempt_artifacts);
+    if (reserved === null) return manual('EVM_NO_PREPARED_ACTION', 'the attempt has neither a signed transaction nor a prepared action');
+    const pending = await this.#read('eth_getTransactionCount', () =>
+      this.#client.getTransactionCount({ address: reserved.from, blockTag: 'pending' }),
+    );
+    if (pending <= reserved.nonce) {
+      return result({ next_state: 'READY', error_code: 'EVM_NOTHING_BROADCAST', error_detail: `no signed transaction and nonce ${reserved.nonce} is unused` });
+    }
+    return manual('EVM_NONCE_IN_USE', `no signed transaction stored, yet nonce ${reserved.nonce} of ${reserved.from} is in use: an operator must check the chain`);
+  }
+
+  async #attemptTx(ctx: ExecutionContext): Promise<{ ok: true; tx: SignedTx } | { ok: false; result: ExecutionResult }> {
+    const raw = signedBytesOf(ctx.attempt_artifacts);
+    if (raw === null) return { ok: false, result: manual('EVM_NO_SIGNED_TX', 'the attempt has no stored signed transaction') };
+    const decoded = await decodeSignedTx(raw);
+    if (!decoded.ok) return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', decoded.detail) };
+    return { ok: true, tx: decoded.tx };
+  }
+
+  async #receipt(hash: Hex): Promise<TransactionReceipt | null> {
+    try {
+      return await this.#client.getTransactionReceipt({ hash });
+    } catch (err) {
+      if (err instanceof TransactionReceiptNotFoundError) return null;
+      throw err;
+    }
+  }
+
+  async #pending(hash: Hex): Promise<boolean> {
+    try {
+      await this.#client.getTransaction({ hash });
+      return true;
+    } catch (err) {
+      if (err instanceof TransactionNotFoundError) return false;
+      throw err;
+    }
+  }
+
+  /** A read that fails says nothing about the movement: try again later. */
+  async #read<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw new TemporaryMovementError('EVM_RPC_UNAVAILABLE', `EVM RPC ${what} failed: ${errorDetail(err)}`, {}, { cause: err });
+    }
+  }
+}
+
+function refs(tx: SignedTx): Record<string, unknown> {
+  return { tx_hash: tx.hash, from: tx.from, nonce: tx.nonce, chain_id: tx.chainId };
+}
+
+function result(input: ExecutionResultInput): ExecutionResult {
+  return ExecutionResultSchema.parse(input);
+}
+
+function failed(code: string, detail: string): ExecutionResult {
+  return result({ next_state: 'FAILED', error_code: code, error_detail: detail });
+}
+
+function manual(code: string, detail: string): ExecutionResult {
+  return result({ next_state: 'UNKNOWN', error_code: code, error_detail: detail, manual_intervention_required: true });
+}
+
+function uncertain(tx: SignedTx, detail: string): ExecutionResult {
+  return result({
+    next_state: 'UNKNOWN',
+    provider_state: 'broadcast_uncertain',
+    provider_refs: refs(tx),
+    error_code: 'EVM_BROADCAST_UNCERTAIN',
+    error_detail: detail,
+  });
+}

@@ -1,0 +1,107 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * A real local EVM node (anvil from the @foundry-rs/anvil package) on 127.0.0.1, for the EVM lane
+ * tests. It listens on a free loopback port, mines a block per transaction, and is stopped by the
+ * caller (usually in after()).
+ */
+
+/** anvil's first default development account: funded with 10000 ETH on every fresh anvil. */
+export const ANVIL_DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80' as const;
+export const ANVIL_DEV_ADDRESS = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266' as const;
+export const ANVIL_CHAIN_ID = 31337;
+
+export interface Anvil {
+  url: string;
+  port: number;
+  /** One JSON-RPC call; throws on a JSON-RPC error. */
+  rpc<T = unknown>(method: string, params?: unknown[]): Promise<T>;
+  /** Mines `blocks` empty blocks. */
+  mine(blocks?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startAnvil(opts: { chainId?: number } = {}): Promise<Anvil> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawn(
+    anvilBinary(),
+    ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(opts.chainId ?? ANVIL_CHAIN_ID), '--silent'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+  let exitedEarly = false;
+  child.once('exit', () => (exitedEarly = true));
+
+  const rpc = async <T>(method: string, params: unknown[] = []): Promise<T> => {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    });
+    const body = (await res.json()) as { result?: T; error?: { message: string } };
+    if (body.error) throw new Error(`${method}: ${body.error.message}`);
+    return body.result as T;
+  };
+
+  // Ready once it answers eth_chainId; bounded so a broken binary fails the test instead of hanging.
+  for (let i = 0; ; i++) {
+    if (exitedEarly) throw new Error(`anvil exited before answering: ${stderr}`);
+    try {
+      await rpc('eth_chainId');
+      break;
+    } catch {
+      if (i > 300) {
+        child.kill('SIGKILL');
+        throw new Error(`anvil did not answer on ${url}: ${stderr}`);
+      }
+      await sleep(50);
+    }
+  }
+
+  return {
+    url,
+    port,
+    rpc,
+    mine: async (blocks = 1) => void (await rpc('anvil_mine', [`0x${blocks.toString(16)}`])),
+    stop: () => stop(child),
+  };
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+/** The platform binary itself when installed (a signal then reaches anvil, not a wrapper). */
+function anvilBinary(): string {
+  const require = createRequire(import.meta.url);
+  const arch = process.arch === 'x64' ? 'amd64' : process.arch;
+  try {
+    const pkg = require.resolve(`@foundry-rs/anvil-${process.platform}-${arch}/package.json`);
+    const bin = join(dirname(pkg), 'bin', 'anvil');
+    if (existsSync(bin)) return bin;
+  } catch {
+    // fall through to the package's launcher
+  }
+  return join(dirname(require.resolve('@foundry-rs/anvil/package.json')), 'bin.mjs');
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
