@@ -3,6 +3,8 @@ import { after, before, test } from 'node:test';
 import { createPublicClient, http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
+import { defaultRegistries } from '../src/actors/runtime.ts';
+import { loadConfig } from '../src/config.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor } from '../src/executors/evm/index.ts';
 import { classifyBroadcastError } from '../src/executors/evm/rpc-errors.ts';
@@ -321,4 +323,22 @@ test('an unreachable RPC defers instead of failing; only named refusals are cert
   assert.deepEqual(classifyBroadcastError(new Error('nonce too low')), { kind: 'refused', code: 'EVM_NONCE_TOO_LOW', detail: 'nonce too low' });
   assert.equal(classifyBroadcastError(new Error('already known')).kind, 'already_known');
   assert.equal(classifyBroadcastError(new Error('socket hang up')).kind, 'uncertain');
+});
+
+test('the runtime registers the EVM lane only when both an RPC URL and a signer key are configured', async (t) => {
+  const db = await scratchDatabase(t);
+  const only = (env: Record<string, string>) => {
+    const r = defaultRegistries(db.pool, loadConfig(env));
+    return { executor: r.executors.has(EVM_NATIVE_TRANSFER_KEY), signer: r.signers.has('evm_local') };
+  };
+  assert.deepEqual(only({}), { executor: false, signer: false });
+  assert.deepEqual(only({ FERRY_EVM_RPC_URL: anvil.url }), { executor: false, signer: false });
+  assert.deepEqual(only({ FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY }), { executor: false, signer: false });
+  const both = defaultRegistries(db.pool, loadConfig({ FERRY_EVM_RPC_URL: anvil.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY, FERRY_EVM_CONFIRMATIONS: '2' }));
+  const executor = both.executors.get(EVM_NATIVE_TRANSFER_KEY) as EvmNativeTransferExecutor;
+  assert.equal(executor.lane, 'evm');
+  assert.equal(executor.from, ANVIL_DEV_ADDRESS, 'it sends from the signer\'s address');
+  assert.equal((await executor.health()).chain_id, ANVIL_CHAIN_ID);
+  assert.throws(() => loadConfig({ FERRY_EVM_SIGNER_KEY: '0x1234' }), /FERRY_EVM_SIGNER_KEY/);
+  assert.throws(() => loadConfig({ FERRY_EVM_CONFIRMATIONS: '0' }), /FERRY_EVM_CONFIRMATIONS/);
 });

@@ -4,6 +4,7 @@ import type { PgBoss } from 'pg-boss';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
+import { createEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
@@ -53,22 +54,30 @@ export interface Runtime {
 }
 
 /**
- * The built-in registries: the simulation lane and the noop signer. `providerPool` is the simulated
- * provider's own connection pool: like a real provider it must not draw on the runtime's pool,
- * whose connections the observer and recovery hold (with their row locks) while they call it.
+ * The built-in registries: the simulation lane and the noop signer, and the EVM lane when the
+ * config names an RPC URL and a signer key. `providerPool` is the simulated provider's own
+ * connection pool: like a real provider it must not draw on the runtime's pool, whose connections
+ * the observer and recovery hold (with their row locks) while they call it.
  */
-export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegistry; signers: SignerRegistry } {
+export function defaultRegistries(
+  providerPool: Pool,
+  config?: Pick<FerryConfig, 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'>,
+): { executors: ExecutorRegistry; signers: SignerRegistry } {
   const executors = new ExecutorRegistry();
   createSimExecutors(providerPool, executors);
   const signers = new SignerRegistry();
   signers.register(new NoopSigner('noop'));
+  // The EVM lane only with both a chain and a (development) key to sign for it.
+  if (config?.evmRpcUrl && config.evmSignerKey) {
+    createEvmLane({ rpcUrl: config.evmRpcUrl, signerPrivateKey: config.evmSignerKey, confirmations: config.evmConfirmations }, { executors, signers });
+  }
   return { executors, signers };
 }
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { pool, config, log } = opts;
   const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, 4, 'ferry-sim-provider');
-  const defaults = providerPool ? defaultRegistries(providerPool) : null;
+  const defaults = providerPool ? defaultRegistries(providerPool, config) : null;
   const executors = opts.executors ?? defaults!.executors;
   const signers = opts.signers ?? defaults!.signers;
   const workers = opts.workers ?? config.workersEnabled;
