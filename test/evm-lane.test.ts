@@ -342,3 +342,48 @@ test('the runtime registers the EVM lane only when both an RPC URL and a signer 
   assert.throws(() => loadConfig({ FERRY_EVM_SIGNER_KEY: '0x1234' }), /FERRY_EVM_SIGNER_KEY/);
   assert.throws(() => loadConfig({ FERRY_EVM_CONFIRMATIONS: '0' }), /FERRY_EVM_CONFIRMATIONS/);
 });
+
+test('a transaction dropped from the mempool is sent again, same bytes; one whose nonce another transaction took fails', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = evmDeps(db.pool);
+  await anvil.rpc('evm_setAutomine', [false]);
+  t.after(() => anvil.rpc('evm_setAutomine', [true]));
+  const dev = privateKeyToAccount(ANVIL_DEV_KEY);
+
+  // Dropped, nonce still free: observe reports UNKNOWN, recovery re-broadcasts the stored bytes.
+  const to = freshRecipient();
+  const nonceBefore = await senderNonce();
+  const id = await approvedMovement(deps, transferPlan('evm-dropped', { to, value_wei: '42' }), { asset: 'ETH', amount: '1' });
+  assert.equal(await dispatchOne(deps), true);
+  let node = (await snapshot(db.pool, id)).byKey.pay;
+  assert.equal(node.node_state, 'SUBMITTED');
+  const hash = node.provider_refs.tx_hash as Hex;
+  await anvil.rpc('anvil_dropTransaction', [hash]);
+  await drain(deps, 1);
+  node = (await snapshot(db.pool, id)).byKey.pay;
+  assert.ok(['SUBMITTED', 'OBSERVING'].includes(node.node_state), `re-broadcast, now ${node.node_state}`);
+  assert.equal((await chain.getTransaction({ hash })).hash, hash, 'the same transaction is pending again');
+  await anvil.mine(1);
+  await drain(deps);
+  node = (await snapshot(db.pool, id)).byKey.pay;
+  assert.equal(node.node_state, 'COMPLETED');
+  assert.equal(node.provider_refs.tx_hash, hash);
+  assert.equal(await chain.getBalance({ address: to }), 42n);
+  assert.equal(await senderNonce(), nonceBefore + 1);
+
+  // Dropped, and the nonce spent by another transaction: this one can never be mined.
+  const victim = freshRecipient();
+  const lostId = await approvedMovement(deps, transferPlan('evm-replaced', { to: victim, value_wei: '43' }), { asset: 'ETH', amount: '1' });
+  assert.equal(await dispatchOne(deps), true);
+  const lost = (await snapshot(db.pool, lostId)).byKey.pay;
+  await anvil.rpc('anvil_dropTransaction', [lost.provider_refs.tx_hash]);
+  const fees = await chain.estimateFeesPerGas();
+  const other = await dev.signTransaction({ type: 'eip1559', chainId: ANVIL_CHAIN_ID, nonce: lost.provider_refs.nonce as number, to: freshRecipient(), value: 1n, gas: 21000n, ...fees });
+  await chain.sendRawTransaction({ serializedTransaction: other });
+  await anvil.mine(1);
+  await drain(deps);
+  const s = await snapshot(db.pool, lostId);
+  assert.equal(s.byKey.pay.node_state, 'FAILED');
+  assert.equal(s.byKey.pay.error_code, 'EVM_NONCE_CONSUMED');
+  assert.equal(await chain.getBalance({ address: victim }), 0n);
+});
