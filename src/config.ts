@@ -87,6 +87,9 @@ export type FerryConfig = {
   [K in keyof Fields as Fields[K][0]]: z.output<Fields[K][1]>;
 };
 
+/** Variables whose values must never appear in messages or logs. */
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
+
 export class ConfigError extends Error {
   constructor(
     readonly variable: string,
@@ -106,7 +109,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
     const parsed = (schema as z.ZodType).safeParse(value);
     if (!parsed.success) {
       const reason = parsed.error.issues.map((i) => i.message).join('; ');
-      throw new ConfigError(name, `(${JSON.stringify(raw)}): ${reason}`);
+      // A malformed secret may still be most of a real one: never echo it.
+      const shown = SECRET_VARIABLES.has(name) ? '(value hidden)' : `(${JSON.stringify(raw)})`;
+      throw new ConfigError(name, `${shown}: ${reason}`);
     }
     out[key] = parsed.data;
   }

@@ -27,3 +27,15 @@ test('flags and lists parse', () => {
   assert.equal(c.observeTimeoutEnforcement, true);
   assert.deepEqual(c.callbackAllowedHosts, ['a.example', 'b.example']);
 });
+
+test('a malformed secret is refused without being echoed', () => {
+  const key = '0x' + 'ab'.repeat(31);
+  assert.throws(
+    () => loadConfig({ FERRY_EVM_SIGNER_KEY: key }),
+    (e: unknown) => e instanceof ConfigError && e.variable === 'FERRY_EVM_SIGNER_KEY' && !e.message.includes('abab'),
+  );
+  assert.throws(
+    () => loadConfig({ FERRY_CALLBACK_SECRET: 'short-secret' }),
+    (e: unknown) => e instanceof ConfigError && !e.message.includes('short-secret'),
+  );
+});
