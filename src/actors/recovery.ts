@@ -1,7 +1,7 @@
 import { isMovementError } from '../executors/errors.ts';
 import { addSeconds, observeDelaySeconds } from '../machines/observe-policy.ts';
 import { insertArtifacts } from '../persistence/artifacts.ts';
-import { abandonedDispatches, claimAbandonedDispatch, claimForRecovery, recoveryCandidates, type RecoveryArm } from '../persistence/claims.ts';
+import { abandonedDispatches, claimUnchangedNode, recoveryCandidates, type RecoveryArm } from '../persistence/claims.ts';
 import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
 import { askProvider, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
@@ -41,7 +41,7 @@ export async function recoverBatch(deps: RuntimeDeps): Promise<number> {
 
 async function recoverNode(deps: RuntimeDeps, nodeId: string, rowVersion: number): Promise<boolean> {
   return withTransaction(deps.pool, async (client) => {
-    const claimed = await claimInSavepoint(client, () => claimForRecovery(client, nodeId, rowVersion));
+    const claimed = await claimInSavepoint(client, () => claimUnchangedNode(client, nodeId, rowVersion, ['UNKNOWN', 'SUBMITTING']));
     claimsTotal.inc({ worker: 'recovery', result: claimed ? 'hit' : 'miss' });
     if (!claimed) return false;
     const { node, request } = claimed;
@@ -77,7 +77,7 @@ async function releaseAbandonedDispatches(deps: RuntimeDeps): Promise<number> {
   let released = 0;
   for (const c of candidates) {
     const done = await withTransaction(deps.pool, async (client) => {
-      const claimed = await claimInSavepoint(client, () => claimAbandonedDispatch(client, c.id, c.row_version));
+      const claimed = await claimInSavepoint(client, () => claimUnchangedNode(client, c.id, c.row_version, ['PREPARING', 'AWAITING_SIGNATURE']));
       if (!claimed) return false;
       const at = nowIso();
       await deliverNodeEvent(

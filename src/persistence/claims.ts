@@ -114,16 +114,17 @@ export async function recoveryCandidates(
 }
 
 /**
- * Claims a recovery candidate only if it has not moved since it was listed (same row_version): a
- * node that left SUBMITTING and came back as a new attempt is not the stuck attempt that was listed.
+ * Claims a listed candidate only if it has not moved since it was listed (same row_version) and is
+ * still in one of `states`: a node that left SUBMITTING and came back as a new attempt is not the
+ * stuck attempt that was listed.
  */
-export async function claimForRecovery(db: Queryable, nodeId: string, rowVersion: number): Promise<Claimed | null> {
+export async function claimUnchangedNode(db: Queryable, nodeId: string, rowVersion: number, states: readonly string[]): Promise<Claimed | null> {
   const { rows } = await db.query(
     `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-      WHERE n.id = $1 AND n.row_version = $2 AND n.node_state IN ('UNKNOWN', 'SUBMITTING')
+      WHERE n.id = $1 AND n.row_version = $2 AND n.node_state = ANY($3::text[])
         AND r.request_state = 'EXECUTING'
       FOR UPDATE OF n, r SKIP LOCKED`,
-    [nodeId, rowVersion],
+    [nodeId, rowVersion, states],
   );
   return rows[0] ? split(rows[0]) : null;
 }
@@ -161,15 +162,4 @@ export async function abandonedDispatches(db: Queryable, graceSeconds: number, l
     [graceSeconds, limit],
   );
   return rows;
-}
-
-export async function claimAbandonedDispatch(db: Queryable, nodeId: string, rowVersion: number): Promise<Claimed | null> {
-  const { rows } = await db.query(
-    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-      WHERE n.id = $1 AND n.row_version = $2 AND n.node_state IN ('PREPARING', 'AWAITING_SIGNATURE')
-        AND r.request_state = 'EXECUTING'
-      FOR UPDATE OF n, r SKIP LOCKED`,
-    [nodeId, rowVersion],
-  );
-  return rows[0] ? split(rows[0]) : null;
 }

@@ -9,26 +9,31 @@ export interface TestDb {
   pool: Pool;
 }
 
-/**
- * A fresh, migrated database for this test file (a copy of the template `npm test` built). It is
- * dropped when the file ends, unless FERRY_KEEP_TEST_DB=1 or a test in the file failed.
- */
-export async function testDatabase(): Promise<TestDb> {
+/** A copy of the migrated template `npm test` built, under a name of this process. */
+async function cloneForTest(poolMax: number): Promise<TestDb & { adminUrl: string }> {
   const adminUrl = process.env.FERRY_TEST_ADMIN_URL;
   const template = process.env.FERRY_TEST_TEMPLATE;
   if (!adminUrl || !template) throw new Error('run tests through `npm test` (it prepares the database server)');
-  const name = `ferry_t_${process.pid}_${randomBytes(3).toString('hex')}`;
+  const name = `ferry_t_${process.pid}_${randomBytes(4).toString('hex')}`;
   const url = await cloneTemplate(adminUrl, template, name);
-  const pool = createPool(url, 20, 'ferry-test');
+  return { adminUrl, url, name, pool: createPool(url, poolMax, 'ferry-test') };
+}
+
+/**
+ * A fresh, migrated database for this test file. It is dropped when the file ends, unless
+ * FERRY_KEEP_TEST_DB=1 or a test in the file failed.
+ */
+export async function testDatabase(): Promise<TestDb> {
+  const { adminUrl, ...db } = await cloneForTest(20);
   let failed = false;
   afterEach((t) => {
     if ((t as { passed?: boolean }).passed === false) failed = true;
   });
   after(async () => {
-    await pool.end();
-    if (!failed && process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, name);
+    await db.pool.end();
+    if (!failed && process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, db.name);
   });
-  return { url, name, pool };
+  return db;
 }
 
 /**
@@ -36,15 +41,10 @@ export async function testDatabase(): Promise<TestDb> {
  * observer, recovery) and so must not see another test's leftovers. Dropped when the test passes.
  */
 export async function scratchDatabase(t: { after: (fn: () => Promise<void>) => void; passed?: boolean }): Promise<TestDb> {
-  const adminUrl = process.env.FERRY_TEST_ADMIN_URL!;
-  const template = process.env.FERRY_TEST_TEMPLATE!;
-  if (!adminUrl || !template) throw new Error('run tests through `npm test` (it prepares the database server)');
-  const name = `ferry_t_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const url = await cloneTemplate(adminUrl, template, name);
-  const pool = createPool(url, 10, 'ferry-test');
+  const { adminUrl, ...db } = await cloneForTest(10);
   t.after(async () => {
-    await pool.end();
-    if (t.passed !== false && process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, name);
+    await db.pool.end();
+    if (t.passed !== false && process.env.FERRY_KEEP_TEST_DB !== '1') await dropDatabase(adminUrl, db.name);
   });
-  return { url, name, pool };
+  return db;
 }
