@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EMPTY_CONFIG_FILE, readConfigFile, type ConfigFile } from './config-file.ts';
 
 /**
  * Ferry's whole configuration: one object, validated once at start from the environment.
@@ -80,11 +81,16 @@ const fields = {
   // Development only: the key lives in process memory (see docs/evm-lane.md).
   FERRY_EVM_SIGNER_KEY: ['evmSignerKey', z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'expected 0x and 64 hex digits').optional()],
   FERRY_EVM_CONFIRMATIONS: ['evmConfirmations', count(1)],
+  // YAML file with what environment variables cannot say well (chains, signers, tokens): src/config-file.ts.
+  FERRY_CONFIG_FILE: ['configFile', z.string().min(1).optional()],
 } as const;
 
 type Fields = typeof fields;
 export type FerryConfig = {
   [K in keyof Fields as Fields[K][0]]: z.output<Fields[K][1]>;
+} & {
+  /** The validated contents of FERRY_CONFIG_FILE (empty lists when it is unset). */
+  file: ConfigFile;
 };
 
 /** Variables whose values must never appear in messages or logs. */
@@ -114,6 +120,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
       throw new ConfigError(name, `${shown}: ${reason}`);
     }
     out[key] = parsed.data;
+  }
+  if (out.configFile) {
+    const read = readConfigFile(out.configFile as string);
+    if (!read.ok) throw new ConfigError('FERRY_CONFIG_FILE', read.reason);
+    out.file = read.file;
+  } else {
+    out.file = EMPTY_CONFIG_FILE;
   }
   return out as FerryConfig;
 }

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.ts';
 
@@ -38,4 +41,52 @@ test('a malformed secret is refused without being echoed', () => {
     () => loadConfig({ FERRY_CALLBACK_SECRET: 'short-secret' }),
     (e: unknown) => e instanceof ConfigError && !e.message.includes('short-secret'),
   );
+});
+
+test('the configuration file adds chains, signers and tokens', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-config-'));
+  const path = join(dir, 'ferry.yaml');
+  writeFileSync(
+    path,
+    [
+      'evm:',
+      '  chains:',
+      '    - { chain_id: 31337, name: local, rpc_url: "http://127.0.0.1:8545", confirmations: 2 }',
+      '    - { chain_id: 31338, rpc_url: "http://127.0.0.1:8546", finality: finalized }',
+      '  signers:',
+      '    - { key: hot_1, kind: local_key, private_key_env: HOT_1_KEY, chains: [31337, 31338] }',
+      '  tokens:',
+      '    - { chain_id: 31337, symbol: USDC, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3", decimals: 6 }',
+    ].join('\n'),
+  );
+  const c = loadConfig({ FERRY_CONFIG_FILE: path });
+  assert.equal(c.file.evm.chains.length, 2);
+  assert.equal(c.file.evm.chains[0]!.confirmations, 2);
+  assert.equal(c.file.evm.chains[1]!.confirmations, 1);
+  assert.equal(c.file.evm.chains[1]!.finality, 'finalized');
+  assert.deepEqual(c.file.evm.signers[0]!.chains, [31337, 31338]);
+  assert.equal(c.file.evm.tokens[0]!.decimals, 6);
+  assert.deepEqual(loadConfig({}).file.evm, { chains: [], signers: [], tokens: [] });
+});
+
+test('a bad entry in the configuration file names the entry, never the value', () => {
+  const secretUrl = 'https://rpc.example/v2/SECRET-API-KEY';
+  const cases: Array<[string, RegExp]> = [
+    [`evm:\n  chains:\n    - { chain_id: 1, rpc_url: "${secretUrl}" }\n    - { chain_id: 1, rpc_url: "${secretUrl}" }`, /evm\.chains\[1\]\.chain_id: chain 1 is listed twice/],
+    [`evm:\n  chains:\n    - { chain_id: 1, rpc_url: "${secretUrl}" }\n  signers:\n    - { key: s, kind: local_key, private_key_env: K, chains: [2] }`, /evm\.signers\[0\]\.chains\[0\]: chain 2 is not in evm\.chains/],
+    [`evm:\n  signers:\n    - { key: s, kind: aws_kms, chains: [] }`, /evm\.signers\[0\]\.chains/],
+    [`evm:\n  chains:\n    - { chain_id: 1, rpc_url: "${secretUrl}", colour: blue }`, /evm\.chains\[0\]/],
+    [`evm: [1, 2`, /not valid YAML/],
+  ];
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-config-'));
+  for (const [i, [text, expected]] of cases.entries()) {
+    const path = join(dir, `bad-${i}.yaml`);
+    writeFileSync(path, text);
+    assert.throws(
+      () => loadConfig({ FERRY_CONFIG_FILE: path }),
+      (e: unknown) => e instanceof ConfigError && e.variable === 'FERRY_CONFIG_FILE' && expected.test(e.message) && !e.message.includes('SECRET-API-KEY'),
+      `case ${i}: ${text}`,
+    );
+  }
+  assert.throws(() => loadConfig({ FERRY_CONFIG_FILE: join(dir, 'missing.yaml') }), /FERRY_CONFIG_FILE cannot be read \(ENOENT\)/);
 });

@@ -1,0 +1,175 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+/**
+ * The optional configuration file (`FERRY_CONFIG_FILE`, YAML): what does not fit in environment
+ * variables, such as several chains, signers and tokens. Its keys are snake_case. Secrets do not
+ * belong in it: a key, or a KMS credential, is named by the environment variable that holds it
+ * (`*_env`), and RPC URLs, which may carry an API key, are never shown back.
+ *
+ * ```yaml
+ * evm:
+ *   chains:
+ *     - chain_id: 31337
+ *       name: local
+ *       rpc_url: http://127.0.0.1:8545
+ *       confirmations: 2
+ *   signers:
+ *     - key: hot_wallet_1
+ *       kind: local_key
+ *       private_key_env: HOT_WALLET_1_KEY
+ *       chains: [31337]
+ *   tokens:
+ *     - chain_id: 31337
+ *       symbol: USDC
+ *       address: "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+ *       decimals: 6
+ * ```
+ */
+
+const ENV_NAME = /^[A-Z_][A-Z0-9_]*$/;
+const KEY = /^[a-z0-9][a-z0-9_.-]*$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const WEI = /^[0-9]+$/;
+
+const ChainSchema = z
+  .object({
+    chain_id: z.number().int().positive(),
+    name: z.string().regex(KEY, 'lowercase letters, digits, "_", "." and "-"').optional(),
+    rpc_url: z.string().url(),
+    /** Blocks, the transaction's own included, before a transfer counts as done. */
+    confirmations: z.number().int().positive().default(1),
+    /** `finalized`: wait for the chain's finalized block tag instead of a confirmation count. */
+    finality: z.enum(['confirmations', 'finalized']).default('confirmations'),
+    /** Seconds until the observer looks again at a transaction not yet confirmed. */
+    poll_seconds: z.number().positive().default(1),
+    /** Timeout of one JSON-RPC call, in milliseconds. */
+    rpc_timeout_ms: z.number().int().positive().default(10_000),
+    /** A transaction pending longer than this is replaced with higher fees; unset: never. */
+    fee_bump_after_seconds: z.number().positive().optional(),
+    /** Each replacement raises both fee fields by at least this percentage (nodes need >= 10). */
+    fee_bump_percent: z.number().int().min(10).max(1000).default(20),
+    /** Policy cap: no version of a transaction may offer more than this maxFeePerGas, in wei. */
+    max_fee_per_gas_cap_wei: z.string().regex(WEI, 'a whole number of wei, as a string').optional(),
+  })
+  .strict();
+
+const KmsSchema = z
+  .object({
+    key_id: z.string().min(1),
+    region: z.string().min(1),
+    /** The KMS endpoint; required, so the SDK never goes looking for one. */
+    endpoint: z.string().url(),
+    access_key_id_env: z.string().regex(ENV_NAME, 'an environment variable name'),
+    secret_access_key_env: z.string().regex(ENV_NAME, 'an environment variable name'),
+    session_token_env: z.string().regex(ENV_NAME, 'an environment variable name').optional(),
+    timeout_ms: z.number().int().positive().default(5_000),
+  })
+  .strict();
+
+const SignerSchema = z
+  .object({
+    key: z.string().regex(KEY, 'lowercase letters, digits, "_", "." and "-"'),
+    kind: z.enum(['local_key', 'aws_kms']),
+    /** local_key: the environment variable holding the 0x-prefixed 32-byte key. */
+    private_key_env: z.string().regex(ENV_NAME, 'an environment variable name').optional(),
+    kms: KmsSchema.optional(),
+    /** Chain ids this signer may sign for; each must be one of evm.chains. */
+    chains: z.array(z.number().int().positive()).min(1),
+    /** Executor keys this signer serves; unset: every EVM executor. */
+    executors: z.array(z.string().min(1)).optional(),
+  })
+  .strict()
+  .superRefine((s, ctx) => {
+    if (s.kind === 'local_key' && !s.private_key_env) ctx.addIssue({ code: 'custom', path: ['private_key_env'], message: 'required for kind local_key' });
+    if (s.kind === 'aws_kms' && !s.kms) ctx.addIssue({ code: 'custom', path: ['kms'], message: 'required for kind aws_kms' });
+  });
+
+const TokenSchema = z
+  .object({
+    chain_id: z.number().int().positive(),
+    symbol: z.string().min(1).max(32),
+    address: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address'),
+    /** Checked against the token contract's decimals() when the lane starts using it. */
+    decimals: z.number().int().min(0).max(36).optional(),
+  })
+  .strict();
+
+export const ConfigFileSchema = z
+  .object({
+    evm: z
+      .object({
+        chains: z.array(ChainSchema).default([]),
+        signers: z.array(SignerSchema).default([]),
+        tokens: z.array(TokenSchema).default([]),
+      })
+      .strict()
+      .superRefine((evm, ctx) => {
+        const ids = new Set<number>();
+        evm.chains.forEach((c, i) => {
+          if (ids.has(c.chain_id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'chain_id'], message: `chain ${c.chain_id} is listed twice` });
+          ids.add(c.chain_id);
+        });
+        const keys = new Set<string>();
+        evm.signers.forEach((s, i) => {
+          if (keys.has(s.key)) ctx.addIssue({ code: 'custom', path: ['signers', i, 'key'], message: `signer ${s.key} is listed twice` });
+          keys.add(s.key);
+          s.chains.forEach((id, j) => {
+            if (!ids.has(id)) ctx.addIssue({ code: 'custom', path: ['signers', i, 'chains', j], message: `chain ${id} is not in evm.chains` });
+          });
+        });
+        const tokens = new Set<string>();
+        evm.tokens.forEach((t, i) => {
+          if (!ids.has(t.chain_id)) ctx.addIssue({ code: 'custom', path: ['tokens', i, 'chain_id'], message: `chain ${t.chain_id} is not in evm.chains` });
+          const k = `${t.chain_id}:${t.symbol}`;
+          if (tokens.has(k)) ctx.addIssue({ code: 'custom', path: ['tokens', i, 'symbol'], message: `token ${t.symbol} is listed twice on chain ${t.chain_id}` });
+          tokens.add(k);
+        });
+      })
+      .default({ chains: [], signers: [], tokens: [] }),
+  })
+  .strict();
+
+export type ConfigFile = z.output<typeof ConfigFileSchema>;
+export type EvmChainConfig = ConfigFile['evm']['chains'][number];
+export type EvmSignerConfig = ConfigFile['evm']['signers'][number];
+export type EvmTokenConfig = ConfigFile['evm']['tokens'][number];
+
+/** The empty file: what Ferry runs with when FERRY_CONFIG_FILE is unset. */
+export const EMPTY_CONFIG_FILE: ConfigFile = ConfigFileSchema.parse({});
+
+export type ConfigFileResult = { ok: true; file: ConfigFile } | { ok: false; reason: string };
+
+/**
+ * Reads and validates the file. A refusal names the entry (`evm.chains[1].rpc_url: ...`) and never
+ * the value, which may be a URL with an API key in it.
+ */
+export function readConfigFile(path: string): ConfigFileResult {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    return { ok: false, reason: `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` };
+  }
+  return parseConfigFile(text);
+}
+
+export function parseConfigFile(text: string): ConfigFileResult {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text) ?? {};
+  } catch (err) {
+    return { ok: false, reason: `is not valid YAML: ${(err as Error).message.split('\n')[0]}` };
+  }
+  const parsed = ConfigFileSchema.safeParse(doc);
+  if (parsed.success) return { ok: true, file: parsed.data };
+  const issue = parsed.error.issues[0]!;
+  return { ok: false, reason: `${entryPath(issue.path)}: ${issue.message}` };
+}
+
+function entryPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of path) out += typeof part === 'number' ? `[${part}]` : `${out ? '.' : ''}${String(part)}`;
+  return out || '(top level)';
+}
