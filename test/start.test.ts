@@ -3,12 +3,12 @@
  * embedded server, answers /healthz and /readyz, and stops cleanly on SIGTERM.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { configVariables, loadConfig } from '../src/config.ts';
@@ -32,8 +32,8 @@ function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, FERRY_LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', ...extra };
 }
 
-function spawnFerry(extra: Record<string, string>): Started {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+function spawnFerry(extra: Record<string, string>, command: [string, ...string[]] = [process.execPath, '--import', 'tsx', 'src/main.ts']): Started {
+  const child = spawn(command[0], command.slice(1), {
     cwd: repoRoot,
     env: childEnv(extra),
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -126,8 +126,8 @@ async function emptyDatabase(): Promise<string> {
   return url;
 }
 
-function start(extra: Record<string, string>): Started {
-  const started = spawnFerry(extra);
+function start(extra: Record<string, string>, command?: [string, ...string[]]): Started {
+  const started = spawnFerry(extra, command);
   running.add(started);
   started.exit.then(() => running.delete(started));
   return started;
@@ -289,4 +289,36 @@ test('a failing start hook aborts start and releases what was started', async ()
   assert.ok(port > 0);
   assert.ok(await portRefuses(port), 'the HTTP server was closed');
   await assert.rejects(pool!.connect(), 'the pool was closed');
+});
+
+/** A `node` on PATH older than Ferry needs (outside node_modules), as on a machine whose system Node is 20. */
+function oldSystemNode(): string | null {
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    if (!dir || dir.includes('node_modules')) continue;
+    const bin = join(dir, 'node');
+    if (!existsSync(bin)) continue;
+    const probe = spawnSync(bin, ['-p', 'process.versions.node'], { encoding: 'utf8' });
+    const [major, minor] = probe.stdout.trim().split('.').map(Number);
+    if (major! < 22 || (major === 22 && minor! < 12)) return bin;
+  }
+  return null;
+}
+
+const oldNode = oldSystemNode();
+test('`npm start` as the README writes it works with an older Node first on PATH', { skip: oldNode ? false : 'no Node older than 22.12 on PATH' }, async () => {
+  const url = await emptyDatabase();
+  const path = `${dirname(oldNode!)}:${process.env.PATH}`;
+  // The old node really is the one a plain `node` finds: the check refuses it in one line.
+  const direct = spawnSync('node', ['--import', './scripts/check-node.mjs', '-e', '0'], { cwd: repoRoot, env: { ...process.env, PATH: path }, encoding: 'utf8' });
+  assert.equal(direct.status, 1);
+  assert.match(direct.stderr, /^ferry: Node\.js >= 22\.12 is required, this is v\d+\.\d+\.\d+ .*\n$/);
+  assert.equal(direct.stderr.split('\n').length, 2, 'one line, no stack trace');
+
+  const started = start({ DATABASE_URL: url, PATH: path }, ['npm', 'start']);
+  const { url: base } = await listening(started);
+  const ready = await getJson(`${base}/readyz`);
+  assert.equal(ready.status, 200);
+  // npm passes the signal on to Ferry, which stops in order.
+  assert.equal(await stopWith(started, 'SIGTERM'), 0);
+  assert.ok(started.lines.some((l) => l.msg === 'ferry stopped'), started.stderr());
 });
