@@ -4,10 +4,14 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { connect, type AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
+import { serve } from '@hono/node-server';
 import { OpenAPIHono, createRoute, z as oz } from '@hono/zod-openapi';
 import { bearerAuth } from 'hono/bearer-auth';
 import { HTTPException } from 'hono/http-exception';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { z } from 'zod';
 import { loadConfig } from '../src/config.ts';
 import { InvalidTransitionError } from '../src/errors.ts';
@@ -272,4 +276,55 @@ test('readyz is 503 DATABASE_UNAVAILABLE when the database does not answer', asy
   assert.equal((await errorOf(res)).code, 'DATABASE_UNAVAILABLE');
   // Liveness does not depend on the database.
   assert.equal((await createApp({ pool, config }).request('/healthz')).status, 200);
+});
+
+test('a 413 for a large body closes the connection instead of offering keep-alive on a socket about to close', async () => {
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
+  await once(server, 'listening');
+  after(() => server.close());
+  const { port } = server.address() as AddressInfo;
+
+  // A client that streams a large body slowly, as the fuzzer did: it reads the answer, then the end
+  // of the connection, never a reset.
+  const total = MAX_BODY * 200;
+  const socket = connect(port, '127.0.0.1');
+  let answer = '';
+  socket.setEncoding('utf8').on('data', (d: string) => (answer += d));
+  const closed = new Promise<{ error: Error | null }>((resolve) => {
+    let error: Error | null = null;
+    socket.on('error', (e) => (error = e));
+    socket.on('close', () => resolve({ error }));
+  });
+  socket.write(`POST /t/json HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${total}\r\nConnection: keep-alive\r\n\r\n`);
+  const chunk = Buffer.alloc(4096, 0x61);
+  // Like a well-behaved client, it stops sending once the answer has come.
+  for (let sent = 0; sent < total && !socket.destroyed && !answer.includes('\r\n\r\n'); sent += chunk.length) {
+    socket.write(chunk);
+    await new Promise((r) => setImmediate(r));
+  }
+  const { error } = await closed;
+  // A write already on its way when the server closed may fail with EPIPE; a reset that loses the
+  // answer may not.
+  assert.ok(error === null || (error as NodeJS.ErrnoException).code === 'EPIPE', `connection reset: ${error?.message}`);
+  const [rawHead, body] = answer.split('\r\n\r\n');
+  assert.equal(JSON.parse(body!).error.code, 'PAYLOAD_TOO_LARGE');
+  const head = rawHead!.toLowerCase();
+  assert.match(head, /^http\/1\.1 413 /);
+  assert.match(head, /\r\nconnection: close\r\n/);
+  assert.doesNotMatch(head, /keep-alive/);
+
+  // A keep-alive client's next request goes out on a fresh connection and succeeds.
+  const agent = new Agent({ keepAliveTimeout: 10_000 });
+  after(() => agent.close());
+  const big = JSON.stringify({ amount: 1, asset: 'x'.repeat(MAX_BODY * 2) });
+  const first = await undiciFetch(`http://127.0.0.1:${port}/t/json`, { method: 'POST', body: big, headers: { 'content-type': 'application/json' }, dispatcher: agent });
+  assert.equal(first.status, 413);
+  await first.arrayBuffer();
+  const second = await undiciFetch(`http://127.0.0.1:${port}/t/json`, {
+    method: 'POST',
+    body: JSON.stringify({ amount: 1, asset: 'x' }),
+    headers: { 'content-type': 'application/json' },
+    dispatcher: agent,
+  });
+  assert.equal(second.status, 200);
 });

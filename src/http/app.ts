@@ -45,7 +45,10 @@ export function createApp(deps: AppDeps): OpenAPIHono {
     '*',
     bodyLimit({
       maxSize: deps.config.maxBodyBytes,
-      onError: () => {
+      // The rest of the body is not read, and the server stops draining it after a moment: say
+      // so, or a client would send its next request on a connection about to be closed.
+      onError: (c) => {
+        c.header('Connection', 'close');
         throw new FerryError('PAYLOAD_TOO_LARGE', `Request body exceeds ${deps.config.maxBodyBytes} bytes`, {
           max_bytes: deps.config.maxBodyBytes,
         });
