@@ -343,6 +343,13 @@ get('movements: limit zero', '/v3/movements?limit=0');
 get('movements: limit too large', '/v3/movements?limit=201');
 get('movements: limit not a number', '/v3/movements?limit=ten');
 get('movements: limit fractional', '/v3/movements?limit=1.5');
+// Number() would read each of these as an integer; only plain decimal digits are one.
+for (const [what, raw] of [['hex', '0x10'], ['exponent', '1e1'], ['plus sign', '%2B5'], ['trailing .0', '5.0'], ['leading space', '%205'], ['empty', '']]) {
+  get(`movements: limit ${what}`, `/v3/movements?limit=${raw}`);
+  get(`audit: limit ${what}`, `/v3/audit-events?limit=${raw}`);
+}
+get('templates: version in hex', '/v3/templates/shape/versions/0x1');
+get('templates: version with exponent', '/v3/templates/shape/versions/1e0');
 get('movements: garbage cursor', '/v3/movements?cursor=%%%');
 get('movements: forged cursor', `/v3/movements?cursor=${badCursor}`);
 get('movements: unknown parameter', '/v3/movements?sort=desc');

@@ -26,6 +26,7 @@ import { getRequest, nodesOfRequest, transitionsOfRequest, type NodeRow, type Re
 import { executorKeyOf } from '../plan/bindings.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
 import { validate, validationError } from './errors.ts';
+import { decimalInteger } from './query.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Machines
@@ -446,7 +447,7 @@ const listQuery = z.object({
     .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
     .pipe(z.array(z.enum(requestStates)).max(requestStates.length))
     .optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: decimalInteger(1, 200).default(50),
   before: z.string().regex(UUID, 'before must be a movement id').optional(),
 });
 

@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi';
+import { decimalInteger } from '../query.ts';
 import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
 import { nodeStates } from '../../machines/node-machine.ts';
 import { requestStates } from '../../machines/request-machine.ts';
@@ -38,7 +39,7 @@ export const planHashSchema = z
   .string()
   .regex(/^sha256:[0-9a-f]{64}$/, 'must be "sha256:" followed by 64 lowercase hex digits')
   .openapi({ example: `sha256:${'0'.repeat(64)}` });
-const positiveInt = z.coerce.number().int().min(1).max(2_147_483_647);
+const positiveInt = decimalInteger(1, 2_147_483_647);
 
 export const ErrorSchema = z
   .object({
@@ -71,7 +72,7 @@ export const SignerKeyParams = z.object({
 // Query strings
 
 const limit = (max: number, def: number) =>
-  z.coerce.number().int().min(1).max(max).default(def).openapi({ description: `Page size, 1..${max}` });
+  decimalInteger(1, max).default(def).openapi({ description: `Page size, 1..${max}` });
 const cursor = z.string().min(1).max(512).optional().openapi({ description: 'Opaque cursor from the previous page\'s next_cursor' });
 
 export const MovementListQuery = z.object({
