@@ -241,6 +241,10 @@ v('create: version as text', 'POST', mv, { template_key: 'shape', intent: {}, te
 v('create: input_params is a list', 'POST', mv, { template_key: 'shape', intent: {}, input_params: [1] }, 400, 'VALIDATION_FAILED', req);
 v('create: callback_url not a URL', 'POST', mv, { template_key: 'shape', intent: {}, callback_url: 'not a url' }, 400, 'VALIDATION_FAILED', req);
 v('create: callback_url ftp', 'POST', mv, { template_key: 'shape', intent: {}, callback_url: 'ftp://127.0.0.1/x' }, 400, 'VALIDATION_FAILED', req);
+v('create: callback_url with spaces around', 'POST', mv, { template_key: 'shape', intent: {}, callback_url: ' http://127.0.0.1:9/cb ' }, 400, 'VALIDATION_FAILED', req);
+v('create: callback_url with a tab inside', 'POST', mv, { template_key: 'shape', intent: {}, callback_url: 'http://127.0.0.1:9/c\tb' }, 400, 'VALIDATION_FAILED', req);
+v('create: callback_url port 0', 'POST', mv, { template_key: 'shape', intent: {}, callback_url: 'http://127.0.0.1:0/cb' }, 400, 'VALIDATION_FAILED', req);
+v('create: callback_url with credentials', 'POST', mv, { template_key: 'shape', intent: {}, callback_url: 'http://user:pw@127.0.0.1:9/cb' }, 400, 'VALIDATION_FAILED', req);
 v('create: callback_url too long', 'POST', mv, { template_key: 'shape', intent: {}, callback_url: `http://127.0.0.1/${'p'.repeat(2100)}` }, 400, 'VALIDATION_FAILED', req);
 v('create: intent key too long', 'POST', mv, { template_key: 'shape', intent: { ['k'.repeat(300)]: 1 } }, 400, 'VALIDATION_FAILED', req);
 v('create: intent nested too deep', 'POST', mv, { template_key: 'shape', intent: deep(40) }, 400, 'VALIDATION_FAILED', req);

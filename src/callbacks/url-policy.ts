@@ -6,6 +6,10 @@ import { FerryError, ValidationError } from '../errors.ts';
  * Returns the parsed URL.
  */
 export function assertCallbackUrlAllowed(url: string, allowedHosts?: string[]): URL {
+  // The URL parser would quietly drop these, and the stored URL would differ from the one used.
+  if (url !== url.trim() || /[\s\u0000-\u001f\u007f]/.test(url)) {
+    throw new ValidationError('callback_url must not contain spaces or control characters', { field: 'callback_url' });
+  }
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -17,6 +21,13 @@ export function assertCallbackUrlAllowed(url: string, allowedHosts?: string[]): 
   }
   if (!parsed.hostname) {
     throw new ValidationError('callback_url has no host', { field: 'callback_url' });
+  }
+  if (parsed.port === '0') {
+    throw new ValidationError('callback_url port must be between 1 and 65535', { field: 'callback_url', port: 0 });
+  }
+  if (parsed.username || parsed.password) {
+    // Credentials would be stored and shown wherever the URL is; receivers verify the signature instead.
+    throw new ValidationError('callback_url must not carry a user name or password', { field: 'callback_url' });
   }
   if (allowedHosts) {
     const host = normalizeHost(parsed.hostname);
