@@ -94,6 +94,7 @@ const quorum2App = createApp({ pool: db.pool, config: loadConfig({ ...env, FERRY
 
 const tokens = {
   requester: await createToken(db.pool, { name: 'requester-1', role: 'requester' }),
+  requester2: await createToken(db.pool, { name: 'requester-2', role: 'requester' }),
   approver: await createToken(db.pool, { name: 'approver-1', role: 'approver' }),
   approver2: await createToken(db.pool, { name: 'approver-2', role: 'approver' }),
   operator: await createToken(db.pool, { name: 'operator-1', role: 'operator' }),
@@ -367,6 +368,18 @@ describe('operator controls', () => {
     assert.equal(r.body.movement.state, 'CANCELLED');
     assert.ok(r.body.nodes.every((n: { state: string }) => n.state === 'CANCELLED'));
     expectStatus(await call('POST', `/v3/movements/${m.movement.id}/cancel`, 'requester'), 409, 'INVALID_TRANSITION');
+  });
+
+  test("a requester cancels only its own movements (403 NOT_MOVEMENT_OWNER); an operator cancels any", async () => {
+    const m = await create({ template_key: 'usdc-transfer', intent: { n: 8 } });
+    const before = await db.pool.query('SELECT ((SELECT count(*) FROM audit_outbox) + (SELECT count(*) FROM audit_events))::int AS n');
+    const other = await call('POST', `/v3/movements/${m.movement.id}/cancel`, 'requester2', { reason: 'not mine' });
+    expectStatus(other, 403, 'NOT_MOVEMENT_OWNER');
+    assert.equal((await call('GET', `/v3/movements/${m.movement.id}`, 'viewer')).body.movement.state, 'PENDING_APPROVAL');
+    assert.equal((await db.pool.query('SELECT ((SELECT count(*) FROM audit_outbox) + (SELECT count(*) FROM audit_events))::int AS n')).rows[0].n, before.rows[0].n, 'a refused cancel writes nothing');
+    const byOperator = await call('POST', `/v3/movements/${m.movement.id}/cancel`, 'operator', { reason: 'duplicate' });
+    expectStatus(byOperator, 200);
+    assert.equal(byOperator.body.movement.state, 'CANCELLED');
   });
 
   test('retry re-readies a failed node on a lane that allows it and the movement completes', async () => {

@@ -269,9 +269,22 @@ export async function rejectMovement(deps: MovementServiceDeps, id: string, inpu
   });
 }
 
-export async function cancelMovement(deps: MovementServiceDeps, id: string, input: { actor: string; reason?: string }): Promise<Movement> {
+/**
+ * `scope: 'own'` (requesters) may cancel only movements the same actor created; `'any'` (operators)
+ * may cancel every movement. Checked under the request lock, before the machine decides.
+ */
+export async function cancelMovement(
+  deps: MovementServiceDeps,
+  id: string,
+  input: { actor: string; reason?: string; scope: 'own' | 'any' },
+): Promise<Movement> {
   const { actor, reason } = input;
-  return decideOn(deps, id, { actor, action: 'movement.cancel', details: { reason: reason ?? null } }, async (client) => {
+  return decideOn(deps, id, { actor, action: 'movement.cancel', details: { reason: reason ?? null } }, async (client, locked) => {
+    if (input.scope === 'own' && locked.created_by !== actor) {
+      throw new FerryError('NOT_MOVEMENT_OWNER', `movement ${id} was created by someone else; only its creator or an operator can cancel it`, {
+        entity_id: id,
+      });
+    }
     // Read under the request lock: node writers lock the request first, so this summary holds.
     const summary = summarizeNodes(await nodesOfRequest(client, id));
     await deliver(deps, client, id, { type: 'CANCEL', by: actor, summary, ...(reason ? { reason } : {}) }, actor);

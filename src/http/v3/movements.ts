@@ -10,7 +10,7 @@ import {
 } from '../../actors/movements.ts';
 import { NotFoundError, ValidationError } from '../../errors.ts';
 import { getRequest, isRequestId, listMovements, transitionsOfRequest } from '../../persistence/movements.ts';
-import { requirePermission } from '../auth.ts';
+import { can, requirePermission } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
   ApproveBody,
@@ -134,7 +134,13 @@ const cancelRoute = createRoute({
   security: bearerSecurity,
   middleware: [requirePermission('movement.cancel')] as const,
   request: { params: MovementIdParams, body: jsonBody(ReasonBody, false) },
-  responses: { 200: decided('CANCELLED; nodes that had not started are cancelled'), ...commonErrors, ...notFound, ...refused },
+  responses: {
+    200: decided('CANCELLED; nodes that had not started are cancelled'),
+    ...commonErrors,
+    ...forbidden('The role lacks movement.cancel (FORBIDDEN), or a requester asks to cancel a movement another created (NOT_MOVEMENT_OWNER)'),
+    ...notFound,
+    ...refused,
+  },
 });
 
 const resumeRoute = createRoute({
@@ -223,7 +229,9 @@ export function movementRoutes(ctx: V3Context) {
   app.openapi(cancelRoute, async (c) => {
     const { id } = c.req.valid('param');
     const { reason } = c.req.valid('json');
-    return c.json(movementDetailView(await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason })), 200);
+    // Operators steer every movement; a requester cancels only what it asked for.
+    const scope = can(c.get('principal').role, 'movement.operate') ? 'any' : 'own';
+    return c.json(movementDetailView(await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason, scope })), 200);
   });
 
   app.openapi(resumeRoute, async (c) => {
