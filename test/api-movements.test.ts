@@ -360,6 +360,31 @@ describe('approval rules', () => {
   });
 });
 
+describe('what each role sees', () => {
+  test('the callback URL is shown to operators and admins only; others see that one is configured', async () => {
+    const url = `${receiver.url()}/hooks/path-secret-4711`;
+    const created = await create({ template_key: 'usdc-transfer', intent: { n: 9 }, callback_url: url });
+    const id = created.movement.id;
+    assert.equal(created.movement.callback_configured, true);
+    assert.equal(created.movement.callback_url, null, 'not even echoed to its requester');
+    for (const who of ['viewer', 'requester', 'approver'] as const) {
+      const detail = await call('GET', `/v3/movements/${id}`, who);
+      expectStatus(detail, 200);
+      assert.equal(detail.body.movement.callback_configured, true);
+      assert.equal(detail.body.movement.callback_url, null, who);
+      const list = await call('GET', '/v3/movements?limit=200', who);
+      assert.ok(!JSON.stringify(list.body).includes('path-secret-4711'), `${who} list`);
+      const callbacks = await call('GET', `/v3/callbacks?movement_id=${id}`, who);
+      assert.ok(!JSON.stringify(callbacks.body).includes('path-secret-4711'), `${who} callbacks`);
+    }
+    for (const who of ['operator', 'admin'] as const) {
+      assert.equal((await call('GET', `/v3/movements/${id}`, who)).body.movement.callback_url, url, who);
+    }
+    const plain = await create({ template_key: 'usdc-transfer', intent: { n: 10 } });
+    assert.equal(plain.movement.callback_configured, false);
+  });
+});
+
 describe('operator controls', () => {
   test('cancel a pending movement: its nodes are cancelled', async () => {
     const m = await create({ template_key: 'usdc-transfer', intent: { n: 7 } });

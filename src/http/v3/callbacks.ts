@@ -4,7 +4,7 @@ import { writeAudit } from '../../persistence/audit.ts';
 import { listCallbacks } from '../../persistence/callbacks.ts';
 import { withTransaction } from '../../persistence/db.ts';
 import { requirePermission } from '../auth.ts';
-import { actorOf, resourceApp, type V3Context } from './context.ts';
+import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import {
   CallbackIdParams,
   CallbackListQuery,
@@ -55,7 +55,7 @@ export function callbackRoutes(ctx: V3Context) {
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid('query');
     const page = await listCallbacks(ctx.pool, { status: q.status, requestId: q.movement_id, limit: q.limit, cursor: q.cursor });
-    return c.json({ callbacks: page.callbacks.map(callbackView), next_cursor: page.nextCursor }, 200);
+    return c.json({ callbacks: page.callbacks.map((row) => callbackView(row, audienceOf(c))), next_cursor: page.nextCursor }, 200);
   });
 
   app.openapi(redriveRoute, async (c) => {
@@ -73,7 +73,7 @@ export function callbackRoutes(ctx: V3Context) {
       });
       return redriven;
     });
-    return c.json({ callback: callbackView(row) }, 200);
+    return c.json({ callback: callbackView(row, audienceOf(c)) }, 200);
   });
 
   return app;

@@ -9,8 +9,9 @@ import type { FerryConfig } from '../../config.ts';
 import { FerryError } from '../../errors.ts';
 import type { Pool } from '../../persistence/db.ts';
 import type { BindingCatalog } from '../../plan/validate.ts';
-import type { AuthEnv } from '../auth.ts';
+import { can, type AuthEnv } from '../auth.ts';
 import { validationHook } from '../errors.ts';
+import type { Audience } from './views.ts';
 
 /**
  * What the /v3 routes need. Reads need only the pool; anything that changes state also needs the
@@ -68,4 +69,9 @@ export function resourceApp(): OpenAPIHono<AuthEnv> {
 /** How the authenticated caller is named in created_by, approvals, transitions and audit rows. */
 export function actorOf(c: Context<AuthEnv>): string {
   return `token:${c.get('principal').tokenId}`;
+}
+
+/** What the caller's role may see in the views (see Audience). */
+export function audienceOf(c: Context<AuthEnv>): Audience {
+  return { callbackUrls: can(c.get('principal').role, 'callback.redrive') };
 }

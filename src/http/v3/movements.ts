@@ -11,7 +11,7 @@ import {
 import { NotFoundError, ValidationError } from '../../errors.ts';
 import { getRequest, isRequestId, listMovements, transitionsOfRequest } from '../../persistence/movements.ts';
 import { can, requirePermission } from '../auth.ts';
-import { actorOf, resourceApp, type V3Context } from './context.ts';
+import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import {
   ApproveBody,
   CreateMovementBody,
@@ -185,19 +185,19 @@ export function movementRoutes(ctx: V3Context) {
       callbackUrl: body.callback_url ?? null,
       idempotencyKey: headers['idempotency-key'] ?? null,
     });
-    const view = movementDetailView(created);
+    const view = movementDetailView(created, audienceOf(c));
     return created.replayed ? c.json(view, 200) : c.json(view, 201);
   });
 
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid('query');
     const page = await listMovements(ctx.pool, { state: q.state, templateKey: q.template_key, limit: q.limit, cursor: q.cursor });
-    return c.json({ movements: page.movements.map(movementSummaryView), next_cursor: page.nextCursor }, 200);
+    return c.json({ movements: page.movements.map((m) => movementSummaryView(m, audienceOf(c))), next_cursor: page.nextCursor }, 200);
   });
 
   app.openapi(getRoute, async (c) => {
     const { id } = c.req.valid('param');
-    return c.json(movementDetailView(await readMovement(ctx.pool, id)), 200);
+    return c.json(movementDetailView(await readMovement(ctx.pool, id), audienceOf(c)), 200);
   });
 
   app.openapi(transitionsRoute, async (c) => {
@@ -217,13 +217,13 @@ export function movementRoutes(ctx: V3Context) {
     const { id } = c.req.valid('param');
     const { compiled_plan_hash } = c.req.valid('json');
     const moved = await approveMovement(ctx.movementDeps(), id, { actor: actorOf(c), compiledPlanHash: compiled_plan_hash });
-    return c.json(movementDetailView(moved), 200);
+    return c.json(movementDetailView(moved, audienceOf(c)), 200);
   });
 
   app.openapi(rejectRoute, async (c) => {
     const { id } = c.req.valid('param');
     const { reason } = c.req.valid('json');
-    return c.json(movementDetailView(await rejectMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason })), 200);
+    return c.json(movementDetailView(await rejectMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason }), audienceOf(c)), 200);
   });
 
   app.openapi(cancelRoute, async (c) => {
@@ -231,18 +231,18 @@ export function movementRoutes(ctx: V3Context) {
     const { reason } = c.req.valid('json');
     // Operators steer every movement; a requester cancels only what it asked for.
     const scope = can(c.get('principal').role, 'movement.operate') ? 'any' : 'own';
-    return c.json(movementDetailView(await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason, scope })), 200);
+    return c.json(movementDetailView(await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason, scope }), audienceOf(c)), 200);
   });
 
   app.openapi(resumeRoute, async (c) => {
     const { id } = c.req.valid('param');
-    return c.json(movementDetailView(await resumeMovement(ctx.movementDeps(), id, { actor: actorOf(c) })), 200);
+    return c.json(movementDetailView(await resumeMovement(ctx.movementDeps(), id, { actor: actorOf(c) }), audienceOf(c)), 200);
   });
 
   app.openapi(retryRoute, async (c) => {
     const { id } = c.req.valid('param');
     const { node_key } = c.req.valid('json');
-    return c.json(movementDetailView(await retryMovementNode(ctx.movementDeps(), id, { actor: actorOf(c), nodeKey: node_key })), 200);
+    return c.json(movementDetailView(await retryMovementNode(ctx.movementDeps(), id, { actor: actorOf(c), nodeKey: node_key }), audienceOf(c)), 200);
   });
 
   return app;

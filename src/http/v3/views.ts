@@ -30,7 +30,16 @@ import type {
 const iso = (d: Date | string) => (d instanceof Date ? d.toISOString() : new Date(d).toISOString());
 const isoOrNull = (d: Date | string | null | undefined) => (d == null ? null : iso(d));
 
-export function movementSummaryView(r: RequestSummaryRow): z.infer<typeof MovementSummarySchema> {
+/**
+ * What the caller may see beyond the movement itself. A callback URL says where an upstream system
+ * listens (and may carry a path secret), so only those who run deliveries see it; everyone else
+ * learns whether one is configured.
+ */
+export interface Audience {
+  callbackUrls: boolean;
+}
+
+export function movementSummaryView(r: RequestSummaryRow, audience: Audience): z.infer<typeof MovementSummarySchema> {
   return {
     id: r.id,
     template_key: r.template_key,
@@ -45,7 +54,8 @@ export function movementSummaryView(r: RequestSummaryRow): z.infer<typeof Moveme
     decided_by: r.decided_by,
     expires_at: isoOrNull(r.expires_at),
     current_frontier: r.current_frontier ?? [],
-    callback_url: r.callback_url,
+    callback_configured: r.callback_url !== null,
+    callback_url: audience.callbackUrls ? r.callback_url : null,
     idempotency_key: r.idempotency_key,
     created_by: r.created_by,
     created_at: iso(r.created_at),
@@ -82,9 +92,9 @@ export function nodeView(n: NodeRow): z.infer<typeof MovementNodeSchema> {
   };
 }
 
-export function movementDetailView(m: Movement): z.infer<typeof MovementDetailSchema> {
+export function movementDetailView(m: Movement, audience: Audience): z.infer<typeof MovementDetailSchema> {
   return {
-    movement: { ...movementSummaryView(m.request), compiled_plan: m.request.compiled_plan },
+    movement: { ...movementSummaryView(m.request, audience), compiled_plan: m.request.compiled_plan },
     nodes: m.nodes.map(nodeView),
   };
 }
@@ -174,13 +184,13 @@ export function signerView(s: SignerRosterRow): z.infer<typeof SignerSchema> {
   };
 }
 
-export function callbackView(c: CallbackRow): z.infer<typeof CallbackSchema> {
+export function callbackView(c: CallbackRow, audience: Audience): z.infer<typeof CallbackSchema> {
   return {
     id: c.id,
     movement_id: c.request_id,
     event_type: c.event_type,
     node_key: c.node_key,
-    callback_url: c.callback_url,
+    callback_url: audience.callbackUrls ? c.callback_url : null,
     status: c.status,
     attempts: c.attempts,
     max_attempts: c.max_attempts,
