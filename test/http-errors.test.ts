@@ -271,9 +271,24 @@ test('readyz is 503 DATABASE_UNAVAILABLE when the database does not answer', asy
   // Port 1 on loopback: nothing listens there, so the connection is refused at once.
   const pool = createPool('postgres://postgres@127.0.0.1:1/none', 1);
   after(() => pool.end());
-  const res = await createApp({ pool, config }).request('/readyz');
+  let connects = 0;
+  const connect = pool.connect.bind(pool);
+  (pool as { connect: unknown }).connect = () => {
+    connects += 1;
+    return connect();
+  };
+  const unready = createApp({ pool, config });
+  const res = await unready.request('/readyz');
   assert.equal(res.status, 503);
-  assert.equal((await errorOf(res)).code, 'DATABASE_UNAVAILABLE');
+  const error = await errorOf(res);
+  assert.equal(error.code, 'DATABASE_UNAVAILABLE');
+  // No driver text (hosts, ports, users) on a route anyone can call: a class only.
+  assert.deepEqual(error.details, { reason: 'connection_failed' });
+  assert.doesNotMatch(JSON.stringify(error), /127\.0\.0\.1|ECONNREFUSED|postgres/);
+  // Answers within a moment reuse the last check instead of asking the database again.
+  const again = await Promise.all([unready.request('/readyz'), unready.request('/readyz')]);
+  assert.deepEqual(again.map((r) => r.status), [503, 503]);
+  assert.equal(connects, 1);
   // Liveness does not depend on the database.
   assert.equal((await createApp({ pool, config }).request('/healthz')).status, 200);
 });
