@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseCidr } from './callbacks/destinations.ts';
 import { EMPTY_CONFIG_FILE, readConfigFile, type ConfigFile } from './config-file.ts';
 
 /**
@@ -37,6 +38,10 @@ const laneSeconds = z.string().transform((v, ctx) => {
   return out;
 });
 
+const cidrList = csv.pipe(
+  z.array(z.string().refine((v) => parseCidr(v) !== null, { message: 'expected networks such as 10.0.0.0/8 or fd00::/8, comma-separated' })),
+);
+
 /** Environment variable name -> config key, with its schema. */
 const fields = {
   PORT: ['port', z.coerce.number().int().min(0).max(65535).default(3000)],
@@ -65,6 +70,8 @@ const fields = {
   FERRY_CALLBACK_TIMEOUT_MS: ['callbackTimeoutMs', count(10_000)],
   FERRY_CALLBACK_SECRET: ['callbackSecret', z.string().min(16).optional()],
   FERRY_CALLBACK_ALLOWED_HOSTS: ['callbackAllowedHosts', csv.optional()],
+  // Networks (CIDR) callbacks may reach although they are not public: loopback, private, link-local.
+  FERRY_CALLBACK_ALLOWED_NETWORKS: ['callbackAllowedNetworks', cidrList.default([])],
   FERRY_EXPIRATION_CHECK_INTERVAL_SECONDS: ['expirationIntervalSeconds', seconds(30)],
   FERRY_EXPIRATION_BATCH_SIZE: ['expirationBatchSize', count(20)],
   FERRY_EXPIRATION_MAX_RUN_MS: ['expirationMaxRunMs', z.coerce.number().int().min(0).default(30_000)],

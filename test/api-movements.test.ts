@@ -17,6 +17,7 @@ import { promoteAuditBatch, verifyAuditChain } from '../src/persistence/audit.ts
 import { callbacksForRequest } from '../src/persistence/callbacks.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
 
 const SECRET = 'api-test-callback-secret-0123456789';
 
@@ -83,6 +84,7 @@ const db = await testDatabase();
 const env = {
   FERRY_DATA_DIR: '.ferry/test-api',
   FERRY_CALLBACK_SECRET: SECRET,
+  FERRY_CALLBACK_ALLOWED_NETWORKS: LOOPBACK_NETWORKS,
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
   FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
   FERRY_LOG_LEVEL: 'silent',

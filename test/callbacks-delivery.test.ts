@@ -23,6 +23,8 @@ import {
 } from '../src/persistence/callbacks.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { loopbackDestinations } from './helpers/destinations.ts';
+import { classifyAddress, destinationPolicy } from '../src/callbacks/destinations.ts';
 
 const SECRET = 'delivery-test-secret-0123456789';
 
@@ -125,8 +127,10 @@ async function movement(callbackUrl: string, state = 'EXECUTING'): Promise<Callb
   return rows[0];
 }
 
+const destinations = loopbackDestinations();
+
 function deps(extra: Partial<CallbackDeliveryDeps> = {}): CallbackDeliveryDeps {
-  return { pool: db.pool, secret: SECRET, timeoutMs: 5_000, queue, ...extra };
+  return { pool: db.pool, secret: SECRET, timeoutMs: 5_000, queue, destinations, ...extra };
 }
 
 async function newCallback(request: CallbackRequestRow, eventType: string, opts: { maxAttempts?: number; nodeKey?: string; withJob?: boolean } = {}) {
@@ -230,6 +234,7 @@ describe('delivery by the pg-boss worker', () => {
       timeoutMs: 5_000,
       concurrency: 4,
       pollingIntervalSeconds: 0.5,
+      destinations,
       sweepCron: null,
     });
     try {
@@ -278,7 +283,7 @@ describe('delivery by the pg-boss worker', () => {
     assert.equal(await requeueStrandedCallbacks(db.pool, queue), 1);
     assert.equal(await requeueStrandedCallbacks(db.pool, queue), 0, 'same minute: the job is not written twice');
 
-    const delivery = await startCallbackDelivery({ boss: bossInstance, pool: db.pool, secret: SECRET, timeoutMs: 5_000, pollingIntervalSeconds: 0.5 });
+    const delivery = await startCallbackDelivery({ boss: bossInstance, pool: db.pool, secret: SECRET, timeoutMs: 5_000, pollingIntervalSeconds: 0.5, destinations });
     try {
       await rx.waitFor(1);
       const schedules = await bossInstance.getSchedules(QUEUES.callbackSweep);
@@ -394,6 +399,72 @@ describe('one delivery attempt at a time', () => {
   });
 });
 
+describe('destinations a callback may reach', () => {
+  const strict = destinationPolicy({});
+  after(() => strict.dispatcher.close());
+
+  test('addresses outside the public internet are classified, IPv4-mapped IPv6 included', () => {
+    const cases: Array<[string, string | null]> = [
+      ['127.0.0.1', 'loopback'],
+      ['::1', 'loopback'],
+      ['::ffff:127.0.0.1', 'loopback'],
+      ['169.254.169.254', 'link_local'],
+      ['fe80::1', 'link_local'],
+      ['10.1.2.3', 'private'],
+      ['172.20.0.1', 'private'],
+      ['192.168.1.1', 'private'],
+      ['100.64.0.1', 'private'],
+      ['fd12:3456::1', 'unique_local'],
+      ['224.0.0.1', 'multicast'],
+      ['ff02::1', 'multicast'],
+      ['0.0.0.0', 'unspecified'],
+      ['::', 'unspecified'],
+      ['255.255.255.255', 'reserved'],
+      ['93.184.216.34', null],
+      ['2606:4700::1111', null],
+    ];
+    for (const [address, cls] of cases) assert.equal(classifyAddress(address), cls, address);
+  });
+
+  test('loopback, link-local and names resolving to them are refused unless allowed; the receiver hears nothing', async () => {
+    const rx = await receiver();
+    const refusedCases: Array<[string, string]> = [
+      [rx.url(), 'destination_blocked (loopback)'],
+      [`http://localhost:${rx.port}/callbacks`, 'destination_blocked (loopback)'],
+      [`http://[::ffff:127.0.0.1]:${rx.port}/callbacks`, 'destination_blocked (loopback)'],
+      ['http://169.254.169.254/latest/meta-data/', 'destination_blocked (link_local)'],
+    ];
+    for (const [url, expected] of refusedCases) {
+      const id = await newCallback(await movement(url), 'request_executing');
+      assert.equal(await deliverCallbackOnce(deps({ destinations: strict }), id), 'retry', url);
+      const cb = await row(id);
+      assert.equal(cb.last_error, expected, url);
+      assert.equal(cb.last_status_code, null);
+    }
+    assert.equal(rx.received.length, 0, 'nothing reached the loopback receiver');
+
+    // Named by the operator, as a host or as a network, the same receiver is reached.
+    const byHost = destinationPolicy({ callbackAllowedHosts: ['localhost'] });
+    after(() => byHost.dispatcher.close());
+    const named = await newCallback(await movement(`http://localhost:${rx.port}/callbacks`), 'request_executing');
+    assert.equal(await deliverCallbackOnce(deps({ destinations: byHost }), named), 'sent');
+    const byNetwork = destinationPolicy({ callbackAllowedNetworks: ['127.0.0.0/8'] });
+    after(() => byNetwork.dispatcher.close());
+    const literal = await newCallback(await movement(rx.url()), 'request_executing');
+    assert.equal(await deliverCallbackOnce(deps({ destinations: byNetwork }), literal), 'sent');
+    assert.equal(rx.received.length, 2);
+  });
+
+  test('a failed delivery records an error class, not socket text that would map open ports', async () => {
+    const port = await closedPort();
+    const id = await newCallback(await movement(`http://127.0.0.1:${port}/x`), 'request_executing');
+    assert.equal(await deliverCallbackOnce(deps(), id), 'retry');
+    const cb = await row(id);
+    assert.equal(cb.last_error, 'connection_refused');
+    assert.doesNotMatch(cb.last_error ?? '', /127\.0\.0\.1|ECONNREFUSED|\d{4,5}/);
+  });
+});
+
 describe('retries, dead letter and redrive', () => {
   test('a receiver that is down: backoff 2, 4, 8, 16 s, then dlq; redrive delivers once with the same timestamp and nonce', async () => {
     const port = await closedPort();
@@ -409,7 +480,7 @@ describe('retries, dead letter and redrive', () => {
       assert.equal(cb.attempts, attempt);
       assert.ok(cb.last_attempt_at);
       assert.equal(cb.next_attempt_at.getTime() - cb.last_attempt_at.getTime(), backoff * 1000, `backoff after attempt ${attempt}`);
-      assert.match(cb.last_error ?? '', /ECONNREFUSED/);
+      assert.equal(cb.last_error, 'connection_refused', 'a class, not the socket text');
       assert.equal(cb.last_status_code, null);
       const next = await job(id, attempt, 0);
       assert.ok(next, `the job for attempt ${attempt + 1} was written with the outcome`);

@@ -90,3 +90,11 @@ test('a bad entry in the configuration file names the entry, never the value', (
   }
   assert.throws(() => loadConfig({ FERRY_CONFIG_FILE: join(dir, 'missing.yaml') }), /FERRY_CONFIG_FILE cannot be read \(ENOENT\)/);
 });
+
+test('callback networks are CIDR lists; a bad one names the variable', () => {
+  assert.deepEqual(loadConfig({ FERRY_CALLBACK_ALLOWED_NETWORKS: '10.20.0.0/16, fd00::/8,127.0.0.1' }).callbackAllowedNetworks, ['10.20.0.0/16', 'fd00::/8', '127.0.0.1']);
+  assert.deepEqual(loadConfig({}).callbackAllowedNetworks, []);
+  for (const bad of ['10.0.0.0/33', 'example.com', '10.0.0/8', '::/129']) {
+    assert.throws(() => loadConfig({ FERRY_CALLBACK_ALLOWED_NETWORKS: bad }), /FERRY_CALLBACK_ALLOWED_NETWORKS/, bad);
+  }
+});

@@ -12,6 +12,7 @@ import { withTransaction } from '../src/persistence/db.ts';
 import { getRequest } from '../src/persistence/movements.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { loopbackDestinations } from './helpers/destinations.ts';
 import { seedMovement, singleNodeTemplate, threeNodeTemplate } from './helpers/fixtures.ts';
 import { approvedMovement, drain, runtimeDeps } from './helpers/runtime.ts';
 
@@ -175,7 +176,7 @@ test('callback deliveries are counted by outcome', async () => {
     withTransaction(db.pool, (c) =>
       enqueueCallback(c, { request: { ...row, callback_url: url }, eventType: 'request_pending_approval', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
     );
-  const deps = { pool: db.pool, secret: 'metrics-test-secret-0123456789', timeoutMs: 5000 };
+  const deps = { pool: db.pool, secret: 'metrics-test-secret-0123456789', timeoutMs: 5000, destinations: loopbackDestinations() };
 
   const before = await scrape();
   const sent = await write(`http://127.0.0.1:${port}/cb`);

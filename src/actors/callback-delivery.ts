@@ -1,5 +1,6 @@
 import type { PgBoss } from 'pg-boss';
-import { request, type Dispatcher } from 'undici';
+import { request } from 'undici';
+import { deliveryErrorClass, literalRefusal, type DestinationPolicy } from '../callbacks/destinations.ts';
 import { callbackJobId, parseCallbackJobData, type CallbackQueue } from '../callbacks/jobs.ts';
 import { callbackHeaders } from '../callbacks/signing.ts';
 import { log as rootLog, type Logger } from '../log.ts';
@@ -43,8 +44,8 @@ export interface CallbackDeliveryDeps {
   /** Where follow-up jobs go. Without it, follow-ups are left to the stranded-callback sweep. */
   queue?: CallbackQueue;
   log?: Logger;
-  /** undici dispatcher for the POST (tests, proxies); the global one by default. */
-  dispatcher?: Dispatcher;
+  /** Which addresses callbacks may reach; its dispatcher sends them (see src/callbacks/destinations.ts). */
+  destinations: DestinationPolicy;
 }
 
 /** Adds callback delivery jobs through pg-boss, on the caller's client (inside its transaction). */
@@ -71,6 +72,8 @@ type PostResult = { ok: true; statusCode: number } | { ok: false; statusCode: nu
 
 async function post(row: CallbackRow, deps: CallbackDeliveryDeps): Promise<PostResult> {
   const body = Buffer.from(row.payload_body, 'utf8');
+  const blocked = literalRefusal(deps.destinations, new URL(row.callback_url));
+  if (blocked) return { ok: false, statusCode: null, error: `destination_blocked (${blocked})` };
   try {
     // undici's request() never follows redirects: a 3xx is a failed attempt, like any non-2xx.
     const res = await request(row.callback_url, {
@@ -84,18 +87,15 @@ async function post(row: CallbackRow, deps: CallbackDeliveryDeps): Promise<PostR
       signal: AbortSignal.timeout(deps.timeoutMs),
       headersTimeout: deps.timeoutMs,
       bodyTimeout: deps.timeoutMs,
-      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
+      dispatcher: deps.destinations.dispatcher,
     });
     // The response body is not used; drain it (bounded) so the connection can be reused.
     await res.body.dump({ limit: 64 * 1024 }).catch(() => {});
     if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, statusCode: res.statusCode };
     return { ok: false, statusCode: res.statusCode, error: `HTTP ${res.statusCode}` };
   } catch (err) {
-    const e = err as Error & { code?: string; cause?: { code?: string } };
-    const code = e.code ?? e.cause?.code;
-    const timedOut = e.name === 'TimeoutError' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
-    const error = timedOut ? `timeout after ${deps.timeoutMs} ms` : `${code ? `${code}: ` : ''}${e.message}`;
-    return { ok: false, statusCode: null, error };
+    const cls = deliveryErrorClass(err);
+    return { ok: false, statusCode: null, error: cls === 'timeout' ? `timeout after ${deps.timeoutMs} ms` : cls };
   }
 }
 
@@ -212,7 +212,7 @@ export interface StartCallbackDeliveryOptions {
   pollingIntervalSeconds?: number;
   /** Cron for the stranded-callback sweep; null disables it. Default every minute. */
   sweepCron?: string | null;
-  dispatcher?: Dispatcher;
+  destinations: DestinationPolicy;
 }
 
 export interface CallbackDelivery {
@@ -231,7 +231,7 @@ export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions):
     timeoutMs: opts.timeoutMs,
     queue,
     log: opts.log ?? rootLog,
-    dispatcher: opts.dispatcher,
+    destinations: opts.destinations,
   };
 
   await opts.boss.work(

@@ -13,6 +13,7 @@ import { workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.
 import { createPool, type Pool } from '../persistence/db.ts';
 import { upsertHeartbeat } from '../persistence/heartbeats.ts';
 import { promoteAudit } from './audit-promoter.ts';
+import { destinationPolicy } from '../callbacks/destinations.ts';
 import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, requeueStrandedCallbacks, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
 import { dispatchOne } from './dispatcher.ts';
@@ -85,6 +86,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
   const boss = await startBoss(opts.databaseUrl, { supervise: workers, schedule: workers, max: config.pgbossPoolMax });
   let delivery: CallbackDelivery | null = null;
+  const destinations = destinationPolicy(config);
   if (workers) {
     const secret = await resolveCallbackSecret(config, config.dataDir);
     delivery = await startCallbackDelivery({
@@ -96,6 +98,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       // The runtime's own sidecar loop runs the stranded-callback sweep.
       sweepCron: null,
       log,
+      destinations,
     });
   }
   const queue = delivery?.queue ?? createCallbackQueue(boss);
@@ -176,6 +179,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await supervision?.stop();
       await wakeups.stop();
       await delivery?.stop();
+      await destinations.dispatcher.close();
       await stopBoss(boss);
       for (const e of executors.all()) await e.close?.().catch(() => {});
       await providerPool?.end();

@@ -1,4 +1,5 @@
 import { FerryError, ValidationError } from '../errors.ts';
+import { normalizeHost } from './destinations.ts';
 
 /**
  * Checked when a movement is created with a callback_url: only http(s), and when an allow-list is
@@ -39,10 +40,4 @@ export function assertCallbackUrlAllowed(url: string, allowedHosts?: string[]): 
     }
   }
   return parsed;
-}
-
-// URL keeps IPv6 hosts in brackets and a fully qualified name may end in a dot; neither should
-// decide whether a host matches the configured list.
-function normalizeHost(host: string): string {
-  return host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
 }
