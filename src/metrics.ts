@@ -36,6 +36,13 @@ export const workerRunSeconds = new client.Histogram({
   registers: [registry],
 });
 
+export const sweepBudgetExhaustedTotal = new client.Counter({
+  name: 'ferry_sweep_budget_exhausted_total',
+  help: 'Sweep runs that stopped at their run budget (batch or time) with work left for the next run.',
+  labelNames: ['worker'] as const,
+  registers: [registry],
+});
+
 export const workerItemsTotal = new client.Counter({
   name: 'ferry_worker_items_total',
   help: 'Items (nodes, requests, rows) handled by worker runs.',

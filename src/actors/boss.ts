@@ -9,11 +9,10 @@ import { log as rootLog, type Logger } from '../log.ts';
 
 export const PGBOSS_SCHEMA = 'pgboss';
 
-/** Ferry's queue names. Sweep queues are added here, each with an entry in queueDefinitions. */
+/** Ferry's queue names. The sweeps' queues (ferry-sweep-NAME) come from src/actors/sweeps.ts. */
 export const QUEUES = {
   callbacks: 'ferry-callbacks',
   callbacksDeadLetter: 'ferry-callbacks-dlq',
-  callbackSweep: 'ferry-callbacks-sweep',
 } as const;
 
 export type QueueName = (typeof QUEUES)[keyof typeof QUEUES];
@@ -42,8 +41,6 @@ export const queueDefinitions: ReadonlyArray<[string, QueueDefinition]> = [
       deadLetter: QUEUES.callbacksDeadLetter,
     },
   ],
-  // 'singleton': at most one sweep runs at a time across all processes.
-  [QUEUES.callbackSweep, { policy: 'singleton', retryLimit: 0, expireInSeconds: 120, deleteAfterSeconds: 3_600 }],
 ];
 
 /**
@@ -64,6 +61,8 @@ export interface StartBossOptions {
   schedule?: boolean;
   /** pg-boss's own pool size. Default 10. */
   max?: number;
+  /** How often maintenance runs (job expiry, heartbeat failures, retention). Default 60 s. */
+  superviseIntervalSeconds?: number;
   log?: Logger;
 }
 
@@ -80,6 +79,8 @@ export async function startBoss(connectionString: string, opts: StartBossOptions
     supervise: opts.supervise ?? true,
     schedule: opts.schedule ?? true,
     max: opts.max ?? 10,
+    superviseIntervalSeconds: opts.superviseIntervalSeconds ?? 60,
+    monitorIntervalSeconds: opts.superviseIntervalSeconds ?? 60,
     application_name: 'ferry-pgboss',
   });
   boss.on('error', (err) => log.error({ err }, 'pg-boss error'));

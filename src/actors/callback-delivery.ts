@@ -210,8 +210,6 @@ export interface StartCallbackDeliveryOptions {
   concurrency?: number;
   /** How often an idle worker polls for jobs. Default 2 s (pg-boss minimum 0.5 s). */
   pollingIntervalSeconds?: number;
-  /** Cron for the stranded-callback sweep; null disables it. Default every minute. */
-  sweepCron?: string | null;
   destinations: DestinationPolicy;
 }
 
@@ -221,7 +219,10 @@ export interface CallbackDelivery {
   stop(): Promise<void>;
 }
 
-/** Registers the delivery worker (and the sweep) on this process's pg-boss. */
+/**
+ * Registers the delivery worker on this process's pg-boss. The stranded-callback safety net is a
+ * sweep of its own (callback_stranded_sweep in src/actors/sweeps.ts).
+ */
 export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions): Promise<CallbackDelivery> {
   const log = (opts.log ?? rootLog).child({ component: 'callback-delivery' });
   const queue = createCallbackQueue(opts.boss);
@@ -254,20 +255,10 @@ export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions):
     },
   );
 
-  const sweepCron = opts.sweepCron === undefined ? '* * * * *' : opts.sweepCron;
-  if (sweepCron) {
-    await opts.boss.work(QUEUES.callbackSweep, { pollingIntervalSeconds: 5 }, async () => {
-      const written = await requeueStrandedCallbacks(opts.pool, queue);
-      if (written > 0) log.warn({ written }, 'stranded callbacks re-enqueued');
-    });
-    await opts.boss.schedule(QUEUES.callbackSweep, sweepCron);
-  }
-
   return {
     queue,
     async stop() {
       await opts.boss.offWork(QUEUES.callbacks);
-      if (sweepCron) await opts.boss.offWork(QUEUES.callbackSweep);
     },
   };
 }

@@ -1,4 +1,5 @@
 import { approvalExpiryTotal } from '../metrics.ts';
+import { writeAudit } from '../persistence/audit.ts';
 import { claimForExpiry, expiredCandidates } from '../persistence/claims.ts';
 import { withTransaction } from '../persistence/db.ts';
 import type { RuntimeDeps } from './execution.ts';
@@ -10,7 +11,8 @@ import { deliverRequestEvent } from './transition.ts';
  * request_expired callback), at most `batch` per run and within a time budget. Approve and expire
  * race the way finalize and challenge do in the reference: each locks the request row, the machine
  * re-checks the state and the deadline, and exactly one of them wins; the loser sees
- * INVALID_TRANSITION (the approver) or counts a skip (the sweep).
+ * INVALID_TRANSITION (the approver) or counts a skip (the sweep). An expiry writes its audit event
+ * in the same transaction as the transition and the callback: all three or none.
  */
 export interface ExpiryReport {
   expired: number;
@@ -29,14 +31,23 @@ export async function expirePendingRequests(deps: Pick<RuntimeDeps, 'pool' | 'co
       break;
     }
     const done = await withTransaction(deps.pool, async (client) => {
-      if (!(await claimForExpiry(client, id))) return false;
+      const claimed = await claimForExpiry(client, id);
+      if (!claimed) return false;
       const moved = await deliverRequestEvent(
         client,
         id,
         { type: 'EXPIRE', at: nowIso() },
         { actor: 'worker:expiry', deps: deps.transitions, ifAccepted: true },
       );
-      return moved !== null;
+      if (moved === null) return false;
+      await writeAudit(client, {
+        actor: 'worker:expiry',
+        action: 'movement.expire',
+        entity_type: 'movement',
+        entity_id: id,
+        details: { expires_at: claimed.expires_at ? new Date(claimed.expires_at).toISOString() : null },
+      });
+      return true;
     });
     if (done) report.expired++;
     else report.skipped++;

@@ -12,24 +12,21 @@ import type { Logger } from '../log.ts';
 import { workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
 import { createPool, type Pool } from '../persistence/db.ts';
 import { upsertHeartbeat } from '../persistence/heartbeats.ts';
-import { promoteAudit } from './audit-promoter.ts';
 import { destinationPolicy } from '../callbacks/destinations.ts';
 import { startBoss, stopBoss } from './boss.ts';
-import { createCallbackQueue, requeueStrandedCallbacks, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
+import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
 import { dispatchOne } from './dispatcher.ts';
 import type { RuntimeDeps } from './execution.ts';
-import { refreshRegistryHealth } from './executor-health.ts';
-import { expirePendingRequests } from './expiry.ts';
 import { Waker, type LoopSpec, type LoopStats } from './loop-runner.ts';
 import { observeBatch } from './observer.ts';
-import { reconcileBatch } from './reconciliation.ts';
 import { recoverBatch } from './recovery.ts';
 import { superviseWorkers, type Supervision } from './supervisor.ts';
+import { startSweeps, type SweepWorkers } from './sweeps.ts';
 import { Wakeups } from './wakeups.ts';
 
 /**
- * Ferry's runtime in one process: the registries, pg-boss (callback deliveries), the wake-up
- * listener and the supervised worker loops. Every process that changes state needs the
+ * Ferry's runtime in one process: the registries, pg-boss (callback deliveries and the sweeps, see
+ * sweeps.ts), the wake-up listener and the supervised hot loops. Every process that changes state needs the
  * transition deps (they enqueue callback jobs), so pg-boss starts in API-only processes too; the
  * loops and the delivery worker start only where workers are enabled.
  */
@@ -84,7 +81,12 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const workers = opts.workers ?? config.workersEnabled;
   const processId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 
-  const boss = await startBoss(opts.databaseUrl, { supervise: workers, schedule: workers, max: config.pgbossPoolMax });
+  const boss = await startBoss(opts.databaseUrl, {
+    supervise: workers,
+    schedule: workers,
+    max: config.pgbossPoolMax,
+    superviseIntervalSeconds: config.pgbossSuperviseIntervalSeconds,
+  });
   let delivery: CallbackDelivery | null = null;
   const destinations = destinationPolicy(config);
   if (workers) {
@@ -95,8 +97,6 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       secret,
       timeoutMs: config.callbackTimeoutMs,
       concurrency: config.callbackBatchSize,
-      // The runtime's own sidecar loop runs the stranded-callback sweep.
-      sweepCron: null,
       log,
       destinations,
     });
@@ -122,6 +122,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   await wakeups.start();
 
   let supervision: Supervision | null = null;
+  let sweeps: SweepWorkers | null = null;
   if (workers) {
     const beat = heartbeats(pool, processId, log);
     const loop = (name: string, group: 'core' | 'sidecar', intervalSeconds: number, run: () => Promise<number>, waker?: Waker): LoopSpec => ({
@@ -144,6 +145,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         wakers.dispatcher,
       ),
     );
+    sweeps = await startSweeps({ boss, deps: { ...deps, callbackQueue: queue }, processId });
     supervision = superviseWorkers(
       {
         core: [
@@ -151,16 +153,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
           loop('node_observer', 'core', config.observeIntervalSeconds, () => observeBatch(deps), wakers.observer),
           loop('node_recovery', 'core', config.recoveryIntervalSeconds, () => recoverBatch(deps), wakers.recovery),
         ],
-        sidecar: [
-          loop('expiration_checker', 'sidecar', config.expirationIntervalSeconds, async () => (await expirePendingRequests(deps)).expired),
-          loop('executor_health', 'sidecar', config.healthIntervalSeconds, async () => {
-            await refreshRegistryHealth(pool, executors, signers);
-            return 0;
-          }),
-          loop('audit_outbox_promoter', 'sidecar', config.auditIntervalSeconds, () => promoteAudit(pool)),
-          loop('callback_stranded_sweep', 'sidecar', 60, () => requeueStrandedCallbacks(pool, queue)),
-          loop('reconciliation', 'sidecar', config.reconciliationIntervalSeconds, async () => (await reconcileBatch(deps)).checked),
-        ],
+        // The sweeps are pg-boss jobs (startSweeps below), not loops of this process.
+        sidecar: [],
       },
       log,
     );
@@ -176,6 +170,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     async stop() {
       if (stopped) return;
       stopped = true;
+      await sweeps?.stop();
       await supervision?.stop();
       await wakeups.stop();
       await delivery?.stop();

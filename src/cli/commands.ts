@@ -1,6 +1,7 @@
 import { auditCommands } from './audit.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
+import { sweepCommands } from './sweeps.ts';
 import { systemCommands } from './system.ts';
 import { templateCommands } from './templates.ts';
 import { tokenCommands } from './tokens.ts';
@@ -10,4 +11,4 @@ import { tokenCommands } from './tokens.ts';
  * (e.g. `templates apply`, `movements create|approve|list|show|watch`), export them from a module
  * in this folder and spread the list here. Help output follows this order.
  */
-export const commands: CliCommand[] = [...systemCommands, ...tokenCommands, ...auditCommands, ...templateCommands, ...movementCommands];
+export const commands: CliCommand[] = [...systemCommands, ...tokenCommands, ...auditCommands, ...templateCommands, ...movementCommands, ...sweepCommands];

@@ -6,6 +6,7 @@ import { movementRoutes } from './movements.ts';
 import { registryRoutes } from './registry.ts';
 import { templateRoutes } from './templates.ts';
 import { refuseUnstorableText } from './text-guard.ts';
+import { workerRoutes } from './workers.ts';
 
 export type { ApiRuntime, V3Deps } from './context.ts';
 
@@ -24,5 +25,6 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', registryRoutes(ctx));
   app.route('/', callbackRoutes(ctx));
   app.route('/', auditRoutes(ctx));
+  app.route('/', workerRoutes(ctx));
   return app;
 }

@@ -328,6 +328,54 @@ export const ExecutorListSchema = z.object({ executors: z.array(ExecutorSchema) 
 export const SignerListSchema = z.object({ signers: z.array(SignerSchema) }).openapi('SignerList');
 export const SignerResultSchema = z.object({ signer: SignerSchema }).openapi('SignerResult');
 
+const SweepRunSchema = z.object({
+  job_id: z.string().openapi(UUID_FORMAT),
+  state: z.string(),
+  trigger: z.string().nullable().openapi({ description: 'schedule, chain, start or manual' }),
+  started_at: nullableTime,
+  finished_at: nullableTime,
+  duration_ms: z.number().int().nullable(),
+  retry_count: z.number().int(),
+  output: anyObject.nullable().openapi({ description: 'What the run did (items, budget_exhausted, per-sweep counts)' }),
+});
+
+export const SweepStatusSchema = z
+  .object({
+    name: z.string(),
+    summary: z.string(),
+    queue: z.string().openapi({ description: 'The pg-boss queue; each run is one job on it' }),
+    enabled: z.boolean(),
+    interval_seconds: z.number(),
+    batch_size: z.number().int().nullable(),
+    max_run_ms: z.number().int(),
+    variables: z.record(z.string(), z.string()),
+    timing: z.enum(['cron', 'chain']),
+    schedule: z.object({ cron: z.string(), timezone: z.string() }).nullable(),
+    last_run: SweepRunSchema.extend({ outcome: z.enum(['completed', 'failed']), budget_exhausted: z.boolean().nullable() }).nullable(),
+    running: SweepRunSchema.nullable(),
+    next_due_at: nullableTime,
+  })
+  .openapi('SweepStatus');
+
+export const LoopHeartbeatSchema = z
+  .object({
+    process_id: z.string(),
+    worker_name: z.string(),
+    hostname: z.string(),
+    pid: z.number().int(),
+    status: z.string(),
+    loop_runs: z.number().int(),
+    consecutive_errors: z.number().int(),
+    last_error: z.string().nullable(),
+    started_at: isoTime,
+    last_beat_at: isoTime,
+  })
+  .openapi('LoopHeartbeat');
+
+export const WorkersSchema = z
+  .object({ sweeps: z.array(SweepStatusSchema), loops: z.array(LoopHeartbeatSchema) })
+  .openapi('Workers');
+
 export const CallbackSchema = z
   .object({
     id: z.string().openapi(UUID_FORMAT),

@@ -1,0 +1,489 @@
+import type { Job, PgBoss, Schedule } from 'pg-boss';
+import type { CallbackQueue } from '../callbacks/jobs.ts';
+import type { FerryConfig } from '../config.ts';
+import { FerryError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { sweepBudgetExhaustedTotal, workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
+import { writeAudit } from '../persistence/audit.ts';
+import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
+import { activeRuns, lastFinishedRuns, nextQueuedRuns, type SweepJobRow } from '../persistence/sweep-jobs.ts';
+import { promoteAuditRun } from './audit-promoter.ts';
+import { ensureQueue, PGBOSS_SCHEMA, type QueueDefinition } from './boss.ts';
+import { requeueStrandedCallbacks } from './callback-delivery.ts';
+import type { RuntimeDeps } from './execution.ts';
+import { refreshRegistryHealth } from './executor-health.ts';
+import { expirePendingRequests } from './expiry.ts';
+import { reconcileBatch } from './reconciliation.ts';
+
+/**
+ * Sweeps: the periodic, batch-shaped workers (approval expiry, executor health, audit promotion,
+ * stranded callbacks, reconciliation...). Each is a pg-boss queue of its own and each run is one job
+ * on it, so pg-boss gives every sweep what an in-process loop cannot:
+ *
+ * - one run at a time across every process and host: the queues are 'stately' (at most one job
+ *   queued and one active per queue, enforced by a unique index in pg-boss's job table);
+ * - a run whose process dies is retried elsewhere: the job stops sending heartbeats, pg-boss
+ *   maintenance fails it into 'retry', and another process's worker picks it up. Every sweep's effect
+ *   is idempotent per row (each row is claimed under its own lock and re-checked by its machine), so
+ *   the retry finishes the work and repeats none of it;
+ * - the run's result (what it did, whether its budget stopped it) is the job's output, kept for
+ *   FERRY_SWEEP_RETENTION_SECONDS and visible in /dashboard and GET /v3/workers.
+ *
+ * Timing. pg-boss's cron resolves to one job per minute at most, so a sweep whose interval is a cron
+ * expression (whole minutes that divide an hour, whole hours that divide a day) is a pg-boss schedule.
+ * Any other interval, in particular every one under a minute, is a chain: each run first queues its
+ * successor with startAfter = the interval (the stately policy drops it when one is already
+ * waiting), and a per-minute schedule on the same queue restarts a chain that broke (the successor
+ * could not be written). Either way the schedule row shows the sweep on the dashboard's Schedules page.
+ *
+ * A new sweep is one entry in `sweepDefinitions`: its name, its settings read from the configuration,
+ * and its run function returning a SweepOutcome.
+ */
+
+export const SWEEP_QUEUE_PREFIX = 'ferry-sweep-';
+
+/** Why a run happened: its schedule, the chain, a process start, an operator, or a retry of one. */
+export type SweepTrigger = 'schedule' | 'chain' | 'start' | 'manual';
+
+export interface SweepSettings {
+  enabled: boolean;
+  intervalSeconds: number;
+  /** Items per run or per batch, as the sweep defines it; null when it has none. */
+  batchSize: number | null;
+  /** Time budget of a run in milliseconds; 0 = none. */
+  maxRunMs: number;
+}
+
+/** What a run did. Stored as the job's output, with the trigger and the duration beside it. */
+export interface SweepOutcome {
+  /** Items the run handled (rows, nodes, callbacks, probes). */
+  items: number;
+  /** The run stopped at its budget with work left; the next run continues. */
+  budget_exhausted: boolean;
+  [detail: string]: unknown;
+}
+
+export interface SweepDeps extends Pick<RuntimeDeps, 'pool' | 'config' | 'executors' | 'signers' | 'transitions' | 'log'> {
+  callbackQueue: CallbackQueue;
+}
+
+export interface SweepDefinition {
+  /** Stable name: the worker name in metrics and reports, and the queue's suffix. */
+  name: string;
+  summary: string;
+  /** The configuration variables behind its settings (for reports and docs). */
+  variables: { enabled: string; interval: string; batchSize?: string; budget?: string };
+  settings(config: FerryConfig): SweepSettings;
+  run(deps: SweepDeps, settings: SweepSettings): Promise<SweepOutcome>;
+}
+
+export const sweepDefinitions: readonly SweepDefinition[] = [
+  {
+    name: 'expiration_checker',
+    summary: 'PENDING_APPROVAL movements past their deadline become EXPIRED (request_expired callback)',
+    variables: {
+      enabled: 'FERRY_EXPIRATION_CHECK_ENABLED',
+      interval: 'FERRY_EXPIRATION_CHECK_INTERVAL_SECONDS',
+      batchSize: 'FERRY_EXPIRATION_BATCH_SIZE',
+      budget: 'FERRY_EXPIRATION_MAX_RUN_MS',
+    },
+    settings: (c) => ({
+      enabled: c.expirationEnabled,
+      intervalSeconds: c.expirationIntervalSeconds,
+      batchSize: c.expirationBatchSize,
+      maxRunMs: c.expirationMaxRunMs,
+    }),
+    async run(deps) {
+      const r = await expirePendingRequests(deps);
+      return { items: r.expired, budget_exhausted: r.budgetExhausted, expired: r.expired, skipped: r.skipped };
+    },
+  },
+  {
+    name: 'executor_health',
+    summary: 'calls health() on every registered executor and signer and writes the roster',
+    variables: { enabled: 'FERRY_EXECUTOR_HEALTH_ENABLED', interval: 'FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS', budget: 'FERRY_EXECUTOR_HEALTH_TIMEOUT_MS' },
+    settings: (c) => ({ enabled: c.healthEnabled, intervalSeconds: c.healthIntervalSeconds, batchSize: null, maxRunMs: c.healthTimeoutMs }),
+    async run(deps, s) {
+      const r = await refreshRegistryHealth(deps.pool, deps.executors, deps.signers, { timeoutMs: s.maxRunMs || undefined });
+      const down = [...r.executors, ...r.signers].filter((x) => x.health_state === 'down').length;
+      return {
+        items: r.executors.length + r.signers.length,
+        budget_exhausted: false,
+        executors: r.executors.length,
+        signers: r.signers.length,
+        down,
+        orphaned: r.orphaned.executors.length + r.orphaned.signers.length,
+      };
+    },
+  },
+  {
+    name: 'audit_outbox_promoter',
+    summary: 'moves audit outbox rows onto the hash-chained audit log',
+    variables: {
+      enabled: 'FERRY_AUDIT_PROMOTER_ENABLED',
+      interval: 'FERRY_AUDIT_PROMOTER_INTERVAL_SECONDS',
+      batchSize: 'FERRY_AUDIT_PROMOTER_BATCH_SIZE',
+      budget: 'FERRY_AUDIT_PROMOTER_MAX_BATCHES',
+    },
+    settings: (c) => ({ enabled: c.auditEnabled, intervalSeconds: c.auditIntervalSeconds, batchSize: c.auditBatchSize, maxRunMs: 0 }),
+    async run(deps, s) {
+      const r = await promoteAuditRun(deps.pool, { batchSize: s.batchSize ?? undefined, maxBatches: deps.config.auditMaxBatches });
+      return { items: r.promoted, budget_exhausted: r.budgetExhausted, promoted: r.promoted, batches: r.batches };
+    },
+  },
+  {
+    name: 'callback_stranded_sweep',
+    summary: 'writes a delivery job for every overdue pending callback whose job was lost',
+    variables: {
+      enabled: 'FERRY_CALLBACK_STRANDED_SWEEP_ENABLED',
+      interval: 'FERRY_CALLBACK_STRANDED_SWEEP_INTERVAL_SECONDS',
+      batchSize: 'FERRY_CALLBACK_STRANDED_SWEEP_BATCH_SIZE',
+    },
+    settings: (c) => ({
+      enabled: c.callbackStrandedSweepEnabled,
+      intervalSeconds: c.callbackStrandedSweepIntervalSeconds,
+      batchSize: c.callbackStrandedSweepBatchSize,
+      maxRunMs: 0,
+    }),
+    async run(deps, s) {
+      const limit = s.batchSize ?? 500;
+      const written = await requeueStrandedCallbacks(deps.pool, deps.callbackQueue, { limit });
+      if (written > 0) deps.log.warn({ worker: 'callback_stranded_sweep', written }, 'stranded callbacks re-enqueued');
+      return { items: written, budget_exhausted: written >= limit, requeued: written };
+    },
+  },
+  {
+    name: 'reconciliation',
+    summary: "replays movements' transition logs through the machines and reports drift",
+    variables: {
+      enabled: 'FERRY_RECONCILIATION_ENABLED',
+      interval: 'FERRY_RECONCILIATION_INTERVAL_SECONDS',
+      batchSize: 'FERRY_RECONCILIATION_BATCH_SIZE',
+      budget: 'FERRY_RECONCILIATION_MAX_RUN_MS',
+    },
+    settings: (c) => ({
+      enabled: c.reconciliationEnabled,
+      intervalSeconds: c.reconciliationIntervalSeconds,
+      batchSize: c.reconciliationBatchSize,
+      maxRunMs: c.reconciliationMaxRunMs,
+    }),
+    async run(deps) {
+      const r = await reconcileBatch(deps);
+      return { items: r.checked, budget_exhausted: r.budgetExhausted, checked: r.checked, drifted: r.drifted };
+    },
+  },
+];
+
+/** Queues of the scheme before sweeps were jobs; removed on start (see retireLegacySweeps). */
+export const LEGACY_SWEEP_QUEUES = ['ferry-callbacks-sweep'] as const;
+
+export function sweepQueue(name: string): string {
+  return `${SWEEP_QUEUE_PREFIX}${name}`;
+}
+
+export function findSweep(name: string, definitions: readonly SweepDefinition[] = sweepDefinitions): SweepDefinition {
+  const found = definitions.find((d) => d.name === name);
+  if (!found) {
+    throw new FerryError('NOT_FOUND', `no sweep named ${JSON.stringify(name)}`, {
+      kind: 'sweep',
+      id: name,
+      sweeps: definitions.map((d) => d.name),
+    });
+  }
+  return found;
+}
+
+export type SweepSchedule =
+  /** A pg-boss cron schedule sends each run. */
+  | { mode: 'cron'; cron: string }
+  /** Each run queues its successor; the per-minute schedule only restarts a broken chain. */
+  | { mode: 'chain'; cron: string; everySeconds: number };
+
+const WATCHDOG_CRON = '* * * * *';
+
+/** How a sweep with this interval is timed (see the module comment). */
+export function sweepSchedule(intervalSeconds: number): SweepSchedule {
+  const s = intervalSeconds;
+  if (Number.isInteger(s) && s >= 60) {
+    const minutes = s / 60;
+    if (Number.isInteger(minutes) && minutes <= 60 && 60 % minutes === 0) {
+      return { mode: 'cron', cron: minutes === 60 ? '0 * * * *' : minutes === 1 ? '* * * * *' : `*/${minutes} * * * *` };
+    }
+    const hours = s / 3600;
+    if (Number.isInteger(hours) && hours <= 24 && 24 % hours === 0) {
+      return { mode: 'cron', cron: hours === 24 ? '0 0 * * *' : hours === 1 ? '0 * * * *' : `0 */${hours} * * *` };
+    }
+  }
+  return { mode: 'chain', cron: WATCHDOG_CRON, everySeconds: s };
+}
+
+/**
+ * The queue's settings. 'stately': one queued and one active job at most, so runs never overlap and
+ * never pile up. A run that stops beating (its process died) fails after heartbeatSeconds and is
+ * retried; expireInSeconds bounds a run that hangs while its process lives.
+ */
+export function sweepQueueDefinition(settings: SweepSettings, config: FerryConfig): QueueDefinition {
+  const budgetSeconds = Math.ceil(settings.maxRunMs / 1000);
+  return {
+    policy: 'stately',
+    retryLimit: config.sweepRetryLimit,
+    retryDelay: 1,
+    expireInSeconds: Math.max(120, budgetSeconds * 2 + 60),
+    heartbeatSeconds: config.sweepHeartbeatSeconds,
+    deleteAfterSeconds: config.sweepRetentionSeconds,
+  };
+}
+
+/** pg-boss calls through the caller's client, so they commit or roll back with its transaction. */
+function onClient(client: Queryable) {
+  return { executeSql: (text: string, values?: unknown[]) => client.query(text, values as unknown[]) };
+}
+
+export interface StartSweepsOptions {
+  boss: PgBoss;
+  deps: SweepDeps;
+  processId: string;
+  definitions?: readonly SweepDefinition[];
+}
+
+export interface SweepWorkers {
+  /** The sweeps this process runs. */
+  names: string[];
+  stop(): Promise<void>;
+}
+
+/**
+ * Retires the in-process scheme's leftovers: the stranded-callback sweep queue of the callback
+ * module (and its schedule, if a standalone delivery worker ever set one). Its queued jobs carry
+ * nothing the new sweep does not redo from the outbox rows.
+ */
+export async function retireLegacySweeps(boss: PgBoss): Promise<void> {
+  for (const name of LEGACY_SWEEP_QUEUES) {
+    if (!(await boss.getQueue(name))) continue;
+    await boss.unschedule(name);
+    await boss.deleteQueue(name);
+  }
+}
+
+/**
+ * Creates every sweep's queue and schedule from this process's configuration and works the enabled
+ * ones. The schedule is rewritten on every start, so a changed interval takes effect then; a
+ * disabled sweep loses its schedule (its queue and history stay).
+ */
+export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorkers> {
+  const { boss, deps, processId } = opts;
+  const definitions = opts.definitions ?? sweepDefinitions;
+  const log = deps.log.child({ component: 'sweeps' });
+  await retireLegacySweeps(boss);
+  const worked: string[] = [];
+  for (const def of definitions) {
+    const settings = def.settings(deps.config);
+    const queue = sweepQueue(def.name);
+    await ensureQueue(boss, queue, sweepQueueDefinition(settings, deps.config));
+    if (!settings.enabled) {
+      await boss.unschedule(queue);
+      log.info({ worker: def.name }, 'sweep disabled in this configuration');
+      continue;
+    }
+    const plan = sweepSchedule(settings.intervalSeconds);
+    await boss.schedule(queue, plan.cron, { trigger: 'schedule' }, { tz: 'UTC' });
+    await boss.work(
+      queue,
+      { batchSize: 1, pollingIntervalSeconds: Math.min(2, Math.max(0.5, settings.intervalSeconds / 2)) },
+      (jobs: Job<{ trigger?: SweepTrigger }>[]) => runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log }),
+    );
+    worked.push(def.name);
+    // The first run right away, as the loops had it. Throttled to one per minute across processes
+    // (and dropped by the stately policy while a run is queued), so processes starting together,
+    // or an upgrade's switch-over, start one run and not one per process.
+    await boss.send(queue, { trigger: 'start' }, { singletonSeconds: 60 });
+  }
+  return {
+    names: worked,
+    async stop() {
+      for (const name of worked) await boss.offWork(sweepQueue(name), { wait: true });
+    },
+  };
+}
+
+async function runSweepJob(
+  def: SweepDefinition,
+  settings: SweepSettings,
+  plan: SweepSchedule,
+  job: Job<{ trigger?: SweepTrigger }>,
+  ctx: { boss: PgBoss; deps: SweepDeps; processId: string; log: Logger },
+): Promise<Record<string, unknown>> {
+  const queue = sweepQueue(def.name);
+  const trigger = job.data?.trigger ?? 'schedule';
+  if (plan.mode === 'chain') {
+    // The successor first, so the chain survives this run dying. Dropped when one already waits.
+    await ctx.boss.send(queue, { trigger: 'chain' }, { startAfter: new Date(Date.now() + plan.everySeconds * 1000) });
+  }
+  ctx.log.info({ worker: def.name, job_id: job.id, trigger, process_id: ctx.processId, pid: process.pid }, 'sweep run started');
+  const started = performance.now();
+  try {
+    const outcome = await def.run(ctx.deps, settings);
+    const ms = performance.now() - started;
+    workerRunsTotal.inc({ worker: def.name, outcome: 'ok' });
+    workerRunSeconds.observe({ worker: def.name }, ms / 1000);
+    if (outcome.items > 0) workerItemsTotal.inc({ worker: def.name }, outcome.items);
+    if (outcome.budget_exhausted) sweepBudgetExhaustedTotal.inc({ worker: def.name });
+    const level = outcome.budget_exhausted ? 'warn' : outcome.items > 0 ? 'info' : 'debug';
+    ctx.log[level]({ worker: def.name, job_id: job.id, ...outcome, duration_ms: Math.round(ms) }, 'sweep run finished');
+    return { ...outcome, trigger, process_id: ctx.processId, duration_ms: Math.round(ms) };
+  } catch (err) {
+    workerRunsTotal.inc({ worker: def.name, outcome: 'error' });
+    workerRunSeconds.observe({ worker: def.name }, (performance.now() - started) / 1000);
+    ctx.log.error({ worker: def.name, job_id: job.id, err }, 'sweep run failed; pg-boss retries it');
+    throw err;
+  }
+}
+
+export interface SweepRunRequest {
+  sweep: string;
+  job_id: string;
+  /** 'queued': a new run; 'advanced': the run already waiting was brought forward to now. */
+  how: 'queued' | 'advanced';
+}
+
+/**
+ * Runs a sweep now (operators: `ferry sweeps run NAME`). One transaction writes the job through
+ * pg-boss and the audit event, so neither exists without the other. A run already waiting (the
+ * chain's next one, a scheduled one) is brought forward rather than doubled, and a run in progress
+ * is never overlapped: the new one starts when it ends.
+ */
+export async function requestSweepRun(
+  deps: { pool: Pool; boss: PgBoss; config: FerryConfig },
+  name: string,
+  actor: string,
+  definitions: readonly SweepDefinition[] = sweepDefinitions,
+): Promise<SweepRunRequest> {
+  const def = findSweep(name, definitions);
+  const settings = def.settings(deps.config);
+  const queue = sweepQueue(def.name);
+  await ensureQueue(deps.boss, queue, sweepQueueDefinition(settings, deps.config));
+  return withTransaction(deps.pool, async (client) => {
+    const db = onClient(client);
+    const data = { trigger: 'manual' as const, requested_by: actor };
+    let how: SweepRunRequest['how'] = 'queued';
+    let id = await deps.boss.send(queue, data, { db });
+    if (!id) {
+      const waiting = (await deps.boss.findJobs(queue, { queued: true, db })).filter((j) => j.state === 'created');
+      const next = waiting.sort((a, b) => +a.startAfter - +b.startAfter)[0];
+      if (!next) throw new FerryError('SERVICE_UNAVAILABLE', `sweep ${name} could not be queued; try again`, { sweep: name });
+      await deps.boss.update(queue, data, { id: next.id, startAfter: new Date(), db });
+      id = next.id;
+      how = 'advanced';
+    }
+    await writeAudit(client, {
+      actor,
+      action: 'sweep.run_requested',
+      entity_type: 'sweep',
+      entity_id: def.name,
+      details: { queue, job_id: id, how },
+    });
+    return { sweep: def.name, job_id: id, how };
+  });
+}
+
+export interface SweepRunView {
+  job_id: string;
+  state: string;
+  trigger: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  duration_ms: number | null;
+  retry_count: number;
+  output: Record<string, unknown> | null;
+}
+
+export interface SweepStatus {
+  name: string;
+  summary: string;
+  queue: string;
+  enabled: boolean;
+  interval_seconds: number;
+  batch_size: number | null;
+  max_run_ms: number;
+  variables: SweepDefinition['variables'];
+  /** How runs are timed, and the schedule pg-boss holds for the queue (null when unscheduled). */
+  timing: SweepSchedule['mode'];
+  schedule: { cron: string; timezone: string } | null;
+  last_run: (SweepRunView & { outcome: 'completed' | 'failed'; budget_exhausted: boolean | null }) | null;
+  running: SweepRunView | null;
+  next_due_at: string | null;
+}
+
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+function runView(row: SweepJobRow): SweepRunView {
+  const started = row.started_on ? +new Date(row.started_on) : null;
+  const finished = row.completed_on ? +new Date(row.completed_on) : null;
+  return {
+    job_id: row.id,
+    state: row.state,
+    trigger: typeof row.data?.trigger === 'string' ? row.data.trigger : null,
+    started_at: iso(row.started_on),
+    finished_at: iso(row.completed_on),
+    duration_ms: started !== null && finished !== null ? finished - started : null,
+    retry_count: row.retry_count,
+    output: row.output,
+  };
+}
+
+/**
+ * Every sweep's report from pg-boss's job records: the last finished run (when, how long, completed
+ * or failed, its output), the run in progress, and when the next is due: the waiting job's start
+ * time, else the schedule's next occurrence.
+ */
+export async function sweepStatuses(
+  deps: { pool: Pool; boss: PgBoss; config: FerryConfig },
+  definitions: readonly SweepDefinition[] = sweepDefinitions,
+): Promise<SweepStatus[]> {
+  const queues = definitions.map((d) => sweepQueue(d.name));
+  const [last, active, queued, schedules] = await Promise.all([
+    lastFinishedRuns(deps.pool, PGBOSS_SCHEMA, queues),
+    activeRuns(deps.pool, PGBOSS_SCHEMA, queues),
+    nextQueuedRuns(deps.pool, PGBOSS_SCHEMA, queues),
+    deps.boss.getSchedules(),
+  ]);
+  const by = <T extends { name: string }>(rows: T[]) => new Map(rows.map((r) => [r.name, r]));
+  const lastBy = by(last);
+  const activeBy = by(active);
+  const queuedBy = by(queued);
+  const scheduleBy = new Map<string, Schedule>(schedules.map((s) => [s.name, s]));
+  return definitions.map((def) => {
+    const queue = sweepQueue(def.name);
+    const s = def.settings(deps.config);
+    const schedule = scheduleBy.get(queue) ?? null;
+    const lastRow = lastBy.get(queue);
+    const activeRow = activeBy.get(queue);
+    const queuedRow = queuedBy.get(queue);
+    let next: string | null = queuedRow ? iso(queuedRow.start_after) : null;
+    if (!next && schedule) {
+      next = iso(deps.boss.previewSchedule(schedule.cron, { tz: schedule.timezone, count: 1 })[0] ?? null);
+    }
+    const lastView = lastRow ? runView(lastRow) : null;
+    return {
+      name: def.name,
+      summary: def.summary,
+      queue,
+      enabled: s.enabled,
+      interval_seconds: s.intervalSeconds,
+      batch_size: s.batchSize,
+      max_run_ms: s.maxRunMs,
+      variables: def.variables,
+      timing: sweepSchedule(s.intervalSeconds).mode,
+      schedule: schedule ? { cron: schedule.cron, timezone: schedule.timezone } : null,
+      last_run: lastView
+        ? {
+            ...lastView,
+            outcome: lastRow!.state === 'completed' ? 'completed' : 'failed',
+            budget_exhausted: typeof lastRow!.output?.budget_exhausted === 'boolean' ? (lastRow!.output.budget_exhausted as boolean) : null,
+          }
+        : null,
+      running: activeRow ? runView(activeRow) : null,
+      next_due_at: next,
+    };
+  });
+}

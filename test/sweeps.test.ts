@@ -1,0 +1,173 @@
+/**
+ * Sweeps as pg-boss jobs, in one process: how an interval becomes a schedule, the first runs and
+ * their stored results, a manual run (audited, never beside a running one), GET /v3/workers, a
+ * changed interval rewriting the schedule on the next start, and the move from the loop scheme.
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { PGBOSS_SCHEMA } from '../src/actors/boss.ts';
+import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
+import { requestSweepRun, sweepDefinitions, sweepQueue, sweepSchedule } from '../src/actors/sweeps.ts';
+import { loadConfig } from '../src/config.ts';
+import { createApp } from '../src/http/app.ts';
+import { closeDashboards } from '../src/http/dashboard.ts';
+import { log } from '../src/log.ts';
+import { runsSince } from '../src/persistence/sweep-jobs.ts';
+import { createToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+import { waitFor } from './helpers/processes.ts';
+
+let runtime: Runtime | undefined;
+after(async () => {
+  await closeDashboards();
+  await runtime?.stop();
+});
+const db = await testDatabase();
+
+const env = (extra: Record<string, string> = {}) =>
+  loadConfig({
+    FERRY_DATA_DIR: '.ferry/test-sweeps',
+    FERRY_LOG_LEVEL: 'silent',
+    FERRY_EXPIRATION_CHECK_INTERVAL_SECONDS: '1',
+    FERRY_AUDIT_PROMOTER_INTERVAL_SECONDS: '1',
+    FERRY_RECONCILIATION_INTERVAL_SECONDS: '2',
+    FERRY_CALLBACK_STRANDED_SWEEP_INTERVAL_SECONDS: '2',
+    FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: '120',
+    ...extra,
+  });
+
+const schedules = async () => {
+  const { rows } = await db.pool.query<{ name: string; cron: string }>(`SELECT name, cron FROM ${PGBOSS_SCHEMA}.schedule ORDER BY name`);
+  return Object.fromEntries(rows.map((r) => [r.name, r.cron]));
+};
+
+test('an interval cron can express is a schedule; any other one (all under a minute) a chain with a watchdog', () => {
+  assert.deepEqual(sweepSchedule(60), { mode: 'cron', cron: '* * * * *' });
+  assert.deepEqual(sweepSchedule(300), { mode: 'cron', cron: '*/5 * * * *' });
+  assert.deepEqual(sweepSchedule(3600), { mode: 'cron', cron: '0 * * * *' });
+  assert.deepEqual(sweepSchedule(7200), { mode: 'cron', cron: '0 */2 * * *' });
+  assert.deepEqual(sweepSchedule(86_400), { mode: 'cron', cron: '0 0 * * *' });
+  assert.deepEqual(sweepSchedule(30), { mode: 'chain', cron: '* * * * *', everySeconds: 30 });
+  assert.deepEqual(sweepSchedule(1), { mode: 'chain', cron: '* * * * *', everySeconds: 1 });
+  assert.deepEqual(sweepSchedule(90), { mode: 'chain', cron: '* * * * *', everySeconds: 90 });
+  assert.deepEqual(sweepSchedule(420), { mode: 'chain', cron: '* * * * *', everySeconds: 420 });
+});
+
+test('a database of the loop scheme moves over on start: its sweep queue is retired, every sweep gets a queue and a schedule', async () => {
+  // What the previous version left: its stranded-callback queue (with a schedule, as a standalone
+  // delivery worker set it) and heartbeat rows of the sidecar loops.
+  const { startBoss, stopBoss } = await import('../src/actors/boss.ts');
+  const old = await startBoss(db.url, { supervise: false, schedule: false });
+  await old.createQueue('ferry-callbacks-sweep', { policy: 'singleton' });
+  await old.schedule('ferry-callbacks-sweep', '* * * * *');
+  await stopBoss(old);
+
+  const started = new Date(Date.now() - 1000);
+  runtime = await startRuntime({ pool: db.pool, config: env(), databaseUrl: db.url, log, workers: true });
+  assert.equal(await runtime.boss.getQueue('ferry-callbacks-sweep'), null, 'the old sweep queue is gone');
+  const s = await schedules();
+  assert.equal(s['ferry-callbacks-sweep'], undefined);
+  for (const def of sweepDefinitions) {
+    const queue = await runtime.boss.getQueue(sweepQueue(def.name));
+    assert.ok(queue, `${def.name} has a queue`);
+    assert.equal(queue.policy, 'stately', 'one queued and one active run at most');
+    assert.ok(s[sweepQueue(def.name)], `${def.name} has a schedule`);
+  }
+  assert.equal(s[sweepQueue('executor_health')], '*/2 * * * *', 'a 120 s interval is a cron schedule');
+  assert.equal(s[sweepQueue('expiration_checker')], '* * * * *', 'a 1 s interval is a chain with its per-minute watchdog');
+
+  // Every sweep runs at start, and the chained ones again and again; each result is stored.
+  for (const def of sweepDefinitions) {
+    const runs = await waitFor(`${def.name} runs`, async () => {
+      const rows = (await runsSince(db.pool, PGBOSS_SCHEMA, sweepQueue(def.name), started)).filter((r) => r.state === 'completed');
+      const enough = def.name === 'executor_health' ? 1 : 3;
+      return rows.length >= enough ? rows : null;
+    });
+    assert.equal(runs[0].data?.trigger, 'start', `${def.name}: the first run is the start run`);
+    for (const r of runs) {
+      assert.equal(typeof r.output?.items, 'number', `${def.name}: the output says what the run did`);
+      assert.equal(typeof r.output?.budget_exhausted, 'boolean', `${def.name}: and whether the budget stopped it`);
+      assert.equal(r.output?.process_id, runtime.processId);
+    }
+    if (def.name !== 'executor_health') assert.ok(runs.slice(1).some((r) => r.data?.trigger === 'chain'), `${def.name} chains its runs`);
+  }
+});
+
+test('GET /v3/workers reports each sweep from the job records and the hot loops from their heartbeats', async () => {
+  const config = env();
+  const app = createApp({ pool: db.pool, config, runtime });
+  const viewer = await createToken(db.pool, { name: 'workers-viewer', role: 'viewer' });
+  const res = await app.request('/v3/workers', { headers: { authorization: `Bearer ${viewer.token}` } });
+  assert.equal(res.status, 200);
+  const body = (await res.json()) as any;
+  assert.deepEqual(
+    body.sweeps.map((s: any) => s.name),
+    sweepDefinitions.map((d) => d.name),
+  );
+  for (const s of body.sweeps) {
+    assert.ok(s.last_run || s.running, `${s.name} has run`);
+    if (s.last_run) {
+      assert.equal(s.last_run.outcome, 'completed');
+      assert.equal(typeof s.last_run.duration_ms, 'number');
+      assert.equal(typeof s.last_run.budget_exhausted, 'boolean');
+    }
+    assert.ok(s.next_due_at, `${s.name} has a next due time`);
+    assert.ok(s.schedule?.cron);
+  }
+  const health = body.sweeps.find((s: any) => s.name === 'executor_health');
+  assert.equal(health.timing, 'cron');
+  assert.equal(health.schedule.cron, '*/2 * * * *');
+  assert.ok(body.loops.some((l: any) => l.worker_name === 'node_observer' && l.process_id === runtime!.processId), 'hot loops beat');
+  assert.ok(!body.loops.some((l: any) => l.worker_name === 'expiration_checker'), 'sweeps are not loops any more');
+
+  const anonymous = await app.request('/v3/workers');
+  assert.equal(anonymous.status, 401);
+});
+
+test('running a sweep by hand queues one run, audited in the same transaction; a waiting run is brought forward, not doubled', async () => {
+  const config = env();
+  const queue = sweepQueue('executor_health');
+  const since = new Date();
+  // The cron sweep has nothing waiting between runs: a new job is written.
+  const first = await requestSweepRun({ pool: db.pool, boss: runtime!.boss, config }, 'executor_health', 'cli:alice');
+  assert.equal(first.how, 'queued');
+  const done = await waitFor('the manual run', async () => {
+    const rows = await runsSince(db.pool, PGBOSS_SCHEMA, queue, since);
+    return rows.find((r) => r.id === first.job_id && r.state === 'completed');
+  });
+  assert.equal(done.data?.trigger, 'manual');
+  assert.equal(done.data?.requested_by, 'cli:alice');
+
+  // The chained sweep always has its next run waiting: that one is moved to now.
+  const chained = await requestSweepRun({ pool: db.pool, boss: runtime!.boss, config }, 'reconciliation', 'cli:bob');
+  assert.equal(chained.how, 'advanced');
+
+  // Pending in the outbox or already promoted onto the chain: one row either way.
+  const { rows } = await db.pool.query(
+    `SELECT id, actor, entity_id, details FROM audit_outbox WHERE action = 'sweep.run_requested'
+     UNION ALL SELECT outbox_id, actor, entity_id, details FROM audit_events WHERE action = 'sweep.run_requested' ORDER BY 1`,
+  );
+  assert.deepEqual(
+    rows.map((r) => [r.actor, r.entity_id, r.details.job_id]),
+    [
+      ['cli:alice', 'executor_health', first.job_id],
+      ['cli:bob', 'reconciliation', chained.job_id],
+    ],
+  );
+  await assert.rejects(requestSweepRun({ pool: db.pool, boss: runtime!.boss, config }, 'no_such_sweep', 'cli:x'), { code: 'NOT_FOUND' });
+});
+
+test('a changed interval changes the schedule on the next start; a disabled sweep loses its schedule', async () => {
+  await runtime!.stop();
+  runtime = await startRuntime({
+    pool: db.pool,
+    config: env({ FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: '300', FERRY_RECONCILIATION_ENABLED: 'false' }),
+    databaseUrl: db.url,
+    log,
+    workers: true,
+  });
+  const s = await schedules();
+  assert.equal(s[sweepQueue('executor_health')], '*/5 * * * *');
+  assert.equal(s[sweepQueue('reconciliation')], undefined);
+  assert.ok(await runtime.boss.getQueue(sweepQueue('reconciliation')), 'its queue and history stay');
+});
