@@ -94,6 +94,9 @@ const fields = {
   FERRY_RECONCILIATION_INTERVAL_SECONDS: ['reconciliationIntervalSeconds', seconds(30)],
   FERRY_RECONCILIATION_BATCH_SIZE: ['reconciliationBatchSize', count(50)],
   FERRY_RECONCILIATION_MAX_RUN_MS: ['reconciliationMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  // Movements placed on the pg-boss queue ferry-movement-requests by other systems (src/actors/movement-queue.ts).
+  FERRY_MOVEMENT_QUEUE_ENABLED: ['movementQueueEnabled', bool.default(true)],
+  FERRY_MOVEMENT_QUEUE_CONCURRENCY: ['movementQueueConcurrency', count(2)],
   FERRY_APPROVAL_TTL_SECONDS: ['approvalTtlSeconds', count(300)],
   FERRY_APPROVAL_QUORUM: ['approvalQuorum', count(1)],
   FERRY_MAX_BODY_BYTES: ['maxBodyBytes', count(256 * 1024)],

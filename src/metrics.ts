@@ -71,6 +71,13 @@ export const callbackDeliveriesTotal = new client.Counter({
   registers: [registry],
 });
 
+export const movementQueueMessagesTotal = new client.Counter({
+  name: 'ferry_movement_queue_messages_total',
+  help: 'Movement requests taken from the queue by outcome (created, replayed, dead_lettered, retried).',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+
 export const nodesByState = new client.Gauge({
   name: 'ferry_nodes',
   help: 'Request nodes by state (read from the database at scrape time).',

@@ -18,6 +18,7 @@ import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } fro
 import { dispatchOne } from './dispatcher.ts';
 import type { RuntimeDeps } from './execution.ts';
 import { Waker, type LoopSpec, type LoopStats } from './loop-runner.ts';
+import { startMovementQueue, type MovementQueueConsumer } from './movement-queue.ts';
 import { observeBatch } from './observer.ts';
 import { recoverBatch } from './recovery.ts';
 import { superviseWorkers, type Supervision } from './supervisor.ts';
@@ -123,6 +124,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
   let supervision: Supervision | null = null;
   let sweeps: SweepWorkers | null = null;
+  let movementQueue: MovementQueueConsumer | null = null;
   if (workers) {
     const beat = heartbeats(pool, processId, log);
     const loop = (name: string, group: 'core' | 'sidecar', intervalSeconds: number, run: () => Promise<number>, waker?: Waker): LoopSpec => ({
@@ -146,6 +148,15 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       ),
     );
     sweeps = await startSweeps({ boss, deps: { ...deps, callbackQueue: queue }, processId });
+    if (config.movementQueueEnabled) {
+      const bindings = { hasExecutor: (key: string) => executors.has(key), hasSigner: (key: string) => signers.has(key) };
+      movementQueue = await startMovementQueue({
+        boss,
+        deps: () => ({ pool, config, transitions: deps.transitions, bindings }),
+        concurrency: config.movementQueueConcurrency,
+        log,
+      });
+    }
     supervision = superviseWorkers(
       {
         core: [
@@ -170,6 +181,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     async stop() {
       if (stopped) return;
       stopped = true;
+      await movementQueue?.stop();
       await sweeps?.stop();
       await supervision?.stop();
       await wakeups.stop();

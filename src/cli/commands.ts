@@ -1,6 +1,7 @@
 import { auditCommands } from './audit.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
+import { queueCommands } from './queue.ts';
 import { sweepCommands } from './sweeps.ts';
 import { systemCommands } from './system.ts';
 import { templateCommands } from './templates.ts';
@@ -11,4 +12,4 @@ import { tokenCommands } from './tokens.ts';
  * (e.g. `templates apply`, `movements create|approve|list|show|watch`), export them from a module
  * in this folder and spread the list here. Help output follows this order.
  */
-export const commands: CliCommand[] = [...systemCommands, ...tokenCommands, ...auditCommands, ...templateCommands, ...movementCommands, ...sweepCommands];
+export const commands: CliCommand[] = [...systemCommands, ...tokenCommands, ...auditCommands, ...templateCommands, ...movementCommands, ...queueCommands, ...sweepCommands];

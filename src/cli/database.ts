@@ -5,7 +5,9 @@ import { loadConfig } from '../config.ts';
 import { createPool, ping, type Pool } from '../persistence/db.ts';
 import type { EmbeddedServer } from '../persistence/embedded.ts';
 import { migrate, pendingMigrations } from '../persistence/migrate.ts';
-import { CliError } from './command.ts';
+import type { PgBoss } from 'pg-boss';
+import { startBoss, stopBoss } from '../actors/boss.ts';
+import { CliError, type CliContext } from './command.ts';
 
 /**
  * Which database a CLI command talks to, following the same rule as the server: DATABASE_URL when
@@ -136,4 +138,16 @@ function message(err: unknown): string {
     return err.message || String((err as { code?: string }).code ?? err);
   }
   return String(err);
+}
+
+/** pg-boss for one command: no maintenance, no cron, closed afterwards. */
+export async function withBoss<T>(ctx: CliContext, fn: (db: CliDatabase, boss: PgBoss) => Promise<T>): Promise<T> {
+  return ctx.withDatabase(async (db) => {
+    const boss = await startBoss(db.url, { supervise: false, schedule: false, max: 2 });
+    try {
+      return await fn(db, boss);
+    } finally {
+      await stopBoss(boss, { timeoutMs: 5_000 });
+    }
+  });
 }

@@ -1,23 +1,10 @@
 import { userInfo } from 'node:os';
-import { startBoss, stopBoss } from '../actors/boss.ts';
 import { findSweep, requestSweepRun, sweepDefinitions, sweepStatuses } from '../actors/sweeps.ts';
 import { loadConfig } from '../config.ts';
 import { FerryError } from '../errors.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
-import type { CliDatabase } from './database.ts';
+import { withBoss } from './database.ts';
 import { table } from './format.ts';
-
-/** pg-boss for one command: no maintenance, no cron, closed afterwards. */
-async function withBoss<T>(ctx: CliContext, fn: (db: CliDatabase, boss: Awaited<ReturnType<typeof startBoss>>) => Promise<T>): Promise<T> {
-  return ctx.withDatabase(async (db) => {
-    const boss = await startBoss(db.url, { supervise: false, schedule: false, max: 2 });
-    try {
-      return await fn(db, boss);
-    } finally {
-      await stopBoss(boss, { timeoutMs: 5_000 });
-    }
-  });
-}
 
 function operatorName(ctx: CliContext): string {
   const by = ctx.option('by');

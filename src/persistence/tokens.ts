@@ -134,6 +134,12 @@ export async function authenticateToken(db: Queryable, token: string): Promise<A
   return { id: row.id, name: row.name, role: row.role };
 }
 
+/** The active (not revoked) token of that name: how queue messages name who asks. */
+export async function activeTokenByName(db: Queryable, name: string): Promise<AuthenticatedToken | null> {
+  const { rows } = await db.query<AuthenticatedToken>(`SELECT id, name, role FROM api_tokens WHERE name = $1 AND revoked_at IS NULL`, [name]);
+  return rows[0] ?? null;
+}
+
 /** Whether any active admin token exists; start-up uses it to tell a new operator how to make one. */
 export async function hasAdminToken(db: Queryable): Promise<boolean> {
   const { rows } = await db.query<{ exists: boolean }>(
