@@ -18,14 +18,20 @@ export interface EvmSigningBackend {
  * check passed. Only `evm_raw_tx` is signed: typed data (`eip712`) has no approval-bound policy yet
  * and is refused by default.
  */
-export async function signEvmRequest(req: SignRequest, scope: EvmSignerScope, backend: EvmSigningBackend, signerRef: string): Promise<SignResult> {
+export async function signEvmRequest(
+  req: SignRequest,
+  scope: EvmSignerScope,
+  backend: EvmSigningBackend,
+  signerRef: (address: Hex) => string,
+): Promise<SignResult> {
   const r = checkSignRequest(req);
   checkExecutorAllowed(r, scope);
   switch (r.payload_format) {
     case 'evm_raw_tx': {
       const tx = parseUnsignedTransaction(r.payload);
       checkEvmTransaction(tx, r.expected_effect, scope, r.expected_effect_unavailable);
-      return { signature: await backend.signTransaction(tx), signature_format: 'evm_signed_tx', signer_ref: signerRef };
+      const signature = await backend.signTransaction(tx);
+      return { signature, signature_format: 'evm_signed_tx', signer_ref: signerRef(await backend.getAddress()) };
     }
     case 'eip712':
       throw violation('typed_data_not_allowed', `signer ${scope.signerKey} signs no typed data: it has no approval-bound policy`);

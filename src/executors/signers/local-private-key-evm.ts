@@ -52,7 +52,7 @@ export class LocalPrivateKeySignerEvm implements Signer {
       req,
       this.#scope,
       { getAddress: async () => this.address, signTransaction: (tx) => this.#account.signTransaction(tx) },
-      `local_evm:${this.address}`,
+      (address) => `local_evm:${address}`,
     );
   }
 
