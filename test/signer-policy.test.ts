@@ -168,6 +168,21 @@ describe('deriveExpectedEffect', () => {
     assert.equal(r.effect.amount_base_units, '0');
   });
 
+  test('an ERC-20 allowance named by the node config: that spender and amount, as an approve', () => {
+    const r = derive({ executor_binding: 'exec.cctp.approve', config: { token_approval: { token: 'USDC', spender: SPENDER, amount: '5' } } });
+    assert.deepEqual(r, {
+      ok: true,
+      effect: { chain_id: 8453, asset: TOKEN, to: SPENDER, amount_base_units: '5000000', token_method: 'approve', max_fee_per_gas_cap_wei: '50000000000' },
+    });
+    if (r.ok) {
+      checkEvmTransaction(approve(SPENDER, 5_000_000n), r.effect, scope);
+      assert.throws(() => checkEvmTransaction(approve(SPENDER, 2n ** 256n - 1n), r.effect, scope), refusedWith('amount'));
+    }
+    // A generic contract_call cannot stand in for it: the spender and amount would go unchecked.
+    const generic = derive({ executor_binding: 'exec.cctp.approve', config: { contract_call: { contract: TOKEN, method: 'approve(address,uint256)' } } });
+    assert.ok(!generic.ok && /cannot name an ERC-20 transfer or approve/.test(generic.reason));
+  });
+
   test('nothing is derived from what only an executor would say; each refusal names its reason', () => {
     const reason = (r: ReturnType<typeof derive>) => (r.ok ? 'derived' : r.reason);
     assert.match(reason(derive({ config: { token: 'USDC', to: '$ref:quote.address', amount: '1' } })), /reference to another node's output/);

@@ -37,6 +37,8 @@ interface PlanNode {
 }
 
 const REF_PREFIX = '$ref:';
+/** transfer(address,uint256), approve(address,uint256), transferFrom(address,address,uint256). */
+const ERC20_METHOD_SELECTORS = new Set(['0xa9059cbb', '0x095ea7b3', '0x23b872dd']);
 const WHOLE = /^[0-9]+$/;
 const DECIMAL = /^([0-9]+)(?:\.([0-9]+))?$/;
 
@@ -77,6 +79,9 @@ function derive({ plan, nodeKey, intent, evm }: ExpectedEffectInput): ExpectedEf
     } catch {
       return unavailable('config.contract_call.method is not a valid function signature');
     }
+    if (ERC20_METHOD_SELECTORS.has(selector)) {
+      unavailable('config.contract_call cannot name an ERC-20 transfer or approve (their arguments would go unchecked): use an erc20 transfer node or config.token_approval');
+    }
     const value = call.value_wei === undefined ? '0' : whole(plain(call.value_wei, 'config.contract_call.value_wei'), 'config.contract_call.value_wei');
     return withCap({ chain_id: chainId, asset: 'native', to: contract, amount_base_units: value, call: { method: method as string, selector } });
   }
@@ -88,30 +93,44 @@ function derive({ plan, nodeKey, intent, evm }: ExpectedEffectInput): ExpectedEf
     return withCap({ chain_id: chainId, asset: 'native', to, amount_base_units: value });
   }
 
+  // An ERC-20 allowance the plan names: that spender, that amount, on that token.
+  if (config.token_approval !== undefined) {
+    const approval = object(config.token_approval, 'config.token_approval');
+    const { token, decimals } = tokenOf(plain(approval.token, 'config.token_approval.token'), approval.decimals, chainId, evm, 'config.token_approval');
+    const spender = address(plain(approval.spender, 'config.token_approval.spender'), 'config.token_approval.spender');
+    const amount = toBaseUnits(plain(approval.amount, 'config.token_approval.amount'), decimals);
+    return withCap({ chain_id: chainId, asset: token, to: spender, amount_base_units: amount, token_method: 'approve' });
+  }
+
   if (executorKey === ERC20_TRANSFER_EXECUTOR) {
-    const tokenRef = plain(config.token ?? intent.asset, 'token');
-    if (typeof tokenRef !== 'string' || tokenRef.length === 0) return unavailable('the node names no token');
-    const listed = isAddress(tokenRef, { strict: false })
-      ? evm.tokens.find((t) => t.chain_id === chainId && t.address.toLowerCase() === tokenRef.toLowerCase())
-      : evm.tokens.find((t) => t.chain_id === chainId && t.symbol === tokenRef);
-    if (!listed && !isAddress(tokenRef, { strict: false })) unavailable(`token ${tokenRef} is not listed in evm.tokens for chain ${chainId}`);
-    const token = (listed?.address ?? tokenRef).toLowerCase();
-    const nodeDecimals = plain(config.decimals, 'config.decimals');
-    if (nodeDecimals !== undefined && (typeof nodeDecimals !== 'number' || !Number.isInteger(nodeDecimals) || nodeDecimals < 0 || nodeDecimals > 36)) {
-      unavailable('config.decimals must be an integer from 0 to 36');
-    }
-    if (nodeDecimals !== undefined && listed?.decimals !== undefined && nodeDecimals !== listed.decimals) {
-      unavailable(`config.decimals ${String(nodeDecimals)} differs from evm.tokens (${listed.decimals})`);
-    }
-    const decimals = (nodeDecimals as number | undefined) ?? listed?.decimals;
-    // Only trusted decimals: the chain's answer is the executor's output, not the approval's.
-    if (decimals === undefined) return unavailable(`decimals of token ${token} are given neither by the node config nor by evm.tokens`);
+    const { token, decimals } = tokenOf(plain(config.token ?? intent.asset, 'token'), plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
     const to = address(plain(config.to ?? destinationOf(intent), 'recipient'), 'recipient');
     const amount = toBaseUnits(plain(config.amount ?? intent.amount, 'amount'), decimals);
     return withCap({ chain_id: chainId, asset: token, to, amount_base_units: amount, token_method: 'transfer' });
   }
 
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
+}
+
+/** The token (lowercase address) and its trusted decimals: from the node, else evm.tokens; never from the chain. */
+function tokenOf(tokenRef: unknown, nodeDecimals: unknown, chainId: number, evm: ConfigFile['evm'], where: string): { token: string; decimals: number } {
+  if (typeof tokenRef !== 'string' || tokenRef.length === 0) return unavailable('the node names no token');
+  const byAddress = isAddress(tokenRef, { strict: false });
+  const listed = byAddress
+    ? evm.tokens.find((t) => t.chain_id === chainId && t.address.toLowerCase() === tokenRef.toLowerCase())
+    : evm.tokens.find((t) => t.chain_id === chainId && t.symbol === tokenRef);
+  if (!listed && !byAddress) unavailable(`token ${tokenRef} is not listed in evm.tokens for chain ${chainId}`);
+  const token = byAddress ? address(tokenRef, 'token') : listed!.address.toLowerCase();
+  if (nodeDecimals !== undefined && (typeof nodeDecimals !== 'number' || !Number.isInteger(nodeDecimals) || nodeDecimals < 0 || nodeDecimals > 36)) {
+    unavailable(`${where}.decimals must be an integer from 0 to 36`);
+  }
+  if (nodeDecimals !== undefined && listed?.decimals !== undefined && nodeDecimals !== listed.decimals) {
+    unavailable(`${where}.decimals ${String(nodeDecimals)} differs from evm.tokens (${listed.decimals})`);
+  }
+  const decimals = (nodeDecimals as number | undefined) ?? listed?.decimals;
+  // Only trusted decimals: the chain's answer would be the executor's word, not the approval's.
+  if (decimals === undefined) return unavailable(`decimals of token ${token} are given neither by the node config nor by evm.tokens`);
+  return { token, decimals };
 }
 
 function planNode(plan: unknown, nodeKey: string): PlanNode {
