@@ -105,6 +105,13 @@ function signRequestFor(p: PreparedAction) {
     payload: p.payload!,
     payload_hash: p.payload_hash,
     metadata: {},
+    // These tests are about the executor: the signer is told to expect exactly what was prepared.
+    expected_effect: {
+      chain_id: Number(p.provider_hints.chain_id),
+      asset: 'native' as const,
+      to: String(p.provider_hints.to),
+      amount_base_units: String(p.provider_hints.value_wei),
+    },
   };
 }
 

@@ -221,6 +221,9 @@ describe('RemoteSignerProxy', () => {
     payload,
     payload_hash: payloadHash(payload),
     metadata: { chain_id: 1 },
+    // Forwarded as they are: the remote signer applies the approval-bound policy itself.
+    executor_key: 'exec.cctp.burn',
+    expected_effect: { chain_id: 1, asset: 'native', to: '0x' + '2'.repeat(40), amount_base_units: '0', call: { method: 'depositForBurn(uint256,uint32,bytes32,address,bytes32,uint256,uint32)', selector: '0x8e0250ee' } },
   };
   const signer = () => new RemoteSignerProxy({ signerKey: 'remote_evm', baseUrl, token: 'sig-token', timeoutMs: 2_000 });
 

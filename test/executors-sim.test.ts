@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { parseTransaction, recoverTransactionAddress, verifyTypedData, type Hex } from 'viem';
+import { parseTransaction, recoverTransactionAddress, type Hex } from 'viem';
 import { generatePrivateKey } from 'viem/accounts';
 import { buildExecutionContext } from '../src/executors/context.ts';
 import { FatalMovementError, TemporaryMovementError } from '../src/executors/errors.ts';
@@ -233,20 +233,21 @@ describe('signing', () => {
     const tx = parseTransaction(p.payload as Hex);
     assert.equal(tx.chainId, 8453);
     assert.equal(tx.to, dest);
-    const signResult = await signer.sign(signRequestFor(ctx, p));
+    // The sim's calldata is not an ERC-20 call: the plan would have to name that call.
+    const expected_effect = { chain_id: 8453, asset: 'native' as const, to: dest, amount_base_units: '0', call: { method: 'sim', selector: tx.data!.slice(0, 10) } };
+    const signResult = await signer.sign({ ...signRequestFor(ctx, p), expected_effect });
     assert.equal((await recoverTransactionAddress({ serializedTransaction: signResult.signature as never })).toLowerCase(), signer.address);
     const r = await action.submit(ctx, p, { signResult });
     assert.equal(r.next_state, 'COMPLETED');
     assert.equal(r.provider_refs.sim_signer_ref, signResult.signer_ref);
   });
 
-  test('an eip712 action is typed data the local signer signs', async () => {
+  test('an eip712 action is typed data, which the local signer refuses by policy', async () => {
     const signer = new LocalPrivateKeySignerEvm({ signerKey: 'dev', privateKey: generatePrivateKey() });
     const ctx = context({ signing_required: true, payload_format: 'eip712' });
     const p = await preparedFor(ctx);
-    const signResult = await signer.sign(signRequestFor(ctx, p));
-    const typed = JSON.parse(p.payload!);
-    assert.equal(await verifyTypedData({ ...typed, address: signer.address, signature: signResult.signature as Hex }), true);
+    assert.ok(JSON.parse(p.payload!).primaryType);
+    await assert.rejects(signer.sign(signRequestFor(ctx, p)), (e: unknown) => e instanceof FatalMovementError && e.code === 'SIGNER_POLICY_VIOLATION');
   });
 });
 

@@ -1,9 +1,11 @@
 import { InvalidTransitionError } from '../errors.ts';
 import { FatalMovementError, TemporaryMovementError, isMovementError } from '../executors/errors.ts';
-import type { ExecutionContext, PreparedAction, SignRequest, SignResult } from '../executors/protocol.ts';
+import type { ExecutionContext, PreparedAction, SignResult } from '../executors/protocol.ts';
+import { buildSignRequest, signingRefusalAudit } from '../executors/sign-request.ts';
 import type { NodeEvent } from '../machines/node-machine.ts';
 import { addSeconds } from '../machines/observe-policy.ts';
 import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
+import { writeAudit, type AuditEntry } from '../persistence/audit.ts';
 import { claimForDispatch, dispatchCandidates, type Claimed } from '../persistence/claims.ts';
 import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
@@ -76,10 +78,12 @@ async function claim(deps: RuntimeDeps): Promise<Dispatch | null> {
   });
 }
 
-async function step(deps: RuntimeDeps, node: NodeRow, event: NodeEvent, artifacts: NewArtifact[] = []) {
+async function step(deps: RuntimeDeps, node: NodeRow, event: NodeEvent, artifacts: NewArtifact[] = [], audit?: AuditEntry) {
   return withTransaction(deps.pool, async (client) => {
     await insertArtifacts(client, artifacts);
-    return deliverNodeEvent(client, node.id, event, { actor: 'worker:dispatcher', deps: deps.transitions });
+    const moved = await deliverNodeEvent(client, node.id, event, { actor: 'worker:dispatcher', deps: deps.transitions });
+    if (audit) await writeAudit(client, audit);
+    return moved;
   });
 }
 
@@ -155,7 +159,7 @@ async function runPipeline(deps: RuntimeDeps, d: Dispatch): Promise<void> {
 
   let signResult: SignResult | undefined;
   if (prepared.signing_required) {
-    const signed = await sign(deps, node, ctx, prepared);
+    const signed = await sign(deps, node, ctx, prepared, d.claimed.request.compiled_plan);
     if (!signed) return;
     signResult = signed.result;
     node = signed.node;
@@ -208,6 +212,7 @@ async function sign(
   node: NodeRow,
   ctx: ExecutionContext,
   prepared: PreparedAction,
+  plan: unknown,
 ): Promise<{ result: SignResult; node: NodeRow } | null> {
   if (!node.signer_binding) {
     await step(deps, node, { type: 'SIGNING_FAILED', errorCode: 'MISSING_SIGNER_BINDING', errorDetail: 'missing signer binding' });
@@ -215,27 +220,7 @@ async function sign(
   }
   try {
     const signer = deps.signers.get(node.signer_binding as never);
-    const destination = ctx.intent.destination;
-    const request: SignRequest = {
-      protocol_version: ctx.protocol_version,
-      request_id: ctx.request_id,
-      request_node_id: ctx.request_node_id,
-      signing_intent: {
-        action: prepared.action_type,
-        asset: String(ctx.intent.asset ?? ''),
-        amount: String(ctx.intent.amount ?? ctx.input_params.amount ?? ''),
-        destination: String(
-          destination && typeof destination === 'object' ? (destination as Record<string, unknown>).address ?? '' : destination ?? '',
-        ),
-        max_fee_usd: null,
-        chain_family: String(ctx.input_params.chain_family ?? 'evm'),
-        allowed_payload_hash: prepared.payload_hash,
-      },
-      payload_format: prepared.payload_format,
-      payload: prepared.payload ?? '',
-      payload_hash: prepared.payload_hash,
-      metadata: ctx.input_params,
-    };
+    const request = buildSignRequest({ ctx, prepared, plan, evm: deps.config.file.evm });
     const result = await signer.sign(request);
     const artifact: NewArtifact = {
       request_id: node.request_id,
@@ -254,7 +239,8 @@ async function sign(
     if (err instanceof TemporaryMovementError) {
       await step(deps, node, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: err.message, retryAt: retryAt(err) });
     } else {
-      await step(deps, node, { type: 'SIGNING_FAILED', errorCode: isMovementError(err) ? err.code : 'SIGNING_ERROR', errorDetail: errorText(err) });
+      const code = isMovementError(err) ? err.code : 'SIGNING_ERROR';
+      await step(deps, node, { type: 'SIGNING_FAILED', errorCode: code, errorDetail: errorText(err) }, [], signingRefusalAudit(ctx, err, code));
     }
     return null;
   }

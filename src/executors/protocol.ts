@@ -117,6 +117,33 @@ export const SigningIntentSchema = z.object({
 });
 export type SigningIntent = z.output<typeof SigningIntentSchema>;
 
+const evmAddress = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{40}$/, 'a 0x-prefixed 20-byte address')
+  .transform((a) => a.toLowerCase());
+const baseUnits = z.string().regex(/^[0-9]+$/, 'a whole number, as a decimal string');
+
+/**
+ * Ferry's addition: what the approved plan says a signing node may do, derived by the dispatcher
+ * from the compiled plan, the intent and Ferry's configuration (never from the executor's output).
+ * An EVM signer decodes the transaction it is asked to sign and refuses anything else.
+ * - `asset` 'native': a value transfer of `amount_base_units` wei to `to`;
+ * - `asset` a token address: that token's `transfer(to, amount)` (or `approve(to, amount)` when
+ *   `token_method` says so), with no native value;
+ * - `call`: a call of exactly that method (selector) on the contract `to`, carrying
+ *   `amount_base_units` wei; only when the node's config names the contract and the method.
+ */
+export const ExpectedEffectSchema = z.object({
+  chain_id: z.number().int().positive(),
+  asset: z.union([z.literal('native'), evmAddress]),
+  to: evmAddress,
+  amount_base_units: baseUnits,
+  max_fee_per_gas_cap_wei: baseUnits.optional(),
+  token_method: z.enum(['transfer', 'approve']).optional(),
+  call: z.object({ method: z.string().min(1), selector: z.string().regex(/^0x[0-9a-f]{8}$/) }).optional(),
+});
+export type ExpectedEffect = z.output<typeof ExpectedEffectSchema>;
+
 export const SignRequestSchema = z.object({
   protocol_version: z.string().min(1),
   request_id: z.string().min(1),
@@ -126,6 +153,12 @@ export const SignRequestSchema = z.object({
   payload: z.string(),
   payload_hash: z.string().min(1),
   metadata: jsonObject.default({}),
+  /** Ferry's addition: the executor the payload comes from; a signer serves only the executors it lists. */
+  executor_key: z.string().min(1).optional(),
+  /** Ferry's addition: see ExpectedEffectSchema. Absent or null: an EVM signer refuses (default deny). */
+  expected_effect: ExpectedEffectSchema.nullable().optional(),
+  /** Why no expected effect could be derived, for the refusal's message. */
+  expected_effect_unavailable: z.string().nullable().optional(),
 });
 export type SignRequest = z.output<typeof SignRequestSchema>;
 

@@ -1,6 +1,8 @@
 import { FatalMovementError } from '../errors.ts';
 import { JsonHttpClient } from '../http-json.ts';
 import { describeIssues, SignResultSchema, type Signer, type SignRequest, type SignResult } from '../protocol.ts';
+import { checkEvmTransaction, checkExecutorAllowed, type EvmSignerScope } from './evm-policy.ts';
+import { parseUnsignedTransaction } from './evm-signing.ts';
 import { checkSignRequest } from './integrity.ts';
 
 export interface RemoteSignerOptions {
@@ -8,6 +10,12 @@ export interface RemoteSignerOptions {
   baseUrl: string;
   token?: string;
   timeoutMs?: number;
+  /**
+   * Apply the EVM signer policy here too (executor allowlist; an `evm_raw_tx` must match the
+   * request's expected effect) before the request leaves the process. The remote signer receives
+   * `executor_key` and `expected_effect` either way and must apply the same policy itself.
+   */
+  evmPolicy?: { chains?: readonly number[]; executors?: readonly string[] };
 }
 
 /**
@@ -17,14 +25,22 @@ export interface RemoteSignerOptions {
 export class RemoteSignerProxy implements Signer {
   readonly signerKey: string;
   readonly #http: JsonHttpClient;
+  readonly #scope: EvmSignerScope | null;
 
   constructor(opts: RemoteSignerOptions) {
     this.signerKey = opts.signerKey;
+    this.#scope = opts.evmPolicy ? { signerKey: opts.signerKey, ...opts.evmPolicy } : null;
     this.#http = new JsonHttpClient({ baseUrl: opts.baseUrl, token: opts.token, timeoutMs: opts.timeoutMs, codePrefix: 'REMOTE_SIGNER' });
   }
 
   async sign(req: SignRequest): Promise<SignResult> {
     const checked = checkSignRequest(req);
+    if (this.#scope) {
+      checkExecutorAllowed(checked, this.#scope);
+      if (checked.payload_format === 'evm_raw_tx') {
+        checkEvmTransaction(parseUnsignedTransaction(checked.payload), checked.expected_effect, this.#scope, checked.expected_effect_unavailable);
+      }
+    }
     const res = await this.#http.call('POST', '/sign', checked);
     const parsed = SignResultSchema.safeParse(res.json);
     if (!parsed.success) {

@@ -1,0 +1,210 @@
+import { getAddress, isAddress, toFunctionSelector, zeroAddress } from 'viem';
+import type { ConfigFile } from '../../config-file.ts';
+import { bindingExtras, bindingKey } from '../registry.ts';
+import type { ExpectedEffect } from '../protocol.ts';
+
+/**
+ * The expected effect of a signing node: what the APPROVED plan lets its transaction do (chain,
+ * asset, recipient, amount, fee cap), derived from the compiled plan's node (config and bindings),
+ * the movement's intent and Ferry's configuration (evm.chains fee caps, evm.tokens decimals). It is
+ * never derived from what the executor prepared: the signer compares the executor's transaction
+ * with it, so a buggy or hostile executor cannot make the key sign anything else.
+ *
+ * Pure. A node whose effect cannot be derived (an executor without an approval-bound effect, a
+ * value that only a predecessor's output would give, unknown decimals...) gets a reason instead,
+ * and an EVM signer refuses it (default deny).
+ */
+
+export const NATIVE_TRANSFER_EXECUTOR = 'exec.evm.native_transfer';
+export const ERC20_TRANSFER_EXECUTOR = 'exec.evm.erc20_transfer';
+
+export type ExpectedEffectResult = { ok: true; effect: ExpectedEffect } | { ok: false; reason: string };
+
+export interface ExpectedEffectInput {
+  /** The request's compiled plan (`requests.compiled_plan`), as approved. */
+  plan: unknown;
+  nodeKey: string;
+  intent: Record<string, unknown>;
+  /** Ferry's `config.file.evm`. */
+  evm: ConfigFile['evm'];
+}
+
+interface PlanNode {
+  node_key: string;
+  executor_binding: unknown;
+  signer_binding: unknown;
+  config: Record<string, unknown>;
+}
+
+const REF_PREFIX = '$ref:';
+/** transfer(address,uint256), approve(address,uint256), transferFrom(address,address,uint256). */
+const ERC20_METHOD_SELECTORS = new Set(['0xa9059cbb', '0x095ea7b3', '0x23b872dd']);
+const WHOLE = /^[0-9]+$/;
+const DECIMAL = /^([0-9]+)(?:\.([0-9]+))?$/;
+
+class Unavailable extends Error {}
+const unavailable = (reason: string): never => {
+  throw new Unavailable(reason);
+};
+
+export function deriveExpectedEffect(input: ExpectedEffectInput): ExpectedEffectResult {
+  try {
+    return { ok: true, effect: derive(input) };
+  } catch (err) {
+    if (err instanceof Unavailable) return { ok: false, reason: err.message };
+    throw err;
+  }
+}
+
+function derive({ plan, nodeKey, intent, evm }: ExpectedEffectInput): ExpectedEffect {
+  const node = planNode(plan, nodeKey);
+  const config = node.config ?? {};
+  const executorKey = bindingKey(node.executor_binding, 'executor_key');
+  const chainId = chainIdOf(node, config, evm);
+  const chain = evm.chains.find((c) => c.chain_id === chainId);
+  const cap = chain?.max_fee_per_gas_cap_wei;
+  const withCap = (e: ExpectedEffect): ExpectedEffect => (cap === undefined ? e : { ...e, max_fee_per_gas_cap_wei: cap });
+
+  // A contract call the plan names explicitly: that method on that contract, nothing else.
+  if (config.contract_call !== undefined) {
+    const call = object(config.contract_call, 'config.contract_call');
+    const contract = address(plain(call.contract, 'config.contract_call.contract'), 'config.contract_call.contract');
+    const method = plain(call.method, 'config.contract_call.method');
+    if (typeof method !== 'string' || !/^[A-Za-z_$][A-Za-z0-9_$]*\(.*\)$/.test(method.replace(/^function\s+/, ''))) {
+      unavailable('config.contract_call.method must be a function signature such as "deposit(uint256,address)"');
+    }
+    let selector: string;
+    try {
+      selector = toFunctionSelector((method as string).replace(/^function\s+/, ''));
+    } catch {
+      return unavailable('config.contract_call.method is not a valid function signature');
+    }
+    if (ERC20_METHOD_SELECTORS.has(selector)) {
+      unavailable('config.contract_call cannot name an ERC-20 transfer or approve (their arguments would go unchecked): use an erc20 transfer node or config.token_approval');
+    }
+    const value = call.value_wei === undefined ? '0' : whole(plain(call.value_wei, 'config.contract_call.value_wei'), 'config.contract_call.value_wei');
+    return withCap({ chain_id: chainId, asset: 'native', to: contract, amount_base_units: value, call: { method: method as string, selector } });
+  }
+
+  if (executorKey === NATIVE_TRANSFER_EXECUTOR) {
+    const to = address(plain(config.to ?? destinationOf(intent), 'recipient'), 'recipient');
+    const value = whole(plain(config.value_wei ?? intent.amount, 'value'), 'value (wei)');
+    if (value === '0') unavailable('value must be at least 1 wei');
+    return withCap({ chain_id: chainId, asset: 'native', to, amount_base_units: value });
+  }
+
+  // An ERC-20 allowance the plan names: that spender, that amount, on that token.
+  if (config.token_approval !== undefined) {
+    const approval = object(config.token_approval, 'config.token_approval');
+    const { token, decimals } = tokenOf(plain(approval.token, 'config.token_approval.token'), approval.decimals, chainId, evm, 'config.token_approval');
+    const spender = address(plain(approval.spender, 'config.token_approval.spender'), 'config.token_approval.spender');
+    const amount = toBaseUnits(plain(approval.amount, 'config.token_approval.amount'), decimals);
+    return withCap({ chain_id: chainId, asset: token, to: spender, amount_base_units: amount, token_method: 'approve' });
+  }
+
+  if (executorKey === ERC20_TRANSFER_EXECUTOR) {
+    const { token, decimals } = tokenOf(plain(config.token ?? intent.asset, 'token'), plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
+    const to = address(plain(config.to ?? destinationOf(intent), 'recipient'), 'recipient');
+    const amount = toBaseUnits(plain(config.amount ?? intent.amount, 'amount'), decimals);
+    return withCap({ chain_id: chainId, asset: token, to, amount_base_units: amount, token_method: 'transfer' });
+  }
+
+  return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
+}
+
+/** The token (lowercase address) and its trusted decimals: from the node, else evm.tokens; never from the chain. */
+function tokenOf(tokenRef: unknown, nodeDecimals: unknown, chainId: number, evm: ConfigFile['evm'], where: string): { token: string; decimals: number } {
+  if (typeof tokenRef !== 'string' || tokenRef.length === 0) return unavailable('the node names no token');
+  const byAddress = isAddress(tokenRef, { strict: false });
+  const listed = byAddress
+    ? evm.tokens.find((t) => t.chain_id === chainId && t.address.toLowerCase() === tokenRef.toLowerCase())
+    : evm.tokens.find((t) => t.chain_id === chainId && t.symbol === tokenRef);
+  if (!listed && !byAddress) unavailable(`token ${tokenRef} is not listed in evm.tokens for chain ${chainId}`);
+  const token = byAddress ? address(tokenRef, 'token') : listed!.address.toLowerCase();
+  if (nodeDecimals !== undefined && (typeof nodeDecimals !== 'number' || !Number.isInteger(nodeDecimals) || nodeDecimals < 0 || nodeDecimals > 36)) {
+    unavailable(`${where}.decimals must be an integer from 0 to 36`);
+  }
+  if (nodeDecimals !== undefined && listed?.decimals !== undefined && nodeDecimals !== listed.decimals) {
+    unavailable(`${where}.decimals ${String(nodeDecimals)} differs from evm.tokens (${listed.decimals})`);
+  }
+  const decimals = (nodeDecimals as number | undefined) ?? listed?.decimals;
+  // Only trusted decimals: the chain's answer would be the executor's word, not the approval's.
+  if (decimals === undefined) return unavailable(`decimals of token ${token} are given neither by the node config nor by evm.tokens`);
+  return { token, decimals };
+}
+
+function planNode(plan: unknown, nodeKey: string): PlanNode {
+  const nodes = plan !== null && typeof plan === 'object' ? (plan as { nodes?: unknown }).nodes : undefined;
+  if (!Array.isArray(nodes)) return unavailable('the compiled plan has no nodes');
+  const node = nodes.find((n) => n !== null && typeof n === 'object' && (n as PlanNode).node_key === nodeKey) as PlanNode | undefined;
+  if (!node) return unavailable(`node ${nodeKey} is not in the compiled plan`);
+  return node;
+}
+
+/** From the node config, else the signer binding, else the executor binding, else the signer's only configured chain. */
+function chainIdOf(node: PlanNode, config: Record<string, unknown>, evm: ConfigFile['evm']): number {
+  const sources: Array<[string, unknown]> = [
+    ['config.chain_id', config.chain_id],
+    ['signer_binding.chain_id', bindingExtras(node.signer_binding).chain_id],
+    ['executor_binding.chain_id', bindingExtras(node.executor_binding).chain_id],
+  ];
+  let found: { from: string; id: number } | null = null;
+  for (const [from, raw] of sources) {
+    if (raw === undefined || raw === null) continue;
+    const v = plain(raw, from);
+    const id = typeof v === 'string' && WHOLE.test(v) ? Number(v) : v;
+    if (typeof id !== 'number' || !Number.isSafeInteger(id) || id <= 0) return unavailable(`${from} is not a positive integer`);
+    if (found && found.id !== id) return unavailable(`${found.from} (${found.id}) and ${from} (${id}) disagree`);
+    found ??= { from, id };
+  }
+  if (found) return found.id;
+  const signerKey = bindingKey(node.signer_binding, 'signer_key');
+  const entry = evm.signers.find((s) => s.key === signerKey);
+  if (entry && entry.chains.length === 1) return entry.chains[0]!;
+  return unavailable('the plan pins no chain id (config.chain_id or the signer binding\'s chain_id)');
+}
+
+/** A value from the approved plan itself: a `$ref` would come from a predecessor's output. */
+function plain(value: unknown, what: string): unknown {
+  if (typeof value === 'string' && value.startsWith(REF_PREFIX)) {
+    unavailable(`${what} is a reference to another node's output (${value}), not a value the approval fixed`);
+  }
+  return value;
+}
+
+function object(value: unknown, what: string): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return unavailable(`${what} must be an object`);
+  return value as Record<string, unknown>;
+}
+
+function destinationOf(intent: Record<string, unknown>): unknown {
+  const d = intent.destination;
+  return d !== null && typeof d === 'object' ? (d as Record<string, unknown>).address : d;
+}
+
+function address(value: unknown, what: string): string {
+  if (typeof value !== 'string' || !isAddress(value, { strict: false })) return unavailable(`${what} is not an EVM address`);
+  // A mixed-case address must carry a valid checksum (as the executors require).
+  const body = value.slice(2);
+  if (body !== body.toLowerCase() && body !== body.toUpperCase() && getAddress(value) !== value) unavailable(`${what} has an invalid checksum`);
+  if (value.toLowerCase() === zeroAddress) unavailable(`${what} is the zero address`);
+  return value.toLowerCase();
+}
+
+function whole(value: unknown, what: string): string {
+  const text = typeof value === 'number' && Number.isSafeInteger(value) ? String(value) : value;
+  if (typeof text !== 'string' || !WHOLE.test(text)) return unavailable(`${what} is not a whole number`);
+  return BigInt(text).toString();
+}
+
+/** "100.25" with 6 decimals -> "100250000", exactly (no floats); more fractional digits than decimals is refused. */
+function toBaseUnits(value: unknown, decimals: number): string {
+  const text = typeof value === 'number' && Number.isFinite(value) && value >= 0 ? String(value) : value;
+  const m = typeof text === 'string' ? DECIMAL.exec(text) : null;
+  if (!m) return unavailable(`amount ${JSON.stringify(value ?? null)} is not a decimal number of token units`);
+  const fraction = m[2] ?? '';
+  if (fraction.replace(/0+$/, '').length > decimals) return unavailable(`amount ${text as string} has more than ${decimals} fractional digits`);
+  const units = BigInt(m[1]!) * 10n ** BigInt(decimals) + BigInt((fraction + '0'.repeat(decimals)).slice(0, decimals) || '0');
+  if (units === 0n) return unavailable('amount must be more than zero');
+  return units.toString();
+}

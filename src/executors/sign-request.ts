@@ -1,0 +1,72 @@
+import type { ConfigFile } from '../config-file.ts';
+import type { AuditEntry } from '../persistence/audit.ts';
+import { isMovementError } from './errors.ts';
+import { deriveExpectedEffect } from './evm/expected-effect.ts';
+import type { ExecutionContext, PreparedAction, SignRequest } from './protocol.ts';
+
+/**
+ * The SignRequest the dispatcher sends for a prepared action. Besides the reference protocol's
+ * fields it says which executor the payload comes from and carries the expected effect derived from
+ * the approved plan (see evm/expected-effect.ts); when none can be derived, the reason, so the
+ * signer's refusal can name it. Pure.
+ */
+export function buildSignRequest(input: {
+  ctx: ExecutionContext;
+  prepared: PreparedAction;
+  /** The request's compiled plan, as approved. */
+  plan: unknown;
+  evm: ConfigFile['evm'];
+}): SignRequest {
+  const { ctx, prepared } = input;
+  const destination = ctx.intent.destination;
+  const derived = deriveExpectedEffect({ plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm });
+  return {
+    protocol_version: ctx.protocol_version,
+    request_id: ctx.request_id,
+    request_node_id: ctx.request_node_id,
+    signing_intent: {
+      action: prepared.action_type,
+      asset: String(ctx.intent.asset ?? ''),
+      amount: String(ctx.intent.amount ?? ctx.input_params.amount ?? ''),
+      destination: String(
+        destination && typeof destination === 'object' ? (destination as Record<string, unknown>).address ?? '' : destination ?? '',
+      ),
+      max_fee_usd: null,
+      chain_family: String(ctx.input_params.chain_family ?? 'evm'),
+      allowed_payload_hash: prepared.payload_hash,
+    },
+    payload_format: prepared.payload_format,
+    payload: prepared.payload ?? '',
+    payload_hash: prepared.payload_hash,
+    metadata: ctx.input_params,
+    executor_key: ctx.resolved_bindings.executor.executor_key,
+    expected_effect: derived.ok ? derived.effect : null,
+    expected_effect_unavailable: derived.ok ? null : derived.reason,
+  };
+}
+
+/**
+ * The audit record of a refused signature (the node FAILS with the same code in the same
+ * transaction): who refused, for which executor, and which policy rule failed. The details hold
+ * codes, addresses and amounts only, never key material.
+ */
+export function signingRefusalAudit(ctx: ExecutionContext, err: unknown, code: string): AuditEntry {
+  const details = isMovementError(err) ? err.details : {};
+  return {
+    actor: 'worker:dispatcher',
+    action: 'signer.refused',
+    entity_type: 'movement_node',
+    entity_id: ctx.request_node_id,
+    details: {
+      request_id: ctx.request_id,
+      node_key: ctx.node_key,
+      attempt_no: ctx.attempt_no,
+      executor_key: ctx.resolved_bindings.executor.executor_key,
+      signer_key: ctx.resolved_bindings.signer?.signer_key ?? null,
+      error_code: code,
+      ...(typeof details.rule === 'string' ? { rule: details.rule } : {}),
+      ...(typeof details.expected === 'string' || typeof details.expected === 'number' ? { expected: details.expected } : {}),
+      ...(typeof details.actual === 'string' || typeof details.actual === 'number' ? { actual: details.actual } : {}),
+    },
+  };
+}

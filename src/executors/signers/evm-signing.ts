@@ -1,0 +1,62 @@
+import { isHex, parseTransaction, type Hex, type TransactionSerializable } from 'viem';
+import { FatalMovementError } from '../errors.ts';
+import type { SignRequest, SignResult } from '../protocol.ts';
+import { checkEvmTransaction, checkExecutorAllowed, violation, type EvmSignerScope } from './evm-policy.ts';
+import { checkSignRequest } from './integrity.ts';
+
+/** What differs between EVM signers: where the key is and how a transaction gets its signature. */
+export interface EvmSigningBackend {
+  /** The key's address, lowercase. */
+  getAddress(): Promise<Hex>;
+  /** Returns the signed serialized transaction. */
+  signTransaction(tx: TransactionSerializable): Promise<Hex>;
+}
+
+/**
+ * The sign() every EVM signer shares: the tamper check, the executor allowlist, decoding of the
+ * payload, the approval-bound policy, then the backend's key. Nothing reaches the key before every
+ * check passed. Only `evm_raw_tx` is signed: typed data (`eip712`) has no approval-bound policy yet
+ * and is refused by default.
+ */
+export async function signEvmRequest(
+  req: SignRequest,
+  scope: EvmSignerScope,
+  backend: EvmSigningBackend,
+  signerRef: (address: Hex) => string,
+): Promise<SignResult> {
+  const r = checkSignRequest(req);
+  checkExecutorAllowed(r, scope);
+  switch (r.payload_format) {
+    case 'evm_raw_tx': {
+      const tx = parseUnsignedTransaction(r.payload);
+      checkEvmTransaction(tx, r.expected_effect, scope, r.expected_effect_unavailable);
+      const signature = await backend.signTransaction(tx);
+      return { signature, signature_format: 'evm_signed_tx', signer_ref: signerRef(await backend.getAddress()) };
+    }
+    case 'eip712':
+      throw violation('typed_data_not_allowed', `signer ${scope.signerKey} signs no typed data: it has no approval-bound policy`);
+    default:
+      throw new FatalMovementError('SIGNER_PAYLOAD_FORMAT_UNSUPPORTED', `signer ${scope.signerKey} cannot sign payload_format ${r.payload_format}`, {
+        payload_format: r.payload_format,
+      });
+  }
+}
+
+/** The payload as an unsigned transaction with a chain id, or SIGNER_PAYLOAD_INVALID. */
+export function parseUnsignedTransaction(payload: string): TransactionSerializable {
+  if (!isHex(payload, { strict: true })) throw invalidPayload('evm_raw_tx payload is not 0x-prefixed hex');
+  let tx: TransactionSerializable & { r?: unknown; s?: unknown };
+  try {
+    tx = parseTransaction(payload);
+  } catch (err) {
+    throw invalidPayload(`evm_raw_tx payload is not a serialized transaction: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (tx.r !== undefined || tx.s !== undefined) throw invalidPayload('evm_raw_tx payload is already signed');
+  // Without a chain id the signature would be valid on every chain (no EIP-155 replay protection).
+  if (tx.chainId === undefined) throw invalidPayload('evm_raw_tx payload has no chainId');
+  return tx;
+}
+
+function invalidPayload(message: string): FatalMovementError {
+  return new FatalMovementError('SIGNER_PAYLOAD_INVALID', message);
+}
