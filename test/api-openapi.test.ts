@@ -40,6 +40,7 @@ const expectedOperations = [
   'get /v3/callbacks',
   'post /v3/callbacks/{id}/redrive',
   'get /v3/audit-events',
+  'get /v3/balances',
 ];
 
 async function fetchDoc(): Promise<any> {

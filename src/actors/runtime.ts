@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { PgBoss } from 'pg-boss';
+import { balanceSweepOptions, createBalanceSnapshotDeps, runBalanceSnapshotSweep } from '../balances/sweep.ts';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
@@ -141,6 +142,13 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         wakers.dispatcher,
       ),
     );
+    const balanceSnapshotLoop = () => {
+      const balances = createBalanceSnapshotDeps({ pool, config, log });
+      return loop('balance_snapshot', 'sidecar', config.balanceSnapshotIntervalSeconds, async () => {
+        const r = await runBalanceSnapshotSweep(balances, balanceSweepOptions(config));
+        return r.snapshots + r.errors;
+      });
+    };
     supervision = superviseWorkers(
       {
         core: [
@@ -157,6 +165,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
           loop('audit_outbox_promoter', 'sidecar', config.auditIntervalSeconds, () => promoteAudit(pool)),
           loop('callback_stranded_sweep', 'sidecar', 60, () => requeueStrandedCallbacks(pool, queue)),
           loop('reconciliation', 'sidecar', config.reconciliationIntervalSeconds, async () => (await reconcileBatch(deps)).checked),
+          // Optional (FERRY_BALANCE_SNAPSHOT_ENABLED): wallet balances per chain, src/balances/.
+          ...(config.balanceSnapshotEnabled ? [balanceSnapshotLoop()] : []),
         ],
       },
       log,
