@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -15,6 +15,7 @@ import { testDatabase } from './helpers/db.ts';
  */
 
 const CHROMIUM = '/usr/bin/chromium';
+const ARTIFACTS = new URL('../test-artifacts/', import.meta.url);
 
 if (!existsSync(CHROMIUM)) {
   test('balances panel in a browser', { skip: `no Chromium at ${CHROMIUM}; install Debian's chromium package to run it` }, () => {});
@@ -71,11 +72,13 @@ if (!existsSync(CHROMIUM)) {
     await page.locator('#balances tbody tr').nth(1).waitFor({ timeout: 30_000 });
     const rows = await page.locator('#balances tbody tr').allInnerTexts();
     assert.equal(rows.length, 2);
-    assert.match(rows[0], /hot_1\s+USDC 1\s+1250\.5/);
+    assert.match(rows[0], /hot_1\s+USDC\s+chain 1\s+1250\.5/);
     assert.doesNotMatch(rows[0], /stale/);
-    assert.match(rows[1], /0x0000\.\.\.00bb\s+native 10\s+2\s+stale: RPC_UNREACHABLE/);
+    assert.match(rows[1], /0x0000\.\.\.00bb\s+native\s+chain 10\s+2\s*stale: RPC_UNREACHABLE/);
     assert.equal(await page.locator('#balances tbody tr.stale').count(), 1);
     assert.match(await page.locator('#balances-note').innerText(), /2, 1 stale/);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: new URL('balances-panel.png', ARTIFACTS).pathname });
     assert.deepEqual(offsite, []);
     assert.deepEqual(errors, []);
   });

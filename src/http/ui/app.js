@@ -212,9 +212,9 @@ async function refreshBalances() {
     const why = b.error ? ` - last fetch failed: ${b.error.code}` : '';
     body.append(el('tr', { class: b.stale ? 'stale' : '', title: `${b.chain} ${b.wallet}\n${when}${why}` },
       el('td', { class: 'wallet' }, b.label ?? shortWallet(b.wallet)),
-      el('td', {}, `${b.symbol ?? b.asset}`, el('span', { class: 'chain' }, ` ${b.chain_id ?? b.chain}`)),
-      el('td', { class: 'amount' }, b.amount ?? '-'),
-      el('td', {}, b.stale ? el('span', { class: 'badge stale-badge' }, b.error ? `stale: ${b.error.code}` : 'stale') : '')));
+      el('td', {}, `${b.symbol ?? b.asset}`, el('div', { class: 'chain' }, `chain ${b.chain_id ?? b.chain}`)),
+      el('td', { class: 'amount' }, b.amount ?? '-',
+        b.stale ? el('div', { class: 'stale-badge' }, b.error ? `stale: ${b.error.code}` : 'stale') : '')));
   }
 }
 
