@@ -370,3 +370,27 @@ test('the runtime runs the sweep as the balance_snapshot sidecar when enabled', 
     await runtime.stop();
   }
 });
+
+test('a token whose decimals differ from the configuration, and an RPC serving another chain, are refused by class', async () => {
+  const watcher = getAddress('0x00000000000000000000000000000000000d0003');
+  const file = parseConfigFile(`
+evm:
+  chains:
+    - { chain_id: ${CHAIN_A}, rpc_url: "${anvilA.url}" }
+    - { chain_id: 41009, rpc_url: "${anvilA.url}" }
+  tokens:
+    - { chain_id: ${CHAIN_A}, symbol: TUSD8, address: "${token}", decimals: 8 }
+  watch:
+    - { chain_id: ${CHAIN_A}, address: "${watcher}" }
+    - { chain_id: 41009, address: "${watcher}" }
+`);
+  assert.ok(file.ok, file.ok ? '' : file.reason);
+  const mismatched = createBalanceSnapshotDeps({ pool: db.pool, config: { ...config, file: file.file }, log: testLog, env: {} });
+  const run = await runBalanceSnapshotSweep(mismatched, { batchSize: 50, maxRunMs: 0 });
+  assert.deepEqual({ snapshots: run.snapshots, errors: run.errors }, { snapshots: 1, errors: 2 });
+  const w = watcher.toLowerCase();
+  assert.equal((await watchRow(A, w, 'native')).error_code, null);
+  assert.equal((await watchRow(A, w, token.toLowerCase())).error_code, 'TOKEN_DECIMALS_MISMATCH');
+  assert.equal((await watchRow(A, w, token.toLowerCase())).amount, null, 'no amount at the wrong scale');
+  assert.equal((await watchRow(evmChainKey(41009), w, 'native')).error_code, 'CHAIN_MISMATCH');
+});
