@@ -144,6 +144,11 @@ test('the legacy single chain joins once its RPC tells its chain id', async () =
   const legacyConfig = { ...loadConfig({ FERRY_DATA_DIR: '.ferry/test-balances', FERRY_EVM_RPC_URL: anvilA.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY }) };
   const legacyDeps = createBalanceSnapshotDeps({ pool: db.pool, config: legacyConfig, log: testLog, env: {} });
   assert.deepEqual((await legacyDeps.targets()).map((t) => [t.chain, t.wallet, t.asset, t.label]), [[A, hot, 'native', 'evm_local']]);
+  // An RPC that does not answer: nothing to watch yet, and it is asked again on the next run.
+  const downConfig = loadConfig({ FERRY_DATA_DIR: '.ferry/test-balances', FERRY_EVM_RPC_URL: deadUrl, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY });
+  const downDeps = createBalanceSnapshotDeps({ pool: db.pool, config: downConfig, log: testLog, env: {} });
+  assert.deepEqual(await downDeps.targets(), []);
+  assert.ok(logLines.some((l) => l.includes('FERRY_EVM_RPC_URL chain did not tell its chain id') && l.includes('RPC_UNREACHABLE')));
 });
 
 test('one run records snapshots for both chains and the sim lane; the unreachable chain and a failing fetcher are recorded as errors', async () => {

@@ -178,16 +178,11 @@ export function createBalanceSnapshotDeps(opts: {
           log.warn({ worker: 'balance_snapshot', code }, 'balance snapshots: the FERRY_EVM_RPC_URL chain did not tell its chain id; its balances wait');
         }
       }
+      // Built once (and again when the legacy chain joins): deriving addresses from keys is not free.
       if (!plan) {
         plan = buildWatchPlan({ file: config.file, legacy, env });
         clients.update(plan.chains);
         for (const s of plan.skipped) log.warn({ worker: 'balance_snapshot', signer: s.signer, reason: s.reason }, 'balance snapshots: signer not watched');
-        // Until the legacy chain answers, the plan is rebuilt on the next run.
-        if (legacyUrl && !legacy) {
-          const built = plan;
-          plan = null;
-          return built.targets;
-        }
       }
       return plan.targets;
     },
