@@ -164,7 +164,9 @@ export function createBalanceSnapshotDeps(opts: {
     pool,
     log,
     fetchers: createBalanceFetchers(clients),
-    intervalSeconds: config.balanceSnapshotIntervalSeconds,
+    // Due a little before a full interval has passed: the loop, woken early by its jitter, still
+    // finds them due, so each balance is fetched once per interval rather than every other one.
+    intervalSeconds: config.balanceSnapshotIntervalSeconds * 0.8,
     retentionSeconds: config.balanceSnapshotRetentionSeconds,
     async targets() {
       if (legacyUrl && !legacy) {
