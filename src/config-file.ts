@@ -79,6 +79,8 @@ const SignerSchema = z
     chains: z.array(z.number().int().positive()).min(1),
     /** Executor keys this signer serves; unset: every EVM executor. */
     executors: z.array(z.string().min(1)).optional(),
+    /** The address the signer signs as, when known without asking it (aws_kms); its balances are watched. */
+    address: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address').optional(),
   })
   .strict()
   .superRefine((s, ctx) => {
@@ -96,6 +98,28 @@ const TokenSchema = z
   })
   .strict();
 
+/** An address whose balances (native coin and every evm.tokens entry of its chain) are snapshotted. */
+const WatchSchema = z
+  .object({
+    chain_id: z.number().int().positive(),
+    address: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address'),
+    label: z.string().min(1).max(64).optional(),
+  })
+  .strict();
+
+/** Scripted balances the simulation lane reports to the balance snapshots (amount in asset units). */
+const SimBalanceSchema = z
+  .object({
+    wallet: z.string().min(1).max(128),
+    asset: z.string().min(1).max(32),
+    amount: z.string().regex(/^[0-9]+(\.[0-9]+)?$/, 'a decimal string such as "100.25"'),
+    decimals: z.number().int().min(0).max(36).default(6),
+    /** Report a failure instead of the amount (to exercise staleness). */
+    fail: z.boolean().default(false),
+  })
+  .strict()
+  .refine((b) => (b.amount.split('.')[1] ?? '').length <= b.decimals, { path: ['amount'], message: 'more fractional digits than decimals' });
+
 export const ConfigFileSchema = z
   .object({
     evm: z
@@ -103,6 +127,7 @@ export const ConfigFileSchema = z
         chains: z.array(ChainSchema).default([]),
         signers: z.array(SignerSchema).default([]),
         tokens: z.array(TokenSchema).default([]),
+        watch: z.array(WatchSchema).default([]),
       })
       .strict()
       .superRefine((evm, ctx) => {
@@ -126,8 +151,15 @@ export const ConfigFileSchema = z
           if (tokens.has(k)) ctx.addIssue({ code: 'custom', path: ['tokens', i, 'symbol'], message: `token ${t.symbol} is listed twice on chain ${t.chain_id}` });
           tokens.add(k);
         });
+        evm.watch.forEach((w, i) => {
+          if (!ids.has(w.chain_id)) ctx.addIssue({ code: 'custom', path: ['watch', i, 'chain_id'], message: `chain ${w.chain_id} is not in evm.chains` });
+        });
       })
-      .default({ chains: [], signers: [], tokens: [] }),
+      .default({ chains: [], signers: [], tokens: [], watch: [] }),
+    sim: z
+      .object({ balances: z.array(SimBalanceSchema).default([]) })
+      .strict()
+      .default({ balances: [] }),
   })
   .strict();
 
@@ -135,6 +167,8 @@ export type ConfigFile = z.output<typeof ConfigFileSchema>;
 export type EvmChainConfig = ConfigFile['evm']['chains'][number];
 export type EvmSignerConfig = ConfigFile['evm']['signers'][number];
 export type EvmTokenConfig = ConfigFile['evm']['tokens'][number];
+export type EvmWatchConfig = ConfigFile['evm']['watch'][number];
+export type SimBalanceConfig = ConfigFile['sim']['balances'][number];
 
 /** The empty file: what Ferry runs with when FERRY_CONFIG_FILE is unset. */
 export const EMPTY_CONFIG_FILE: ConfigFile = ConfigFileSchema.parse({});

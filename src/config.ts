@@ -97,6 +97,13 @@ const fields = {
   // Movements placed on the pg-boss queue ferry-movement-requests by other systems (src/actors/movement-queue.ts).
   FERRY_MOVEMENT_QUEUE_ENABLED: ['movementQueueEnabled', bool.default(true)],
   FERRY_MOVEMENT_QUEUE_CONCURRENCY: ['movementQueueConcurrency', count(2)],
+  // Balance snapshots (src/balances/): the optional sidecar that records wallet balances per chain.
+  FERRY_BALANCE_SNAPSHOT_ENABLED: ['balanceSnapshotEnabled', bool.default(false)],
+  FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS: ['balanceSnapshotIntervalSeconds', seconds(30)],
+  FERRY_BALANCE_SNAPSHOT_BATCH_SIZE: ['balanceSnapshotBatchSize', count(50)],
+  FERRY_BALANCE_SNAPSHOT_MAX_RUN_MS: ['balanceSnapshotMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  FERRY_BALANCE_SNAPSHOT_RETENTION_SECONDS: ['balanceSnapshotRetentionSeconds', seconds(7 * 24 * 3600)],
+  FERRY_BALANCE_STALE_THRESHOLD_SECONDS: ['balanceStaleThresholdSeconds', seconds(120)],
   FERRY_APPROVAL_TTL_SECONDS: ['approvalTtlSeconds', count(300)],
   FERRY_APPROVAL_QUORUM: ['approvalQuorum', count(1)],
   FERRY_MAX_BODY_BYTES: ['maxBodyBytes', count(256 * 1024)],

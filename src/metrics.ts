@@ -98,3 +98,23 @@ export const reconciliationTotal = new client.Counter({
   labelNames: ['result'] as const,
   registers: [registry],
 });
+
+export const balanceSnapshotsTotal = new client.Counter({
+  name: 'ferry_balance_snapshots_total',
+  help: 'Balance snapshots recorded, by chain.',
+  labelNames: ['chain'] as const,
+  registers: [registry],
+});
+
+export const balanceFetchErrorsTotal = new client.Counter({
+  name: 'ferry_balance_fetch_errors_total',
+  help: 'Balance fetches that failed, by chain and error class.',
+  labelNames: ['chain', 'code'] as const,
+  registers: [registry],
+});
+
+export const balanceSweepBudgetExhaustedTotal = new client.Counter({
+  name: 'ferry_balance_sweep_budget_exhausted_total',
+  help: 'Balance snapshot runs that stopped at their time budget (the next run continues).',
+  registers: [registry],
+});

@@ -41,6 +41,7 @@ const expectedOperations = [
   'post /v3/callbacks/{id}/redrive',
   'get /v3/audit-events',
   'get /v3/workers',
+  'get /v3/balances',
 ];
 
 async function fetchDoc(): Promise<any> {

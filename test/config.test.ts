@@ -66,7 +66,8 @@ test('the configuration file adds chains, signers and tokens', () => {
   assert.equal(c.file.evm.chains[1]!.finality, 'finalized');
   assert.deepEqual(c.file.evm.signers[0]!.chains, [31337, 31338]);
   assert.equal(c.file.evm.tokens[0]!.decimals, 6);
-  assert.deepEqual(loadConfig({}).file.evm, { chains: [], signers: [], tokens: [] });
+  assert.deepEqual(loadConfig({}).file.evm, { chains: [], signers: [], tokens: [], watch: [] });
+  assert.deepEqual(loadConfig({}).file.sim, { balances: [] });
 });
 
 test('a bad entry in the configuration file names the entry, never the value', () => {
@@ -77,6 +78,7 @@ test('a bad entry in the configuration file names the entry, never the value', (
     [`evm:\n  signers:\n    - { key: s, kind: aws_kms, chains: [] }`, /evm\.signers\[0\]\.chains/],
     [`evm:\n  chains:\n    - { chain_id: 1, rpc_url: "${secretUrl}", colour: blue }`, /evm\.chains\[0\]/],
     [`evm: [1, 2`, /not valid YAML/],
+    [`evm:\n  chains:\n    - { chain_id: 1, rpc_url: "${secretUrl}" }\n  watch:\n    - { chain_id: 5, address: "0x000000000000000000000000000000000000dEaD" }`, /evm\.watch\[0\]\.chain_id: chain 5 is not in evm\.chains/],
   ];
   const dir = mkdtempSync(join(tmpdir(), 'ferry-config-'));
   for (const [i, [text, expected]] of cases.entries()) {

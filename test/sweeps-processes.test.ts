@@ -30,6 +30,7 @@ const INTERVALS: Record<string, number> = {
   reconciliation: 2,
   callback_stranded_sweep: 2,
   executor_health: 2,
+  balance_snapshot: 2,
 };
 
 const ENV = {
@@ -39,6 +40,8 @@ const ENV = {
   FERRY_RECONCILIATION_INTERVAL_SECONDS: String(INTERVALS.reconciliation),
   FERRY_CALLBACK_STRANDED_SWEEP_INTERVAL_SECONDS: String(INTERVALS.callback_stranded_sweep),
   FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: String(INTERVALS.executor_health),
+  FERRY_BALANCE_SNAPSHOT_ENABLED: 'true',
+  FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS: String(INTERVALS.balance_snapshot),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

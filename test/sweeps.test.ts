@@ -33,6 +33,9 @@ const env = (extra: Record<string, string> = {}) =>
     FERRY_RECONCILIATION_INTERVAL_SECONDS: '2',
     FERRY_CALLBACK_STRANDED_SWEEP_INTERVAL_SECONDS: '2',
     FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: '120',
+    // Off by default; on here so every sweep of the registry is exercised (no wallets: it records nothing).
+    FERRY_BALANCE_SNAPSHOT_ENABLED: 'true',
+    FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS: '2',
     ...extra,
   });
 

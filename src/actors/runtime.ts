@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { PgBoss } from 'pg-boss';
+import { createBalanceSnapshotDeps } from '../balances/sweep.ts';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
@@ -147,7 +148,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         wakers.dispatcher,
       ),
     );
-    sweeps = await startSweeps({ boss, deps: { ...deps, callbackQueue: queue }, processId });
+    const balances = config.balanceSnapshotEnabled ? createBalanceSnapshotDeps({ pool, config, log }) : undefined;
+    sweeps = await startSweeps({ boss, deps: { ...deps, callbackQueue: queue, balances }, processId });
     if (config.movementQueueEnabled) {
       const bindings = { hasExecutor: (key: string) => executors.has(key), hasSigner: (key: string) => signers.has(key) };
       movementQueue = await startMovementQueue({

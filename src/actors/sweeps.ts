@@ -7,6 +7,7 @@ import { sweepBudgetExhaustedTotal, workerItemsTotal, workerRunSeconds, workerRu
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
 import { activeRuns, lastFinishedRuns, nextQueuedRuns, type SweepJobRow } from '../persistence/sweep-jobs.ts';
+import { runBalanceSnapshotSweep, type BalanceSweepDeps } from '../balances/sweep.ts';
 import { promoteAuditRun } from './audit-promoter.ts';
 import { ensureQueue, PGBOSS_SCHEMA, type QueueDefinition } from './boss.ts';
 import { requeueStrandedCallbacks } from './callback-delivery.ts';
@@ -65,6 +66,8 @@ export interface SweepOutcome {
 
 export interface SweepDeps extends Pick<RuntimeDeps, 'pool' | 'config' | 'executors' | 'signers' | 'transitions' | 'log'> {
   callbackQueue: CallbackQueue;
+  /** The balance fetchers with their per-process caches (clients, decimals, watch list); when enabled. */
+  balances?: BalanceSweepDeps;
 }
 
 export interface SweepDefinition {
@@ -170,6 +173,34 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
     async run(deps) {
       const r = await reconcileBatch(deps);
       return { items: r.checked, budget_exhausted: r.budgetExhausted, checked: r.checked, drifted: r.drifted };
+    },
+  },
+  {
+    name: 'balance_snapshot',
+    summary: 'fetches the balances of watched wallets per chain and asset; deletes snapshots past retention',
+    variables: {
+      enabled: 'FERRY_BALANCE_SNAPSHOT_ENABLED',
+      interval: 'FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS',
+      batchSize: 'FERRY_BALANCE_SNAPSHOT_BATCH_SIZE',
+      budget: 'FERRY_BALANCE_SNAPSHOT_MAX_RUN_MS',
+    },
+    settings: (c) => ({
+      enabled: c.balanceSnapshotEnabled,
+      intervalSeconds: c.balanceSnapshotIntervalSeconds,
+      batchSize: c.balanceSnapshotBatchSize,
+      maxRunMs: c.balanceSnapshotMaxRunMs,
+    }),
+    async run(deps, s) {
+      if (!deps.balances) return { items: 0, budget_exhausted: false, skipped: 'balance fetchers not configured in this process' };
+      const r = await runBalanceSnapshotSweep(deps.balances, { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs });
+      return {
+        items: r.snapshots + r.errors,
+        budget_exhausted: r.budgetExhausted,
+        snapshots: r.snapshots,
+        errors: r.errors,
+        released: r.released,
+        deleted_snapshots: r.deleted.snapshots,
+      };
     },
   },
 ];

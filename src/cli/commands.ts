@@ -1,4 +1,5 @@
 import { auditCommands } from './audit.ts';
+import { balanceCommands } from './balances.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { queueCommands } from './queue.ts';
@@ -12,4 +13,13 @@ import { tokenCommands } from './tokens.ts';
  * (e.g. `templates apply`, `movements create|approve|list|show|watch`), export them from a module
  * in this folder and spread the list here. Help output follows this order.
  */
-export const commands: CliCommand[] = [...systemCommands, ...tokenCommands, ...auditCommands, ...templateCommands, ...movementCommands, ...queueCommands, ...sweepCommands];
+export const commands: CliCommand[] = [
+  ...systemCommands,
+  ...tokenCommands,
+  ...auditCommands,
+  ...templateCommands,
+  ...movementCommands,
+  ...queueCommands,
+  ...sweepCommands,
+  ...balanceCommands,
+];

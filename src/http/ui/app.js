@@ -121,6 +121,7 @@ function setStreamStatus(status) {
 function signOut(message) {
   stopFollowing();
   clearInterval(ui.listTimer);
+  stopBalances();
   ui.token = null;
   sessionStorage.removeItem(TOKEN_KEY);
   $('app').hidden = true;
@@ -142,6 +143,7 @@ async function start() {
     throw err;
   }
   await refreshList();
+  startBalances();
   clearInterval(ui.listTimer);
   ui.listTimer = setInterval(() => {
     if (!document.hidden) void refreshList().catch(() => {});
@@ -170,6 +172,49 @@ async function refreshList() {
       el('div', { class: 'nodes' }, `${done}/${m.nodes_total} steps done - ${new Date(m.created_at).toLocaleString()}`));
     li.addEventListener('click', () => { location.hash = `#/movements/${m.id}`; });
     list.append(li);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Balances panel: the latest watched balances (GET /v3/balances), refreshed with the list. Shown
+// only when Ferry watches any; a stale balance is marked, with the class of its last fetch error.
+
+const BALANCES_REFRESH_MS = 10000;
+const balances = { timer: null };
+
+function startBalances() {
+  stopBalances();
+  void refreshBalances().catch(() => {});
+  balances.timer = setInterval(() => {
+    if (!document.hidden) void refreshBalances().catch(() => {});
+  }, BALANCES_REFRESH_MS);
+}
+
+function stopBalances() {
+  clearInterval(balances.timer);
+  balances.timer = null;
+}
+
+function shortWallet(w) {
+  return /^0x[0-9a-f]{40}$/.test(w) ? `${w.slice(0, 6)}...${w.slice(-4)}` : w;
+}
+
+async function refreshBalances() {
+  const { balances: rows, next_cursor } = await api('/v3/balances?limit=200');
+  const panel = $('balances-panel');
+  panel.hidden = rows.length === 0;
+  const body = $('balances').querySelector('tbody');
+  body.replaceChildren();
+  const stale = rows.filter((b) => b.stale).length;
+  $('balances-note').textContent = `- ${rows.length}${next_cursor ? '+' : ''}${stale ? `, ${stale} stale` : ''}`;
+  for (const b of rows) {
+    const when = b.as_of ? `as of ${new Date(b.as_of).toLocaleString()}` : 'never fetched';
+    const why = b.error ? ` - last fetch failed: ${b.error.code}` : '';
+    body.append(el('tr', { class: b.stale ? 'stale' : '', title: `${b.chain} ${b.wallet}\n${when}${why}` },
+      el('td', { class: 'wallet' }, b.label ?? shortWallet(b.wallet)),
+      el('td', {}, `${b.symbol ?? b.asset}`, el('div', { class: 'chain' }, `chain ${b.chain_id ?? b.chain}`)),
+      el('td', { class: 'amount' }, b.amount ?? '-',
+        b.stale ? el('div', { class: 'stale-badge' }, b.error ? `stale: ${b.error.code}` : 'stale') : '')));
   }
 }
 

@@ -1,5 +1,6 @@
 import { authenticate } from '../auth.ts';
 import { auditRoutes } from './audit.ts';
+import { balanceRoutes } from './balances.ts';
 import { callbackRoutes } from './callbacks.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
@@ -26,5 +27,6 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', callbackRoutes(ctx));
   app.route('/', auditRoutes(ctx));
   app.route('/', workerRoutes(ctx));
+  app.route('/', balanceRoutes(ctx));
   return app;
 }

@@ -452,3 +452,44 @@ export const unprocessable = (description: string) => ({ 422: errorResponse(desc
 export const forbidden = (description: string) => ({ 403: errorResponse(description) }) as const;
 
 export const bearerSecurity = [{ bearerAuth: [] as string[] }];
+
+// ---------------------------------------------------------------------------------------------
+// Balances (GET /v3/balances)
+
+export const BalanceListQuery = z.object({
+  chain: z
+    .string()
+    .regex(/^([1-9][0-9]{0,15}|eip155:[1-9][0-9]{0,15}|[a-z0-9][a-z0-9_.:-]{0,63})$/, 'a chain id (31337), eip155:<chain id>, or sim')
+    .optional()
+    .openapi({ description: 'A chain id, `eip155:<chain id>`, or `sim`', example: '31337' }),
+  address: z.string().min(1).max(128).optional().openapi({ description: 'The wallet: an EVM address (any case) or a sim wallet name' }),
+  asset: z.string().min(1).max(64).optional().openapi({ description: '`native`, a token address, or a token symbol (any case)' }),
+  limit: limit(500, 100),
+  cursor,
+});
+
+export const BalanceSchema = z
+  .object({
+    chain: z.string().openapi({ example: 'eip155:31337' }),
+    chain_id: z.number().int().nullable(),
+    lane: z.string(),
+    wallet: z.string(),
+    label: z.string().nullable().openapi({ description: 'The signer key or watch label the wallet is known by' }),
+    asset: z.string().openapi({ description: '`native`, a lowercase token address, or a sim asset' }),
+    symbol: z.string().nullable(),
+    amount: z.string().nullable().openapi({ description: 'In asset units, exact (a decimal string); null until fetched once', example: '100.25' }),
+    amount_base_units: z.string().nullable().openapi({ example: '100250000' }),
+    decimals: z.number().int().nullable(),
+    as_of: nullableTime.openapi({ description: 'When the amount was fetched' }),
+    stale: z.boolean().openapi({ description: 'Never fetched, or fetched longer ago than FERRY_BALANCE_STALE_THRESHOLD_SECONDS' }),
+    last_attempt_at: nullableTime,
+    error: z
+      .object({ code: z.string(), at: isoTime, consecutive: z.number().int() })
+      .nullable()
+      .openapi({ description: 'The last fetch failed: its class of error (never its text)' }),
+  })
+  .openapi('Balance');
+
+export const BalancePageSchema = z
+  .object({ balances: z.array(BalanceSchema), next_cursor: z.string().nullable() })
+  .openapi('BalancePage');

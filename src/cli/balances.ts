@@ -1,0 +1,65 @@
+/**
+ * `ferry balances`: the latest watched balances from a running Ferry's API (GET /v3/balances), as
+ * a table; a stale balance says so, with the class of the last fetch error.
+ */
+import { UsageError, type CliCommand } from './command.ts';
+import { table } from './format.ts';
+import { API_USAGE, apiOptions, apiTarget, callApi } from './movements.ts';
+
+interface BalanceView {
+  chain: string;
+  wallet: string;
+  label: string | null;
+  asset: string;
+  symbol: string | null;
+  amount: string | null;
+  as_of: string | null;
+  stale: boolean;
+  error: { code: string; at: string } | null;
+}
+
+/** Pages followed at most; a listing longer than this says how to narrow it. */
+const MAX_PAGES = 20;
+
+function status(b: BalanceView): string {
+  if (!b.stale) return b.error ? `ok (last fetch ${b.error.code})` : 'ok';
+  return b.error ? `STALE (${b.error.code})` : 'STALE';
+}
+
+const balances: CliCommand = {
+  path: ['balances'],
+  summary: 'list the latest balance of every watched wallet, asset and chain',
+  usage: `[--chain CHAIN] [--address ADDRESS] [--asset ASSET] ${API_USAGE}`,
+  options: { ...apiOptions, chain: { type: 'string' }, address: { type: 'string' }, asset: { type: 'string' } },
+  async run(ctx) {
+    const filters: Record<string, string> = {};
+    for (const name of ['chain', 'address', 'asset']) {
+      const value = ctx.option(name);
+      if (value === '') throw new UsageError(`--${name} needs a value`);
+      if (value !== undefined) filters[name] = value;
+    }
+    const target = apiTarget(ctx);
+    const rows: BalanceView[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const query = new URLSearchParams({ ...filters, limit: '500', ...(cursor ? { cursor } : {}) });
+      const page: { balances: BalanceView[]; next_cursor: string | null } = await callApi(target, 'GET', `/v3/balances?${query}`);
+      rows.push(...page.balances);
+      cursor = page.next_cursor;
+    } while (cursor && ++pages < MAX_PAGES);
+    if (ctx.flag('json')) return ctx.out(JSON.stringify(rows));
+    if (rows.length === 0) {
+      return ctx.out(Object.keys(filters).length ? 'No balance matches.' : 'No balances yet (is FERRY_BALANCE_SNAPSHOT_ENABLED on, with wallets to watch?).');
+    }
+    ctx.out(
+      table(
+        ['CHAIN', 'WALLET', 'LABEL', 'ASSET', 'AMOUNT', 'AS OF', 'STATUS'],
+        rows.map((b) => [b.chain, b.wallet, b.label ?? '-', b.symbol ?? b.asset, b.amount ?? '-', b.as_of ?? 'never', status(b)]),
+      ),
+    );
+    if (cursor) ctx.out(`(more balances than shown: narrow with --chain, --address or --asset)`);
+  },
+};
+
+export const balanceCommands: CliCommand[] = [balances];

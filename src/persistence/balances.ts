@@ -1,0 +1,265 @@
+import { ValidationError } from '../errors.ts';
+import type { Queryable } from './db.ts';
+
+/**
+ * Balance snapshots (migration 0070): `balance_watch`, one row per watched (chain, wallet, asset)
+ * holding the sweep's schedule and the latest result, and `balance_snapshots`, the append-only
+ * history of successful fetches.
+ *
+ * Concurrency: several processes may run the sweep. A run claims due rows by setting a lease
+ * (`leased_until`) in one short statement (`FOR UPDATE SKIP LOCKED`, so two runs never claim the
+ * same row), then fetches with no transaction open, then records each result in its own short
+ * transaction. A process that dies mid-run leaves leases that expire on their own.
+ */
+
+export interface WatchKey {
+  chain: string;
+  wallet: string;
+  asset: string;
+}
+
+export interface WatchEntry extends WatchKey {
+  lane: string;
+  fetcher: string;
+  symbol: string | null;
+  label: string | null;
+}
+
+export interface WatchRow extends WatchEntry {
+  amount: string | null;
+  decimals: number | null;
+  as_of: Date | null;
+  last_attempt_at: Date | null;
+  error_code: string | null;
+  error_at: Date | null;
+  consecutive_errors: number;
+}
+
+const keyArrays = (keys: readonly WatchKey[]) => [keys.map((k) => k.chain), keys.map((k) => k.wallet), keys.map((k) => k.asset)];
+
+/**
+ * Makes sure every configured entry has its row (new ones are due at once) and that labels and
+ * symbols follow the configuration. Rows are rewritten only when something changed.
+ */
+export async function syncWatchEntries(db: Queryable, entries: readonly WatchEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  await db.query(
+    `INSERT INTO balance_watch (chain, wallet, asset, lane, fetcher, symbol, label)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+     ON CONFLICT (chain, wallet, asset) DO UPDATE
+        SET lane = EXCLUDED.lane, fetcher = EXCLUDED.fetcher, symbol = EXCLUDED.symbol, label = EXCLUDED.label
+      WHERE (balance_watch.lane, balance_watch.fetcher, balance_watch.symbol, balance_watch.label)
+            IS DISTINCT FROM (EXCLUDED.lane, EXCLUDED.fetcher, EXCLUDED.symbol, EXCLUDED.label)`,
+    [
+      ...keyArrays(entries),
+      entries.map((e) => e.lane),
+      entries.map((e) => e.fetcher),
+      entries.map((e) => e.symbol),
+      entries.map((e) => e.label),
+    ],
+  );
+}
+
+/**
+ * Claims up to `limit` of the given entries that are due (never attempted, or last attempted at
+ * least `intervalSeconds` ago) and not leased by another run: never attempted first, then the
+ * longest waiting. The lease lasts `leaseMs`. Returns the claimed rows in that order.
+ */
+export async function claimDueWatchEntries(
+  db: Queryable,
+  keys: readonly WatchKey[],
+  opts: { limit: number; intervalSeconds: number; leaseMs: number },
+): Promise<WatchRow[]> {
+  if (keys.length === 0) return [];
+  const { rows } = await db.query<WatchRow & { prior_attempt_at: Date | null }>(
+    `WITH due AS (
+       SELECT w.chain, w.wallet, w.asset
+         FROM balance_watch w
+         JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(chain, wallet, asset)
+           ON (w.chain, w.wallet, w.asset) = (k.chain, k.wallet, k.asset)
+        WHERE (w.last_attempt_at IS NULL OR w.last_attempt_at <= now() - make_interval(secs => $4))
+          AND (w.leased_until IS NULL OR w.leased_until < now())
+        ORDER BY w.last_attempt_at ASC NULLS FIRST, w.chain, w.wallet, w.asset
+        LIMIT $5
+          FOR UPDATE OF w SKIP LOCKED)
+     UPDATE balance_watch t SET leased_until = now() + make_interval(secs => $6)
+       FROM due
+      WHERE (t.chain, t.wallet, t.asset) = (due.chain, due.wallet, due.asset)
+     RETURNING t.*`,
+    [...keyArrays(keys), opts.intervalSeconds, opts.limit, opts.leaseMs / 1000],
+  );
+  return rows
+    .map(watchRow)
+    .sort((a, b) => (a.last_attempt_at?.getTime() ?? -Infinity) - (b.last_attempt_at?.getTime() ?? -Infinity) || keyOrder(a, b));
+}
+
+function keyOrder(a: WatchKey, b: WatchKey): number {
+  return a.chain.localeCompare(b.chain) || a.wallet.localeCompare(b.wallet) || a.asset.localeCompare(b.asset);
+}
+
+/** A successful fetch: one history row and the latest values, in one transaction (the caller's). */
+export async function recordSnapshot(db: Queryable, key: WatchKey, amount: bigint, decimals: number): Promise<void> {
+  await db.query(
+    `WITH snap AS (
+       INSERT INTO balance_snapshots (chain, wallet, asset, amount, decimals)
+       VALUES ($1, $2, $3, $4, $5)
+       RETURNING taken_at)
+     UPDATE balance_watch
+        SET amount = $4, decimals = $5, as_of = (SELECT taken_at FROM snap), last_attempt_at = now(),
+            leased_until = NULL, error_code = NULL, error_at = NULL, consecutive_errors = 0
+      WHERE (chain, wallet, asset) = ($1, $2, $3)`,
+    [key.chain, key.wallet, key.asset, amount.toString(), decimals],
+  );
+}
+
+/** A failed fetch: the latest amount stays (and grows stale); the error's class is recorded. */
+export async function recordFetchError(db: Queryable, key: WatchKey, errorCode: string): Promise<void> {
+  await db.query(
+    `UPDATE balance_watch
+        SET last_attempt_at = now(), leased_until = NULL, error_code = $4, error_at = now(),
+            consecutive_errors = consecutive_errors + 1
+      WHERE (chain, wallet, asset) = ($1, $2, $3)`,
+    [key.chain, key.wallet, key.asset, errorCode],
+  );
+}
+
+/** Gives back claimed entries a run did not get to (its budget ran out): due again at once. */
+export async function releaseWatchEntries(db: Queryable, keys: readonly WatchKey[]): Promise<void> {
+  if (keys.length === 0) return;
+  await db.query(
+    `UPDATE balance_watch w SET leased_until = NULL
+       FROM unnest($1::text[], $2::text[], $3::text[]) AS k(chain, wallet, asset)
+      WHERE (w.chain, w.wallet, w.asset) = (k.chain, k.wallet, k.asset)`,
+    keyArrays(keys),
+  );
+}
+
+/**
+ * Retention: deletes history rows taken more than `retentionSeconds` ago, and watch rows nobody has
+ * attempted for that long (an entry removed from the configuration). At most `limit` history rows
+ * per call, so one run stays short; the next run deletes the rest.
+ */
+export async function deleteExpiredBalances(
+  db: Queryable,
+  retentionSeconds: number,
+  limit = 10_000,
+): Promise<{ snapshots: number; entries: number }> {
+  const snaps = await db.query(
+    `DELETE FROM balance_snapshots WHERE id IN (
+       SELECT id FROM balance_snapshots WHERE taken_at < now() - make_interval(secs => $1) ORDER BY taken_at LIMIT $2)`,
+    [retentionSeconds, limit],
+  );
+  const entries = await db.query(
+    `DELETE FROM balance_watch
+      WHERE coalesce(last_attempt_at, created_at) < now() - make_interval(secs => $1)
+        AND (leased_until IS NULL OR leased_until < now())`,
+    [retentionSeconds],
+  );
+  return { snapshots: snaps.rowCount ?? 0, entries: entries.rowCount ?? 0 };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+export interface BalanceListQuery {
+  chain?: string;
+  wallet?: string;
+  /** 'native', a token address, or a symbol (case-insensitive). */
+  asset?: string;
+  staleThresholdSeconds: number;
+  limit: number;
+  cursor?: string | null;
+}
+
+export interface BalanceListRow extends WatchRow {
+  stale: boolean;
+}
+
+export interface BalancePage {
+  balances: BalanceListRow[];
+  next_cursor: string | null;
+}
+
+export const MAX_BALANCE_PAGE = 500;
+
+function encodeBalanceCursor(k: WatchKey): string {
+  return Buffer.from(JSON.stringify([k.chain, k.wallet, k.asset])).toString('base64url');
+}
+
+function decodeBalanceCursor(cursor: string): WatchKey {
+  const invalid = () => new ValidationError('cursor is not one this API returned', { field: 'cursor' });
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw invalid();
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 3 || !parsed.every((p) => typeof p === 'string' && p.length > 0 && p.length <= 200)) {
+    throw invalid();
+  }
+  return { chain: parsed[0], wallet: parsed[1], asset: parsed[2] };
+}
+
+/**
+ * The latest balance per (chain, wallet, asset), ordered by that key, with `stale` judged now by the
+ * database clock (the same clock that stamped as_of): never fetched, or last fetched longer ago than
+ * the threshold.
+ */
+export async function listBalances(db: Queryable, q: BalanceListQuery): Promise<BalancePage> {
+  const after = q.cursor ? decodeBalanceCursor(q.cursor) : null;
+  const { rows } = await db.query<WatchRow & { stale: boolean }>(
+    `SELECT chain, wallet, asset, lane, fetcher, symbol, label, amount, decimals, as_of, last_attempt_at,
+            error_code, error_at, consecutive_errors,
+            (as_of IS NULL OR as_of < now() - make_interval(secs => $1)) AS stale
+       FROM balance_watch
+      WHERE ($2::text IS NULL OR chain = $2)
+        AND ($3::text IS NULL OR wallet = $3)
+        AND ($4::text IS NULL OR asset = lower($4) OR upper(symbol) = upper($4))
+        AND ($5::text IS NULL OR (chain, wallet, asset) > ($5, $6, $7))
+      ORDER BY chain, wallet, asset
+      LIMIT $8`,
+    [
+      q.staleThresholdSeconds,
+      q.chain ?? null,
+      q.wallet ?? null,
+      q.asset ?? null,
+      after?.chain ?? null,
+      after?.wallet ?? null,
+      after?.asset ?? null,
+      q.limit + 1,
+    ],
+  );
+  const page = rows.slice(0, q.limit).map((r) => ({ ...watchRow(r), stale: r.stale }));
+  const last = page[page.length - 1];
+  return { balances: page, next_cursor: rows.length > q.limit && last ? encodeBalanceCursor(last) : null };
+}
+
+/** The history of one balance, newest first (for tests and operators' queries). */
+export async function snapshotsOf(db: Queryable, key: WatchKey): Promise<Array<{ id: number; amount: string; decimals: number; taken_at: Date }>> {
+  const { rows } = await db.query(
+    `SELECT id, amount::text AS amount, decimals, taken_at FROM balance_snapshots
+      WHERE (chain, wallet, asset) = ($1, $2, $3) ORDER BY taken_at DESC, id DESC`,
+    [key.chain, key.wallet, key.asset],
+  );
+  return rows.map((r) => ({ ...r, id: Number(r.id) }));
+}
+
+function watchRow(r: WatchRow): WatchRow {
+  return {
+    chain: r.chain,
+    wallet: r.wallet,
+    asset: r.asset,
+    lane: r.lane,
+    fetcher: r.fetcher,
+    symbol: r.symbol,
+    label: r.label,
+    // numeric arrives as text from pg: exact, as it must be for 78-digit amounts.
+    amount: r.amount === null ? null : String(r.amount),
+    decimals: r.decimals,
+    as_of: r.as_of,
+    last_attempt_at: r.last_attempt_at,
+    error_code: r.error_code,
+    error_at: r.error_at,
+    consecutive_errors: Number(r.consecutive_errors),
+  };
+}
