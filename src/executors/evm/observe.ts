@@ -69,7 +69,7 @@ abstract class ObserveOnly<Spec> implements Executor {
       next_state: 'SUBMITTED',
       provider_state: 'watching',
       provider_refs: { chain_id: this.chain.chainId, ...this.refs(spec) },
-      retry_after_seconds: Math.ceil(this.chain.pollSeconds),
+      retry_after_seconds: Math.round(this.chain.pollSeconds),
     });
   }
 
@@ -91,7 +91,7 @@ abstract class ObserveOnly<Spec> implements Executor {
   }
 
   protected waiting(state: string, refs: Record<string, unknown>): ExecutionResult {
-    return result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: Math.ceil(this.chain.pollSeconds) });
+    return result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: Math.round(this.chain.pollSeconds) });
   }
 
   #pinned(ctx: ExecutionContext): Spec | null {

@@ -182,7 +182,7 @@ export class EvmTxLifecycle {
   }
 
   #retry(): number {
-    return Math.ceil(this.pollSeconds);
+    return Math.round(this.pollSeconds);
   }
 }
 
