@@ -251,3 +251,16 @@ test('an RPC URL with an API key on a dead port: not in any log line, health row
   assert.ok(!everything.includes('127.0.0.1:9/v3'), 'nor the URL\'s path');
   assert.ok(!everything.includes(hot.slice(2)), 'nor the key');
 });
+
+test('npm start with a signer whose key variable is unset exits 1 with one line naming the signer and the variable', async (t) => {
+  const db = await scratchDatabase(t);
+  const file = writeConfigFile({
+    chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: one.url }],
+    signers: [{ key: 'ops_hot', kind: 'local_key', private_key_env: 'OPS_HOT_KEY', chains: [ANVIL_CHAIN_ID] }],
+  });
+  const ferry = spawnFerry({ DATABASE_URL: db.url, FERRY_CONFIG_FILE: file });
+  t.after(() => stopChild(ferry, 'SIGKILL'));
+  const { code } = await ferry.exit;
+  assert.equal(code, 1);
+  assert.match(ferry.output(), /ferry: Invalid configuration: FERRY_CONFIG_FILE evm\.signers\[0\] \(ops_hot\): environment variable OPS_HOT_KEY is not set/);
+});
