@@ -1,4 +1,4 @@
-import { TransactionNotFoundError, TransactionReceiptNotFoundError, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
+import { BlockNotFoundError, TransactionNotFoundError, TransactionReceiptNotFoundError, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import { TemporaryMovementError } from '../errors.ts';
 import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput } from '../protocol.ts';
 import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
@@ -201,15 +201,25 @@ export async function receiptOrNull(client: PublicClient, hash: Hex): Promise<Tr
  * height (a reorg in progress) counts as zero confirmations.
  */
 export async function finalityOf(client: PublicClient, receipt: TransactionReceipt, need: Finality): Promise<{ done: boolean; confirmations: number; canonical: boolean }> {
-  const [head, atHeight] = await Promise.all([client.getBlockNumber(), client.getBlock({ blockNumber: receipt.blockNumber }).catch(() => null)]);
+  const [head, atHeight] = await Promise.all([client.getBlockNumber(), blockOrNull(client.getBlock({ blockNumber: receipt.blockNumber }))]);
   const canonical = atHeight !== null && atHeight.hash === receipt.blockHash;
   const confirmations = canonical && head >= receipt.blockNumber ? Number(head - receipt.blockNumber + 1n) : 0;
   let done = canonical && confirmations >= need.confirmations;
   if (done && need.finalized) {
-    const finalized = await client.getBlock({ blockTag: 'finalized' }).catch(() => null);
+    const finalized = await blockOrNull(client.getBlock({ blockTag: 'finalized' }));
     done = finalized !== null && finalized.number !== null && finalized.number >= receipt.blockNumber;
   }
   return { done, confirmations, canonical };
+}
+
+/** A block, or null when the node has none there (a height past a reorged head); other errors propagate. */
+async function blockOrNull<T>(p: Promise<T>): Promise<T | null> {
+  try {
+    return await p;
+  } catch (err) {
+    if (err instanceof BlockNotFoundError) return null;
+    throw err;
+  }
 }
 
 export function receiptProof(hash: Hex, receipt: TransactionReceipt): Record<string, unknown> {
