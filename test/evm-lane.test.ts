@@ -3,10 +3,11 @@ import { after, before, test } from 'node:test';
 import { createPublicClient, http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
-import { defaultRegistries } from '../src/actors/runtime.ts';
+import { configuredRegistries } from '../src/actors/runtime.ts';
+import { log } from '../src/log.ts';
 import { loadConfig } from '../src/config.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
-import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor } from '../src/executors/evm/index.ts';
+import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmChainRouter, EvmNativeTransferExecutor } from '../src/executors/evm/index.ts';
 import { classifyBroadcastError } from '../src/executors/evm/rpc-errors.ts';
 import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
@@ -334,18 +335,23 @@ test('an unreachable RPC defers instead of failing; only named refusals are cert
 
 test('the runtime registers the EVM lane only when both an RPC URL and a signer key are configured', async (t) => {
   const db = await scratchDatabase(t);
-  const only = (env: Record<string, string>) => {
-    const r = defaultRegistries(db.pool, loadConfig(env));
+  const only = async (env: Record<string, string>) => {
+    const r = await configuredRegistries(db.pool, loadConfig(env), { env, log });
     return { executor: r.executors.has(EVM_NATIVE_TRANSFER_KEY), signer: r.signers.has('evm_local') };
   };
-  assert.deepEqual(only({}), { executor: false, signer: false });
-  assert.deepEqual(only({ FERRY_EVM_RPC_URL: anvil.url }), { executor: false, signer: false });
-  assert.deepEqual(only({ FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY }), { executor: false, signer: false });
-  const both = defaultRegistries(db.pool, loadConfig({ FERRY_EVM_RPC_URL: anvil.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY, FERRY_EVM_CONFIRMATIONS: '2' }));
-  const executor = both.executors.get(EVM_NATIVE_TRANSFER_KEY) as EvmNativeTransferExecutor;
-  assert.equal(executor.lane, 'evm');
-  assert.equal(executor.from, ANVIL_DEV_ADDRESS, 'it sends from the signer\'s address');
-  assert.equal((await executor.health()).chain_id, ANVIL_CHAIN_ID);
+  assert.deepEqual(await only({}), { executor: false, signer: false });
+  assert.deepEqual(await only({ FERRY_EVM_RPC_URL: anvil.url }), { executor: false, signer: false });
+  assert.deepEqual(await only({ FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY }), { executor: false, signer: false });
+  const env = { FERRY_EVM_RPC_URL: anvil.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY, FERRY_EVM_CONFIRMATIONS: '2' };
+  const both = await configuredRegistries(db.pool, loadConfig(env), { env, log });
+  const router = both.executors.get(EVM_NATIVE_TRANSFER_KEY) as EvmChainRouter;
+  assert.equal(router.lane, 'evm');
+  const health = await router.health();
+  assert.deepEqual(health.chains, [{ chain_id: ANVIL_CHAIN_ID, ok: true, block_number: (health.chains as Array<{ block_number: number }>)[0].block_number }], 'the chain id was read at start');
+  assert.deepEqual(health.wallets, [{ signer_key: 'evm_local', address: ANVIL_DEV_ADDRESS, chains: [ANVIL_CHAIN_ID] }], 'it sends from the signer\'s address');
+  const target = router.target({ node_config: {}, resolved_bindings: { executor: { executor_key: EVM_NATIVE_TRANSFER_KEY }, signer: { signer_key: 'evm_local' } } });
+  assert.ok(target.ok);
+  assert.equal((target.executor as EvmNativeTransferExecutor).from, ANVIL_DEV_ADDRESS);
   assert.throws(() => loadConfig({ FERRY_EVM_SIGNER_KEY: '0x1234' }), /FERRY_EVM_SIGNER_KEY/);
   assert.throws(() => loadConfig({ FERRY_EVM_CONFIRMATIONS: '0' }), /FERRY_EVM_CONFIRMATIONS/);
 });

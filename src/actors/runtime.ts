@@ -5,7 +5,7 @@ import { createBalanceSnapshotDeps } from '../balances/sweep.ts';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
-import { createEvmLane } from '../executors/evm/index.ts';
+import { registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
@@ -39,6 +39,8 @@ export interface RuntimeOptions {
   log: Logger;
   executors?: ExecutorRegistry;
   signers?: SignerRegistry;
+  /** Where local_key signers read their keys (default: process.env). */
+  env?: NodeJS.ProcessEnv;
   /** Run the worker loops and callback delivery in this process (default: config.workersEnabled). */
   workers?: boolean;
 }
@@ -54,30 +56,44 @@ export interface Runtime {
 }
 
 /**
- * The built-in registries: the simulation lane and the noop signer, and the EVM lane when the
- * config names an RPC URL and a signer key. `providerPool` is the simulated provider's own
- * connection pool: like a real provider it must not draw on the runtime's pool, whose connections
- * the observer and recovery hold (with their row locks) while they call it.
+ * The built-in registries: the simulation lane and the noop signer. `providerPool` is the
+ * simulated provider's own connection pool: like a real provider it must not draw on the
+ * runtime's pool, whose connections the observer and recovery hold (with their row locks) while
+ * they call it.
  */
-export function defaultRegistries(
-  providerPool: Pool,
-  config?: Pick<FerryConfig, 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'>,
-): { executors: ExecutorRegistry; signers: SignerRegistry } {
+export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegistry; signers: SignerRegistry } {
   const executors = new ExecutorRegistry();
   createSimExecutors(providerPool, executors);
   const signers = new SignerRegistry();
   signers.register(new NoopSigner('noop'));
-  // The EVM lane only with both a chain and a (development) key to sign for it.
-  if (config?.evmRpcUrl && config.evmSignerKey) {
-    createEvmLane({ rpcUrl: config.evmRpcUrl, signerPrivateKey: config.evmSignerKey, confirmations: config.evmConfirmations }, { executors, signers });
-  }
   return { executors, signers };
+}
+
+/**
+ * The registries a runtime starts with: the built-in ones, plus the EVM lane (chains, signers and
+ * executors) from the configuration file and the legacy single-chain variables.
+ * @throws ConfigError naming the variable or file entry that cannot be used.
+ */
+export async function configuredRegistries(
+  providerPool: Pool,
+  config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'>,
+  deps: { env?: NodeJS.ProcessEnv; log: Logger },
+): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry }> {
+  const registries = defaultRegistries(providerPool);
+  await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log });
+  return registries;
 }
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { pool, config, log } = opts;
   const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, 4, 'ferry-sim-provider');
-  const defaults = providerPool ? defaultRegistries(providerPool, config) : null;
+  let defaults: Awaited<ReturnType<typeof configuredRegistries>> | null = null;
+  try {
+    defaults = providerPool ? await configuredRegistries(providerPool, config, { env: opts.env, log }) : null;
+  } catch (err) {
+    await providerPool?.end();
+    throw err;
+  }
   const executors = opts.executors ?? defaults!.executors;
   const signers = opts.signers ?? defaults!.signers;
   const workers = opts.workers ?? config.workersEnabled;

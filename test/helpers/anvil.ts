@@ -26,12 +26,16 @@ export interface Anvil {
   stop(): Promise<void>;
 }
 
-export async function startAnvil(opts: { chainId?: number } = {}): Promise<Anvil> {
-  const port = await freePort();
+export async function startAnvil(opts: { chainId?: number; port?: number; blockTimeSeconds?: number } = {}): Promise<Anvil> {
+  const port = opts.port ?? (await freePort());
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     anvilBinary(),
-    ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(opts.chainId ?? ANVIL_CHAIN_ID), '--silent'],
+    [
+      ...['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(opts.chainId ?? ANVIL_CHAIN_ID), '--silent'],
+      // A block every N seconds instead of one per transaction (the sandbox: confirmations advance on their own).
+      ...(opts.blockTimeSeconds ? ['--block-time', String(opts.blockTimeSeconds)] : []),
+    ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';

@@ -1,8 +1,22 @@
+import type { Address } from 'viem';
+import { ConfigError } from '../../config.ts';
+import type { ConfigFile, EvmChainConfig, EvmSignerConfig } from '../../config-file.ts';
+import type { Logger } from '../../log.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
-import { EvmNativeTransferExecutor } from './native-transfer.ts';
+import { chainFromConfig, createChainClient, EvmChains, type EvmChain } from './chains.ts';
+import { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
+import { createAwsKmsEvmSigners, type ConfiguredEvmSigner } from './kms-hook.ts';
+import { EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor } from './native-transfer.ts';
+import { EVM_BALANCE_OBSERVE_KEY, EVM_FINALITY_OBSERVE_KEY, EvmBalanceObserver, EvmFinalityObserver } from './observe.ts';
+import { EvmChainRouter, type EvmWallet } from './router.ts';
+import { errorDetail } from './rpc-errors.ts';
 
 export { EVM_LANE, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, NATIVE_TRANSFER_GAS, type EvmNativeTransferOptions } from './native-transfer.ts';
+export { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
+export { EVM_BALANCE_OBSERVE_KEY, EVM_FINALITY_OBSERVE_KEY, EvmBalanceObserver, EvmFinalityObserver } from './observe.ts';
+export { EvmChainRouter, type EvmWallet } from './router.ts';
+export { EvmChains, chainFromConfig, createChainClient, type EvmChain } from './chains.ts';
 
 export const EVM_LOCAL_SIGNER_KEY = 'evm_local';
 
@@ -16,8 +30,8 @@ export interface EvmLaneOptions {
 }
 
 /**
- * The EVM lane with a local key: the native-transfer executor sending from the signer's own
- * address, and that signer. Registers both when registries are given.
+ * The native-transfer executor for one RPC and one local key, and that signer (tests and tools).
+ * Registers both when registries are given.
  */
 export function createEvmLane(
   opts: EvmLaneOptions,
@@ -35,4 +49,123 @@ export function createEvmLane(
     registries.signers.register(signer);
   }
   return { executor, signer };
+}
+
+/** What the lane needs from Ferry's configuration (the file, plus the legacy single-chain variables). */
+export interface EvmLaneConfig {
+  file: ConfigFile;
+  evmRpcUrl?: string;
+  evmSignerKey?: string;
+  evmConfirmations?: number;
+}
+
+export interface EvmLane {
+  chains: EvmChains;
+  wallets: Map<string, EvmWallet>;
+  executorKeys: string[];
+}
+
+const PRIVATE_KEY = /^0x[0-9a-fA-F]{64}$/;
+
+/**
+ * Builds the EVM lane from the configuration and registers it: one chain client per chain, the
+ * signers of evm.signers (a local_key entry's key read from its environment variable now; a
+ * missing or malformed one stops start naming the signer and the variable, never the value), and
+ * one executor per key serving every chain. The legacy variables FERRY_EVM_RPC_URL and
+ * FERRY_EVM_SIGNER_KEY become one more chain (its id asked with eth_chainId) and the signer
+ * `evm_local`. Registers nothing when no chain is configured.
+ * @throws ConfigError naming the variable or the entry.
+ */
+export async function registerEvmLane(
+  config: EvmLaneConfig,
+  registries: { executors: ExecutorRegistry; signers: SignerRegistry },
+  deps: { env: NodeJS.ProcessEnv; log: Logger; pollSeconds?: number },
+): Promise<EvmLane | null> {
+  const evm = config.file.evm;
+  const chainList: EvmChain[] = evm.chains.map(chainFromConfig);
+  const signerEntries: Array<{ entry: EvmSignerConfig; index: number }> = evm.signers.map((entry, index) => ({ entry, index }));
+  const wallets = new Map<string, EvmWallet>();
+
+  if (config.evmRpcUrl && config.evmSignerKey) {
+    const legacy = await legacyChain(config.evmRpcUrl, config.evmConfirmations ?? 1, deps.pollSeconds);
+    if (chainList.some((c) => c.chainId === legacy.chainId)) {
+      throw new ConfigError('FERRY_EVM_RPC_URL', `serves chain ${legacy.chainId}, which FERRY_CONFIG_FILE also lists; configure it in one place`);
+    }
+    if (evm.signers.some((s) => s.key === EVM_LOCAL_SIGNER_KEY)) {
+      throw new ConfigError('FERRY_EVM_SIGNER_KEY', `defines signer ${EVM_LOCAL_SIGNER_KEY}, which FERRY_CONFIG_FILE also lists`);
+    }
+    chainList.push(legacy);
+    const signer = new LocalPrivateKeySignerEvm({ signerKey: EVM_LOCAL_SIGNER_KEY, privateKey: config.evmSignerKey, chains: [legacy.chainId] });
+    registries.signers.register(signer);
+    wallets.set(EVM_LOCAL_SIGNER_KEY, { signerKey: EVM_LOCAL_SIGNER_KEY, address: signer.address as Address, chains: [legacy.chainId] });
+  }
+  if (chainList.length === 0) return null;
+  const chains = new EvmChains(chainList);
+
+  for (const { entry, index } of signerEntries) {
+    if (entry.kind !== 'local_key') continue;
+    const variable = entry.private_key_env!;
+    const where = `evm.signers[${index}] (${entry.key})`;
+    const value = deps.env[variable];
+    if (value === undefined || value === '') throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} is not set`);
+    if (!PRIVATE_KEY.test(value)) throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold 0x and 64 hex digits (value hidden)`);
+    let signer: LocalPrivateKeySignerEvm;
+    try {
+      signer = new LocalPrivateKeySignerEvm({ signerKey: entry.key, privateKey: value, chains: entry.chains, executors: entry.executors });
+    } catch {
+      throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold a valid secp256k1 key (value hidden)`);
+    }
+    registries.signers.register(signer);
+    wallets.set(entry.key, { signerKey: entry.key, address: signer.address as Address, chains: entry.chains });
+  }
+  const kms: ConfiguredEvmSigner[] = await createAwsKmsEvmSigners(
+    signerEntries.filter((s) => s.entry.kind === 'aws_kms').map((s) => s.entry),
+    { env: deps.env, log: deps.log },
+  );
+  for (const k of kms) {
+    registries.signers.register(k.signer);
+    wallets.set(k.entry.key, { signerKey: k.entry.key, address: k.address.toLowerCase() as Address, chains: k.entry.chains });
+  }
+
+  const tokens = evm.tokens;
+  const routers = [
+    new EvmChainRouter({
+      executorKey: EVM_NATIVE_TRANSFER_KEY,
+      chains,
+      wallets,
+      make: (chain, from) =>
+        new EvmNativeTransferExecutor({ client: chain.client, from: from!, confirmations: chain.confirmations, pollSeconds: chain.pollSeconds }),
+    }),
+    new EvmChainRouter({ executorKey: EVM_ERC20_TRANSFER_KEY, chains, wallets, make: (chain, from) => new EvmErc20TransferExecutor({ chain, from: from!, tokens }) }),
+    new EvmChainRouter({ executorKey: EVM_BALANCE_OBSERVE_KEY, chains, wallets: null, make: (chain) => new EvmBalanceObserver(chain, tokens) }),
+    new EvmChainRouter({ executorKey: EVM_FINALITY_OBSERVE_KEY, chains, wallets: null, make: (chain) => new EvmFinalityObserver(chain) }),
+  ];
+  for (const r of routers) registries.executors.register(r);
+  deps.log.info(
+    { chains: chains.all().map((c) => c.chainId), signers: [...wallets.keys()], executors: routers.map((r) => r.executorKey) },
+    'evm lane configured',
+  );
+  return { chains, wallets, executorKeys: routers.map((r) => r.executorKey) };
+}
+
+/** The chain behind FERRY_EVM_RPC_URL, its id asked at start. */
+async function legacyChain(rpcUrl: string, confirmations: number, pollSeconds = 1): Promise<EvmChain> {
+  const label = 'FERRY_EVM_RPC_URL';
+  const client = createChainClient(rpcUrl, { label });
+  let chainId: number;
+  try {
+    chainId = await client.getChainId();
+  } catch (err) {
+    throw new ConfigError('FERRY_EVM_RPC_URL', `did not answer eth_chainId at start: ${errorDetail(err)}`);
+  }
+  const config: EvmChainConfig = {
+    chain_id: chainId,
+    rpc_url: rpcUrl,
+    confirmations,
+    finality: 'confirmations',
+    poll_seconds: pollSeconds,
+    rpc_timeout_ms: 10_000,
+    fee_bump_percent: 20,
+  };
+  return { chainId, label: `chain ${chainId}`, client, confirmations, finality: 'confirmations', pollSeconds, config };
 }

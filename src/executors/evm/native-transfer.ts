@@ -1,6 +1,4 @@
 import {
-  createPublicClient,
-  http,
   isAddress,
   serializeTransaction,
   TransactionNotFoundError,
@@ -22,6 +20,7 @@ import {
   type PreparedAction,
   type SubmitOptions,
 } from '../protocol.ts';
+import { createChainClient } from './chains.ts';
 import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
 import { decodeSignedTx, preparedNonceOf, signedBytesOf, signsExactly, type SignedTx } from './signed-tx.ts';
 import { boundChainId, transferSpec } from './transfer-config.ts';
@@ -32,7 +31,9 @@ export const EVM_NATIVE_TRANSFER_KEY = 'exec.evm.native_transfer';
 export const NATIVE_TRANSFER_GAS = 21_000n;
 
 export interface EvmNativeTransferOptions {
-  rpcUrl: string;
+  /** The chain's client (src/executors/evm/chains.ts); else one is made for rpcUrl. */
+  client?: PublicClient;
+  rpcUrl?: string;
   /** The address the signer bound to this executor signs with; every transaction is sent from it. */
   from: string;
   /** Blocks, the transaction's own included, before a transfer counts as done (a node may ask for more or fewer). */
@@ -67,12 +68,8 @@ export class EvmNativeTransferExecutor implements Executor {
     this.from = opts.from.toLowerCase() as Address;
     this.#confirmations = opts.confirmations ?? 1;
     this.#pollSeconds = opts.pollSeconds ?? 1;
-    // One retry for a dropped connection; resending the same signed bytes is harmless. No cached
-    // block number: a confirmation count must come from the head as it is now.
-    this.#client = createPublicClient({
-      cacheTime: 0,
-      transport: http(opts.rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 1 }),
-    });
+    // A configured chain's client, or one made the same way (errors never carry the URL).
+    this.#client = opts.client ?? createChainClient(opts.rpcUrl ?? '', { timeoutMs: opts.rpcTimeoutMs });
   }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {

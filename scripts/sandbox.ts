@@ -1,0 +1,92 @@
+/**
+ * `npm run sandbox`: a local world to watch a real on-chain transfer in /ui. It starts a local
+ * chain (anvil), deploys the test stablecoin (USDC, 6 decimals), funds a hot wallet with it,
+ * starts Ferry configured for that chain and wallet, installs the `usdc.transfer` template, and
+ * prints the two commands that create and approve a transfer. Ctrl-C stops everything.
+ *
+ * Settings: FERRY_DATA_DIR (default ./.ferry/sandbox), PORT (Ferry, default 3000),
+ * SANDBOX_ANVIL_PORT (default: a free port), DATABASE_URL (default: embedded PostgreSQL in the
+ * data folder). The keys are anvil's public development keys: nothing here is a secret.
+ */
+import { resolve } from 'node:path';
+import { localChain } from './sandbox/chain.ts';
+import { Sandbox, type SandboxContext } from './sandbox/component.ts';
+import { ferryServer } from './sandbox/ferry.ts';
+import { stablecoin } from './sandbox/stablecoin.ts';
+import { usdcTransferTemplate } from './sandbox/templates.ts';
+
+const CHAIN_ID = 31337;
+/** anvil's development account 0 (deploys and mints) and 1 (the hot wallet); 2 receives. */
+const DEPLOYER_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
+const HOT_WALLET_KEY = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';
+const RECIPIENT = '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC';
+const SIGNER_KEY = 'sandbox_hot';
+
+async function main(): Promise<void> {
+  const ctx: SandboxContext = {
+    dataDir: resolve(process.env.FERRY_DATA_DIR ?? '.ferry/sandbox'),
+    chains: [],
+    config: { chains: [], signers: [], tokens: [] },
+    ferryEnv: {},
+    templates: [usdcTransferTemplate({ chainId: CHAIN_ID, signerKey: SIGNER_KEY, confirmations: 3 })],
+    facts: {},
+    log: (line) => console.log(`sandbox: ${line}`),
+  };
+  const chain = localChain({ chainId: CHAIN_ID, name: 'local', port: process.env.SANDBOX_ANVIL_PORT ? Number(process.env.SANDBOX_ANVIL_PORT) : undefined });
+  const ferry = ferryServer({ port: process.env.PORT ?? '3000' });
+  const sandbox = new Sandbox(ctx, [
+    chain,
+    stablecoin({
+      chain: chain.chain,
+      symbol: 'USDC',
+      decimals: 6,
+      deployerKey: DEPLOYER_KEY,
+      hotWallet: { signerKey: SIGNER_KEY, keyEnv: 'SANDBOX_HOT_WALLET_KEY', key: HOT_WALLET_KEY },
+      funding: 1_000_000n * 10n ** 6n,
+    }),
+    ferry,
+  ]);
+
+  let stopping = false;
+  const stop = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    await sandbox.stop();
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+
+  try {
+    await sandbox.start();
+  } catch (err) {
+    console.error((err as Error).message);
+    return stop(1);
+  }
+  const url = ferry.url();
+  const tokens = ferry.tokens();
+  const intent = JSON.stringify({ asset: 'USDC', amount: '25', destination: { address: RECIPIENT } });
+  const commands = [
+    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template usdc.transfer --intent '${intent}'`,
+    `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
+  ];
+  console.log(
+    [
+      '',
+      `Ferry runs on ${url} with chain ${CHAIN_ID} at ${String((ctx.facts.chain_local as { rpc_url: string }).rpc_url)}.`,
+      `USDC ${String((ctx.facts.token_USDC as { address: string }).address)}; hot wallet ${String(ctx.facts.hot_wallet)} holds 1000000 USDC.`,
+      '',
+      'Create a transfer of 25 USDC, then approve it (a second person, by a second token):',
+      '',
+      ...commands.map((c) => `  ${c}`),
+      '',
+      `Watch it in ${url}/ui with the admin token ${tokens.admin}`,
+      `Ferry's log: ${String(ctx.facts.ferry_log)}. Ctrl-C stops the sandbox.`,
+      '',
+    ].join('\n'),
+  );
+  // For scripts and tests: the same facts, one JSON line.
+  console.log(JSON.stringify({ sandbox: 'ready', url, commands, tokens, recipient: RECIPIENT, ...ctx.facts }));
+}
+
+void main();

@@ -1,0 +1,68 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A JSON-RPC pass-through on loopback in front of a real node, able to swallow the broadcast: in
+ * `hold_before` an eth_sendRawTransaction is never forwarded and never answered (the bytes never
+ * reach the chain); in `hold_after` it is forwarded and the chain's answer never comes back (the
+ * transaction is on chain, the sender does not know). A process killed while held has died
+ * exactly before or after its broadcast.
+ */
+export type ProxyMode = 'pass' | 'hold_before' | 'hold_after';
+
+export interface RpcProxy {
+  url: string;
+  mode: ProxyMode;
+  /** Resolves when the first broadcast is held. */
+  held: Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startRpcProxy(target: string, mode: ProxyMode): Promise<RpcProxy> {
+  let onHeld!: (raw: string) => void;
+  const held = new Promise<string>((r) => (onHeld = r));
+  const proxy: RpcProxy = { url: '', mode, held, stop: async () => {} };
+  const server: Server = createServer(async (req, res) => {
+    const body = await read(req);
+    let method = '';
+    let raw = '';
+    try {
+      const msg = JSON.parse(body) as { method?: string; params?: unknown[] };
+      method = msg.method ?? '';
+      raw = typeof msg.params?.[0] === 'string' ? (msg.params[0] as string) : '';
+    } catch {
+      // not ours to judge: forward
+    }
+    const holding = method === 'eth_sendRawTransaction' && proxy.mode !== 'pass';
+    if (holding && proxy.mode === 'hold_before') {
+      onHeld(raw);
+      return; // never forwarded, never answered
+    }
+    const answer = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const text = await answer.text();
+    if (holding) {
+      onHeld(raw);
+      return; // on chain, but the answer is lost
+    }
+    res.writeHead(answer.status, { 'content-type': 'application/json' });
+    res.end(text);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  proxy.stop = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return proxy;
+}
+
+function read(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let s = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (s += c));
+    req.on('end', () => resolve(s));
+    req.on('error', reject);
+  });
+}

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { createPublicClient, erc20Abi, http, type Address } from 'viem';
+import { scratchDatabase } from './helpers/db.ts';
+import { api, childEnv, repoRoot, spawnScript, stopChild } from './helpers/ferry-process.ts';
+import { waitFor } from './helpers/processes.ts';
+
+/**
+ * `npm run sandbox` end to end, as an operator would use it: it starts (anvil, the test
+ * stablecoin, Ferry), the two commands it prints create and approve a movement, the movement
+ * completes with the USDC on chain, and SIGTERM stops everything cleanly.
+ */
+
+const run = promisify(execFile);
+
+interface Ready {
+  url: string;
+  commands: string[];
+  tokens: { admin: string };
+  recipient: Address;
+  chain_local: { rpc_url: string };
+  token_USDC: { address: Address };
+}
+
+test('the sandbox starts, its printed commands move 25 USDC on chain to COMPLETED, and it stops cleanly', async (t) => {
+  const db = await scratchDatabase(t);
+  const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
+  t.after(() => stopChild(sandbox, 'SIGKILL'));
+  const ready = (await waitFor('the sandbox to be ready', async () => {
+    if (sandbox.child.exitCode !== null) throw new Error(`the sandbox exited:\n${sandbox.output()}`);
+    return sandbox.lines.find((l) => l.sandbox === 'ready');
+  }, 120_000)) as unknown as Ready;
+  assert.equal(ready.commands.length, 2);
+  assert.match(sandbox.output(), /movements create/);
+
+  const shell = (command: string) => run('sh', ['-c', command], { cwd: repoRoot, env: childEnv({}) });
+  const created = await shell(ready.commands[0]);
+  const id = /Created movement ([0-9a-f-]{36})/.exec(created.stdout)?.[1];
+  assert.ok(id, created.stdout + created.stderr);
+  const approved = await shell(ready.commands[1].replace('<movement id>', id));
+  assert.match(approved.stdout, /Approved plan/);
+
+  const done = await waitFor(
+    'the movement to finish',
+    async () => {
+      const r = await api(ready.url, ready.tokens.admin, 'GET', `/v3/movements/${id}`);
+      return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(r.body?.movement?.state) ? r.body : null;
+    },
+    120_000,
+  );
+  assert.equal(done.movement.state, 'COMPLETED', JSON.stringify(done.nodes));
+  assert.deepEqual(done.nodes.map((n: { node_key: string; state?: string; node_state?: string }) => n.node_key).sort(), ['finality', 'transfer']);
+
+  const chain = createPublicClient({ transport: http(ready.chain_local.rpc_url, { retryCount: 0 }) });
+  const balance = await chain.readContract({ address: ready.token_USDC.address, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
+  assert.equal(balance, 25_000_000n, '25 USDC arrived');
+
+  assert.equal(await stopChild(sandbox, 'SIGTERM'), 0, 'the sandbox stops cleanly');
+  await assert.rejects(chain.getBlockNumber(), 'the chain is stopped');
+  await assert.rejects(fetch(`${ready.url}/healthz`), 'Ferry is stopped');
+});
