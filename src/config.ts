@@ -48,7 +48,8 @@ const fields = {
   HOST: ['host', z.string().min(1).default('127.0.0.1')],
   DATABASE_URL: ['databaseUrl', z.string().url().optional()],
   FERRY_DATA_DIR: ['dataDir', z.string().min(1).default('./.ferry/data')],
-  FERRY_EMBEDDED_PG_PORT: ['embeddedPgPort', z.coerce.number().int().min(1).max(65535).default(54329)],
+  // Unset: 54329, or a free port remembered in the data folder when 54329 is taken (persistence/embedded-port.ts).
+  FERRY_EMBEDDED_PG_PORT: ['embeddedPgPort', z.coerce.number().int().min(1).max(65535).optional()],
   FERRY_LOG_LEVEL: ['logLevel', z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')],
   FERRY_DB_POOL_MAX: ['dbPoolMax', count(20)],
   FERRY_PGBOSS_POOL_MAX: ['pgbossPoolMax', count(4)],

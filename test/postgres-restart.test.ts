@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -12,6 +11,7 @@ import { migrate } from '../src/persistence/migrate.ts';
 import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
 import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
+import { freePort } from './helpers/net.ts';
 
 /**
  * PostgreSQL stops in the middle of a run and comes back. The worker process rides it out (its
@@ -19,16 +19,6 @@ import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
  * twice: what was in flight when the database went away is resolved by recovery.
  */
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const template: TemplateDefinitionInput = {
   template_key: 'restart-two-step',

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './net.ts';
 
 /**
  * A real local EVM node (anvil from the @foundry-rs/anvil package) on 127.0.0.1, for the EVM lane
@@ -95,13 +95,3 @@ function anvilBinary(): string {
   return join(dirname(require.resolve('@foundry-rs/anvil/package.json')), 'bin.mjs');
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
