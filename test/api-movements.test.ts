@@ -223,6 +223,7 @@ describe('a movement from creation to completion', () => {
     const id = created.movement.id;
     assert.equal(created.movement.state, 'PENDING_APPROVAL');
     assert.equal(created.movement.created_by, `token:${tokens.requester.id}`);
+    assert.equal(created.movement.created_by_name, 'requester-1', 'beside the stable id, the name a person reads');
     assert.deepEqual(created.nodes.map((n: { state: string }) => n.state), ['BLOCKED', 'BLOCKED', 'BLOCKED']);
     const ttl = Date.parse(created.movement.expires_at) - Date.parse(created.movement.created_at);
     assert.ok(Math.abs(ttl - config.approvalTtlSeconds * 1000) < 5000, `expires_at is created_at + TTL (${ttl} ms)`);
@@ -231,6 +232,22 @@ describe('a movement from creation to completion', () => {
     expectStatus(approved, 200);
     assert.ok(['APPROVED', 'EXECUTING', 'COMPLETED'].includes(approved.body.movement.state));
     assert.equal(approved.body.movement.approvals[0].by, `token:${tokens.approver.id}`);
+    assert.equal(approved.body.movement.approvals[0].by_name, 'approver-1');
+    assert.equal(approved.body.movement.decided_by_name, approved.body.movement.decided_by === null ? null : 'approver-1');
+    const history = await call('GET', `/v3/movements/${id}/transitions`, 'viewer');
+    const approval = history.body.transitions.find((t: { event_type: string }) => t.event_type === 'APPROVE');
+    assert.deepEqual([approval.actor, approval.actor_name], [`token:${tokens.approver.id}`, 'approver-1']);
+    // Actors that are not API callers (the workers) are shown as they are.
+    const worker = history.body.transitions.find((t: { actor: string }) => !t.actor.startsWith('token:'));
+    if (worker) assert.equal(worker.actor_name, worker.actor);
+    const listed = await call('GET', `/v3/movements?limit=200`, 'viewer');
+    assert.equal(listed.body.movements.find((m: { id: string }) => m.id === id).created_by_name, 'requester-1');
+    const inspected = await call('GET', `/inspect/movements/${id}`, 'viewer');
+    assert.equal(inspected.body.request.created_by_name, 'requester-1');
+    assert.equal(inspected.body.request.approvals[0].by_name, 'approver-1');
+    assert.equal(inspected.body.transitions.find((t: { event_type: string }) => t.event_type === 'APPROVE').actor_name, 'approver-1');
+    const overview = await call('GET', '/inspect/movements?limit=200', 'viewer');
+    assert.equal(overview.body.movements.find((m: { id: string }) => m.id === id).created_by_name, 'requester-1');
 
     const done = await waitForState(id, ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION']);
     assert.equal(done.movement.state, 'COMPLETED');
@@ -568,11 +585,16 @@ describe('listing, registry, callbacks and audit', () => {
   test('every mutating call left an audit row; the chain verifies', async () => {
     while ((await promoteAuditBatch(db.pool)) > 0);
     const actions = new Set<string>();
+    const approvers = new Set<string>();
     let cursor: string | null = null;
     do {
       const page: Reply = await call('GET', `/v3/audit-events?limit=50${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
       expectStatus(page, 200);
-      for (const e of page.body.events) actions.add(e.action);
+      for (const e of page.body.events) {
+        actions.add(e.action);
+        if (e.action === 'movement.approve') approvers.add(`${e.actor} ${e.actor_name}`);
+        if (!e.actor.startsWith('token:')) assert.equal(e.actor_name, e.actor);
+      }
       cursor = page.body.next_cursor;
     } while (cursor);
     for (const action of [
@@ -593,6 +615,9 @@ describe('listing, registry, callbacks and audit', () => {
       [`token:${tokens.approver2.id}`],
     );
     assert.ok(rows[0].n >= 1);
+    // The audit listing names who acted; the stable id stays beside the name.
+    assert.ok(approvers.has(`token:${tokens.approver.id} approver-1`), [...approvers].join(', '));
+    assert.ok(approvers.has(`token:${tokens.approver2.id} approver-2`), [...approvers].join(', '));
     assert.deepEqual(await verifyAuditChain(db.pool), { ok: true, checked: (await db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n });
   });
 });

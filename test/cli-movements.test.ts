@@ -176,8 +176,8 @@ test('create, watch live while a second person approves, then list and show', as
 
   const listed = await ferryCli(['movements', 'list', '--state', 'completed'], tokens.viewer);
   assert.equal(listed.code, 0, listed.stderr);
-  assert.match(listed.stdout, /^ID\s+STATE\s+TEMPLATE\s+STEPS DONE\s+CREATED/);
-  assert.match(listed.stdout, new RegExp(`${id}\\s+COMPLETED\\s+cli\\.transfer v1\\s+3/3`));
+  assert.match(listed.stdout, /^ID\s+STATE\s+TEMPLATE\s+STEPS DONE\s+CREATED\s+BY/);
+  assert.match(listed.stdout, new RegExp(`${id}\\s+COMPLETED\\s+cli\\.transfer v1\\s+3/3\\s+\\S+\\s+cli-requester`));
   const pending = await ferryCli(['movements', 'list', '--state', 'PENDING_APPROVAL', '--json'], tokens.viewer);
   assert.ok(!JSON.parse(pending.stdout).some((m: any) => m.id === id));
 
@@ -186,7 +186,10 @@ test('create, watch live while a second person approves, then list and show', as
   assert.match(shown.stdout, /state\s+COMPLETED/);
   assert.match(shown.stdout, /withdraw\s+COMPLETED\s+1\s+exec\.sim\.action\s+-/);
   assert.match(shown.stdout, /check\s+COMPLETED\s+1\s+exec\.sim\.observe\s+withdraw/);
-  assert.match(shown.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE {2}by /);
+  // People are shown by their token's name, not by an id.
+  assert.match(shown.stdout, /created\s+\S+ by cli-requester$/m);
+  assert.match(shown.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE {2}by cli-approver$/m);
+  assert.doesNotMatch(shown.stdout, /token:/);
   const json = JSON.parse((await ferryCli(['movements', 'show', id, '--json'], tokens.viewer)).stdout);
   assert.equal(json.request.request_state, 'COMPLETED');
 });

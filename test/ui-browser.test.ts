@@ -150,6 +150,12 @@ async function browserTests() {
     assert.equal(await page.locator('#timeline').getAttribute('max'), String(total));
     assert.equal(await page.locator('#step-count').textContent(), `${total} / ${total}`);
 
+    // People by name: the approval row of the log and the header name the tokens, not their ids.
+    const logText = (await page.locator('#log').textContent()) ?? '';
+    assert.match(logText, /APPROVEui-approver/);
+    assert.doesNotMatch(logText, /token:/);
+    assert.match((await page.locator('#movement-meta').textContent()) ?? '', /by ui-requester/);
+
     // Back to the approval: the request is APPROVED and no step has moved yet.
     const approveStep = detail.transitions.findIndex((t: any) => t.event_type === 'APPROVE') + 1;
     await page.locator('#timeline').fill(String(approveStep));

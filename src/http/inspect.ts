@@ -24,6 +24,7 @@ import type { Pool } from '../persistence/db.ts';
 import { movementOverviews } from '../persistence/inspection.ts';
 import { getRequest, nodesOfRequest, transitionsOfRequest, type NodeRow, type RequestRow, type TransitionRow } from '../persistence/movements.ts';
 import { executorKeyOf } from '../plan/bindings.ts';
+import { actorNames, movementActors, type ActorNames } from './actor-names.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
 import { validate, validationError } from './errors.ts';
 import { decimalInteger } from './query.ts';
@@ -136,11 +137,13 @@ export interface TransitionView {
   to_state: string;
   event_type: string;
   event_payload: Record<string, unknown>;
+  /** The stable actor id (`token:<id>`, a worker's name); `actor_name` is what a person reads. */
   actor: string;
+  actor_name: string;
   at: string;
 }
 
-export function transitionView(t: TransitionRow): TransitionView {
+export function transitionView(t: TransitionRow, names: ActorNames): TransitionView {
   return {
     id: t.id,
     entity_type: t.entity_type,
@@ -154,13 +157,14 @@ export function transitionView(t: TransitionRow): TransitionView {
     event_type: t.event_type,
     event_payload: t.event_payload,
     actor: t.actor,
+    actor_name: names(t.actor),
     at: t.at.toISOString(),
   };
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-function requestView(r: RequestRow) {
+function requestView(r: RequestRow, names: ActorNames) {
   return {
     id: r.id,
     template_key: r.template_key,
@@ -172,8 +176,9 @@ function requestView(r: RequestRow) {
     row_version: r.row_version,
     approval_status: r.approval_status,
     approval_quorum: r.approval_quorum,
-    approvals: r.approvals,
+    approvals: r.approvals.map((a) => ({ ...a, by_name: names(a.by) })),
     decided_by: r.decided_by,
+    decided_by_name: r.decided_by === null ? null : names(r.decided_by),
     expires_at: iso(r.expires_at),
     intent: r.intent,
     input_params: r.input_params,
@@ -182,6 +187,7 @@ function requestView(r: RequestRow) {
     // The URL itself may carry a receiver's credentials; readers only learn that there is one.
     callback_configured: r.callback_url !== null,
     created_by: r.created_by,
+    created_by_name: names(r.created_by),
     created_at: r.created_at.toISOString(),
     updated_at: r.updated_at.toISOString(),
   };
@@ -274,11 +280,13 @@ export async function movementDetail(pool: Pool, id: string) {
   const request = await requireRequest(pool, id);
   const [nodes, history] = await Promise.all([nodesOfRequest(pool, id), transitionsOfRequest(pool, id, 0, HISTORY_LIMIT + 1)]);
   const complete = history.length <= HISTORY_LIMIT;
+  const shown = history.slice(0, HISTORY_LIMIT);
+  const names = await actorNames(pool, [...movementActors(request), ...shown.map((t) => t.actor)]);
   return {
-    request: requestView(request),
+    request: requestView(request, names),
     nodes: nodes.map(nodeView),
     plan: planView(request, nodes),
-    transitions: history.slice(0, HISTORY_LIMIT).map(transitionView),
+    transitions: shown.map((t) => transitionView(t, names)),
     /** False when the history was cut at HISTORY_LIMIT; the event stream delivers the rest. */
     transitions_complete: complete,
   };
@@ -394,9 +402,10 @@ async function streamTransitions(
     let lastWrite = Date.now();
     while (!closed && !stream.aborted) {
       const rows = await transitionsOfRequest(pool, requestId, last, BATCH);
+      const names = await actorNames(pool, rows.map((r) => r.actor));
       for (const row of rows) {
         if (closed) break;
-        await stream.writeSSE({ event: 'transition', id: String(row.id), data: JSON.stringify(transitionView(row)) });
+        await stream.writeSSE({ event: 'transition', id: String(row.id), data: JSON.stringify(transitionView(row, names)) });
         last = row.id;
         lastWrite = Date.now();
       }
@@ -478,8 +487,9 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
   app.get('/inspect/movements', validate('query', listQuery), async (c) => {
     const q = c.req.valid('query');
     const movements = await movementOverviews(deps.pool, { states: q.state, limit: q.limit, beforeId: q.before ?? null });
+    const names = await actorNames(deps.pool, movements.map((m) => m.created_by));
     return c.json({
-      movements: movements.map((m) => ({ ...m, created_at: m.created_at.toISOString(), updated_at: m.updated_at.toISOString() })),
+      movements: movements.map((m) => ({ ...m, created_by_name: names(m.created_by), created_at: m.created_at.toISOString(), updated_at: m.updated_at.toISOString() })),
       next_before: movements.length === q.limit ? movements[movements.length - 1].id : null,
     });
   });

@@ -317,7 +317,7 @@ function render() {
 
   $('movement-title').textContent = `${d.request.template_key} v${d.request.template_version}`;
   $('movement-meta').textContent =
-    `${d.request.id} - created ${new Date(d.request.created_at).toLocaleString()} by ${d.request.created_by}` +
+    `${d.request.id} - created ${new Date(d.request.created_at).toLocaleString()} by ${d.request.created_by_name ?? d.request.created_by}` +
     ` - plan ${d.request.compiled_plan_hash.slice(0, 18)}...`;
   const badge = $('request-state');
   badge.textContent = requestState;
@@ -566,7 +566,7 @@ function drawTimeline(k) {
       ' -> ',
       el('span', { class: `badge s-${t.to_state}` }, t.to_state),
       ' on ', el('span', { class: 'event' }, t.event_type),
-      ` by ${t.actor} at ${formatTime(t.at)}`),
+      ` by ${t.actor_name ?? t.actor} at ${formatTime(t.at)}`),
     payload,
   );
 }
@@ -583,7 +583,7 @@ function drawLog(k) {
     const t = ui.transitions[i];
     const tr = el('tr', { class: i === k - 1 ? 'current' : i >= k ? 'future' : '' },
       el('td', {}, String(i + 1)), el('td', {}, formatTime(t.at)), el('td', {}, describe(t)),
-      el('td', {}, t.from_state ?? '-'), el('td', {}, t.to_state), el('td', { class: 'event' }, t.event_type), el('td', {}, t.actor));
+      el('td', {}, t.from_state ?? '-'), el('td', {}, t.to_state), el('td', { class: 'event' }, t.event_type), el('td', { title: t.actor }, t.actor_name ?? t.actor));
     tr.addEventListener('click', () => travel(i + 1));
     if (i === k - 1) current = tr;
     body.append(tr);
