@@ -9,7 +9,7 @@ import pg from 'pg';
 import { writeAudit } from '../src/persistence/audit.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
-import { dropDatabase, withDatabase } from '../src/persistence/test-databases.ts';
+import { dropDatabase, withDatabase } from '../scripts/lib/test-databases.ts';
 import { authenticateToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { freePort } from './helpers/net.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { approveMovements, benchTemplate, createMovements } from '../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../src/persistence/bench.ts';
+import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
 import { exited, spawnWorker, waitFor } from './helpers/processes.ts';

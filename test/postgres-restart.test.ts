@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { approveMovements, createMovements } from '../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../src/persistence/bench.ts';
+import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { createPool } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
 import { migrate } from '../src/persistence/migrate.ts';

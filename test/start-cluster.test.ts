@@ -8,7 +8,7 @@ import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { createPool } from '../src/persistence/db.ts';
 import { listHeartbeats } from '../src/persistence/heartbeats.ts';
-import { createEmptyDatabase, dropDatabase, withDatabase } from '../src/persistence/test-databases.ts';
+import { createEmptyDatabase, dropDatabase, withDatabase } from '../scripts/lib/test-databases.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { exited, waitFor } from './helpers/processes.ts';
 

@@ -13,7 +13,7 @@ import { after, test } from 'node:test';
 import { configVariables, loadConfig } from '../src/config.ts';
 import { startFerry } from '../src/main.ts';
 import { EMBEDDED_PORT_FILE } from '../src/persistence/embedded-port.ts';
-import { createEmptyDatabase, dropDatabase } from '../src/persistence/test-databases.ts';
+import { createEmptyDatabase, dropDatabase } from '../scripts/lib/test-databases.ts';
 import { freePort, portRefuses } from './helpers/net.ts';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
