@@ -80,8 +80,11 @@ test('npm start with two worker processes runs a movement through the API to COM
     });
     assert.equal(done.movement.state, 'COMPLETED');
 
-    const beats = await listHeartbeats(pool);
-    const pids = new Set(beats.map((b) => b.pid));
+    // Both worker processes heartbeat (the second may write its first row after the movement is done).
+    const pids = await waitFor('two worker processes to heartbeat', async () => {
+      const seen = new Set((await listHeartbeats(pool)).map((b) => b.pid));
+      return seen.size >= 2 ? seen : null;
+    });
     assert.equal(pids.size, 2, 'two worker processes heartbeat');
     assert.ok(!pids.has(child.pid!), 'the primary runs no worker loops');
   } finally {

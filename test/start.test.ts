@@ -175,6 +175,14 @@ test('a bad configuration value stops start with a message naming the variable',
   assert.ok(!ferry.lines.some((l) => typeof l.url === 'string'), 'nothing was served');
 });
 
+test('a bad FERRY_LOG_LEVEL stops start with one line naming it, not an error from the logger', async () => {
+  const ferry = start({ FERRY_LOG_LEVEL: 'loud', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' });
+  const { code } = await ferry.exit;
+  assert.equal(code, 1);
+  assert.equal(ferry.stderr().trim().split('\n').length, 1, `one line: ${ferry.stderr()}`);
+  assert.match(ferry.stderr(), /^ferry: Invalid configuration: FERRY_LOG_LEVEL \("loud"\)/);
+});
+
 test('without DATABASE_URL it runs an embedded PostgreSQL and reuses its data folder', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'ferry-start-'));
   // When tests run as root, PostgreSQL runs as its own user and must be able to reach the folder.

@@ -359,6 +359,12 @@ export interface StreamOptions {
 
 const BATCH = 500;
 
+/** Defaults of StreamOptions (tests pass shorter ones). */
+export const STREAM_HEARTBEAT_MS = 15_000;
+export const STREAM_POLL_MS = 5_000;
+/** What a client that lost the stream waits before reconnecting (the SSE `retry` field). */
+const STREAM_RETRY_MS = 2000;
+
 /**
  * Streams the transitions of one movement with id > afterId until the client goes away.
  *
@@ -397,7 +403,7 @@ async function streamTransitions(
     unsubscribe = await subscribe((n) => {
       if (n.request_id === requestId) poke();
     });
-    await stream.writeSSE({ event: 'ready', data: JSON.stringify({ request_id: requestId, after: afterId }), retry: 2000 });
+    await stream.writeSSE({ event: 'ready', data: JSON.stringify({ request_id: requestId, after: afterId }), retry: STREAM_RETRY_MS });
     let last = afterId;
     let lastWrite = Date.now();
     while (!closed && !stream.aborted) {
@@ -472,7 +478,7 @@ function databaseUrlOf(pool: Pool): string {
 
 export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
   const log = (deps.log ?? rootLog).child({ component: 'inspect' });
-  const opts: StreamOptions = { heartbeatMs: deps.stream?.heartbeatMs ?? 15_000, pollMs: deps.stream?.pollMs ?? 5_000 };
+  const opts: StreamOptions = { heartbeatMs: deps.stream?.heartbeatMs ?? STREAM_HEARTBEAT_MS, pollMs: deps.stream?.pollMs ?? STREAM_POLL_MS };
   let notices = deps.notices;
   const subscribe: SubscribeNotices = (fn) => {
     notices ??= sharedNotices(databaseUrlOf(deps.pool), log);
