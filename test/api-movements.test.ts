@@ -4,8 +4,6 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
@@ -18,63 +16,18 @@ import { callbacksForRequest } from '../src/persistence/callbacks.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
+import { callApi, type Reply } from './helpers/http.ts';
+import { CallbackReceiver } from './helpers/receiver.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const SECRET = 'api-test-callback-secret-0123456789';
-
-// ---------------------------------------------------------------------------------------------
-// A loopback receiver recording every POST with its raw bytes.
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-class Receiver {
-  readonly received: Received[] = [];
-  private server: Server | null = null;
-  private waiters: Array<() => void> = [];
-  port = 0;
-
-  async listen(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        this.received.push({ headers: req.headers, body: Buffer.concat(chunks) });
-        for (const w of this.waiters.splice(0)) w();
-        res.writeHead(200).end('ok');
-      });
-    });
-    await new Promise<void>((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(0, '127.0.0.1', () => resolve());
-    });
-    this.port = (this.server.address() as AddressInfo).port;
-    return this;
-  }
-
-  url(): string {
-    return `http://127.0.0.1:${this.port}/ferry-callbacks`;
-  }
-
-  /** Resolves once `count` callbacks arrived; the test runner's timeout bounds the wait. */
-  async waitFor(count: number): Promise<void> {
-    while (this.received.length < count) await new Promise<void>((r) => this.waiters.push(r));
-  }
-
-  async close(): Promise<void> {
-    if (!this.server) return;
-    this.server.closeAllConnections();
-    await new Promise<void>((r) => this.server!.close(() => r()));
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Runtime, app and tokens. The after hook is registered before testDatabase() so the runtime stops
 // before the database is dropped (hooks run in registration order).
 
 let runtime: Runtime | undefined;
-const receiver = await new Receiver().listen();
+const receiver = await new CallbackReceiver().listen();
 after(async () => {
   await runtime?.stop();
   await receiver.close();
@@ -105,21 +58,8 @@ const tokens = {
 };
 type Who = keyof typeof tokens;
 
-interface Reply {
-  status: number;
-  body: any;
-}
-
-async function call(method: string, path: string, who: Who, body?: unknown, headers: Record<string, string> = {}, target = app): Promise<Reply> {
-  const init: RequestInit = { method, headers: { authorization: `Bearer ${tokens[who].token}`, ...headers } };
-  if (body !== undefined) {
-    init.body = JSON.stringify(body);
-    (init.headers as Record<string, string>)['content-type'] = 'application/json';
-  }
-  const res = await target.request(path, init);
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+const call = (method: string, path: string, who: Who, body?: unknown, headers: Record<string, string> = {}, target = app): Promise<Reply> =>
+  callApi(target, method, path, tokens[who].token, body, headers);
 
 function expectStatus(r: Reply, status: number, code?: string) {
   assert.equal(r.status, status, JSON.stringify(r.body));
@@ -146,13 +86,12 @@ const transfer = {
   ],
 };
 
-async function waitForState(id: string, states: string[]): Promise<any> {
-  for (;;) {
+function waitForState(id: string, states: string[]): Promise<any> {
+  return waitFor(`movement ${id} to reach ${states.join(' or ')}`, async () => {
     const r = await call('GET', `/v3/movements/${id}`, 'viewer');
     expectStatus(r, 200);
-    if (states.includes(r.body.movement.state)) return r.body;
-    await new Promise((res) => setTimeout(res, 50));
-  }
+    return states.includes(r.body.movement.state) ? r.body : null;
+  });
 }
 
 async function create(body: Record<string, unknown>, headers: Record<string, string> = {}, target = app): Promise<any> {
@@ -282,13 +221,12 @@ describe('a movement from creation to completion', () => {
       assert.equal(payload.movement.id, id);
     });
 
-    const sent = await call('GET', `/v3/callbacks?status=sent&movement_id=${id}`, 'viewer');
-    expectStatus(sent, 200);
     // A callback is marked sent just after the receiver answered; wait for the last one to be recorded.
-    for (let n = sent.body.callbacks.length; n < rows.length; ) {
-      await new Promise((res) => setTimeout(res, 50));
-      n = (await call('GET', `/v3/callbacks?status=sent&movement_id=${id}`, 'viewer')).body.callbacks.length;
-    }
+    await waitFor('every callback to be recorded as sent', async () => {
+      const sent = await call('GET', `/v3/callbacks?status=sent&movement_id=${id}`, 'viewer');
+      expectStatus(sent, 200);
+      return sent.body.callbacks.length >= rows.length;
+    });
 
     const log = await call('GET', `/v3/movements/${id}/transitions?limit=3`, 'viewer');
     expectStatus(log, 200);

@@ -11,6 +11,7 @@ import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * `ferry templates apply` and `ferry movements ...`, run as a user runs them (a separate process)
@@ -151,7 +152,7 @@ test('create, watch live while a second person approves, then list and show', as
 
   // watch starts before the approval and follows the movement to its end.
   const watching = start(['movements', 'watch', id], tokens.viewer);
-  while (!watching.output().includes(`movement ${id}`)) await new Promise((r) => setTimeout(r, 50));
+  await waitFor('watch to print the movement', () => watching.output().includes(`movement ${id}`));
   assert.match(watching.output(), /\[ \.\. \] withdraw\s+BLOCKED/);
 
   const approved = await ferryCli(['movements', 'approve', id], tokens.approver);
@@ -209,7 +210,7 @@ edges: []
   const id = created.movement.id;
   const watching = start(['movements', 'watch', id, '--json'], tokens.viewer);
   // The history comes first (creation: the request and its one step); approve once it is out.
-  while (watching.output().split('\n').filter(Boolean).length < 2) await new Promise((r) => setTimeout(r, 50));
+  await waitFor('watch to print the history', () => watching.output().split('\n').filter(Boolean).length >= 2);
   assert.equal((await ferryCli(['movements', 'approve', id], tokens.approver)).code, 0);
   const watched = await watching.done;
   assert.equal(watched.code, 1, 'the movement failed');

@@ -4,7 +4,8 @@ import { approveMovements, benchTemplate, createMovements } from '../scripts/lib
 import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
-import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * Four worker processes share one database and run 1,000 movements together: every movement

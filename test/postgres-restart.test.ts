@@ -10,7 +10,8 @@ import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
 import { migrate } from '../src/persistence/migrate.ts';
 import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
-import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 import { freePort } from './helpers/net.ts';
 
 /**

@@ -10,6 +10,7 @@ import { DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
 import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { callApi } from './helpers/http.ts';
 
 /**
  * The visualizer in a real browser (Debian's Chromium driven by playwright-core): Ferry runs with its
@@ -73,14 +74,9 @@ async function browserTests() {
   const viewer = (await createToken(db.pool, { name: 'ui-viewer', role: 'viewer' })).token;
 
   const call = async (method: string, path: string, token: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const json = (await res.json()) as any;
-    assert.ok(res.ok, `${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
+    const r = await callApi(base, method, path, token, body);
+    assert.ok(r.status < 300, `${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
   };
 
   context = await chromium.launchPersistentContext(userDataDir, {
