@@ -45,7 +45,13 @@ test('a PostgreSQL restart mid-run loses no movement and submits no attempt twic
     FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.5',
     FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.5',
     FERRY_DB_POOL_MAX: '6',
-    FERRY_LOG_LEVEL: process.env.FERRY_TEST_WORKER_LOG ?? 'fatal',
+    // Its warnings and errors show that it noticed the outage (below).
+    FERRY_LOG_LEVEL: 'warn',
+  }, { output: 'pipe' });
+  let workerLog = '';
+  worker.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    workerLog += chunk;
+    if (process.env.FERRY_TEST_WORKER_LOG) process.stdout.write(chunk);
   });
   try {
     await approveMovements(pool, ids, collectingDeps(), 4);
@@ -54,8 +60,10 @@ test('a PostgreSQL restart mid-run loses no movement and submits no attempt twic
     assert.ok((before.COMPLETED ?? 0) < ids.length, 'work is still in flight when the database stops');
 
     await pool.end();
+    const logged = workerLog.length;
     await server.stop();
-    await new Promise((r) => setTimeout(r, 2000));
+    // The database stays down until the worker has felt it: a failed run or a lost listener.
+    await waitFor('the worker to notice the database is gone', () => /worker run failed|could not listen|wake-up/.test(workerLog.slice(logged)), 60_000);
     server = await startEmbeddedPostgres({ dataDir, port });
     pool = createPool(url, 4);
 

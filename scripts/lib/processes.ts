@@ -4,8 +4,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Starts a worker-only Ferry process (src/worker.ts) on the given database. */
-export function spawnWorker(databaseUrl: string, env: Record<string, string> = {}): ChildProcess {
+/**
+ * Starts a worker-only Ferry process (src/worker.ts) on the given database. Its log goes to this
+ * process's stdout, or, with `output: 'pipe'`, to the child's stdout stream for the caller to read.
+ */
+export function spawnWorker(databaseUrl: string, env: Record<string, string> = {}, opts: { output?: 'inherit' | 'pipe' } = {}): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
     env: {
       ...process.env,
@@ -14,7 +17,7 @@ export function spawnWorker(databaseUrl: string, env: Record<string, string> = {
       FERRY_LOG_LEVEL: process.env.FERRY_TEST_WORKER_LOG ?? 'warn',
       ...env,
     },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', opts.output ?? 'inherit', 'inherit'],
   });
   return child;
 }
