@@ -32,6 +32,8 @@ const approver = await createToken(db.pool, { name: 'approver', role: 'approver'
 
 const call = (method: string, path: string, token: string, body?: unknown) => callApi(app, method, path, token, body);
 
+// Not a wait for something to happen: it aims each call at a moment on the clock, around the
+// boundary the race is about.
 const sleepUntil = (at: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, at - Date.now())));
 const jitter = (lo: number, hi: number) => lo + Math.random() * (hi - lo);
 

@@ -164,8 +164,7 @@ describe('delivery by the pg-boss worker', () => {
 
     // The receiver holds its first answer until every other callback's job has been run by a
     // worker: none of them may be sent while an earlier callback of the request is unanswered.
-    let release!: () => void;
-    rx.gate = new Promise<void>((r) => (release = r));
+    const release = rx.hold();
     const delivery = await startCallbackDelivery({
       boss: bossInstance,
       pool: db.pool,
@@ -179,12 +178,10 @@ describe('delivery by the pg-boss worker', () => {
       await rx.waitFor(1);
       for (const id of ids.slice(1)) await jobDone(id, 0, 0);
       assert.equal(rx.received.length, 1, 'nothing else was sent while the first callback was unanswered');
-      rx.gate = null;
       release();
       await rx.waitFor(events.length);
       await other.waitFor(events.length);
     } finally {
-      rx.gate = null;
       release();
       await delivery.stop();
     }
@@ -281,8 +278,7 @@ describe('one delivery attempt at a time', () => {
 
   test('while a delivery is in flight, a second worker does not send it too', async () => {
     const rx = await receiver();
-    let release!: () => void;
-    rx.gate = new Promise<void>((r) => (release = r));
+    const release = rx.hold();
     const request = await movement(rx.url());
     const id = await newCallback(request, 'request_executing');
 
@@ -486,8 +482,7 @@ describe('retries, dead letter and redrive', () => {
 
   test('a timeout is a failed attempt', async () => {
     const rx = await receiver();
-    let release!: () => void;
-    rx.gate = new Promise<void>((r) => (release = r));
+    const release = rx.hold();
     const request = await movement(rx.url());
     const id = await newCallback(request, 'request_executing');
     try {

@@ -50,6 +50,17 @@ export class CallbackReceiver {
     return `http://127.0.0.1:${this.port}${path}`;
   }
 
+  /** Holds every answer from now on until the returned function is called (then answers at once again). */
+  hold(): () => void {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    this.gate = gate;
+    return () => {
+      if (this.gate === gate) this.gate = null;
+      release();
+    };
+  }
+
   /** Resolves once `count` requests have arrived; fails after `timeoutMs`. */
   async waitFor(count: number, timeoutMs = 60_000): Promise<void> {
     const arrived = (async () => {
