@@ -7,6 +7,7 @@
  */
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { request } from 'undici';
+import { isUuid } from '../ids.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { table } from './format.ts';
 
@@ -92,11 +93,10 @@ export function jsonObjectOption(ctx: CliContext, name: string): Record<string, 
   return value as Record<string, unknown>;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function movementId(ctx: CliContext): string {
   const id = ctx.positionals[0];
-  if (!UUID.test(id)) throw new UsageError(`ID must be a movement id (a UUID), got "${id}"`);
+  if (!isUuid(id)) throw new UsageError(`ID must be a movement id (a UUID), got "${id}"`);
   return id;
 }
 

@@ -17,7 +17,11 @@ import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 import { z } from 'zod';
 import { Wakeups, type EventNotice } from '../actors/wakeups.ts';
 import { NotFoundError } from '../errors.ts';
+import { isUuid, UUID_PATTERN } from '../ids.ts';
 import { log as rootLog, type Logger } from '../log.ts';
+// Guards and actions are named as src/machines/introspect.ts names them, so a graph edge can be
+// compared with the machine's own transition list field by field.
+import { actionLabel, guardLabel } from '../machines/introspect.ts';
 import { nodeMachine } from '../machines/node-machine.ts';
 import { requestMachine, requestStates } from '../machines/request-machine.ts';
 import type { Pool } from '../persistence/db.ts';
@@ -59,22 +63,6 @@ export interface MachineView {
 
 /** The machines Ferry persists, in the order the visualizer lists them. */
 export const inspectedMachines: AnyStateMachine[] = [requestMachine, nodeMachine];
-
-// The same naming as src/machines/introspect.ts, so a graph edge can be compared with the machine's
-// own transition list field by field.
-function guardLabel(guard: unknown): string | null {
-  if (!guard) return null;
-  if (typeof guard === 'string') return guard;
-  const g = guard as { type?: string; guards?: unknown[] };
-  if (g.guards) return `${g.type ?? 'and'}(${g.guards.map(guardLabel).join(', ')})`;
-  return g.type ?? 'inline';
-}
-
-function actionLabel(action: unknown): string {
-  if (typeof action === 'string') return action;
-  const a = action as { type?: string; name?: string };
-  return a.type ?? a.name ?? 'inline';
-}
 
 /** A state's key relative to the machine root ("A" or "A.B" for nested states). */
 function stateKey(node: { path: string[] }): string {
@@ -267,11 +255,9 @@ export function planView(request: Pick<RequestRow, 'compiled_plan'>, nodes: Node
 /** Transitions returned with a movement; longer histories continue on the event stream. */
 export const HISTORY_LIMIT = 5000;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 async function requireRequest(pool: Pool, id: string): Promise<RequestRow> {
   // An id that is not a UUID names no movement: 404, and it never reaches a uuid cast.
-  const row = UUID.test(id) ? await getRequest(pool, id) : null;
+  const row = isUuid(id) ? await getRequest(pool, id) : null;
   if (!row) throw new NotFoundError('movement', id);
   return row;
 }
@@ -463,7 +449,7 @@ const listQuery = z.object({
     .pipe(z.array(z.enum(requestStates)).max(requestStates.length))
     .optional(),
   limit: decimalInteger(1, 200).default(50),
-  before: z.string().regex(UUID, 'before must be a movement id').optional(),
+  before: z.string().regex(UUID_PATTERN, 'before must be a movement id').optional(),
 });
 
 const eventsQuery = z.object({
