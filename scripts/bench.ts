@@ -28,9 +28,9 @@ import {
   movementTimings,
   prepareCeilingTable,
   transitionsBetween,
-} from '../src/persistence/bench.ts';
+} from './lib/bench-queries.ts';
 import { listHeartbeats } from '../src/persistence/heartbeats.ts';
-import { createEmptyDatabase, dropDatabase, withDatabase } from '../src/persistence/test-databases.ts';
+import { createEmptyDatabase, dropDatabase, withDatabase } from './lib/test-databases.ts';
 
 const { values } = parseArgs({
   options: {

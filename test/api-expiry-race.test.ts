@@ -13,6 +13,7 @@ import { createApp } from '../src/http/app.ts';
 import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { callApi } from './helpers/http.ts';
 
 const RACES = 100;
 
@@ -29,15 +30,10 @@ const app = createApp({ pool: db.pool, config, runtime });
 const requester = await createToken(db.pool, { name: 'requester', role: 'requester' });
 const approver = await createToken(db.pool, { name: 'approver', role: 'approver' });
 
-async function call(method: string, path: string, token: string, body?: unknown) {
-  const res = await app.request(path, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as any };
-}
+const call = (method: string, path: string, token: string, body?: unknown) => callApi(app, method, path, token, body);
 
+// Not a wait for something to happen: it aims each call at a moment on the clock, around the
+// boundary the race is about.
 const sleepUntil = (at: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, at - Date.now())));
 const jitter = (lo: number, hi: number) => lo + Math.random() * (hi - lo);
 

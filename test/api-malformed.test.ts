@@ -13,6 +13,7 @@ import { createApp } from '../src/http/app.ts';
 import { log } from '../src/log.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { callApi } from './helpers/http.ts';
 
 let runtime: Runtime | undefined;
 after(async () => {
@@ -35,15 +36,11 @@ const approver2 = await createToken(db.pool, { name: 'approver-m2', role: 'appro
 const revoked = await createToken(db.pool, { name: 'revoked-m', role: 'admin' });
 await revokeToken(db.pool, revoked.id);
 
+/** Sets up a fixture: the call must succeed; its body. */
 async function call(method: string, path: string, token: string, body?: unknown, target = app) {
-  const res = await target.request(path, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const json = (await res.json()) as any;
-  assert.ok(res.status < 300, `${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
+  const r = await callApi(target, method, path, token, body);
+  assert.ok(r.status < 300, `${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,8 +4,6 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
@@ -18,63 +16,18 @@ import { callbacksForRequest } from '../src/persistence/callbacks.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
+import { callApi, type Reply } from './helpers/http.ts';
+import { CallbackReceiver } from './helpers/receiver.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const SECRET = 'api-test-callback-secret-0123456789';
-
-// ---------------------------------------------------------------------------------------------
-// A loopback receiver recording every POST with its raw bytes.
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-class Receiver {
-  readonly received: Received[] = [];
-  private server: Server | null = null;
-  private waiters: Array<() => void> = [];
-  port = 0;
-
-  async listen(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        this.received.push({ headers: req.headers, body: Buffer.concat(chunks) });
-        for (const w of this.waiters.splice(0)) w();
-        res.writeHead(200).end('ok');
-      });
-    });
-    await new Promise<void>((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(0, '127.0.0.1', () => resolve());
-    });
-    this.port = (this.server.address() as AddressInfo).port;
-    return this;
-  }
-
-  url(): string {
-    return `http://127.0.0.1:${this.port}/ferry-callbacks`;
-  }
-
-  /** Resolves once `count` callbacks arrived; the test runner's timeout bounds the wait. */
-  async waitFor(count: number): Promise<void> {
-    while (this.received.length < count) await new Promise<void>((r) => this.waiters.push(r));
-  }
-
-  async close(): Promise<void> {
-    if (!this.server) return;
-    this.server.closeAllConnections();
-    await new Promise<void>((r) => this.server!.close(() => r()));
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Runtime, app and tokens. The after hook is registered before testDatabase() so the runtime stops
 // before the database is dropped (hooks run in registration order).
 
 let runtime: Runtime | undefined;
-const receiver = await new Receiver().listen();
+const receiver = await new CallbackReceiver().listen();
 after(async () => {
   await runtime?.stop();
   await receiver.close();
@@ -105,21 +58,8 @@ const tokens = {
 };
 type Who = keyof typeof tokens;
 
-interface Reply {
-  status: number;
-  body: any;
-}
-
-async function call(method: string, path: string, who: Who, body?: unknown, headers: Record<string, string> = {}, target = app): Promise<Reply> {
-  const init: RequestInit = { method, headers: { authorization: `Bearer ${tokens[who].token}`, ...headers } };
-  if (body !== undefined) {
-    init.body = JSON.stringify(body);
-    (init.headers as Record<string, string>)['content-type'] = 'application/json';
-  }
-  const res = await target.request(path, init);
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+const call = (method: string, path: string, who: Who, body?: unknown, headers: Record<string, string> = {}, target = app): Promise<Reply> =>
+  callApi(target, method, path, tokens[who].token, body, headers);
 
 function expectStatus(r: Reply, status: number, code?: string) {
   assert.equal(r.status, status, JSON.stringify(r.body));
@@ -146,13 +86,12 @@ const transfer = {
   ],
 };
 
-async function waitForState(id: string, states: string[]): Promise<any> {
-  for (;;) {
+function waitForState(id: string, states: string[]): Promise<any> {
+  return waitFor(`movement ${id} to reach ${states.join(' or ')}`, async () => {
     const r = await call('GET', `/v3/movements/${id}`, 'viewer');
     expectStatus(r, 200);
-    if (states.includes(r.body.movement.state)) return r.body;
-    await new Promise((res) => setTimeout(res, 50));
-  }
+    return states.includes(r.body.movement.state) ? r.body : null;
+  });
 }
 
 async function create(body: Record<string, unknown>, headers: Record<string, string> = {}, target = app): Promise<any> {
@@ -223,6 +162,7 @@ describe('a movement from creation to completion', () => {
     const id = created.movement.id;
     assert.equal(created.movement.state, 'PENDING_APPROVAL');
     assert.equal(created.movement.created_by, `token:${tokens.requester.id}`);
+    assert.equal(created.movement.created_by_name, 'requester-1', 'beside the stable id, the name a person reads');
     assert.deepEqual(created.nodes.map((n: { state: string }) => n.state), ['BLOCKED', 'BLOCKED', 'BLOCKED']);
     const ttl = Date.parse(created.movement.expires_at) - Date.parse(created.movement.created_at);
     assert.ok(Math.abs(ttl - config.approvalTtlSeconds * 1000) < 5000, `expires_at is created_at + TTL (${ttl} ms)`);
@@ -231,6 +171,22 @@ describe('a movement from creation to completion', () => {
     expectStatus(approved, 200);
     assert.ok(['APPROVED', 'EXECUTING', 'COMPLETED'].includes(approved.body.movement.state));
     assert.equal(approved.body.movement.approvals[0].by, `token:${tokens.approver.id}`);
+    assert.equal(approved.body.movement.approvals[0].by_name, 'approver-1');
+    assert.equal(approved.body.movement.decided_by_name, approved.body.movement.decided_by === null ? null : 'approver-1');
+    const history = await call('GET', `/v3/movements/${id}/transitions`, 'viewer');
+    const approval = history.body.transitions.find((t: { event_type: string }) => t.event_type === 'APPROVE');
+    assert.deepEqual([approval.actor, approval.actor_name], [`token:${tokens.approver.id}`, 'approver-1']);
+    // Actors that are not API callers (the workers) are shown as they are.
+    const worker = history.body.transitions.find((t: { actor: string }) => !t.actor.startsWith('token:'));
+    if (worker) assert.equal(worker.actor_name, worker.actor);
+    const listed = await call('GET', `/v3/movements?limit=200`, 'viewer');
+    assert.equal(listed.body.movements.find((m: { id: string }) => m.id === id).created_by_name, 'requester-1');
+    const inspected = await call('GET', `/inspect/movements/${id}`, 'viewer');
+    assert.equal(inspected.body.request.created_by_name, 'requester-1');
+    assert.equal(inspected.body.request.approvals[0].by_name, 'approver-1');
+    assert.equal(inspected.body.transitions.find((t: { event_type: string }) => t.event_type === 'APPROVE').actor_name, 'approver-1');
+    const overview = await call('GET', '/inspect/movements?limit=200', 'viewer');
+    assert.equal(overview.body.movements.find((m: { id: string }) => m.id === id).created_by_name, 'requester-1');
 
     const done = await waitForState(id, ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION']);
     assert.equal(done.movement.state, 'COMPLETED');
@@ -265,13 +221,12 @@ describe('a movement from creation to completion', () => {
       assert.equal(payload.movement.id, id);
     });
 
-    const sent = await call('GET', `/v3/callbacks?status=sent&movement_id=${id}`, 'viewer');
-    expectStatus(sent, 200);
     // A callback is marked sent just after the receiver answered; wait for the last one to be recorded.
-    for (let n = sent.body.callbacks.length; n < rows.length; ) {
-      await new Promise((res) => setTimeout(res, 50));
-      n = (await call('GET', `/v3/callbacks?status=sent&movement_id=${id}`, 'viewer')).body.callbacks.length;
-    }
+    await waitFor('every callback to be recorded as sent', async () => {
+      const sent = await call('GET', `/v3/callbacks?status=sent&movement_id=${id}`, 'viewer');
+      expectStatus(sent, 200);
+      return sent.body.callbacks.length >= rows.length;
+    });
 
     const log = await call('GET', `/v3/movements/${id}/transitions?limit=3`, 'viewer');
     expectStatus(log, 200);
@@ -568,11 +523,16 @@ describe('listing, registry, callbacks and audit', () => {
   test('every mutating call left an audit row; the chain verifies', async () => {
     while ((await promoteAuditBatch(db.pool)) > 0);
     const actions = new Set<string>();
+    const approvers = new Set<string>();
     let cursor: string | null = null;
     do {
       const page: Reply = await call('GET', `/v3/audit-events?limit=50${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
       expectStatus(page, 200);
-      for (const e of page.body.events) actions.add(e.action);
+      for (const e of page.body.events) {
+        actions.add(e.action);
+        if (e.action === 'movement.approve') approvers.add(`${e.actor} ${e.actor_name}`);
+        if (!e.actor.startsWith('token:')) assert.equal(e.actor_name, e.actor);
+      }
       cursor = page.body.next_cursor;
     } while (cursor);
     for (const action of [
@@ -593,6 +553,9 @@ describe('listing, registry, callbacks and audit', () => {
       [`token:${tokens.approver2.id}`],
     );
     assert.ok(rows[0].n >= 1);
+    // The audit listing names who acted; the stable id stays beside the name.
+    assert.ok(approvers.has(`token:${tokens.approver.id} approver-1`), [...approvers].join(', '));
+    assert.ok(approvers.has(`token:${tokens.approver2.id} approver-2`), [...approvers].join(', '));
     assert.deepEqual(await verifyAuditChain(db.pool), { ok: true, checked: (await db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n });
   });
 });

@@ -19,7 +19,7 @@ import { snapshotsOf } from '../src/persistence/balances.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { testDatabase } from './helpers/db.ts';
-import { waitFor } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 import { deploySnapshotToken } from './helpers/snapshot-token.ts';
 
 /**

@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
 import type { PgBoss } from 'pg-boss';
 import { QUEUES, startBoss, stopBoss } from '../src/actors/boss.ts';
@@ -25,72 +23,14 @@ import { withTransaction } from '../src/persistence/db.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { loopbackDestinations } from './helpers/destinations.ts';
 import { classifyAddress, destinationPolicy } from '../src/callbacks/destinations.ts';
+import { CallbackReceiver, type Received } from './helpers/receiver.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const SECRET = 'delivery-test-secret-0123456789';
 
-// ---------------------------------------------------------------------------------------------
-// A loopback receiver that records every POST and answers with a status chosen per test.
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-class Receiver {
-  readonly received: Received[] = [];
-  status = 200;
-  /** The most requests this receiver had unanswered at once. */
-  maxInFlight = 0;
-  private inFlight = 0;
-  /** When set, responses wait for it (to hold a delivery in flight). */
-  gate: Promise<void> | null = null;
-  private server: Server | null = null;
-  private waiters: Array<() => void> = [];
-  port = 0;
-
-  async listen(port = 0): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      this.inFlight++;
-      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', async () => {
-        this.received.push({ headers: req.headers, body: Buffer.concat(chunks) });
-        for (const w of this.waiters.splice(0)) w();
-        if (this.gate) await this.gate;
-        this.inFlight--;
-        res.writeHead(this.status, this.status >= 300 && this.status < 400 ? { location: this.url('/moved') } : {});
-        res.end('ok');
-      });
-    });
-    await new Promise<void>((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(port, '127.0.0.1', () => resolve());
-    });
-    this.port = (this.server.address() as AddressInfo).port;
-    return this;
-  }
-
-  url(path = '/callbacks'): string {
-    return `http://127.0.0.1:${this.port}${path}`;
-  }
-
-  /** Resolves once `count` requests have arrived (the test runner's timeout bounds the wait). */
-  async waitFor(count: number): Promise<void> {
-    while (this.received.length < count) await new Promise<void>((r) => this.waiters.push(r));
-  }
-
-  async close(): Promise<void> {
-    if (!this.server) return;
-    this.server.closeAllConnections();
-    await new Promise<void>((r) => this.server!.close(() => r()));
-    this.server = null;
-  }
-}
-
 /** A port nothing listens on: bound once, then released. */
 async function closedPort(): Promise<number> {
-  const r = await new Receiver().listen();
+  const r = await new CallbackReceiver().listen();
   await r.close();
   return r.port;
 }
@@ -98,7 +38,7 @@ async function closedPort(): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 // Fixtures: a template version and movement requests to hang callbacks on.
 
-const receivers: Receiver[] = [];
+const receivers: CallbackReceiver[] = [];
 let boss: PgBoss | undefined;
 // Registered before testDatabase() so it runs before the database is dropped (after hooks run in order).
 after(async () => {
@@ -108,8 +48,8 @@ after(async () => {
 
 const db: TestDb = await testDatabase();
 
-async function receiver(port = 0): Promise<Receiver> {
-  const r = await new Receiver().listen(port);
+async function receiver(port = 0): Promise<CallbackReceiver> {
+  const r = await new CallbackReceiver().listen(port);
   receivers.push(r);
   return r;
 }
@@ -157,11 +97,10 @@ async function job(callbackId: string, attempts: number, redriveCount: number, e
 
 /** Waits until a worker has taken the job and finished with it. */
 async function jobDone(callbackId: string, attempts: number, redriveCount: number): Promise<void> {
-  for (;;) {
+  await waitFor(`the delivery job of callback ${callbackId} (attempt ${attempts}) to finish`, async () => {
     const j = await job(callbackId, attempts, redriveCount);
-    if (j && (j.state === 'completed' || j.state === 'failed')) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+    return j !== null && (j.state === 'completed' || j.state === 'failed');
+  });
 }
 
 /** Moves a row's schedule into the past, standing in for the minutes a lost job would take. */
@@ -225,8 +164,7 @@ describe('delivery by the pg-boss worker', () => {
 
     // The receiver holds its first answer until every other callback's job has been run by a
     // worker: none of them may be sent while an earlier callback of the request is unanswered.
-    let release!: () => void;
-    rx.gate = new Promise<void>((r) => (release = r));
+    const release = rx.hold();
     const delivery = await startCallbackDelivery({
       boss: bossInstance,
       pool: db.pool,
@@ -240,12 +178,10 @@ describe('delivery by the pg-boss worker', () => {
       await rx.waitFor(1);
       for (const id of ids.slice(1)) await jobDone(id, 0, 0);
       assert.equal(rx.received.length, 1, 'nothing else was sent while the first callback was unanswered');
-      rx.gate = null;
       release();
       await rx.waitFor(events.length);
       await other.waitFor(events.length);
     } finally {
-      rx.gate = null;
       release();
       await delivery.stop();
     }
@@ -289,8 +225,10 @@ describe('delivery by the pg-boss worker', () => {
       await delivery.stop();
     }
     // The outcome is written right after the response; wait for it through the row itself.
-    let cb = await row(id);
-    while (cb.status === 'pending') cb = await new Promise<CallbackRow>((r) => setTimeout(() => row(id).then(r), 50));
+    const cb = await waitFor('the delivery outcome to be written', async () => {
+      const r = await row(id);
+      return r.status === 'pending' ? null : r;
+    });
     assert.equal(cb.status, 'sent');
     assertSigned(rx.received[0], cb);
   });
@@ -340,8 +278,7 @@ describe('one delivery attempt at a time', () => {
 
   test('while a delivery is in flight, a second worker does not send it too', async () => {
     const rx = await receiver();
-    let release!: () => void;
-    rx.gate = new Promise<void>((r) => (release = r));
+    const release = rx.hold();
     const request = await movement(rx.url());
     const id = await newCallback(request, 'request_executing');
 
@@ -545,8 +482,7 @@ describe('retries, dead letter and redrive', () => {
 
   test('a timeout is a failed attempt', async () => {
     const rx = await receiver();
-    let release!: () => void;
-    rx.gate = new Promise<void>((r) => (release = r));
+    const release = rx.hold();
     const request = await movement(rx.url());
     const id = await newCallback(request, 'request_executing');
     try {

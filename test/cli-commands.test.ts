@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,9 +9,10 @@ import pg from 'pg';
 import { writeAudit } from '../src/persistence/audit.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
-import { dropDatabase, withDatabase } from '../src/persistence/test-databases.ts';
+import { dropDatabase, withDatabase } from '../scripts/lib/test-databases.ts';
 import { authenticateToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { freePort } from './helpers/net.ts';
 
 const { url, pool } = await testDatabase();
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -259,16 +259,6 @@ test('start runs Ferry (as npm start does) until SIGTERM, then stops it and exit
   assert.match(stdout, /ferry stopped/);
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function probe(port: number): Promise<void> {
   const c = new pg.Client({ host: '127.0.0.1', port, user: 'ferry', database: 'ferry', connectionTimeoutMillis: 2000 });

@@ -11,6 +11,7 @@ import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * `ferry templates apply` and `ferry movements ...`, run as a user runs them (a separate process)
@@ -151,7 +152,7 @@ test('create, watch live while a second person approves, then list and show', as
 
   // watch starts before the approval and follows the movement to its end.
   const watching = start(['movements', 'watch', id], tokens.viewer);
-  while (!watching.output().includes(`movement ${id}`)) await new Promise((r) => setTimeout(r, 50));
+  await waitFor('watch to print the movement', () => watching.output().includes(`movement ${id}`));
   assert.match(watching.output(), /\[ \.\. \] withdraw\s+BLOCKED/);
 
   const approved = await ferryCli(['movements', 'approve', id], tokens.approver);
@@ -176,8 +177,8 @@ test('create, watch live while a second person approves, then list and show', as
 
   const listed = await ferryCli(['movements', 'list', '--state', 'completed'], tokens.viewer);
   assert.equal(listed.code, 0, listed.stderr);
-  assert.match(listed.stdout, /^ID\s+STATE\s+TEMPLATE\s+STEPS DONE\s+CREATED/);
-  assert.match(listed.stdout, new RegExp(`${id}\\s+COMPLETED\\s+cli\\.transfer v1\\s+3/3`));
+  assert.match(listed.stdout, /^ID\s+STATE\s+TEMPLATE\s+STEPS DONE\s+CREATED\s+BY/);
+  assert.match(listed.stdout, new RegExp(`${id}\\s+COMPLETED\\s+cli\\.transfer v1\\s+3/3\\s+\\S+\\s+cli-requester`));
   const pending = await ferryCli(['movements', 'list', '--state', 'PENDING_APPROVAL', '--json'], tokens.viewer);
   assert.ok(!JSON.parse(pending.stdout).some((m: any) => m.id === id));
 
@@ -186,7 +187,10 @@ test('create, watch live while a second person approves, then list and show', as
   assert.match(shown.stdout, /state\s+COMPLETED/);
   assert.match(shown.stdout, /withdraw\s+COMPLETED\s+1\s+exec\.sim\.action\s+-/);
   assert.match(shown.stdout, /check\s+COMPLETED\s+1\s+exec\.sim\.observe\s+withdraw/);
-  assert.match(shown.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE {2}by /);
+  // People are shown by their token's name, not by an id.
+  assert.match(shown.stdout, /created\s+\S+ by cli-requester$/m);
+  assert.match(shown.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE {2}by cli-approver$/m);
+  assert.doesNotMatch(shown.stdout, /token:/);
   const json = JSON.parse((await ferryCli(['movements', 'show', id, '--json'], tokens.viewer)).stdout);
   assert.equal(json.request.request_state, 'COMPLETED');
 });
@@ -206,7 +210,7 @@ edges: []
   const id = created.movement.id;
   const watching = start(['movements', 'watch', id, '--json'], tokens.viewer);
   // The history comes first (creation: the request and its one step); approve once it is out.
-  while (watching.output().split('\n').filter(Boolean).length < 2) await new Promise((r) => setTimeout(r, 50));
+  await waitFor('watch to print the history', () => watching.output().split('\n').filter(Boolean).length >= 2);
   assert.equal((await ferryCli(['movements', 'approve', id], tokens.approver)).code, 0);
   const watched = await watching.done;
   assert.equal(watched.code, 1, 'the movement failed');

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { approveMovements, benchTemplate, createMovements } from '../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../src/persistence/bench.ts';
+import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
-import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * Four worker processes share one database and run 1,000 movements together: every movement

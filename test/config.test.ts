@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { ConfigError, earlyLogLevel, loadConfig } from '../src/config.ts';
 
 test('defaults follow the reference runtime', () => {
   const c = loadConfig({});
@@ -99,4 +99,18 @@ test('callback networks are CIDR lists; a bad one names the variable', () => {
   for (const bad of ['10.0.0.0/33', 'example.com', '10.0.0/8', '::/129']) {
     assert.throws(() => loadConfig({ FERRY_CALLBACK_ALLOWED_NETWORKS: bad }), /FERRY_CALLBACK_ALLOWED_NETWORKS/, bad);
   }
+});
+
+test('the log level: a bad one is refused naming the variable; the logger starts on a valid one or the default', () => {
+  assert.throws(() => loadConfig({ FERRY_LOG_LEVEL: 'loud' }), (e: unknown) => e instanceof ConfigError && e.variable === 'FERRY_LOG_LEVEL');
+  assert.equal(loadConfig({ FERRY_LOG_LEVEL: 'warn' }).logLevel, 'warn');
+  assert.equal(earlyLogLevel({ FERRY_LOG_LEVEL: 'warn' }), 'warn');
+  assert.equal(earlyLogLevel({ FERRY_LOG_LEVEL: 'loud' }), 'info');
+  assert.equal(earlyLogLevel({}), 'info');
+});
+
+test('FERRY_EMBEDDED_PG_PORT unset leaves the choice to start-up; set, it must be a port', () => {
+  assert.equal(loadConfig({}).embeddedPgPort, undefined);
+  assert.equal(loadConfig({ FERRY_EMBEDDED_PG_PORT: '55000' }).embeddedPgPort, 55000);
+  assert.throws(() => loadConfig({ FERRY_EMBEDDED_PG_PORT: '70000' }), /FERRY_EMBEDDED_PG_PORT/);
 });

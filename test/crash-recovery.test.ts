@@ -4,7 +4,8 @@ import { deliverRequestEvent } from '../src/actors/transition.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
-import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 import { plan, simNode, snapshot } from './helpers/runtime.ts';
 import { seedMovement } from './helpers/fixtures.ts';
 

@@ -16,7 +16,7 @@ import { ANVIL_CHAIN_ID, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { configuredDeps, writeConfigFile } from './helpers/evm.ts';
 import { api, listeningUrl, spawnFerry, stopChild } from './helpers/ferry-process.ts';
-import { waitFor } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 import { approvedMovement, drain, plan, snapshot } from './helpers/runtime.ts';
 import { startKmsEmulator } from './emulators/kms.ts';
 

@@ -11,7 +11,8 @@ import { deployToken, sendCall, tokenBalance, type DeployedToken } from './helpe
 import { scratchDatabase } from './helpers/db.ts';
 import { writeConfigFile } from './helpers/evm.ts';
 import { collectingDeps, seedMovement } from './helpers/fixtures.ts';
-import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 import { startRpcProxy, type ProxyMode } from './helpers/rpc-proxy.ts';
 import { plan, snapshot } from './helpers/runtime.ts';
 

@@ -19,7 +19,7 @@ import { createApp, type RouteModule } from '../src/http/app.ts';
 import { validate } from '../src/http/errors.ts';
 import { log } from '../src/log.ts';
 import { createPool } from '../src/persistence/db.ts';
-import { createEmptyDatabase, dropDatabase } from '../src/persistence/test-databases.ts';
+import { createEmptyDatabase, dropDatabase } from '../scripts/lib/test-databases.ts';
 import { testDatabase } from './helpers/db.ts';
 
 const db = await testDatabase();

@@ -10,7 +10,7 @@ import { withTransaction } from '../src/persistence/db.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { collectingDeps, seedMovement, threeNodeTemplate } from './helpers/fixtures.ts';
-import { waitFor } from './helpers/processes.ts';
+import { waitFor, within } from './helpers/wait.ts';
 
 /**
  * The live stream over a real HTTP server, as a browser reads it. The safety-net poll is set far
@@ -61,13 +61,7 @@ async function open(base: string, requestId: string, headers: Record<string, str
   let buffer = '';
   const queue: Message[] = [];
   // A liveness bound, so a stream that never delivers fails the test instead of hanging it.
-  const next = (): Promise<Message> => {
-    let timer: NodeJS.Timeout;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('no event within 20 s')), 20_000);
-    });
-    return Promise.race([read(), late]).finally(() => clearTimeout(timer));
-  };
+  const next = (): Promise<Message> => within('the next message on the stream', read(), 20_000);
   const read = async (): Promise<Message> => {
     while (queue.length === 0) {
       const cut = buffer.indexOf('\n\n');
@@ -91,12 +85,18 @@ async function open(base: string, requestId: string, headers: Record<string, str
     }
     return queue.shift()!;
   };
-  const nextTransition = async () => {
-    for (;;) {
-      const m = await next();
-      if (m.event === 'transition') return { sseId: Number(m.id), t: JSON.parse(m.data!) };
-    }
-  };
+  // Bounded as a whole: on a stream with heartbeats, next() alone would never time out.
+  const nextTransition = () =>
+    within(
+      'the next transition on the stream',
+      (async () => {
+        for (;;) {
+          const m = await next();
+          if (m.event === 'transition') return { sseId: Number(m.id), t: JSON.parse(m.data!) };
+        }
+      })(),
+      20_000,
+    );
   return { next, nextTransition, close: () => ctl.abort() };
 }
 
@@ -161,11 +161,17 @@ test('other movements\' transitions do not reach a stream', async () => {
 test('heartbeats keep a quiet stream open', async () => {
   const { request } = await seedMovement(db.pool, threeNodeTemplate('events-quiet'));
   const s = await open(chatty, request.id);
-  let heartbeats = 0;
-  while (heartbeats < 2) {
-    const m = await s.next();
-    if (m.comment === 'heartbeat') heartbeats++;
-  }
+  assert.equal((await s.next()).event, 'ready');
+  for (let i = 0; i < 4; i++) assert.equal((await s.next()).event, 'transition', 'the creation comes first');
+  // Then the movement is quiet: the stream sends heartbeat comments and nothing else.
+  for (let i = 0; i < 3; i++) assert.deepEqual(await s.next(), { comment: 'heartbeat' });
+  // And it is still the live stream: the next commit comes through it.
+  await withTransaction(db.pool, (c) =>
+    deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+  );
+  const approve = await s.nextTransition();
+  assert.equal(approve.t.event_type, 'APPROVE');
+  assert.equal(approve.t.entity_id, request.id);
   s.close();
 });
 

@@ -1,17 +1,18 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { approveMovements, createMovements } from '../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../src/persistence/bench.ts';
+import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { createPool } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
 import { migrate } from '../src/persistence/migrate.ts';
 import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
-import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
+import { freePort } from './helpers/net.ts';
 
 /**
  * PostgreSQL stops in the middle of a run and comes back. The worker process rides it out (its
@@ -19,16 +20,6 @@ import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
  * twice: what was in flight when the database went away is resolved by recovery.
  */
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const template: TemplateDefinitionInput = {
   template_key: 'restart-two-step',
@@ -54,7 +45,13 @@ test('a PostgreSQL restart mid-run loses no movement and submits no attempt twic
     FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.5',
     FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.5',
     FERRY_DB_POOL_MAX: '6',
-    FERRY_LOG_LEVEL: process.env.FERRY_TEST_WORKER_LOG ?? 'fatal',
+    // Its warnings and errors show that it noticed the outage (below).
+    FERRY_LOG_LEVEL: 'warn',
+  }, { output: 'pipe' });
+  let workerLog = '';
+  worker.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    workerLog += chunk;
+    if (process.env.FERRY_TEST_WORKER_LOG) process.stdout.write(chunk);
   });
   try {
     await approveMovements(pool, ids, collectingDeps(), 4);
@@ -63,8 +60,10 @@ test('a PostgreSQL restart mid-run loses no movement and submits no attempt twic
     assert.ok((before.COMPLETED ?? 0) < ids.length, 'work is still in flight when the database stops');
 
     await pool.end();
+    const logged = workerLog.length;
     await server.stop();
-    await new Promise((r) => setTimeout(r, 2000));
+    // The database stays down until the worker has felt it: a failed run or a lost listener.
+    await waitFor('the worker to notice the database is gone', () => /worker run failed|could not listen|wake-up/.test(workerLog.slice(logged)), 60_000);
     server = await startEmbeddedPostgres({ dataDir, port });
     pool = createPool(url, 4);
 

@@ -11,7 +11,7 @@ import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private
 import { withTransaction } from '../src/persistence/db.ts';
 import { artifactsOfRequest } from '../src/persistence/artifacts.ts';
 import { scratchDatabase, type TestDb } from './helpers/db.ts';
-import { approvedMovement, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
+import { approvedMovement, backdateNodes, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
 
 /**
  * Every branch of the dispatch, observe and recovery pipelines of the reference runtime, on the
@@ -290,13 +290,14 @@ describe('observe', () => {
 
   test('observation timeout: enforced only when the flag is on, and then without calling the executor', async () => {
     const template = (k: string) =>
-      plan(k, [observed(['OBSERVING'], { timeout_policy: { observe_seconds: 1 } })]);
+      plan(k, [observed(['OBSERVING'], { timeout_policy: { observe_seconds: 60 } })]);
     const off = await approvedMovement(deps, template(key('to-off')));
     await dispatchOne(deps);
     const on = runtimeDeps(db.pool, { FERRY_OBSERVE_TIMEOUT_ENFORCEMENT_ENABLED: 'true' });
     const onId = await approvedMovement(on, template(key('to-on')));
     await dispatchOne(on);
-    await new Promise((r) => setTimeout(r, 1100));
+    // Both have been observed for longer than observe_seconds: their observation started 2 min ago.
+    await backdateNodes(db.pool, [off, onId], 'started_at', 120);
     await observeBatch(deps); // flag off: observes both (the other too), neither times out
     let so = (await snapshot(db.pool, off)).byKey.a;
     assert.equal(so.node_state, 'OBSERVING');
@@ -364,14 +365,14 @@ describe('recovery', () => {
   });
 
   test('a dispatch abandoned in PREPARING goes back to READY after the grace, and then completes', async () => {
-    const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS: '1' });
+    const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS: '60' });
     const id = await approvedMovement(fast, plan(key('abandoned'), [simNode('a', {})]));
     const node = (await snapshot(db.pool, id)).byKey.a;
     // Simulate a process that died right after claiming the node: drive it there by hand.
     await dispatchByHand(fast, id, node.id, ['DISPATCH_CLAIMED']);
     await recoverBatch(fast);
     assert.equal((await snapshot(db.pool, id)).byKey.a.node_state, 'PREPARING', 'within grace the dispatch may still be running');
-    await new Promise((r) => setTimeout(r, 1100));
+    await backdateNodes(db.pool, [id], 'updated_at', 120); // idle longer than the 60 s grace
     await recoverBatch(fast);
     const released = (await snapshot(db.pool, id)).byKey.a;
     assert.equal(released.node_state, 'READY');
@@ -383,7 +384,7 @@ describe('recovery', () => {
   });
 
   test('a node stuck in SUBMITTING past the lane grace is recovered; within grace it is left alone', async () => {
-    const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=1' });
+    const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=60' });
     const id = await approvedMovement(fast, plan(key('stuck'), [simNode('a', {})]));
     // Simulate a process that died right after committing SUBMITTING: drive the node there by hand.
     const node = (await snapshot(db.pool, id)).byKey.a;
@@ -393,7 +394,7 @@ describe('recovery', () => {
     await recoverBatch(fast);
     assert.equal(await recoverCalls(), 0, 'within grace: a submit may be in progress');
     assert.equal((await snapshot(db.pool, id)).byKey.a.node_state, 'SUBMITTING');
-    await new Promise((r) => setTimeout(r, 1100));
+    await backdateNodes(db.pool, [id], 'updated_at', 120); // stuck longer than the lane's 60 s grace
     await recoverBatch(fast);
     assert.equal(await recoverCalls(), 1);
     const s = await snapshot(db.pool, id);

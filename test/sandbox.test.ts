@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { createPublicClient, erc20Abi, http, type Address } from 'viem';
 import { scratchDatabase } from './helpers/db.ts';
 import { api, childEnv, repoRoot, spawnScript, stopChild } from './helpers/ferry-process.ts';
-import { waitFor } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * `npm run sandbox` end to end, as an operator would use it: it starts (anvil, the test

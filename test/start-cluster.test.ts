@@ -8,9 +8,11 @@ import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { createPool } from '../src/persistence/db.ts';
 import { listHeartbeats } from '../src/persistence/heartbeats.ts';
-import { createEmptyDatabase, dropDatabase, withDatabase } from '../src/persistence/test-databases.ts';
+import { createEmptyDatabase, dropDatabase, withDatabase } from '../scripts/lib/test-databases.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { exited, waitFor } from './helpers/processes.ts';
+import { callApi } from './helpers/http.ts';
+import { exited } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * `npm start` with FERRY_WORKER_PROCESSES=2: the primary serves the API and runs no workers; two
@@ -52,14 +54,7 @@ test('npm start with two worker processes runs a movement through the API to COM
     base = await listening;
     const token = async (role: string) => (await createToken(pool, { name: `${role}-${randomBytes(2).toString('hex')}`, role })).token;
     const [adminToken, requester, approver] = [await token('admin'), await token('requester'), await token('approver')];
-    const call = async (path: string, bearer: string, body?: unknown) => {
-      const res = await fetch(base + path, {
-        method: body === undefined ? 'GET' : 'POST',
-        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return { status: res.status, body: (await res.json()) as any };
-    };
+    const call = (path: string, bearer: string, body?: unknown) => callApi(base, body === undefined ? 'GET' : 'POST', path, bearer, body);
     const tpl = await call('/v3/templates', adminToken, {
       template_key: 'cluster-two-step',
       nodes: [
@@ -80,8 +75,11 @@ test('npm start with two worker processes runs a movement through the API to COM
     });
     assert.equal(done.movement.state, 'COMPLETED');
 
-    const beats = await listHeartbeats(pool);
-    const pids = new Set(beats.map((b) => b.pid));
+    // Both worker processes heartbeat (the second may write its first row after the movement is done).
+    const pids = await waitFor('two worker processes to heartbeat', async () => {
+      const seen = new Set((await listHeartbeats(pool)).map((b) => b.pid));
+      return seen.size >= 2 ? seen : null;
+    });
     assert.equal(pids.size, 2, 'two worker processes heartbeat');
     assert.ok(!pids.has(child.pid!), 'the primary runs no worker loops');
   } finally {

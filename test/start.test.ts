@@ -6,14 +6,15 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { configVariables, loadConfig } from '../src/config.ts';
 import { startFerry } from '../src/main.ts';
-import { createEmptyDatabase, dropDatabase } from '../src/persistence/test-databases.ts';
+import { EMBEDDED_PORT_FILE } from '../src/persistence/embedded-port.ts';
+import { createEmptyDatabase, dropDatabase } from '../scripts/lib/test-databases.ts';
+import { freePort, portRefuses } from './helpers/net.ts';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
@@ -91,28 +92,6 @@ async function stopWith(started: Started, signal: NodeJS.Signals): Promise<numbe
 async function getJson(url: string): Promise<{ status: number; body: any }> {
   const res = await fetch(url);
   return { status: res.status, body: await res.json() };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function portRefuses(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once('error', () => resolve(true));
-  });
 }
 
 const adminUrl = process.env.FERRY_TEST_ADMIN_URL;
@@ -196,6 +175,14 @@ test('a bad configuration value stops start with a message naming the variable',
   assert.ok(!ferry.lines.some((l) => typeof l.url === 'string'), 'nothing was served');
 });
 
+test('a bad FERRY_LOG_LEVEL stops start with one line naming it, not an error from the logger', async () => {
+  const ferry = start({ FERRY_LOG_LEVEL: 'loud', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' });
+  const { code } = await ferry.exit;
+  assert.equal(code, 1);
+  assert.equal(ferry.stderr().trim().split('\n').length, 1, `one line: ${ferry.stderr()}`);
+  assert.match(ferry.stderr(), /^ferry: Invalid configuration: FERRY_LOG_LEVEL \("loud"\)/);
+});
+
 test('without DATABASE_URL it runs an embedded PostgreSQL and reuses its data folder', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'ferry-start-'));
   // When tests run as root, PostgreSQL runs as its own user and must be able to reach the folder.
@@ -223,6 +210,38 @@ test('without DATABASE_URL it runs an embedded PostgreSQL and reuses its data fo
   assert.equal((await getJson(`${two.url}/readyz`)).status, 200);
   assert.equal(await stopWith(second, 'SIGTERM'), 0, second.stderr());
   assert.ok(!existsSync(join(dataDir, 'pg', 'postmaster.pid')));
+});
+
+test('two data folders without FERRY_EMBEDDED_PG_PORT run side by side, the second on a port it remembers', async () => {
+  const folders = [0, 1].map(() => {
+    const dir = mkdtempSync(join(tmpdir(), 'ferry-side-'));
+    chmodSync(dir, 0o755);
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    return dir;
+  });
+  // As on a developer's machine: the first checkout starts, then the second while the first runs.
+  const first = start({ FERRY_DATA_DIR: folders[0] });
+  const one = await listening(first);
+  const second = start({ FERRY_DATA_DIR: folders[1] });
+  const two = await listening(second);
+  for (const { url } of [one, two]) {
+    const ready = await getJson(`${url}/readyz`);
+    assert.equal(ready.status, 200, JSON.stringify(ready.body));
+  }
+  // The default was taken (by the first, or by something else on this machine): the second picked a port.
+  const remembered = Number(readFileSync(join(folders[1], EMBEDDED_PORT_FILE), 'utf8').trim());
+  assert.ok(remembered > 0 && remembered !== 54329, `picked port ${remembered}`);
+
+  // Its next start reuses the remembered port and the database in it.
+  assert.equal(await stopWith(second, 'SIGTERM'), 0, second.stderr());
+  assert.ok(await portRefuses(remembered));
+  const again = start({ FERRY_DATA_DIR: folders[1] });
+  const three = await listening(again);
+  assert.equal(three.line.migrations_applied, 0, 'the same, already migrated, database was reused');
+  assert.equal(Number(readFileSync(join(folders[1], EMBEDDED_PORT_FILE), 'utf8').trim()), remembered);
+  assert.equal(await portRefuses(remembered), false, 'the embedded PostgreSQL listens on the remembered port');
+  assert.equal((await getJson(`${three.url}/readyz`)).status, 200);
+  assert.deepEqual(await Promise.all([stopWith(first, 'SIGTERM'), stopWith(again, 'SIGTERM')]), [0, 0]);
 });
 
 test('the README documents every setting with its real default', () => {

@@ -3,9 +3,22 @@ import { test } from 'node:test';
 import { backoffSeconds, runLoop, Waker, WorkerCrash } from '../src/actors/loop-runner.ts';
 import { superviseWorkers } from '../src/actors/supervisor.ts';
 import { log } from '../src/log.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const quiet = log.child({ test: 'supervisor' });
 quiet.level = 'silent';
+
+/** A waker that records every sleep a loop asks for, so a test sees how long it would wait. */
+class RecordingWaker extends Waker {
+  readonly sleeps: number[] = [];
+  override sleep(ms: number, signal: AbortSignal): Promise<void> {
+    this.sleeps.push(ms);
+    return super.sleep(ms, signal);
+  }
+}
+
+/** Lets every queued callback and immediate run, so a loop that is able to run gets to. */
+const settle = () => new Promise<void>((r) => setImmediate(() => setImmediate(r)));
 
 test('a sidecar worker that crashes is logged; the others keep running', async () => {
   let coreRuns = 0;
@@ -20,22 +33,22 @@ test('a sidecar worker that crashes is logged; the others keep running', async (
     },
     quiet,
   );
-  await new Promise((r) => setTimeout(r, 400));
-  const [core, side] = [coreRuns, otherSidecarRuns];
-  await new Promise((r) => setTimeout(r, 400));
+  await waitFor('the broken sidecar to be reported', () => sup.crashedSidecars().length > 0);
   assert.deepEqual(sup.crashedSidecars(), ['broken']);
-  assert.ok(coreRuns > core && otherSidecarRuns > side, 'core and the other sidecar still run after the crash');
+  const [core, side] = [coreRuns, otherSidecarRuns];
+  await waitFor('core and the other sidecar to run again after the crash', () => coreRuns > core && otherSidecarRuns > side);
   await sup.stop();
   await sup.done;
 });
 
 test('a core worker that dies stops the core group and the supervision fails', async () => {
   let otherCoreRuns = 0;
+  const otherWaker = new Waker();
   const sup = superviseWorkers(
     {
       core: [
         { name: 'dies', intervalMs: 1, run: async () => { throw new WorkerCrash('core broke'); } },
-        { name: 'other', intervalMs: 1, run: async () => (otherCoreRuns++, 0) },
+        { name: 'other', intervalMs: 60_000, waker: otherWaker, run: async () => (otherCoreRuns++, 0) },
       ],
       sidecar: [{ name: 'side', intervalMs: 1, run: async () => 0 }],
     },
@@ -43,7 +56,9 @@ test('a core worker that dies stops the core group and the supervision fails', a
   );
   await assert.rejects(sup.done, /core broke/);
   const after = otherCoreRuns;
-  await new Promise((r) => setTimeout(r, 200));
+  // A live loop would run at once when woken; the stopped one does not.
+  otherWaker.wake();
+  await settle();
   assert.equal(otherCoreRuns, after, 'the rest of the core group stopped');
 });
 
@@ -51,7 +66,7 @@ test('ordinary errors are counted and retried; five in a row back off min(2^n, 6
   assert.deepEqual([1, 5, 6, 7, 10].map(backoffSeconds), [2, 32, 60, 60, 60]);
   let runs = 0;
   const abort = new AbortController();
-  const waker = new Waker();
+  const waker = new RecordingWaker();
   const seen: number[] = [];
   const loop = runLoop(
     {
@@ -67,13 +82,14 @@ test('ordinary errors are counted and retried; five in a row back off min(2^n, 6
     abort.signal,
     quiet,
   );
-  await new Promise((r) => setTimeout(r, 1500));
-  // Four quick retries at the interval, then the fifth failure starts a 32 s backoff.
+  // Four quick retries at the interval (at least 100 ms), then the fifth failure starts a 32 s backoff.
+  await waitFor('five failed runs and the sleep after them', () => waker.sleeps.length === 5);
   assert.equal(runs, 5);
   assert.deepEqual(seen, [1, 2, 3, 4, 5]);
+  assert.deepEqual(waker.sleeps, [100, 100, 100, 100, 32_000]);
   waker.wake(); // a wake-up ends the backoff sleep early
-  await new Promise((r) => setTimeout(r, 50));
-  assert.equal(runs, 6);
+  await waitFor('the run after the wake-up', () => runs === 6);
+  assert.equal(waker.sleeps[5], 60_000, 'the sixth failure in a row backs off 60 s');
   abort.abort();
   await loop;
 });
@@ -81,13 +97,13 @@ test('ordinary errors are counted and retried; five in a row back off min(2^n, 6
 test('a loop that handled items runs again at once; an idle one sleeps until woken', async () => {
   let runs = 0;
   const abort = new AbortController();
-  const waker = new Waker();
+  const waker = new RecordingWaker();
   const loop = runLoop({ name: 'drain', intervalMs: 60_000, waker, run: async () => (++runs <= 3 ? 1 : 0) }, abort.signal, quiet);
-  await new Promise((r) => setTimeout(r, 100));
+  await waitFor('the idle run to go to sleep', () => waker.sleeps.length === 1);
   assert.equal(runs, 4, 'three busy runs back to back, then one idle run, then sleep');
+  assert.deepEqual(waker.sleeps, [60_000], 'no sleep between the busy runs; the idle one sleeps the interval');
   waker.wake();
-  await new Promise((r) => setTimeout(r, 50));
-  assert.equal(runs, 5);
+  await waitFor('the run after the wake-up', () => runs === 5);
   abort.abort();
   await loop;
 });
@@ -100,9 +116,9 @@ test('one wake-up wakes every loop sleeping on a shared waker', async () => {
   waker.wake();
   await Promise.all(sleepers);
   assert.deepEqual(woken.sort(), [1, 2, 3]);
-  // A wake-up with nobody asleep is kept for the next sleeper.
+  // A wake-up with nobody asleep is kept for the next sleeper, which does not sleep at all.
   waker.wake();
-  const started = Date.now();
-  await waker.sleep(60_000, abort.signal);
-  assert.ok(Date.now() - started < 1000);
+  const first = await Promise.race([waker.sleep(60_000, abort.signal).then(() => 'woken'), settle().then(() => 'still asleep')]);
+  assert.equal(first, 'woken');
+  abort.abort();
 });

@@ -21,7 +21,8 @@ import { runsSince, type SweepJobRow } from '../src/persistence/sweep-jobs.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { seedMovement } from './helpers/fixtures.ts';
-import { exited, waitFor } from './helpers/processes.ts';
+import { exited } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 import { plan, simNode } from './helpers/runtime.ts';
 
 const INTERVALS: Record<string, number> = {

@@ -15,7 +15,7 @@ import { log } from '../src/log.ts';
 import { runsSince } from '../src/persistence/sweep-jobs.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
-import { waitFor } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
 
 let runtime: Runtime | undefined;
 after(async () => {

@@ -4,8 +4,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Starts a worker-only Ferry process (src/worker.ts) on the given database. */
-export function spawnWorker(databaseUrl: string, env: Record<string, string> = {}): ChildProcess {
+/**
+ * Starts a worker-only Ferry process (src/worker.ts) on the given database. Its log goes to this
+ * process's stdout, or, with `output: 'pipe'`, to the child's stdout stream for the caller to read.
+ */
+export function spawnWorker(databaseUrl: string, env: Record<string, string> = {}, opts: { output?: 'inherit' | 'pipe' } = {}): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
     env: {
       ...process.env,
@@ -14,7 +17,7 @@ export function spawnWorker(databaseUrl: string, env: Record<string, string> = {
       FERRY_LOG_LEVEL: process.env.FERRY_TEST_WORKER_LOG ?? 'warn',
       ...env,
     },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', opts.output ?? 'inherit', 'inherit'],
   });
   return child;
 }
@@ -24,13 +27,30 @@ export function exited(child: ChildProcess): Promise<{ code: number | null; sign
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
 }
 
-/** Polls `check` until it returns a truthy value; fails after `timeoutMs` (a liveness bound, not a speed target). */
-export async function waitFor<T>(what: string, check: () => Promise<T | null | undefined | false>, timeoutMs = 60_000, everyMs = 50): Promise<T> {
+export interface WaitOptions {
+  /** How long to keep trying before failing: a liveness bound, not a speed target. Default 60 s. */
+  timeoutMs?: number;
+  /** Pause between tries. Default 50 ms. */
+  everyMs?: number;
+}
+
+/**
+ * Polls `check` until it returns a truthy value and returns that value; fails after the timeout with
+ * a message naming `what` was awaited. The one bounded wait of the tests and the benchmark.
+ */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  timeout: number | WaitOptions = {},
+  everyMs?: number,
+): Promise<T> {
+  const opts = typeof timeout === 'number' ? { timeoutMs: timeout, everyMs } : timeout;
+  const timeoutMs = opts.timeoutMs ?? 60_000;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await check();
     if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, opts.everyMs ?? 50));
   }
 }

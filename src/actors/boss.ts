@@ -95,7 +95,10 @@ export async function startBoss(connectionString: string, opts: StartBossOptions
   return boss;
 }
 
+/** How long stopping pg-boss waits for running handlers by default. */
+const STOP_TIMEOUT_MS = 30_000;
+
 /** Stops taking jobs, waits for running handlers (up to timeoutMs), then closes pg-boss's pool. */
 export async function stopBoss(boss: PgBoss, opts: { timeoutMs?: number } = {}): Promise<void> {
-  await boss.stop({ graceful: true, close: true, timeout: opts.timeoutMs ?? 30_000 });
+  await boss.stop({ graceful: true, close: true, timeout: opts.timeoutMs ?? STOP_TIMEOUT_MS });
 }

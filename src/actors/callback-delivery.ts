@@ -64,8 +64,11 @@ export function createCallbackQueue(boss: PgBoss): CallbackQueue {
   };
 }
 
+/** A delivery's lease outlasts its HTTP timeout by this much, so a slow success is not taken twice. */
+const LEASE_MARGIN_SECONDS = 30;
+
 function leaseSeconds(timeoutMs: number): number {
-  return Math.ceil(timeoutMs / 1000) + 30;
+  return Math.ceil(timeoutMs / 1000) + LEASE_MARGIN_SECONDS;
 }
 
 type PostResult = { ok: true; statusCode: number } | { ok: false; statusCode: number | null; error: string };

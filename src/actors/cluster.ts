@@ -13,6 +13,8 @@ export interface WorkerCluster {
 }
 
 const WORKER_ENTRY = fileURLToPath(new URL('../worker.ts', import.meta.url));
+/** Pause before replacing a worker process that exited, so one that dies at start cannot spin. */
+const REPLACEMENT_DELAY_MS = 1000;
 
 export function startWorkerCluster(count: number, env: NodeJS.ProcessEnv, log: Logger): WorkerCluster {
   cluster.setupPrimary({ exec: WORKER_ENTRY, execArgv: process.execArgv, silent: false });
@@ -26,7 +28,7 @@ export function startWorkerCluster(count: number, env: NodeJS.ProcessEnv, log: L
       workers.delete(w);
       if (stopping) return;
       log.warn({ pid: w.process.pid, code, signal }, 'worker process exited; starting a replacement');
-      setTimeout(() => !stopping && fork(), 1000).unref();
+      setTimeout(() => !stopping && fork(), REPLACEMENT_DELAY_MS).unref();
     });
   };
   for (let i = 0; i < count; i++) fork();

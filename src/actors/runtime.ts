@@ -212,14 +212,17 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   };
 }
 
-/** Heartbeat rows per worker: written on the first run, on a status change, and every 5 s. */
+/** A worker's heartbeat row is refreshed at least this often while its status stays the same. */
+const HEARTBEAT_REFRESH_MS = 5000;
+
+/** Heartbeat rows per worker: written on the first run, on a status change, and every HEARTBEAT_REFRESH_MS. */
 function heartbeats(pool: Pool, processId: string, log: Logger) {
   const last = new Map<string, { at: number; status: string }>();
   return (worker: string, group: 'core' | 'sidecar', stats: LoopStats) => {
     const status = stats.consecutiveErrors > 0 ? 'failing' : 'running';
     const prev = last.get(worker);
     const now = Date.now();
-    if (prev && prev.status === status && now - prev.at < 5000) return;
+    if (prev && prev.status === status && now - prev.at < HEARTBEAT_REFRESH_MS) return;
     last.set(worker, { at: now, status });
     upsertHeartbeat(pool, {
       process_id: processId,

@@ -8,6 +8,10 @@ import { EVENTS_CHANNEL } from './transition.ts';
  * and every state to `onEvent` subscribers (the live inspection stream). The workers' intervals
  * remain the safety net: a lost connection only costs latency, and it reconnects with backoff.
  */
+/** Reconnect backoff of the LISTEN connection: 1 s, doubling per failed attempt, at most 30 s. */
+const RECONNECT_FIRST_MS = 1000;
+const RECONNECT_MAX_MS = 30_000;
+
 export interface WakeTargets {
   dispatcher?: () => void;
   observer?: () => void;
@@ -73,7 +77,7 @@ export class Wakeups {
     this.#retry = setTimeout(() => {
       this.#retry = null;
       void this.#connect(attempt);
-    }, Math.min(1000 * 2 ** attempt, 30_000));
+    }, Math.min(RECONNECT_FIRST_MS * 2 ** attempt, RECONNECT_MAX_MS));
   }
 
   /** A payload is the array of notices one transaction committed. */

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { loadConfig } from '../config.ts';
 import { createPool, ping, type Pool } from '../persistence/db.ts';
 import type { EmbeddedServer } from '../persistence/embedded.ts';
+import { resolveEmbeddedPort } from '../persistence/embedded-port.ts';
 import { migrate, pendingMigrations } from '../persistence/migrate.ts';
 import type { PgBoss } from 'pg-boss';
 import { startBoss, stopBoss } from '../actors/boss.ts';
@@ -51,7 +52,7 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
   if (config.databaseUrl) return openUrl(config.databaseUrl, 'database-url', mode);
 
   const dataDir = resolve(config.dataDir);
-  const port = config.embeddedPgPort;
+  const port = await resolveEmbeddedPort(dataDir, config.embeddedPgPort);
   const running = await runningEmbeddedUrl(dataDir, port);
   if (running) return openUrl(running, 'embedded-running', mode);
 

@@ -7,6 +7,7 @@
  */
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { request } from 'undici';
+import { isUuid } from '../ids.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { table } from './format.ts';
 
@@ -92,11 +93,10 @@ export function jsonObjectOption(ctx: CliContext, name: string): Record<string, 
   return value as Record<string, unknown>;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function movementId(ctx: CliContext): string {
   const id = ctx.positionals[0];
-  if (!UUID.test(id)) throw new UsageError(`ID must be a movement id (a UUID), got "${id}"`);
+  if (!isUuid(id)) throw new UsageError(`ID must be a movement id (a UUID), got "${id}"`);
   return id;
 }
 
@@ -111,6 +111,8 @@ interface TransitionView {
   to_state: string;
   event_type: string;
   actor: string;
+  /** Present from Ferry versions that name actors; older ones send only the id. */
+  actor_name?: string;
   at: string;
 }
 
@@ -124,6 +126,7 @@ interface MovementDetail {
     approvals: { by: string; at: string }[];
     compiled_plan_hash: string;
     created_by: string;
+    created_by_name?: string;
     created_at: string;
     expires_at: string | null;
   };
@@ -142,7 +145,7 @@ function entity(t: TransitionView): string {
 }
 
 function transitionLine(t: TransitionView): string {
-  return `${time(t.at)}  ${entity(t)}  ${t.from_state ?? '(created)'} -> ${t.to_state}  ${t.event_type}  by ${t.actor}`;
+  return `${time(t.at)}  ${entity(t)}  ${t.from_state ?? '(created)'} -> ${t.to_state}  ${t.event_type}  by ${t.actor_name ?? t.actor}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -227,13 +230,14 @@ const list: CliCommand = {
     if (movements.length === 0) return ctx.out(state ? `No movements in ${state.toUpperCase()}.` : 'No movements yet.');
     ctx.out(
       table(
-        ['ID', 'STATE', 'TEMPLATE', 'STEPS DONE', 'CREATED'],
+        ['ID', 'STATE', 'TEMPLATE', 'STEPS DONE', 'CREATED', 'BY'],
         movements.map((m: any) => [
           m.id,
           m.request_state,
           `${m.template_key} v${m.template_version}`,
           `${(m.node_states.COMPLETED ?? 0) + (m.node_states.SKIPPED ?? 0)}/${m.nodes_total}`,
           m.created_at,
+          m.created_by_name ?? m.created_by,
         ]),
       ),
     );
@@ -255,7 +259,7 @@ const show: CliCommand = {
     ctx.out(`  template   ${r.template_key} v${r.template_version}`);
     ctx.out(`  state      ${r.request_state} (approval ${r.approval_status}, ${r.approvals.length} approval(s))`);
     ctx.out(`  plan hash  ${r.compiled_plan_hash}`);
-    ctx.out(`  created    ${r.created_at} by ${r.created_by}`);
+    ctx.out(`  created    ${r.created_at} by ${r.created_by_name ?? r.created_by}`);
     ctx.out('');
     const layer = new Map(d.plan.nodes.map((n) => [n.key, n.layer]));
     const nodes = [...d.nodes].sort((a, b) => (layer.get(a.node_key) ?? 0) - (layer.get(b.node_key) ?? 0));

@@ -1,3 +1,4 @@
+import { isUuid } from '../ids.ts';
 import { createToken, listTokens, revokeToken, roles, isRole, type TokenInfo } from '../persistence/tokens.ts';
 import { UsageError, type CliCommand } from './command.ts';
 import { table } from './format.ts';
@@ -70,7 +71,7 @@ const revoke: CliCommand = {
     const name = ctx.option('name');
     const id = ctx.option('id');
     if ((name === undefined) === (id === undefined)) throw new UsageError('give exactly one of --name or --id');
-    if (id !== undefined && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) {
+    if (id !== undefined && !isUuid(id)) {
       throw new UsageError(`--id must be a token id (a UUID), got "${id}"`);
     }
     const revoked = await ctx.withDatabase(({ pool }) => revokeToken(pool, (id ?? name)!));

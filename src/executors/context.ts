@@ -1,3 +1,4 @@
+import { attemptKey } from '../ids.ts';
 import { ConfigRefUnresolvedError, ExecutorNotRegisteredError, SignerNotRegisteredError } from './errors.ts';
 import { PROTOCOL_VERSION, type ExecutionContext, type GeneratedArtifact, type ResolvedBindings } from './protocol.ts';
 import { bindingExtras, bindingKey } from './registry.ts';
@@ -41,10 +42,8 @@ export interface ExecutionContextInput {
 
 const REF_PREFIX = '$ref:';
 
-/** Ferry's stable per-attempt idempotency key; the same for every process and every retry of a call. */
-export function attemptIdempotencyKey(requestNodeId: string, attemptNo: number): string {
-  return `${requestNodeId}:${attemptNo}`;
-}
+/** Ferry's stable per-attempt idempotency key (src/ids.ts), under the name executors have used. */
+export { attemptKey as attemptIdempotencyKey } from '../ids.ts';
 
 /**
  * Builds the context an executor receives, as the reference runtime does:
@@ -92,7 +91,7 @@ export function buildExecutionContext(input: ExecutionContextInput): ExecutionCo
     node_config: resolveConfigRefs(node.config ?? {}, completedRefs, input.nodes.map((n) => n.node_key)),
     provider_context,
     timeout_policy: { ...(node.timeout_policy ?? {}) },
-    idempotency_key: input.idempotencyKey ?? attemptIdempotencyKey(node.id, attemptNo),
+    idempotency_key: input.idempotencyKey ?? attemptKey(node.id, attemptNo),
     attempt_artifacts: (input.attemptArtifacts ?? []).map((a) => ({ ...a })),
   };
 }

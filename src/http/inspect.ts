@@ -17,13 +17,18 @@ import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 import { z } from 'zod';
 import { Wakeups, type EventNotice } from '../actors/wakeups.ts';
 import { NotFoundError } from '../errors.ts';
+import { isUuid, UUID_PATTERN } from '../ids.ts';
 import { log as rootLog, type Logger } from '../log.ts';
+// Guards and actions are named as src/machines/introspect.ts names them, so a graph edge can be
+// compared with the machine's own transition list field by field.
+import { actionLabel, guardLabel } from '../machines/introspect.ts';
 import { nodeMachine } from '../machines/node-machine.ts';
 import { requestMachine, requestStates } from '../machines/request-machine.ts';
 import type { Pool } from '../persistence/db.ts';
 import { movementOverviews } from '../persistence/inspection.ts';
 import { getRequest, nodesOfRequest, transitionsOfRequest, type NodeRow, type RequestRow, type TransitionRow } from '../persistence/movements.ts';
 import { executorKeyOf } from '../plan/bindings.ts';
+import { actorNames, movementActors, type ActorNames } from './actor-names.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
 import { validate, validationError } from './errors.ts';
 import { decimalInteger } from './query.ts';
@@ -58,22 +63,6 @@ export interface MachineView {
 
 /** The machines Ferry persists, in the order the visualizer lists them. */
 export const inspectedMachines: AnyStateMachine[] = [requestMachine, nodeMachine];
-
-// The same naming as src/machines/introspect.ts, so a graph edge can be compared with the machine's
-// own transition list field by field.
-function guardLabel(guard: unknown): string | null {
-  if (!guard) return null;
-  if (typeof guard === 'string') return guard;
-  const g = guard as { type?: string; guards?: unknown[] };
-  if (g.guards) return `${g.type ?? 'and'}(${g.guards.map(guardLabel).join(', ')})`;
-  return g.type ?? 'inline';
-}
-
-function actionLabel(action: unknown): string {
-  if (typeof action === 'string') return action;
-  const a = action as { type?: string; name?: string };
-  return a.type ?? a.name ?? 'inline';
-}
 
 /** A state's key relative to the machine root ("A" or "A.B" for nested states). */
 function stateKey(node: { path: string[] }): string {
@@ -136,11 +125,13 @@ export interface TransitionView {
   to_state: string;
   event_type: string;
   event_payload: Record<string, unknown>;
+  /** The stable actor id (`token:<id>`, a worker's name); `actor_name` is what a person reads. */
   actor: string;
+  actor_name: string;
   at: string;
 }
 
-export function transitionView(t: TransitionRow): TransitionView {
+export function transitionView(t: TransitionRow, names: ActorNames): TransitionView {
   return {
     id: t.id,
     entity_type: t.entity_type,
@@ -154,13 +145,14 @@ export function transitionView(t: TransitionRow): TransitionView {
     event_type: t.event_type,
     event_payload: t.event_payload,
     actor: t.actor,
+    actor_name: names(t.actor),
     at: t.at.toISOString(),
   };
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-function requestView(r: RequestRow) {
+function requestView(r: RequestRow, names: ActorNames) {
   return {
     id: r.id,
     template_key: r.template_key,
@@ -172,8 +164,9 @@ function requestView(r: RequestRow) {
     row_version: r.row_version,
     approval_status: r.approval_status,
     approval_quorum: r.approval_quorum,
-    approvals: r.approvals,
+    approvals: r.approvals.map((a) => ({ ...a, by_name: names(a.by) })),
     decided_by: r.decided_by,
+    decided_by_name: r.decided_by === null ? null : names(r.decided_by),
     expires_at: iso(r.expires_at),
     intent: r.intent,
     input_params: r.input_params,
@@ -182,6 +175,7 @@ function requestView(r: RequestRow) {
     // The URL itself may carry a receiver's credentials; readers only learn that there is one.
     callback_configured: r.callback_url !== null,
     created_by: r.created_by,
+    created_by_name: names(r.created_by),
     created_at: r.created_at.toISOString(),
     updated_at: r.updated_at.toISOString(),
   };
@@ -261,11 +255,9 @@ export function planView(request: Pick<RequestRow, 'compiled_plan'>, nodes: Node
 /** Transitions returned with a movement; longer histories continue on the event stream. */
 export const HISTORY_LIMIT = 5000;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 async function requireRequest(pool: Pool, id: string): Promise<RequestRow> {
   // An id that is not a UUID names no movement: 404, and it never reaches a uuid cast.
-  const row = UUID.test(id) ? await getRequest(pool, id) : null;
+  const row = isUuid(id) ? await getRequest(pool, id) : null;
   if (!row) throw new NotFoundError('movement', id);
   return row;
 }
@@ -274,11 +266,13 @@ export async function movementDetail(pool: Pool, id: string) {
   const request = await requireRequest(pool, id);
   const [nodes, history] = await Promise.all([nodesOfRequest(pool, id), transitionsOfRequest(pool, id, 0, HISTORY_LIMIT + 1)]);
   const complete = history.length <= HISTORY_LIMIT;
+  const shown = history.slice(0, HISTORY_LIMIT);
+  const names = await actorNames(pool, [...movementActors(request), ...shown.map((t) => t.actor)]);
   return {
-    request: requestView(request),
+    request: requestView(request, names),
     nodes: nodes.map(nodeView),
     plan: planView(request, nodes),
-    transitions: history.slice(0, HISTORY_LIMIT).map(transitionView),
+    transitions: shown.map((t) => transitionView(t, names)),
     /** False when the history was cut at HISTORY_LIMIT; the event stream delivers the rest. */
     transitions_complete: complete,
   };
@@ -351,6 +345,12 @@ export interface StreamOptions {
 
 const BATCH = 500;
 
+/** Defaults of StreamOptions (tests pass shorter ones). */
+export const STREAM_HEARTBEAT_MS = 15_000;
+export const STREAM_POLL_MS = 5_000;
+/** What a client that lost the stream waits before reconnecting (the SSE `retry` field). */
+const STREAM_RETRY_MS = 2000;
+
 /**
  * Streams the transitions of one movement with id > afterId until the client goes away.
  *
@@ -389,14 +389,15 @@ async function streamTransitions(
     unsubscribe = await subscribe((n) => {
       if (n.request_id === requestId) poke();
     });
-    await stream.writeSSE({ event: 'ready', data: JSON.stringify({ request_id: requestId, after: afterId }), retry: 2000 });
+    await stream.writeSSE({ event: 'ready', data: JSON.stringify({ request_id: requestId, after: afterId }), retry: STREAM_RETRY_MS });
     let last = afterId;
     let lastWrite = Date.now();
     while (!closed && !stream.aborted) {
       const rows = await transitionsOfRequest(pool, requestId, last, BATCH);
+      const names = await actorNames(pool, rows.map((r) => r.actor));
       for (const row of rows) {
         if (closed) break;
-        await stream.writeSSE({ event: 'transition', id: String(row.id), data: JSON.stringify(transitionView(row)) });
+        await stream.writeSSE({ event: 'transition', id: String(row.id), data: JSON.stringify(transitionView(row, names)) });
         last = row.id;
         lastWrite = Date.now();
       }
@@ -448,7 +449,7 @@ const listQuery = z.object({
     .pipe(z.array(z.enum(requestStates)).max(requestStates.length))
     .optional(),
   limit: decimalInteger(1, 200).default(50),
-  before: z.string().regex(UUID, 'before must be a movement id').optional(),
+  before: z.string().regex(UUID_PATTERN, 'before must be a movement id').optional(),
 });
 
 const eventsQuery = z.object({
@@ -463,7 +464,7 @@ function databaseUrlOf(pool: Pool): string {
 
 export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
   const log = (deps.log ?? rootLog).child({ component: 'inspect' });
-  const opts: StreamOptions = { heartbeatMs: deps.stream?.heartbeatMs ?? 15_000, pollMs: deps.stream?.pollMs ?? 5_000 };
+  const opts: StreamOptions = { heartbeatMs: deps.stream?.heartbeatMs ?? STREAM_HEARTBEAT_MS, pollMs: deps.stream?.pollMs ?? STREAM_POLL_MS };
   let notices = deps.notices;
   const subscribe: SubscribeNotices = (fn) => {
     notices ??= sharedNotices(databaseUrlOf(deps.pool), log);
@@ -478,8 +479,9 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
   app.get('/inspect/movements', validate('query', listQuery), async (c) => {
     const q = c.req.valid('query');
     const movements = await movementOverviews(deps.pool, { states: q.state, limit: q.limit, beforeId: q.before ?? null });
+    const names = await actorNames(deps.pool, movements.map((m) => m.created_by));
     return c.json({
-      movements: movements.map((m) => ({ ...m, created_at: m.created_at.toISOString(), updated_at: m.updated_at.toISOString() })),
+      movements: movements.map((m) => ({ ...m, created_by_name: names(m.created_by), created_at: m.created_at.toISOString(), updated_at: m.updated_at.toISOString() })),
       next_before: movements.length === q.limit ? movements[movements.length - 1].id : null,
     });
   });

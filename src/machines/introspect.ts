@@ -13,15 +13,16 @@ export interface DefinedTransition {
   actions: string[];
 }
 
-function guardName(guard: unknown): string | null {
+/** A guard as the inspection API and the coverage test name it: its type, `and(a, b)` for a combination. */
+export function guardLabel(guard: unknown): string | null {
   if (!guard) return null;
   if (typeof guard === 'string') return guard;
   const g = guard as { type?: string; guards?: unknown[] };
-  if (g.guards) return `${g.type ?? 'and'}(${g.guards.map(guardName).join(', ')})`;
+  if (g.guards) return `${g.type ?? 'and'}(${g.guards.map(guardLabel).join(', ')})`;
   return g.type ?? 'inline';
 }
 
-function actionName(action: unknown): string {
+export function actionLabel(action: unknown): string {
   if (typeof action === 'string') return action;
   const a = action as { type?: string; name?: string };
   return a.type ?? a.name ?? 'inline';
@@ -37,8 +38,8 @@ export function definedTransitions(machine: AnyStateMachine): DefinedTransition[
           from: key,
           event,
           to: t.target?.[0]?.key ?? key,
-          guard: guardName(guard),
-          actions: (t.actions ?? []).map(actionName),
+          guard: guardLabel(guard),
+          actions: (t.actions ?? []).map(actionLabel),
         });
       }
     }

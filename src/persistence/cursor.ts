@@ -1,4 +1,5 @@
 import { ValidationError } from '../errors.ts';
+import { isUuid } from '../ids.ts';
 
 /**
  * Opaque page cursors over (created_at, id). created_at travels at microsecond precision as text
@@ -7,11 +8,7 @@ import { ValidationError } from '../errors.ts';
  */
 export const CURSOR_AT_SQL = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function isUuid(id: string): boolean {
-  return UUID.test(id);
-}
+export { isUuid } from '../ids.ts';
 
 export function encodeCursor(at: string, id: string): string {
   return Buffer.from(JSON.stringify([at, id])).toString('base64url');

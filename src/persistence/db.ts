@@ -10,16 +10,19 @@ export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 // Ferry fit in a double, so read them as numbers.
 pg.types.setTypeParser(20, (v) => Number(v));
 
+/** How long a checkout waits for a connection before failing. */
+const CONNECTION_TIMEOUT_MS = 30_000;
+
 /**
- * A pool that fails a checkout after 30 s instead of waiting forever, so an exhausted pool shows up
- * as errors in the worker logs rather than as a silent stall.
+ * A pool that fails a checkout after CONNECTION_TIMEOUT_MS instead of waiting forever, so an
+ * exhausted pool shows up as errors in the worker logs rather than as a silent stall.
  */
 export function createPool(connectionString: string, max = 20, applicationName = 'ferry', opts: { allowExitOnIdle?: boolean } = {}): Pool {
   const pool = new pg.Pool({
     connectionString,
     max,
     application_name: applicationName,
-    connectionTimeoutMillis: 30_000,
+    connectionTimeoutMillis: CONNECTION_TIMEOUT_MS,
     allowExitOnIdle: opts.allowExitOnIdle ?? false,
   });
   // An idle client losing its connection (Postgres restart) must not crash the process.

@@ -1,4 +1,5 @@
 import { ValidationError } from '../errors.ts';
+import { attemptKey } from '../ids.ts';
 import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
@@ -253,7 +254,7 @@ export async function writeNodeTransition(
     `WITH u AS (
        UPDATE request_nodes
           SET node_state = $4, attempt_no = $5,
-              idempotency_key = CASE WHEN $5::int > 0 THEN id::text || ':' || $5::int ELSE NULL END,
+              idempotency_key = $21,
               started_at = $6, provider_state = $7, provider_refs = $8, provider_ref_id = $9,
               next_observe_at = $10, last_observed_at = $11, observe_count = $12, dispatch_after = $13,
               error_code = $14, error_detail = $15, row_version = row_version + 1, updated_at = now()
@@ -286,6 +287,8 @@ export async function writeNodeTransition(
       cause.event_type,
       JSON.stringify(cause.event_payload),
       cause.actor,
+      // Attempt 0 (not dispatched yet) has no key.
+      next.attempt_no > 0 ? attemptKey(node.id, next.attempt_no) : null,
     ],
   );
   if (!rows[0]) return null;

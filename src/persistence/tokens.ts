@@ -147,3 +147,14 @@ export async function hasAdminToken(db: Queryable): Promise<boolean> {
   );
   return rows[0].exists;
 }
+
+/**
+ * The names of the tokens with these ids, revoked ones included (a revoked token still names who
+ * acted before). Ids that are not UUIDs are skipped: they name no token.
+ */
+export async function tokenNames(db: Queryable, ids: Iterable<string>): Promise<Map<string, string>> {
+  const wanted = [...new Set([...ids].filter(isUuid))];
+  if (wanted.length === 0) return new Map();
+  const { rows } = await db.query<{ id: string; name: string }>('SELECT id, name FROM api_tokens WHERE id = ANY($1::uuid[])', [wanted]);
+  return new Map(rows.map((r) => [r.id, r.name]));
+}

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './net.ts';
+import { waitFor } from './wait.ts';
 
 /**
  * A real local EVM node (anvil from the @foundry-rs/anvil package) on 127.0.0.1, for the EVM lane
@@ -55,18 +55,17 @@ export async function startAnvil(opts: { chainId?: number; port?: number; blockT
   };
 
   // Ready once it answers eth_chainId; bounded so a broken binary fails the test instead of hanging.
-  for (let i = 0; ; i++) {
-    if (exitedEarly) throw new Error(`anvil exited before answering: ${stderr}`);
-    try {
-      await rpc('eth_chainId');
-      break;
-    } catch {
-      if (i > 300) {
-        child.kill('SIGKILL');
-        throw new Error(`anvil did not answer on ${url}: ${stderr}`);
-      }
-      await sleep(50);
-    }
+  try {
+    await waitFor(`anvil to answer on ${url}`, async () => {
+      if (exitedEarly) throw new Error(`anvil exited before answering: ${stderr}`);
+      return rpc('eth_chainId').then(
+        () => true,
+        () => false,
+      );
+    }, 15_000);
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw new Error(`${(err as Error).message}: ${stderr}`);
   }
 
   return {
@@ -99,13 +98,3 @@ function anvilBinary(): string {
   return join(dirname(require.resolve('@foundry-rs/anvil/package.json')), 'bin.mjs');
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { after, afterEach } from 'node:test';
 import { createPool, type Pool } from '../../src/persistence/db.ts';
-import { cloneTemplate, dropDatabase } from '../../src/persistence/test-databases.ts';
+import { cloneTemplate, dropDatabase } from '../../scripts/lib/test-databases.ts';
 
 export interface TestDb {
   url: string;

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { waitFor } from './processes.ts';
+import { waitFor } from './wait.ts';
 
 /**
  * A Ferry (`src/main.ts`, or any script of the repository) in a child process, with every line it

@@ -1,1 +1,1 @@
-export { exited, spawnWorker, waitFor } from '../../scripts/lib/processes.ts';
+export { exited, spawnWorker } from '../../scripts/lib/processes.ts';

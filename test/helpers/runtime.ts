@@ -63,3 +63,11 @@ export function simNode(key: string, sim: Record<string, unknown>, extra: Record
 export function plan(key: string, nodes: Record<string, unknown>[], edges: { from: string; to: string }[] = []): TemplateDefinitionInput {
   return { template_key: key, nodes, edges } as TemplateDefinitionInput;
 }
+
+/**
+ * Moves a time column of every node of these movements `seconds` into the past: what the test would
+ * otherwise sleep for (a grace period, an observation budget) has then elapsed.
+ */
+export async function backdateNodes(pool: Pool, requestIds: string[], column: 'started_at' | 'updated_at' | 'next_observe_at', seconds: number): Promise<void> {
+  await pool.query(`UPDATE request_nodes SET ${column} = ${column} - make_interval(secs => $2) WHERE request_id = ANY($1::uuid[])`, [requestIds, seconds]);
+}

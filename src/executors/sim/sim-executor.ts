@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isAddress, serializeTransaction, toHex, type Address } from 'viem';
 import type { Pool } from '../../persistence/db.ts';
 import { recordCall, submitsFor, type SimCall } from '../../persistence/sim-ledger.ts';
-import { attemptIdempotencyKey } from '../context.ts';
+import { attemptKey } from '../../ids.ts';
 import { FatalMovementError, TemporaryMovementError } from '../errors.ts';
 import { payloadHash } from '../payload-hash.ts';
 import {
@@ -129,7 +129,7 @@ export class SimExecutor implements Executor {
 }
 
 function idempotencyKey(ctx: ExecutionContext): string {
-  return ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+  return ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
 }
 
 function result(input: ExecutionResultInput): ExecutionResult {

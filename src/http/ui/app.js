@@ -24,6 +24,8 @@ const ui = {
   stream: null, // AbortController of the open event stream
   streamStatus: 'idle',
   listTimer: null,
+  listSeq: 0, // number of the latest list request: only its answer is drawn
+  listed: null, // { movements, state } of the latest list answer
   renderQueued: false,
 };
 
@@ -154,9 +156,21 @@ async function start() {
 // ------------------------------------------------------------------------------------------------
 // Movement list
 
+/**
+ * Reads the list from Ferry. Answers can come back out of order (a poll and a filter change in flight
+ * together): only the answer to the latest call is drawn, so an older one never overwrites it.
+ */
 async function refreshList() {
+  const seq = ++ui.listSeq;
   const state = $('state-filter').value;
   const { movements } = await api(`/inspect/movements?limit=100${state ? `&state=${state}` : ''}`);
+  if (seq !== ui.listSeq) return;
+  ui.listed = { movements, state };
+  drawList();
+}
+
+function drawList() {
+  const { movements, state } = ui.listed;
   const list = $('movements');
   list.replaceChildren();
   if (movements.length === 0) {
@@ -165,14 +179,56 @@ async function refreshList() {
     return;
   }
   for (const m of movements) {
-    const done = (m.node_states.COMPLETED ?? 0) + (m.node_states.SKIPPED ?? 0);
     const li = el('li', { 'data-id': m.id, class: m.id === ui.movementId ? 'selected' : '' },
-      el('div', { class: 'row' }, el('b', {}, m.template_key), el('span', { class: `badge s-${m.request_state}` }, m.request_state)),
+      el('div', { class: 'row' }, el('b', {}, m.template_key), el('span', { class: 'badge' })),
       el('div', { class: 'id' }, m.id),
-      el('div', { class: 'nodes' }, `${done}/${m.nodes_total} steps done - ${new Date(m.created_at).toLocaleString()}`));
+      el('div', { class: 'nodes' }));
     li.addEventListener('click', () => { location.hash = `#/movements/${m.id}`; });
     list.append(li);
+    drawListRow(li, m);
   }
+}
+
+/**
+ * One row of the list. The open movement's row shows what its detail pane shows: the live end of the
+ * transition stream, which moves with every commit, where the polled overview would lag behind it (a
+ * poll is skipped while the tab is hidden, and an answer may predate the last transitions streamed).
+ */
+function drawListRow(li, m) {
+  const live = m.id === ui.movementId ? liveSummary() : null;
+  const requestState = live?.requestState ?? m.request_state;
+  const nodeStates = live?.nodeStates ?? m.node_states;
+  const total = live?.total ?? m.nodes_total;
+  const done = (nodeStates.COMPLETED ?? 0) + (nodeStates.SKIPPED ?? 0);
+  const badge = li.querySelector('.badge');
+  badge.className = `badge s-${requestState}`;
+  badge.textContent = requestState;
+  badge.dataset.state = requestState;
+  const nodes = li.querySelector('.nodes');
+  nodes.dataset.done = String(done);
+  nodes.dataset.total = String(total);
+  nodes.textContent = `${done}/${total} steps done - ${new Date(m.created_at).toLocaleString()}`;
+}
+
+/** The open movement's request state and per-state step counts at the live end of its log, when the page has it. */
+function liveSummary() {
+  const d = ui.detail;
+  if (!d || d.request.id !== ui.movementId) return null;
+  const at = statesAt(ui.transitions.length);
+  const nodeStates = {};
+  for (const n of d.nodes) {
+    const state = at.nodes.get(n.node_key)?.state ?? n.node_state;
+    nodeStates[state] = (nodeStates[state] ?? 0) + 1;
+  }
+  return { requestState: at.request.state ?? d.request.request_state, nodeStates, total: d.nodes.length };
+}
+
+/** Redraws the open movement's list row (after a transition arrived or the page loaded it). */
+function drawOpenListRow() {
+  if (!ui.listed || !ui.movementId) return;
+  const m = ui.listed.movements.find((x) => x.id === ui.movementId);
+  const li = [...$('movements').children].find((x) => x.dataset.id === ui.movementId);
+  if (m && li) drawListRow(li, m);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -306,7 +362,7 @@ function render() {
 
   $('movement-title').textContent = `${d.request.template_key} v${d.request.template_version}`;
   $('movement-meta').textContent =
-    `${d.request.id} - created ${new Date(d.request.created_at).toLocaleString()} by ${d.request.created_by}` +
+    `${d.request.id} - created ${new Date(d.request.created_at).toLocaleString()} by ${d.request.created_by_name ?? d.request.created_by}` +
     ` - plan ${d.request.compiled_plan_hash.slice(0, 18)}...`;
   const badge = $('request-state');
   badge.textContent = requestState;
@@ -319,6 +375,7 @@ function render() {
   drawTimeline(k);
   drawLog(k);
   setStreamStatus();
+  drawOpenListRow();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -554,7 +611,7 @@ function drawTimeline(k) {
       ' -> ',
       el('span', { class: `badge s-${t.to_state}` }, t.to_state),
       ' on ', el('span', { class: 'event' }, t.event_type),
-      ` by ${t.actor} at ${formatTime(t.at)}`),
+      ` by ${t.actor_name ?? t.actor} at ${formatTime(t.at)}`),
     payload,
   );
 }
@@ -571,7 +628,7 @@ function drawLog(k) {
     const t = ui.transitions[i];
     const tr = el('tr', { class: i === k - 1 ? 'current' : i >= k ? 'future' : '' },
       el('td', {}, String(i + 1)), el('td', {}, formatTime(t.at)), el('td', {}, describe(t)),
-      el('td', {}, t.from_state ?? '-'), el('td', {}, t.to_state), el('td', { class: 'event' }, t.event_type), el('td', {}, t.actor));
+      el('td', {}, t.from_state ?? '-'), el('td', {}, t.to_state), el('td', { class: 'event' }, t.event_type), el('td', { title: t.actor }, t.actor_name ?? t.actor));
     tr.addEventListener('click', () => travel(i + 1));
     if (i === k - 1) current = tr;
     body.append(tr);
@@ -644,4 +701,8 @@ $('request-pill').addEventListener('click', () => {
   render();
 });
 window.addEventListener('hashchange', () => void route());
+// Polls skip a hidden tab; coming back shows the list as it is now, not as it was when the tab was hidden.
+document.addEventListener('visibilitychange', () => {
+  if (!document.hidden && ui.token && !$('app').hidden) void refreshList().catch(() => {});
+});
 void start();

@@ -1,5 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
 import { listAuditEvents } from '../../persistence/audit.ts';
+import { actorNames } from '../actor-names.ts';
 import { requirePermission } from '../auth.ts';
 import { resourceApp, type V3Context } from './context.ts';
 import { AuditListQuery, AuditPageSchema, bearerSecurity, commonErrors, jsonResponse } from './schemas.ts';
@@ -27,7 +28,8 @@ export function auditRoutes(ctx: V3Context) {
       entity_type: q.entity_type,
       entity_id: q.entity_id,
     });
-    return c.json({ events: page.events.map(auditEventView), next_cursor: page.next_cursor }, 200);
+    const names = await actorNames(ctx.pool, page.events.map((e) => e.actor));
+    return c.json({ events: page.events.map((e) => auditEventView(e, names)), next_cursor: page.next_cursor }, 200);
   });
   return app;
 }

@@ -9,6 +9,7 @@ import type { FerryConfig } from '../../config.ts';
 import { FerryError } from '../../errors.ts';
 import type { Pool } from '../../persistence/db.ts';
 import type { BindingCatalog } from '../../plan/validate.ts';
+import { tokenActor } from '../actor-names.ts';
 import { can, type AuthEnv } from '../auth.ts';
 import { validationHook } from '../errors.ts';
 import type { Audience } from './views.ts';
@@ -68,7 +69,7 @@ export function resourceApp(): OpenAPIHono<AuthEnv> {
 
 /** How the authenticated caller is named in created_by, approvals, transitions and audit rows. */
 export function actorOf(c: Context<AuthEnv>): string {
-  return `token:${c.get('principal').tokenId}`;
+  return tokenActor(c.get('principal').tokenId);
 }
 
 /** What the caller's role may see in the views (see Audience). */

@@ -7,9 +7,11 @@ import {
   rejectMovement,
   resumeMovement,
   retryMovementNode,
+  type Movement,
 } from '../../actors/movements.ts';
 import { NotFoundError, ValidationError } from '../../errors.ts';
 import { getRequest, isRequestId, listMovements, transitionsOfRequest } from '../../persistence/movements.ts';
+import { actorNames, movementActors } from '../actor-names.ts';
 import { can, requirePermission } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import {
@@ -34,7 +36,7 @@ import {
   notFound,
   unprocessable,
 } from './schemas.ts';
-import { movementDetailView, movementSummaryView, transitionView } from './views.ts';
+import { movementDetailView, movementSummaryView, transitionView, type Audience } from './views.ts';
 
 const tags = ['Movements'];
 const refused = conflict('The movement machine does not accept this event in the movement\'s state (INVALID_TRANSITION)');
@@ -172,6 +174,7 @@ const retryRoute = createRoute({
 
 export function movementRoutes(ctx: V3Context) {
   const app = resourceApp();
+  const detail = async (m: Movement, audience: Audience) => movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.request)));
 
   app.openapi(createMovementRoute, async (c) => {
     const body = c.req.valid('json');
@@ -185,19 +188,20 @@ export function movementRoutes(ctx: V3Context) {
       callbackUrl: body.callback_url ?? null,
       idempotencyKey: headers['idempotency-key'] ?? null,
     });
-    const view = movementDetailView(created, audienceOf(c));
+    const view = await detail(created, audienceOf(c));
     return created.replayed ? c.json(view, 200) : c.json(view, 201);
   });
 
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid('query');
     const page = await listMovements(ctx.pool, { state: q.state, templateKey: q.template_key, limit: q.limit, cursor: q.cursor });
-    return c.json({ movements: page.movements.map((m) => movementSummaryView(m, audienceOf(c))), next_cursor: page.nextCursor }, 200);
+    const names = await actorNames(ctx.pool, page.movements.flatMap(movementActors));
+    return c.json({ movements: page.movements.map((m) => movementSummaryView(m, audienceOf(c), names)), next_cursor: page.nextCursor }, 200);
   });
 
   app.openapi(getRoute, async (c) => {
     const { id } = c.req.valid('param');
-    return c.json(movementDetailView(await readMovement(ctx.pool, id), audienceOf(c)), 200);
+    return c.json(await detail(await readMovement(ctx.pool, id), audienceOf(c)), 200);
   });
 
   app.openapi(transitionsRoute, async (c) => {
@@ -210,20 +214,21 @@ export function movementRoutes(ctx: V3Context) {
     const rows = await transitionsOfRequest(ctx.pool, id, q.cursor ? Number(q.cursor) : 0, q.limit + 1);
     const page = rows.slice(0, q.limit);
     const next = rows.length > q.limit ? String(page[page.length - 1].id) : null;
-    return c.json({ transitions: page.map(transitionView), next_cursor: next }, 200);
+    const names = await actorNames(ctx.pool, page.map((t) => t.actor));
+    return c.json({ transitions: page.map((t) => transitionView(t, names)), next_cursor: next }, 200);
   });
 
   app.openapi(approveRoute, async (c) => {
     const { id } = c.req.valid('param');
     const { compiled_plan_hash } = c.req.valid('json');
     const moved = await approveMovement(ctx.movementDeps(), id, { actor: actorOf(c), compiledPlanHash: compiled_plan_hash });
-    return c.json(movementDetailView(moved, audienceOf(c)), 200);
+    return c.json(await detail(moved, audienceOf(c)), 200);
   });
 
   app.openapi(rejectRoute, async (c) => {
     const { id } = c.req.valid('param');
     const { reason } = c.req.valid('json');
-    return c.json(movementDetailView(await rejectMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason }), audienceOf(c)), 200);
+    return c.json(await detail(await rejectMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason }), audienceOf(c)), 200);
   });
 
   app.openapi(cancelRoute, async (c) => {
@@ -231,18 +236,18 @@ export function movementRoutes(ctx: V3Context) {
     const { reason } = c.req.valid('json');
     // Operators steer every movement; a requester cancels only what it asked for.
     const scope = can(c.get('principal').role, 'movement.operate') ? 'any' : 'own';
-    return c.json(movementDetailView(await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason, scope }), audienceOf(c)), 200);
+    return c.json(await detail(await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason, scope }), audienceOf(c)), 200);
   });
 
   app.openapi(resumeRoute, async (c) => {
     const { id } = c.req.valid('param');
-    return c.json(movementDetailView(await resumeMovement(ctx.movementDeps(), id, { actor: actorOf(c) }), audienceOf(c)), 200);
+    return c.json(await detail(await resumeMovement(ctx.movementDeps(), id, { actor: actorOf(c) }), audienceOf(c)), 200);
   });
 
   app.openapi(retryRoute, async (c) => {
     const { id } = c.req.valid('param');
     const { node_key } = c.req.valid('json');
-    return c.json(movementDetailView(await retryMovementNode(ctx.movementDeps(), id, { actor: actorOf(c), nodeKey: node_key }), audienceOf(c)), 200);
+    return c.json(await detail(await retryMovementNode(ctx.movementDeps(), id, { actor: actorOf(c), nodeKey: node_key }), audienceOf(c)), 200);
   });
 
   return app;

@@ -27,6 +27,8 @@ if (!z.globalRegistry.has(jsonValueSchema)) {
 
 const UUID_FORMAT = { format: 'uuid' } as const;
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-01-01T00:00:00.000Z' });
+// Beside every actor id (`token:<id>`, or a worker's name): what a person reads.
+const actorName = z.string().openapi({ description: "The actor's display name (a token's name); the id itself when it names no token", example: 'alice' });
 const nullableTime = isoTime.nullable();
 const anyObject = z.record(z.string(), z.unknown());
 const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
@@ -144,7 +146,7 @@ export const ExpectedIdentityBody = z
 // ---------------------------------------------------------------------------------------------
 // Responses
 
-export const ApprovalSchema = z.object({ by: z.string(), at: isoTime });
+export const ApprovalSchema = z.object({ by: z.string(), by_name: actorName, at: isoTime });
 
 export const MovementSummarySchema = z
   .object({
@@ -159,12 +161,14 @@ export const MovementSummarySchema = z
     approval_quorum: z.number().int(),
     approvals: z.array(ApprovalSchema),
     decided_by: z.string().nullable(),
+    decided_by_name: actorName.nullable(),
     expires_at: nullableTime,
     current_frontier: z.array(z.string()),
     callback_configured: z.boolean(),
     callback_url: z.string().nullable().openapi({ description: 'Shown to roles that may redrive callbacks (operator, admin); null for others' }),
     idempotency_key: z.string().nullable(),
     created_by: z.string(),
+    created_by_name: actorName,
     created_at: isoTime,
     updated_at: isoTime,
     row_version: z.number().int(),
@@ -223,6 +227,7 @@ export const TransitionSchema = z
     event_type: z.string(),
     event_payload: anyObject,
     actor: z.string(),
+    actor_name: actorName,
     machine_id: z.string(),
     machine_version: z.string(),
     at: isoTime,
@@ -244,7 +249,7 @@ export const TemplateSummarySchema = z
   .openapi('TemplateSummary');
 
 export const TemplateVersionSummarySchema = z
-  .object({ version: z.number().int(), graph_hash: z.string(), created_by: z.string(), created_at: isoTime })
+  .object({ version: z.number().int(), graph_hash: z.string(), created_by: z.string(), created_by_name: actorName, created_at: isoTime })
   .openapi('TemplateVersionSummary');
 
 export const TemplateVersionSchema = z
@@ -254,6 +259,7 @@ export const TemplateVersionSchema = z
     graph_hash: z.string(),
     risk_controls: anyObject,
     created_by: z.string(),
+    created_by_name: actorName,
     created_at: isoTime,
     nodes: z.array(
       z.object({
@@ -409,6 +415,7 @@ export const AuditEventSchema = z
     id: z.number().int(),
     outbox_id: z.number().int(),
     actor: z.string(),
+    actor_name: actorName,
     action: z.string(),
     entity_type: z.string(),
     entity_id: z.string().nullable(),

@@ -4,6 +4,7 @@ import { writeAudit } from '../../persistence/audit.ts';
 import { withTransaction } from '../../persistence/db.ts';
 import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions, saveTemplate } from '../../persistence/templates.ts';
 import { compilePlan } from '../../plan/compile.ts';
+import { actorNames } from '../actor-names.ts';
 import { requirePermission } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
@@ -111,7 +112,7 @@ export function templateRoutes(ctx: V3Context) {
     });
     const body = {
       template: templateSummaryView(saved.template),
-      version: templateVersionView(saved.version),
+      version: templateVersionView(saved.version, await actorNames(ctx.pool, [saved.version.created_by])),
       created: saved.created,
       timeout_policy_not_applied: saved.timeout_policy_not_applied,
     };
@@ -128,14 +129,15 @@ export function templateRoutes(ctx: V3Context) {
     const template = await getTemplate(ctx.pool, key);
     if (!template || template.latest_version === 0) throw new NotFoundError('template', key);
     const versions = await listTemplateVersions(ctx.pool, key);
-    return c.json({ template: templateSummaryView(template), versions: versions.map(templateVersionSummaryView) }, 200);
+    const names = await actorNames(ctx.pool, versions.map((v) => v.created_by));
+    return c.json({ template: templateSummaryView(template), versions: versions.map((v) => templateVersionSummaryView(v, names)) }, 200);
   });
 
   app.openapi(versionRoute, async (c) => {
     const { key, version } = c.req.valid('param');
     const found = await getTemplateVersion(ctx.pool, key, version);
     if (!found) throw new NotFoundError('template version', `${key}@${version}`);
-    return c.json(templateVersionView(found), 200);
+    return c.json(templateVersionView(found, await actorNames(ctx.pool, [found.created_by])), 200);
   });
 
   app.openapi(compileRoute, async (c) => {

@@ -1,4 +1,5 @@
 import type { z } from '@hono/zod-openapi';
+import type { ActorNames } from '../actor-names.ts';
 import type { Movement } from '../../actors/movements.ts';
 import type { NodeState } from '../../machines/node-machine.ts';
 import type { RequestState } from '../../machines/request-machine.ts';
@@ -24,7 +25,8 @@ import type {
 /**
  * Rows as the API shows them: times as ISO 8601 strings, state columns under plain names, internal
  * bookkeeping (fingerprints, leases, payload bytes) left out. Typed by the response schemas, so a
- * view that drifts from the published contract does not compile.
+ * view that drifts from the published contract does not compile. Views naming an actor take the
+ * answer's ActorNames (../actor-names.ts) and show the display name beside the stable id.
  */
 
 const iso = (d: Date | string) => (d instanceof Date ? d.toISOString() : new Date(d).toISOString());
@@ -39,7 +41,7 @@ export interface Audience {
   callbackUrls: boolean;
 }
 
-export function movementSummaryView(r: RequestSummaryRow, audience: Audience): z.infer<typeof MovementSummarySchema> {
+export function movementSummaryView(r: RequestSummaryRow, audience: Audience, names: ActorNames): z.infer<typeof MovementSummarySchema> {
   return {
     id: r.id,
     template_key: r.template_key,
@@ -50,14 +52,16 @@ export function movementSummaryView(r: RequestSummaryRow, audience: Audience): z
     compiled_plan_hash: r.compiled_plan_hash,
     approval_status: r.approval_status,
     approval_quorum: r.approval_quorum,
-    approvals: r.approvals ?? [],
+    approvals: (r.approvals ?? []).map((a) => ({ ...a, by_name: names(a.by) })),
     decided_by: r.decided_by,
+    decided_by_name: r.decided_by === null ? null : names(r.decided_by),
     expires_at: isoOrNull(r.expires_at),
     current_frontier: r.current_frontier ?? [],
     callback_configured: r.callback_url !== null,
     callback_url: audience.callbackUrls ? r.callback_url : null,
     idempotency_key: r.idempotency_key,
     created_by: r.created_by,
+    created_by_name: names(r.created_by),
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),
     row_version: r.row_version,
@@ -92,14 +96,14 @@ export function nodeView(n: NodeRow): z.infer<typeof MovementNodeSchema> {
   };
 }
 
-export function movementDetailView(m: Movement, audience: Audience): z.infer<typeof MovementDetailSchema> {
+export function movementDetailView(m: Movement, audience: Audience, names: ActorNames): z.infer<typeof MovementDetailSchema> {
   return {
-    movement: { ...movementSummaryView(m.request, audience), compiled_plan: m.request.compiled_plan },
+    movement: { ...movementSummaryView(m.request, audience, names), compiled_plan: m.request.compiled_plan },
     nodes: m.nodes.map(nodeView),
   };
 }
 
-export function transitionView(t: TransitionRow): z.infer<typeof TransitionSchema> {
+export function transitionView(t: TransitionRow, names: ActorNames): z.infer<typeof TransitionSchema> {
   return {
     id: t.id,
     entity_type: t.entity_type,
@@ -111,6 +115,7 @@ export function transitionView(t: TransitionRow): z.infer<typeof TransitionSchem
     event_type: t.event_type,
     event_payload: t.event_payload,
     actor: t.actor,
+    actor_name: names(t.actor),
     machine_id: t.machine_id,
     machine_version: t.machine_version,
     at: iso(t.at),
@@ -127,17 +132,18 @@ export function templateSummaryView(t: TemplateSummary | TemplateRow): z.infer<t
   };
 }
 
-export function templateVersionSummaryView(v: TemplateVersionSummary): z.infer<typeof TemplateVersionSummarySchema> {
-  return { version: v.version, graph_hash: v.graph_hash, created_by: v.created_by, created_at: iso(v.created_at) };
+export function templateVersionSummaryView(v: TemplateVersionSummary, names: ActorNames): z.infer<typeof TemplateVersionSummarySchema> {
+  return { version: v.version, graph_hash: v.graph_hash, created_by: v.created_by, created_by_name: names(v.created_by), created_at: iso(v.created_at) };
 }
 
-export function templateVersionView(v: TemplateVersionRecord): z.infer<typeof TemplateVersionSchema> {
+export function templateVersionView(v: TemplateVersionRecord, names: ActorNames): z.infer<typeof TemplateVersionSchema> {
   return {
     template_key: v.template_key,
     version: v.version,
     graph_hash: v.graph_hash,
     risk_controls: v.risk_controls,
     created_by: v.created_by,
+    created_by_name: names(v.created_by),
     created_at: iso(v.created_at),
     nodes: v.nodes.map((n) => ({
       node_key: n.node_key,
@@ -207,11 +213,12 @@ export function callbackView(c: CallbackRow, audience: Audience): z.infer<typeof
   };
 }
 
-export function auditEventView(e: AuditEvent): z.infer<typeof AuditEventSchema> {
+export function auditEventView(e: AuditEvent, names: ActorNames): z.infer<typeof AuditEventSchema> {
   return {
     id: e.id,
     outbox_id: e.outbox_id,
     actor: e.actor,
+    actor_name: names(e.actor),
     action: e.action,
     entity_type: e.entity_type,
     entity_id: e.entity_id,

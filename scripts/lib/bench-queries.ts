@@ -1,4 +1,4 @@
-import type { Queryable } from './db.ts';
+import type { Queryable } from '../../src/persistence/db.ts';
 
 /**
  * Queries the benchmark and the throughput tests read their figures from. Everything is derived

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { migrate, migrationsDir } from './migrate.ts';
+import { migrate, migrationsDir } from '../../src/persistence/migrate.ts';
 
 /**
  * Databases for tests: one migrated template per migration set, and a fresh copy of it per test
