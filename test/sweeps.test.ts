@@ -15,7 +15,9 @@ import { log } from '../src/log.ts';
 import { runsSince } from '../src/persistence/sweep-jobs.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { seedMovement } from './helpers/fixtures.ts';
 import { waitFor } from './helpers/processes.ts';
+import { plan, simNode } from './helpers/runtime.ts';
 
 let runtime: Runtime | undefined;
 after(async () => {
@@ -61,6 +63,11 @@ test('a database of the loop scheme moves over on start: its sweep queue is reti
   await old.createQueue('ferry-callbacks-sweep', { policy: 'singleton' });
   await old.schedule('ferry-callbacks-sweep', '* * * * *');
   await stopBoss(old);
+  // An approval that expired while nothing ran: the new scheme's first expiry run handles it, once.
+  const { request: overdue } = await seedMovement(db.pool, plan('sweeps-upgrade', [simNode('pay', {})]), {
+    expiresAt: new Date(Date.now() - 60_000).toISOString(),
+    callbackUrl: 'http://127.0.0.1:9/never-delivered',
+  });
 
   const started = new Date(Date.now() - 1000);
   runtime = await startRuntime({ pool: db.pool, config: env(), databaseUrl: db.url, log, workers: true });
@@ -90,7 +97,14 @@ test('a database of the loop scheme moves over on start: its sweep queue is reti
       assert.equal(r.output?.process_id, runtime.processId);
     }
     if (def.name !== 'executor_health') assert.ok(runs.slice(1).some((r) => r.data?.trigger === 'chain'), `${def.name} chains its runs`);
+    assert.equal(runs.filter((r) => r.data?.trigger === 'start').length, 1, `${def.name}: one start run`);
   }
+  const { rows: expired } = await db.pool.query(
+    `SELECT (SELECT request_state FROM movement_requests WHERE id = $1) AS state,
+            (SELECT count(*)::int FROM transitions WHERE entity_id = $1 AND event_type = 'EXPIRE') AS n`,
+    [overdue.id],
+  );
+  assert.deepEqual(expired[0], { state: 'EXPIRED', n: 1 }, 'the overdue approval expired once at the switch');
 });
 
 test('GET /v3/workers reports each sweep from the job records and the hot loops from their heartbeats', async () => {
@@ -157,8 +171,9 @@ test('running a sweep by hand queues one run, audited in the same transaction; a
   await assert.rejects(requestSweepRun({ pool: db.pool, boss: runtime!.boss, config }, 'no_such_sweep', 'cli:x'), { code: 'NOT_FOUND' });
 });
 
-test('a changed interval changes the schedule on the next start; a disabled sweep loses its schedule', async () => {
+test('a changed interval changes the schedule on the next start; a disabled sweep loses its schedule; a restart mid-chain adds no run', async () => {
   await runtime!.stop();
+  const restarted = new Date();
   runtime = await startRuntime({
     pool: db.pool,
     config: env({ FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: '300', FERRY_RECONCILIATION_ENABLED: 'false' }),
@@ -170,4 +185,9 @@ test('a changed interval changes the schedule on the next start; a disabled swee
   assert.equal(s[sweepQueue('executor_health')], '*/5 * * * *');
   assert.equal(s[sweepQueue('reconciliation')], undefined);
   assert.ok(await runtime.boss.getQueue(sweepQueue('reconciliation')), 'its queue and history stay');
+  // The chained sweeps still had their next run waiting: the restart queued no start run for them.
+  for (const name of ['expiration_checker', 'audit_outbox_promoter', 'callback_stranded_sweep']) {
+    const rows = await runsSince(db.pool, PGBOSS_SCHEMA, sweepQueue(name), restarted);
+    assert.equal(rows.filter((r) => r.data?.trigger === 'start').length, 0, `${name}: no start run on restart`);
+  }
 });
