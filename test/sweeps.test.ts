@@ -8,6 +8,7 @@ import { after, test } from 'node:test';
 import { PGBOSS_SCHEMA } from '../src/actors/boss.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { requestSweepRun, sweepDefinitions, sweepQueue, sweepSchedule } from '../src/actors/sweeps.ts';
+import { runCli } from '../src/cli/run.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { closeDashboards } from '../src/http/dashboard.ts';
@@ -169,6 +170,33 @@ test('running a sweep by hand queues one run, audited in the same transaction; a
     ],
   );
   await assert.rejects(requestSweepRun({ pool: db.pool, boss: runtime!.boss, config }, 'no_such_sweep', 'cli:x'), { code: 'NOT_FOUND' });
+});
+
+test('ferry sweeps run NAME runs a sweep now through the same audited service; ferry sweeps list shows them all', async () => {
+  const out: string[] = [];
+  const err: string[] = [];
+  const io = { out: (t: string) => out.push(t), err: (t: string) => err.push(t) };
+  const env = { DATABASE_URL: db.url, FERRY_DATA_DIR: '.ferry/test-sweeps-cli', FERRY_LOG_LEVEL: 'silent' };
+  assert.equal(await runCli(['sweeps', 'run', 'executor_health', '--by', 'carol', '--json'], { env, io }), 0, err.join('\n'));
+  const queued = JSON.parse(out.pop()!);
+  assert.equal(queued.sweep, 'executor_health');
+  const { rows } = await db.pool.query(
+    `SELECT actor FROM audit_outbox WHERE action = 'sweep.run_requested' AND details->>'job_id' = $1
+     UNION ALL SELECT actor FROM audit_events WHERE action = 'sweep.run_requested' AND details->>'job_id' = $1`,
+    [queued.job_id],
+  );
+  assert.deepEqual(rows, [{ actor: 'cli:carol' }]);
+  await waitFor('the CLI-requested run', async () => {
+    const r = await db.pool.query(`SELECT state FROM ${PGBOSS_SCHEMA}.job WHERE id = $1`, [queued.job_id]);
+    return r.rows[0]?.state === 'completed';
+  });
+
+  assert.equal(await runCli(['sweeps', 'run', 'nope'], { env, io }), 2, 'an unknown sweep is a usage error');
+  assert.match(err.join('\n'), /unknown sweep "nope"; choose one of: expiration_checker/);
+
+  assert.equal(await runCli(['sweeps', 'list'], { env, io }), 0);
+  const table = out.join('\n');
+  for (const def of sweepDefinitions) assert.match(table, new RegExp(`^${def.name} `, 'm'));
 });
 
 test('a changed interval changes the schedule on the next start; a disabled sweep loses its schedule; a restart mid-chain adds no run', async () => {
