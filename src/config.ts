@@ -56,7 +56,7 @@ const fields = {
   FERRY_LOG_LEVEL: ['logLevel', z.enum(logLevels).default('info')],
   FERRY_DB_POOL_MAX: ['dbPoolMax', count(20)],
   FERRY_PGBOSS_POOL_MAX: ['pgbossPoolMax', count(4)],
-  FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: ['pgbossSuperviseIntervalSeconds', z.coerce.number().int().min(1).max(3600).default(60)],
+  FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: ['pgbossSuperviseIntervalSeconds', z.coerce.number().int().min(1).max(3600).default(30)],
 
   FERRY_WORKERS_ENABLED: ['workersEnabled', bool.default(true)],
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],

@@ -116,6 +116,8 @@ test('two processes run every sweep on schedule, never two runs of one sweep at 
       const delayMs = +r.start_after - +r.created_on;
       assert.ok(Math.abs(delayMs - INTERVALS[def.name] * 1000) < 1000, `${def.name}: run ${r.id} was due ${delayMs} ms after it was queued`);
     }
+    // Both processes started at once: one start run between them.
+    assert.equal(all.filter((r) => r.data?.trigger === 'start').length, 1, `${def.name}: one start run`);
     for (const r of ran.filter((x) => x.state === 'completed')) {
       assert.equal(typeof r.output?.items, 'number');
       processes.add(String(r.output?.process_id));

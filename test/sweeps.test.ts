@@ -8,6 +8,7 @@ import { after, test } from 'node:test';
 import { PGBOSS_SCHEMA } from '../src/actors/boss.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { requestSweepRun, sweepDefinitions, sweepQueue, sweepSchedule } from '../src/actors/sweeps.ts';
+import { runCli } from '../src/cli/run.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { closeDashboards } from '../src/http/dashboard.ts';
@@ -15,6 +16,8 @@ import { log } from '../src/log.ts';
 import { runsSince } from '../src/persistence/sweep-jobs.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { seedMovement } from './helpers/fixtures.ts';
+import { plan, simNode } from './helpers/runtime.ts';
 import { waitFor } from './helpers/wait.ts';
 
 let runtime: Runtime | undefined;
@@ -64,6 +67,11 @@ test('a database of the loop scheme moves over on start: its sweep queue is reti
   await old.createQueue('ferry-callbacks-sweep', { policy: 'singleton' });
   await old.schedule('ferry-callbacks-sweep', '* * * * *');
   await stopBoss(old);
+  // An approval that expired while nothing ran: the new scheme's first expiry run handles it, once.
+  const { request: overdue } = await seedMovement(db.pool, plan('sweeps-upgrade', [simNode('pay', {})]), {
+    expiresAt: new Date(Date.now() - 60_000).toISOString(),
+    callbackUrl: 'http://127.0.0.1:9/never-delivered',
+  });
 
   const started = new Date(Date.now() - 1000);
   runtime = await startRuntime({ pool: db.pool, config: env(), databaseUrl: db.url, log, workers: true });
@@ -93,7 +101,14 @@ test('a database of the loop scheme moves over on start: its sweep queue is reti
       assert.equal(r.output?.process_id, runtime.processId);
     }
     if (def.name !== 'executor_health') assert.ok(runs.slice(1).some((r) => r.data?.trigger === 'chain'), `${def.name} chains its runs`);
+    assert.equal(runs.filter((r) => r.data?.trigger === 'start').length, 1, `${def.name}: one start run`);
   }
+  const { rows: expired } = await db.pool.query(
+    `SELECT (SELECT request_state FROM movement_requests WHERE id = $1) AS state,
+            (SELECT count(*)::int FROM transitions WHERE entity_id = $1 AND event_type = 'EXPIRE') AS n`,
+    [overdue.id],
+  );
+  assert.deepEqual(expired[0], { state: 'EXPIRED', n: 1 }, 'the overdue approval expired once at the switch');
 });
 
 test('GET /v3/workers reports each sweep from the job records and the hot loops from their heartbeats', async () => {
@@ -160,8 +175,36 @@ test('running a sweep by hand queues one run, audited in the same transaction; a
   await assert.rejects(requestSweepRun({ pool: db.pool, boss: runtime!.boss, config }, 'no_such_sweep', 'cli:x'), { code: 'NOT_FOUND' });
 });
 
-test('a changed interval changes the schedule on the next start; a disabled sweep loses its schedule', async () => {
+test('ferry sweeps run NAME runs a sweep now through the same audited service; ferry sweeps list shows them all', async () => {
+  const out: string[] = [];
+  const err: string[] = [];
+  const io = { out: (t: string) => out.push(t), err: (t: string) => err.push(t) };
+  const env = { DATABASE_URL: db.url, FERRY_DATA_DIR: '.ferry/test-sweeps-cli', FERRY_LOG_LEVEL: 'silent' };
+  assert.equal(await runCli(['sweeps', 'run', 'executor_health', '--by', 'carol', '--json'], { env, io }), 0, err.join('\n'));
+  const queued = JSON.parse(out.pop()!);
+  assert.equal(queued.sweep, 'executor_health');
+  const { rows } = await db.pool.query(
+    `SELECT actor FROM audit_outbox WHERE action = 'sweep.run_requested' AND details->>'job_id' = $1
+     UNION ALL SELECT actor FROM audit_events WHERE action = 'sweep.run_requested' AND details->>'job_id' = $1`,
+    [queued.job_id],
+  );
+  assert.deepEqual(rows, [{ actor: 'cli:carol' }]);
+  await waitFor('the CLI-requested run', async () => {
+    const r = await db.pool.query(`SELECT state FROM ${PGBOSS_SCHEMA}.job WHERE id = $1`, [queued.job_id]);
+    return r.rows[0]?.state === 'completed';
+  });
+
+  assert.equal(await runCli(['sweeps', 'run', 'nope'], { env, io }), 2, 'an unknown sweep is a usage error');
+  assert.match(err.join('\n'), /unknown sweep "nope"; choose one of: expiration_checker/);
+
+  assert.equal(await runCli(['sweeps', 'list'], { env, io }), 0);
+  const table = out.join('\n');
+  for (const def of sweepDefinitions) assert.match(table, new RegExp(`^${def.name} `, 'm'));
+});
+
+test('a changed interval changes the schedule on the next start; a disabled sweep loses its schedule; a restart mid-chain adds no run', async () => {
   await runtime!.stop();
+  const restarted = new Date();
   runtime = await startRuntime({
     pool: db.pool,
     config: env({ FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: '300', FERRY_RECONCILIATION_ENABLED: 'false' }),
@@ -173,4 +216,9 @@ test('a changed interval changes the schedule on the next start; a disabled swee
   assert.equal(s[sweepQueue('executor_health')], '*/5 * * * *');
   assert.equal(s[sweepQueue('reconciliation')], undefined);
   assert.ok(await runtime.boss.getQueue(sweepQueue('reconciliation')), 'its queue and history stay');
+  // The chained sweeps still had their next run waiting: the restart queued no start run for them.
+  for (const name of ['expiration_checker', 'audit_outbox_promoter', 'callback_stranded_sweep']) {
+    const rows = await runsSince(db.pool, PGBOSS_SCHEMA, sweepQueue(name), restarted);
+    assert.equal(rows.filter((r) => r.data?.trigger === 'start').length, 0, `${name}: no start run on restart`);
+  }
 });

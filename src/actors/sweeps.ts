@@ -6,7 +6,14 @@ import type { Logger } from '../log.ts';
 import { sweepBudgetExhaustedTotal, workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
-import { activeRuns, lastFinishedRuns, nextQueuedRuns, type SweepJobRow } from '../persistence/sweep-jobs.ts';
+import {
+  activeRuns,
+  hasPendingOrRecentRun,
+  lastFinishedRuns,
+  lockSweepStart,
+  nextQueuedRuns,
+  type SweepJobRow,
+} from '../persistence/sweep-jobs.ts';
 import { runBalanceSnapshotSweep, type BalanceSweepDeps } from '../balances/sweep.ts';
 import { promoteAuditRun } from './audit-promoter.ts';
 import { ensureQueue, PGBOSS_SCHEMA, type QueueDefinition } from './boss.ts';
@@ -324,10 +331,7 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
       (jobs: Job<{ trigger?: SweepTrigger }>[]) => runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log }),
     );
     worked.push(def.name);
-    // The first run right away, as the loops had it. Throttled to one per minute across processes
-    // (and dropped by the stately policy while a run is queued), so processes starting together,
-    // or an upgrade's switch-over, start one run and not one per process.
-    await boss.send(queue, { trigger: 'start' }, { singletonSeconds: 60 });
+    await queueStartRun(boss, deps.pool, queue, settings.intervalSeconds);
   }
   return {
     names: worked,
@@ -335,6 +339,20 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
       for (const name of worked) await boss.offWork(sweepQueue(name), { wait: true });
     },
   };
+}
+
+/**
+ * A run right away when the sweep is overdue, as the loops ran at start: none waiting or running and
+ * none finished within the interval. Decided under a per-queue lock in the same transaction as the
+ * send, so processes starting together (an upgrade's switch-over) queue one run between them, and a
+ * restart in the middle of a healthy chain or schedule adds none.
+ */
+async function queueStartRun(boss: PgBoss, pool: Pool, queue: string, intervalSeconds: number): Promise<boolean> {
+  return withTransaction(pool, async (client) => {
+    await lockSweepStart(client, queue);
+    if (await hasPendingOrRecentRun(client, PGBOSS_SCHEMA, queue, intervalSeconds)) return false;
+    return (await boss.send(queue, { trigger: 'start' }, { db: onClient(client) })) !== null;
+  });
 }
 
 async function runSweepJob(

@@ -67,3 +67,28 @@ export async function runsSince(db: Queryable, schema: string, queue: string, si
   );
   return rows;
 }
+
+/**
+ * Serialises the start-run decision for one sweep queue across processes starting together: a
+ * transaction-scoped advisory lock keyed on the queue name, released at commit. Whoever holds it
+ * sees the job the previous holder queued (its transaction committed before the lock passed on).
+ */
+export async function lockSweepStart(db: Queryable, queue: string): Promise<void> {
+  await db.query(`SELECT pg_advisory_xact_lock(hashtext('ferry-sweep-start'), hashtext($1))`, [queue]);
+}
+
+/**
+ * Whether a sweep needs no start run: a run is waiting or in progress, or one finished within the
+ * last `intervalSeconds` (the sweep is not overdue).
+ */
+export async function hasPendingOrRecentRun(db: Queryable, schema: string, queue: string, intervalSeconds: number): Promise<boolean> {
+  const { rows } = await db.query(
+    `SELECT 1 FROM ${table(schema)}
+      WHERE name = $1
+        AND (state IN ('created', 'retry', 'active')
+             OR (state = 'completed' AND completed_on > now() - make_interval(secs => $2)))
+      LIMIT 1`,
+    [queue, intervalSeconds],
+  );
+  return rows.length > 0;
+}
