@@ -86,6 +86,9 @@ test('an operator signs in; the cookie opens the queue list with Ferry\'s queues
   assert.equal(queues.status, 200);
   const list = await queues.text();
   for (const q of Object.values(QUEUES)) assert.ok(list.includes(q), `queue ${q} is listed`);
+  // Nothing on the page reaches past this server: no web font links, and a policy that says so.
+  assert.doesNotMatch(list, /fonts\.googleapis|fonts\.gstatic|https:\/\//);
+  assert.match(queues.headers.get('content-security-policy') ?? '', /default-src 'self'.*font-src 'self'/);
 
   const jobId = await boss!.send(QUEUES.callbacks, { callbackId: '00000000-0000-0000-0000-000000000001', attempts: 0, redriveCount: 0 });
   assert.ok(jobId);

@@ -80,6 +80,32 @@ function wantsPage(c: Context): boolean {
   return c.req.method === 'GET' && (c.req.header('Accept') ?? '').includes('text/html');
 }
 
+// The dashboard's pages link a web font from a public font service; an operator's browser would
+// fetch it (and announce every dashboard visit there). The links are dropped and the policy below
+// keeps the page to this server.
+const OUTSIDE_ASSET_LINK = /<link\b[^>]*\bhref="https:\/\/fonts\.(?:googleapis|gstatic)\.com[^"]*"[^>]*>/g;
+const DASHBOARD_CSP = [
+  "default-src 'self'",
+  "script-src 'self' 'unsafe-inline'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+async function withoutOutsideAssets(res: Response): Promise<Response> {
+  const headers = new Headers(res.headers);
+  headers.set('Content-Security-Policy', DASHBOARD_CSP);
+  if (!(headers.get('content-type') ?? '').includes('text/html')) {
+    return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+  }
+  const html = (await res.text()).replace(OUTSIDE_ASSET_LINK, '');
+  headers.delete('content-length');
+  return new Response(html, { status: res.status, statusText: res.statusText, headers });
+}
+
 export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
   let handler: DashboardHandler | null = null;
   const dashboard = () => {
@@ -137,7 +163,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
     c.set('principal', { tokenId: who.id, name: who.name, role: who.role });
     await next();
   };
-  const serve = (c: Context<AuthEnv>) => dashboard()(c.req.raw);
+  const serve = async (c: Context<AuthEnv>) => withoutOutsideAssets(await dashboard()(c.req.raw));
 
   app.all(DASHBOARD_PATH, guard, serve);
   app.all(`${DASHBOARD_PATH}/*`, guard, serve);
