@@ -80,6 +80,14 @@ const fields = {
   // Development only: the key lives in process memory (see docs/evm-lane.md).
   FERRY_EVM_SIGNER_KEY: ['evmSignerKey', z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'expected 0x and 64 hex digits').optional()],
   FERRY_EVM_CONFIRMATIONS: ['evmConfirmations', count(1)],
+
+  // Connection budget (docs/scaling.md): how many processes share the database and how much of
+  // max_connections Ferry leaves to others.
+  FERRY_DATABASE_DIRECT_URL: ['databaseDirectUrl', z.string().url().optional()],
+  FERRY_API_PROCESSES: ['apiProcesses', z.coerce.number().int().min(0).max(64).default(1)],
+  FERRY_SIM_POOL_MAX: ['simPoolMax', count(4)],
+  FERRY_DB_CONNECTION_RESERVE: ['dbConnectionReserve', z.coerce.number().int().min(0).default(5)],
+  FERRY_CONNECTION_BUDGET_ENABLED: ['connectionBudgetEnabled', bool.default(true)],
 } as const;
 
 type Fields = typeof fields;
@@ -88,7 +96,7 @@ export type FerryConfig = {
 };
 
 /** Variables whose values must never appear in messages or logs. */
-const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
 
 export class ConfigError extends Error {
   constructor(

@@ -1,4 +1,5 @@
 import { PgBoss, type Queue } from 'pg-boss';
+import { APP_NAMES } from '../connection-budget.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 
 /**
@@ -80,7 +81,7 @@ export async function startBoss(connectionString: string, opts: StartBossOptions
     supervise: opts.supervise ?? true,
     schedule: opts.schedule ?? true,
     max: opts.max ?? 10,
-    application_name: 'ferry-pgboss',
+    application_name: APP_NAMES.pgboss,
   });
   boss.on('error', (err) => log.error({ err }, 'pg-boss error'));
   boss.on('warning', (w) => log.warn({ warning: w }, 'pg-boss warning'));

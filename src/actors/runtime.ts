@@ -4,6 +4,7 @@ import type { PgBoss } from 'pg-boss';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
+import { APP_NAMES } from '../connection-budget.ts';
 import { createEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
@@ -36,6 +37,8 @@ export interface RuntimeOptions {
   pool: Pool;
   config: FerryConfig;
   databaseUrl: string;
+  /** Where the LISTEN client connects: a direct connection when databaseUrl is a pooler. Default databaseUrl. */
+  listenUrl?: string;
   log: Logger;
   executors?: ExecutorRegistry;
   signers?: SignerRegistry;
@@ -76,7 +79,7 @@ export function defaultRegistries(
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { pool, config, log } = opts;
-  const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, 4, 'ferry-sim-provider');
+  const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, config.simPoolMax, APP_NAMES.sim);
   const defaults = providerPool ? defaultRegistries(providerPool, config) : null;
   const executors = opts.executors ?? defaults!.executors;
   const signers = opts.signers ?? defaults!.signers;
@@ -110,7 +113,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
   const wakers = { dispatcher: new Waker(), observer: new Waker(), recovery: new Waker() };
   const wakeups = new Wakeups(
-    opts.databaseUrl,
+    opts.listenUrl ?? opts.databaseUrl,
     workers
       ? { dispatcher: () => wakers.dispatcher.wake(), observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake() }
       : {},

@@ -436,6 +436,8 @@ export interface InspectDeps {
   pool: Pool;
   /** Where committed-transition notices come from; by default a LISTEN shared by all streams. */
   notices?: SubscribeNotices;
+  /** Where the shared LISTEN connects; by default the pool's own database. */
+  directDatabaseUrl?: string;
   stream?: Partial<StreamOptions>;
   log?: Logger;
 }
@@ -465,7 +467,7 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
   const opts: StreamOptions = { heartbeatMs: deps.stream?.heartbeatMs ?? 15_000, pollMs: deps.stream?.pollMs ?? 5_000 };
   let notices = deps.notices;
   const subscribe: SubscribeNotices = (fn) => {
-    notices ??= sharedNotices(databaseUrlOf(deps.pool), log);
+    notices ??= sharedNotices(deps.directDatabaseUrl ?? databaseUrlOf(deps.pool), log);
     return notices(fn);
   };
 
