@@ -10,6 +10,9 @@ export const migrationsDir = fileURLToPath(new URL('../../migrations', import.me
  */
 export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}): Promise<string[]> {
   const client = new pg.Client({ connectionString: databaseUrl });
+  // A connection cut mid-migration fails the running query, which is the error to report; the
+  // client's own 'error' event must not also crash the process.
+  client.on('error', () => {});
   await client.connect();
   try {
     const applied = await runner({
