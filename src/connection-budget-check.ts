@@ -40,6 +40,7 @@ export async function applyConnectionBudget(
     pooled: shape.pooled,
     max_connections: capacity.maxConnections,
     in_use_by_others: capacity.inUseByOthers,
+    others_by_application: capacity.othersByApplication,
     cluster_need: plan.need,
     available: plan.available,
     per_process: processNeeds(shape, plan.sizes)[role].total,

@@ -21,6 +21,9 @@ export const APP_NAMES = {
   sim: 'ferry-sim-provider',
   listen: 'ferry-listen',
   dashboard: 'ferry-dashboard',
+  /** Start-up's short-lived connections, covered by the reserve: migrations and this budget's check. */
+  migrate: 'ferry-migrate',
+  budget: 'ferry-budget',
 } as const;
 
 /** Every name above: connections under these names (on Ferry's database) belong to the cluster. */
@@ -57,6 +60,8 @@ export interface ServerCapacity {
   reservedConnections: number;
   /** Client connections open now that are not this cluster's runtime connections. */
   inUseByOthers: number;
+  /** The same, by application_name (for the message), when known. */
+  othersByApplication?: Record<string, number>;
 }
 
 export interface ProcessNeed {
@@ -138,13 +143,20 @@ export function planBudget(input: BudgetInput): BudgetPlan {
   return { ok: false, minimumNeed: total, available, message: refusal(input, total, available) };
 }
 
+function byApplication(apps: Record<string, number> | undefined): string {
+  const top = Object.entries(apps ?? {})
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 5);
+  return top.length ? ` [${top.map(([app, n]) => `${app} ${n}`).join(', ')}]` : '';
+}
+
 function refusal(input: BudgetInput, minimum: number, available: number): string {
   const { shape, capacity, reserve } = input;
   const processes = `${shape.apiProcesses} API + ${shape.workerProcesses} worker process${shape.workerProcesses === 1 ? '' : 'es'}`;
   return (
     `connection budget: ${processes} need at least ${minimum} PostgreSQL connections with the smallest pools, ` +
     `but only ${Math.max(available, 0)} are free (max_connections ${capacity.maxConnections} - reserved ${capacity.reservedConnections} ` +
-    `- FERRY_DB_CONNECTION_RESERVE ${reserve} - ${capacity.inUseByOthers} in use by others); ` +
+    `- FERRY_DB_CONNECTION_RESERVE ${reserve} - ${capacity.inUseByOthers} in use by others${byApplication(capacity.othersByApplication)}); ` +
     `lower FERRY_WORKER_PROCESSES or FERRY_API_PROCESSES, lower FERRY_DB_CONNECTION_RESERVE, ` +
     `raise PostgreSQL's max_connections, or put PgBouncer in front (DATABASE_URL via PgBouncer, FERRY_DATABASE_DIRECT_URL direct)`
   );
