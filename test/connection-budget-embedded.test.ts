@@ -166,12 +166,16 @@ const needsDeferral = { todo: 'needs infrastructure errors to defer the node (is
 
 test('a client that takes every free connection for a few seconds costs time, never a movement', needsDeferral, async () => {
   const url = await migratedDatabase();
-  const pool = createPool(url, 2, 'ferry-test');
+  // The test's own two connections stay open through the fault (no idle reaping), so it can still
+  // approve and watch while nobody else gets a connection.
+  const pool = new pg.Pool({ connectionString: url, max: 2, idleTimeoutMillis: 0, application_name: 'ferry-test' });
   const hog: pg.Client[] = [];
   try {
     const ids = await createMovements(pool, benchTemplate(), MOVEMENTS, 2);
     const cluster = await startWorkers(url, pool);
     try {
+      const warm = await Promise.all([pool.connect(), pool.connect()]);
+      for (const c of warm) c.release();
       // The workers idle with the few connections they hold; the approvals then need more.
       for (;;) {
         const client = new pg.Client({ connectionString: url, application_name: 'connection-hog' });
