@@ -122,7 +122,10 @@ export function describeRunEnd(end: RunEnd, total: number): string[] {
   for (const [state, n] of Object.entries(end.states).sort(([a], [b]) => a.localeCompare(b))) lines.push(`  ${state.padEnd(22)} ${n}`);
   if (end.nodes.length > 0) {
     lines.push('nodes of the movements that did not complete, by movement state, node state and error code:');
-    for (const r of end.nodes) lines.push(`  ${r.request_state.padEnd(22)} ${r.node_state.padEnd(12)} ${(r.error_code ?? '-').padEnd(28)} ${r.n}`);
+    for (const r of end.nodes) {
+      lines.push(`  ${r.request_state.padEnd(22)} ${r.node_state.padEnd(12)} ${(r.error_code ?? '-').padEnd(28)} ${r.n}`);
+      if (r.sample_detail) lines.push(`      e.g. ${r.sample_detail}`);
+    }
   }
   return lines;
 }

@@ -27,13 +27,15 @@ export interface UnfinishedNodes {
   request_state: string;
   node_state: string;
   error_code: string | null;
+  /** One of the group's error details (shortened), to tell causes apart. */
+  sample_detail: string | null;
   n: number;
 }
 
 /** The nodes of the movements that did not complete, by movement state, node state and error code. */
 export async function unfinishedNodes(db: Queryable, ids: string[]): Promise<UnfinishedNodes[]> {
   const { rows } = await db.query<UnfinishedNodes>(
-    `SELECT r.request_state, n.node_state, n.error_code, count(*)::int AS n
+    `SELECT r.request_state, n.node_state, n.error_code, left(min(n.error_detail), 160) AS sample_detail, count(*)::int AS n
        FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
       WHERE r.id = ANY($1::uuid[]) AND r.request_state <> 'COMPLETED'
       GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 NULLS FIRST`,
