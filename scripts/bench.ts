@@ -9,13 +9,18 @@
  *    e2e_p50_ms, e2e_p99_ms, dispatch_p50_ms, dispatch_p99_ms (approve -> first submit),
  *    commit_ceiling_tps, ceiling_ratio (transitions_per_s / commit_ceiling_tps).
  * Flags: --movements, --processes, --concurrency, --rate (approvals per second; default 0 = all at
- * once), --ceiling-seconds.
+ * once), --ceiling-seconds, --stall-seconds (default 30), --failing N and --stuck N (that many extra
+ * movements that cannot complete, to see the bench report them).
  *
  * Database: BENCH_DATABASE_URL, else DATABASE_URL, else TEST_DATABASE_URL, else an embedded server.
- * A scratch database is created for the run and dropped afterwards.
+ * A scratch database is created for the run and dropped afterwards, also on SIGINT/SIGTERM; stale
+ * ones (older than an hour) are dropped at start. A run in which not every movement completes, or
+ * nothing progresses for the stall limit, prints where the movements ended and why and exits 1
+ * (see scripts/lib/bench-run.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { faultyBenchTemplate } from './lib/bench-faults.ts';
+import { cleanUpOnSignals, describeRunEnd, dropStaleScratchDatabases, runEndJson, scratchDatabaseName, watchMovements } from './lib/bench-run.ts';
 import { approveMovements, benchTemplate, createMovements } from './lib/load.ts';
 import { exited, spawnWorker, waitFor } from './lib/processes.ts';
 import { createPool } from '../src/persistence/db.ts';
@@ -23,7 +28,6 @@ import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/e
 import { migrate } from '../src/persistence/migrate.ts';
 import {
   bumpCeilingRow,
-  countRequestsByState,
   dropCeilingTable,
   movementTimings,
   prepareCeilingTable,
@@ -41,8 +45,17 @@ const { values } = parseArgs({
     // Approvals per second; 0 approves everything at once (throughput under a backlog). A rate
     // below capacity measures dispatch latency without queueing in front of it.
     rate: { type: 'string', default: '0' },
+    'stall-seconds': { type: 'string', default: '30' },
+    failing: { type: 'string', default: '0' },
+    stuck: { type: 'string', default: '0' },
   },
 });
+const stallSeconds = Number(values['stall-seconds']);
+const faults = { fail: Number(values.failing), stuck: Number(values.stuck) };
+if (!(stallSeconds > 0) || !Number.isInteger(faults.fail) || !Number.isInteger(faults.stuck) || faults.fail < 0 || faults.stuck < 0) {
+  console.error('--stall-seconds must be a positive number, --failing and --stuck whole numbers');
+  process.exit(2);
+}
 const movements = Number(values.movements);
 const processes = Number(values.processes);
 const concurrency = Number(values.concurrency);
@@ -89,6 +102,8 @@ async function commitCeiling(url: string): Promise<number> {
   }
 }
 
+let signals: ReturnType<typeof cleanUpOnSignals> | undefined;
+
 async function main() {
   let embedded: EmbeddedServer | undefined;
   let server = process.env.BENCH_DATABASE_URL ?? process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL;
@@ -97,18 +112,43 @@ async function main() {
     server = embedded.url;
   }
   const admin = withDatabase(server, 'postgres');
-  const name = `ferry_bench_${randomBytes(4).toString('hex')}`;
-  await createEmptyDatabase(admin, name);
-  const url = withDatabase(server, name);
+  for (const stale of await dropStaleScratchDatabases(admin)) console.error(`bench: dropped stale scratch database ${stale}`);
+  const name = scratchDatabaseName();
   const workers: ReturnType<typeof spawnWorker>[] = [];
+  let cleaning: Promise<void> | undefined;
+  // Once, whether the run ends or a signal arrives (a signal during the end waits for the same cleanup).
+  const cleanup = () =>
+    (cleaning ??= (async () => {
+      for (const w of workers) w.kill('SIGTERM');
+      await Promise.all(workers.map(exited));
+      await dropDatabase(admin, name).catch(() => {});
+      await embedded?.stop();
+    })());
+  signals = cleanUpOnSignals(cleanup);
+  await createEmptyDatabase(admin, name);
+  console.error(`bench: scratch database ${name}`);
+  const url = withDatabase(server, name);
   try {
     await migrate(url);
     const ceiling = await commitCeiling(url);
 
     const pool = createPool(url, concurrency, 'ferry-bench');
     const ids = await createMovements(pool, benchTemplate(), movements, concurrency);
-    for (let i = 0; i < processes; i++) workers.push(spawnWorker(url, { FERRY_LOG_LEVEL: 'warn' }));
-    await waitFor('workers to start', async () => new Set((await listHeartbeats(pool)).map((h) => h.process_id)).size >= processes, 120_000, 100);
+    if (faults.fail > 0) ids.push(...(await createMovements(pool, faultyBenchTemplate('fail'), faults.fail, concurrency)));
+    if (faults.stuck > 0) ids.push(...(await createMovements(pool, faultyBenchTemplate('stuck'), faults.stuck, concurrency)));
+    // The workers' connection budget counts the whole cluster: these workers and no API process.
+    const workerEnv = { FERRY_LOG_LEVEL: 'warn', FERRY_WORKER_PROCESSES: String(processes), FERRY_API_PROCESSES: '0' };
+    for (let i = 0; i < processes; i++) workers.push(spawnWorker(url, workerEnv));
+    const workerExited = () => workers.some((w) => w.exitCode !== null || w.signalCode !== null);
+    await waitFor(
+      'workers to start',
+      async () => {
+        if (workerExited()) throw new Error('a worker process exited while starting (its message is above)');
+        return new Set((await listHeartbeats(pool)).map((h) => h.process_id)).size >= processes;
+      },
+      120_000,
+      100,
+    );
 
     const started = performance.now();
     const noCallbacks = { callbacks: async () => {} };
@@ -122,12 +162,14 @@ async function main() {
     } else {
       await approveMovements(pool, ids, noCallbacks, concurrency);
     }
-    await waitFor(
-      'every movement to complete',
-      async () => (await countRequestsByState(pool, ids)).COMPLETED === movements,
-      30 * 60_000,
-      100,
-    );
+    const end = await watchMovements(pool, ids, { stallMs: stallSeconds * 1000, workersGone: () => workers.every((w) => w.exitCode !== null || w.signalCode !== null) });
+    if (end.outcome !== 'completed') {
+      for (const line of describeRunEnd(end, ids.length)) console.error(line);
+      console.log(JSON.stringify(runEndJson(end, ids.length)));
+      await pool.end();
+      process.exitCode = 1;
+      return;
+    }
     const wall = (performance.now() - started) / 1000;
 
     const timings = await movementTimings(pool, ids);
@@ -158,14 +200,14 @@ async function main() {
     console.log(`ceiling ratio        ${result.ceiling_ratio}`);
     console.log(JSON.stringify(result));
   } finally {
-    for (const w of workers) w.kill('SIGTERM');
-    await Promise.all(workers.map(exited));
-    await dropDatabase(admin, name).catch(() => {});
-    await embedded?.stop();
+    await cleanup();
+    signals.remove();
   }
 }
 
 main().catch((err) => {
+  // After SIGINT/SIGTERM the run fails as its database goes away; the signal handler exits.
+  if (signals?.signalled()) return;
   console.error(err);
   process.exit(1);
 });

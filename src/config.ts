@@ -118,6 +118,14 @@ const fields = {
   FERRY_EVM_CONFIRMATIONS: ['evmConfirmations', count(1)],
   // YAML file with what environment variables cannot say well (chains, signers, tokens): src/config-file.ts.
   FERRY_CONFIG_FILE: ['configFile', z.string().min(1).optional()],
+
+  // Connection budget (docs/scaling.md): how many processes share the database and how much of
+  // max_connections Ferry leaves to others.
+  FERRY_DATABASE_DIRECT_URL: ['databaseDirectUrl', z.string().url().optional()],
+  FERRY_API_PROCESSES: ['apiProcesses', z.coerce.number().int().min(0).max(64).default(1)],
+  FERRY_SIM_POOL_MAX: ['simPoolMax', count(4)],
+  FERRY_DB_CONNECTION_RESERVE: ['dbConnectionReserve', z.coerce.number().int().min(0).default(5)],
+  FERRY_CONNECTION_BUDGET_ENABLED: ['connectionBudgetEnabled', bool.default(true)],
 } as const;
 
 type Fields = typeof fields;
@@ -129,7 +137,7 @@ export type FerryConfig = {
 };
 
 /** Variables whose values must never appear in messages or logs. */
-const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
 
 export class ConfigError extends Error {
   constructor(

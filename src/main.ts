@@ -14,6 +14,8 @@ import { closeDashboards } from './http/dashboard.ts';
 import { endEventStreams } from './http/inspect.ts';
 import { setUpDemo } from './demo/template.ts';
 import { log, setLogLevel } from './log.ts';
+import { applyConnectionBudget, budgetEnv } from './connection-budget-check.ts';
+import { APP_NAMES } from './connection-budget.ts';
 import { createPool, type Pool } from './persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
 import { resolveEmbeddedPort } from './persistence/embedded-port.ts';
@@ -27,6 +29,8 @@ export interface FerryRuntime {
   config: FerryConfig;
   pool: Pool;
   databaseUrl: string;
+  /** Where session work goes (LISTEN, migrations): FERRY_DATABASE_DIRECT_URL, else databaseUrl. */
+  directDatabaseUrl: string;
   database: 'embedded' | 'external';
   app: OpenAPIHono;
   /** The object the app was built from; a hook may fill its optional fields (e.g. `runtime`) later. */
@@ -102,7 +106,7 @@ async function runAll(steps: Array<() => Promise<unknown> | unknown>): Promise<v
  * processes starting at once are safe. A bad configuration value throws a ConfigError naming it.
  */
 export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: FerryHooks = {}): Promise<RunningFerry> {
-  const config = loadConfig(env);
+  let config = loadConfig(env);
   setLogLevel(config.logLevel);
 
   // Undo list for a start that fails half-way, run last-in first-out.
@@ -121,12 +125,16 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
       undo.push(() => server.stop());
       databaseUrl = embedded.url;
     }
-    const applied = await migrate(databaseUrl, (msg) => log.debug({ component: 'migrate' }, msg));
-    const pool = createPool(databaseUrl, config.dbPoolMax);
+    // Behind a transaction-mode pooler, session work (the migrations' advisory lock, LISTEN) needs
+    // a direct connection.
+    const directDatabaseUrl = config.databaseDirectUrl ?? databaseUrl;
+    config = await applyConnectionBudget(config, 'api', { databaseUrl, directUrl: directDatabaseUrl }, log);
+    const applied = await migrate(directDatabaseUrl, (msg) => log.debug({ component: 'migrate' }, msg));
+    const pool = createPool(databaseUrl, config.dbPoolMax, APP_NAMES.api);
     undo.push(() => pool.end());
     await setUpDemo({ pool, config, database: embedded ? 'embedded' : 'external' });
 
-    const appDeps: AppDeps = { pool, config, routes: hooks.routes };
+    const appDeps: AppDeps = { pool, config, routes: hooks.routes, directDatabaseUrl };
     const app = createApp(appDeps);
     const { server, port } = await listen(app, config.host, config.port);
     undo.push(() => closeServer(server));
@@ -135,6 +143,7 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
       config,
       pool,
       databaseUrl,
+      directDatabaseUrl,
       database: embedded ? 'embedded' : 'external',
       app,
       appDeps,
@@ -231,13 +240,16 @@ function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
         pool: ferry.pool,
         config: ferry.config,
         databaseUrl: ferry.databaseUrl,
+        listenUrl: ferry.directDatabaseUrl,
         log,
         workers: ferry.config.workersEnabled && !clustered,
       });
       ferry.appDeps.runtime = runtime;
       runtime.done.catch(onCoreFailure);
       if (clustered && ferry.config.workersEnabled) {
-        workers = startWorkerCluster(ferry.config.workerProcesses, { ...process.env, DATABASE_URL: ferry.databaseUrl }, log);
+        // The workers open the pools this process fitted for the whole cluster (and check nothing again).
+        const env = { ...process.env, DATABASE_URL: ferry.databaseUrl, FERRY_DATABASE_DIRECT_URL: ferry.directDatabaseUrl, ...budgetEnv(ferry.config) };
+        workers = startWorkerCluster(ferry.config.workerProcesses, env, log);
       }
     },
     async onStopping() {

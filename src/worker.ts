@@ -4,20 +4,27 @@
  * database (DATABASE_URL required). Nothing here depends on process memory for correctness: kill
  * it at any point and another process picks the work up from Postgres.
  */
+import cluster from 'node:cluster';
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRuntime, type Runtime } from './actors/runtime.ts';
 import { ConfigError, loadConfig } from './config.ts';
+import { applyConnectionBudget } from './connection-budget-check.ts';
+import { APP_NAMES } from './connection-budget.ts';
 import { log, setLogLevel } from './log.ts';
 import { createPool } from './persistence/db.ts';
 
 export async function startWorkerProcess(env: NodeJS.ProcessEnv = process.env): Promise<{ runtime: Runtime; stop(): Promise<void> }> {
-  const config = loadConfig(env);
+  let config = loadConfig(env);
   setLogLevel(config.logLevel);
-  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required for a worker process');
-  const pool = createPool(config.databaseUrl, config.dbPoolMax, 'ferry-worker');
-  const runtime = await startRuntime({ pool, config, databaseUrl: config.databaseUrl, log, workers: true });
+  const databaseUrl = config.databaseUrl;
+  if (!databaseUrl) throw new ConfigError('DATABASE_URL', 'is required for a worker process');
+  const directUrl = config.databaseDirectUrl ?? databaseUrl;
+  // A worker the cluster primary forked opens the pools the primary fitted for the whole cluster.
+  if (!cluster.isWorker) config = await applyConnectionBudget(config, 'worker', { databaseUrl, directUrl }, log);
+  const pool = createPool(databaseUrl, config.dbPoolMax, APP_NAMES.worker);
+  const runtime = await startRuntime({ pool, config, databaseUrl, listenUrl: directUrl, log, workers: true });
   log.info({ process_id: runtime.processId }, 'ferry worker started');
   return {
     runtime,

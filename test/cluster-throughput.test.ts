@@ -22,6 +22,9 @@ test(`${PROCESSES} processes run ${MOVEMENTS} movements: all complete, one claim
     FERRY_NODE_DISPATCH_CONCURRENCY: '2',
     FERRY_NODE_OBSERVE_BATCH_SIZE: '20',
     FERRY_DB_POOL_MAX: '5',
+    // The connection budget counts the whole cluster: these workers, no API process.
+    FERRY_API_PROCESSES: '0',
+    FERRY_WORKER_PROCESSES: String(PROCESSES),
   };
   const workers = Array.from({ length: PROCESSES }, () => spawnWorker(db.url, env));
   try {

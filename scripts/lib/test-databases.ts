@@ -103,3 +103,31 @@ export async function createEmptyDatabase(adminUrl: string, name: string): Promi
   }
   return withDatabase(adminUrl, name);
 }
+
+/** Names of the databases whose name starts with `prefix` (scratch databases of tests and the benchmark). */
+export async function databasesNamed(adminUrl: string, prefix: string): Promise<string[]> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    const like = prefix.replace(/[\\%_]/g, (c) => `\\${c}`) + '%';
+    const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname', [like]);
+    return rows.map((r) => r.datname);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** Drops a database only when nobody is connected to it (a run still using it keeps it); false when in use. */
+export async function dropDatabaseIfUnused(adminUrl: string, name: string): Promise<boolean> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)}`);
+    return true;
+  } catch (err) {
+    if ((err as { code?: string }).code === '55006') return false;
+    throw err;
+  } finally {
+    await admin.end();
+  }
+}

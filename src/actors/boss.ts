@@ -1,4 +1,5 @@
 import { PgBoss, type Queue } from 'pg-boss';
+import { APP_NAMES } from '../connection-budget.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 
 /**
@@ -81,7 +82,7 @@ export async function startBoss(connectionString: string, opts: StartBossOptions
     max: opts.max ?? 10,
     superviseIntervalSeconds: opts.superviseIntervalSeconds ?? 60,
     monitorIntervalSeconds: opts.superviseIntervalSeconds ?? 60,
-    application_name: 'ferry-pgboss',
+    application_name: APP_NAMES.pgboss,
   });
   boss.on('error', (err) => log.error({ err }, 'pg-boss error'));
   boss.on('warning', (w) => log.warn({ warning: w }, 'pg-boss warning'));

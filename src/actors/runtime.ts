@@ -5,6 +5,7 @@ import { createBalanceSnapshotDeps } from '../balances/sweep.ts';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
+import { APP_NAMES } from '../connection-budget.ts';
 import { registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
@@ -36,6 +37,8 @@ export interface RuntimeOptions {
   pool: Pool;
   config: FerryConfig;
   databaseUrl: string;
+  /** Where the LISTEN client connects: a direct connection when databaseUrl is a pooler. Default databaseUrl. */
+  listenUrl?: string;
   log: Logger;
   executors?: ExecutorRegistry;
   signers?: SignerRegistry;
@@ -86,7 +89,7 @@ export async function configuredRegistries(
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { pool, config, log } = opts;
-  const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, 4, 'ferry-sim-provider');
+  const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, config.simPoolMax, APP_NAMES.sim);
   let defaults: Awaited<ReturnType<typeof configuredRegistries>> | null = null;
   try {
     defaults = providerPool ? await configuredRegistries(providerPool, config, { env: opts.env, log }) : null;
@@ -131,7 +134,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
   const wakers = { dispatcher: new Waker(), observer: new Waker(), recovery: new Waker() };
   const wakeups = new Wakeups(
-    opts.databaseUrl,
+    opts.listenUrl ?? opts.databaseUrl,
     workers
       ? { dispatcher: () => wakers.dispatcher.wake(), observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake() }
       : {},

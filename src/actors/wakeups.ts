@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { APP_NAMES } from '../connection-budget.ts';
 import type { Logger } from '../log.ts';
 import { EVENTS_CHANNEL } from './transition.ts';
 
@@ -48,7 +49,7 @@ export class Wakeups {
 
   async #connect(attempt: number): Promise<void> {
     if (this.#stopped) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'ferry-listen' });
+    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: APP_NAMES.listen });
     client.on('notification', (msg) => this.#dispatch(msg.payload));
     client.on('error', (err) => {
       this.log.warn({ err }, 'wake-up connection lost; reconnecting');

@@ -19,6 +19,8 @@ import { CliError, type CliContext } from './command.ts';
 
 export interface CliDatabase {
   url: string;
+  /** Where session work (migrations' advisory lock) goes: FERRY_DATABASE_DIRECT_URL, else url. */
+  directUrl: string;
   pool: Pool;
   source: 'database-url' | 'embedded-running' | 'embedded-started';
 }
@@ -49,7 +51,7 @@ export async function withCliDatabase<T>(
 
 async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Promise<Opened> {
   const config = loadConfig(env);
-  if (config.databaseUrl) return openUrl(config.databaseUrl, 'database-url', mode);
+  if (config.databaseUrl) return openUrl(config.databaseUrl, 'database-url', mode, config.databaseDirectUrl);
 
   const dataDir = resolve(config.dataDir);
   const port = await resolveEmbeddedPort(dataDir, config.embeddedPgPort);
@@ -68,7 +70,7 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
     if (mode === 'require-migrated') await migrate(server.url);
     const pool = createPool(server.url, 4, 'ferry-cli');
     return {
-      db: { url: server.url, pool, source: 'embedded-started' },
+      db: { url: server.url, directUrl: server.url, pool, source: 'embedded-started' },
       close: async () => {
         await pool.end();
         await server.stop();
@@ -80,7 +82,7 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
   }
 }
 
-async function openUrl(url: string, source: CliDatabase['source'], mode: DatabaseMode): Promise<Opened> {
+async function openUrl(url: string, source: CliDatabase['source'], mode: DatabaseMode, directUrl = url): Promise<Opened> {
   const pool = createPool(url, 4, 'ferry-cli');
   try {
     await ping(pool);
@@ -95,7 +97,7 @@ async function openUrl(url: string, source: CliDatabase['source'], mode: Databas
     if (err instanceof CliError) throw err;
     throw new CliError(`cannot use the database at ${redactUrl(url)}: ${message(err)}`);
   }
-  return { db: { url, pool, source }, close: () => pool.end() };
+  return { db: { url, directUrl, pool, source }, close: () => pool.end() };
 }
 
 /**

@@ -7,7 +7,8 @@ const migrateCommand: CliCommand = {
   summary: 'apply pending database migrations',
   usage: '',
   async run(ctx) {
-    const applied = await ctx.withDatabase(({ url }) => migrate(url), 'as-is');
+    // Over the direct connection: the migrations' advisory lock is session state a pooler would lose.
+    const applied = await ctx.withDatabase(({ directUrl }) => migrate(directUrl), 'as-is');
     if (applied.length === 0) ctx.out('database is up to date');
     else for (const name of applied) ctx.out(`applied ${name}`);
   },

@@ -33,6 +33,8 @@ export interface AppDeps {
   routes?: RouteModule[];
   /** The worker runtime (startRuntime's result). Read per request: /v3 changes answer 503 until it is set. */
   runtime?: ApiRuntime;
+  /** A direct connection string for session work (LISTEN, the dashboard) when `pool` goes through a pooler. */
+  directDatabaseUrl?: string;
 }
 
 export function createApp(deps: AppDeps): OpenAPIHono {

@@ -17,6 +17,7 @@ import { createDashboardHandler, type DashboardHandler } from '@pg-boss/dashboar
 import { Hono, type Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { PGBOSS_SCHEMA } from '../actors/boss.ts';
+import { APP_NAMES } from '../connection-budget.ts';
 import { errorStatus, FerryError } from '../errors.ts';
 import type { Pool } from '../persistence/db.ts';
 import { authenticateToken } from '../persistence/tokens.ts';
@@ -39,6 +40,8 @@ export interface DashboardDeps {
   pool: Pool;
   /** Where pg-boss lives; by default the pool's own database. */
   databaseUrl?: string;
+  /** A direct connection string (the dashboard's pool sets session parameters a pooler refuses). */
+  directDatabaseUrl?: string;
   schema?: string;
 }
 
@@ -110,8 +113,12 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
   let handler: DashboardHandler | null = null;
   const dashboard = () => {
     if (!handler) {
-      const url = deps.databaseUrl ?? deps.pool.options.connectionString;
-      if (!url) throw new FerryError('SERVICE_UNAVAILABLE', 'the dashboard has no database to read');
+      const base = deps.databaseUrl ?? deps.directDatabaseUrl ?? deps.pool.options.connectionString;
+      if (!base) throw new FerryError('SERVICE_UNAVAILABLE', 'the dashboard has no database to read');
+      // Named, so the connection budget knows these connections as the cluster's own.
+      const named = new URL(base);
+      if (!named.searchParams.has('application_name')) named.searchParams.set('application_name', APP_NAMES.dashboard);
+      const url = named.toString();
       handler = createDashboardHandler({
         databases: [{ url, name: 'ferry', schema: deps.schema ?? PGBOSS_SCHEMA }],
         basePath: DASHBOARD_PATH,

@@ -438,6 +438,8 @@ export interface InspectDeps {
   pool: Pool;
   /** Where committed-transition notices come from; by default a LISTEN shared by all streams. */
   notices?: SubscribeNotices;
+  /** Where the shared LISTEN connects; by default the pool's own database. */
+  directDatabaseUrl?: string;
   stream?: Partial<StreamOptions>;
   log?: Logger;
 }
@@ -467,7 +469,7 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
   const opts: StreamOptions = { heartbeatMs: deps.stream?.heartbeatMs ?? STREAM_HEARTBEAT_MS, pollMs: deps.stream?.pollMs ?? STREAM_POLL_MS };
   let notices = deps.notices;
   const subscribe: SubscribeNotices = (fn) => {
-    notices ??= sharedNotices(databaseUrlOf(deps.pool), log);
+    notices ??= sharedNotices(deps.directDatabaseUrl ?? databaseUrlOf(deps.pool), log);
     return notices(fn);
   };
 

@@ -17,8 +17,12 @@ export interface EmbeddedOptions {
   dataDir: string;
   port: number;
   database?: string;
+  /** Server settings passed as `-c name=value` at start, over the defaults below (e.g. max_connections). */
+  settings?: Record<string, string | number>;
   onLog?: (line: string) => void;
 }
+
+const DEFAULT_SETTINGS: Record<string, string | number> = { listen_addresses: '127.0.0.1', max_connections: 200 };
 
 function secretFile(dir: string, name: string): string {
   const file = join(dir, name);
@@ -47,7 +51,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     persistent: true,
     // Postgres refuses to run as root; the package then runs it as a dedicated system user.
     createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
+    postgresFlags: Object.entries({ ...DEFAULT_SETTINGS, ...opts.settings }).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
     onLog: opts.onLog ?? (() => {}),
     onError: (e: unknown) => opts.onLog?.(String(e)),
   });

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
 import pg from 'pg';
+import { APP_NAMES } from '../connection-budget.ts';
 
 export const migrationsDir = fileURLToPath(new URL('../../migrations', import.meta.url));
 
@@ -9,7 +10,10 @@ export const migrationsDir = fileURLToPath(new URL('../../migrations', import.me
  * the migration library holds an advisory lock and the others wait for it, then find nothing to do.
  */
 export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}): Promise<string[]> {
-  const client = new pg.Client({ connectionString: databaseUrl });
+  const client = new pg.Client({ connectionString: databaseUrl, application_name: APP_NAMES.migrate });
+  // A connection cut mid-migration fails the running query, which is the error to report; the
+  // client's own 'error' event must not also crash the process.
+  client.on('error', () => {});
   await client.connect();
   try {
     const applied = await runner({

@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { approveMovements, benchTemplate, createMovements } from '../scripts/lib/load.ts';
+import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
+import { createPool } from '../src/persistence/db.ts';
+import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
+import { listHeartbeats } from '../src/persistence/heartbeats.ts';
+import { migrate } from '../src/persistence/migrate.ts';
+import { createEmptyDatabase, withDatabase } from '../scripts/lib/test-databases.ts';
+import { collectingDeps } from './helpers/fixtures.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
+
+/**
+ * A PostgreSQL with room for only 30 connections. Four worker processes either fit (the budget
+ * shrinks their pools) and run every movement to completion, or refuse to start naming the
+ * settings; they never fail mid-run. Connections taken by someone else while movements run cost
+ * time, never a movement.
+ */
+const MAX_CONNECTIONS = 30;
+const PROCESSES = 4;
+const MOVEMENTS = Number(process.env.FERRY_TEST_BUDGET_MOVEMENTS ?? 500);
+
+let server: EmbeddedServer;
+let dataDir: string;
+let databases = 0;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+before(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), 'ferry-budget-'));
+  // As root, PostgreSQL runs as its own user, which must reach the folder.
+  chmodSync(dataDir, 0o755);
+  server = await startEmbeddedPostgres({ dataDir, port: await freePort(), settings: { max_connections: MAX_CONNECTIONS } });
+});
+after(async () => {
+  await server?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function migratedDatabase(): Promise<string> {
+  const url = await createEmptyDatabase(withDatabase(server.url, 'postgres'), `budget_${++databases}`);
+  await migrate(url);
+  return url;
+}
+
+/** The worker processes' settings: the whole cluster is these four workers, no API process. */
+const workerEnv = {
+  FERRY_API_PROCESSES: '0',
+  FERRY_WORKER_PROCESSES: String(PROCESSES),
+  FERRY_NODE_DISPATCH_CONCURRENCY: '2',
+  FERRY_NODE_OBSERVE_BATCH_SIZE: '20',
+};
+
+async function startWorkers(url: string, pool: pg.Pool) {
+  const workers = Array.from({ length: PROCESSES }, () => spawnWorker(url, workerEnv));
+  const stop = async () => {
+    for (const w of workers) w.kill('SIGTERM');
+    await Promise.all(workers.map(exited));
+  };
+  try {
+    await waitFor(
+      'the worker processes to start',
+      async () => {
+        if (workers.some((w) => w.exitCode !== null)) throw new Error('a worker process refused to start or died (its message is above)');
+        return new Set((await listHeartbeats(pool)).map((h) => h.process_id)).size >= PROCESSES;
+      },
+      120_000,
+      200,
+    );
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { workers, stop };
+}
+
+async function waitForAll(pool: pg.Pool, ids: string[]) {
+  return waitFor(
+    'every movement to finish',
+    async () => {
+      const states = await countRequestsByState(pool, ids);
+      const finished = (states.COMPLETED ?? 0) + (states.FAILED ?? 0) + (states.MANUAL_INTERVENTION ?? 0);
+      return finished === ids.length ? states : null;
+    },
+    600_000,
+    500,
+  );
+}
+
+async function nodesFailedOrUnknown(pool: pg.Pool, ids: string[]) {
+  const { rows } = await pool.query(
+    `SELECT node_state, error_code, count(*)::int AS n FROM request_nodes
+      WHERE request_id = ANY($1::uuid[]) AND node_state IN ('FAILED', 'UNKNOWN') GROUP BY 1, 2`,
+    [ids],
+  );
+  return rows;
+}
+
+test(`1 API + ${PROCESSES} workers on max_connections=${MAX_CONNECTIONS}: start refuses with one line naming the settings`, async () => {
+  const url = await migratedDatabase();
+  // The main program with four forked workers; its API process alone may open the dashboard's 10.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: {
+      ...process.env,
+      DATABASE_URL: url,
+      PORT: '0',
+      FERRY_WORKER_PROCESSES: String(PROCESSES),
+      FERRY_LOG_LEVEL: 'error',
+      FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-budget-main-')),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += String(d)));
+  child.stdout.resume();
+  const { code } = await exited(child);
+  assert.equal(code, 1, stderr);
+  const lines = stderr.trim().split('\n');
+  assert.equal(lines.length, 1, `one line: ${stderr}`);
+  for (const name of ['connection budget', 'FERRY_WORKER_PROCESSES', 'FERRY_DB_CONNECTION_RESERVE', `max_connections ${MAX_CONNECTIONS}`]) {
+    assert.ok(lines[0].includes(name), `the line names ${name}: ${lines[0]}`);
+  }
+});
+
+test(`${PROCESSES} worker processes on max_connections=${MAX_CONNECTIONS} fit and run ${MOVEMENTS} movements to completion`, async () => {
+  const url = await migratedDatabase();
+  const pool = createPool(url, 2, 'ferry-test');
+  try {
+    const ids = await createMovements(pool, benchTemplate(), MOVEMENTS, 2);
+    const cluster = await startWorkers(url, pool);
+    try {
+      await approveMovements(pool, ids, collectingDeps(), 2);
+      await waitForAll(pool, ids);
+    } finally {
+      await cluster.stop();
+    }
+    assert.deepEqual(await countRequestsByState(pool, ids), { COMPLETED: MOVEMENTS });
+    assert.deepEqual(await nodesFailedOrUnknown(pool, ids), []);
+    const report = await exactlyOnceReport(pool, ids);
+    assert.equal(report.keysSubmittedTwice, 0);
+    assert.equal(report.nodesClaimedTwice, 0);
+  } finally {
+    await pool.end();
+  }
+});
+
+// Until Ferry's own infrastructure errors (a refused connection here) defer the node instead of
+// failing it, this one fails with PREPARE_ERROR: it is marked todo so that it runs and reports
+// without failing the suite. Drop the todo once deferral is in.
+const needsDeferral = { todo: 'needs infrastructure errors to defer the node (issue 15, item 3)' };
+
+test('a client that takes every free connection for a few seconds costs time, never a movement', needsDeferral, async () => {
+  const url = await migratedDatabase();
+  // The test's own two connections stay open through the fault (no idle reaping), so it can still
+  // approve and watch while nobody else gets a connection.
+  const pool = new pg.Pool({ connectionString: url, max: 2, idleTimeoutMillis: 0, application_name: 'ferry-test' });
+  const hog: pg.Client[] = [];
+  try {
+    const ids = await createMovements(pool, benchTemplate(), MOVEMENTS, 2);
+    const cluster = await startWorkers(url, pool);
+    try {
+      const warm = await Promise.all([pool.connect(), pool.connect()]);
+      for (const c of warm) c.release();
+      // The workers idle with the few connections they hold; the approvals then need more.
+      for (;;) {
+        const client = new pg.Client({ connectionString: url, application_name: 'connection-hog' });
+        client.on('error', () => {});
+        try {
+          await client.connect();
+        } catch (err) {
+          // 53300: too many clients already. Every slot, the superusers' reserve included, is taken.
+          assert.equal((err as { code?: string }).code, '53300', String(err));
+          break;
+        }
+        hog.push(client);
+        assert.ok(hog.length <= MAX_CONNECTIONS, 'the server refuses connections at some point');
+      }
+      await approveMovements(pool, ids, collectingDeps(), 2);
+      // The fault lasts a few seconds: its duration is the point, not a synchronisation.
+      await new Promise((r) => setTimeout(r, 5000));
+      await Promise.all(hog.splice(0).map((c) => c.end().catch(() => {})));
+      await waitForAll(pool, ids);
+    } finally {
+      await Promise.all(hog.splice(0).map((c) => c.end().catch(() => {})));
+      await cluster.stop();
+    }
+    assert.deepEqual(await nodesFailedOrUnknown(pool, ids), [], 'no node FAILED or UNKNOWN because of it');
+    assert.deepEqual(await countRequestsByState(pool, ids), { COMPLETED: MOVEMENTS });
+  } finally {
+    await pool.end();
+  }
+});
