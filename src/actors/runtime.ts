@@ -15,7 +15,7 @@ import { upsertHeartbeat } from '../persistence/heartbeats.ts';
 import { promoteAudit } from './audit-promoter.ts';
 import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, requeueStrandedCallbacks, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
-import { dispatchOne } from './dispatcher.ts';
+import { dispatchBatch } from './dispatcher.ts';
 import type { RuntimeDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingRequests } from './expiry.ts';
@@ -135,8 +135,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       },
     });
     const dispatchers = Array.from({ length: config.dispatchConcurrency }, (_, i) =>
-      loop(`node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`, 'core', config.dispatchIntervalSeconds, async () =>
-        (await dispatchOne(deps)) ? 1 : 0,
+      loop(`node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`, 'core', config.dispatchIntervalSeconds, () =>
+        dispatchBatch(deps),
         // All slots share one waker: a READY node wakes whichever slot is asleep first.
         wakers.dispatcher,
       ),

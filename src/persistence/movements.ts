@@ -65,6 +65,8 @@ export interface NodeRow {
   started_at: Date | null;
   error_code: string | null;
   error_detail: string | null;
+  /** The lease token of the dispatch that claimed the node (migration 0010); null when unclaimed. */
+  claim_token: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -121,6 +123,17 @@ export async function nodesOfRequest(db: Queryable, requestId: string): Promise<
     [requestId],
   );
   return rows;
+}
+
+/** The nodes of several requests, grouped by request id (each in plan order). */
+export async function nodesOfRequests(db: Queryable, requestIds: string[]): Promise<Map<string, NodeRow[]>> {
+  const { rows } = await db.query<NodeRow>(
+    'SELECT * FROM request_nodes WHERE request_id = ANY($1::uuid[]) ORDER BY request_id, created_at, node_key',
+    [requestIds],
+  );
+  const out = new Map<string, NodeRow[]>(requestIds.map((id) => [id, []]));
+  for (const n of rows) out.get(n.request_id)?.push(n);
+  return out;
 }
 
 export async function nodeByKey(db: Queryable, requestId: string, nodeKey: string): Promise<NodeRow | null> {
