@@ -7,14 +7,21 @@
  *    (action -> observe -> action, zero latency), approves them all, and waits for completion.
  * 3. Prints a table, then one JSON line: movements, processes, movements_per_s, transitions_per_s,
  *    e2e_p50_ms, e2e_p99_ms, dispatch_p50_ms, dispatch_p99_ms (approve -> first submit),
- *    commit_ceiling_tps, ceiling_ratio (transitions_per_s / commit_ceiling_tps).
+ *    commit_ceiling_tps, ceiling_ratio (transitions_per_s / commit_ceiling_tps),
+ *    queries_per_movement (statements the worker processes sent, all pools, from approval to the
+ *    last completion), commits_per_movement (pg_stat_database.xact_commit of the bench database
+ *    over the same span, approvals and the bench's own polling included), worker_rss_mb_max.
  * Flags: --movements, --processes, --concurrency, --rate (approvals per second; default 0 = all at
- * once), --ceiling-seconds.
+ * once), --ceiling-seconds, --preload N (N finished movements, with nodes and transitions, inserted
+ * before the run: claim cost must not grow with history).
  *
  * Database: BENCH_DATABASE_URL, else DATABASE_URL, else TEST_DATABASE_URL, else an embedded server.
  * A scratch database is created for the run and dropped afterwards.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { approveMovements, benchTemplate, createMovements } from './lib/load.ts';
 import { exited, spawnWorker, waitFor } from './lib/processes.ts';
@@ -24,8 +31,10 @@ import { migrate } from '../src/persistence/migrate.ts';
 import {
   bumpCeilingRow,
   countRequestsByState,
+  databaseCommits,
   dropCeilingTable,
   movementTimings,
+  preloadFinishedMovements,
   prepareCeilingTable,
   transitionsBetween,
 } from '../src/persistence/bench.ts';
@@ -41,8 +50,14 @@ const { values } = parseArgs({
     // Approvals per second; 0 approves everything at once (throughput under a backlog). A rate
     // below capacity measures dispatch latency without queueing in front of it.
     rate: { type: 'string', default: '0' },
+    preload: { type: 'string', default: '0' },
   },
 });
+const preload = Number(values.preload);
+if (!Number.isInteger(preload) || preload < 0) {
+  console.error('--preload must be a whole number of finished movements, 0 for none');
+  process.exit(2);
+}
 const movements = Number(values.movements);
 const processes = Number(values.processes);
 const concurrency = Number(values.concurrency);
@@ -89,6 +104,37 @@ async function commitCeiling(url: string): Promise<number> {
   }
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Statements counted by the workers' query-counter preload so far. */
+function sumCounters(files: string[]): number {
+  let total = 0;
+  for (const f of files) {
+    try {
+      total += Number(readFileSync(f, 'utf8')) || 0;
+    } catch {
+      // not written yet
+    }
+  }
+  return total;
+}
+
+/** The largest resident set size any worker reached, sampled from /proc every 250 ms. */
+function sampleRss(pids: number[]) {
+  let max = 0;
+  const timer = setInterval(() => {
+    for (const pid of pids) {
+      try {
+        const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+        max = Math.max(max, kb / 1024);
+      } catch {
+        // exited, or not Linux
+      }
+    }
+  }, 250);
+  return { stop: () => clearInterval(timer), maxMb: () => max };
+}
+
 async function main() {
   let embedded: EmbeddedServer | undefined;
   let server = process.env.BENCH_DATABASE_URL ?? process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL;
@@ -101,14 +147,24 @@ async function main() {
   await createEmptyDatabase(admin, name);
   const url = withDatabase(server, name);
   const workers: ReturnType<typeof spawnWorker>[] = [];
+  const scratch = mkdtempSync(join(tmpdir(), 'ferry-bench-'));
   try {
     await migrate(url);
     const ceiling = await commitCeiling(url);
 
     const pool = createPool(url, concurrency, 'ferry-bench');
     const ids = await createMovements(pool, benchTemplate(), movements, concurrency);
-    for (let i = 0; i < processes; i++) workers.push(spawnWorker(url, { FERRY_LOG_LEVEL: 'warn' }));
+    if (preload > 0) await preloadFinishedMovements(pool, ids[0], preload);
+    const counters = Array.from({ length: processes }, (_, i) => join(scratch, `queries-${i}`));
+    for (let i = 0; i < processes; i++) {
+      workers.push(spawnWorker(url, { FERRY_LOG_LEVEL: 'warn', FERRY_BENCH_QUERY_FILE: counters[i] }, ['./scripts/lib/query-counter.ts']));
+    }
     await waitFor('workers to start', async () => new Set((await listHeartbeats(pool)).map((h) => h.process_id)).size >= processes, 120_000, 100);
+    const rss = sampleRss(workers.map((w) => w.pid!));
+    // Statistics and counter files lag by up to a second.
+    await sleep(1200);
+    const queries0 = sumCounters(counters);
+    const commits0 = await databaseCommits(pool, name);
 
     const started = performance.now();
     const noCallbacks = { callbacks: async () => {} };
@@ -129,6 +185,10 @@ async function main() {
       100,
     );
     const wall = (performance.now() - started) / 1000;
+    await sleep(1200);
+    const queries = sumCounters(counters) - queries0;
+    const commits = (await databaseCommits(pool, name)) - commits0;
+    rss.stop();
 
     const timings = await movementTimings(pool, ids);
     const e2e = timings.map((t) => t.completed_at!.getTime() - t.approved_at.getTime());
@@ -147,6 +207,10 @@ async function main() {
       dispatch_p99_ms: round(percentile(dispatch, 99)),
       commit_ceiling_tps: round(ceiling),
       ceiling_ratio: round(log.n / wall / ceiling, 3),
+      queries_per_movement: round(queries / movements),
+      commits_per_movement: round(commits / movements),
+      worker_rss_mb_max: round(rss.maxMb()),
+      ...(preload > 0 ? { preloaded: preload } : {}),
     };
     console.log(`movements            ${movements} (${processes} worker processes, ${concurrency} load clients, ${rate > 0 ? `${rate} approvals/s` : 'approved at once'})`);
     console.log(`wall time            ${round(wall, 2)} s`);
@@ -156,11 +220,14 @@ async function main() {
     console.log(`dispatch p50 / p99   ${result.dispatch_p50_ms} / ${result.dispatch_p99_ms} ms (approve -> first submit)`);
     console.log(`commit ceiling       ${result.commit_ceiling_tps} tps (single-row UPDATE, ${concurrency} clients)`);
     console.log(`ceiling ratio        ${result.ceiling_ratio}`);
+    console.log(`per movement         ${result.queries_per_movement} statements, ${result.commits_per_movement} commits`);
+    console.log(`worker RSS max       ${result.worker_rss_mb_max} MB${preload > 0 ? ` (${preload} finished movements preloaded)` : ''}`);
     console.log(JSON.stringify(result));
   } finally {
     for (const w of workers) w.kill('SIGTERM');
     await Promise.all(workers.map(exited));
     await dropDatabase(admin, name).catch(() => {});
+    rmSync(scratch, { recursive: true, force: true });
     await embedded?.stop();
   }
 }

@@ -4,9 +4,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Starts a worker-only Ferry process (src/worker.ts) on the given database. */
-export function spawnWorker(databaseUrl: string, env: Record<string, string> = {}): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
+/** Starts a worker-only Ferry process (src/worker.ts) on the given database; `preload` modules load first. */
+export function spawnWorker(databaseUrl: string, env: Record<string, string> = {}, preload: string[] = []): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...preload.flatMap((p) => ['--import', p]), 'src/worker.ts'], {
     env: {
       ...process.env,
       DATABASE_URL: databaseUrl,
