@@ -18,7 +18,7 @@ import { deliverBatch, type BatchOptions, type BatchResult, type CarriedClaim, t
  * The dispatcher drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
  * as the reference runtime does, a batch at a time:
  *
- *   1. one transaction claims up to DISPATCH_BATCH_SIZE nodes (one statement, see claims.ts) and
+ *   1. one transaction claims up to FERRY_NODE_DISPATCH_BATCH_SIZE nodes (one statement, see claims.ts) and
  *      moves them to PREPARING with a fresh lease token each (one batched transition);
  *   2. preflight, prepare and sign run for every node of the batch at once, no lock held;
  *   3. one commit records every node's PREPARED (and SIGNED), i.e. SUBMITTING with its attempt
@@ -41,7 +41,6 @@ import { deliverBatch, type BatchOptions, type BatchResult, type CarriedClaim, t
 
 const DEFER_SECONDS = 5;
 const INFRA_DEFER_SECONDS = 1;
-export const DISPATCH_BATCH_SIZE = 16;
 const ACTOR = 'worker:dispatcher';
 
 export interface DispatchOptions {
@@ -57,7 +56,7 @@ export async function dispatchOne(deps: RuntimeDeps): Promise<boolean> {
 
 /** Claims up to `limit` nodes and runs them; returns how many were claimed. */
 export async function dispatchBatch(deps: RuntimeDeps, opts: DispatchOptions = {}): Promise<number> {
-  const claimed = await claim(deps, opts.limit ?? DISPATCH_BATCH_SIZE);
+  const claimed = await claim(deps, opts.limit ?? deps.config.dispatchBatchSize);
   if (claimed.length === 0) return 0;
   await runDispatches(deps, claimed, opts.carry ?? true);
   return claimed.length;
