@@ -61,6 +61,7 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
     );
     const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID() });
     carried = result.claimed;
+    if (carried.length > 0) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' }, carried.length);
     return claimed.length;
   });
   // The successors this commit claimed: dispatched here, now, by this worker.
