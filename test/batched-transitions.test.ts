@@ -11,6 +11,7 @@ import { ExecutorRegistry } from '../src/executors/registry.ts';
 import { SIM_ACTION_KEY, SimExecutor } from '../src/executors/sim/index.ts';
 import { registry as metrics } from '../src/metrics.ts';
 import { exactlyOnceReport } from '../src/persistence/bench.ts';
+import { recordCalls } from '../src/persistence/sim-ledger.ts';
 import { createPool, withTransaction, type Pool } from '../src/persistence/db.ts';
 import { getNode, transitionsOfEntity } from '../src/persistence/movements.ts';
 import { scratchDatabase } from './helpers/db.ts';
@@ -317,4 +318,14 @@ test("the sim lane's pool failing its checkout defers the node, never fails it, 
   assert.ok(!log.some((l) => ['FAILED', 'UNKNOWN'].includes(l.to_state)), 'the node was never FAILED or UNKNOWN');
   const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM sim_side_effects WHERE request_node_id = $1 AND call = 'submit'`, [m.nodeId]);
   assert.equal(rows[0].n, 1);
+});
+
+test('the sim ledger numbers calls written in one batch as one-at-a-time recording would', async (t) => {
+  const db = await scratchDatabase(t);
+  const [m] = await approvedSingleNodes(db.pool, 1, 'batch-ledger');
+  const entry = { request_node_id: m.nodeId, attempt_no: 1, idempotency_key: `${m.nodeId}:1`, executor_key: SIM_ACTION_KEY, call: 'observe' as const };
+  assert.deepEqual(await recordCalls(db.pool, [entry]), [{ priorCalls: 0 }]);
+  assert.deepEqual(await recordCalls(db.pool, [entry, { ...entry, call: 'submit' }, entry]), [{ priorCalls: 1 }, { priorCalls: 0 }, { priorCalls: 2 }]);
+  const { rows } = await db.pool.query('SELECT call FROM sim_side_effects WHERE request_node_id = $1 ORDER BY id', [m.nodeId]);
+  assert.deepEqual(rows.map((r) => r.call), ['observe', 'observe', 'submit', 'observe']);
 });

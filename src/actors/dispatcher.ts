@@ -54,9 +54,34 @@ export async function dispatchOne(deps: RuntimeDeps): Promise<boolean> {
   return (await dispatchBatch(deps, { limit: 1, carry: false })) > 0;
 }
 
-/** Claims up to `limit` nodes and runs them; returns how many were claimed. */
+// Claims other workers' commits made for this runtime's dispatchers (see RuntimeDeps.handOff).
+const handedOff = new WeakMap<RuntimeDeps, CarriedClaim[]>();
+
+/** Queues carried claims for the dispatcher slots of `deps` (they are already PREPARING, leased). */
+export function queueForDispatch(deps: RuntimeDeps, claims: CarriedClaim[]): void {
+  const queue = handedOff.get(deps) ?? [];
+  queue.push(...claims);
+  handedOff.set(deps, queue);
+}
+
+/** Runs whatever is still queued (at shutdown, so no leased node waits for the grace). */
+export async function drainHandedOff(deps: RuntimeDeps): Promise<void> {
+  for (;;) {
+    const queue = handedOff.get(deps) ?? [];
+    if (queue.length === 0) return;
+    await runDispatches(deps, queue.splice(0, queue.length));
+  }
+}
+
+/** Runs handed-off claims first, else claims up to `limit` nodes and runs them; returns how many. */
 export async function dispatchBatch(deps: RuntimeDeps, opts: DispatchOptions = {}): Promise<number> {
-  const claimed = await claim(deps, opts.limit ?? deps.config.dispatchBatchSize);
+  const limit = opts.limit ?? deps.config.dispatchBatchSize;
+  const queued = handedOff.get(deps)?.splice(0, limit) ?? [];
+  if (queued.length > 0) {
+    await runDispatches(deps, queued, opts.carry ?? true);
+    return queued.length;
+  }
+  const claimed = await claim(deps, limit);
   if (claimed.length === 0) return 0;
   await runDispatches(deps, claimed, opts.carry ?? true);
   return claimed.length;

@@ -9,7 +9,7 @@ import { isOutcomeState, type ExecutorOutcome, type OutcomeState } from '../mach
 import { artifactsOfNodes, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
 import type { Pool, Queryable } from '../persistence/db.ts';
 import { nodesOfRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
-import type { TransitionDeps } from './transition.ts';
+import type { CarriedClaim, TransitionDeps } from './transition.ts';
 
 /** What the dispatcher, observer and recovery workers share. */
 export interface RuntimeDeps {
@@ -19,6 +19,11 @@ export interface RuntimeDeps {
   signers: SignerRegistry;
   transitions: TransitionDeps;
   log: Logger;
+  /**
+   * Where a worker other than the dispatcher hands the nodes its commit claimed (carried onward):
+   * the runtime queues them for its dispatcher slots. Absent, the worker dispatches them itself.
+   */
+  handOff?: (claims: CarriedClaim[]) => void;
 }
 
 export const nowIso = () => new Date().toISOString();

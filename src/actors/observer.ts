@@ -64,7 +64,11 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
     if (carried.length > 0) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' }, carried.length);
     return claimed.length;
   });
-  // The successors this commit claimed: dispatched here, now, by this worker.
-  if (carried.length > 0) await runDispatches(deps, carried);
+  // The successors this commit claimed go straight to the dispatcher slots (or, without a
+  // runtime, are dispatched here), without a NOTIFY round trip or another claim.
+  if (carried.length > 0) {
+    if (deps.handOff) deps.handOff(carried);
+    else await runDispatches(deps, carried);
+  }
   return observed;
 }

@@ -15,7 +15,7 @@ import { upsertHeartbeat } from '../persistence/heartbeats.ts';
 import { promoteAudit } from './audit-promoter.ts';
 import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, requeueStrandedCallbacks, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
-import { dispatchBatch } from './dispatcher.ts';
+import { dispatchBatch, drainHandedOff, queueForDispatch } from './dispatcher.ts';
 import type { RuntimeDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingRequests } from './expiry.ts';
@@ -109,6 +109,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   };
 
   const wakers = { dispatcher: new Waker(), observer: new Waker(), recovery: new Waker() };
+  deps.handOff = (claims) => {
+    queueForDispatch(deps, claims);
+    wakers.dispatcher.wake();
+  };
   const wakeups = new Wakeups(
     opts.databaseUrl,
     workers
@@ -174,6 +178,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       if (stopped) return;
       stopped = true;
       await supervision?.stop();
+      await drainHandedOff(deps).catch((err) => log.warn({ err }, 'handed-off dispatches not finished at stop'));
       await wakeups.stop();
       await delivery?.stop();
       await stopBoss(boss);

@@ -310,11 +310,12 @@ class Batch {
     const e = this.requests.get(requestId);
     if (!e) return new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, 'MISSING', 'lock');
     const row = e.row;
-    const refusal = new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, row.request_state, event.type);
+    // Built only when needed: derivations that change nothing are refused on every batch.
+    const refusal = () => new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, row.request_state, event.type);
     const prev = resolve(requestMachine, requestId, row, row.request_state, requestContextFromRow(row));
-    if (prev.status !== 'active') return refusal;
+    if (prev.status !== 'active') return refusal();
     const [next, actions] = transition(requestMachine, prev, event);
-    if (next === prev) return refusal;
+    if (next === prev) return refusal();
 
     const from = row.request_state;
     const to = String(next.value);
@@ -390,14 +391,14 @@ class Batch {
     if (item.fence !== undefined && item.fence !== null && row.claim_token !== item.fence) {
       return new LeaseLostError(nodeId, row.node_state, event.type);
     }
-    const refusal = new InvalidTransitionError(NODE_MACHINE_ID, nodeId, row.node_state, event.type);
+    const refusal = () => new InvalidTransitionError(NODE_MACHINE_ID, nodeId, row.node_state, event.type);
     // Serial per request: a claim never puts a second node of one request in dispatch (the claim
     // query checks it on its snapshot; this checks it on the locked rows).
-    if (item.lease && this.siblings(row.request_id).some((s) => s.id !== nodeId && IN_DISPATCH.has(s.node_state))) return refusal;
+    if (item.lease && this.siblings(row.request_id).some((s) => s.id !== nodeId && IN_DISPATCH.has(s.node_state))) return refusal();
     const prev = resolve(nodeMachine, nodeId, row, row.node_state, nodeContextFromRow(row));
-    if (prev.status !== 'active') return refusal;
+    if (prev.status !== 'active') return refusal();
     const [next, actions] = transition(nodeMachine, prev, event);
-    if (next === prev) return refusal;
+    if (next === prev) return refusal();
 
     const from = row.node_state;
     const to = String(next.value);
@@ -554,8 +555,14 @@ class Batch {
       const missing = requestWrites.find((w) => !written.requests.some((r) => r.id === w.id));
       throw new TransitionConflictError(REQUEST_MACHINE_ID, missing?.id ?? '?');
     }
-    for (const n of written.nodes) this.nodes.get(n.id)!.row = n;
-    for (const r of written.requests) this.requests.get(r.id)!.row = r;
+    for (const n of written.nodes) {
+      const e = this.nodes.get(n.id)!;
+      e.row = { ...e.row, ...n };
+    }
+    for (const r of written.requests) {
+      const e = this.requests.get(r.id)!;
+      e.row = { ...e.row, ...r };
+    }
     written.logged.forEach((l, i) => {
       this.transitions[i].id = l.id;
       this.transitions[i].at = l.at;

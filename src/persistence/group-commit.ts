@@ -103,16 +103,18 @@ export interface GroupWrite {
   notices: string[];
 }
 
+/** What the write set that the caller could not compute itself: ids, log ids and times. */
 export interface GroupWritten {
-  nodes: NodeRow[];
-  requests: RequestRow[];
+  nodes: Pick<NodeRow, 'id' | 'idempotency_key' | 'updated_at'>[];
+  requests: Pick<RequestRow, 'id' | 'updated_at'>[];
   /** id and at of each transition, in input order. */
   logged: { id: number; at: Date }[];
 }
 
 /** Writes a batch's rows, log entries and artifacts, and queues its NOTIFY, in one statement. */
 export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWritten> {
-  const { rows } = await db.query<{ n: NodeRow[] | null; r: RequestRow[] | null; t: { id: number; at: string; ord: number }[] | null }>(
+  type Stamp = { id: string; updated_at: string; idempotency_key?: string | null };
+  const { rows } = await db.query<{ n: Stamp[] | null; r: Stamp[] | null; t: { id: number; at: string }[] | null }>(
     `WITH nw AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, from_state text, from_version int, node_state text,
                    row_version int, attempt_no int, started_at timestamptz, provider_state text, provider_refs jsonb,
                    provider_ref_id text, next_observe_at timestamptz, last_observed_at timestamptz, observe_count int,
@@ -127,7 +129,7 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
                         claim_token = nw.claim_token, row_version = nw.row_version, updated_at = now()
                    FROM nw
                   WHERE n.id = nw.id AND n.node_state = nw.from_state AND n.row_version = nw.from_version
-                  RETURNING n.*),
+                  RETURNING n.id, n.idempotency_key, n.updated_at),
           rw AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id uuid, from_state text, from_version int, request_state text,
                    row_version int, approval_status text, approvals jsonb, decided_by text, current_frontier jsonb)),
           ru AS (UPDATE movement_requests r
@@ -136,7 +138,7 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
                         updated_at = CASE WHEN rw.row_version <> rw.from_version THEN now() ELSE r.updated_at END
                    FROM rw
                   WHERE r.id = rw.id AND r.request_state = rw.from_state AND r.row_version = rw.from_version
-                  RETURNING r.*),
+                  RETURNING r.id, r.updated_at),
           tw AS (INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,
                                           from_state, to_state, event_type, event_payload, actor)
                  SELECT machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq, from_state, to_state,
@@ -170,8 +172,8 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
   );
   const row = rows[0];
   return {
-    nodes: (row.n ?? []).map(reviveNode),
-    requests: (row.r ?? []).map(reviveRequest),
+    nodes: (row.n ?? []).map((n) => ({ id: n.id, idempotency_key: n.idempotency_key ?? null, updated_at: new Date(n.updated_at) })),
+    requests: (row.r ?? []).map((r) => ({ id: r.id, updated_at: new Date(r.updated_at) })),
     logged: (row.t ?? []).map((t) => ({ id: Number(t.id), at: new Date(t.at) })),
   };
 }

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isAddress, serializeTransaction, toHex, type Address } from 'viem';
 import type { Pool } from '../../persistence/db.ts';
-import { recordCall, submitsFor, type SimCall } from '../../persistence/sim-ledger.ts';
+import { submitsFor, type SimCall } from '../../persistence/sim-ledger.ts';
+import { LedgerBatcher } from './ledger-batcher.ts';
 import { attemptIdempotencyKey } from '../context.ts';
 import { FatalMovementError, TemporaryMovementError } from '../errors.ts';
 import { ownDatabase } from '../infra.ts';
@@ -31,13 +32,17 @@ const SINK_ADDRESS: Address = '0x000000000000000000000000000000000000dEaD';
  */
 export class SimExecutor implements Executor {
   readonly lane = SIM_LANE;
+  readonly #ledger: LedgerBatcher;
 
   constructor(
     readonly executorKey: string,
     /** action: submit completes at once; observe: submit reports SUBMITTED and the observer polls. */
     private readonly style: 'action' | 'observe',
     private readonly pool: Pool,
-  ) {}
+    ledger?: LedgerBatcher,
+  ) {
+    this.#ledger = ledger ?? new LedgerBatcher(pool);
+  }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
     const { script } = await this.#call(ctx, 'preflight');
@@ -119,7 +124,7 @@ export class SimExecutor implements Executor {
     if (script.latency_ms) await sleep(script.latency_ms);
     // The ledger is Ferry's own database: its trouble is not the provider's answer (see infra.ts).
     const { priorCalls } = await ownDatabase(call, () =>
-      recordCall(this.pool, {
+      this.#ledger.record({
         request_node_id: ctx.request_node_id,
         attempt_no: ctx.attempt_no,
         idempotency_key: idempotencyKey(ctx),
