@@ -176,7 +176,8 @@ async function main() {
         void approveMovements(pool, [ids[i]], noCallbacks, 1);
       }
     } else {
-      await approveMovements(pool, ids, noCallbacks, concurrency);
+      // A backlog approved at once: 25 approvals per commit, so the load generator is not the bottleneck.
+      await approveMovements(pool, ids, noCallbacks, Math.min(concurrency, 4), 25);
     }
     await waitFor(
       'every movement to complete',
