@@ -47,6 +47,8 @@ export interface DispatchOptions {
   limit?: number;
   /** Claim the successors a batch unblocks in its result commit and keep going (default true). */
   carry?: boolean;
+  /** Called when a claim took a full batch: there is probably more for another slot. */
+  onBacklog?: () => void;
 }
 
 /** Claims and runs one node (without carrying its movement onward). False when there was nothing to do. */
@@ -83,6 +85,7 @@ export async function dispatchBatch(deps: RuntimeDeps, opts: DispatchOptions = {
   }
   const claimed = await claim(deps, limit);
   if (claimed.length === 0) return 0;
+  if (claimed.length >= limit) opts.onBacklog?.();
   await runDispatches(deps, claimed, opts.carry ?? true);
   return claimed.length;
 }
