@@ -93,7 +93,8 @@ export async function databaseCommits(db: Queryable, database: string): Promise<
  * History for the benchmark: `count` finished movements cloned from `sampleRequestId` (a fresh
  * movement of the bench plan), created before it, COMPLETED with all their nodes and each with its
  * transition log (request: init, APPROVED, EXECUTING, COMPLETED; node: init, READY, PREPARING,
- * SUBMITTING, COMPLETED). One statement per chunk of 5,000 movements.
+ * SUBMITTING, COMPLETED), already reconciled, as a settled history would be. One statement per
+ * chunk of 5,000 movements.
  */
 export async function preloadFinishedMovements(db: Queryable, sampleRequestId: string, count: number): Promise<void> {
   for (let done = 0; done < count; done += 5000) {
@@ -104,11 +105,11 @@ export async function preloadFinishedMovements(db: Queryable, sampleRequestId: s
                     FROM generate_series(1, $2) i),
             r AS (INSERT INTO movement_requests (id, template_version_id, template_key, template_version, intent, input_params,
                     compiled_plan_hash, compiled_plan, machine_id, machine_version, request_state, row_version, approval_status,
-                    approval_quorum, approvals, decided_by, current_frontier, created_by, created_at, updated_at)
+                    approval_quorum, approvals, decided_by, current_frontier, created_by, created_at, updated_at, reconciled_at)
                   SELECT g.id, s.template_version_id, s.template_key, s.template_version, s.intent, s.input_params,
                          s.compiled_plan_hash, s.compiled_plan, s.machine_id, s.machine_version, 'COMPLETED', 3, 'approved',
                          s.approval_quorum, jsonb_build_array(jsonb_build_object('by', 'bench:approver', 'at', g.at)),
-                         'bench:approver', '[]', s.created_by, g.at, g.at
+                         'bench:approver', '[]', s.created_by, g.at, g.at, now()
                     FROM g, s RETURNING id),
             n AS (INSERT INTO request_nodes (request_id, plan_node_id, node_key, node_kind, action_type, executor_binding,
                     signer_binding, config, timeout_policy, predecessor_keys, successor_keys, retryable, machine_id, machine_version,
