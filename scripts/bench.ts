@@ -7,10 +7,14 @@
  *    (action -> observe -> action, zero latency), approves them all, and waits for completion.
  * 3. Prints a table, then one JSON line: movements, processes, movements_per_s, transitions_per_s,
  *    e2e_p50_ms, e2e_p99_ms, dispatch_p50_ms, dispatch_p99_ms (approve -> first submit),
- *    commit_ceiling_tps, ceiling_ratio (transitions_per_s / commit_ceiling_tps).
+ *    commit_ceiling_tps, ceiling_ratio (transitions_per_s / commit_ceiling_tps),
+ *    queries_per_movement (statements the worker processes sent, all pools, from approval to the
+ *    last completion), commits_per_movement (pg_stat_database.xact_commit of the bench database
+ *    over the same span, approvals and the bench's own polling included), worker_rss_mb_max.
  * Flags: --movements, --processes, --concurrency, --rate (approvals per second; default 0 = all at
- * once), --ceiling-seconds, --stall-seconds (default 30), --failing N and --stuck N (that many extra
- * movements that cannot complete, to see the bench report them).
+ * once), --ceiling-seconds, --preload N (N finished movements, with nodes and transitions, inserted
+ * before the run: claim cost must not grow with history), --stall-seconds (default 30), --failing N
+ * and --stuck N (that many extra movements that cannot complete, to see the bench report them).
  *
  * Database: BENCH_DATABASE_URL, else DATABASE_URL, else TEST_DATABASE_URL, else an embedded server.
  * A scratch database is created for the run and dropped afterwards, also on SIGINT/SIGTERM; stale
@@ -18,6 +22,10 @@
  * nothing progresses for the stall limit, prints where the movements ended and why and exits 1
  * (see scripts/lib/bench-run.ts).
  */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { faultyBenchTemplate } from './lib/bench-faults.ts';
 import { cleanUpOnSignals, describeRunEnd, dropStaleScratchDatabases, runEndJson, scratchDatabaseName, watchMovements } from './lib/bench-run.ts';
@@ -28,8 +36,10 @@ import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/e
 import { migrate } from '../src/persistence/migrate.ts';
 import {
   bumpCeilingRow,
+  databaseCommits,
   dropCeilingTable,
   movementTimings,
+  preloadFinishedMovements,
   prepareCeilingTable,
   transitionsBetween,
 } from './lib/bench-queries.ts';
@@ -48,12 +58,18 @@ const { values } = parseArgs({
     'stall-seconds': { type: 'string', default: '30' },
     failing: { type: 'string', default: '0' },
     stuck: { type: 'string', default: '0' },
+    preload: { type: 'string', default: '0' },
   },
 });
 const stallSeconds = Number(values['stall-seconds']);
 const faults = { fail: Number(values.failing), stuck: Number(values.stuck) };
 if (!(stallSeconds > 0) || !Number.isInteger(faults.fail) || !Number.isInteger(faults.stuck) || faults.fail < 0 || faults.stuck < 0) {
   console.error('--stall-seconds must be a positive number, --failing and --stuck whole numbers');
+  process.exit(2);
+}
+const preload = Number(values.preload);
+if (!Number.isInteger(preload) || preload < 0) {
+  console.error('--preload must be a whole number of finished movements, 0 for none');
   process.exit(2);
 }
 const movements = Number(values.movements);
@@ -104,6 +120,37 @@ async function commitCeiling(url: string): Promise<number> {
 
 let signals: ReturnType<typeof cleanUpOnSignals> | undefined;
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Statements counted by the workers' query-counter preload so far. */
+function sumCounters(files: string[]): number {
+  let total = 0;
+  for (const f of files) {
+    try {
+      total += Number(readFileSync(f, 'utf8')) || 0;
+    } catch {
+      // not written yet
+    }
+  }
+  return total;
+}
+
+/** The largest resident set size any worker reached, sampled from /proc every 250 ms. */
+function sampleRss(pids: number[]) {
+  let max = 0;
+  const timer = setInterval(() => {
+    for (const pid of pids) {
+      try {
+        const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+        max = Math.max(max, kb / 1024);
+      } catch {
+        // exited, or not Linux
+      }
+    }
+  }, 250);
+  return { stop: () => clearInterval(timer), maxMb: () => max };
+}
+
 async function main() {
   let embedded: EmbeddedServer | undefined;
   let server = process.env.BENCH_DATABASE_URL ?? process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL;
@@ -122,12 +169,14 @@ async function main() {
       for (const w of workers) w.kill('SIGTERM');
       await Promise.all(workers.map(exited));
       await dropDatabase(admin, name).catch(() => {});
+      rmSync(scratch, { recursive: true, force: true });
       await embedded?.stop();
     })());
   signals = cleanUpOnSignals(cleanup);
   await createEmptyDatabase(admin, name);
   console.error(`bench: scratch database ${name}`);
   const url = withDatabase(server, name);
+  const scratch = mkdtempSync(join(tmpdir(), 'ferry-bench-'));
   try {
     await migrate(url);
     const ceiling = await commitCeiling(url);
@@ -136,9 +185,13 @@ async function main() {
     const ids = await createMovements(pool, benchTemplate(), movements, concurrency);
     if (faults.fail > 0) ids.push(...(await createMovements(pool, faultyBenchTemplate('fail'), faults.fail, concurrency)));
     if (faults.stuck > 0) ids.push(...(await createMovements(pool, faultyBenchTemplate('stuck'), faults.stuck, concurrency)));
+    if (preload > 0) await preloadFinishedMovements(pool, ids[0], preload);
     // The workers' connection budget counts the whole cluster: these workers and no API process.
     const workerEnv = { FERRY_LOG_LEVEL: 'warn', FERRY_WORKER_PROCESSES: String(processes), FERRY_API_PROCESSES: '0' };
-    for (let i = 0; i < processes; i++) workers.push(spawnWorker(url, workerEnv));
+    const counters = Array.from({ length: processes }, (_, i) => join(scratch, `queries-${i}`));
+    for (let i = 0; i < processes; i++) {
+      workers.push(spawnWorker(url, { ...workerEnv, FERRY_BENCH_QUERY_FILE: counters[i] }, { preload: ['./scripts/lib/query-counter.ts'] }));
+    }
     const workerExited = () => workers.some((w) => w.exitCode !== null || w.signalCode !== null);
     await waitFor(
       'workers to start',
@@ -149,6 +202,11 @@ async function main() {
       120_000,
       100,
     );
+    const rss = sampleRss(workers.map((w) => w.pid!));
+    // Statistics and counter files lag by up to a second.
+    await sleep(1200);
+    const queries0 = sumCounters(counters);
+    const commits0 = await databaseCommits(pool, name);
 
     const started = performance.now();
     const noCallbacks = { callbacks: async () => {} };
@@ -160,7 +218,8 @@ async function main() {
         void approveMovements(pool, [ids[i]], noCallbacks, 1);
       }
     } else {
-      await approveMovements(pool, ids, noCallbacks, concurrency);
+      // A backlog approved at once: 25 approvals per commit, so the load generator is not the bottleneck.
+      await approveMovements(pool, ids, noCallbacks, Math.min(concurrency, 4), 25);
     }
     const end = await watchMovements(pool, ids, { stallMs: stallSeconds * 1000, workersGone: () => workers.every((w) => w.exitCode !== null || w.signalCode !== null) });
     if (end.outcome !== 'completed') {
@@ -171,6 +230,10 @@ async function main() {
       return;
     }
     const wall = (performance.now() - started) / 1000;
+    await sleep(1200);
+    const queries = sumCounters(counters) - queries0;
+    const commits = (await databaseCommits(pool, name)) - commits0;
+    rss.stop();
 
     const timings = await movementTimings(pool, ids);
     const e2e = timings.map((t) => t.completed_at!.getTime() - t.approved_at.getTime());
@@ -189,6 +252,10 @@ async function main() {
       dispatch_p99_ms: round(percentile(dispatch, 99)),
       commit_ceiling_tps: round(ceiling),
       ceiling_ratio: round(log.n / wall / ceiling, 3),
+      queries_per_movement: round(queries / movements),
+      commits_per_movement: round(commits / movements),
+      worker_rss_mb_max: round(rss.maxMb()),
+      ...(preload > 0 ? { preloaded: preload } : {}),
     };
     console.log(`movements            ${movements} (${processes} worker processes, ${concurrency} load clients, ${rate > 0 ? `${rate} approvals/s` : 'approved at once'})`);
     console.log(`wall time            ${round(wall, 2)} s`);
@@ -198,6 +265,8 @@ async function main() {
     console.log(`dispatch p50 / p99   ${result.dispatch_p50_ms} / ${result.dispatch_p99_ms} ms (approve -> first submit)`);
     console.log(`commit ceiling       ${result.commit_ceiling_tps} tps (single-row UPDATE, ${concurrency} clients)`);
     console.log(`ceiling ratio        ${result.ceiling_ratio}`);
+    console.log(`per movement         ${result.queries_per_movement} statements, ${result.commits_per_movement} commits`);
+    console.log(`worker RSS max       ${result.worker_rss_mb_max} MB${preload > 0 ? ` (${preload} finished movements preloaded)` : ''}`);
     console.log(JSON.stringify(result));
   } finally {
     await cleanup();

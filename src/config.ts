@@ -62,6 +62,7 @@ const fields = {
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: ['dispatchIntervalSeconds', seconds(2)],
   FERRY_NODE_DISPATCH_CONCURRENCY: ['dispatchConcurrency', count(4)],
+  FERRY_NODE_DISPATCH_BATCH_SIZE: ['dispatchBatchSize', count(16)],
   FERRY_NODE_OBSERVE_INTERVAL_SECONDS: ['observeIntervalSeconds', seconds(5)],
   FERRY_NODE_OBSERVE_BATCH_SIZE: ['observeBatchSize', count(10)],
   FERRY_OBSERVE_TIMEOUT_ENFORCEMENT_ENABLED: ['observeTimeoutEnforcement', bool.default(false)],

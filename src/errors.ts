@@ -17,6 +17,7 @@ export const errorStatus = {
   REQUEST_TIMEOUT: 408,
   INVALID_TRANSITION: 409,
   TRANSITION_CONFLICT: 409,
+  LEASE_LOST: 409,
   STALE_PLAN_HASH: 409,
   IDEMPOTENCY_KEY_REUSED: 409,
   ALREADY_APPROVED: 409,
@@ -61,6 +62,21 @@ export class InvalidTransitionError extends FerryError {
   constructor(machine: string, entityId: string, state: string, eventType: string) {
     super('INVALID_TRANSITION', `${machine} ${entityId} in state ${state} does not accept ${eventType}`, {
       machine,
+      entity_id: entityId,
+      state,
+      event: eventType,
+    });
+  }
+}
+
+/**
+ * A write of a dispatch whose claim is no longer the node's: the node was released (recovery found
+ * it idle past the grace) and claimed again under another lease token. The write is refused.
+ */
+export class LeaseLostError extends FerryError {
+  constructor(entityId: string, state: string, eventType: string) {
+    super('LEASE_LOST', `ferry.node ${entityId} in state ${state}: the dispatch that sent ${eventType} no longer holds its claim`, {
+      machine: 'ferry.node',
       entity_id: entityId,
       state,
       event: eventType,

@@ -21,6 +21,13 @@ export const claimsTotal = new client.Counter({
   registers: [registry],
 });
 
+export const deferralsTotal = new client.Counter({
+  name: 'ferry_infra_deferrals_total',
+  help: "Nodes deferred because Ferry's own database failed (not the provider), by worker and cause.",
+  labelNames: ['worker', 'cause'] as const,
+  registers: [registry],
+});
+
 export const workerRunsTotal = new client.Counter({
   name: 'ferry_worker_runs_total',
   help: 'Worker loop runs by worker and outcome.',

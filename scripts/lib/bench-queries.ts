@@ -82,3 +82,58 @@ export async function exactlyOnceReport(db: Queryable, ids: string[]): Promise<E
   );
   return rows[0];
 }
+
+/** Commits of one database so far (pg_stat_database; the statistics lag by up to a second). */
+export async function databaseCommits(db: Queryable, database: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>('SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = $1', [database]);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/**
+ * History for the benchmark: `count` finished movements cloned from `sampleRequestId` (a fresh
+ * movement of the bench plan), created before it, COMPLETED with all their nodes and each with its
+ * transition log (request: init, APPROVED, EXECUTING, COMPLETED; node: init, READY, PREPARING,
+ * SUBMITTING, COMPLETED), already reconciled, as a settled history would be. One statement per
+ * chunk of 5,000 movements.
+ */
+export async function preloadFinishedMovements(db: Queryable, sampleRequestId: string, count: number): Promise<void> {
+  for (let done = 0; done < count; done += 5000) {
+    const n = Math.min(5000, count - done);
+    await db.query(
+      `WITH s AS (SELECT * FROM movement_requests WHERE id = $1),
+            g AS (SELECT gen_random_uuid() AS id, i, now() - interval '1 day' + make_interval(secs => i * 0.001) AS at
+                    FROM generate_series(1, $2) i),
+            r AS (INSERT INTO movement_requests (id, template_version_id, template_key, template_version, intent, input_params,
+                    compiled_plan_hash, compiled_plan, machine_id, machine_version, request_state, row_version, approval_status,
+                    approval_quorum, approvals, decided_by, current_frontier, created_by, created_at, updated_at, reconciled_at)
+                  SELECT g.id, s.template_version_id, s.template_key, s.template_version, s.intent, s.input_params,
+                         s.compiled_plan_hash, s.compiled_plan, s.machine_id, s.machine_version, 'COMPLETED', 3, 'approved',
+                         s.approval_quorum, jsonb_build_array(jsonb_build_object('by', 'bench:approver', 'at', g.at)),
+                         'bench:approver', '[]', s.created_by, g.at, g.at, now()
+                    FROM g, s RETURNING id),
+            n AS (INSERT INTO request_nodes (request_id, plan_node_id, node_key, node_kind, action_type, executor_binding,
+                    signer_binding, config, timeout_policy, predecessor_keys, successor_keys, retryable, machine_id, machine_version,
+                    node_state, row_version, attempt_no, idempotency_key, provider_state, started_at, created_at, updated_at)
+                  SELECT g.id, sn.plan_node_id, sn.node_key, sn.node_kind, sn.action_type, sn.executor_binding, sn.signer_binding,
+                         sn.config, sn.timeout_policy, sn.predecessor_keys, sn.successor_keys, sn.retryable, sn.machine_id,
+                         sn.machine_version, 'COMPLETED', 4, 1, 'preloaded:' || g.id || ':' || sn.node_key, 'SIM_COMPLETED', g.at, g.at, g.at
+                    FROM g JOIN request_nodes sn ON sn.request_id = $1
+                  RETURNING id, request_id, node_key),
+            steps(entity, seq, from_state, to_state, event_type) AS (VALUES
+                    ('request', 0, 'PENDING_APPROVAL', 'PENDING_APPROVAL', 'xstate.init'), ('request', 1, 'PENDING_APPROVAL', 'APPROVED', 'APPROVE'),
+                    ('request', 2, 'APPROVED', 'EXECUTING', 'DISPATCH_STARTED'), ('request', 3, 'EXECUTING', 'COMPLETED', 'NODES_SETTLED'),
+                    ('node', 0, 'BLOCKED', 'BLOCKED', 'xstate.init'), ('node', 1, 'BLOCKED', 'READY', 'UNBLOCKED'),
+                    ('node', 2, 'READY', 'PREPARING', 'DISPATCH_CLAIMED'), ('node', 3, 'PREPARING', 'SUBMITTING', 'PREPARED'),
+                    ('node', 4, 'SUBMITTING', 'COMPLETED', 'SUBMIT_RESULT'))
+       INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq, from_state, to_state,
+                                event_type, actor, at)
+       SELECT 'ferry.request', '1', 'request', r.id, r.id, NULL, st.seq, st.from_state, st.to_state, st.event_type, 'bench:preload', now() - interval '1 day'
+         FROM r, steps st WHERE st.entity = 'request'
+       UNION ALL
+       SELECT 'ferry.node', '1', 'node', n.id, n.request_id, n.node_key, st.seq, st.from_state, st.to_state, st.event_type, 'bench:preload', now() - interval '1 day'
+         FROM n, steps st WHERE st.entity = 'node'`,
+      [sampleRequestId, n],
+    );
+  }
+  await db.query('ANALYZE movement_requests, request_nodes, transitions');
+}

@@ -1,5 +1,5 @@
 import { startMovement } from '../../src/actors/start-movement.ts';
-import { deliverRequestEvent, type TransitionDeps } from '../../src/actors/transition.ts';
+import { deliverBatch, type TransitionDeps } from '../../src/actors/transition.ts';
 import { withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { saveTemplate } from '../../src/persistence/templates.ts';
 import { compilePlan } from '../../src/plan/compile.ts';
@@ -63,10 +63,23 @@ export async function createMovements(pool: Pool, template: TemplateDefinitionIn
   });
 }
 
-export async function approveMovements(pool: Pool, ids: string[], deps: TransitionDeps, concurrency = 8): Promise<void> {
-  await inParallel(ids.length, concurrency, (i) =>
-    withTransaction(pool, (c) =>
-      deliverRequestEvent(c, ids[i], { type: 'APPROVE', by: 'bench:approver', at: new Date().toISOString() }, { actor: 'bench:approver', deps }),
-    ),
-  );
+/**
+ * Approves the movements, `perCommit` of them per transaction through the batched transition
+ * function (each approval is still its own event and log row), `concurrency` transactions at once.
+ */
+export async function approveMovements(pool: Pool, ids: string[], deps: TransitionDeps, concurrency = 8, perCommit = 1): Promise<void> {
+  const chunks: string[][] = [];
+  for (let i = 0; i < ids.length; i += perCommit) chunks.push(ids.slice(i, i + perCommit));
+  await inParallel(chunks.length, concurrency, async (i) => {
+    const at = new Date().toISOString();
+    await withTransaction(pool, async (c) => {
+      const result = await deliverBatch(
+        c,
+        { requests: chunks[i].map((requestId) => ({ requestId, event: { type: 'APPROVE', by: 'bench:approver', at } })) },
+        { actor: 'bench:approver', deps },
+      );
+      const refused = result.requests.find((r) => r instanceof Error);
+      if (refused) throw refused;
+    });
+  });
 }

@@ -5,11 +5,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
- * Starts a worker-only Ferry process (src/worker.ts) on the given database. Its log goes to this
- * process's stdout, or, with `output: 'pipe'`, to the child's stdout stream for the caller to read.
+ * Starts a worker-only Ferry process (src/worker.ts) on the given database; `preload` modules load
+ * first. Its log goes to this process's stdout, or, with `output: 'pipe'`, to the child's stdout
+ * stream for the caller to read.
  */
-export function spawnWorker(databaseUrl: string, env: Record<string, string> = {}, opts: { output?: 'inherit' | 'pipe' } = {}): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
+export function spawnWorker(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  opts: { output?: 'inherit' | 'pipe'; preload?: string[] } = {},
+): ChildProcess {
+  const preload = (opts.preload ?? []).flatMap((p) => ['--import', p]);
+  const child = spawn(process.execPath, ['--import', 'tsx', ...preload, 'src/worker.ts'], {
     env: {
       ...process.env,
       DATABASE_URL: databaseUrl,

@@ -1,94 +1,210 @@
-import { InvalidTransitionError } from '../errors.ts';
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { InvalidTransitionError, LeaseLostError } from '../errors.ts';
 import { FatalMovementError, TemporaryMovementError, isMovementError } from '../executors/errors.ts';
-import type { ExecutionContext, PreparedAction, SignResult } from '../executors/protocol.ts';
+import { FerryInfraError, infraCauseOf } from '../executors/infra.ts';
+import type { ExecutionContext, Executor, PreparedAction, SignResult } from '../executors/protocol.ts';
 import { buildSignRequest, signingRefusalAudit } from '../executors/sign-request.ts';
 import type { NodeEvent } from '../machines/node-machine.ts';
 import { addSeconds } from '../machines/observe-policy.ts';
-import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
-import { writeAudit, type AuditEntry } from '../persistence/audit.ts';
-import { claimForDispatch, dispatchCandidates, type Claimed } from '../persistence/claims.ts';
-import { claimsTotal } from '../metrics.ts';
-import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
-import type { NodeRow } from '../persistence/movements.ts';
-import { contextFor, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
-import { deliverNodeEvent, deliverRequestEvent } from './transition.ts';
+import type { NewArtifact } from '../persistence/artifacts.ts';
+import { claimDispatchBatch } from '../persistence/claims.ts';
+import { claimsTotal, deferralsTotal } from '../metrics.ts';
+import { withTransaction, type Client } from '../persistence/db.ts';
+import { databaseTroubleCause } from '../persistence/infra-errors.ts';
+import { claimedContexts, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
+import { deliverBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type RequestItem } from './transition.ts';
 
 /**
- * The dispatcher: claims one READY node and drives it through preflight -> prepare -> (sign) ->
- * SUBMITTING -> submit, as the reference runtime does. Each step's outcome is one short
- * transaction through the node machine; no row lock is held while an executor or signer is
- * called. Serial per request: a request with a node in PREPARING, AWAITING_SIGNATURE or
- * SUBMITTING is not claimed again (see claims.ts), so different requests run in parallel while the
- * nodes of one request never race each other.
+ * The dispatcher drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
+ * as the reference runtime does, a batch at a time:
+ *
+ *   1. one transaction claims up to FERRY_NODE_DISPATCH_BATCH_SIZE nodes (one statement, see claims.ts) and
+ *      moves them to PREPARING with a fresh lease token each (one batched transition);
+ *   2. preflight, prepare and sign run for every node of the batch at once, no lock held;
+ *   3. one commit records every node's PREPARED (and SIGNED), i.e. SUBMITTING with its attempt
+ *      number and idempotency key, or its failure. SUBMITTING is durable before submit() is called;
+ *   4. submit() runs for every node in SUBMITTING;
+ *   5. one commit records every result; successors they unblock are claimed in that same commit
+ *      and go round again from step 2, so one worker carries a movement onward without waiting
+ *      for a NOTIFY.
+ *
+ * Every write after the claim carries the lease: a dispatcher that stalled past the grace, whose
+ * node recovery released and another dispatcher claimed again, has its writes refused
+ * (LeaseLostError) and stops there. Serial per request: a request with a node in PREPARING,
+ * AWAITING_SIGNATURE or SUBMITTING is not claimed again, so different requests run in parallel
+ * while the nodes of one request never race each other.
+ *
+ * Ferry's own database trouble (never the provider's) defers a node instead of failing it: before
+ * submit the node goes back to READY with a short delay; a submit that met it is left SUBMITTING
+ * for recovery, which asks the provider (for the simulation lane: its ledger) what happened.
  */
 
 const DEFER_SECONDS = 5;
+const INFRA_DEFER_SECONDS = 1;
+const ACTOR = 'worker:dispatcher';
 
-interface Dispatch {
-  claimed: Claimed;
-  ctx: ExecutionContext | null;
-  contextError: unknown;
+export interface DispatchOptions {
+  limit?: number;
+  /** Claim the successors a batch unblocks in its result commit and keep going (default true). */
+  carry?: boolean;
+  /** Called when a claim took a full batch: there is probably more for another slot. */
+  onBacklog?: () => void;
 }
 
-/** Claims and runs one node. Returns false when there was nothing to dispatch. */
+/** Claims and runs one node (without carrying its movement onward). False when there was nothing to do. */
 export async function dispatchOne(deps: RuntimeDeps): Promise<boolean> {
-  const dispatch = await claim(deps);
-  if (!dispatch) return false;
-  try {
-    await runPipeline(deps, dispatch);
-  } catch (err) {
-    // The node moved under the pipeline: recovery resolved an attempt whose submit outlived the
-    // lane's SUBMITTING grace, or an operator acted. The machine refused the stale result; the
-    // grace must exceed the executor's submit timeout for this never to happen.
-    if (!(err instanceof InvalidTransitionError)) throw err;
-    deps.log.warn({ node_id: dispatch.claimed.node.id, err: err.message }, 'dispatch result refused: the node moved on');
+  return (await dispatchBatch(deps, { limit: 1, carry: false })) > 0;
+}
+
+// Claims other workers' commits made for this runtime's dispatchers (see RuntimeDeps.handOff).
+const handedOff = new WeakMap<RuntimeDeps, CarriedClaim[]>();
+
+/** Queues carried claims for the dispatcher slots of `deps` (they are already PREPARING, leased). */
+export function queueForDispatch(deps: RuntimeDeps, claims: CarriedClaim[]): void {
+  const queue = handedOff.get(deps) ?? [];
+  queue.push(...claims);
+  handedOff.set(deps, queue);
+}
+
+/** Runs whatever is still queued (at shutdown, so no leased node waits for the grace). */
+export async function drainHandedOff(deps: RuntimeDeps): Promise<void> {
+  for (;;) {
+    const queue = handedOff.get(deps) ?? [];
+    if (queue.length === 0) return;
+    await runDispatches(deps, queue.splice(0, queue.length));
   }
-  return true;
 }
 
-async function claim(deps: RuntimeDeps): Promise<Dispatch | null> {
+/** Runs handed-off claims first, else claims up to `limit` nodes and runs them; returns how many. */
+export async function dispatchBatch(deps: RuntimeDeps, opts: DispatchOptions = {}): Promise<number> {
+  const limit = opts.limit ?? deps.config.dispatchBatchSize;
+  const queued = handedOff.get(deps)?.splice(0, limit) ?? [];
+  if (queued.length > 0) {
+    await runDispatches(deps, queued, opts.carry ?? true);
+    return queued.length;
+  }
+  const claimed = await claim(deps, limit);
+  if (claimed.length === 0) return 0;
+  if (claimed.length >= limit) opts.onBacklog?.();
+  await runDispatches(deps, claimed, opts.carry ?? true);
+  return claimed.length;
+}
+
+/** Runs claimed dispatches (from a claim, or carried by a commit) until nothing is carried onward. */
+export async function runDispatches(deps: RuntimeDeps, claims: CarriedClaim[], carry = true): Promise<void> {
+  let current = claims;
+  while (current.length > 0) current = await runRound(deps, current, carry);
+}
+
+async function claim(deps: RuntimeDeps, limit: number): Promise<CarriedClaim[]> {
   return withTransaction(deps.pool, async (client) => {
-    const tried: string[] = [];
-    for (let round = 0; round < 4; round++) {
-      const candidates = await dispatchCandidates(client, 8, tried);
-      if (candidates.length === 0) return null;
-      for (const id of candidates) {
-        const claimed = await claimInSavepoint(client, () => claimForDispatch(client, id));
-        if (!claimed) {
-          claimsTotal.inc({ worker: 'dispatcher', result: 'miss' });
-          tried.push(id);
-          continue;
-        }
-        claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
-        const opts = { actor: 'worker:dispatcher', deps: deps.transitions };
-        if (claimed.request.request_state === 'APPROVED') {
-          await deliverRequestEvent(client, claimed.request.id, { type: 'DISPATCH_STARTED' }, opts);
-        }
-        const moved = await deliverNodeEvent(client, id, { type: 'DISPATCH_CLAIMED', at: nowIso() }, opts);
-        const node = moved!.node;
-        try {
-          const ctx = await contextFor(client, claimed.request, node, node.attempt_no + 1);
-          return { claimed: { ...claimed, node }, ctx, contextError: null };
-        } catch (err) {
-          return { claimed: { ...claimed, node }, ctx: null, contextError: err };
-        }
-      }
+    const rows = await claimDispatchBatch(client, limit);
+    if (rows.length === 0) {
+      claimsTotal.inc({ worker: 'dispatcher', result: 'miss' });
+      return [];
     }
-    return null;
+    const leases = new Map(rows.map((c) => [c.node.id, randomUUID()]));
+    const requests: RequestItem[] = rows
+      .filter((c) => c.request.request_state === 'APPROVED')
+      .map((c) => ({ requestId: c.request.id, event: { type: 'DISPATCH_STARTED' } }));
+    const nodes: NodeItem[] = rows.map((c) => ({ nodeId: c.node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease: leases.get(c.node.id)! }));
+    const result = await deliverBatch(client, { requests, nodes }, { actor: ACTOR, deps: deps.transitions });
+    const out: CarriedClaim[] = [];
+    result.nodes.forEach((r, i) => {
+      if (isRefusal(r)) {
+        claimsTotal.inc({ worker: 'dispatcher', result: 'miss' });
+        return;
+      }
+      claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
+      out.push({ node: r.node, request: result.requestOf(r.node.request_id), nodes: result.nodesOf(r.node.request_id), lease: nodes[i].lease! });
+    });
+    return out;
   });
 }
 
-async function step(deps: RuntimeDeps, node: NodeRow, event: NodeEvent, artifacts: NewArtifact[] = [], audit?: AuditEntry) {
-  return withTransaction(deps.pool, async (client) => {
-    await insertArtifacts(client, artifacts);
-    const moved = await deliverNodeEvent(client, node.id, event, { actor: 'worker:dispatcher', deps: deps.transitions });
-    if (audit) await writeAudit(client, audit);
-    return moved;
-  });
+const isRefusal = (r: unknown): r is InvalidTransitionError | LeaseLostError => r instanceof InvalidTransitionError || r instanceof LeaseLostError;
+
+/** A node's plan for the submit phase, once its SUBMITTING commit succeeds. */
+interface ToSubmit {
+  d: CarriedClaim;
+  ctx: ExecutionContext;
+  executor: Executor;
+  prepared: PreparedAction;
+  signResult?: SignResult;
 }
 
-const failPreparing = (deps: RuntimeDeps, node: NodeRow, code: string, detail: string) =>
-  step(deps, node, { type: 'PREPARE_FAILED', errorCode: code, errorDetail: detail });
+interface Prepared {
+  items: NodeItem[];
+  submit?: Omit<ToSubmit, 'd'>;
+}
+
+async function runRound(deps: RuntimeDeps, dispatches: CarriedClaim[], carry: boolean): Promise<CarriedClaim[]> {
+  const contexts = await claimedContexts(deps.pool, dispatches, (n) => n.attempt_no + 1);
+  const prepared = await Promise.all(dispatches.map((d, i) => prepareOne(deps, d, contexts[i])));
+
+  // One commit: every node's SUBMITTING (or why not).
+  const items = prepared.flatMap((p) => p.items);
+  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions });
+  if (!committed) return [];
+  const refusedNodes = refusals(deps, items, committed);
+  const toSubmit: ToSubmit[] = [];
+  prepared.forEach((p, i) => {
+    const d = dispatches[i];
+    if (!p.submit || refusedNodes.has(d.node.id)) return;
+    if (committed.nodesOf(d.request.id).find((n) => n.id === d.node.id)?.node_state !== 'SUBMITTING') return;
+    toSubmit.push({ d, ...p.submit });
+  });
+  if (toSubmit.length === 0) return [];
+
+  const results = await Promise.all(toSubmit.map((s) => submitOne(deps, s)));
+  const resultItems = results.filter((r): r is NodeItem => r !== null);
+  if (resultItems.length === 0) return [];
+  const done = await commit(deps, resultItems, {
+    actor: ACTOR,
+    deps: deps.transitions,
+    claimUnblocked: carry ? () => randomUUID() : undefined,
+  });
+  if (!done) return [];
+  refusals(deps, resultItems, done);
+  for (const _ of done.claimed) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
+  return done.claimed;
+}
+
+/**
+ * One batched commit. Ferry's own database trouble is retried a few times (nothing was written);
+ * if it persists the nodes stay where they are, and recovery releases or resolves them later.
+ */
+async function commit(deps: RuntimeDeps, items: NodeItem[], opts: BatchOptions): Promise<BatchResult | null> {
+  if (items.length === 0) return null;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await withTransaction(deps.pool, (client: Client) => deliverBatch(client, { nodes: items }, opts));
+    } catch (err) {
+      const cause = databaseTroubleCause(err);
+      if (!cause) throw err;
+      deferralsTotal.inc({ worker: 'dispatcher', cause });
+      if (attempt >= 2) {
+        deps.log.warn({ err: errorText(err), cause, nodes: items.length }, 'dispatch commit failed on database trouble; recovery will pick the nodes up');
+        return null;
+      }
+      await sleep(200 * 4 ** attempt);
+    }
+  }
+}
+
+/** Logs refused writes; returns the nodes that had one. */
+function refusals(deps: RuntimeDeps, items: NodeItem[], result: BatchResult): Set<string> {
+  const refused = new Set<string>();
+  result.nodes.forEach((r, i) => {
+    if (!isRefusal(r)) return;
+    refused.add(items[i].nodeId);
+    // The node moved under the dispatch: recovery released it (its lease is gone) or resolved an
+    // attempt whose submit outlived the lane's SUBMITTING grace, or an operator acted.
+    deps.log.warn({ node_id: items[i].nodeId, code: r.code, err: r.message }, 'dispatch result refused: the node moved on');
+  });
+  return refused;
+}
 
 /** A thrown temporary error before submit puts the node back to READY for a later attempt. */
 function retryAt(err: unknown): string {
@@ -96,23 +212,31 @@ function retryAt(err: unknown): string {
   return addSeconds(nowIso(), Number.isFinite(hinted) && hinted > 0 ? hinted : DEFER_SECONDS);
 }
 
-async function runPipeline(deps: RuntimeDeps, d: Dispatch): Promise<void> {
-  let node = d.claimed.node;
-  const log = deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'dispatcher' });
-  if (!d.ctx) {
-    const code = isMovementError(d.contextError) ? d.contextError.code : 'CONTEXT_BUILD_FAILED';
-    await failPreparing(deps, node, code, errorText(d.contextError));
-    return;
-  }
-  const ctx = d.ctx;
-  const attempt = ctx.attempt_no;
+function deferInfra(deps: RuntimeDeps, d: CarriedClaim, err: unknown, cause: string): NodeItem {
+  deferralsTotal.inc({ worker: 'dispatcher', cause });
+  deps.log.warn({ node_id: d.node.id, cause, err: errorText(err) }, "dispatch deferred: Ferry's database was unavailable");
+  return item(d, { type: 'DISPATCH_DEFERRED', errorCode: 'FERRY_DATABASE_UNAVAILABLE', errorDetail: errorText(err), retryAt: addSeconds(nowIso(), INFRA_DEFER_SECONDS) });
+}
 
-  let executor;
+const item = (d: CarriedClaim, event: NodeEvent, artifacts?: NewArtifact[]): NodeItem => ({ nodeId: d.node.id, event, fence: d.lease, artifacts });
+
+/** Preflight, prepare and sign one claimed node; the events to commit, and what to submit after. */
+async function prepareOne(deps: RuntimeDeps, d: CarriedClaim, built: ExecutionContext | { error: unknown }): Promise<Prepared> {
+  const node = d.node;
+  const failPreparing = (code: string, detail: string): Prepared => ({ items: [item(d, { type: 'PREPARE_FAILED', errorCode: code, errorDetail: detail })] });
+  if ('error' in built) {
+    const cause = infraCauseOf(built.error);
+    if (cause) return { items: [deferInfra(deps, d, built.error, cause)] };
+    const err = built.error;
+    return failPreparing(isMovementError(err) ? err.code : 'CONTEXT_BUILD_FAILED', errorText(err));
+  }
+  const ctx = built;
+
+  let executor: Executor;
   try {
     executor = deps.executors.get(node.executor_binding as never);
   } catch (err) {
-    await failPreparing(deps, node, isMovementError(err) ? err.code : 'EXECUTOR_NOT_REGISTERED', errorText(err));
-    return;
+    return failPreparing(isMovementError(err) ? err.code : 'EXECUTOR_NOT_REGISTERED', errorText(err));
   }
 
   // Preflight and prepare: no side effect yet, so any failure is safe to report as such.
@@ -124,28 +248,25 @@ async function runPipeline(deps: RuntimeDeps, d: Dispatch): Promise<void> {
         pre.next_state === 'SKIPPED'
           ? { type: 'PREFLIGHT_SKIPPED', errorCode: pre.error_code ?? 'PREFLIGHT_SKIPPED', errorDetail: pre.error_detail ?? null }
           : { type: 'PREFLIGHT_FAILED', errorCode: pre.error_code ?? 'PREFLIGHT_FAILED', errorDetail: pre.error_detail ?? null };
-      await step(deps, node, event);
-      return;
+      return { items: [item(d, event)] };
     }
     const prep = await executor.prepare(ctx);
     if (!prep.prepared_action) {
-      await failPreparing(deps, node, prep.error_code ?? 'PREPARE_RETURNED_NO_ACTION', prep.error_detail ?? 'prepare() returned no prepared_action');
-      return;
+      return failPreparing(prep.error_code ?? 'PREPARE_RETURNED_NO_ACTION', prep.error_detail ?? 'prepare() returned no prepared_action');
     }
     prepared = prep.prepared_action;
   } catch (err) {
+    if (err instanceof FerryInfraError) return { items: [deferInfra(deps, d, err, err.cause_)] };
     if (err instanceof TemporaryMovementError) {
-      await step(deps, node, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: err.message, retryAt: retryAt(err) });
-    } else {
-      await failPreparing(deps, node, isMovementError(err) ? err.code : 'PREPARE_ERROR', errorText(err));
+      return { items: [item(d, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: err.message, retryAt: retryAt(err) })] };
     }
-    return;
+    return failPreparing(isMovementError(err) ? err.code : 'PREPARE_ERROR', errorText(err));
   }
 
   const preparedArtifact: NewArtifact = {
     request_id: node.request_id,
     request_node_id: node.id,
-    attempt_no: attempt,
+    attempt_no: ctx.attempt_no,
     artifact_type: 'prepared_action',
     artifact_digest: prepared.payload_hash,
     content_format: 'json',
@@ -153,74 +274,30 @@ async function runPipeline(deps: RuntimeDeps, d: Dispatch): Promise<void> {
     content_uri: null,
     artifact_metadata: { action_type: prepared.action_type, signing_required: prepared.signing_required },
   };
-  // Without signing, this commit is the SUBMITTING one: attempt number and idempotency key are
-  // durable before submit() is called.
-  node = (await step(deps, node, { type: 'PREPARED', signingRequired: prepared.signing_required, at: nowIso() }, [preparedArtifact]))!.node;
+  // Without signing, PREPARED is the SUBMITTING transition; with signing, PREPARED and SIGNED
+  // commit together after the signer answered. Either way the attempt number and idempotency key
+  // are durable before submit() is called.
+  const preparedItem = item(d, { type: 'PREPARED', signingRequired: prepared.signing_required, at: nowIso() }, [preparedArtifact]);
+  if (!prepared.signing_required) return { items: [preparedItem], submit: { ctx, executor, prepared } };
 
-  let signResult: SignResult | undefined;
-  if (prepared.signing_required) {
-    const signed = await sign(deps, node, ctx, prepared, d.claimed.request.compiled_plan);
-    if (!signed) return;
-    signResult = signed.result;
-    node = signed.node;
-  }
-
-  if (executor.preSubmitCheck) {
-    try {
-      await executor.preSubmitCheck(ctx);
-    } catch (err) {
-      if (err instanceof TemporaryMovementError) {
-        await step(deps, node, {
-          type: 'PRE_SUBMIT_CHECK_DEFERRED',
-          errorCode: 'PRE_SUBMIT_CHECK_TEMPORARY_ERROR',
-          errorDetail: errorText(err),
-          retryAt: retryAt(err),
-        });
-      } else {
-        const code = err instanceof FatalMovementError ? 'PRE_SUBMIT_CHECK_FATAL_ERROR' : 'PRE_SUBMIT_CHECK_UNEXPECTED_ERROR';
-        await step(deps, node, { type: 'PRE_SUBMIT_CHECK_FAILED', errorCode: code, errorDetail: errorText(err) });
-      }
-      return;
-    }
-  }
-
-  log.debug({ attempt }, 'submitting');
-  let outcome;
-  let artifacts: NewArtifact[] = [];
-  try {
-    const result = await executor.submit(ctx, prepared, { signResult });
-    outcome = outcomeOf(result, ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN'], 'UNKNOWN');
-    artifacts = resultArtifacts(node, attempt, result);
-    if (outcome.nextState === 'SUBMITTED' || outcome.nextState === 'OBSERVING') {
-      const at = nowIso();
-      await step(deps, node, { type: 'SUBMIT_RESULT', outcome, at, nextObserveAt: result.retry_after_seconds ? addSeconds(at, result.retry_after_seconds) : null }, artifacts);
-      return;
-    }
-  } catch (err) {
-    // A fatal error is the provider's definite refusal; anything else (timeout, connection reset,
-    // a bug) leaves us unable to tell whether money moved: UNKNOWN, for recovery to resolve.
-    outcome =
-      err instanceof FatalMovementError
-        ? errorOutcome('FAILED', err.code, err.message)
-        : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'SUBMIT_ERROR', errorText(err));
-  }
-  await step(deps, node, { type: 'SUBMIT_RESULT', outcome, at: nowIso(), nextObserveAt: null }, artifacts);
+  const signed = await sign(deps, d, ctx, prepared);
+  if ('failed' in signed) return { items: [preparedItem, signed.failed] };
+  return { items: [preparedItem, signed.item], submit: { ctx, executor, prepared, signResult: signed.result } };
 }
 
 async function sign(
   deps: RuntimeDeps,
-  node: NodeRow,
+  d: CarriedClaim,
   ctx: ExecutionContext,
   prepared: PreparedAction,
-  plan: unknown,
-): Promise<{ result: SignResult; node: NodeRow } | null> {
+): Promise<{ result: SignResult; item: NodeItem } | { failed: NodeItem }> {
+  const node = d.node;
   if (!node.signer_binding) {
-    await step(deps, node, { type: 'SIGNING_FAILED', errorCode: 'MISSING_SIGNER_BINDING', errorDetail: 'missing signer binding' });
-    return null;
+    return { failed: item(d, { type: 'SIGNING_FAILED', errorCode: 'MISSING_SIGNER_BINDING', errorDetail: 'missing signer binding' }) };
   }
   try {
     const signer = deps.signers.get(node.signer_binding as never);
-    const request = buildSignRequest({ ctx, prepared, plan, evm: deps.config.file.evm });
+    const request = buildSignRequest({ ctx, prepared, plan: d.request.compiled_plan, evm: deps.config.file.evm });
     const result = await signer.sign(request);
     const artifact: NewArtifact = {
       request_id: node.request_id,
@@ -233,15 +310,57 @@ async function sign(
       content_uri: null,
       artifact_metadata: { signer_ref: result.signer_ref },
     };
-    const moved = await step(deps, node, { type: 'SIGNED', at: nowIso() }, [artifact]);
-    return { result, node: moved!.node };
+    return { result, item: item(d, { type: 'SIGNED', at: nowIso() }, [artifact]) };
   } catch (err) {
+    if (err instanceof FerryInfraError) return { failed: deferInfra(deps, d, err, err.cause_) };
     if (err instanceof TemporaryMovementError) {
-      await step(deps, node, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: err.message, retryAt: retryAt(err) });
-    } else {
-      const code = isMovementError(err) ? err.code : 'SIGNING_ERROR';
-      await step(deps, node, { type: 'SIGNING_FAILED', errorCode: code, errorDetail: errorText(err) }, [], signingRefusalAudit(ctx, err, code));
+      return { failed: item(d, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: err.message, retryAt: retryAt(err) }) };
     }
-    return null;
+    const code = isMovementError(err) ? err.code : 'SIGNING_ERROR';
+    // The refusal is audited in the commit that records it.
+    return { failed: { ...item(d, { type: 'SIGNING_FAILED', errorCode: code, errorDetail: errorText(err) }), audits: [signingRefusalAudit(ctx, err, code)] } };
+  }
+}
+
+/** The pre-submit check and submit() of one node in SUBMITTING; the event to commit, or null to leave it to recovery. */
+async function submitOne(deps: RuntimeDeps, s: ToSubmit): Promise<NodeItem | null> {
+  const { d, ctx, executor, prepared, signResult } = s;
+  const attempt = ctx.attempt_no;
+  if (executor.preSubmitCheck) {
+    try {
+      await executor.preSubmitCheck(ctx);
+    } catch (err) {
+      if (err instanceof TemporaryMovementError) {
+        return item(d, { type: 'PRE_SUBMIT_CHECK_DEFERRED', errorCode: 'PRE_SUBMIT_CHECK_TEMPORARY_ERROR', errorDetail: errorText(err), retryAt: retryAt(err) });
+      }
+      const code = err instanceof FatalMovementError ? 'PRE_SUBMIT_CHECK_FATAL_ERROR' : 'PRE_SUBMIT_CHECK_UNEXPECTED_ERROR';
+      return item(d, { type: 'PRE_SUBMIT_CHECK_FAILED', errorCode: code, errorDetail: errorText(err) });
+    }
+  }
+
+  deps.log.debug({ request_id: d.node.request_id, node_id: d.node.id, attempt }, 'submitting');
+  try {
+    const result = await executor.submit(ctx, prepared, { signResult });
+    const outcome = outcomeOf(result, ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN'], 'UNKNOWN');
+    const artifacts = resultArtifacts(d.node, attempt, result);
+    const at = nowIso();
+    const observing = outcome.nextState === 'SUBMITTED' || outcome.nextState === 'OBSERVING';
+    const nextObserveAt = observing && result.retry_after_seconds ? addSeconds(at, result.retry_after_seconds) : null;
+    return item(d, { type: 'SUBMIT_RESULT', outcome, at, nextObserveAt }, artifacts);
+  } catch (err) {
+    if (err instanceof FerryInfraError) {
+      // Ferry's own database failed around the submit: whether it happened is for recovery to
+      // find out (it asks the provider), never a reason to call the node UNKNOWN or submit again.
+      deferralsTotal.inc({ worker: 'dispatcher', cause: err.cause_ });
+      deps.log.warn({ node_id: d.node.id, cause: err.cause_ }, "submit met Ferry's database trouble; left SUBMITTING for recovery");
+      return null;
+    }
+    // A fatal error is the provider's definite refusal; anything else (timeout, connection reset,
+    // a bug) leaves us unable to tell whether money moved: UNKNOWN, for recovery to resolve.
+    const outcome =
+      err instanceof FatalMovementError
+        ? errorOutcome('FAILED', err.code, err.message)
+        : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'SUBMIT_ERROR', errorText(err));
+    return item(d, { type: 'SUBMIT_RESULT', outcome, at: nowIso(), nextObserveAt: null });
   }
 }

@@ -1,14 +1,15 @@
 import type { FerryConfig } from '../config.ts';
-import type { Client } from '../persistence/db.ts';
 import { buildExecutionContext } from '../executors/context.ts';
 import type { ExecutionContext, ExecutionResult } from '../executors/protocol.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import type { Logger } from '../log.ts';
+import { infraCauseOf } from '../executors/infra.ts';
+import type { InfraCause } from '../persistence/infra-errors.ts';
 import { isOutcomeState, type ExecutorOutcome, type OutcomeState } from '../machines/outcome.ts';
-import { artifactsOfNodes, type NewArtifact } from '../persistence/artifacts.ts';
+import { artifactsOfNodes, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
 import type { Pool, Queryable } from '../persistence/db.ts';
 import { nodesOfRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
-import type { TransitionDeps } from './transition.ts';
+import type { CarriedClaim, TransitionDeps } from './transition.ts';
 
 /** What the dispatcher, observer and recovery workers share. */
 export interface RuntimeDeps {
@@ -18,6 +19,11 @@ export interface RuntimeDeps {
   signers: SignerRegistry;
   transitions: TransitionDeps;
   log: Logger;
+  /**
+   * Where a worker other than the dispatcher hands the nodes its commit claimed (carried onward):
+   * the runtime queues them for its dispatcher slots. Absent, the worker dispatches them itself.
+   */
+  handOff?: (claims: CarriedClaim[]) => void;
 }
 
 export const nowIso = () => new Date().toISOString();
@@ -33,10 +39,34 @@ export async function contextFor(
   attemptNo: number,
 ): Promise<ExecutionContext> {
   const nodes = await nodesOfRequest(db, request.id);
-  const completedPredecessors = nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED');
-  const artifacts = await artifactsOfNodes(db, [...completedPredecessors.map((n) => n.id), node.id]);
+  return (await contextsFor(db, [{ request, node, nodes, attemptNo }]))[0];
+}
+
+export interface ContextInput {
+  request: RequestRow;
+  node: NodeRow;
+  /** Every node of the request, as the claim's commit left them. */
+  nodes: NodeRow[];
+  attemptNo: number;
+}
+
+/** contextFor for a batch of claimed nodes whose siblings are known: one artifacts query for all. */
+export async function contextsFor(db: Queryable, inputs: ContextInput[]): Promise<ExecutionContext[]> {
+  const wanted = new Set<string>();
+  for (const { node, nodes } of inputs) {
+    wanted.add(node.id);
+    for (const n of nodes) if (node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED') wanted.add(n.id);
+  }
+  const artifacts = await artifactsOfNodes(db, [...wanted]);
+  return inputs.map((input) => buildContext(input, artifacts));
+}
+
+function buildContext({ request, node, nodes, attemptNo }: ContextInput, artifacts: ArtifactRow[]): ExecutionContext {
+  const completedPredecessors = new Set(
+    nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED').map((n) => n.id),
+  );
   const own = artifacts.filter((a) => a.request_node_id === node.id && a.attempt_no === attemptNo);
-  const prior = artifacts.filter((a) => a.request_node_id !== node.id);
+  const prior = artifacts.filter((a) => completedPredecessors.has(a.request_node_id));
   const plan = request.compiled_plan as { risk_controls?: Record<string, unknown> };
   return buildExecutionContext({
     request: {
@@ -150,24 +180,26 @@ export interface ProviderAnswer {
   outcome: ExecutorOutcome;
   artifacts: NewArtifact[];
   retryAfter: number | null;
+  /** Set when the call failed because Ferry's own database did: the caller defers, never records an outcome. */
+  infra?: InfraCause;
 }
 
 /**
- * Asks a claimed node's executor about its current attempt (observe or recover), inside the claim's
- * transaction. A result whose next_state the call cannot produce becomes UNKNOWN; a throw becomes
- * whatever `onError` decides.
+ * Asks a claimed node's executor about its current attempt (observe or recover), with the context
+ * built for it (or the error building it threw). A result whose next_state the call cannot produce
+ * becomes UNKNOWN; Ferry's own database trouble sets `infra`; any other throw becomes whatever
+ * `onError` decides.
  */
 export async function askProvider(
-  client: Client,
   deps: RuntimeDeps,
-  request: RequestRow,
   node: NodeRow,
+  ctx: ExecutionContext | { error: unknown },
   call: 'observe' | 'recover',
   allowed: readonly OutcomeState[],
   onError: (err: unknown) => ExecutorOutcome,
 ): Promise<ProviderAnswer> {
   try {
-    const ctx = await contextFor(client, request, node, node.attempt_no);
+    if ('error' in ctx) throw ctx.error;
     const executor = deps.executors.get(node.executor_binding as never);
     const result = await executor[call](ctx);
     return {
@@ -176,6 +208,23 @@ export async function askProvider(
       retryAfter: result.retry_after_seconds ?? null,
     };
   } catch (err) {
-    return { outcome: onError(err), artifacts: [], retryAfter: null };
+    const infra = infraCauseOf(err);
+    return { outcome: onError(err), artifacts: [], retryAfter: null, ...(infra ? { infra } : {}) };
+  }
+}
+
+/** Contexts for claimed nodes, one artifacts query for all; a failed read is each node's error. */
+export async function claimedContexts(
+  db: Queryable,
+  claims: { request: RequestRow; node: NodeRow; nodes: NodeRow[] }[],
+  attemptOf: (node: NodeRow) => number,
+): Promise<(ExecutionContext | { error: unknown })[]> {
+  try {
+    return await contextsFor(db, claims.map((c) => ({ ...c, attemptNo: attemptOf(c.node) })));
+  } catch {
+    // One bad node must not sink the batch: build them one by one to find whose context fails.
+    return Promise.all(
+      claims.map((c) => contextsFor(db, [{ ...c, attemptNo: attemptOf(c.node) }]).then((x) => x[0], (error: unknown) => ({ error }))),
+    );
   }
 }

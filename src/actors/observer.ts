@@ -1,59 +1,74 @@
+import { randomUUID } from 'node:crypto';
+import { FerryInfraError } from '../executors/infra.ts';
 import { TemporaryMovementError, isMovementError } from '../executors/errors.ts';
 import { addSeconds, observationTimedOut, observeDelaySeconds } from '../machines/observe-policy.ts';
-import { insertArtifacts } from '../persistence/artifacts.ts';
-import { claimForObserve, observeCandidates } from '../persistence/claims.ts';
-import { claimsTotal } from '../metrics.ts';
-import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
-import { askProvider, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
-import { deliverNodeEvent } from './transition.ts';
+import { claimObserveBatch } from '../persistence/claims.ts';
+import { claimsTotal, deferralsTotal } from '../metrics.ts';
+import { withTransaction } from '../persistence/db.ts';
+import { nodesOfRequests } from '../persistence/movements.ts';
+import { runDispatches } from './dispatcher.ts';
+import { askProvider, claimedContexts, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
+import { deliverBatch, type CarriedClaim, type NodeItem } from './transition.ts';
 
 /**
- * The observer: polls SUBMITTED / OBSERVING nodes whose next_observe_at is due. Two phases, as the
- * reference runtime does: an unlocked snapshot of due candidates, then a per-node claim of node and
- * request in a savepoint. The claim's locks are held through observe() and the commit, as the
- * reference requires (observe() only reads from the provider), so one slow provider holds only
- * its own node and never the rest of the batch.
+ * The observer: polls SUBMITTED / OBSERVING nodes whose next_observe_at is due, a batch at a time.
+ * One statement claims the batch (node and request, FOR UPDATE ... SKIP LOCKED, oldest request
+ * first); the locks are held through observe() and the commit, as the reference runtime requires
+ * (observe() only reads from the provider, and recovery or an operator must not act on the attempt
+ * meanwhile). The observations run at once and their results commit together, in one batched
+ * transition; a successor an observation unblocks is claimed in that commit and handed straight to
+ * the dispatcher, so the movement goes on without waiting for a NOTIFY.
  */
 export async function observeBatch(deps: RuntimeDeps): Promise<number> {
-  const ids = await observeCandidates(deps.pool, deps.config.observeBatchSize);
-  const results = await Promise.all(ids.map((id) => observeNode(deps, id)));
-  return results.filter(Boolean).length;
-}
+  let carried: CarriedClaim[] = [];
+  const observed = await withTransaction(deps.pool, async (client) => {
+    const claimed = await claimObserveBatch(client, deps.config.observeBatchSize);
+    claimsTotal.inc({ worker: 'observer', result: claimed.length > 0 ? 'hit' : 'miss' }, Math.max(1, claimed.length));
+    if (claimed.length === 0) return 0;
+    const siblings = await nodesOfRequests(client, [...new Set(claimed.map((c) => c.request.id))]);
+    const withNodes = claimed.map((c) => ({ ...c, nodes: siblings.get(c.request.id) ?? [] }));
+    const contexts = await claimedContexts(client, withNodes, (n) => n.attempt_no);
 
-async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> {
-  return withTransaction(deps.pool, async (client) => {
-    const claimed = await claimInSavepoint(client, () => claimForObserve(client, nodeId));
-    claimsTotal.inc({ worker: 'observer', result: claimed ? 'hit' : 'miss' });
-    if (!claimed) return false;
-    const { node, request } = claimed;
-    const log = deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'observer', attempt: node.attempt_no });
-    const opts = { actor: 'worker:observer', deps: deps.transitions };
-    const at = nowIso();
-
-    if (deps.config.observeTimeoutEnforcement && observationTimedOut(node.timeout_policy, node.started_at?.toISOString() ?? null, at)) {
-      await deliverNodeEvent(client, node.id, { type: 'OBSERVATION_TIMED_OUT', at }, opts);
-      return true;
-    }
-
-    const { outcome, artifacts, retryAfter } = await askProvider(
-      client,
-      deps,
-      request,
-      node,
-      'observe',
-      ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'],
-      // A provider we cannot reach now says nothing about the movement: keep observing. Anything
-      // else makes the node's fate unknown, which recovery resolves.
-      (err) =>
-        err instanceof TemporaryMovementError
-          ? { nextState: 'OBSERVING', errorCode: err.code, errorDetail: err.message }
-          : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'OBSERVE_ERROR', errorText(err)),
+    const items = await Promise.all(
+      claimed.map(async ({ node }, i): Promise<NodeItem> => {
+        const at = nowIso();
+        if (deps.config.observeTimeoutEnforcement && observationTimedOut(node.timeout_policy, node.started_at?.toISOString() ?? null, at)) {
+          return { nodeId: node.id, event: { type: 'OBSERVATION_TIMED_OUT', at } };
+        }
+        const { outcome, artifacts, retryAfter, infra } = await askProvider(
+          deps,
+          node,
+          contexts[i],
+          'observe',
+          ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'],
+          // A provider we cannot reach now says nothing about the movement: keep observing; so
+          // does Ferry's own database trouble. Anything else makes the node's fate unknown, which
+          // recovery resolves.
+          (err) =>
+            err instanceof TemporaryMovementError || err instanceof FerryInfraError
+              ? { nextState: 'OBSERVING', errorCode: isMovementError(err) ? err.code : 'FERRY_DATABASE_UNAVAILABLE', errorDetail: errorText(err) }
+              : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'OBSERVE_ERROR', errorText(err)),
+        );
+        if (infra) {
+          deferralsTotal.inc({ worker: 'observer', cause: infra });
+          if (outcome.nextState !== 'OBSERVING') Object.assign(outcome, { nextState: 'OBSERVING', errorCode: 'FERRY_DATABASE_UNAVAILABLE' });
+        }
+        const keepsObserving = outcome.nextState === 'OBSERVING' || outcome.nextState === 'SUBMITTED';
+        const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter ?? (infra ? 1 : null))) : null;
+        deps.log.debug({ node_id: node.id, next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
+        return { nodeId: node.id, event: { type: 'OBSERVED', outcome, at, nextObserveAt }, artifacts };
+      }),
     );
-    const keepsObserving = outcome.nextState === 'OBSERVING' || outcome.nextState === 'SUBMITTED';
-    const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
-    await insertArtifacts(client, artifacts);
-    await deliverNodeEvent(client, node.id, { type: 'OBSERVED', outcome, at, nextObserveAt }, opts);
-    log.debug({ next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
-    return true;
+    const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID() });
+    carried = result.claimed;
+    if (carried.length > 0) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' }, carried.length);
+    return claimed.length;
   });
+  // The successors this commit claimed go straight to the dispatcher slots (or, without a
+  // runtime, are dispatched here), without a NOTIFY round trip or another claim.
+  if (carried.length > 0) {
+    if (deps.handOff) deps.handOff(carried);
+    else await runDispatches(deps, carried);
+  }
+  return observed;
 }

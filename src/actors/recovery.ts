@@ -1,17 +1,22 @@
 import { isMovementError } from '../executors/errors.ts';
 import { addSeconds, observeDelaySeconds } from '../machines/observe-policy.ts';
-import { insertArtifacts } from '../persistence/artifacts.ts';
-import { abandonedDispatches, claimUnchangedNode, recoveryCandidates, type RecoveryArm } from '../persistence/claims.ts';
-import { claimsTotal } from '../metrics.ts';
-import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
-import { askProvider, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
-import { deliverNodeEvent } from './transition.ts';
+import { claimAbandonedDispatches, claimRecoveryBatch, type RecoveryArm } from '../persistence/claims.ts';
+import { claimsTotal, deferralsTotal } from '../metrics.ts';
+import { withTransaction } from '../persistence/db.ts';
+import { nodesOfRequests } from '../persistence/movements.ts';
+import { askProvider, claimedContexts, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
+import { deliverBatch, type NodeItem } from './transition.ts';
 
 /**
  * Recovery: resolves UNKNOWN nodes, and nodes stuck in SUBMITTING past their lane's grace (the
  * process died around submit), by asking the provider through recover(). It never calls submit():
  * "we may have acted and cannot tell" is answered by the provider, not by trying again. Only
  * nodes of EXECUTING requests are swept; a movement in MANUAL_INTERVENTION is resumed first.
+ *
+ * Each arm's batch is claimed by one statement (FOR UPDATE ... SKIP LOCKED, see claims.ts), its
+ * recover() calls run at once with the locks held, and its results commit in one batched
+ * transition. A recover() that met Ferry's own database trouble records nothing: the node is
+ * asked again next round.
  *
  * The batch is split across lane arms in priority order, each taking max(1, batch / arms), so one
  * lane with many stuck nodes cannot starve the others.
@@ -26,69 +31,71 @@ export function recoveryArms(batch: number): RecoveryArm[] {
 export async function recoverBatch(deps: RuntimeDeps): Promise<number> {
   const { config } = deps;
   let done = await releaseAbandonedDispatches(deps);
-  for (const arm of recoveryArms(config.recoveryBatchSize)) {
-    const candidates = await recoveryCandidates(
-      deps.pool,
+  for (const arm of recoveryArms(config.recoveryBatchSize)) done += await recoverArm(deps, arm);
+  return done;
+}
+
+async function recoverArm(deps: RuntimeDeps, arm: RecoveryArm): Promise<number> {
+  const { config } = deps;
+  return withTransaction(deps.pool, async (client) => {
+    const claimed = await claimRecoveryBatch(
+      client,
       arm,
       PRIORITY_LANES.flat(),
       Object.entries(config.submittingGraceByLane ?? {}).map(([lane, seconds]) => ({ lane, seconds })),
       config.submittingGraceSeconds,
     );
-    for (const c of candidates) if (await recoverNode(deps, c.id, c.row_version)) done++;
-  }
-  return done;
-}
-
-async function recoverNode(deps: RuntimeDeps, nodeId: string, rowVersion: number): Promise<boolean> {
-  return withTransaction(deps.pool, async (client) => {
-    const claimed = await claimInSavepoint(client, () => claimUnchangedNode(client, nodeId, rowVersion, ['UNKNOWN', 'SUBMITTING']));
-    claimsTotal.inc({ worker: 'recovery', result: claimed ? 'hit' : 'miss' });
-    if (!claimed) return false;
-    const { node, request } = claimed;
-    const log = deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'recovery', attempt: node.attempt_no });
-    const at = nowIso();
-    // The reference runtime holds the node and request locks across recover(): it must not race
-    // the observer or an operator while it decides what happened to the attempt.
-    const { outcome, artifacts, retryAfter } = await askProvider(
-      client,
-      deps,
-      request,
-      node,
-      'recover',
-      ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'],
-      (err) => errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'RECOVER_ERROR', errorText(err)),
+    if (claimed.length === 0) return 0;
+    claimsTotal.inc({ worker: 'recovery', result: 'hit' }, claimed.length);
+    const siblings = await nodesOfRequests(client, [...new Set(claimed.map((c) => c.request.id))]);
+    const contexts = await claimedContexts(client, claimed.map((c) => ({ ...c, nodes: siblings.get(c.request.id) ?? [] })), (n) => n.attempt_no);
+    const answers = await Promise.all(
+      claimed.map(async ({ node }, i): Promise<NodeItem | null> => {
+        const at = nowIso();
+        const { outcome, artifacts, retryAfter, infra } = await askProvider(
+          deps,
+          node,
+          contexts[i],
+          'recover',
+          ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'],
+          (err) => errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'RECOVER_ERROR', errorText(err)),
+        );
+        if (infra) {
+          deferralsTotal.inc({ worker: 'recovery', cause: infra });
+          deps.log.warn({ node_id: node.id, cause: infra }, "recovery deferred: Ferry's database was unavailable");
+          return null;
+        }
+        const observing = outcome.nextState === 'SUBMITTED' || outcome.nextState === 'OBSERVING';
+        const nextObserveAt = observing && retryAfter ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
+        deps.log.info(
+          { request_id: node.request_id, node_id: node.id, node_key: node.node_key, attempt: node.attempt_no, from_state: node.node_state, next_state: outcome.nextState, error_code: outcome.errorCode ?? null },
+          'recovered',
+        );
+        return { nodeId: node.id, event: { type: 'RECOVERED', outcome, at, nextObserveAt }, artifacts };
+      }),
     );
-    const observing = outcome.nextState === 'SUBMITTED' || outcome.nextState === 'OBSERVING';
-    const nextObserveAt = observing && retryAfter ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
-    await insertArtifacts(client, artifacts);
-    await deliverNodeEvent(client, node.id, { type: 'RECOVERED', outcome, at, nextObserveAt }, { actor: 'worker:recovery', deps: deps.transitions });
-    log.info({ from_state: node.node_state, next_state: outcome.nextState, error_code: outcome.errorCode ?? null }, 'recovered');
-    return true;
+    const items = answers.filter((a): a is NodeItem => a !== null);
+    if (items.length > 0) await deliverBatch(client, { nodes: items }, { actor: 'worker:recovery', deps: deps.transitions });
+    return items.length;
   });
 }
 
 /**
- * A node left in PREPARING or AWAITING_SIGNATURE by a process that died has moved no money: nothing
- * is submitted before SUBMITTING is committed. It goes back to READY for a fresh dispatch, without
- * asking anyone, once it has been idle longer than the SUBMITTING grace.
+ * A node left in PREPARING or AWAITING_SIGNATURE by a process that died (or stalled) has moved no
+ * money: nothing is submitted before SUBMITTING is committed. It goes back to READY for a fresh
+ * dispatch, without asking anyone, once it has been idle longer than the SUBMITTING grace; its
+ * lease goes with it, so the stalled dispatcher's later writes are refused.
  */
 async function releaseAbandonedDispatches(deps: RuntimeDeps): Promise<number> {
-  const candidates = await abandonedDispatches(deps.pool, deps.config.submittingGraceSeconds, deps.config.recoveryBatchSize);
-  let released = 0;
-  for (const c of candidates) {
-    const done = await withTransaction(deps.pool, async (client) => {
-      const claimed = await claimInSavepoint(client, () => claimUnchangedNode(client, c.id, c.row_version, ['PREPARING', 'AWAITING_SIGNATURE']));
-      if (!claimed) return false;
-      const at = nowIso();
-      await deliverNodeEvent(
-        client,
-        c.id,
-        { type: 'DISPATCH_DEFERRED', errorCode: 'DISPATCH_ABANDONED', errorDetail: `dispatch stopped in ${claimed.node.node_state}`, retryAt: at },
-        { actor: 'worker:recovery', deps: deps.transitions },
-      );
-      return true;
-    });
-    if (done) released++;
-  }
-  return released;
+  return withTransaction(deps.pool, async (client) => {
+    const claimed = await claimAbandonedDispatches(client, deps.config.submittingGraceSeconds, deps.config.recoveryBatchSize);
+    if (claimed.length === 0) return 0;
+    const at = nowIso();
+    const items: NodeItem[] = claimed.map(({ node }) => ({
+      nodeId: node.id,
+      event: { type: 'DISPATCH_DEFERRED', errorCode: 'DISPATCH_ABANDONED', errorDetail: `dispatch stopped in ${node.node_state}`, retryAt: at },
+    }));
+    await deliverBatch(client, { nodes: items }, { actor: 'worker:recovery', deps: deps.transitions });
+    return claimed.length;
+  });
 }

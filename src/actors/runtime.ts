@@ -17,7 +17,7 @@ import { upsertHeartbeat } from '../persistence/heartbeats.ts';
 import { destinationPolicy } from '../callbacks/destinations.ts';
 import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
-import { dispatchOne } from './dispatcher.ts';
+import { dispatchBatch, drainHandedOff, queueForDispatch } from './dispatcher.ts';
 import type { RuntimeDeps } from './execution.ts';
 import { Waker, type LoopSpec, type LoopStats } from './loop-runner.ts';
 import { startMovementQueue, type MovementQueueConsumer } from './movement-queue.ts';
@@ -132,11 +132,24 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     transitions: { callbacks: callbackSink({ maxAttempts: config.callbackMaxAttempts, queue }) },
   };
 
-  const wakers = { dispatcher: new Waker(), observer: new Waker(), recovery: new Waker() };
+  const wakers = { observer: new Waker(), recovery: new Waker() };
+  // Each dispatcher slot has its own waker, and a wake-up wakes one slot (an idle one if any): one
+  // slot claims a whole batch, so waking every slot of every process on every NOTIFY only makes
+  // them race for the same rows. A slot that claimed a full batch wakes the next one.
+  const slots = Array.from({ length: config.dispatchConcurrency }, () => ({ waker: new Waker(), busy: false }));
+  let nextSlot = 0;
+  const wakeDispatcher = () => {
+    const idle = slots.find((s) => !s.busy);
+    (idle ?? slots[nextSlot++ % slots.length]).waker.wake();
+  };
+  deps.handOff = (claims) => {
+    queueForDispatch(deps, claims);
+    wakeDispatcher();
+  };
   const wakeups = new Wakeups(
     opts.listenUrl ?? opts.databaseUrl,
     workers
-      ? { dispatcher: () => wakers.dispatcher.wake(), observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake() }
+      ? { dispatcher: wakeDispatcher, observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake() }
       : {},
     log,
   );
@@ -160,11 +173,20 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         if (stats.lastItems > 0) workerItemsTotal.inc({ worker: name }, stats.lastItems);
       },
     });
-    const dispatchers = Array.from({ length: config.dispatchConcurrency }, (_, i) =>
-      loop(`node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`, 'core', config.dispatchIntervalSeconds, async () =>
-        (await dispatchOne(deps)) ? 1 : 0,
-        // All slots share one waker: a READY node wakes whichever slot is asleep first.
-        wakers.dispatcher,
+    const dispatchers = slots.map((slot, i) =>
+      loop(
+        `node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`,
+        'core',
+        config.dispatchIntervalSeconds,
+        async () => {
+          slot.busy = true;
+          try {
+            return await dispatchBatch(deps, { onBacklog: wakeDispatcher });
+          } finally {
+            slot.busy = false;
+          }
+        },
+        slot.waker,
       ),
     );
     const balances = config.balanceSnapshotEnabled ? createBalanceSnapshotDeps({ pool, config, log }) : undefined;
@@ -205,6 +227,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await movementQueue?.stop();
       await sweeps?.stop();
       await supervision?.stop();
+      await drainHandedOff(deps).catch((err) => log.warn({ err }, 'handed-off dispatches not finished at stop'));
       await wakeups.stop();
       await delivery?.stop();
       await destinations.dispatcher.close();

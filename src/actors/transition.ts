@@ -1,5 +1,5 @@
 import { transition, type AnyStateMachine } from 'xstate';
-import { InvalidTransitionError, SnapshotIncompatibleError, TransitionConflictError } from '../errors.ts';
+import { InvalidTransitionError, LeaseLostError, SnapshotIncompatibleError, TransitionConflictError } from '../errors.ts';
 import {
   NODE_MACHINE_ID,
   NODE_MACHINE_VERSION,
@@ -7,7 +7,7 @@ import {
   type NodeContext,
   type NodeEvent,
 } from '../machines/node-machine.ts';
-import { summarizeNodes } from '../machines/node-summary.ts';
+import { isManualNode, summarizeNodes } from '../machines/node-summary.ts';
 import {
   REQUEST_MACHINE_ID,
   REQUEST_MACHINE_VERSION,
@@ -16,30 +16,33 @@ import {
   type RequestEvent,
 } from '../machines/request-machine.ts';
 import { transitionsTotal } from '../metrics.ts';
+import type { NewArtifact } from '../persistence/artifacts.ts';
+import { writeAudit, type AuditEntry } from '../persistence/audit.ts';
+import { attemptKey } from '../ids.ts';
 import type { Client, Queryable } from '../persistence/db.ts';
 import {
-  lockNode,
-  lockRequest,
-  nodesOfRequest,
-  notifyOnCommit,
-  lockRequestOfNode,
-  setFrontier,
-  writeNodeTransition,
-  writeRequestTransition,
-  type NodeRow,
-  type RequestRow,
-  type TransitionRow,
-} from '../persistence/movements.ts';
+  lockMovements,
+  writeGroup,
+  type NewTransitionRow,
+  type NodeWriteRow,
+  type RequestWriteRow,
+} from '../persistence/group-commit.ts';
+import type { NodeRow, RequestRow, TransitionRow } from '../persistence/movements.ts';
 
 /**
- * The one durable transition function. Delivering an event to a request or node is, inside the
- * caller's transaction:
- *   lock the request row, then the node row (always in that order, so writers never deadlock);
- *   rebuild the machine snapshot from the row; compute the next snapshot with XState's pure
- *   transition(); refuse an event the machine does not accept (InvalidTransitionError); write the
- *   new state with the old state and row version as a precondition; append the transition row; and
- *   turn the machine's messages (successors unblocked, request state derived, callbacks) into writes
- *   in the same transaction. pg_notify wakes the workers when that transaction commits.
+ * The one durable transition function, batched. Delivering events to requests and nodes is, inside
+ * the caller's transaction:
+ *   lock every request the batch touches with all its nodes (one statement, request id order, so
+ *   writers never deadlock); for each event in turn, rebuild the machine snapshot from the row as
+ *   this batch left it and compute the next one with XState's pure transition(); refuse an event the
+ *   machine does not accept (InvalidTransitionError, for that event only) or whose dispatch lease is
+ *   gone (LeaseLostError); turn the machine's messages (successors unblocked, request state derived,
+ *   callbacks) into more transitions of the same batch; then write every changed row, one log row
+ *   per transition and the artifacts of accepted events in one set-based statement, which also
+ *   queues one NOTIFY for the commit (see persistence/group-commit.ts).
+ *
+ * A single delivery is a batch of one. The result of every event is its own: a refused event leaves
+ * no row, no log entry and no artifact, and the batch's other events are written.
  */
 
 export const EVENTS_CHANNEL = 'ferry_events';
@@ -79,77 +82,57 @@ export interface DeliveredToRequest extends Delivered {
   request: RequestRow;
 }
 
-/** What one top-level delivery accumulates before it finishes: derivations and wake-ups. */
-class Session {
-  deriveRequests = new Set<string>();
-  requests = new Map<string, RequestRow>();
+/** One event for one node in a batch. */
+export interface NodeItem {
+  nodeId: string;
+  event: NodeEvent;
+  /** The lease token this write belongs to: refused with LeaseLostError unless the node still holds it. */
+  fence?: string | null;
+  /** A claim: the node takes this lease token with the transition. */
+  lease?: string | null;
+  /** Written only if the event is accepted (and fenced writes only if the lease holds). */
+  artifacts?: NewArtifact[];
+  /** Audit rows of this event (e.g. a signer's refusal), written with it only if it is accepted. */
+  audits?: AuditEntry[];
+  actor?: string;
+}
+
+export interface RequestItem {
+  requestId: string;
+  event: RequestEvent;
+  actor?: string;
+}
+
+export type Refusal = InvalidTransitionError | LeaseLostError;
+
+/** A node a batch unblocked and, as asked by `claimUnblocked`, claimed in the same commit. */
+export interface CarriedClaim {
+  node: NodeRow;
+  request: RequestRow;
+  /** Every node of the request as the commit left them (for the execution context). */
+  nodes: NodeRow[];
+  lease: string;
+}
+
+export interface BatchOptions {
+  actor: string;
+  deps: TransitionDeps;
   /**
-   * Each request's nodes as last read or written in this transaction. The request row is locked
-   * for the whole delivery and every node writer locks it first, so nothing else changes them.
+   * Offered each node this batch made READY whose request is EXECUTING and has no other node in
+   * dispatch; a returned token claims it (DISPATCH_CLAIMED) in the same commit, so the caller can
+   * carry the movement onward without waiting for a NOTIFY.
    */
-  nodes = new Map<string, Map<string, NodeRow>>();
-  notifications = new Set<string>();
-  depth = 0;
-  constructor(
-    readonly client: Client,
-    readonly actor: string,
-    readonly deps: TransitionDeps,
-  ) {}
+  claimUnblocked?: (node: NodeRow) => string | null;
 }
 
-const sessions = new WeakMap<Client, Session>();
-
-async function inSession<T>(client: Client, opts: DeliverOptions, fn: (s: Session) => Promise<T>): Promise<T> {
-  let session = sessions.get(client);
-  const outermost = !session;
-  if (!session) {
-    session = new Session(client, opts.actor, opts.deps);
-    sessions.set(client, session);
-  }
-  session.depth++;
-  try {
-    const result = await fn(session);
-    if (outermost) await finish(session);
-    return result;
-  } finally {
-    session.depth--;
-    if (outermost) sessions.delete(client);
-  }
-}
-
-/** Derive request states from their nodes once, after all node changes of this delivery, then notify. */
-async function finish(s: Session): Promise<void> {
-  while (s.deriveRequests.size > 0) {
-    const [requestId] = s.deriveRequests;
-    s.deriveRequests.delete(requestId);
-    const nodes = await nodesOf(s, requestId);
-    await applyRequestEvent(s, requestId, { type: 'NODES_SETTLED', summary: summarizeNodes(nodes) }, true);
-  }
-  // One NOTIFY per transaction, carrying every notice (chunked under Postgres' 8000-byte limit).
-  let chunk: string[] = [];
-  let size = 2;
-  for (const notice of s.notifications) {
-    if (size + notice.length + 1 > 7900 && chunk.length > 0) {
-      await notifyOnCommit(s.client, EVENTS_CHANNEL, `[${chunk.join(',')}]`);
-      chunk = [];
-      size = 2;
-    }
-    chunk.push(notice);
-    size += notice.length + 1;
-  }
-  if (chunk.length > 0) await notifyOnCommit(s.client, EVENTS_CHANNEL, `[${chunk.join(',')}]`);
-}
-
-/** The snapshot a row stands for; a row written by another machine or version is refused, not guessed at. */
-function resolve<M extends AnyStateMachine>(machine: M, id: string, row: { machine_id: string; machine_version: string }, value: string, context: unknown) {
-  if (row.machine_id !== machine.id || row.machine_version !== machine.version) {
-    throw new SnapshotIncompatibleError(machine.id, id, `stored ${row.machine_id}@${row.machine_version}, running ${machine.id}@${machine.version}`);
-  }
-  try {
-    return machine.resolveState({ value, context } as never);
-  } catch (err) {
-    throw new SnapshotIncompatibleError(machine.id, id, err);
-  }
+export interface BatchResult {
+  nodes: (DeliveredToNode | Refusal)[];
+  requests: (DeliveredToRequest | Refusal)[];
+  claimed: CarriedClaim[];
+  /** Every node of a request the batch locked, as the batch left them. */
+  nodesOf(requestId: string): NodeRow[];
+  /** A request the batch locked, as the batch left it. */
+  requestOf(requestId: string): RequestRow;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -196,7 +179,8 @@ export async function deliverRequestEvent(
   event: RequestEvent,
   opts: DeliverOptions,
 ): Promise<DeliveredToRequest | null> {
-  return inSession(client, opts, (s) => applyRequestEvent(s, requestId, event, !!opts.ifAccepted, opts.actor));
+  const result = await deliverBatch(client, { requests: [{ requestId, event, actor: opts.actor }] }, opts);
+  return single(result.requests[0], opts);
 }
 
 export async function deliverNodeEvent(
@@ -205,205 +189,431 @@ export async function deliverNodeEvent(
   event: NodeEvent,
   opts: DeliverOptions,
 ): Promise<DeliveredToNode | null> {
-  return inSession(client, opts, async (s) => {
-    const request = await lockRequestOfNode(client, nodeId);
-    if (!request) throw new InvalidTransitionError(NODE_MACHINE_ID, nodeId, 'MISSING', event.type);
-    if (!s.requests.has(request.id)) s.requests.set(request.id, request);
-    return applyNodeEvent(s, nodeId, event, !!opts.ifAccepted, opts.actor);
-  });
+  const result = await deliverBatch(client, { nodes: [{ nodeId, event, actor: opts.actor }] }, opts);
+  return single(result.nodes[0], opts);
+}
+
+function single<T>(r: T | Refusal, opts: DeliverOptions): T | null {
+  if (r instanceof InvalidTransitionError || r instanceof LeaseLostError) {
+    if (opts.ifAccepted && r instanceof InvalidTransitionError) return null;
+    throw r;
+  }
+  return r;
+}
+
+/**
+ * Delivers request events, then node events, in the order given, in the caller's transaction, and
+ * writes the lot with one statement. Each event's result is its own (a delivery or a refusal).
+ */
+export async function deliverBatch(
+  client: Client,
+  items: { requests?: RequestItem[]; nodes?: NodeItem[] },
+  opts: BatchOptions,
+): Promise<BatchResult> {
+  const requestItems = items.requests ?? [];
+  const nodeItems = items.nodes ?? [];
+  const b = new Batch(opts);
+  const locked = await lockMovements(
+    client,
+    requestItems.map((i) => i.requestId),
+    nodeItems.map((i) => i.nodeId),
+  );
+  for (const m of locked) b.load(m.request, m.nodes);
+
+  const requests = requestItems.map((i) => b.requestEvent(i.requestId, i.event, i.actor ?? opts.actor));
+  const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
+  b.derive();
+  b.carryOnward();
+  await b.flush(client);
+  return {
+    requests: requests.map((r) => (r instanceof Pending ? b.deliveredToRequest(r) : r)),
+    nodes: nodes.map((r) => (r instanceof Pending ? b.deliveredToNode(r) : r)),
+    claimed: b.claims.map((c) => ({ node: b.nodeRow(c.nodeId), request: b.requestRow(c.requestId), nodes: b.siblings(c.requestId), lease: c.lease })),
+    nodesOf: (requestId) => b.siblings(requestId),
+    requestOf: (requestId) => b.requestRow(requestId),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
 
-async function lockedRequest(s: Session, requestId: string): Promise<RequestRow> {
-  const known = s.requests.get(requestId);
-  if (known) return known;
-  const row = await lockRequest(s.client, requestId);
-  if (!row) throw new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, 'MISSING', 'lock');
-  s.requests.set(requestId, row);
-  return row;
+/** The snapshot a row stands for; a row written by another machine or version is refused, not guessed at. */
+function resolve<M extends AnyStateMachine>(machine: M, id: string, row: { machine_id: string; machine_version: string }, value: string, context: unknown) {
+  if (row.machine_id !== machine.id || row.machine_version !== machine.version) {
+    throw new SnapshotIncompatibleError(machine.id, id, `stored ${row.machine_id}@${row.machine_version}, running ${machine.id}@${machine.version}`);
+  }
+  try {
+    return machine.resolveState({ value, context } as never);
+  } catch (err) {
+    throw new SnapshotIncompatibleError(machine.id, id, err);
+  }
 }
 
-async function applyRequestEvent(
-  s: Session,
-  requestId: string,
-  event: RequestEvent,
-  ifAccepted: boolean,
-  actor = s.actor,
-): Promise<DeliveredToRequest | null> {
-  const row = await lockedRequest(s, requestId);
-  const prev = resolve(requestMachine, requestId, row, row.request_state, requestContextFromRow(row));
-  const refuse = () => {
-    if (ifAccepted) return null;
-    throw new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, row.request_state, event.type);
-  };
-  if (prev.status !== 'active') return refuse();
-  const [next, actions] = transition(requestMachine, prev, event);
-  if (next === prev) return refuse();
-
-  const to = String(next.value);
-  const ctx = next.context;
-  const written = await writeRequestTransition(
-    s.client,
-    requestId,
-    row.request_state,
-    row.row_version,
-    { request_state: to, approval_status: ctx.approvalStatus, approvals: ctx.approvals, decided_by: ctx.decidedBy },
-    { machine_id: REQUEST_MACHINE_ID, machine_version: REQUEST_MACHINE_VERSION, event_type: event.type, event_payload: eventPayload(event), actor },
-  );
-  if (!written) throw new TransitionConflictError(REQUEST_MACHINE_ID, requestId);
-  const logged = written.transition;
-  s.requests.set(requestId, written.row);
-  s.notifications.add(JSON.stringify({ request_id: requestId, entity: 'request', state: to }));
-  transitionsTotal.inc({ machine: REQUEST_MACHINE_ID, from: row.request_state, to });
-
-  const at = logged.at.toISOString();
-  if (to !== row.request_state) {
-    await emitCallback(s, requestId, `request_${to.toLowerCase()}`, null, at);
-  }
-  for (const action of actions) {
-    switch (action.type) {
-      case 'readyFrontier':
-        await readyFrontier(s, requestId);
-        break;
-      case 'cancelOpenNodes':
-        await cancelOpenNodes(s, requestId);
-        break;
-      case 'requestAttention':
-        await emitCallback(s, requestId, 'request_attention', null, at);
-        break;
-    }
-  }
-  return { from: row.request_state, to, transition: logged, request: s.requests.get(requestId)! };
+interface Entity<Row> {
+  row: Row;
+  fromState: string;
+  fromVersion: number;
+  dirty: boolean;
 }
 
-async function applyNodeEvent(
-  s: Session,
-  nodeId: string,
-  event: NodeEvent,
-  ifAccepted: boolean,
-  actor = s.actor,
-): Promise<DeliveredToNode | null> {
-  const row = await lockNode(s.client, nodeId);
-  if (!row) throw new InvalidTransitionError(NODE_MACHINE_ID, nodeId, 'MISSING', event.type);
-  const prev = resolve(nodeMachine, nodeId, row, row.node_state, nodeContextFromRow(row));
-  const refuse = () => {
-    if (ifAccepted) return null;
-    throw new InvalidTransitionError(NODE_MACHINE_ID, nodeId, row.node_state, event.type);
-  };
-  if (prev.status !== 'active') return refuse();
-  const [next, actions] = transition(nodeMachine, prev, event);
-  if (next === prev) return refuse();
-
-  const to = String(next.value);
-  const c = next.context;
-  const written = await writeNodeTransition(
-    s.client,
-    row,
-    row.node_state,
-    row.row_version,
-    {
-      node_state: to,
-      attempt_no: c.attemptNo,
-      started_at: c.startedAt,
-      provider_state: c.providerState,
-      provider_refs: c.providerRefs,
-      provider_ref_id: c.providerRefId,
-      next_observe_at: c.nextObserveAt,
-      last_observed_at: c.lastObservedAt,
-      observe_count: c.observeCount,
-      dispatch_after: c.dispatchAfter,
-      error_code: c.errorCode,
-      error_detail: c.errorDetail,
-    },
-    { machine_id: NODE_MACHINE_ID, machine_version: NODE_MACHINE_VERSION, event_type: event.type, event_payload: eventPayload(event), actor },
-  );
-  if (!written) throw new TransitionConflictError(NODE_MACHINE_ID, nodeId);
-  const { row: updated, transition: logged } = written;
-  s.nodes.get(row.request_id)?.set(nodeId, updated);
-  s.notifications.add(JSON.stringify({ request_id: row.request_id, entity: 'node', node_id: nodeId, state: to }));
-  transitionsTotal.inc({ machine: NODE_MACHINE_ID, from: row.node_state, to });
-
-  for (const action of actions) {
-    switch (action.type) {
-      case 'advanceFrontier':
-        await advanceFrontier(s, updated, logged.at.toISOString());
-        break;
-      case 'deriveRequestState':
-        s.deriveRequests.add(row.request_id);
-        break;
-    }
-  }
-  return { from: row.node_state, to, transition: logged, node: updated };
+/** An accepted transition waiting for its log row id and time. */
+class Pending {
+  id = 0;
+  at = new Date(0);
+  constructor(
+    readonly index: number,
+    readonly row: NewTransitionRow,
+  ) {}
 }
 
-// ---------------------------------------------------------------------------------------------
-// Messages
-
-async function nodesOf(s: Session, requestId: string): Promise<NodeRow[]> {
-  let cached = s.nodes.get(requestId);
-  if (!cached) {
-    cached = new Map((await nodesOfRequest(s.client, requestId)).map((n) => [n.id, n]));
-    s.nodes.set(requestId, cached);
-  }
-  return [...cached.values()];
+interface QueuedCallback {
+  requestId: string;
+  eventType: string;
+  nodeKey: string | null;
+  /** The transition whose time is the callback's occurred_at. */
+  at: Pending;
 }
 
 const SETTLED = new Set(['COMPLETED', 'SKIPPED']);
 const TERMINAL_OR_WAITING = new Set(['BLOCKED', 'COMPLETED', 'SKIPPED', 'CANCELLED', 'FAILED']);
+const IN_DISPATCH = new Set(['PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING']);
 
-/** Successors whose predecessors have all completed become READY; the frontier moves with them. */
-async function advanceFrontier(s: Session, completed: NodeRow, at: string): Promise<void> {
-  const nodes = await nodesOf(s, completed.request_id);
-  const byKey = new Map(nodes.map((n) => [n.node_key, n]));
-  const unblocked: string[] = [];
-  for (const key of completed.successor_keys) {
-    const succ = byKey.get(key);
-    if (!succ || succ.node_state !== 'BLOCKED') continue;
-    if (!succ.predecessor_keys.every((p) => SETTLED.has(byKey.get(p)?.node_state ?? ''))) continue;
-    const done = await applyNodeEvent(s, succ.id, { type: 'UNBLOCKED' }, true, s.actor);
-    if (done) {
-      unblocked.push(key);
-      byKey.set(key, done.node);
+class Batch {
+  readonly requests = new Map<string, Entity<RequestRow>>();
+  readonly nodes = new Map<string, Entity<NodeRow>>();
+  readonly nodesOfRequest = new Map<string, string[]>();
+  readonly transitions: Pending[] = [];
+  readonly callbacks: QueuedCallback[] = [];
+  readonly artifacts: NewArtifact[] = [];
+  readonly audits: AuditEntry[] = [];
+  readonly notifications = new Set<string>();
+  readonly deriveRequests = new Set<string>();
+  readonly unblocked: string[] = [];
+  readonly claims: { nodeId: string; requestId: string; lease: string }[] = [];
+
+  constructor(readonly opts: BatchOptions) {}
+
+  load(request: RequestRow, nodes: NodeRow[]) {
+    this.requests.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false });
+    this.nodesOfRequest.set(request.id, nodes.map((n) => n.id));
+    for (const n of nodes) this.nodes.set(n.id, { row: n, fromState: n.node_state, fromVersion: n.row_version, dirty: false });
+  }
+
+  nodeRow = (id: string) => this.nodes.get(id)!.row;
+  requestRow = (id: string) => this.requests.get(id)!.row;
+  siblings = (requestId: string) => (this.nodesOfRequest.get(requestId) ?? []).map(this.nodeRow);
+
+  #log(t: Omit<NewTransitionRow, 'event_payload' | 'event_type'>, event: { type: string }): Pending {
+    const p = new Pending(this.transitions.length, { ...t, event_type: event.type, event_payload: eventPayload(event) });
+    this.transitions.push(p);
+    return p;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Requests
+
+  requestEvent(requestId: string, event: RequestEvent, actor: string): Pending | Refusal {
+    const e = this.requests.get(requestId);
+    if (!e) return new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, 'MISSING', 'lock');
+    const row = e.row;
+    // Built only when needed: derivations that change nothing are refused on every batch.
+    const refusal = () => new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, row.request_state, event.type);
+    const prev = resolve(requestMachine, requestId, row, row.request_state, requestContextFromRow(row));
+    if (prev.status !== 'active') return refusal();
+    const [next, actions] = transition(requestMachine, prev, event);
+    if (next === prev) return refusal();
+
+    const from = row.request_state;
+    const to = String(next.value);
+    const ctx = next.context;
+    e.row = {
+      ...row,
+      request_state: to,
+      approval_status: ctx.approvalStatus,
+      approvals: ctx.approvals,
+      decided_by: ctx.decidedBy,
+      row_version: row.row_version + 1,
+    };
+    e.dirty = true;
+    const logged = this.#log(
+      { machine_id: REQUEST_MACHINE_ID, machine_version: REQUEST_MACHINE_VERSION, entity_type: 'request', entity_id: requestId, request_id: requestId, node_key: null, seq: e.row.row_version, from_state: from, to_state: to, actor },
+      event,
+    );
+    this.notifications.add(JSON.stringify({ request_id: requestId, entity: 'request', state: to }));
+    transitionsTotal.inc({ machine: REQUEST_MACHINE_ID, from, to });
+
+    if (to !== from) this.#callback(requestId, `request_${to.toLowerCase()}`, null, logged);
+    for (const action of actions) {
+      switch (action.type) {
+        case 'readyFrontier':
+          this.#readyFrontier(requestId, actor);
+          break;
+        case 'cancelOpenNodes':
+          for (const n of this.siblings(requestId)) {
+            if (n.node_state === 'BLOCKED' || n.node_state === 'READY') this.#applyNode(n.id, { type: 'CANCEL_REQUESTED' }, actor, {});
+          }
+          break;
+        case 'requestAttention':
+          this.#callback(requestId, 'request_attention', null, logged);
+          break;
+      }
+    }
+    return logged;
+  }
+
+  #callback(requestId: string, eventType: string, nodeKey: string | null, at: Pending) {
+    if (this.requestRow(requestId).callback_url) this.callbacks.push({ requestId, eventType, nodeKey, at });
+  }
+
+  #setFrontier(requestId: string, frontier: string[]) {
+    const e = this.requests.get(requestId)!;
+    e.row = { ...e.row, current_frontier: frontier };
+    e.dirty = true;
+  }
+
+  /** On approval, the plan's root nodes become READY. */
+  #readyFrontier(requestId: string, actor: string) {
+    const ready: string[] = [];
+    for (const n of this.siblings(requestId)) {
+      if (n.node_state !== 'BLOCKED' || n.predecessor_keys.length > 0) continue;
+      if (this.#applyNode(n.id, { type: 'UNBLOCKED' }, actor, {}) instanceof Pending) ready.push(n.node_key);
+    }
+    ready.sort();
+    this.#setFrontier(requestId, ready);
+    this.deriveRequests.add(requestId);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Nodes
+
+  nodeEvent(item: NodeItem, actor: string): Pending | Refusal {
+    if (!this.nodes.has(item.nodeId)) return new InvalidTransitionError(NODE_MACHINE_ID, item.nodeId, 'MISSING', item.event.type);
+    return this.#applyNode(item.nodeId, item.event, actor, item);
+  }
+
+  #applyNode(nodeId: string, event: NodeEvent, actor: string, item: Pick<NodeItem, 'fence' | 'lease' | 'artifacts' | 'audits'>): Pending | Refusal {
+    const e = this.nodes.get(nodeId)!;
+    const row = e.row;
+    if (item.fence !== undefined && item.fence !== null && row.claim_token !== item.fence) {
+      return new LeaseLostError(nodeId, row.node_state, event.type);
+    }
+    const refusal = () => new InvalidTransitionError(NODE_MACHINE_ID, nodeId, row.node_state, event.type);
+    // Serial per request: a claim never puts a second node of one request in dispatch (the claim
+    // query checks it on its snapshot; this checks it on the locked rows).
+    if (item.lease && this.siblings(row.request_id).some((s) => s.id !== nodeId && IN_DISPATCH.has(s.node_state))) return refusal();
+    const prev = resolve(nodeMachine, nodeId, row, row.node_state, nodeContextFromRow(row));
+    if (prev.status !== 'active') return refusal();
+    const [next, actions] = transition(nodeMachine, prev, event);
+    if (next === prev) return refusal();
+
+    const from = row.node_state;
+    const to = String(next.value);
+    const c = next.context;
+    const date = (s: string | null) => (s ? new Date(s) : null);
+    e.row = {
+      ...row,
+      node_state: to,
+      attempt_no: c.attemptNo,
+      idempotency_key: c.attemptNo > 0 ? attemptKey(row.id, c.attemptNo) : null,
+      started_at: date(c.startedAt),
+      provider_state: c.providerState,
+      provider_refs: c.providerRefs,
+      provider_ref_id: c.providerRefId,
+      next_observe_at: date(c.nextObserveAt),
+      last_observed_at: date(c.lastObservedAt),
+      observe_count: c.observeCount,
+      dispatch_after: date(c.dispatchAfter),
+      error_code: c.errorCode,
+      error_detail: c.errorDetail,
+      // A claim takes a new lease; back in READY the node belongs to no dispatch.
+      claim_token: item.lease ?? (to === 'READY' ? null : row.claim_token),
+      row_version: row.row_version + 1,
+    };
+    e.dirty = true;
+    if (item.artifacts) this.artifacts.push(...item.artifacts);
+    if (item.audits) this.audits.push(...item.audits);
+    const logged = this.#log(
+      { machine_id: NODE_MACHINE_ID, machine_version: NODE_MACHINE_VERSION, entity_type: 'node', entity_id: nodeId, request_id: row.request_id, node_key: row.node_key, seq: e.row.row_version, from_state: from, to_state: to, actor },
+      event,
+    );
+    this.notifications.add(JSON.stringify({ request_id: row.request_id, entity: 'node', node_id: nodeId, state: to }));
+    transitionsTotal.inc({ machine: NODE_MACHINE_ID, from, to });
+
+    for (const action of actions) {
+      switch (action.type) {
+        case 'advanceFrontier':
+          this.#advanceFrontier(e.row, actor, logged);
+          break;
+        case 'deriveRequestState':
+          this.deriveRequests.add(row.request_id);
+          break;
+      }
+    }
+    return logged;
+  }
+
+  /** Successors whose predecessors have all completed become READY; the frontier moves with them. */
+  #advanceFrontier(completed: NodeRow, actor: string, at: Pending) {
+    const byKey = new Map(this.siblings(completed.request_id).map((n) => [n.node_key, n]));
+    let unblocked = 0;
+    for (const key of completed.successor_keys) {
+      const succ = byKey.get(key);
+      if (!succ || succ.node_state !== 'BLOCKED') continue;
+      if (!succ.predecessor_keys.every((p) => SETTLED.has(byKey.get(p)?.node_state ?? ''))) continue;
+      if (this.#applyNode(succ.id, { type: 'UNBLOCKED' }, actor, {}) instanceof Pending) {
+        unblocked++;
+        this.unblocked.push(succ.id);
+        byKey.set(key, this.nodeRow(succ.id));
+      }
+    }
+    const frontier = [...byKey.values()].filter((n) => !TERMINAL_OR_WAITING.has(n.node_state)).map((n) => n.node_key).sort();
+    this.#setFrontier(completed.request_id, frontier);
+    if (unblocked > 0) this.#callback(completed.request_id, 'frontier_advanced', completed.node_key, at);
+    this.deriveRequests.add(completed.request_id);
+  }
+
+  /** Request states derived from their nodes once, after all node changes of the batch. */
+  derive() {
+    while (this.deriveRequests.size > 0) {
+      const [requestId] = this.deriveRequests;
+      this.deriveRequests.delete(requestId);
+      this.requestEvent(requestId, { type: 'NODES_SETTLED', summary: summarizeNodes(this.siblings(requestId)) }, this.opts.actor);
     }
   }
-  const frontier = [...byKey.values()].filter((n) => !TERMINAL_OR_WAITING.has(n.node_state)).map((n) => n.node_key).sort();
-  await setFrontier(s.client, completed.request_id, frontier);
-  const req = s.requests.get(completed.request_id);
-  if (req) s.requests.set(completed.request_id, { ...req, current_frontier: frontier });
-  if (unblocked.length > 0) await emitCallback(s, completed.request_id, 'frontier_advanced', completed.node_key, at);
-  s.deriveRequests.add(completed.request_id);
-}
 
-/** On approval, the plan's root nodes become READY. */
-async function readyFrontier(s: Session, requestId: string): Promise<void> {
-  const nodes = await nodesOf(s, requestId);
-  const ready: string[] = [];
-  for (const n of nodes) {
-    if (n.node_state !== 'BLOCKED' || n.predecessor_keys.length > 0) continue;
-    if (await applyNodeEvent(s, n.id, { type: 'UNBLOCKED' }, true, s.actor)) ready.push(n.node_key);
-  }
-  ready.sort();
-  await setFrontier(s.client, requestId, ready);
-  const req = s.requests.get(requestId);
-  if (req) s.requests.set(requestId, { ...req, current_frontier: ready });
-  s.deriveRequests.add(requestId);
-}
-
-/** Nodes that have not started are cancelled with their request; started ones keep their state. */
-async function cancelOpenNodes(s: Session, requestId: string): Promise<void> {
-  const nodes = await nodesOf(s, requestId);
-  for (const n of nodes) {
-    if (n.node_state === 'BLOCKED' || n.node_state === 'READY') {
-      await applyNodeEvent(s, n.id, { type: 'CANCEL_REQUESTED' }, true, s.actor);
+  /**
+   * The claim the dispatcher would make next, made now: a node this batch unblocked, of a request
+   * still EXECUTING with nothing else in dispatch, due now, automatic. Same rules as the claim query.
+   */
+  carryOnward() {
+    const choose = this.opts.claimUnblocked;
+    if (!choose) return;
+    const now = Date.now();
+    for (const id of this.unblocked) {
+      const node = this.nodeRow(id);
+      const request = this.requestRow(node.request_id);
+      if (node.node_state !== 'READY' || request.request_state !== 'EXECUTING' || isManualNode(node)) continue;
+      if (node.dispatch_after && node.dispatch_after.getTime() > now) continue;
+      if (this.siblings(node.request_id).some((s) => IN_DISPATCH.has(s.node_state))) continue;
+      const lease = choose(node);
+      if (!lease) continue;
+      const claimed = this.#applyNode(id, { type: 'DISPATCH_CLAIMED', at: new Date(now).toISOString() }, this.opts.actor, { lease });
+      if (claimed instanceof Pending) this.claims.push({ nodeId: id, requestId: node.request_id, lease });
     }
   }
+
+  // -------------------------------------------------------------------------------------------
+
+  async flush(client: Client) {
+    if (this.transitions.length === 0) return;
+    const nodeWrites: NodeWriteRow[] = [];
+    for (const [id, e] of this.nodes) {
+      if (!e.dirty) continue;
+      const r = e.row;
+      nodeWrites.push({
+        id,
+        from_state: e.fromState,
+        from_version: e.fromVersion,
+        node_state: r.node_state,
+        row_version: r.row_version,
+        attempt_no: r.attempt_no,
+        idempotency_key: r.idempotency_key,
+        started_at: iso(r.started_at),
+        provider_state: r.provider_state,
+        provider_refs: r.provider_refs,
+        provider_ref_id: r.provider_ref_id,
+        next_observe_at: iso(r.next_observe_at),
+        last_observed_at: iso(r.last_observed_at),
+        observe_count: r.observe_count,
+        dispatch_after: iso(r.dispatch_after),
+        error_code: r.error_code,
+        error_detail: r.error_detail,
+        claim_token: r.claim_token,
+      });
+    }
+    const requestWrites: RequestWriteRow[] = [];
+    for (const [id, e] of this.requests) {
+      if (!e.dirty) continue;
+      const r = e.row;
+      requestWrites.push({
+        id,
+        from_state: e.fromState,
+        from_version: e.fromVersion,
+        request_state: r.request_state,
+        row_version: r.row_version,
+        approval_status: r.approval_status,
+        approvals: r.approvals,
+        decided_by: r.decided_by,
+        current_frontier: r.current_frontier,
+      });
+    }
+    const written = await writeGroup(client, {
+      nodes: nodeWrites,
+      requests: requestWrites,
+      transitions: this.transitions.map((t) => t.row),
+      artifacts: this.artifacts,
+      channel: EVENTS_CHANNEL,
+      notices: chunkNotices([...this.notifications]),
+    });
+    if (written.nodes.length !== nodeWrites.length) {
+      const missing = nodeWrites.find((w) => !written.nodes.some((n) => n.id === w.id));
+      throw new TransitionConflictError(NODE_MACHINE_ID, missing?.id ?? '?');
+    }
+    if (written.requests.length !== requestWrites.length) {
+      const missing = requestWrites.find((w) => !written.requests.some((r) => r.id === w.id));
+      throw new TransitionConflictError(REQUEST_MACHINE_ID, missing?.id ?? '?');
+    }
+    for (const n of written.nodes) {
+      const e = this.nodes.get(n.id)!;
+      e.row = { ...e.row, ...n };
+    }
+    for (const r of written.requests) {
+      const e = this.requests.get(r.id)!;
+      e.row = { ...e.row, ...r };
+    }
+    written.logged.forEach((l, i) => {
+      this.transitions[i].id = l.id;
+      this.transitions[i].at = l.at;
+    });
+    for (const cb of this.callbacks) {
+      await this.opts.deps.callbacks(client, {
+        request: this.requestRow(cb.requestId),
+        eventType: cb.eventType,
+        nodeKey: cb.nodeKey,
+        occurredAt: cb.at.at.toISOString(),
+      });
+    }
+    for (const entry of this.audits) await writeAudit(client, entry);
+  }
+
+  #logged(p: Pending): TransitionRow {
+    return { ...p.row, id: p.id, at: p.at } as TransitionRow;
+  }
+
+  deliveredToNode(p: Pending): DeliveredToNode {
+    return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), node: this.nodeRow(p.row.entity_id) };
+  }
+
+  deliveredToRequest(p: Pending): DeliveredToRequest {
+    return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), request: this.requestRow(p.row.entity_id) };
+  }
 }
 
-async function emitCallback(s: Session, requestId: string, eventType: string, nodeKey: string | null, occurredAt: string) {
-  const request = s.requests.get(requestId);
-  if (!request?.callback_url) return;
-  await s.deps.callbacks(s.client, { request, eventType, nodeKey, occurredAt });
+/** One NOTIFY per commit carries every notice; payloads are chunked under Postgres' 8000-byte limit. */
+function chunkNotices(notices: string[]): string[] {
+  const out: string[] = [];
+  let chunk: string[] = [];
+  let size = 2;
+  for (const notice of notices) {
+    if (size + notice.length + 1 > 7900 && chunk.length > 0) {
+      out.push(`[${chunk.join(',')}]`);
+      chunk = [];
+      size = 2;
+    }
+    chunk.push(notice);
+    size += notice.length + 1;
+  }
+  if (chunk.length > 0) out.push(`[${chunk.join(',')}]`);
+  return out;
 }
 
 function eventPayload(event: { type: string }): Record<string, unknown> {

@@ -81,7 +81,11 @@ export class Wakeups {
     }, Math.min(RECONNECT_FIRST_MS * 2 ** attempt, RECONNECT_MAX_MS));
   }
 
-  /** A payload is the array of notices one transaction committed. */
+  /**
+   * A payload is the array of notices one transaction committed, in order. Only the state an entity
+   * was left in counts for waking workers: a node made READY and claimed in the same commit needs no
+   * dispatcher, and a request's EXECUTING means a dispatcher already has it.
+   */
   #dispatch(payload: string | undefined) {
     if (!payload) return;
     let notices: EventNotice[];
@@ -91,8 +95,10 @@ export class Wakeups {
     } catch {
       return;
     }
-    const states = new Set(notices.map((n) => n.state));
-    if (states.has('READY') || states.has('APPROVED') || states.has('EXECUTING')) this.targets.dispatcher?.();
+    const last = new Map<string, string>();
+    for (const n of notices) last.set(n.entity === 'node' ? `n:${n.node_id}` : `r:${n.request_id}`, n.state);
+    const states = new Set(last.values());
+    if (states.has('READY') || states.has('APPROVED')) this.targets.dispatcher?.();
     if (states.has('SUBMITTED') || states.has('OBSERVING')) this.targets.observer?.();
     if (states.has('UNKNOWN')) this.targets.recovery?.();
     for (const notice of notices) for (const fn of this.#listeners) fn(notice);

@@ -1,11 +1,26 @@
 import type { Queryable } from './db.ts';
+import { reviveNode, reviveRequest } from './group-commit.ts';
 import type { NodeRow, RequestRow } from './movements.ts';
 
 /**
- * Claim queries for the dispatcher, observer and recovery workers, shaped as the reference runtime
- * describes: an unlocked candidate listing, then a per-candidate joined claim of node and request
- * with FOR UPDATE ... SKIP LOCKED that the caller runs inside a savepoint (a miss rolls the savepoint
- * back, releasing any partial lock the skipped attempt took).
+ * Claim queries for the dispatcher, observer and recovery workers. Each is ONE statement that
+ * finds due work in FIFO order and locks it, node and request together, with
+ * FOR UPDATE ... SKIP LOCKED:
+ *
+ * - SKIP LOCKED: a row another transaction holds (a claim in progress, an approver, a writer) is
+ *   passed over, never waited for, so claimers in many processes never queue behind each other
+ *   and a locked row never blocks the rows behind it.
+ * - The locking clause is applied after ORDER BY and LIMIT, and a locked row is re-checked against
+ *   the WHERE clause on its newest version (READ COMMITTED's EvalPlanQual): a node another claimer
+ *   moved on between our snapshot and our lock drops out instead of being claimed twice.
+ * - Locking the request row too makes it the per-movement mutex every node writer takes first
+ *   (see group-commit.ts); a second node of the same request in the result is locked as well but
+ *   the caller takes only the first (serial per request), and the durable transition function
+ *   refuses a claim that would put a second node of a request in dispatch.
+ *
+ * The caller moves what it claimed through the machines in the same transaction (one batched
+ * transition) and commits, which releases the locks; a dispatch then holds its node through its
+ * lease token, not a lock.
  */
 
 // The key of a binding that is either a string or an object with executor_key.
@@ -15,8 +30,8 @@ const MANUAL = `(n.node_kind = 'manual_gate' OR n.action_type LIKE 'manual\\_%')
 // Serial per request: a request with a node already being prepared, signed or submitted waits.
 const NO_SIBLING_IN_DISPATCH = `NOT EXISTS (SELECT 1 FROM request_nodes s WHERE s.request_id = n.request_id
                                   AND s.node_state IN ('PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING'))`;
-const DISPATCHABLE = `n.node_state = 'READY' AND r.request_state IN ('APPROVED', 'EXECUTING') AND NOT ${MANUAL}
-                      AND (n.dispatch_after IS NULL OR n.dispatch_after <= now())`;
+const NODE_DISPATCHABLE = `n.node_state = 'READY' AND NOT ${MANUAL} AND (n.dispatch_after IS NULL OR n.dispatch_after <= now())`;
+const DISPATCHABLE = `${NODE_DISPATCHABLE} AND r.request_state IN ('APPROVED', 'EXECUTING')`;
 const OBSERVABLE = `n.node_state IN ('SUBMITTED', 'OBSERVING') AND r.request_state = 'EXECUTING'
                     AND (n.next_observe_at IS NULL OR n.next_observe_at <= now())`;
 
@@ -27,57 +42,82 @@ export interface Claimed {
 
 function split(row: Record<string, unknown>): Claimed {
   const { n, r } = row as { n: NodeRow; r: RequestRow };
-  return { node: revive(n, NODE_DATES), request: revive(r, REQUEST_DATES) };
+  return { node: reviveNode(n), request: reviveRequest(r) };
 }
 
-// Row-to-JSON loses Date types; restore them so the claimed rows look like plain SELECT rows.
-const NODE_DATES = ['next_observe_at', 'last_observed_at', 'dispatch_after', 'started_at', 'created_at', 'updated_at'];
-const REQUEST_DATES = ['expires_at', 'created_at', 'updated_at'];
-function revive<T>(row: T, fields: string[]): T {
-  const r = row as Record<string, unknown>;
-  for (const f of fields) if (typeof r[f] === 'string') r[f] = new Date(r[f] as string);
-  return row;
+/** Keeps the first claimed node of each request (the oldest, given the claim order). */
+function firstPerRequest(claims: Claimed[]): Claimed[] {
+  const seen = new Set<string>();
+  return claims.filter((c) => !seen.has(c.request.id) && seen.add(c.request.id));
 }
 
-/** READY nodes in FIFO order of their requests, without locks. */
-export async function dispatchCandidates(db: Queryable, limit: number, exclude: string[]): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>(
-    `SELECT n.id FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-      WHERE ${DISPATCHABLE} AND ${NO_SIBLING_IN_DISPATCH} AND NOT (n.id = ANY($2::uuid[]))
-      ORDER BY r.created_at, n.created_at LIMIT $1`,
-    [limit, exclude],
-  );
-  return rows.map((r) => r.id);
-}
+/*
+ * The FIFO walk. Both claims list candidates by walking active requests oldest first (partial index
+ * movement_requests_active) and looking up each one's nodes by request id in a LATERAL subquery
+ * with a LIMIT, which the planner cannot flatten into a join: each lookup is an index probe on a
+ * partial (request_id) index of the claimable state. The cost follows the active requests whatever
+ * the statistics say; as a plain join, a planner that believes the partial indexes nearly empty
+ * (the usual picture with a long history) may scan one in full for every active request. The walk
+ * lists eight times the batch, so claimers running at the same moment, who skip each other's locked
+ * rows, still find work behind one another; the locking step re-checks every condition on the rows
+ * it locks.
+ */
 
-export async function claimForDispatch(db: Queryable, nodeId: string): Promise<Claimed | null> {
+/**
+ * Up to `limit` READY nodes, oldest request first, at most one per request, none of a request that
+ * already has a node in dispatch. The caller moves them to PREPARING in the same transaction.
+ */
+export async function claimDispatchBatch(db: Queryable, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query(
-    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-      WHERE n.id = $1 AND ${DISPATCHABLE} AND ${NO_SIBLING_IN_DISPATCH}
+    `WITH c AS (
+       SELECT r.id AS request_id, x.id AS node_id
+         FROM movement_requests r
+        CROSS JOIN LATERAL (
+              SELECT n.id FROM request_nodes n
+               WHERE n.request_id = r.id AND ${NODE_DISPATCHABLE} AND ${NO_SIBLING_IN_DISPATCH}
+               ORDER BY n.created_at, n.node_key
+               LIMIT 1) x
+        WHERE r.request_state IN ('APPROVED', 'EXECUTING')
+        ORDER BY r.created_at, r.id
+        LIMIT $1 * 8)
+     SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+       FROM c JOIN movement_requests r ON r.id = c.request_id JOIN request_nodes n ON n.id = c.node_id
+      WHERE ${DISPATCHABLE}
+      ORDER BY r.created_at, r.id
+      LIMIT $1
       FOR UPDATE OF n, r SKIP LOCKED`,
-    [nodeId],
-  );
-  return rows[0] ? split(rows[0]) : null;
-}
-
-/** Due SUBMITTED / OBSERVING nodes of executing requests, FIFO by request, without locks. */
-export async function observeCandidates(db: Queryable, limit: number): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>(
-    `SELECT n.id FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-      WHERE ${OBSERVABLE} ORDER BY r.created_at, n.created_at LIMIT $1`,
     [limit],
   );
-  return rows.map((r) => r.id);
+  return firstPerRequest(rows.map(split));
 }
 
-export async function claimForObserve(db: Queryable, nodeId: string): Promise<Claimed | null> {
+/**
+ * Up to `limit` due SUBMITTED / OBSERVING nodes of executing requests, oldest request first. The
+ * observer holds these locks through observe() and its commit, as the reference runtime does: the
+ * observer, recovery and operators never act on one attempt at the same time.
+ */
+export async function claimObserveBatch(db: Queryable, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query(
-    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-      WHERE n.id = $1 AND ${OBSERVABLE}
+    `WITH c AS (
+       SELECT x.id AS node_id
+         FROM movement_requests r
+        CROSS JOIN LATERAL (
+              SELECT n.id, n.created_at, n.node_key FROM request_nodes n
+               WHERE n.request_id = r.id AND n.node_state IN ('SUBMITTED', 'OBSERVING')
+                 AND (n.next_observe_at IS NULL OR n.next_observe_at <= now())
+               LIMIT 16) x
+        WHERE r.request_state = 'EXECUTING'
+        ORDER BY r.created_at, r.id, x.created_at, x.node_key
+        LIMIT $1 * 8)
+     SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+       FROM c JOIN request_nodes n ON n.id = c.node_id JOIN movement_requests r ON r.id = n.request_id
+      WHERE ${OBSERVABLE}
+      ORDER BY r.created_at, r.id, n.created_at, n.node_key
+      LIMIT $1
       FOR UPDATE OF n, r SKIP LOCKED`,
-    [nodeId],
+    [limit],
   );
-  return rows[0] ? split(rows[0]) : null;
+  return rows.map(split);
 }
 
 export interface RecoveryArm {
@@ -87,46 +127,54 @@ export interface RecoveryArm {
 }
 
 /**
- * UNKNOWN nodes, and nodes stuck in SUBMITTING longer than their lane's grace, of executing
- * requests only; longest idle first. `graceSeconds(lane)` is applied in SQL through a lane table.
+ * Claims UNKNOWN nodes, and nodes stuck in SUBMITTING longer than their lane's grace, of executing
+ * requests only; longest idle first. The lane grace is applied in SQL through a lane table. Like the
+ * observer, recovery holds the locks across recover(): it must not race the observer or an
+ * operator while it decides what happened to the attempt.
  */
-export async function recoveryCandidates(
+export async function claimRecoveryBatch(
   db: Queryable,
   arm: RecoveryArm,
   otherLanes: string[],
   grace: { lane: string; seconds: number }[],
   defaultGraceSeconds: number,
-): Promise<{ id: string; row_version: number }[]> {
-  const laneFilter = arm.lanes ? `c.lane = ANY($2::text[])` : `NOT (c.lane = ANY($2::text[]))`;
-  const { rows } = await db.query<{ id: string; row_version: number }>(
-    `WITH g AS (SELECT * FROM jsonb_to_recordset($3::jsonb) AS g(lane text, seconds double precision)),
-          c AS (SELECT n.id, n.row_version, n.node_state, n.updated_at, split_part(${EXECUTOR_KEY}, '.', 2) AS lane
-                  FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-                 WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING') AND r.request_state = 'EXECUTING')
-     SELECT c.id, c.row_version FROM c LEFT JOIN g ON g.lane = c.lane
-      WHERE ${laneFilter}
-        AND (c.node_state = 'UNKNOWN'
-             OR c.updated_at < now() - make_interval(secs => coalesce(g.seconds, $4)))
-      ORDER BY c.updated_at LIMIT $1`,
+): Promise<Claimed[]> {
+  const laneFilter = arm.lanes ? `l.lane = ANY($2::text[])` : `NOT (l.lane = ANY($2::text[]))`;
+  const { rows } = await db.query(
+    `WITH g AS (SELECT * FROM jsonb_to_recordset($3::jsonb) AS g(lane text, seconds double precision))
+     SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+       FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
+            CROSS JOIN LATERAL (SELECT split_part(${EXECUTOR_KEY}, '.', 2) AS lane) l
+            LEFT JOIN g ON g.lane = l.lane
+      WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING') AND r.request_state = 'EXECUTING'
+        AND ${laneFilter}
+        AND (n.node_state = 'UNKNOWN' OR n.updated_at < now() - make_interval(secs => coalesce(g.seconds, $4)))
+      ORDER BY n.updated_at
+      LIMIT $1
+      FOR UPDATE OF n, r SKIP LOCKED`,
     [arm.limit, arm.lanes ?? otherLanes, JSON.stringify(grace), defaultGraceSeconds],
   );
-  return rows;
+  return rows.map(split);
 }
 
 /**
- * Claims a listed candidate only if it has not moved since it was listed (same row_version) and is
- * still in one of `states`: a node that left SUBMITTING and came back as a new attempt is not the
- * stuck attempt that was listed.
+ * Claims nodes whose dispatch was abandoned before SUBMITTING (the process died, or stalled, in
+ * preflight, prepare or signing): idle in PREPARING or AWAITING_SIGNATURE past the grace. Nothing
+ * was submitted for them; releasing them clears their lease, so a stalled dispatcher that wakes up
+ * later has its writes refused.
  */
-export async function claimUnchangedNode(db: Queryable, nodeId: string, rowVersion: number, states: readonly string[]): Promise<Claimed | null> {
+export async function claimAbandonedDispatches(db: Queryable, graceSeconds: number, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query(
-    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-      WHERE n.id = $1 AND n.row_version = $2 AND n.node_state = ANY($3::text[])
-        AND r.request_state = 'EXECUTING'
+    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+       FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
+      WHERE n.node_state IN ('PREPARING', 'AWAITING_SIGNATURE') AND r.request_state = 'EXECUTING'
+        AND n.updated_at < now() - make_interval(secs => $1)
+      ORDER BY n.updated_at
+      LIMIT $2
       FOR UPDATE OF n, r SKIP LOCKED`,
-    [nodeId, rowVersion, states],
+    [graceSeconds, limit],
   );
-  return rows[0] ? split(rows[0]) : null;
+  return rows.map(split);
 }
 
 /** PENDING_APPROVAL requests past their expiry, without locks (the sweep claims each one). */
@@ -147,19 +195,4 @@ export async function claimForExpiry(db: Queryable, requestId: string): Promise<
     [requestId],
   );
   return rows[0] ?? null;
-}
-
-/**
- * Nodes whose dispatch was abandoned before SUBMITTING (the process died in preflight, prepare or
- * signing): idle in PREPARING or AWAITING_SIGNATURE past the grace. Nothing was submitted for them.
- */
-export async function abandonedDispatches(db: Queryable, graceSeconds: number, limit: number): Promise<{ id: string; row_version: number }[]> {
-  const { rows } = await db.query<{ id: string; row_version: number }>(
-    `SELECT n.id, n.row_version FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
-      WHERE n.node_state IN ('PREPARING', 'AWAITING_SIGNATURE') AND r.request_state = 'EXECUTING'
-        AND n.updated_at < now() - make_interval(secs => $1)
-      ORDER BY n.updated_at LIMIT $2`,
-    [graceSeconds, limit],
-  );
-  return rows;
 }

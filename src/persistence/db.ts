@@ -76,22 +76,6 @@ export async function withSavepoint<T>(client: Client, name: string, fn: () => P
   }
 }
 
-/**
- * Runs a claim inside a savepoint: when it finds nothing (null) or throws, the savepoint is rolled
- * back, which releases any lock the skipped attempt took on one side of a joined row.
- */
-export async function claimInSavepoint<T>(client: Client, fn: () => Promise<T | null>): Promise<T | null> {
-  await client.query('SAVEPOINT claim');
-  try {
-    const result = await fn();
-    await client.query(result === null ? 'ROLLBACK TO SAVEPOINT claim' : 'RELEASE SAVEPOINT claim');
-    return result;
-  } catch (err) {
-    await client.query('ROLLBACK TO SAVEPOINT claim');
-    throw err;
-  }
-}
-
 /** Resolves when the database answers a trivial query. */
 export async function ping(db: Queryable): Promise<void> {
   await db.query('SELECT 1');

@@ -4,9 +4,8 @@ import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
- * SQL for movement requests and their nodes: the rows the durable transition function reads and
- * writes. State columns are written only through writeRequestTransition / writeNodeTransition,
- * which the durable transition function calls after the machine has decided.
+ * SQL for movement requests and their nodes. State columns are written only by the durable
+ * transition function's batched write (group-commit.ts), after the machines have decided.
  */
 
 export interface RequestRow {
@@ -66,6 +65,8 @@ export interface NodeRow {
   started_at: Date | null;
   error_code: string | null;
   error_detail: string | null;
+  /** The lease token of the dispatch that claimed the node (migration 0010); null when unclaimed. */
+  claim_token: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -97,20 +98,6 @@ export async function getRequest(db: Queryable, requestId: string): Promise<Requ
   return rows[0] ?? null;
 }
 
-/** Locks the request a node belongs to (the node itself is locked after, keeping the lock order). */
-export async function lockRequestOfNode(db: Queryable, nodeId: string): Promise<RequestRow | null> {
-  const { rows } = await db.query<RequestRow>(
-    'SELECT * FROM movement_requests WHERE id = (SELECT request_id FROM request_nodes WHERE id = $1) FOR UPDATE',
-    [nodeId],
-  );
-  return rows[0] ?? null;
-}
-
-export async function lockNode(db: Queryable, nodeId: string): Promise<NodeRow | null> {
-  const { rows } = await db.query<NodeRow>('SELECT * FROM request_nodes WHERE id = $1 FOR UPDATE', [nodeId]);
-  return rows[0] ?? null;
-}
-
 export async function getNode(db: Queryable, nodeId: string): Promise<NodeRow | null> {
   const { rows } = await db.query<NodeRow>('SELECT * FROM request_nodes WHERE id = $1', [nodeId]);
   return rows[0] ?? null;
@@ -124,179 +111,23 @@ export async function nodesOfRequest(db: Queryable, requestId: string): Promise<
   return rows;
 }
 
+/** The nodes of several requests, grouped by request id (each in plan order). */
+export async function nodesOfRequests(db: Queryable, requestIds: string[]): Promise<Map<string, NodeRow[]>> {
+  const { rows } = await db.query<NodeRow>(
+    'SELECT * FROM request_nodes WHERE request_id = ANY($1::uuid[]) ORDER BY request_id, created_at, node_key',
+    [requestIds],
+  );
+  const out = new Map<string, NodeRow[]>(requestIds.map((id) => [id, []]));
+  for (const n of rows) out.get(n.request_id)?.push(n);
+  return out;
+}
+
 export async function nodeByKey(db: Queryable, requestId: string, nodeKey: string): Promise<NodeRow | null> {
   const { rows } = await db.query<NodeRow>('SELECT * FROM request_nodes WHERE request_id = $1 AND node_key = $2', [
     requestId,
     nodeKey,
   ]);
   return rows[0] ?? null;
-}
-
-export interface RequestWrite {
-  request_state: string;
-  approval_status: string;
-  approvals: unknown[];
-  decided_by: string | null;
-}
-
-/** The log entry written with a state change: what happened, and who did it. */
-export interface TransitionCause {
-  machine_id: string;
-  machine_version: string;
-  event_type: string;
-  event_payload: Record<string, unknown>;
-  actor: string;
-}
-
-/** A state change and its log row, as written together. */
-export interface Logged<Row> {
-  row: Row;
-  transition: TransitionRow;
-}
-
-function loggedFrom<Row extends { row_version: number }>(
-  r: Row & { t_id: number; t_at: Date },
-  entity: { type: 'request' | 'node'; id: string; requestId: string; nodeKey: string | null; from: string; to: string },
-  cause: TransitionCause,
-): Logged<Row> {
-  const { t_id, t_at, ...row } = r;
-  return {
-    row: row as unknown as Row,
-    transition: {
-      id: t_id,
-      machine_id: cause.machine_id,
-      machine_version: cause.machine_version,
-      entity_type: entity.type,
-      entity_id: entity.id,
-      request_id: entity.requestId,
-      node_key: entity.nodeKey,
-      seq: r.row_version,
-      from_state: entity.from,
-      to_state: entity.to,
-      event_type: cause.event_type,
-      event_payload: cause.event_payload,
-      actor: cause.actor,
-      at: t_at,
-    },
-  };
-}
-
-/**
- * Writes a request's new state and appends its transition row in one statement. The machine's
- * precondition is repeated in SQL: the row must still be in `fromState` at `rowVersion`; null when
- * it is not (a concurrent writer won). The log row's seq is the new row version: gap-free per entity.
- */
-export async function writeRequestTransition(
-  db: Queryable,
-  id: string,
-  fromState: string,
-  rowVersion: number,
-  next: RequestWrite,
-  cause: TransitionCause,
-): Promise<Logged<RequestRow> | null> {
-  const { rows } = await db.query<RequestRow & { t_id: number; t_at: Date }>(
-    `WITH u AS (
-       UPDATE movement_requests
-          SET request_state = $4, approval_status = $5, approvals = $6, decided_by = $7,
-              row_version = row_version + 1, updated_at = now()
-        WHERE id = $1 AND request_state = $2 AND row_version = $3
-        RETURNING *),
-     t AS (
-       INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,
-                                from_state, to_state, event_type, event_payload, actor)
-       SELECT $8, $9, 'request', u.id, u.id, NULL, u.row_version, $2, u.request_state, $10, $11, $12 FROM u
-       RETURNING id, at)
-     SELECT u.*, t.id AS t_id, t.at AS t_at FROM u, t`,
-    [
-      id,
-      fromState,
-      rowVersion,
-      next.request_state,
-      next.approval_status,
-      JSON.stringify(next.approvals),
-      next.decided_by,
-      cause.machine_id,
-      cause.machine_version,
-      cause.event_type,
-      JSON.stringify(cause.event_payload),
-      cause.actor,
-    ],
-  );
-  if (!rows[0]) return null;
-  return loggedFrom(rows[0], { type: 'request', id, requestId: id, nodeKey: null, from: fromState, to: next.request_state }, cause);
-}
-
-export interface NodeWrite {
-  node_state: string;
-  attempt_no: number;
-  started_at: string | null;
-  provider_state: string | null;
-  provider_refs: Record<string, unknown>;
-  provider_ref_id: string | null;
-  next_observe_at: string | null;
-  last_observed_at: string | null;
-  observe_count: number;
-  dispatch_after: string | null;
-  error_code: string | null;
-  error_detail: string | null;
-}
-
-/** Writes a node's new state and appends its transition row in one statement (see writeRequestTransition). */
-export async function writeNodeTransition(
-  db: Queryable,
-  node: Pick<NodeRow, 'id' | 'request_id' | 'node_key'>,
-  fromState: string,
-  rowVersion: number,
-  next: NodeWrite,
-  cause: TransitionCause,
-): Promise<Logged<NodeRow> | null> {
-  const { rows } = await db.query<NodeRow & { t_id: number; t_at: Date }>(
-    `WITH u AS (
-       UPDATE request_nodes
-          SET node_state = $4, attempt_no = $5,
-              idempotency_key = $21,
-              started_at = $6, provider_state = $7, provider_refs = $8, provider_ref_id = $9,
-              next_observe_at = $10, last_observed_at = $11, observe_count = $12, dispatch_after = $13,
-              error_code = $14, error_detail = $15, row_version = row_version + 1, updated_at = now()
-        WHERE id = $1 AND node_state = $2 AND row_version = $3
-        RETURNING *),
-     t AS (
-       INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,
-                                from_state, to_state, event_type, event_payload, actor)
-       SELECT $16, $17, 'node', u.id, u.request_id, u.node_key, u.row_version, $2, u.node_state, $18, $19, $20 FROM u
-       RETURNING id, at)
-     SELECT u.*, t.id AS t_id, t.at AS t_at FROM u, t`,
-    [
-      node.id,
-      fromState,
-      rowVersion,
-      next.node_state,
-      next.attempt_no,
-      next.started_at,
-      next.provider_state,
-      JSON.stringify(next.provider_refs),
-      next.provider_ref_id,
-      next.next_observe_at,
-      next.last_observed_at,
-      next.observe_count,
-      next.dispatch_after,
-      next.error_code,
-      next.error_detail,
-      cause.machine_id,
-      cause.machine_version,
-      cause.event_type,
-      JSON.stringify(cause.event_payload),
-      cause.actor,
-      // Attempt 0 (not dispatched yet) has no key.
-      next.attempt_no > 0 ? attemptKey(node.id, next.attempt_no) : null,
-    ],
-  );
-  if (!rows[0]) return null;
-  return loggedFrom(
-    rows[0],
-    { type: 'node', id: node.id, requestId: node.request_id, nodeKey: node.node_key, from: fromState, to: next.node_state },
-    cause,
-  );
 }
 
 export interface NewTransition {
@@ -338,10 +169,6 @@ export async function appendTransition(db: Queryable, t: NewTransition): Promise
   return rows[0];
 }
 
-export async function setFrontier(db: Queryable, requestId: string, frontier: string[]): Promise<void> {
-  await db.query('UPDATE movement_requests SET current_frontier = $2 WHERE id = $1', [requestId, JSON.stringify(frontier)]);
-}
-
 export async function transitionsOfRequest(db: Queryable, requestId: string, afterId = 0, limit = 1000): Promise<TransitionRow[]> {
   const { rows } = await db.query<TransitionRow>(
     'SELECT * FROM transitions WHERE request_id = $1 AND id > $2 ORDER BY id LIMIT $3',
@@ -353,11 +180,6 @@ export async function transitionsOfRequest(db: Queryable, requestId: string, aft
 export async function transitionsOfEntity(db: Queryable, entityId: string): Promise<TransitionRow[]> {
   const { rows } = await db.query<TransitionRow>('SELECT * FROM transitions WHERE entity_id = $1 ORDER BY seq', [entityId]);
   return rows;
-}
-
-/** Wakes listeners when the surrounding transaction commits (Postgres delivers NOTIFY on commit). */
-export async function notifyOnCommit(db: Queryable, channel: string, payload: string): Promise<void> {
-  await db.query('SELECT pg_notify($1, $2)', [channel, payload]);
 }
 
 export interface NewRequest {

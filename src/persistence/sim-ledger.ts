@@ -37,6 +37,27 @@ export async function recordCall(db: Queryable, entry: SimCallEntry): Promise<{ 
   return { priorCalls: Number(rows[0].prior) };
 }
 
+/**
+ * Records several calls in one statement (one commit: the simulated provider's group commit). Each
+ * entry's prior count includes the rows already stored and the entries before it in this batch
+ * for the same node and call, so a batch numbers calls exactly as one-at-a-time recording would.
+ */
+export async function recordCalls(db: Queryable, entries: SimCallEntry[]): Promise<{ priorCalls: number }[]> {
+  const { rows } = await db.query<{ ord: number; prior: number }>(
+    `WITH e AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(ord int, request_node_id uuid, attempt_no int,
+                  idempotency_key text, executor_key text, call text)),
+          numbered AS (SELECT e.*, (SELECT count(*) FROM sim_side_effects s WHERE s.request_node_id = e.request_node_id AND s.call = e.call)
+                                   + row_number() OVER (PARTITION BY e.request_node_id, e.call ORDER BY e.ord) - 1 AS prior
+                         FROM e),
+          ins AS (INSERT INTO sim_side_effects (request_node_id, attempt_no, idempotency_key, executor_key, call)
+                  SELECT request_node_id, attempt_no, idempotency_key, executor_key, call FROM numbered ORDER BY ord
+                  RETURNING 1)
+     SELECT ord, prior FROM numbered WHERE (SELECT count(*) FROM ins) >= 0 ORDER BY ord`,
+    [JSON.stringify(entries.map((e, ord) => ({ ord, ...e })))],
+  );
+  return rows.map((r) => ({ priorCalls: Number(r.prior) }));
+}
+
 /** How many calls of this kind the node has made, over all its attempts. */
 export async function countCalls(db: Queryable, requestNodeId: string, call: SimCall): Promise<number> {
   const { rows } = await db.query<{ n: number }>(

@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isAddress, serializeTransaction, toHex, type Address } from 'viem';
 import type { Pool } from '../../persistence/db.ts';
-import { recordCall, submitsFor, type SimCall } from '../../persistence/sim-ledger.ts';
+import { submitsFor, type SimCall } from '../../persistence/sim-ledger.ts';
 import { attemptKey } from '../../ids.ts';
+import { LedgerBatcher } from './ledger-batcher.ts';
 import { FatalMovementError, TemporaryMovementError } from '../errors.ts';
+import { ownDatabase } from '../infra.ts';
 import { payloadHash } from '../payload-hash.ts';
 import {
   ExecutionResultSchema,
@@ -30,13 +32,17 @@ const SINK_ADDRESS: Address = '0x000000000000000000000000000000000000dEaD';
  */
 export class SimExecutor implements Executor {
   readonly lane = SIM_LANE;
+  readonly #ledger: LedgerBatcher;
 
   constructor(
     readonly executorKey: string,
     /** action: submit completes at once; observe: submit reports SUBMITTED and the observer polls. */
     private readonly style: 'action' | 'observe',
     private readonly pool: Pool,
-  ) {}
+    ledger?: LedgerBatcher,
+  ) {
+    this.#ledger = ledger ?? new LedgerBatcher(pool);
+  }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
     const { script } = await this.#call(ctx, 'preflight');
@@ -100,7 +106,7 @@ export class SimExecutor implements Executor {
     // As a provider lookup by idempotency key would: the attempt went out, or it never arrived.
     // The simulated provider's ledger is authoritative, so "never arrived" is proof, and READY
     // lets the node try again under a new attempt (a real lane needs the same certainty to do so).
-    const submits = await submitsFor(this.pool, idempotencyKey(ctx));
+    const submits = await ownDatabase('recover', () => submitsFor(this.pool, idempotencyKey(ctx)));
     if (submits.length > 0) return outcomeResult('COMPLETED', ctx, 'recover');
     return outcomeResult(
       { next_state: 'READY', error_code: 'RECOVERY_NO_SUBMISSION', error_detail: 'the provider has no record of this attempt' },
@@ -116,13 +122,16 @@ export class SimExecutor implements Executor {
   async #call(ctx: ExecutionContext, call: SimCall): Promise<{ script: SimScript; n: number }> {
     const script = simScript(ctx);
     if (script.latency_ms) await sleep(script.latency_ms);
-    const { priorCalls } = await recordCall(this.pool, {
-      request_node_id: ctx.request_node_id,
-      attempt_no: ctx.attempt_no,
-      idempotency_key: idempotencyKey(ctx),
-      executor_key: this.executorKey,
-      call,
-    });
+    // The ledger is Ferry's own database: its trouble is not the provider's answer (see infra.ts).
+    const { priorCalls } = await ownDatabase(call, () =>
+      this.#ledger.record({
+        request_node_id: ctx.request_node_id,
+        attempt_no: ctx.attempt_no,
+        idempotency_key: idempotencyKey(ctx),
+        executor_key: this.executorKey,
+        call,
+      }),
+    );
     if (script.ack_latency_ms) await sleep(script.ack_latency_ms);
     return { script, n: priorCalls };
   }

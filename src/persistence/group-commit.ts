@@ -1,0 +1,181 @@
+import type { NewArtifact } from './artifacts.ts';
+import type { Queryable } from './db.ts';
+import type { NodeRow, RequestRow, TransitionRow } from './movements.ts';
+
+/**
+ * The two statements of a batched durable transition (src/actors/transition.ts): lock what the
+ * batch touches, then write everything the machines decided in one set-based statement.
+ *
+ * Concurrency. Every writer of a node locks its request row first (the request row is the mutex of
+ * a movement: claims take node and request together, the API locks the request before it delivers).
+ * A batch locks all its requests, and their nodes, in one statement ordered by request id: the
+ * locking clause is applied after the sort, so two batches over overlapping sets of requests take
+ * the locks in the same order and never deadlock; a single delivery locks one request, which cannot
+ * form a cycle with them. Locks a claim already holds in this transaction are simply held again.
+ *
+ * The write repeats the machine's precondition in SQL: each row must still be in the state and at
+ * the row version it was read at. Under the locks that always holds; if it ever does not, the
+ * counts come back short and the caller throws TransitionConflictError, rolling back the whole
+ * transaction (its log rows and its NOTIFY included: Postgres delivers NOTIFY only on commit).
+ */
+
+export interface LockedMovement {
+  request: RequestRow;
+  nodes: NodeRow[];
+}
+
+// Row-to-JSON loses Date types; restore them so the rows look like plain SELECT rows.
+const NODE_DATES = ['next_observe_at', 'last_observed_at', 'dispatch_after', 'started_at', 'created_at', 'updated_at'] as const;
+const REQUEST_DATES = ['expires_at', 'created_at', 'updated_at'] as const;
+function revive<T>(row: T, fields: readonly string[]): T {
+  const r = row as Record<string, unknown>;
+  for (const f of fields) if (typeof r[f] === 'string') r[f] = new Date(r[f] as string);
+  return row;
+}
+export const reviveNode = (row: NodeRow): NodeRow => revive(row, NODE_DATES);
+export const reviveRequest = (row: RequestRow): RequestRow => revive(row, REQUEST_DATES);
+
+/**
+ * Locks the given requests and the requests of the given nodes, with all their nodes, in request id
+ * order (FOR UPDATE, waiting: a delivery must not skip its entity). One row per movement.
+ */
+export async function lockMovements(db: Queryable, requestIds: string[], nodeIds: string[]): Promise<LockedMovement[]> {
+  const { rows } = await db.query<{ r: RequestRow; n: NodeRow[] }>(
+    `WITH ids AS (SELECT unnest($1::uuid[]) AS id
+                  UNION SELECT request_id FROM request_nodes WHERE id = ANY($2::uuid[])),
+          locked AS (SELECT r.* FROM movement_requests r WHERE r.id IN (SELECT id FROM ids) ORDER BY r.id FOR UPDATE),
+          nodes AS (SELECT n.* FROM request_nodes n WHERE n.request_id IN (SELECT id FROM locked)
+                     ORDER BY n.request_id, n.id FOR UPDATE)
+     -- The rows come from the locking CTEs: after a lock wait they are the versions just committed,
+     -- where a fresh scan would still see this statement's older snapshot.
+     SELECT to_jsonb(l) AS r,
+            coalesce((SELECT jsonb_agg(to_jsonb(n) ORDER BY n.created_at, n.node_key) FROM nodes n WHERE n.request_id = l.id), '[]') AS n
+       FROM locked l`,
+    [requestIds, nodeIds],
+  );
+  return rows.map((row) => ({ request: reviveRequest(row.r), nodes: row.n.map(reviveNode) }));
+}
+
+/** A node row's new values; `from_*` is the precondition. */
+export interface NodeWriteRow {
+  id: string;
+  from_state: string;
+  from_version: number;
+  node_state: string;
+  row_version: number;
+  attempt_no: number;
+  /** attemptKey(id, attempt_no) once dispatched; built in TypeScript only (src/ids.ts). */
+  idempotency_key: string | null;
+  started_at: string | null;
+  provider_state: string | null;
+  provider_refs: Record<string, unknown>;
+  provider_ref_id: string | null;
+  next_observe_at: string | null;
+  last_observed_at: string | null;
+  observe_count: number;
+  dispatch_after: string | null;
+  error_code: string | null;
+  error_detail: string | null;
+  claim_token: string | null;
+}
+
+/** A request row's new values; a frontier-only change keeps state and version. */
+export interface RequestWriteRow {
+  id: string;
+  from_state: string;
+  from_version: number;
+  request_state: string;
+  row_version: number;
+  approval_status: string;
+  approvals: unknown[];
+  decided_by: string | null;
+  current_frontier: string[];
+}
+
+export type NewTransitionRow = Omit<TransitionRow, 'id' | 'at'>;
+
+export interface GroupWrite {
+  nodes: NodeWriteRow[];
+  requests: RequestWriteRow[];
+  /** In the order they happened: ids and clock_timestamp() follow it. */
+  transitions: NewTransitionRow[];
+  artifacts: NewArtifact[];
+  channel: string;
+  /** NOTIFY payloads, each under Postgres' 8000-byte limit. */
+  notices: string[];
+}
+
+/** What the write set that the caller could not compute itself: ids, log ids and times. */
+export interface GroupWritten {
+  nodes: Pick<NodeRow, 'id' | 'idempotency_key' | 'updated_at'>[];
+  requests: Pick<RequestRow, 'id' | 'updated_at'>[];
+  /** id and at of each transition, in input order. */
+  logged: { id: number; at: Date }[];
+}
+
+/** Writes a batch's rows, log entries and artifacts, and queues its NOTIFY, in one statement. */
+export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWritten> {
+  type Stamp = { id: string; updated_at: string; idempotency_key?: string | null };
+  const { rows } = await db.query<{ n: Stamp[] | null; r: Stamp[] | null; t: { id: number; at: string }[] | null }>(
+    `WITH nw AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, from_state text, from_version int, node_state text,
+                   row_version int, attempt_no int, idempotency_key text, started_at timestamptz, provider_state text, provider_refs jsonb,
+                   provider_ref_id text, next_observe_at timestamptz, last_observed_at timestamptz, observe_count int,
+                   dispatch_after timestamptz, error_code text, error_detail text, claim_token uuid)),
+          nu AS (UPDATE request_nodes n
+                    SET node_state = nw.node_state, attempt_no = nw.attempt_no,
+                        idempotency_key = nw.idempotency_key,
+                        started_at = nw.started_at, provider_state = nw.provider_state, provider_refs = nw.provider_refs,
+                        provider_ref_id = nw.provider_ref_id, next_observe_at = nw.next_observe_at,
+                        last_observed_at = nw.last_observed_at, observe_count = nw.observe_count,
+                        dispatch_after = nw.dispatch_after, error_code = nw.error_code, error_detail = nw.error_detail,
+                        claim_token = nw.claim_token, row_version = nw.row_version, updated_at = now()
+                   FROM nw
+                  WHERE n.id = nw.id AND n.node_state = nw.from_state AND n.row_version = nw.from_version
+                  RETURNING n.id, n.idempotency_key, n.updated_at),
+          rw AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id uuid, from_state text, from_version int, request_state text,
+                   row_version int, approval_status text, approvals jsonb, decided_by text, current_frontier jsonb)),
+          ru AS (UPDATE movement_requests r
+                    SET request_state = rw.request_state, approval_status = rw.approval_status, approvals = rw.approvals,
+                        decided_by = rw.decided_by, current_frontier = rw.current_frontier, row_version = rw.row_version,
+                        updated_at = CASE WHEN rw.row_version <> rw.from_version THEN now() ELSE r.updated_at END
+                   FROM rw
+                  WHERE r.id = rw.id AND r.request_state = rw.from_state AND r.row_version = rw.from_version
+                  RETURNING r.id, r.updated_at),
+          tw AS (INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,
+                                          from_state, to_state, event_type, event_payload, actor)
+                 SELECT machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq, from_state, to_state,
+                        event_type, event_payload, actor
+                   FROM jsonb_to_recordset($3::jsonb) AS x(machine_id text, machine_version text, entity_type text,
+                        entity_id uuid, request_id uuid, node_key text, seq int, from_state text, to_state text, event_type text,
+                        event_payload jsonb, actor text, ord int)
+                  ORDER BY ord
+                 RETURNING id, at),
+          aw AS (INSERT INTO artifacts (request_id, request_node_id, attempt_no, artifact_type, artifact_digest, content_format,
+                                        content_inline, content_uri, artifact_metadata)
+                 SELECT a.request_id, a.request_node_id, a.attempt_no, a.artifact_type, a.artifact_digest, a.content_format,
+                        a.content_inline, a.content_uri, a.artifact_metadata
+                   FROM jsonb_to_recordset($4::jsonb) AS a(request_id uuid, request_node_id uuid, attempt_no int, artifact_type text,
+                        artifact_digest text, content_format text, content_inline text, content_uri text, artifact_metadata jsonb)
+                 RETURNING 1),
+          nt AS (SELECT count(pg_notify($5, p)) AS c FROM unnest($6::text[]) AS p)
+     SELECT (SELECT jsonb_agg(to_jsonb(nu)) FROM nu) AS n,
+            (SELECT jsonb_agg(to_jsonb(ru)) FROM ru) AS r,
+            (SELECT jsonb_agg(jsonb_build_object('id', id, 'at', at) ORDER BY id) FROM tw) AS t,
+            (SELECT count(*) FROM aw) AS a,
+            (SELECT c FROM nt) AS notified`,
+    [
+      JSON.stringify(w.nodes),
+      JSON.stringify(w.requests),
+      JSON.stringify(w.transitions.map((t, ord) => ({ ...t, ord }))),
+      JSON.stringify(w.artifacts),
+      w.channel,
+      w.notices,
+    ],
+  );
+  const row = rows[0];
+  return {
+    nodes: (row.n ?? []).map((n) => ({ id: n.id, idempotency_key: n.idempotency_key ?? null, updated_at: new Date(n.updated_at) })),
+    requests: (row.r ?? []).map((r) => ({ id: r.id, updated_at: new Date(r.updated_at) })),
+    logged: (row.t ?? []).map((t) => ({ id: Number(t.id), at: new Date(t.at) })),
+  };
+}
