@@ -45,7 +45,16 @@ async function main() {
     ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=300000', ...args, ...files],
     {
       stdio: 'inherit',
-      env: { ...process.env, FERRY_TEST_ADMIN_URL: adminUrl, FERRY_TEST_TEMPLATE: template, FERRY_LOG_LEVEL: process.env.FERRY_LOG_LEVEL ?? 'silent' },
+      env: {
+        ...process.env,
+        FERRY_TEST_ADMIN_URL: adminUrl,
+        FERRY_TEST_TEMPLATE: template,
+        FERRY_LOG_LEVEL: process.env.FERRY_LOG_LEVEL ?? 'silent',
+        // Tests talk to loopback only: the AWS SDK must never look for credentials at the
+        // instance-metadata address, and nothing may report usage.
+        AWS_EC2_METADATA_DISABLED: 'true',
+        DO_NOT_TRACK: '1',
+      },
     },
   );
   const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
