@@ -43,22 +43,51 @@ export async function ensureTemplate(adminUrl: string): Promise<string> {
   }
 }
 
-/** Drops databases left by earlier test runs (kept because their files failed) and stale templates. */
+/** A template younger than this may belong to another checkout's test run going on right now. */
+const TEMPLATE_KEEP_MS = 60 * 60 * 1000;
+
+/**
+ * Drops databases left by earlier test runs (kept because their files failed) and stale templates,
+ * but never another run's: a test database whose process (`ferry_t_<pid>_...`) is still alive on
+ * this machine, or a template created within the last hour (another checkout, with other
+ * migrations, may be cloning it between two files).
+ */
 export async function dropOldTestDatabases(adminUrl: string, keepTemplate: string): Promise<void> {
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
-    const { rows } = await admin.query<{ datname: string }>(
-      `SELECT datname FROM pg_database WHERE (datname LIKE 'ferry\\_t\\_%' OR datname LIKE 'ferry\\_tpl\\_%') AND datname <> $1`,
+    const { rows } = await admin.query<{ datname: string; created: Date | null }>(
+      `SELECT datname, created FROM pg_database d
+         LEFT JOIN LATERAL (SELECT (pg_stat_file('base/' || d.oid || '/PG_VERSION', true)).modification AS created) f ON true
+        WHERE (datname LIKE 'ferry\\_t\\_%' OR datname LIKE 'ferry\\_tpl\\_%') AND datname <> $1`,
       [keepTemplate],
+    ).catch(() =>
+      // pg_stat_file needs a superuser (or pg_read_server_files); without it, ages are unknown.
+      admin.query<{ datname: string; created: Date | null }>(
+        `SELECT datname, NULL::timestamptz AS created FROM pg_database
+          WHERE (datname LIKE 'ferry\\_t\\_%' OR datname LIKE 'ferry\\_tpl\\_%') AND datname <> $1`,
+        [keepTemplate],
+      ),
     );
-    for (const { datname } of rows) {
+    for (const { datname, created } of rows) {
+      if (datname.startsWith('ferry_tpl_') && (!created || Date.now() - created.getTime() < TEMPLATE_KEEP_MS)) continue;
+      const pid = /^ferry_t_(\d+)_/.exec(datname)?.[1];
+      if (pid && processAlive(Number(pid))) continue;
       // Without FORCE: a database another test run is using right now (its connections are open)
       // is left alone; the drop fails with 55006 and we move on.
       await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(datname)}`).catch(() => {});
     }
   } finally {
     await admin.end();
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
