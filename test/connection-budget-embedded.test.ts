@@ -160,12 +160,9 @@ test(`${PROCESSES} worker processes on max_connections=${MAX_CONNECTIONS} fit an
   }
 });
 
-// Until Ferry's own infrastructure errors (a refused connection here) defer the node instead of
-// failing it, this one fails with PREPARE_ERROR: it is marked todo so that it runs and reports
-// without failing the suite. Drop the todo once deferral is in.
-const needsDeferral = { todo: 'needs infrastructure errors to defer the node (issue 15, item 3)' };
-
-test('a client that takes every free connection for a few seconds costs time, never a movement', needsDeferral, async () => {
+// Ferry's own infrastructure errors (a refused connection here) defer the node and retry; they never
+// fail it (src/persistence/infra-errors.ts).
+test('a client that takes every free connection for a few seconds costs time, never a movement', async () => {
   const url = await migratedDatabase();
   // The test's own two connections stay open through the fault (no idle reaping), so it can still
   // approve and watch while nobody else gets a connection.
