@@ -30,8 +30,8 @@ const MANUAL = `(n.node_kind = 'manual_gate' OR n.action_type LIKE 'manual\\_%')
 // Serial per request: a request with a node already being prepared, signed or submitted waits.
 const NO_SIBLING_IN_DISPATCH = `NOT EXISTS (SELECT 1 FROM request_nodes s WHERE s.request_id = n.request_id
                                   AND s.node_state IN ('PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING'))`;
-const NODE_DISPATCHABLE = `n.node_state = 'READY' AND NOT ${MANUAL} AND (n.dispatch_after IS NULL OR n.dispatch_after <= now())`;
-const DISPATCHABLE = `${NODE_DISPATCHABLE} AND r.request_state IN ('APPROVED', 'EXECUTING')`;
+const DISPATCHABLE = `n.node_state = 'READY' AND r.request_state IN ('APPROVED', 'EXECUTING') AND NOT ${MANUAL}
+                      AND (n.dispatch_after IS NULL OR n.dispatch_after <= now())`;
 const OBSERVABLE = `n.node_state IN ('SUBMITTED', 'OBSERVING') AND r.request_state = 'EXECUTING'
                     AND (n.next_observe_at IS NULL OR n.next_observe_at <= now())`;
 
@@ -51,39 +51,16 @@ function firstPerRequest(claims: Claimed[]): Claimed[] {
   return claims.filter((c) => !seen.has(c.request.id) && seen.add(c.request.id));
 }
 
-/*
- * The FIFO walk. Both claims list candidates by walking active requests oldest first (partial index
- * movement_requests_active) and looking up each one's nodes by request id in a LATERAL subquery
- * with a LIMIT, which the planner cannot flatten into a join: each lookup is an index probe on a
- * partial (request_id) index of the claimable state. The cost follows the active requests whatever
- * the statistics say; as a plain join, a planner that believes the partial indexes nearly empty
- * (the usual picture with a long history) may scan one in full for every active request. The walk
- * lists eight times the batch, so claimers running at the same moment, who skip each other's locked
- * rows, still find work behind one another; the locking step re-checks every condition on the rows
- * it locks.
- */
-
 /**
  * Up to `limit` READY nodes, oldest request first, at most one per request, none of a request that
  * already has a node in dispatch. The caller moves them to PREPARING in the same transaction.
  */
 export async function claimDispatchBatch(db: Queryable, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query(
-    `WITH c AS (
-       SELECT r.id AS request_id, x.id AS node_id
-         FROM movement_requests r
-        CROSS JOIN LATERAL (
-              SELECT n.id FROM request_nodes n
-               WHERE n.request_id = r.id AND ${NODE_DISPATCHABLE} AND ${NO_SIBLING_IN_DISPATCH}
-               ORDER BY n.created_at, n.node_key
-               LIMIT 1) x
-        WHERE r.request_state IN ('APPROVED', 'EXECUTING')
-        ORDER BY r.created_at, r.id
-        LIMIT $1 * 8)
-     SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
-       FROM c JOIN movement_requests r ON r.id = c.request_id JOIN request_nodes n ON n.id = c.node_id
-      WHERE ${DISPATCHABLE}
-      ORDER BY r.created_at, r.id
+    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+       FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
+      WHERE ${DISPATCHABLE} AND ${NO_SIBLING_IN_DISPATCH}
+      ORDER BY r.created_at, r.id, n.created_at, n.node_key
       LIMIT $1
       FOR UPDATE OF n, r SKIP LOCKED`,
     [limit],
@@ -98,19 +75,8 @@ export async function claimDispatchBatch(db: Queryable, limit: number): Promise<
  */
 export async function claimObserveBatch(db: Queryable, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query(
-    `WITH c AS (
-       SELECT x.id AS node_id
-         FROM movement_requests r
-        CROSS JOIN LATERAL (
-              SELECT n.id, n.created_at, n.node_key FROM request_nodes n
-               WHERE n.request_id = r.id AND n.node_state IN ('SUBMITTED', 'OBSERVING')
-                 AND (n.next_observe_at IS NULL OR n.next_observe_at <= now())
-               LIMIT 16) x
-        WHERE r.request_state = 'EXECUTING'
-        ORDER BY r.created_at, r.id, x.created_at, x.node_key
-        LIMIT $1 * 8)
-     SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
-       FROM c JOIN request_nodes n ON n.id = c.node_id JOIN movement_requests r ON r.id = n.request_id
+    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+       FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
       WHERE ${OBSERVABLE}
       ORDER BY r.created_at, r.id, n.created_at, n.node_key
       LIMIT $1
