@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { startFerry, type RunningFerry } from '../src/main.ts';
+import { test } from 'node:test';
+import { startFerry } from '../src/main.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { browserAvailable, openBrowser, screenshot, type TestBrowser } from './helpers/browser.ts';
+import { browserAvailable, browserFixture, openBrowser, screenshot } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';
 
 /**
@@ -15,25 +15,22 @@ import { testDatabase } from './helpers/db.ts';
  */
 
 if (browserAvailable('balances panel in a browser')) {
-  let ferry: RunningFerry | undefined;
-  let browser: TestBrowser | undefined;
-  after(async () => {
-    await browser?.close();
-    await ferry?.stop();
-  });
+  const held = browserFixture();
   const db = await testDatabase();
-  ferry = await startFerry({
+  const ferry = await startFerry({
     DATABASE_URL: db.url,
     HOST: '127.0.0.1',
     PORT: '0',
     FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-ui-balances-')),
     FERRY_LOG_LEVEL: 'silent',
   });
+  held.ferry = ferry;
   const base = ferry.url;
   const viewer = (await createToken(db.pool, { name: 'ui-balances-viewer', role: 'viewer' })).token;
 
   test('the /ui page shows the watched balances, stale ones marked', async () => {
-    browser = await openBrowser(base, { viewport: { width: 1280, height: 720 } });
+    const browser = await openBrowser(base, { viewport: { width: 1280, height: 720 } });
+    held.browser = browser;
     const { page, offsite, errors } = browser;
 
     // No balances: no panel.

@@ -3,32 +3,28 @@
  * sweep's queue and the Schedules page every sweep's schedule. Needs Chromium (see helpers/browser.ts).
  */
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { sweepDefinitions, sweepQueue } from '../src/actors/sweeps.ts';
-import type { RunningFerry } from '../src/main.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { browserAvailable, openBrowser, type TestBrowser } from './helpers/browser.ts';
+import { browserAvailable, browserFixture, openBrowser } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';
 import { startFerryWithWorkers } from './helpers/ferry.ts';
 
 if (browserAvailable('dashboard in a browser')) await browserTests();
 
 async function browserTests() {
-  let ferry: RunningFerry | undefined;
-  let browser: TestBrowser | undefined;
-  after(async () => {
-    await browser?.close();
-    await ferry?.stop();
-  });
+  const held = browserFixture();
 
   const db = await testDatabase();
   // Balance snapshots are off by default; on so that every sweep of the registry has its queue and schedule.
-  ferry = await startFerryWithWorkers(db.url, { FERRY_DEMO_TEMPLATE: 'false', FERRY_BALANCE_SNAPSHOT_ENABLED: 'true' });
+  const ferry = await startFerryWithWorkers(db.url, { FERRY_DEMO_TEMPLATE: 'false', FERRY_BALANCE_SNAPSHOT_ENABLED: 'true' });
+  held.ferry = ferry;
   const base = ferry.url;
   const operator = (await createToken(db.pool, { name: 'dash-browser-operator', role: 'operator' })).token;
 
   // The page may talk to this Ferry only: every other request is aborted and recorded.
-  browser = await openBrowser(base);
+  const browser = await openBrowser(base);
+  held.browser = browser;
   const { page, offsite } = browser;
 
   test('signed in, the dashboard shows every sweep queue and its schedule', async () => {

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
-import type { RunningFerry } from '../src/main.ts';
+import { test } from 'node:test';
 import { DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { browserAvailable, openBrowser, screenshot, type TestBrowser } from './helpers/browser.ts';
+import { browserAvailable, browserFixture, openBrowser, screenshot } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';
 import { startFerryWithWorkers } from './helpers/ferry.ts';
 import { callApi } from './helpers/http.ts';
@@ -20,16 +19,12 @@ const STEPS = ['withdraw', 'observe_deposit', 'sweep'];
 if (browserAvailable('visualizer in a browser')) await browserTests();
 
 async function browserTests() {
-  let ferry: RunningFerry | undefined;
-  let browser: TestBrowser | undefined;
   // Registered before testDatabase()'s hook: Ferry and its workers stop before the database is dropped.
-  after(async () => {
-    await browser?.close();
-    await ferry?.stop();
-  });
+  const held = browserFixture();
 
   const db = await testDatabase();
-  ferry = await startFerryWithWorkers(db.url, { FERRY_DEMO_TEMPLATE: 'true' });
+  const ferry = await startFerryWithWorkers(db.url, { FERRY_DEMO_TEMPLATE: 'true' });
+  held.ferry = ferry;
   const base = ferry.url;
   const requester = (await createToken(db.pool, { name: 'ui-requester', role: 'requester' })).token;
   const approver = (await createToken(db.pool, { name: 'ui-approver', role: 'approver' })).token;
@@ -42,7 +37,8 @@ async function browserTests() {
   };
 
   // The page may talk to this Ferry only: any other request fails the test.
-  browser = await openBrowser(base);
+  const browser = await openBrowser(base);
+  held.browser = browser;
   const { page, offsite, errors } = browser;
 
   const stateOf = (key: string) => page.locator(`#dag g.dag-node[data-key="${key}"]`).getAttribute('data-state');

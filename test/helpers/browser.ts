@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -66,6 +66,25 @@ export async function openBrowser(base: string, opts: { viewport?: { width: numb
       rmSync(userDataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** What a browser test file starts, closed when the file ends. */
+export interface BrowserFixture {
+  browser?: TestBrowser;
+  ferry?: { stop(): Promise<void> };
+}
+
+/**
+ * Registers the file's clean-up and returns the holder to put its browser and Ferry in: the browser
+ * closes, then Ferry stops. Call it before testDatabase(), whose drop must come after Ferry stopped.
+ */
+export function browserFixture(): BrowserFixture {
+  const held: BrowserFixture = {};
+  after(async () => {
+    await held.browser?.close();
+    await held.ferry?.stop();
+  });
+  return held;
 }
 
 /** Saves a screenshot of the page under test-artifacts/. */
