@@ -378,7 +378,7 @@ get('audit: unknown order', '/v3/audit-events?order=sideways');
 get('audit: limit zero', '/v3/audit-events?limit=0');
 get('audit: cursor not a number', '/v3/audit-events?cursor=abc');
 get('audit: unknown parameter', '/v3/audit-events?since=yesterday');
-get('unknown route under /v3', '/v3/balances', 404, 'NOT_FOUND');
+get('unknown route under /v3', '/v3/no-such-resource', 404, 'NOT_FOUND');
 add({ name: 'DELETE a movement', method: 'DELETE', path: `/v3/movements/${pending.id}`, token: admin, status: 404, code: 'NOT_FOUND' });
 add({ name: 'PATCH a template', method: 'PATCH', path: '/v3/templates/shape', token: admin, body: {}, status: 404, code: 'NOT_FOUND' });
 

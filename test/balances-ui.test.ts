@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { chromium, type BrowserContext } from 'playwright-core';
-import { startFerry, type RunningFerry } from '../src/main.ts';
+import { test } from 'node:test';
+import { startFerry } from '../src/main.ts';
 import { createToken } from '../src/persistence/tokens.ts';
+import { browserAvailable, browserFixture, openBrowser, screenshot } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';
 
 /**
@@ -14,47 +14,24 @@ import { testDatabase } from './helpers/db.ts';
  * The rows are written straight into the table (the sweep has its own tests in balances.test.ts).
  */
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARTIFACTS = new URL('../test-artifacts/', import.meta.url);
-
-if (!existsSync(CHROMIUM)) {
-  test('balances panel in a browser', { skip: `no Chromium at ${CHROMIUM}; install Debian's chromium package to run it` }, () => {});
-} else {
-  let ferry: RunningFerry | undefined;
-  let context: BrowserContext | undefined;
-  const userDataDir = mkdtempSync(join(tmpdir(), 'ferry-chromium-'));
-  after(async () => {
-    await context?.close().catch(() => {});
-    await ferry?.stop();
-    rmSync(userDataDir, { recursive: true, force: true });
-  });
+if (browserAvailable('balances panel in a browser')) {
+  const held = browserFixture();
   const db = await testDatabase();
-  ferry = await startFerry({
+  const ferry = await startFerry({
     DATABASE_URL: db.url,
     HOST: '127.0.0.1',
     PORT: '0',
     FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-ui-balances-')),
     FERRY_LOG_LEVEL: 'silent',
   });
+  held.ferry = ferry;
   const base = ferry.url;
   const viewer = (await createToken(db.pool, { name: 'ui-balances-viewer', role: 'viewer' })).token;
 
   test('the /ui page shows the watched balances, stale ones marked', async () => {
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    const offsite: string[] = [];
-    await context.route('**/*', (route) => {
-      const url = route.request().url();
-      if (url.startsWith(base) || url.startsWith('data:')) return route.continue();
-      offsite.push(url);
-      return route.abort();
-    });
-    const page = context.pages()[0] ?? (await context.newPage());
-    const errors: string[] = [];
-    page.on('pageerror', (err) => errors.push(String(err)));
+    const browser = await openBrowser(base, { viewport: { width: 1280, height: 720 } });
+    held.browser = browser;
+    const { page, offsite, errors } = browser;
 
     // No balances: no panel.
     await page.goto(`${base}/ui`);
@@ -77,8 +54,7 @@ if (!existsSync(CHROMIUM)) {
     assert.match(rows[1], /0x0000\.\.\.00bb\s+native\s+chain 10\s+2\s*stale: RPC_UNREACHABLE/);
     assert.equal(await page.locator('#balances tbody tr.stale').count(), 1);
     assert.match(await page.locator('#balances-note').innerText(), /2, 1 stale/);
-    mkdirSync(ARTIFACTS, { recursive: true });
-    await page.screenshot({ path: new URL('balances-panel.png', ARTIFACTS).pathname });
+    await screenshot(page, 'balances-panel.png');
     assert.deepEqual(offsite, []);
     assert.deepEqual(errors, []);
   });

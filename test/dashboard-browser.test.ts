@@ -1,79 +1,31 @@
 /**
  * The pg-boss dashboard in a real browser, signed in as an operator: the Queues page lists every
- * sweep's queue and the Schedules page every sweep's schedule. Runs when Chromium is installed.
+ * sweep's queue and the Schedules page every sweep's schedule. Needs Chromium (see helpers/browser.ts).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { chromium, type BrowserContext } from 'playwright-core';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
+import { test } from 'node:test';
 import { sweepDefinitions, sweepQueue } from '../src/actors/sweeps.ts';
-import { log } from '../src/log.ts';
-import { startFerry, type RunningFerry } from '../src/main.ts';
 import { createToken } from '../src/persistence/tokens.ts';
+import { browserAvailable, browserFixture, openBrowser } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';
+import { startFerryWithWorkers } from './helpers/ferry.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-
-if (!existsSync(CHROMIUM)) {
-  test('dashboard in a browser', { skip: `no Chromium at ${CHROMIUM}; install Debian's chromium package to run it` }, () => {});
-} else {
-  await browserTests();
-}
+if (browserAvailable('dashboard in a browser')) await browserTests();
 
 async function browserTests() {
-  let runtime: Runtime | undefined;
-  let ferry: RunningFerry | undefined;
-  let context: BrowserContext | undefined;
-  const userDataDir = mkdtempSync(join(tmpdir(), 'ferry-chromium-'));
-  after(async () => {
-    await context?.close().catch(() => {});
-    await ferry?.stop();
-    rmSync(userDataDir, { recursive: true, force: true });
-  });
+  const held = browserFixture();
 
   const db = await testDatabase();
-  ferry = await startFerry(
-    {
-      DATABASE_URL: db.url,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-dash-')),
-      FERRY_DEMO_TEMPLATE: 'false',
-      // Off by default; on so that every sweep of the registry has its queue and schedule.
-      FERRY_BALANCE_SNAPSHOT_ENABLED: 'true',
-      FERRY_LOG_LEVEL: process.env.FERRY_LOG_LEVEL ?? 'silent',
-    },
-    {
-      onStarted: async (r) => {
-        runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
-        r.appDeps.runtime = runtime;
-      },
-      onStopping: async () => {
-        await runtime?.stop();
-      },
-    },
-  );
+  // Balance snapshots are off by default; on so that every sweep of the registry has its queue and schedule.
+  const ferry = await startFerryWithWorkers(db.url, { FERRY_DEMO_TEMPLATE: 'false', FERRY_BALANCE_SNAPSHOT_ENABLED: 'true' });
+  held.ferry = ferry;
   const base = ferry.url;
   const operator = (await createToken(db.pool, { name: 'dash-browser-operator', role: 'operator' })).token;
 
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1440, height: 960 },
-  });
   // The page may talk to this Ferry only: every other request is aborted and recorded.
-  const offsite: string[] = [];
-  await context.route('**/*', (route) => {
-    const url = route.request().url();
-    if (url.startsWith(base) || url.startsWith('data:')) return route.continue();
-    offsite.push(url);
-    return route.abort();
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
+  const browser = await openBrowser(base);
+  held.browser = browser;
+  const { page, offsite } = browser;
 
   test('signed in, the dashboard shows every sweep queue and its schedule', async () => {
     await page.goto(`${base}/dashboard/queues`);

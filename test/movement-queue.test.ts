@@ -17,6 +17,7 @@ import { createToken } from '../src/persistence/tokens.ts';
 import { parseTemplateDefinition } from '../src/plan/template-schema.ts';
 import { testDatabase } from './helpers/db.ts';
 import { singleNodeTemplate } from './helpers/fixtures.ts';
+import { waitFor } from './helpers/wait.ts';
 
 let runtime: Runtime | undefined;
 after(async () => {
@@ -33,17 +34,6 @@ await createToken(db.pool, { name: 'an-approver', role: 'approver' });
 
 const base = { template_key: 'queue.pay', intent: { asset: 'USDC', amount: '5' }, requested_by: 'upstream-treasury' };
 
-/** Polls (bounded) until the check returns a value. */
-async function eventually<T>(what: string, check: () => Promise<T | null | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 async function jobOutput(queue: string, id: string) {
   const job = await boss.getJobById(queue, id);
   return job?.state === 'completed' ? (job.output as Record<string, unknown>) : null;
@@ -55,7 +45,7 @@ const movementsWithKey = async (key: string) =>
 test('a message becomes a movement as the API makes it; the same message again returns it', async () => {
   const msg = { ...base, idempotency_key: 'queue-ok-1' };
   const first = await sendMovementRequest(boss, msg);
-  const out = await eventually('the first job', () => jobOutput(MOVEMENT_QUEUE, first));
+  const out = await waitFor('the first job', () => jobOutput(MOVEMENT_QUEUE, first));
   assert.equal(out.outcome, 'created');
   const rows = await movementsWithKey('queue-ok-1');
   assert.equal(rows.length, 1);
@@ -69,7 +59,7 @@ test('a message becomes a movement as the API makes it; the same message again r
   assert.ok(audit.rows[0].n >= 1, 'created with its audit row');
 
   const again = await sendMovementRequest(boss, msg);
-  const replay = await eventually('the repeated job', () => jobOutput(MOVEMENT_QUEUE, again));
+  const replay = await waitFor('the repeated job', () => jobOutput(MOVEMENT_QUEUE, again));
   assert.deepEqual(replay, { outcome: 'replayed', movement_id: out.movement_id });
   assert.equal((await movementsWithKey('queue-ok-1')).length, 1);
 });
@@ -84,17 +74,17 @@ test('messages that can never succeed are dead-lettered with their reason and cr
     ['not an object', 'create a movement please', 'VALIDATION_FAILED'],
     ['callback to a bad scheme', { ...base, callback_url: 'ftp://127.0.0.1/x', idempotency_key: 'queue-bad-4' }, 'VALIDATION_FAILED'],
   ];
-  await eventually('the first message of the key', async () => ((await movementsWithKey('queue-reused')).length === 1 ? true : null));
+  await waitFor('the first message of the key', async () => ((await movementsWithKey('queue-reused')).length === 1 ? true : null));
   cases.push(['key reused for another body', { ...base, intent: { asset: 'USDC', amount: '6' }, idempotency_key: 'queue-reused' }, 'IDEMPOTENCY_KEY_REUSED']);
 
   const before = (await db.pool.query('SELECT count(*)::int AS n FROM movement_requests')).rows[0].n;
   for (const [what, data, code] of cases) {
     // Sent raw, as a foreign system might: the consumer, not the sender, must catch it.
     const id = (await boss.send(MOVEMENT_QUEUE, data as object))!;
-    const out = await eventually(what, () => jobOutput(MOVEMENT_QUEUE, id));
+    const out = await waitFor(what, () => jobOutput(MOVEMENT_QUEUE, id));
     assert.equal(out.outcome, 'dead_lettered', what);
     assert.equal((out.reason as { code: string }).code, code, what);
-    const dead = await eventually(`${what} in the dead-letter queue`, async () => {
+    const dead = await waitFor(`${what} in the dead-letter queue`, async () => {
       const { rows } = await db.pool.query(`SELECT data FROM pgboss.job WHERE name = $1 AND data->>'source_job_id' = $2`, [MOVEMENT_QUEUE_DLQ, id]);
       return rows[0]?.data ?? null;
     });
@@ -132,7 +122,7 @@ test('`ferry queue send` places a message that a worker turns into a movement', 
   const sent = await run(['queue', 'send', '--template', 'queue.pay', '--intent', '{"asset":"USDC","amount":"7"}', '--requested-by', 'upstream-treasury', '--idempotency-key', 'queue-cli-1', '--json']);
   assert.equal(sent.code, 0, sent.stderr);
   const { job_id } = JSON.parse(sent.stdout);
-  const out = await eventually('the CLI job', () => jobOutput(MOVEMENT_QUEUE, job_id));
+  const out = await waitFor('the CLI job', () => jobOutput(MOVEMENT_QUEUE, job_id));
   assert.equal(out.outcome, 'created');
   const bad = await run(['queue', 'send', '--template', 'queue.pay', '--intent', '[1]', '--requested-by', 'x']);
   assert.equal(bad.code, 2, bad.stderr);

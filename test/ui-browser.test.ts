@@ -1,15 +1,10 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { startFerry, type RunningFerry } from '../src/main.ts';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
+import { test } from 'node:test';
 import { DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
-import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
+import { browserAvailable, browserFixture, openBrowser, screenshot } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';
+import { startFerryWithWorkers } from './helpers/ferry.ts';
 import { callApi } from './helpers/http.ts';
 
 /**
@@ -19,55 +14,17 @@ import { callApi } from './helpers/http.ts';
  * the finished movement is kept in test-artifacts/.
  */
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARTIFACTS = new URL('../test-artifacts/', import.meta.url);
 const STEPS = ['withdraw', 'observe_deposit', 'sweep'];
 
-const MISSING = `no Chromium at ${CHROMIUM}; install Debian's chromium package (apt-get install -y chromium) to run it`;
-
-if (!existsSync(CHROMIUM)) {
-  // A developer's machine may lack a browser; CI must not pass without having run this file.
-  if (process.env.CI === 'true') {
-    test('visualizer in a browser', () => assert.fail(`CI=true: ${MISSING}`));
-  } else {
-    test('visualizer in a browser', { skip: MISSING }, () => {});
-  }
-} else {
-  await browserTests();
-}
+if (browserAvailable('visualizer in a browser')) await browserTests();
 
 async function browserTests() {
-  let runtime: Runtime | undefined;
-  let ferry: RunningFerry | undefined;
-  let context: BrowserContext | undefined;
-  const userDataDir = mkdtempSync(join(tmpdir(), 'ferry-chromium-'));
   // Registered before testDatabase()'s hook: Ferry and its workers stop before the database is dropped.
-  after(async () => {
-    await context?.close().catch(() => {});
-    await ferry?.stop();
-    rmSync(userDataDir, { recursive: true, force: true });
-  });
+  const held = browserFixture();
 
   const db = await testDatabase();
-  ferry = await startFerry(
-    {
-      DATABASE_URL: db.url,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-ui-')),
-      FERRY_DEMO_TEMPLATE: 'true',
-      FERRY_LOG_LEVEL: process.env.FERRY_LOG_LEVEL ?? 'silent',
-    },
-    {
-      onStarted: async (r) => {
-        runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
-        r.appDeps.runtime = runtime;
-      },
-      onStopping: async () => {
-        await runtime?.stop();
-      },
-    },
-  );
+  const ferry = await startFerryWithWorkers(db.url, { FERRY_DEMO_TEMPLATE: 'true' });
+  held.ferry = ferry;
   const base = ferry.url;
   const requester = (await createToken(db.pool, { name: 'ui-requester', role: 'requester' })).token;
   const approver = (await createToken(db.pool, { name: 'ui-approver', role: 'approver' })).token;
@@ -79,23 +36,10 @@ async function browserTests() {
     return r.body;
   };
 
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1440, height: 960 },
-  });
   // The page may talk to this Ferry only: any other request fails the test.
-  const offsite: string[] = [];
-  await context.route('**/*', (route) => {
-    const url = route.request().url();
-    if (url.startsWith(base) || url.startsWith('data:')) return route.continue();
-    offsite.push(url);
-    return route.abort();
-  });
-  const page: Page = context.pages()[0] ?? (await context.newPage());
-  const errors: string[] = [];
-  page.on('pageerror', (err) => errors.push(String(err)));
+  const browser = await openBrowser(base);
+  held.browser = browser;
+  const { page, offsite, errors } = browser;
 
   const stateOf = (key: string) => page.locator(`#dag g.dag-node[data-key="${key}"]`).getAttribute('data-state');
 
@@ -184,8 +128,7 @@ async function browserTests() {
     await page.locator('#dag g.dag-node[data-key="sweep"]').click();
     await page.locator('#machine[data-current="COMPLETED"]').waitFor();
     await page.locator(`#movements li[data-id="${id}"] .badge.s-COMPLETED`).waitFor({ timeout: 30_000 });
-    mkdirSync(ARTIFACTS, { recursive: true });
-    await page.screenshot({ path: new URL('ui-browser.png', ARTIFACTS).pathname, fullPage: true });
+    await screenshot(page, 'ui-browser.png', true);
 
     assert.deepEqual(offsite, [], 'the page loaded nothing from anywhere but Ferry');
     assert.deepEqual(errors, [], 'no script errors');

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { callApi, type Reply } from './http.ts';
 import { waitFor } from './wait.ts';
 
 /**
@@ -78,18 +79,6 @@ export async function stopChild(f: ChildFerry, signal: NodeJS.Signals = 'SIGTERM
 }
 
 /** One authenticated JSON call to a Ferry's API. */
-export async function api(base: string, token: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any; text: string }> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let parsed: unknown = null;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    // not JSON
-  }
-  return { status: res.status, body: parsed, text };
+export function api(base: string, token: string, method: string, path: string, body?: unknown): Promise<Reply> {
+  return callApi(base, method, path, token, body);
 }

@@ -2,7 +2,10 @@
 
 export interface Reply {
   status: number;
+  /** The answer's JSON, or null when it is empty or not JSON. */
   body: any;
+  /** The answer as sent. */
+  text: string;
 }
 
 /** What `createApp()` returns, as far as a caller needs it. */
@@ -10,7 +13,7 @@ export interface InProcessApp {
   request(path: string, init: RequestInit): Response | Promise<Response>;
 }
 
-/** Sends JSON (when `body` is given) with a bearer token; the answer's JSON body, or null when empty. */
+/** Sends JSON (when `body` is given) with a bearer token; the answer's status, JSON and text. */
 export async function callApi(
   target: InProcessApp | string,
   method: string,
@@ -26,5 +29,11 @@ export async function callApi(
   };
   const res = typeof target === 'string' ? await fetch(`${target}${path}`, init) : await target.request(path, init);
   const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
+  let parsed: unknown = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: the text says what came
+  }
+  return { status: res.status, body: parsed, text };
 }
