@@ -6,7 +6,7 @@ import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { defaultRegistries } from '../src/actors/runtime.ts';
 import { loadConfig } from '../src/config.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
-import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor } from '../src/executors/evm/index.ts';
+import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import { classifyBroadcastError } from '../src/executors/evm/rpc-errors.ts';
 import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
@@ -42,7 +42,7 @@ function evmDeps(pool: Pool, executorOverride?: (real: EvmNativeTransferExecutor
   const base = runtimeDeps(pool, ENV);
   const executors = new ExecutorRegistry();
   const signers = new SignerRegistry();
-  const { executor, signer } = createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, pollSeconds: 0 });
+  const { executor, signer } = createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, pollSeconds: 0, nonces: new EvmNonceManager(pool) });
   executors.register(executorOverride ? executorOverride(executor) : executor);
   signers.register(signer);
   return { ...base, executors, signers };
@@ -80,6 +80,7 @@ function dyingInSubmit(when: 'before_broadcast' | 'after_broadcast') {
       lane: real.lane,
       preflight: (ctx: ExecutionContext) => real.preflight(ctx),
       prepare: (ctx: ExecutionContext) => real.prepare(ctx),
+      preSubmitCheck: (ctx: ExecutionContext) => real.preSubmitCheck(ctx),
       observe: (ctx: ExecutionContext) => real.observe(ctx),
       recover: (ctx: ExecutionContext) => real.recover(ctx),
       submit: async (ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions) => {

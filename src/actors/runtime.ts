@@ -4,7 +4,7 @@ import type { PgBoss } from 'pg-boss';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
-import { createEvmLane } from '../executors/evm/index.ts';
+import { createEvmLane, EvmNonceManager } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
@@ -18,6 +18,7 @@ import { createCallbackQueue, requeueStrandedCallbacks, startCallbackDelivery, t
 import { dispatchOne } from './dispatcher.ts';
 import type { RuntimeDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
+import { runEvmNonceReaper } from './evm-nonce-reaper.ts';
 import { expirePendingRequests } from './expiry.ts';
 import { Waker, type LoopSpec, type LoopStats } from './loop-runner.ts';
 import { observeBatch } from './observer.ts';
@@ -62,16 +63,22 @@ export interface Runtime {
 export function defaultRegistries(
   providerPool: Pool,
   config?: Pick<FerryConfig, 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'>,
-): { executors: ExecutorRegistry; signers: SignerRegistry } {
+): { executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null } {
   const executors = new ExecutorRegistry();
   createSimExecutors(providerPool, executors);
   const signers = new SignerRegistry();
   signers.register(new NoopSigner('noop'));
-  // The EVM lane only with both a chain and a (development) key to sign for it.
+  // The EVM lane only with both a chain and a (development) key to sign for it. Its nonce
+  // reservations use the providers' pool (see EvmNonceManager).
+  let evmNonces: EvmNonceManager | null = null;
   if (config?.evmRpcUrl && config.evmSignerKey) {
-    createEvmLane({ rpcUrl: config.evmRpcUrl, signerPrivateKey: config.evmSignerKey, confirmations: config.evmConfirmations }, { executors, signers });
+    evmNonces = new EvmNonceManager(providerPool);
+    createEvmLane(
+      { rpcUrl: config.evmRpcUrl, signerPrivateKey: config.evmSignerKey, confirmations: config.evmConfirmations, nonces: evmNonces },
+      { executors, signers },
+    );
   }
-  return { executors, signers };
+  return { executors, signers, evmNonces };
 }
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
@@ -81,6 +88,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const executors = opts.executors ?? defaults!.executors;
   const signers = opts.signers ?? defaults!.signers;
   const workers = opts.workers ?? config.workersEnabled;
+  const evmNonces = defaults?.evmNonces ?? null;
   const processId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 
   const boss = await startBoss(opts.databaseUrl, { supervise: workers, schedule: workers, max: config.pgbossPoolMax });
@@ -157,6 +165,18 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
           loop('audit_outbox_promoter', 'sidecar', config.auditIntervalSeconds, () => promoteAudit(pool)),
           loop('callback_stranded_sweep', 'sidecar', 60, () => requeueStrandedCallbacks(pool, queue)),
           loop('reconciliation', 'sidecar', config.reconciliationIntervalSeconds, async () => (await reconcileBatch(deps)).checked),
+          // Temporary registration until the sweep registry takes it over.
+          ...(evmNonces && config.evmNonceReaperEnabled
+            ? [
+                loop('evm_nonce_reaper', 'sidecar', config.evmNonceReaperIntervalSeconds, async () => {
+                  const r = await runEvmNonceReaper(
+                    { nonces: evmNonces, stuckSeconds: config.evmNonceStuckSeconds, log },
+                    { batchSize: config.evmNonceReaperBatchSize, maxRunMs: config.evmNonceReaperMaxRunMs },
+                  );
+                  return r.rebroadcast + r.filled + r.released;
+                }),
+              ]
+            : []),
         ],
       },
       log,

@@ -1,7 +1,9 @@
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
 import { EvmNativeTransferExecutor } from './native-transfer.ts';
+import type { EvmNonceManager } from './nonces.ts';
 
+export { EvmNonceManager, type EvmWallet, type NonceAttempt } from './nonces.ts';
 export { EVM_LANE, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, NATIVE_TRANSFER_GAS, type EvmNativeTransferOptions } from './native-transfer.ts';
 
 export const EVM_LOCAL_SIGNER_KEY = 'evm_local';
@@ -13,6 +15,8 @@ export interface EvmLaneOptions {
   confirmations?: number;
   pollSeconds?: number;
   signerKey?: string;
+  /** The shared nonce manager; the lane's wallet is registered with it for the nonce reaper. */
+  nonces?: EvmNonceManager;
 }
 
 /**
@@ -29,7 +33,9 @@ export function createEvmLane(
     from: signer.address,
     confirmations: opts.confirmations,
     pollSeconds: opts.pollSeconds,
+    nonces: opts.nonces,
   });
+  opts.nonces?.registerWallet({ address: executor.from, client: executor.client, signer });
   if (registries) {
     registries.executors.register(executor);
     registries.signers.register(signer);

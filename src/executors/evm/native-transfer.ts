@@ -22,6 +22,7 @@ import {
   type PreparedAction,
   type SubmitOptions,
 } from '../protocol.ts';
+import type { EvmNonceManager } from './nonces.ts';
 import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
 import { decodeSignedTx, preparedNonceOf, signedBytesOf, signsExactly, type SignedTx } from './signed-tx.ts';
 import { boundChainId, transferSpec } from './transfer-config.ts';
@@ -42,6 +43,11 @@ export interface EvmNativeTransferOptions {
   /** Timeout of one JSON-RPC call, in milliseconds. */
   rpcTimeoutMs?: number;
   executorKey?: string;
+  /**
+   * The shared nonce manager. Without it the nonce is the sender's pending count at prepare time,
+   * which is sound only for one sender driven serially.
+   */
+  nonces?: EvmNonceManager;
 }
 
 /**
@@ -50,14 +56,16 @@ export interface EvmNativeTransferOptions {
  * required confirmations by observe(). observe() and recover() work only from the attempt's
  * stored signed bytes and the chain, never from this process's memory.
  *
- * Nonces come from the sender's pending transaction count at prepare time, which is sound for one
- * sender driven serially (see docs/evm-lane.md for the limits).
+ * Nonces come from the nonce manager (src/executors/evm/nonces.ts) when one is given: reserved per
+ * attempt at prepare, cleared before every broadcast, released on a definite refusal. Without it,
+ * from the sender's pending count at prepare time (one serial sender only; see docs/evm-lane.md).
  */
 export class EvmNativeTransferExecutor implements Executor {
   readonly executorKey: string;
   readonly lane = EVM_LANE;
   readonly from: Address;
   readonly #client: PublicClient;
+  readonly #nonces: EvmNonceManager | null;
   readonly #confirmations: number;
   readonly #pollSeconds: number;
 
@@ -67,12 +75,18 @@ export class EvmNativeTransferExecutor implements Executor {
     this.from = opts.from.toLowerCase() as Address;
     this.#confirmations = opts.confirmations ?? 1;
     this.#pollSeconds = opts.pollSeconds ?? 1;
+    this.#nonces = opts.nonces ?? null;
     // One retry for a dropped connection; resending the same signed bytes is harmless. No cached
     // block number: a confirmation count must come from the head as it is now.
     this.#client = createPublicClient({
       cacheTime: 0,
       transport: http(opts.rpcUrl, { timeout: opts.rpcTimeoutMs ?? 10_000, retryCount: 1 }),
     });
+  }
+
+  /** The chain client this executor reads and broadcasts with (the nonce reaper sends with it too). */
+  get client(): PublicClient {
+    return this.#client;
   }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
@@ -91,13 +105,19 @@ export class EvmNativeTransferExecutor implements Executor {
     const spec = transferSpec(ctx, this.#confirmations);
     if (!spec.ok) return failed(spec.code, spec.detail);
     const { to, valueWei } = spec.spec;
-    const [chainId, nonce, fees] = await this.#read('prepare', () =>
+    const [chainId, pending, fees] = await this.#read('prepare', () =>
       Promise.all([
         this.#client.getChainId(),
         this.#client.getTransactionCount({ address: this.from, blockTag: 'pending' }),
         this.#client.estimateFeesPerGas(),
       ]),
     );
+    // The reservation is the last thing prepare does: nothing after it can fail the step, so a
+    // nonce is only left behind when the process dies or the PREPARED commit is refused (the
+    // reaper's case). Same attempt, same nonce.
+    const nonce = this.#nonces
+      ? await this.#nonces.reserve({ chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no }, pending)
+      : pending;
     const payload = serializeTransaction({
       type: 'eip1559',
       chainId,
@@ -123,7 +143,22 @@ export class EvmNativeTransferExecutor implements Executor {
     });
   }
 
-  async submit(_ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
+  /**
+   * The attempt must still hold its nonce: one the reaper reclaimed (released or filled after the
+   * attempt sat between prepare and submit past the stuck threshold) defers the node, and the next
+   * dispatch prepares a new attempt with a new nonce.
+   */
+  async preSubmitCheck(ctx: ExecutionContext): Promise<void> {
+    if (!this.#nonces) return;
+    const held = await this.#nonces.reservationOf(this.from, ctx.request_node_id, ctx.attempt_no);
+    if (!held || held.status === 'confirmed') {
+      throw new TemporaryMovementError('EVM_NONCE_RECLAIMED', `attempt ${ctx.attempt_no} no longer holds a nonce of ${this.from}; it is prepared again`, {
+        retry_after_seconds: 1,
+      });
+    }
+  }
+
+  async submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
     // Every refusal below happens before a byte leaves the process: FAILED is certain.
     const signed = opts.signResult?.signature;
     if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
@@ -136,9 +171,23 @@ export class EvmNativeTransferExecutor implements Executor {
       return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
     }
     if (tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${tx.from}, the executor sends from ${this.from}`);
+    if (this.#nonces) {
+      const cleared = await this.#nonces.clearForBroadcast({ chainId: tx.chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: tx.nonce, txHash: tx.hash });
+      if (!cleared) return failed('EVM_NONCE_RECLAIMED', `nonce ${tx.nonce} is not (or no longer) reserved for this attempt; nothing was sent`);
+    }
     // The hash is known before the broadcast, so even an answer lost on the way back leaves the
     // attempt traceable (recovery derives the same hash from the stored bytes).
-    return this.#broadcast(tx);
+    return this.#settleRefusal(ctx, tx, await this.#broadcast(tx));
+  }
+
+  /** A definite refusal gives the nonce back (or records it as used, for "nonce too low"). */
+  async #settleRefusal(ctx: ExecutionContext, tx: SignedTx, r: ExecutionResult): Promise<ExecutionResult> {
+    if (!this.#nonces || r.next_state !== 'FAILED' || r.provider_state !== 'rejected') return r;
+    const a = { chainId: tx.chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: tx.nonce };
+    const reason = `${r.error_code}: ${r.error_detail ?? ''}`.slice(0, 500);
+    if (r.error_code === 'EVM_NONCE_TOO_LOW') await this.#nonces.consumed(a, reason);
+    else await this.#nonces.release(a, reason);
+    return r;
   }
 
   async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
@@ -165,8 +214,16 @@ export class EvmNativeTransferExecutor implements Executor {
     const status = await this.#chainStatus(ctx, tx.tx);
     if (status) return status;
     // Unknown to the chain and its nonce unused: sending the SAME signed bytes again can only
-    // produce this very transaction (same hash), never a second payment.
-    return this.#broadcast(tx.tx);
+    // produce this very transaction (same hash), never a second payment. Unless the reaper took
+    // the nonce back meanwhile: then these bytes must never be sent, and nothing of the attempt
+    // ever reached the chain.
+    if (this.#nonces) {
+      const cleared = await this.#nonces.clearForBroadcast({ chainId: tx.tx.chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: tx.tx.nonce, txHash: tx.tx.hash });
+      if (!cleared) {
+        return result({ next_state: 'READY', provider_refs: refs(tx.tx), error_code: 'EVM_NONCE_RECLAIMED', error_detail: `nonce ${tx.tx.nonce} was reclaimed and ${tx.tx.hash} never reached the chain` });
+      }
+    }
+    return this.#settleRefusal(ctx, tx.tx, await this.#broadcast(tx.tx));
   }
 
   async health(): Promise<Record<string, unknown>> {
@@ -274,6 +331,10 @@ export class EvmNativeTransferExecutor implements Executor {
       this.#client.getTransactionCount({ address: reserved.from, blockTag: 'pending' }),
     );
     if (pending <= reserved.nonce) {
+      if (this.#nonces) {
+        const chainId = await this.#read('eth_chainId', () => this.#client.getChainId());
+        await this.#nonces.release({ chainId, sender: reserved.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: reserved.nonce }, 'recovered without signed bytes');
+      }
       return result({ next_state: 'READY', error_code: 'EVM_NOTHING_BROADCAST', error_detail: `no signed transaction and nonce ${reserved.nonce} is unused` });
     }
     return manual('EVM_NONCE_IN_USE', `no signed transaction stored, yet nonce ${reserved.nonce} of ${reserved.from} is in use: an operator must check the chain`);
