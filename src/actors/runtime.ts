@@ -4,7 +4,7 @@ import type { PgBoss } from 'pg-boss';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
-import { createEvmLane, EvmNonceManager } from '../executors/evm/index.ts';
+import { createEvmLane, EvmNonceManager, feeBumpOfChain } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
@@ -62,7 +62,7 @@ export interface Runtime {
  */
 export function defaultRegistries(
   providerPool: Pool,
-  config?: Pick<FerryConfig, 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'>,
+  config?: Pick<FerryConfig, 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'> & Partial<Pick<FerryConfig, 'file'>>,
 ): { executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null } {
   const executors = new ExecutorRegistry();
   createSimExecutors(providerPool, executors);
@@ -73,8 +73,16 @@ export function defaultRegistries(
   let evmNonces: EvmNonceManager | null = null;
   if (config?.evmRpcUrl && config.evmSignerKey) {
     evmNonces = new EvmNonceManager(providerPool);
+    // Fee policy from the configuration file's entry for the same RPC URL, when there is one.
+    const chain = config.file?.evm.chains.find((c) => c.rpc_url === config.evmRpcUrl);
     createEvmLane(
-      { rpcUrl: config.evmRpcUrl, signerPrivateKey: config.evmSignerKey, confirmations: config.evmConfirmations, nonces: evmNonces },
+      {
+        rpcUrl: config.evmRpcUrl,
+        signerPrivateKey: config.evmSignerKey,
+        confirmations: config.evmConfirmations,
+        nonces: evmNonces,
+        feeBump: chain ? feeBumpOfChain(chain) : undefined,
+      },
       { executors, signers },
     );
   }

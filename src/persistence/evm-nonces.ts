@@ -209,3 +209,17 @@ export async function signedVersionsOfAttempt(db: Queryable, requestNodeId: stri
   );
   return rows.map((r) => r.content_inline);
 }
+
+/**
+ * Seconds since the attempt's nonce was last cleared for broadcast (the newest version was sent),
+ * by the database's clock; null when the attempt holds no broadcast nonce of this sender.
+ */
+export async function broadcastAgeSeconds(db: Queryable, sender: string, requestNodeId: string, attemptNo: number): Promise<number | null> {
+  const { rows } = await db.query<{ age: number | null }>(
+    `SELECT EXTRACT(EPOCH FROM now() - broadcast_at)::float8 AS age FROM evm_nonce_reservations
+      WHERE sender = $1 AND request_node_id = $2 AND attempt_no = $3 AND status = 'broadcast'
+      ORDER BY id DESC LIMIT 1`,
+    [sender, requestNodeId, attemptNo],
+  );
+  return rows[0]?.age ?? null;
+}

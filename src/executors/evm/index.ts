@@ -1,6 +1,6 @@
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
-import { EvmNativeTransferExecutor } from './native-transfer.ts';
+import { EvmNativeTransferExecutor, type EvmNativeTransferOptions } from './native-transfer.ts';
 import type { EvmNonceManager } from './nonces.ts';
 
 export { EvmNonceManager, type EvmWallet, type NonceAttempt } from './nonces.ts';
@@ -17,6 +17,8 @@ export interface EvmLaneOptions {
   signerKey?: string;
   /** The shared nonce manager; the lane's wallet is registered with it for the nonce reaper. */
   nonces?: EvmNonceManager;
+  /** Fee bumping and the fee cap (a chain's fee_bump_after_seconds, fee_bump_percent, max_fee_per_gas_cap_wei). */
+  feeBump?: EvmNativeTransferOptions['feeBump'];
 }
 
 /**
@@ -34,6 +36,7 @@ export function createEvmLane(
     confirmations: opts.confirmations,
     pollSeconds: opts.pollSeconds,
     nonces: opts.nonces,
+    feeBump: opts.feeBump,
   });
   opts.nonces?.registerWallet({ address: executor.from, client: executor.client, signer });
   if (registries) {
@@ -41,4 +44,13 @@ export function createEvmLane(
     registries.signers.register(signer);
   }
   return { executor, signer };
+}
+
+/** The fee policy of a chain entry of the configuration file, as executor options. */
+export function feeBumpOfChain(chain: { fee_bump_after_seconds?: number; fee_bump_percent: number; max_fee_per_gas_cap_wei?: string }): EvmNativeTransferOptions['feeBump'] {
+  return {
+    afterSeconds: chain.fee_bump_after_seconds,
+    percent: chain.fee_bump_percent,
+    capWei: chain.max_fee_per_gas_cap_wei === undefined ? null : BigInt(chain.max_fee_per_gas_cap_wei),
+  };
 }

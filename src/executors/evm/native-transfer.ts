@@ -22,9 +22,10 @@ import {
   type PreparedAction,
   type SubmitOptions,
 } from '../protocol.ts';
+import { capFees, nextVersion, type FeeBumpPolicy } from './fee-bump.ts';
 import type { EvmNonceManager } from './nonces.ts';
 import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
-import { decodeSignedTx, preparedNonceOf, signedBytesOf, signsExactly, type SignedTx } from './signed-tx.ts';
+import { decodeSignedTx, preparedNonceOf, signedBytesOf, signedVersionsOf, signsExactly, type SignedTx } from './signed-tx.ts';
 import { boundChainId, transferSpec } from './transfer-config.ts';
 
 export const EVM_LANE = 'evm';
@@ -48,6 +49,12 @@ export interface EvmNativeTransferOptions {
    * which is sound only for one sender driven serially.
    */
   nonces?: EvmNonceManager;
+  /**
+   * Fee bumping (needs `nonces`, which records when each version was sent): a version pending
+   * longer than `afterSeconds` is replaced by one with the same nonce and higher fees, up to the
+   * policy cap. `capWei` alone (without `afterSeconds`) only caps the first version's fees.
+   */
+  feeBump?: Partial<FeeBumpPolicy> & { capWei?: bigint | null };
 }
 
 /**
@@ -66,6 +73,8 @@ export class EvmNativeTransferExecutor implements Executor {
   readonly from: Address;
   readonly #client: PublicClient;
   readonly #nonces: EvmNonceManager | null;
+  readonly #feeBump: FeeBumpPolicy | null;
+  readonly #feeCap: bigint | null;
   readonly #confirmations: number;
   readonly #pollSeconds: number;
 
@@ -76,6 +85,11 @@ export class EvmNativeTransferExecutor implements Executor {
     this.#confirmations = opts.confirmations ?? 1;
     this.#pollSeconds = opts.pollSeconds ?? 1;
     this.#nonces = opts.nonces ?? null;
+    this.#feeCap = opts.feeBump?.capWei ?? null;
+    this.#feeBump =
+      opts.feeBump?.afterSeconds !== undefined && this.#nonces
+        ? { afterSeconds: opts.feeBump.afterSeconds, percent: opts.feeBump.percent ?? 20, capWei: this.#feeCap }
+        : null;
     // One retry for a dropped connection; resending the same signed bytes is harmless. No cached
     // block number: a confirmation count must come from the head as it is now.
     this.#client = createPublicClient({
@@ -105,7 +119,7 @@ export class EvmNativeTransferExecutor implements Executor {
     const spec = transferSpec(ctx, this.#confirmations);
     if (!spec.ok) return failed(spec.code, spec.detail);
     const { to, valueWei } = spec.spec;
-    const [chainId, pending, fees] = await this.#read('prepare', () =>
+    const [chainId, pending, estimated] = await this.#read('prepare', () =>
       Promise.all([
         this.#client.getChainId(),
         this.#client.getTransactionCount({ address: this.from, blockTag: 'pending' }),
@@ -115,6 +129,7 @@ export class EvmNativeTransferExecutor implements Executor {
     // The reservation is the last thing prepare does: nothing after it can fail the step, so a
     // nonce is only left behind when the process dies or the PREPARED commit is refused (the
     // reaper's case). Same attempt, same nonce.
+    const fees = capFees(estimated, this.#feeCap);
     const nonce = this.#nonces
       ? await this.#nonces.reserve({ chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no }, pending)
       : pending;
@@ -177,7 +192,11 @@ export class EvmNativeTransferExecutor implements Executor {
     }
     // The hash is known before the broadcast, so even an answer lost on the way back leaves the
     // attempt traceable (recovery derives the same hash from the stored bytes).
-    return this.#settleRefusal(ctx, tx, await this.#broadcast(tx));
+    const sent = await this.#broadcast(tx);
+    // A refused replacement (fee bump) says nothing about the attempt: an earlier version holds
+    // the nonce and may still be mined; observe decides from all versions.
+    if (prepared.provider_hints?.replaces) return sent;
+    return this.#settleRefusal(ctx, tx, sent);
   }
 
   /** A definite refusal gives the nonce back (or records it as used, for "nonce too low"). */
@@ -191,28 +210,86 @@ export class EvmNativeTransferExecutor implements Executor {
   }
 
   async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const tx = await this.#attemptTx(ctx);
-    if (!tx.ok) return tx.result;
-    const status = await this.#chainStatus(ctx, tx.tx);
-    if (status) return status;
+    const txs = await this.#attemptTxs(ctx);
+    if (!txs.ok) return txs.result;
+    const status = await this.#chainStatus(ctx, txs.txs);
+    if (status) return status.next_state === 'SUBMITTED' ? this.#maybeBump(ctx, txs.txs, status) : status;
+    const newest = txs.txs.at(-1)!;
     // Neither mined nor pending, its nonce still free: the node dropped it (restart, eviction).
-    // Only recovery may send it again.
-    return result({
+    // Only recovery may send it again, unless it is overdue for a fee bump: a node evicts a
+    // transaction whose fee cap fell under the base fee, and sending it again would be refused.
+    const dropped = result({
       next_state: 'UNKNOWN',
       provider_state: 'dropped',
-      provider_refs: refs(tx.tx),
+      provider_refs: refs(newest),
       error_code: 'EVM_TX_NOT_FOUND',
-      error_detail: `transaction ${tx.tx.hash} is neither mined nor pending`,
+      error_detail: `transaction ${newest.hash} is neither mined nor pending`,
+    });
+    if (!this.#feeBump) return dropped;
+    // With fee bumping on, the observer keeps the node: once the version is overdue it is
+    // replaced (same nonce, higher fees) rather than re-sent as is.
+    const waiting = result({ ...this.#submitted(newest), provider_state: 'dropped', error_code: 'EVM_TX_NOT_FOUND', error_detail: `${dropped.error_detail}; it is replaced once overdue` });
+    return this.#maybeBump(ctx, txs.txs, waiting);
+  }
+
+  /**
+   * Pending too long: proposes the next version (same nonce and fields, higher fees) as the
+   * result's prepared_action; the runtime has it signed under the node's signing policy, stores it
+   * on the attempt and only then broadcasts it through submit(). At the policy cap, says so and
+   * proposes nothing.
+   */
+  async #maybeBump(ctx: ExecutionContext, txs: SignedTx[], pending: ExecutionResult): Promise<ExecutionResult> {
+    const policy = this.#feeBump;
+    if (!policy || !this.#nonces) return pending;
+    const age = await this.#nonces.broadcastAge(this.from, ctx.request_node_id, ctx.attempt_no);
+    if (age === null || age < policy.afterSeconds) return pending;
+    const estimate = await this.#read('eth_feeHistory', () => this.#client.estimateFeesPerGas());
+    const next = nextVersion(txs, estimate, policy);
+    if (!next) return pending;
+    if (next.kind === 'cap_reached') {
+      return result({
+        ...pending,
+        provider_state: 'fee_cap_reached',
+        provider_refs: { ...pending.provider_refs, versions: txs.length, max_fee_per_gas: next.maxFeePerGas.toString() },
+        error_code: 'EVM_FEE_CAP_REACHED',
+        error_detail: `pending for ${Math.floor(age)} s; ${next.detail}: no further replacement`,
+      });
+    }
+    const top = txs.at(-1)!;
+    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+    return result({
+      ...pending,
+      provider_state: 'replacement_proposed',
+      provider_refs: { ...pending.provider_refs, versions: txs.length },
+      prepared_action: {
+        prepared_action_id: `evm-${key}-v${next.version}`,
+        action_type: ctx.action_type,
+        payload_format: 'evm_raw_tx',
+        payload: next.payload,
+        payload_hash: payloadHash(next.payload),
+        signing_required: true,
+        provider_hints: {
+          chain_id: top.chainId,
+          nonce: top.nonce,
+          from: this.from,
+          replaces: next.replaces,
+          version: next.version,
+          max_fee_per_gas: next.maxFeePerGas.toString(),
+          max_priority_fee_per_gas: next.maxPriorityFeePerGas.toString(),
+        },
+      },
     });
   }
 
   async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
     const raw = signedBytesOf(ctx.attempt_artifacts);
     if (raw === null) return this.#recoverUnsigned(ctx);
-    const tx = await this.#attemptTx(ctx);
-    if (!tx.ok) return tx.result;
-    const status = await this.#chainStatus(ctx, tx.tx);
+    const txs = await this.#attemptTxs(ctx);
+    if (!txs.ok) return txs.result;
+    const status = await this.#chainStatus(ctx, txs.txs);
     if (status) return status;
+    // The newest version: the one with the highest fees.
+    const tx = { tx: txs.txs.at(-1)! };
     // Unknown to the chain and its nonce unused: sending the SAME signed bytes again can only
     // produce this very transaction (same hash), never a second payment. Unless the reaper took
     // the nonce back meanwhile: then these bytes must never be sent, and nothing of the attempt
@@ -257,32 +334,38 @@ export class EvmNativeTransferExecutor implements Executor {
   }
 
   /**
-   * Mined (COMPLETED, OBSERVING until confirmed, or FAILED when reverted), pending (SUBMITTED),
-   * or its nonce taken by another transaction (FAILED); null when the chain has no trace of it
-   * and the nonce is still free.
+   * Over every signed version of the attempt (they share one nonce, so at most one is ever mined):
+   * a mined one (COMPLETED, OBSERVING until confirmed, or FAILED when reverted), else a pending one
+   * (SUBMITTED, newest first), else the nonce taken by another transaction (FAILED); null when the
+   * chain has no trace of any and the nonce is still free.
    */
-  async #chainStatus(ctx: ExecutionContext, tx: SignedTx): Promise<ExecutionResult | null> {
+  async #chainStatus(ctx: ExecutionContext, txs: SignedTx[]): Promise<ExecutionResult | null> {
     const spec = transferSpec(ctx, this.#confirmations);
     const required = spec.ok ? spec.spec.confirmations : this.#confirmations;
+    const newest = txs.at(-1)!;
     return this.#read('lookup', async () => {
-      let receipt = await this.#receipt(tx.hash);
-      if (!receipt) {
-        if (await this.#pending(tx.hash)) return this.#submitted(tx);
-        const used = await this.#client.getTransactionCount({ address: tx.from, blockTag: 'latest' });
-        if (used <= tx.nonce) return null;
-        // The nonce is used: by this transaction if it was mined since the first look, else by another.
-        receipt = await this.#receipt(tx.hash);
-        if (!receipt) {
-          return result({
-            next_state: 'FAILED',
-            provider_state: 'replaced',
-            provider_refs: refs(tx),
-            error_code: 'EVM_NONCE_CONSUMED',
-            error_detail: `nonce ${tx.nonce} of ${tx.from} was used by another transaction; ${tx.hash} can never be mined`,
-          });
+      const mined = async () => {
+        for (const tx of txs) {
+          const receipt = await this.#receipt(tx.hash);
+          if (receipt) return this.#receiptResult(tx, receipt, required);
         }
-      }
-      return this.#receiptResult(tx, receipt, required);
+        return null;
+      };
+      const found = await mined();
+      if (found) return found;
+      for (const tx of [...txs].reverse()) if (await this.#pending(tx.hash)) return this.#submitted(tx);
+      const used = await this.#client.getTransactionCount({ address: newest.from, blockTag: 'latest' });
+      if (used <= newest.nonce) return null;
+      // The nonce is used: by one of these versions if it was mined since the first look, else by another.
+      const late = await mined();
+      if (late) return late;
+      return result({
+        next_state: 'FAILED',
+        provider_state: 'replaced',
+        provider_refs: refs(newest),
+        error_code: 'EVM_NONCE_CONSUMED',
+        error_detail: `nonce ${newest.nonce} of ${newest.from} was used by another transaction; no version of this attempt (${txs.length}) can ever be mined`,
+      });
     });
   }
 
@@ -340,12 +423,20 @@ export class EvmNativeTransferExecutor implements Executor {
     return manual('EVM_NONCE_IN_USE', `no signed transaction stored, yet nonce ${reserved.nonce} of ${reserved.from} is in use: an operator must check the chain`);
   }
 
-  async #attemptTx(ctx: ExecutionContext): Promise<{ ok: true; tx: SignedTx } | { ok: false; result: ExecutionResult }> {
-    const raw = signedBytesOf(ctx.attempt_artifacts);
-    if (raw === null) return { ok: false, result: manual('EVM_NO_SIGNED_TX', 'the attempt has no stored signed transaction') };
-    const decoded = await decodeSignedTx(raw);
-    if (!decoded.ok) return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', decoded.detail) };
-    return { ok: true, tx: decoded.tx };
+  /** Every signed version of the attempt, oldest first; all must be from the sender with one nonce. */
+  async #attemptTxs(ctx: ExecutionContext): Promise<{ ok: true; txs: SignedTx[] } | { ok: false; result: ExecutionResult }> {
+    const raws = signedVersionsOf(ctx.attempt_artifacts);
+    if (raws.length === 0) return { ok: false, result: manual('EVM_NO_SIGNED_TX', 'the attempt has no stored signed transaction') };
+    const txs: SignedTx[] = [];
+    for (const raw of raws) {
+      const decoded = await decodeSignedTx(raw);
+      if (!decoded.ok) return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', decoded.detail) };
+      txs.push(decoded.tx);
+    }
+    if (txs.some((t) => t.nonce !== txs[0]!.nonce || t.from !== txs[0]!.from || t.chainId !== txs[0]!.chainId)) {
+      return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', 'the versions of the attempt do not share one sender, chain and nonce') };
+    }
+    return { ok: true, txs };
   }
 
   async #receipt(hash: Hex): Promise<TransactionReceipt | null> {

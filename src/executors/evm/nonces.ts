@@ -3,6 +3,7 @@ import { TemporaryMovementError } from '../errors.ts';
 import type { Signer } from '../protocol.ts';
 import { withTransaction, type Pool } from '../../persistence/db.ts';
 import {
+  broadcastAgeSeconds,
   highestLiveNonce,
   insertReservation,
   lockReservation,
@@ -142,6 +143,15 @@ export class EvmNonceManager {
   async reservationOf(sender: Address, requestNodeId: string, attemptNo: number): Promise<NonceRow | null> {
     try {
       return await reservationOfAttemptAnyChain(this.#pool, sender.toLowerCase(), requestNodeId, attemptNo);
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  /** Seconds since the attempt's newest version was cleared for broadcast; null when none was. */
+  async broadcastAge(sender: Address, requestNodeId: string, attemptNo: number): Promise<number | null> {
+    try {
+      return await broadcastAgeSeconds(this.#pool, sender.toLowerCase(), requestNodeId, attemptNo);
     } catch (err) {
       throw unavailable(err);
     }
