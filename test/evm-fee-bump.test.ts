@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { createPublicClient, http, keccak256, parseTransaction, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -13,6 +16,7 @@ import type { Pool } from '../src/persistence/db.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
 import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
+import { exited, spawnWorker, waitFor } from './helpers/processes.ts';
 import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 /**
@@ -255,3 +259,54 @@ for (const when of ['before_broadcast', 'after_broadcast'] as const) {
     assert.equal((await snapshot(db.pool, id)).byKey.pay.node_state, 'COMPLETED');
   });
 }
+
+test('SIGKILL of a worker process right after it stored a fee-bumped version: exactly one transfer lands, another process completes the movement', async (t) => {
+  const db = await scratchDatabase(t);
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-fee-bump-'));
+  const configFile = join(dir, 'ferry.yaml');
+  writeFileSync(configFile, `evm:\n  chains:\n    - chain_id: ${ANVIL_CHAIN_ID}\n      rpc_url: ${anvil.url}\n      fee_bump_after_seconds: 1\n      fee_bump_percent: 20\n`);
+  const env = {
+    FERRY_EVM_RPC_URL: anvil.url,
+    FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY,
+    FERRY_CONFIG_FILE: configFile,
+    FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.5',
+    FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
+    FERRY_DB_POOL_MAX: '4',
+  };
+  const to = freshRecipient();
+  const first = await latestNonce();
+  const deps = runtimeDeps(db.pool);
+  const id = await approvedMovement(deps, transferPlan('evm-bump-sigkill', to, '8080'), { asset: 'ETH', amount: '1' });
+  const nodeId = (await snapshot(db.pool, id)).byKey.pay.id;
+
+  // Nothing is mined: the first version stays pending and the worker replaces it after a second.
+  const worker = spawnWorker(db.url, env);
+  let killed = false;
+  t.after(async () => {
+    if (!killed) worker.kill('SIGKILL');
+    await exited(worker);
+  });
+  await waitFor('a fee-bumped version to be stored', async () => (await versionsOf(db.pool, nodeId, 1)).length >= 2, 60_000, 10);
+  worker.kill('SIGKILL');
+  killed = true;
+  await exited(worker);
+  const stored = await versionsOf(db.pool, nodeId, 1);
+  assert.ok(stored.length >= 2);
+
+  // Whichever version the node holds is mined; another process finishes the movement.
+  await anvil.mine(1);
+  const successor = spawnWorker(db.url, env);
+  try {
+    await waitFor('the movement to complete', async () => (await snapshot(db.pool, id)).request.request_state === 'COMPLETED', 60_000, 100);
+  } finally {
+    successor.kill('SIGTERM');
+    await exited(successor);
+  }
+  const versions = await versionsOf(db.pool, nodeId, 1);
+  const mined = [];
+  for (const v of versions) if (await hasReceipt(keccak256(v))) mined.push(keccak256(v));
+  assert.equal(mined.length, 1, 'exactly one version was mined');
+  assert.equal((await snapshot(db.pool, id)).byKey.pay.provider_refs.tx_hash, mined[0]);
+  assert.equal(await chain.getBalance({ address: to }), 8080n, 'paid exactly once');
+  assert.equal(await latestNonce(), first + 1, 'one transaction from the sender');
+});
