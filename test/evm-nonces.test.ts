@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { createPublicClient, http, type Address, type Hex, type PublicClient } from 'viem';
+import { createPublicClient, http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { runEvmNonceReaper } from '../src/actors/evm-nonce-reaper.ts';
 import { deliverRequestEvent } from '../src/actors/transition.ts';
-import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNonceManager } from '../src/executors/evm/index.ts';
+import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
+import type { ExecutionContext, Executor } from '../src/executors/protocol.ts';
+import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { FatalMovementError } from '../src/executors/errors.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
@@ -55,14 +57,14 @@ function transferPlan(key: string, config: Record<string, unknown>, signerKey = 
 }
 
 /** In-process deps with the EVM lane on the shared nonce manager, and a signer that always refuses. */
-function evmDeps(pool: Pool): RuntimeDeps & { nonces: EvmNonceManager } {
+function evmDeps(pool: Pool, wrap?: (real: EvmNativeTransferExecutor) => Executor): RuntimeDeps & { nonces: EvmNonceManager } {
   const base = runtimeDeps(pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=0.001' });
   const nonces = new EvmNonceManager(pool);
   const executors = new ExecutorRegistry();
   const signers = new SignerRegistry();
-  const { executor, signer } = createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, pollSeconds: 0, nonces }, { executors, signers });
-  void executor;
-  void signer;
+  const { executor, signer } = createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, pollSeconds: 0, nonces });
+  executors.register(wrap ? wrap(executor) : executor);
+  signers.register(signer);
   signers.register({
     signerKey: 'evm_broken',
     sign: async () => {
@@ -267,4 +269,62 @@ test('a reservation is idempotent per attempt, and a released gap below the high
   assert.equal(await nonces.reserve({ ...a(ids[0]!), attemptNo: 2 }, 7), 21);
   assert.equal(await nonces.clearForBroadcast({ ...a(ids[0]!), nonce: 17, txHash: null }), false, 'a released nonce is never sent');
   assert.equal(await nonces.clearForBroadcast({ ...a(ids[2]!), nonce: 17, txHash: '0xabc' }), true);
+});
+
+test('a nonce reclaimed while its attempt waits between signing and submit is never sent: the node is prepared again and pays once', async (t) => {
+  const db = await scratchDatabase(t);
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let paused!: () => void;
+  const reached = new Promise<void>((r) => (paused = r));
+  // The attempt stalls in its pre-submit check (a slow process) until the test lets it go on.
+  const deps = evmDeps(db.pool, (real) =>
+    Object.assign(Object.create(real) as Executor, {
+      executorKey: real.executorKey,
+      lane: real.lane,
+      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
+      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
+      submit: real.submit.bind(real),
+      observe: (ctx: ExecutionContext) => real.observe(ctx),
+      recover: (ctx: ExecutionContext) => real.recover(ctx),
+      preSubmitCheck: async (ctx: ExecutionContext) => {
+        if (ctx.attempt_no === 1) {
+          paused();
+          await gate;
+        }
+        return real.preSubmitCheck(ctx);
+      },
+    }),
+  );
+  const first = await senderNonce();
+  const to = freshRecipient();
+  const id = await approvedMovement(deps, transferPlan('evm-reclaimed', { to, value_wei: '606' }), { asset: 'ETH', amount: '1' });
+  const inflight = dispatchOne(deps);
+  await reached;
+  const stalled = (await snapshot(db.pool, id)).byKey.pay;
+  assert.equal(stalled.node_state, 'SUBMITTING');
+  const signed = (await artifactsOfNodes(db.pool, [stalled.id])).find((a) => a.artifact_type === 'signature')!;
+  const firstHash = keccak256(signed.content_inline as Hex);
+
+  await backdate(db.pool);
+  assert.equal((await reap(deps)).released, 1, 'the reaper took the nonce back');
+  release();
+  assert.equal(await inflight, true);
+  const deferred = (await snapshot(db.pool, id)).byKey.pay;
+  assert.equal(deferred.node_state, 'READY', 'deferred, not failed');
+  assert.equal(deferred.error_code, 'PRE_SUBMIT_CHECK_TEMPORARY_ERROR');
+  assert.match(deferred.error_detail!, /no longer holds a nonce/);
+
+  await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() WHERE id = $1`, [stalled.id]);
+  await drain(deps);
+  const done = (await snapshot(db.pool, id)).byKey.pay;
+  assert.equal(done.node_state, 'COMPLETED');
+  assert.equal(done.attempt_no, 2, 'a new attempt');
+  assert.equal(done.provider_refs.nonce, first, 'with the nonce given back');
+  // Same nonce, recipient, value and (usually) fees: the new attempt may sign the very same bytes.
+  if (done.provider_refs.tx_hash !== firstHash) {
+    await assert.rejects(chain.getTransaction({ hash: firstHash }), /could not be found/, 'the first attempt\'s bytes never left');
+  }
+  assert.equal(await chain.getBalance({ address: to }), 606n, 'paid exactly once');
+  assert.equal(await senderNonce('latest'), first + 1);
 });
