@@ -9,6 +9,8 @@ import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
+import { capFees, nextVersion } from '../src/executors/evm/fee-bump.ts';
+import { decodeSignedTx } from '../src/executors/evm/signed-tx.ts';
 import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
@@ -309,4 +311,40 @@ test('SIGKILL of a worker process right after it stored a fee-bumped version: ex
   assert.equal((await snapshot(db.pool, id)).byKey.pay.provider_refs.tx_hash, mined[0]);
   assert.equal(await chain.getBalance({ address: to }), 8080n, 'paid exactly once');
   assert.equal(await latestNonce(), first + 1, 'one transaction from the sender');
+});
+
+test('the next version keeps every field but the fees, beats every earlier version, follows the estimate and stops at the cap', async () => {
+  const dev = privateKeyToAccount(ANVIL_DEV_KEY);
+  const gwei = 1_000_000_000n;
+  const base = { type: 'eip1559' as const, chainId: ANVIL_CHAIN_ID, nonce: 7, to: freshRecipient(), value: 5n, gas: 60_000n, data: '0xa9059cbb' as Hex };
+  const signedWith = async (maxFeePerGas: bigint, maxPriorityFeePerGas: bigint) => {
+    const d = await decodeSignedTx(await dev.signTransaction({ ...base, maxFeePerGas, maxPriorityFeePerGas }));
+    assert.ok(d.ok);
+    return d.tx;
+  };
+  const v1 = await signedWith(10n * gwei, 1n * gwei);
+  const v2 = await signedWith(30n * gwei, 2n * gwei);
+  const low = { maxFeePerGas: 1n * gwei, maxPriorityFeePerGas: 1n };
+  const policy = { afterSeconds: 1, percent: 20, capWei: null };
+
+  const next = nextVersion([v1, v2], low, policy);
+  assert.equal(next?.kind, 'replace');
+  if (next?.kind !== 'replace') return;
+  const parsed = parseTransaction(next.payload);
+  assert.equal(parsed.maxFeePerGas, 36n * gwei, '+20% over the highest version');
+  assert.equal(parsed.maxPriorityFeePerGas, (2n * gwei * 120n) / 100n);
+  assert.deepEqual([parsed.nonce, parsed.to, parsed.value, parsed.gas, parsed.data, parsed.chainId], [base.nonce, base.to.toLowerCase(), base.value, base.gas, base.data, base.chainId]);
+  assert.equal(next.replaces, v2.hash);
+  assert.equal(next.version, 3);
+
+  const chasing = nextVersion([v1], { maxFeePerGas: 50n * gwei, maxPriorityFeePerGas: 3n * gwei }, policy);
+  assert.equal(chasing?.kind === 'replace' && chasing.maxFeePerGas, 50n * gwei, 'the chain\'s estimate when it is higher');
+
+  const capped = nextVersion([v1], { maxFeePerGas: 50n * gwei, maxPriorityFeePerGas: 3n * gwei }, { ...policy, capWei: 20n * gwei });
+  assert.equal(capped?.kind === 'replace' && capped.maxFeePerGas, 20n * gwei, 'up to the cap');
+  const stuck = nextVersion([v1, v2], low, { ...policy, capWei: 35n * gwei });
+  assert.equal(stuck?.kind, 'cap_reached', 'a step smaller than the bump percentage would be refused: stop');
+
+  assert.deepEqual(capFees({ maxFeePerGas: 9n, maxPriorityFeePerGas: 8n }, 5n), { maxFeePerGas: 5n, maxPriorityFeePerGas: 5n });
+  assert.deepEqual(capFees({ maxFeePerGas: 4n, maxPriorityFeePerGas: 1n }, 5n), { maxFeePerGas: 4n, maxPriorityFeePerGas: 1n });
 });

@@ -126,10 +126,11 @@ export class EvmNativeTransferExecutor implements Executor {
         this.#client.estimateFeesPerGas(),
       ]),
     );
+    // The policy cap holds for the first version too.
+    const fees = capFees(estimated, this.#feeCap);
     // The reservation is the last thing prepare does: nothing after it can fail the step, so a
     // nonce is only left behind when the process dies or the PREPARED commit is refused (the
     // reaper's case). Same attempt, same nonce.
-    const fees = capFees(estimated, this.#feeCap);
     const nonce = this.#nonces
       ? await this.#nonces.reserve({ chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no }, pending)
       : pending;
