@@ -122,6 +122,17 @@ test('30 transfers from one hot wallet, dispatched concurrently by 2 processes: 
       180_000,
       200,
     );
+    // Each process runs the nonce reaper beside its EVM lane.
+    const reapers = await waitFor(
+      'both processes to report their nonce reaper',
+      async () => {
+        const { rows } = await db.pool.query<{ status: string }>(`SELECT status FROM worker_heartbeats WHERE worker_name = 'evm_nonce_reaper'`);
+        return rows.length === 2 ? rows : null;
+      },
+      30_000,
+      100,
+    );
+    assert.ok(reapers.every((r) => r.status === 'running'), 'the reaper runs without errors');
   } finally {
     for (const w of workers) w.kill('SIGTERM');
     await Promise.all(workers.map(exited));
