@@ -42,6 +42,12 @@ import {
  * A gap fill is a zero-value transfer from the sender to itself with the stuck nonce, signed by the
  * wallet's signer, stored on the row before it is broadcast. Any number of fillers for one nonce is
  * harmless: only one can be mined, and none moves value.
+ *
+ * Several processes may run the reaper at once. Taking a row over (reserved or broadcast -> filled
+ * or released) happens under the wallet's advisory lock and only if the row is unchanged since it
+ * was read, so exactly one reaper (or the attempt itself, clearing its nonce for broadcast) wins;
+ * what two reapers may both do (send the same stored bytes again, sign a filler for one nonce) is
+ * harmless. No lock is held while the chain or the signer is called.
  */
 
 export interface EvmNonceReaperDeps {
