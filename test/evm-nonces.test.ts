@@ -241,6 +241,44 @@ test('reaper, gap-fill arm: a nonce never signed is filled with a zero-value sel
   assert.ok((await reservationsOfWallet(db.pool, WALLET)).every((r) => r.closed_at !== null), 'the chain settled every row');
 });
 
+test('reaper, gap-fill arm: stored bytes the chain refuses for good (fee cap under the base fee) are replaced by a filler; the node fails without paying', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = evmDeps(db.pool);
+  await anvil.rpc('evm_setAutomine', [false]);
+  t.after(() => anvil.rpc('evm_setAutomine', [true]));
+  const first = await senderNonce('latest');
+  const to = freshRecipient();
+  const id = await approvedMovement(deps, transferPlan('evm-reap-unusable', { to, value_wei: '313' }), { asset: 'ETH', amount: '1' });
+  assert.equal(await dispatchOne(deps), true);
+  const node = (await snapshot(db.pool, id)).byKey.pay;
+  assert.equal(node.node_state, 'SUBMITTED');
+  const hash = node.provider_refs.tx_hash as Hex;
+  const maxFee = (await chain.getTransaction({ hash })).maxFeePerGas!;
+  // The node loses it, and the base fee rises far above its fee cap: the bytes can never be mined.
+  await anvil.rpc('anvil_dropTransaction', [hash]);
+  await anvil.rpc('anvil_setNextBlockBaseFeePerGas', [`0x${(maxFee * 10n).toString(16)}`]);
+  await anvil.mine(1);
+
+  await backdate(db.pool);
+  const report = await reap(deps);
+  assert.equal(report.rebroadcast, 0);
+  assert.equal(report.filled, 1, 'the refused bytes are replaced by a filler');
+  const row = (await reservationsOfWallet(db.pool, WALLET)).find((r) => r.nonce === first)!;
+  assert.equal(row.status, 'filled');
+  assert.match(row.detail!, /EVM_FEE_REFUSED/);
+  await anvil.mine(1);
+  const filler = await chain.getTransactionReceipt({ hash: row.filler_tx_hash as Hex });
+  assert.equal(filler.status, 'success');
+  assert.equal(filler.to, ANVIL_DEV_ADDRESS);
+
+  await drain(deps);
+  const s = await snapshot(db.pool, id);
+  assert.equal(s.byKey.pay.node_state, 'FAILED');
+  assert.equal(s.byKey.pay.error_code, 'EVM_NONCE_CONSUMED');
+  assert.equal(await chain.getBalance({ address: to }), 0n, 'nothing paid');
+  assert.equal(await senderNonce('latest'), first + 1, 'the wallet moved on');
+});
+
 test('reaper, release arm: the wallet\'s highest nonce, never signed, is given back and the next transfer uses it', async (t) => {
   const db = await scratchDatabase(t);
   const deps = evmDeps(db.pool);
