@@ -5,6 +5,7 @@ import { decodeSignedTx, signsExactly, type SignedTx } from '../executors/evm/si
 import { payloadHash } from '../executors/payload-hash.ts';
 import { PROTOCOL_VERSION } from '../executors/protocol.ts';
 import type { Logger } from '../log.ts';
+import { evmNonceReaperTotal } from '../metrics.ts';
 import { withTransaction } from '../persistence/db.ts';
 import {
   closeConsumed,
@@ -122,6 +123,9 @@ export async function runEvmNonceReaper(deps: EvmNonceReaperDeps, opts: EvmNonce
         report.skipped++;
       }
     }
+  }
+  for (const action of ['settled', 'rebroadcast', 'filled', 'released', 'pending', 'skipped'] as const) {
+    if (report[action] > 0) evmNonceReaperTotal.inc({ action }, report[action]);
   }
   return report;
 }

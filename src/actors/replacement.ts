@@ -1,6 +1,7 @@
 import { InvalidTransitionError } from '../errors.ts';
 import { isMovementError } from '../executors/errors.ts';
 import type { ExecutionContext, PreparedAction, SignRequest } from '../executors/protocol.ts';
+import { evmReplacementsTotal } from '../metrics.ts';
 import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
 import { withTransaction } from '../persistence/db.ts';
 import { getNode, getRequest } from '../persistence/movements.ts';
@@ -32,12 +33,15 @@ export type ReplacementOutcome = 'sent' | 'not_sent' | 'stale' | 'signing_failed
 
 /** Never throws: a failure leaves the pending version in place and is logged. */
 export async function signAndSendReplacement(deps: RuntimeDeps, proposal: ReplacementProposal): Promise<ReplacementOutcome> {
+  let outcome: ReplacementOutcome;
   try {
-    return await replace(deps, proposal);
+    outcome = await replace(deps, proposal);
   } catch (err) {
     deps.log.warn({ node_id: proposal.nodeId, err: errorText(err) }, 'replacement abandoned');
-    return 'not_sent';
+    outcome = 'not_sent';
   }
+  evmReplacementsTotal.inc({ result: outcome });
+  return outcome;
 }
 
 async function replace(deps: RuntimeDeps, proposal: ReplacementProposal): Promise<ReplacementOutcome> {
