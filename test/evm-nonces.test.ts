@@ -155,11 +155,13 @@ test('30 transfers from one hot wallet, dispatched concurrently by 2 processes: 
   const rows = await reservationsOfWallet(db.pool, WALLET);
   assert.equal(rows.length, MOVEMENTS);
   assert.ok(rows.every((r) => r.status === 'broadcast' || r.status === 'confirmed'), 'no reservation was released or filled');
-  // The reaper settles them all from the chain's count.
+  // The reaper settles them all from the chain's count (the processes' own reapers, starting while
+  // transfers were under way, may have settled some already).
+  const open = rows.filter((r) => r.closed_at === null).length;
   const nonces = new EvmNonceManager(db.pool);
   createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, nonces });
   const report = await reap({ nonces });
-  assert.equal(report.settled, MOVEMENTS);
+  assert.equal(report.settled, open);
   assert.ok((await reservationsOfWallet(db.pool, WALLET)).every((r) => r.status === 'confirmed' && r.closed_at !== null));
 });
 
