@@ -1,7 +1,7 @@
 import type { FerryConfig } from '../config.ts';
 import type { Client } from '../persistence/db.ts';
 import { buildExecutionContext } from '../executors/context.ts';
-import type { ExecutionContext, ExecutionResult } from '../executors/protocol.ts';
+import type { ExecutionContext, ExecutionResult, PreparedAction } from '../executors/protocol.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import type { Logger } from '../log.ts';
 import { isOutcomeState, type ExecutorOutcome, type OutcomeState } from '../machines/outcome.ts';
@@ -150,6 +150,8 @@ export interface ProviderAnswer {
   outcome: ExecutorOutcome;
   artifacts: NewArtifact[];
   retryAfter: number | null;
+  /** A new version of the submitted action that observe() proposes (fee bump), to sign and send. */
+  replacement?: PreparedAction | null;
 }
 
 /**
@@ -174,6 +176,7 @@ export async function askProvider(
       outcome: outcomeOf(result, allowed, 'UNKNOWN'),
       artifacts: resultArtifacts(node, node.attempt_no, result),
       retryAfter: result.retry_after_seconds ?? null,
+      replacement: call === 'observe' ? result.prepared_action : null,
     };
   } catch (err) {
     return { outcome: onError(err), artifacts: [], retryAfter: null };

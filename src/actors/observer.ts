@@ -5,6 +5,7 @@ import { claimForObserve, observeCandidates } from '../persistence/claims.ts';
 import { claimsTotal } from '../metrics.ts';
 import { claimInSavepoint, withTransaction } from '../persistence/db.ts';
 import { askProvider, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
+import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
 import { deliverNodeEvent } from './transition.ts';
 
 /**
@@ -21,7 +22,8 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
 }
 
 async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> {
-  return withTransaction(deps.pool, async (client) => {
+  let proposal: ReplacementProposal | null = null;
+  const observed = await withTransaction(deps.pool, async (client) => {
     const claimed = await claimInSavepoint(client, () => claimForObserve(client, nodeId));
     claimsTotal.inc({ worker: 'observer', result: claimed ? 'hit' : 'miss' });
     if (!claimed) return false;
@@ -35,7 +37,7 @@ async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> 
       return true;
     }
 
-    const { outcome, artifacts, retryAfter } = await askProvider(
+    const { outcome, artifacts, retryAfter, replacement } = await askProvider(
       client,
       deps,
       request,
@@ -54,6 +56,10 @@ async function observeNode(deps: RuntimeDeps, nodeId: string): Promise<boolean> 
     await insertArtifacts(client, artifacts);
     await deliverNodeEvent(client, node.id, { type: 'OBSERVED', outcome, at, nextObserveAt }, opts);
     log.debug({ next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
+    if (replacement && keepsObserving) proposal = { nodeId: node.id, attemptNo: node.attempt_no, prepared: replacement };
     return true;
   });
+  // A fee bump the executor proposed: signed and stored after the claim's locks are gone (see replacement.ts).
+  if (proposal) await signAndSendReplacement(deps, proposal);
+  return observed;
 }
