@@ -117,6 +117,12 @@ const fields = {
   // Development only: the key lives in process memory (see docs/evm-lane.md).
   FERRY_EVM_SIGNER_KEY: ['evmSignerKey', z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'expected 0x and 64 hex digits').optional()],
   FERRY_EVM_CONFIRMATIONS: ['evmConfirmations', count(1)],
+  // The EVM nonce reaper (docs/evm-lane.md, "Nonces").
+  FERRY_EVM_NONCE_REAPER_ENABLED: ['evmNonceReaperEnabled', bool.default(true)],
+  FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: ['evmNonceReaperIntervalSeconds', seconds(60)],
+  FERRY_EVM_NONCE_STUCK_SECONDS: ['evmNonceStuckSeconds', seconds(300)],
+  FERRY_EVM_NONCE_REAPER_BATCH_SIZE: ['evmNonceReaperBatchSize', count(20)],
+  FERRY_EVM_NONCE_REAPER_MAX_RUN_MS: ['evmNonceReaperMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
   // YAML file with what environment variables cannot say well (chains, signers, tokens): src/config-file.ts.
   FERRY_CONFIG_FILE: ['configFile', z.string().min(1).optional()],
 

@@ -125,3 +125,17 @@ export const balanceSweepBudgetExhaustedTotal = new client.Counter({
   help: 'Balance snapshot runs that stopped at their time budget (the next run continues).',
   registers: [registry],
 });
+
+export const evmNonceReaperTotal = new client.Counter({
+  name: 'ferry_evm_nonce_reaper_total',
+  help: 'What the EVM nonce reaper did with stuck nonces, by action (settled, rebroadcast, filled, released, pending, skipped).',
+  labelNames: ['action'] as const,
+  registers: [registry],
+});
+
+export const evmReplacementsTotal = new client.Counter({
+  name: 'ferry_evm_replacements_total',
+  help: 'Fee-bumped versions of submitted transactions, by result (sent, not_sent, stale, signing_failed).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});

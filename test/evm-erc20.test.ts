@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createPublicClient, erc20Abi, http, parseEventLogs, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { fromBaseUnits, toBaseUnits } from '../src/executors/evm/amounts.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../src/executors/evm/index.ts';
@@ -9,6 +10,7 @@ import type { SignRequest, SignResult, Signer } from '../src/executors/protocol.
 import { SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
+import { reservationsOfWallet } from '../src/persistence/evm-nonces.ts';
 import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { deployToken, sendCall, tokenBalance, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
@@ -241,4 +243,45 @@ test('a successful receipt without the expected Transfer event is not taken as p
   assert.equal(node.node_state, 'UNKNOWN');
   assert.equal(node.error_code, 'EVM_TRANSFER_EVENT_MISSING');
   assert.equal(node.provider_state, 'mined_without_transfer');
+});
+
+test('ERC-20 transfers from one wallet dispatched concurrently take contiguous nonces from the nonce manager, one reservation each', async (t) => {
+  const db = await scratchDatabase(t);
+  const MOVEMENTS = 6;
+  const wallet = await hotWallet([[usdc, 1_000_000_000n]]);
+  const deps = await laneDeps(db.pool, wallet);
+  const first = await nonceOf(wallet.address);
+  const recipients = Array.from({ length: MOVEMENTS }, () => recipient());
+  const ids: string[] = [];
+  for (const [i, to] of recipients.entries()) {
+    ids.push(await approvedMovement(deps, erc20Plan('erc20-many', { token: 'USDC' }), { asset: 'USDC', amount: `1.${i + 1}`, destination: { address: to } }));
+  }
+
+  // Four dispatch slots at once, as FERRY_NODE_DISPATCH_CONCURRENCY=4 would run them: every
+  // prepare reads the same pending count, and only the reservation table tells them apart.
+  const slot = async () => {
+    while (await dispatchOne(deps));
+  };
+  await Promise.all(Array.from({ length: 4 }, slot));
+  await drain(deps);
+
+  const nonces: number[] = [];
+  for (const [i, id] of ids.entries()) {
+    const s = await snapshot(db.pool, id);
+    assert.equal(s.request.request_state, 'COMPLETED', `movement ${i}: ${s.byKey.pay.error_code ?? ''} ${s.byKey.pay.error_detail ?? ''}`);
+    nonces.push(Number(s.byKey.pay.provider_refs.nonce));
+    assert.equal(await tokenBalance(chain, usdc, recipients[i]!), 1_000_000n + BigInt(i + 1) * 100_000n, `recipient ${i} paid exactly once`);
+  }
+  assert.deepEqual(
+    [...nonces].sort((a, b) => a - b),
+    Array.from({ length: MOVEMENTS }, (_, i) => first + i),
+    'one nonce each, contiguous',
+  );
+  assert.equal(await chain.getTransactionCount({ address: wallet.address, blockTag: 'latest' }), first + MOVEMENTS);
+  const rows = await reservationsOfWallet(db.pool, { chainId: ANVIL_CHAIN_ID, sender: wallet.address.toLowerCase() });
+  assert.deepEqual(
+    rows.map((r) => [r.nonce, r.status]),
+    Array.from({ length: MOVEMENTS }, (_, i) => [first + i, 'broadcast']),
+    'every transfer reserved its nonce and cleared it for broadcast',
+  );
 });

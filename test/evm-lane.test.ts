@@ -7,7 +7,7 @@ import { configuredRegistries } from '../src/actors/runtime.ts';
 import { log } from '../src/log.ts';
 import { loadConfig } from '../src/config.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
-import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmChainRouter, EvmNativeTransferExecutor } from '../src/executors/evm/index.ts';
+import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmChainRouter, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import { classifyBroadcastError } from '../src/executors/evm/rpc-errors.ts';
 import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
@@ -43,7 +43,7 @@ function evmDeps(pool: Pool, executorOverride?: (real: EvmNativeTransferExecutor
   const base = runtimeDeps(pool, ENV);
   const executors = new ExecutorRegistry();
   const signers = new SignerRegistry();
-  const { executor, signer } = createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, pollSeconds: 0 });
+  const { executor, signer } = createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, pollSeconds: 0, nonces: new EvmNonceManager(pool) });
   executors.register(executorOverride ? executorOverride(executor) : executor);
   signers.register(signer);
   return { ...base, executors, signers };
@@ -81,6 +81,7 @@ function dyingInSubmit(when: 'before_broadcast' | 'after_broadcast') {
       lane: real.lane,
       preflight: (ctx: ExecutionContext) => real.preflight(ctx),
       prepare: (ctx: ExecutionContext) => real.prepare(ctx),
+      preSubmitCheck: (ctx: ExecutionContext) => real.preSubmitCheck(ctx),
       observe: (ctx: ExecutionContext) => real.observe(ctx),
       recover: (ctx: ExecutionContext) => real.recover(ctx),
       submit: async (ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions) => {

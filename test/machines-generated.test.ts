@@ -59,6 +59,7 @@ const nodeEvents = (): NodeEvent[] => [
     nextObserveAt: s === 'OBSERVING' || s === 'SUBMITTED' ? T2 : null,
   })),
   { type: 'OBSERVATION_TIMED_OUT', at: T2 },
+  { type: 'REPLACEMENT_SIGNED', attemptNo: 1, payloadHash: 'sha256:v2', at: T2 },
   ...[...outcomes, 'READY' as const].map((s) => ({
     type: 'RECOVERED' as const,
     outcome: { nextState: s, providerState: `r_${s}`, errorCode: s === 'FAILED' ? 'RECOVERY_FAILED' : null },

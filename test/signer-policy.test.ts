@@ -1,13 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { encodeFunctionData, erc20Abi, parseAbi, serializeTransaction, toFunctionSelector, type Hex, type TransactionSerializable } from 'viem';
-import { generatePrivateKey } from 'viem/accounts';
+import { encodeFunctionData, erc20Abi, parseAbi, parseTransaction, serializeTransaction, toFunctionSelector, type Hex, type TransactionSerializable } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { ConfigFileSchema } from '../src/config-file.ts';
 import { FatalMovementError } from '../src/executors/errors.ts';
 import { deriveExpectedEffect } from '../src/executors/evm/expected-effect.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';
-import type { ExpectedEffect, SignRequest } from '../src/executors/protocol.ts';
-import { checkEvmTransaction, decodeEffect } from '../src/executors/signers/evm-policy.ts';
+import { nextVersion } from '../src/executors/evm/fee-bump.ts';
+import { decodeSignedTx } from '../src/executors/evm/signed-tx.ts';
+import type { ExecutionContext, ExpectedEffect, PreparedAction, SignRequest } from '../src/executors/protocol.ts';
+import { buildSignRequest } from '../src/executors/sign-request.ts';
+import { checkEvmTransaction, checkNonceFill, decodeEffect, EVM_NONCE_FILL_ACTION } from '../src/executors/signers/evm-policy.ts';
 import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private-key-evm.ts';
 import { RemoteSignerProxy } from '../src/executors/signers/remote-proxy.ts';
 
@@ -233,5 +236,86 @@ describe('signers apply the policy', () => {
     await assert.rejects(proxy.sign(request({ executor_key: 'exec.other' })), refusedWith('executor_not_allowed'));
     await assert.rejects(proxy.sign(request({ expected_effect: undefined })), refusedWith('no_expected_effect'));
     await proxy.close();
+  });
+});
+
+describe('the nonce gap filler and fee-bumped versions', () => {
+  const key = generatePrivateKey();
+  const self = privateKeyToAccount(key).address.toLowerCase();
+  // The signer serves one executor only: a filler is signed all the same, under its own rule.
+  const signer = new LocalPrivateKeySignerEvm({ signerKey: 'hot', privateKey: key, chains: [8453], executors: ['exec.evm.erc20_transfer'] });
+  const fillEffect: ExpectedEffect = { chain_id: 8453, asset: 'native', to: self, amount_base_units: '0' };
+  const fillRequest = (tx: TransactionSerializable, effect: ExpectedEffect | null = fillEffect, action = EVM_NONCE_FILL_ACTION): SignRequest => {
+    const payload = serializeTransaction(tx as never);
+    return {
+      protocol_version: '1.0',
+      request_id: 'evm-nonce-fill:8453:x:3',
+      request_node_id: 'n',
+      signing_intent: { action, asset: 'native', amount: '0', destination: self, max_fee_usd: null, chain_family: 'evm', allowed_payload_hash: payloadHash(payload) },
+      payload_format: 'evm_raw_tx',
+      payload,
+      payload_hash: payloadHash(payload),
+      metadata: {},
+      expected_effect: effect,
+    };
+  };
+
+  test('a zero-value self-transfer with its exact expected effect is signed, naming no executor', async () => {
+    const signed = await signer.sign(fillRequest(native(self, 0n, { gas: 21_000n })));
+    assert.equal(signed.signature_format, 'evm_signed_tx');
+    checkNonceFill(native(self, 0n), { ...fillEffect, max_fee_per_gas_cap_wei: '2000000000' }, scope, self);
+  });
+
+  test('anything else under the filler action is refused', async () => {
+    await assert.rejects(signer.sign(fillRequest(native(MALLORY, 0n), { ...fillEffect, to: MALLORY })), refusedWith('nonce_fill'));
+    await assert.rejects(signer.sign(fillRequest(native(MALLORY, 0n))), refusedWith('to'));
+    await assert.rejects(signer.sign(fillRequest(native(self, 1n))), refusedWith('amount'));
+    await assert.rejects(signer.sign(fillRequest(native(self, 1n), { ...fillEffect, amount_base_units: '1' })), refusedWith('nonce_fill'));
+    await assert.rejects(signer.sign(fillRequest(transfer(self, 0n))), refusedWith('nonce_fill'));
+    await assert.rejects(signer.sign(fillRequest(native(self, 0n, { data: '0x12345678' }))), refusedWith('nonce_fill'));
+    await assert.rejects(signer.sign(fillRequest(native(self, 0n), { ...fillEffect, token_method: 'transfer' })), refusedWith('nonce_fill'));
+    await assert.rejects(signer.sign(fillRequest(native(self, 0n), null)), refusedWith('no_expected_effect'));
+    await assert.rejects(signer.sign(fillRequest(native(self, 0n, { chainId: 1 }), { ...fillEffect, chain_id: 1 })), refusedWith('chain_not_served'));
+    await assert.rejects(signer.sign(fillRequest(native(self, 0n), { ...fillEffect, max_fee_per_gas_cap_wei: '1' })), refusedWith('fee_cap'));
+    // The same zero-value shape outside the filler action: no plan approves moving nothing.
+    const open = new LocalPrivateKeySignerEvm({ signerKey: 'hot', privateKey: key });
+    await assert.rejects(open.sign({ ...fillRequest(native(self, 0n), fillEffect, 'evm_native_transfer'), executor_key: 'exec.evm.native_transfer' }), refusedWith('amount'));
+  });
+
+  test('a fee-bumped version goes through the dispatcher\'s sign request: same recipient and amount accepted, a fee above the cap refused', async () => {
+    const evm = ConfigFileSchema.parse({
+      evm: { chains: [{ chain_id: 8453, rpc_url: 'http://127.0.0.1:1', max_fee_per_gas_cap_wei: '3000000000' }] },
+    }).evm;
+    const plan = {
+      nodes: [{ node_key: 'pay', executor_binding: { executor_key: 'exec.evm.native_transfer' }, signer_binding: { signer_key: 'hot', chain_id: 8453 }, config: { to: ALICE, value_wei: '1000' } }],
+    };
+    const ctx = {
+      protocol_version: '1.0',
+      request_id: 'r',
+      request_node_id: 'n',
+      node_key: 'pay',
+      intent: { asset: 'ETH', amount: '1000' },
+      input_params: {},
+      resolved_bindings: { executor: { executor_key: 'exec.evm.native_transfer' }, signer: { signer_key: 'hot' } },
+    } as unknown as ExecutionContext;
+    const hot = new LocalPrivateKeySignerEvm({ signerKey: 'hot', privateKey: key });
+    const sign = (tx: TransactionSerializable) => {
+      const payload = serializeTransaction(tx as never);
+      const prepared: PreparedAction = { prepared_action_id: 'p', action_type: 'evm_native_transfer', payload_format: 'evm_raw_tx', payload, payload_hash: payloadHash(payload), signing_required: true, provider_hints: {}, expires_at: null };
+      return hot.sign(buildSignRequest({ ctx, prepared, plan, evm }));
+    };
+    const v1 = await sign(native(ALICE, 1000n));
+    const decoded = await decodeSignedTx(v1.signature);
+    assert.ok(decoded.ok);
+    const bumped = nextVersion([decoded.tx], { maxFeePerGas: 1n, maxPriorityFeePerGas: 1n }, { afterSeconds: 1, percent: 20, capWei: null });
+    assert.equal(bumped?.kind, 'replace');
+    const v2 = bumped as Extract<typeof bumped, { kind: 'replace' }>;
+    assert.equal(v2.maxFeePerGas, 2_400_000_000n);
+    assert.equal((await sign(parseTransaction(v2.payload) as TransactionSerializable)).signature_format, 'evm_signed_tx', 'the replacement is signed');
+    // A version past the chain's cap (an executor ignoring it) is refused by the signer.
+    const over = nextVersion([decoded.tx], { maxFeePerGas: 4_000_000_000n, maxPriorityFeePerGas: 1n }, { afterSeconds: 1, percent: 20, capWei: null });
+    await assert.rejects(sign(parseTransaction((over as { payload: Hex }).payload) as TransactionSerializable), refusedWith('fee_cap'));
+    // And a version that changes the recipient, whatever its fees, too.
+    await assert.rejects(sign(native(MALLORY, 1000n, { maxFeePerGas: 2_400_000_000n })), refusedWith('to'));
   });
 });

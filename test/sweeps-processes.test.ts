@@ -32,6 +32,7 @@ const INTERVALS: Record<string, number> = {
   callback_stranded_sweep: 2,
   executor_health: 2,
   balance_snapshot: 2,
+  evm_nonce_reaper: 2,
 };
 
 const ENV = {
@@ -43,6 +44,7 @@ const ENV = {
   FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: String(INTERVALS.executor_health),
   FERRY_BALANCE_SNAPSHOT_ENABLED: 'true',
   FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS: String(INTERVALS.balance_snapshot),
+  FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: String(INTERVALS.evm_nonce_reaper),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

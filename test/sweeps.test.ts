@@ -39,6 +39,8 @@ const env = (extra: Record<string, string> = {}) =>
     // Off by default; on here so every sweep of the registry is exercised (no wallets: it records nothing).
     FERRY_BALANCE_SNAPSHOT_ENABLED: 'true',
     FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS: '2',
+    // On by default; no EVM lane here, so each run records that it had nothing to reap.
+    FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '2',
     ...extra,
   });
 

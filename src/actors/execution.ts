@@ -1,6 +1,6 @@
 import type { FerryConfig } from '../config.ts';
 import { buildExecutionContext } from '../executors/context.ts';
-import type { ExecutionContext, ExecutionResult } from '../executors/protocol.ts';
+import type { ExecutionContext, ExecutionResult, PreparedAction } from '../executors/protocol.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import type { Logger } from '../log.ts';
 import { infraCauseOf } from '../executors/infra.ts';
@@ -182,6 +182,8 @@ export interface ProviderAnswer {
   retryAfter: number | null;
   /** Set when the call failed because Ferry's own database did: the caller defers, never records an outcome. */
   infra?: InfraCause;
+  /** A new version of the submitted action that observe() proposes (fee bump), to sign and send. */
+  replacement?: PreparedAction | null;
 }
 
 /**
@@ -206,6 +208,7 @@ export async function askProvider(
       outcome: outcomeOf(result, allowed, 'UNKNOWN'),
       artifacts: resultArtifacts(node, node.attempt_no, result),
       retryAfter: result.retry_after_seconds ?? null,
+      replacement: call === 'observe' ? result.prepared_action : null,
     };
   } catch (err) {
     const infra = infraCauseOf(err);

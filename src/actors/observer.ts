@@ -9,6 +9,7 @@ import { nodesOfRequests } from '../persistence/movements.ts';
 import { runDispatches } from './dispatcher.ts';
 import { askProvider, claimedContexts, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
 import { deliverBatch, type CarriedClaim, type NodeItem } from './transition.ts';
+import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
 
 /**
  * The observer: polls SUBMITTED / OBSERVING nodes whose next_observe_at is due, a batch at a time.
@@ -21,6 +22,8 @@ import { deliverBatch, type CarriedClaim, type NodeItem } from './transition.ts'
  */
 export async function observeBatch(deps: RuntimeDeps): Promise<number> {
   let carried: CarriedClaim[] = [];
+  let accepted: ReplacementProposal[] = [];
+  const proposals: (ReplacementProposal | undefined)[] = [];
   const observed = await withTransaction(deps.pool, async (client) => {
     const claimed = await claimObserveBatch(client, deps.config.observeBatchSize);
     claimsTotal.inc({ worker: 'observer', result: claimed.length > 0 ? 'hit' : 'miss' }, Math.max(1, claimed.length));
@@ -35,7 +38,7 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
         if (deps.config.observeTimeoutEnforcement && observationTimedOut(node.timeout_policy, node.started_at?.toISOString() ?? null, at)) {
           return { nodeId: node.id, event: { type: 'OBSERVATION_TIMED_OUT', at } };
         }
-        const { outcome, artifacts, retryAfter, infra } = await askProvider(
+        const { outcome, artifacts, retryAfter, infra, replacement } = await askProvider(
           deps,
           node,
           contexts[i],
@@ -56,11 +59,14 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
         const keepsObserving = outcome.nextState === 'OBSERVING' || outcome.nextState === 'SUBMITTED';
         const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter ?? (infra ? 1 : null))) : null;
         deps.log.debug({ node_id: node.id, next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
+        if (replacement && keepsObserving) proposals[i] = { nodeId: node.id, attemptNo: node.attempt_no, prepared: replacement };
         return { nodeId: node.id, event: { type: 'OBSERVED', outcome, at, nextObserveAt }, artifacts };
       }),
     );
     const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID() });
     carried = result.claimed;
+    // Only a fee bump whose observation was recorded goes on to be signed.
+    accepted = proposals.filter((p, i): p is ReplacementProposal => p !== undefined && !(result.nodes[i] instanceof Error));
     if (carried.length > 0) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' }, carried.length);
     return claimed.length;
   });
@@ -70,5 +76,7 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
     if (deps.handOff) deps.handOff(carried);
     else await runDispatches(deps, carried);
   }
+  // Fee bumps the executors proposed: signed and stored after the claim's locks are gone (see replacement.ts).
+  for (const proposal of accepted) await signAndSendReplacement(deps, proposal);
   return observed;
 }

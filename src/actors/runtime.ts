@@ -6,7 +6,7 @@ import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
 import { APP_NAMES } from '../connection-budget.ts';
-import { registerEvmLane } from '../executors/evm/index.ts';
+import { EvmNonceManager, registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
@@ -74,17 +74,20 @@ export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegi
 
 /**
  * The registries a runtime starts with: the built-in ones, plus the EVM lane (chains, signers and
- * executors) from the configuration file and the legacy single-chain variables.
+ * executors) from the configuration file and the legacy single-chain variables, with the nonce
+ * manager its signing executors share (null without an EVM lane).
  * @throws ConfigError naming the variable or file entry that cannot be used.
  */
 export async function configuredRegistries(
   providerPool: Pool,
   config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'>,
   deps: { env?: NodeJS.ProcessEnv; log: Logger },
-): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry }> {
+): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null }> {
   const registries = defaultRegistries(providerPool);
-  await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log });
-  return registries;
+  // Nonce reservations use the providers' pool, never the runtime's (see EvmNonceManager).
+  const evmNonces = new EvmNonceManager(providerPool);
+  const lane = await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log, nonces: evmNonces });
+  return { ...registries, evmNonces: lane ? evmNonces : null };
 }
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
@@ -100,6 +103,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const executors = opts.executors ?? defaults!.executors;
   const signers = opts.signers ?? defaults!.signers;
   const workers = opts.workers ?? config.workersEnabled;
+  const evmNonces = defaults?.evmNonces ?? null;
   const processId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 
   const boss = await startBoss(opts.databaseUrl, {
@@ -190,7 +194,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       ),
     );
     const balances = config.balanceSnapshotEnabled ? createBalanceSnapshotDeps({ pool, config, log }) : undefined;
-    sweeps = await startSweeps({ boss, deps: { ...deps, callbackQueue: queue, balances }, processId });
+    sweeps = await startSweeps({ boss, deps: { ...deps, callbackQueue: queue, balances, evmNonces }, processId });
     if (config.movementQueueEnabled) {
       const bindings = { hasExecutor: (key: string) => executors.has(key), hasSigner: (key: string) => signers.has(key) };
       movementQueue = await startMovementQueue({

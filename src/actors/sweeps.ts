@@ -15,9 +15,11 @@ import {
   type SweepJobRow,
 } from '../persistence/sweep-jobs.ts';
 import { runBalanceSnapshotSweep, type BalanceSweepDeps } from '../balances/sweep.ts';
+import type { EvmNonceManager } from '../executors/evm/nonces.ts';
 import { promoteAuditRun } from './audit-promoter.ts';
 import { ensureQueue, PGBOSS_SCHEMA, type QueueDefinition } from './boss.ts';
 import { requeueStrandedCallbacks } from './callback-delivery.ts';
+import { runEvmNonceReaper } from './evm-nonce-reaper.ts';
 import type { RuntimeDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingRequests } from './expiry.ts';
@@ -75,6 +77,8 @@ export interface SweepDeps extends Pick<RuntimeDeps, 'pool' | 'config' | 'execut
   callbackQueue: CallbackQueue;
   /** The balance fetchers with their per-process caches (clients, decimals, watch list); when enabled. */
   balances?: BalanceSweepDeps;
+  /** The EVM lane's nonce manager with this process's wallets (chain client and signer); null without an EVM lane. */
+  evmNonces?: EvmNonceManager | null;
 }
 
 export interface SweepDefinition {
@@ -207,6 +211,41 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
         errors: r.errors,
         released: r.released,
         deleted_snapshots: r.deleted.snapshots,
+      };
+    },
+  },
+  {
+    name: 'evm_nonce_reaper',
+    summary: 'settles EVM nonce reservations the chain has passed; re-sends, fills or releases stuck nonces',
+    variables: {
+      enabled: 'FERRY_EVM_NONCE_REAPER_ENABLED',
+      interval: 'FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS',
+      batchSize: 'FERRY_EVM_NONCE_REAPER_BATCH_SIZE',
+      budget: 'FERRY_EVM_NONCE_REAPER_MAX_RUN_MS',
+    },
+    settings: (c) => ({
+      enabled: c.evmNonceReaperEnabled,
+      intervalSeconds: c.evmNonceReaperIntervalSeconds,
+      batchSize: c.evmNonceReaperBatchSize,
+      maxRunMs: c.evmNonceReaperMaxRunMs,
+    }),
+    async run(deps, s) {
+      // A wallet whose signer this process lacks is skipped and left to a process that has it.
+      if (!deps.evmNonces) return { items: 0, budget_exhausted: false, skipped: 'no EVM lane in this process' };
+      const r = await runEvmNonceReaper(
+        { nonces: deps.evmNonces, stuckSeconds: deps.config.evmNonceStuckSeconds, log: deps.log.child({ worker: 'evm_nonce_reaper' }) },
+        { batchSize: s.batchSize ?? 20, maxRunMs: s.maxRunMs },
+      );
+      return {
+        items: r.settled + r.rebroadcast + r.filled + r.released,
+        budget_exhausted: r.budgetExhausted,
+        wallets: r.wallets,
+        settled: r.settled,
+        rebroadcast: r.rebroadcast,
+        filled: r.filled,
+        released: r.released,
+        pending: r.pending,
+        skipped: r.skipped,
       };
     },
   },

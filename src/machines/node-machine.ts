@@ -66,6 +66,12 @@ export type NodeEvent =
   | { type: 'SUBMIT_RESULT'; outcome: ExecutorOutcome; at: string; nextObserveAt: string | null }
   | { type: 'OBSERVED'; outcome: ExecutorOutcome; at: string; nextObserveAt: string | null }
   | { type: 'OBSERVATION_TIMED_OUT'; at: string; errorDetail?: string | null }
+  /**
+   * A new version of the attempt's submitted action (an EVM fee bump: same nonce, higher fees) was
+   * signed; its signature is stored in the same transaction, before it is broadcast. Only for the
+   * attempt that is current: a late one for an earlier attempt is refused.
+   */
+  | { type: 'REPLACEMENT_SIGNED'; attemptNo: number; payloadHash: string; at: string }
   | { type: 'RECOVERED'; outcome: ExecutorOutcome; at: string; nextObserveAt: string | null }
   | { type: 'RETRY_REQUESTED' }
   | { type: 'MANUAL_CONFIRMED'; at: string }
@@ -122,6 +128,7 @@ export const nodeMachine = setup({
     providerReportsUnknown: outcomeIs('UNKNOWN'),
     providerConfirmsNothingSubmitted: outcomeIs('READY'),
     laneAllowsRetry: ({ context }) => context.retryable,
+    isCurrentAttempt: ({ context, event }) => event.type === 'REPLACEMENT_SIGNED' && event.attemptNo === context.attemptNo,
     isManualGate: ({ context }) => context.nodeKind === 'manual_gate' || context.actionType.startsWith('manual_'),
     isAutomatic: ({ context }) => !(context.nodeKind === 'manual_gate' || context.actionType.startsWith('manual_')),
   },
@@ -162,6 +169,17 @@ export const nodeMachine = setup({
       nextObserveAt: null,
     })),
     clearError: assign({ errorCode: null, errorDetail: null, dispatchAfter: null }),
+    // The observer looks again at once: the new version is about to be broadcast.
+    recordReplacement: assign(({ context, event }) => {
+      const e = event as Extract<NodeEvent, { type: 'REPLACEMENT_SIGNED' }>;
+      return {
+        providerState: 'replacement_signed',
+        providerRefs: { ...context.providerRefs, replacement_payload_hash: e.payloadHash },
+        errorCode: null,
+        errorDetail: null,
+        nextObserveAt: e.at,
+      };
+    }),
     // Messages for the runtime, executed inside the same transaction.
     advanceFrontier: () => {},
     deriveRequestState: () => {},
@@ -237,6 +255,7 @@ export const nodeMachine = setup({
           { target: 'OBSERVING', actions: ['countObservation', 'recordOutcome'] },
         ],
         OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveRequestState'] },
+        REPLACEMENT_SIGNED: { guard: 'isCurrentAttempt', target: 'SUBMITTED', reenter: true, actions: 'recordReplacement' },
       },
     },
     OBSERVING: {
@@ -248,6 +267,7 @@ export const nodeMachine = setup({
           { target: 'OBSERVING', reenter: true, actions: ['countObservation', 'recordOutcome'] },
         ],
         OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveRequestState'] },
+        REPLACEMENT_SIGNED: { guard: 'isCurrentAttempt', target: 'OBSERVING', reenter: true, actions: 'recordReplacement' },
       },
     },
     UNKNOWN: {

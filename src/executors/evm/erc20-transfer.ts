@@ -17,10 +17,11 @@ import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, Submi
 import { fromBaseUnits, toBaseUnits } from './amounts.ts';
 import type { EvmChain } from './chains.ts';
 import { EVM_LANE } from './native-transfer.ts';
+import type { EvmNonceManager } from './nonces.ts';
 import { errorDetail } from './rpc-errors.ts';
 import { decodeSignedTx, signsExactly } from './signed-tx.ts';
 import { amountOf, confirmationsOf, recipientOf, tokenOf, type TokenRef } from './token-config.ts';
-import { EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck } from './tx-lifecycle.ts';
+import { EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from './tx-lifecycle.ts';
 
 export const EVM_ERC20_TRANSFER_KEY = 'exec.evm.erc20_transfer';
 /** Estimated gas times this percentage is the transaction's gas limit: token contracts vary with state. */
@@ -32,6 +33,10 @@ export interface EvmErc20TransferOptions {
   from: Address;
   tokens: readonly EvmTokenConfig[];
   executorKey?: string;
+  /** The shared nonce manager (see EvmNativeTransferOptions.nonces). */
+  nonces?: EvmNonceManager | null;
+  /** Fee bumping and the fee cap (see TxLifecycleOptions). */
+  feeBump?: TxLifecycleOptions['feeBump'];
 }
 
 /** Everything one transfer is about, resolved against the chain: what prepare pins. */
@@ -57,9 +62,10 @@ interface Pinned {
  * are resolved at prepare (decimals read from the token, checked against the node config or
  * evm.tokens when they give them) and pinned in the prepared action; the amount, a decimal string
  * in token units, becomes base units exactly. Preflight refuses a transfer the wallet cannot cover
- * before anything is signed. After signing, the transaction's life (broadcast, observe, recovery
- * from the stored signed bytes) is the native executor's, and a successful receipt must also carry
- * the expected `Transfer` event.
+ * before anything is signed. The transaction's life (nonce reservation, broadcast, observe, fee
+ * bumping with the same calldata, recovery from the stored signed versions) is the shared
+ * lifecycle's, as for native transfers, and a successful receipt must also carry the expected
+ * `Transfer` event.
  */
 export class EvmErc20TransferExecutor implements Executor {
   readonly executorKey: string;
@@ -74,7 +80,7 @@ export class EvmErc20TransferExecutor implements Executor {
     this.chain = opts.chain;
     this.from = opts.from.toLowerCase() as Address;
     this.#tokens = opts.tokens;
-    this.#tx = new EvmTxLifecycle(opts.chain.client, opts.chain.pollSeconds);
+    this.#tx = new EvmTxLifecycle(opts.chain.client, opts.chain.pollSeconds, this.from, { nonces: opts.nonces, feeBump: opts.feeBump });
   }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
@@ -107,13 +113,8 @@ export class EvmErc20TransferExecutor implements Executor {
       if (reverted(err)) return failed('EVM_TX_WOULD_REVERT', `transfer of ${r.value.amountText} to ${to} reverts: ${errorDetail(err)}`);
       return this.#tx.read('eth_estimateGas', () => Promise.reject(err));
     }
-    const [chainId, nonce, fees] = await this.#tx.read('prepare', () =>
-      Promise.all([
-        this.chain.client.getChainId(),
-        this.chain.client.getTransactionCount({ address: this.from, blockTag: 'pending' }),
-        this.chain.client.estimateFeesPerGas(),
-      ]),
-    );
+    // The nonce reservation is prepareTx's last step: nothing below can fail.
+    const { chainId, nonce, maxFeePerGas, maxPriorityFeePerGas } = await this.#tx.prepareTx(ctx);
     const gas = (estimate * ERC20_GAS_MARGIN_PERCENT + 99n) / 100n;
     const payload = serializeTransaction({
       type: 'eip1559',
@@ -123,8 +124,8 @@ export class EvmErc20TransferExecutor implements Executor {
       value: 0n,
       data,
       gas,
-      maxFeePerGas: fees.maxFeePerGas,
-      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+      maxFeePerGas,
+      maxPriorityFeePerGas,
     });
     const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
     return result({
@@ -153,7 +154,11 @@ export class EvmErc20TransferExecutor implements Executor {
     });
   }
 
-  async submit(_ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
+  preSubmitCheck(ctx: ExecutionContext): Promise<void> {
+    return this.#tx.preSubmitCheck(ctx);
+  }
+
+  async submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
     // Every refusal below happens before a byte leaves the process: FAILED is certain.
     const signed = opts.signResult?.signature;
     if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
@@ -165,7 +170,7 @@ export class EvmErc20TransferExecutor implements Executor {
       return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
     }
     if (decoded.tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${decoded.tx.from}, the executor sends from ${this.from}`);
-    return this.#tx.broadcast(decoded.tx);
+    return this.#tx.send(ctx, decoded.tx, prepared);
   }
 
   async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
@@ -241,9 +246,9 @@ function reverted(err: unknown): boolean {
   return err instanceof BaseError && err.walk((e) => e instanceof ExecutionRevertedError) instanceof ExecutionRevertedError;
 }
 
-/** The transfer prepare pinned, from the attempt's prepared_action artifact. */
+/** The transfer prepare pinned, from the attempt's first prepared_action artifact (fee bumps add later ones). */
 function pinnedOf(ctx: ExecutionContext): Pinned | null {
-  const prepared = [...(ctx.attempt_artifacts ?? [])].reverse().find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
+  const prepared = (ctx.attempt_artifacts ?? []).find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
   if (!prepared?.content_inline) return null;
   try {
     const h = (JSON.parse(prepared.content_inline) as { provider_hints?: Record<string, unknown> }).provider_hints ?? {};

@@ -7,11 +7,13 @@ import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
 import { chainFromConfig, createChainClient, EvmChains, type EvmChain } from './chains.ts';
 import { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
 import { createAwsKmsEvmSigners, type ConfiguredEvmSigner } from './kms-hook.ts';
-import { EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor } from './native-transfer.ts';
+import { EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, type EvmNativeTransferOptions } from './native-transfer.ts';
+import type { EvmNonceManager } from './nonces.ts';
 import { EVM_BALANCE_OBSERVE_KEY, EVM_FINALITY_OBSERVE_KEY, EvmBalanceObserver, EvmFinalityObserver } from './observe.ts';
 import { EvmChainRouter, type EvmWallet } from './router.ts';
 import { errorDetail } from './rpc-errors.ts';
 
+export { EvmNonceManager, type EvmNonceWallet, type NonceAttempt } from './nonces.ts';
 export { EVM_LANE, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, NATIVE_TRANSFER_GAS, type EvmNativeTransferOptions } from './native-transfer.ts';
 export { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
 export { EVM_BALANCE_OBSERVE_KEY, EVM_FINALITY_OBSERVE_KEY, EvmBalanceObserver, EvmFinalityObserver } from './observe.ts';
@@ -27,6 +29,10 @@ export interface EvmLaneOptions {
   confirmations?: number;
   pollSeconds?: number;
   signerKey?: string;
+  /** The shared nonce manager; the lane's wallet is registered with it for the nonce reaper. */
+  nonces?: EvmNonceManager;
+  /** Fee bumping and the fee cap (a chain's fee_bump_after_seconds, fee_bump_percent, max_fee_per_gas_cap_wei). */
+  feeBump?: EvmNativeTransferOptions['feeBump'];
 }
 
 /**
@@ -43,7 +49,10 @@ export function createEvmLane(
     from: signer.address,
     confirmations: opts.confirmations,
     pollSeconds: opts.pollSeconds,
+    nonces: opts.nonces,
+    feeBump: opts.feeBump,
   });
+  opts.nonces?.registerWallet({ address: executor.from, client: executor.client, signer });
   if (registries) {
     registries.executors.register(executor);
     registries.signers.register(signer);
@@ -79,7 +88,13 @@ const PRIVATE_KEY = /^0x[0-9a-fA-F]{64}$/;
 export async function registerEvmLane(
   config: EvmLaneConfig,
   registries: { executors: ExecutorRegistry; signers: SignerRegistry },
-  deps: { env: NodeJS.ProcessEnv; log: Logger; pollSeconds?: number },
+  deps: {
+    env: NodeJS.ProcessEnv;
+    log: Logger;
+    pollSeconds?: number;
+    /** The shared nonce manager: every signing executor reserves its nonces there, and every (chain, wallet) is registered for the nonce reaper. */
+    nonces?: EvmNonceManager | null;
+  },
 ): Promise<EvmLane | null> {
   const evm = config.file.evm;
   const chainList: EvmChain[] = evm.chains.map(chainFromConfig);
@@ -128,15 +143,39 @@ export async function registerEvmLane(
   }
 
   const tokens = evm.tokens;
+  const nonces = deps.nonces ?? null;
+  // The reaper may have to fill a gap of any (chain, wallet) pair, before any executor was made.
+  if (nonces) {
+    for (const wallet of wallets.values()) {
+      const signer = registries.signers.get({ signer_key: wallet.signerKey });
+      for (const id of wallet.chains) {
+        const chain = chains.get(id);
+        if (!chain) continue;
+        nonces.registerWallet({ address: wallet.address, client: chain.client, signer, chainId: chain.chainId, feeCapWei: feeBumpOfChain(chain.config)?.capWei ?? null });
+      }
+    }
+  }
   const routers = [
     new EvmChainRouter({
       executorKey: EVM_NATIVE_TRANSFER_KEY,
       chains,
       wallets,
       make: (chain, from) =>
-        new EvmNativeTransferExecutor({ client: chain.client, from: from!, confirmations: chain.confirmations, pollSeconds: chain.pollSeconds }),
+        new EvmNativeTransferExecutor({
+          client: chain.client,
+          from: from!,
+          confirmations: chain.confirmations,
+          pollSeconds: chain.pollSeconds,
+          nonces,
+          feeBump: feeBumpOfChain(chain.config),
+        }),
     }),
-    new EvmChainRouter({ executorKey: EVM_ERC20_TRANSFER_KEY, chains, wallets, make: (chain, from) => new EvmErc20TransferExecutor({ chain, from: from!, tokens }) }),
+    new EvmChainRouter({
+      executorKey: EVM_ERC20_TRANSFER_KEY,
+      chains,
+      wallets,
+      make: (chain, from) => new EvmErc20TransferExecutor({ chain, from: from!, tokens, nonces, feeBump: feeBumpOfChain(chain.config) }),
+    }),
     new EvmChainRouter({ executorKey: EVM_BALANCE_OBSERVE_KEY, chains, wallets: null, make: (chain) => new EvmBalanceObserver(chain, tokens) }),
     new EvmChainRouter({ executorKey: EVM_FINALITY_OBSERVE_KEY, chains, wallets: null, make: (chain) => new EvmFinalityObserver(chain) }),
   ];
@@ -168,4 +207,13 @@ async function legacyChain(rpcUrl: string, confirmations: number, pollSeconds = 
     fee_bump_percent: 20,
   };
   return { chainId, label: `chain ${chainId}`, client, confirmations, finality: 'confirmations', pollSeconds, config };
+}
+
+/** The fee policy of a chain entry of the configuration file, as executor options. */
+export function feeBumpOfChain(chain: { fee_bump_after_seconds?: number; fee_bump_percent: number; max_fee_per_gas_cap_wei?: string }): EvmNativeTransferOptions['feeBump'] {
+  return {
+    afterSeconds: chain.fee_bump_after_seconds,
+    percent: chain.fee_bump_percent,
+    capWei: chain.max_fee_per_gas_cap_wei === undefined ? null : BigInt(chain.max_fee_per_gas_cap_wei),
+  };
 }

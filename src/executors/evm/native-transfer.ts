@@ -1,29 +1,12 @@
-import {
-  isAddress,
-  serializeTransaction,
-  TransactionNotFoundError,
-  TransactionReceiptNotFoundError,
-  type Address,
-  type Hex,
-  type PublicClient,
-  type TransactionReceipt,
-} from 'viem';
+import { isAddress, serializeTransaction, type Address, type PublicClient } from 'viem';
 import { attemptIdempotencyKey } from '../context.ts';
-import { TemporaryMovementError } from '../errors.ts';
 import { payloadHash } from '../payload-hash.ts';
-import {
-  ExecutionResultSchema,
-  type ExecutionContext,
-  type ExecutionResult,
-  type ExecutionResultInput,
-  type Executor,
-  type PreparedAction,
-  type SubmitOptions,
-} from '../protocol.ts';
+import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
 import { createChainClient } from './chains.ts';
-import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
-import { decodeSignedTx, preparedNonceOf, signedBytesOf, signsExactly, type SignedTx } from './signed-tx.ts';
+import type { EvmNonceManager } from './nonces.ts';
+import { decodeSignedTx, signsExactly } from './signed-tx.ts';
 import { boundChainId, transferSpec } from './transfer-config.ts';
+import { EvmTxLifecycle, failed, result, type Finality, type TxLifecycleOptions } from './tx-lifecycle.ts';
 
 export const EVM_LANE = 'evm';
 export const EVM_NATIVE_TRANSFER_KEY = 'exec.evm.native_transfer';
@@ -43,33 +26,47 @@ export interface EvmNativeTransferOptions {
   /** Timeout of one JSON-RPC call, in milliseconds. */
   rpcTimeoutMs?: number;
   executorKey?: string;
+  /**
+   * The shared nonce manager. Without it the nonce is the sender's pending count at prepare time,
+   * which is sound only for one sender driven serially.
+   */
+  nonces?: EvmNonceManager | null;
+  /** Fee bumping and the fee cap (see TxLifecycleOptions). */
+  feeBump?: TxLifecycleOptions['feeBump'];
 }
 
 /**
  * Sends native value (ETH and the like) from one hot-wallet address over JSON-RPC: an EIP-1559
  * transfer prepared unsigned, signed by the node's signer, broadcast by submit(), followed to the
  * required confirmations by observe(). observe() and recover() work only from the attempt's
- * stored signed bytes and the chain, never from this process's memory.
+ * stored signed versions and the chain, never from this process's memory.
  *
- * Nonces come from the sender's pending transaction count at prepare time, which is sound for one
- * sender driven serially (see docs/evm-lane.md for the limits).
+ * Nonces, broadcast, fee bumping and recovery are the shared transaction lifecycle's
+ * (tx-lifecycle.ts): with the nonce manager, reserved per attempt at prepare, cleared before every
+ * broadcast, released on a definite refusal; without it, the sender's pending count at prepare
+ * time (one serial sender only; see docs/evm-lane.md).
  */
 export class EvmNativeTransferExecutor implements Executor {
   readonly executorKey: string;
   readonly lane = EVM_LANE;
   readonly from: Address;
   readonly #client: PublicClient;
+  readonly #tx: EvmTxLifecycle;
   readonly #confirmations: number;
-  readonly #pollSeconds: number;
 
   constructor(opts: EvmNativeTransferOptions) {
     if (!isAddress(opts.from, { strict: false })) throw new TypeError(`EVM executor: sender ${JSON.stringify(opts.from)} is not an address`);
     this.executorKey = opts.executorKey ?? EVM_NATIVE_TRANSFER_KEY;
     this.from = opts.from.toLowerCase() as Address;
     this.#confirmations = opts.confirmations ?? 1;
-    this.#pollSeconds = opts.pollSeconds ?? 1;
     // A configured chain's client, or one made the same way (errors never carry the URL).
     this.#client = opts.client ?? createChainClient(opts.rpcUrl ?? '', { timeoutMs: opts.rpcTimeoutMs });
+    this.#tx = new EvmTxLifecycle(this.#client, opts.pollSeconds ?? 1, this.from, { nonces: opts.nonces, feeBump: opts.feeBump });
+  }
+
+  /** The chain client this executor reads and broadcasts with (the nonce reaper sends with it too). */
+  get client(): PublicClient {
+    return this.#client;
   }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
@@ -77,7 +74,7 @@ export class EvmNativeTransferExecutor implements Executor {
     if (!spec.ok) return failed(spec.code, spec.detail);
     const wanted = boundChainId(ctx);
     if (Number.isNaN(wanted)) return failed('EVM_CHAIN_MISMATCH', 'the binding\'s chain_id is not a positive integer');
-    const chainId = await this.#read('eth_chainId', () => this.#client.getChainId());
+    const chainId = await this.#tx.read('eth_chainId', () => this.#client.getChainId());
     if (wanted !== null && wanted !== chainId) {
       return failed('EVM_CHAIN_MISMATCH', `the node is bound to chain ${wanted}, the RPC serves chain ${chainId}`);
     }
@@ -88,23 +85,9 @@ export class EvmNativeTransferExecutor implements Executor {
     const spec = transferSpec(ctx, this.#confirmations);
     if (!spec.ok) return failed(spec.code, spec.detail);
     const { to, valueWei } = spec.spec;
-    const [chainId, nonce, fees] = await this.#read('prepare', () =>
-      Promise.all([
-        this.#client.getChainId(),
-        this.#client.getTransactionCount({ address: this.from, blockTag: 'pending' }),
-        this.#client.estimateFeesPerGas(),
-      ]),
-    );
-    const payload = serializeTransaction({
-      type: 'eip1559',
-      chainId,
-      nonce,
-      to,
-      value: valueWei,
-      gas: NATIVE_TRANSFER_GAS,
-      maxFeePerGas: fees.maxFeePerGas,
-      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-    });
+    // The nonce reservation is prepareTx's last step: nothing below can fail.
+    const { chainId, nonce, maxFeePerGas, maxPriorityFeePerGas } = await this.#tx.prepareTx(ctx);
+    const payload = serializeTransaction({ type: 'eip1559', chainId, nonce, to, value: valueWei, gas: NATIVE_TRANSFER_GAS, maxFeePerGas, maxPriorityFeePerGas });
     const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
     return result({
       next_state: 'AWAITING_SIGNATURE',
@@ -120,7 +103,11 @@ export class EvmNativeTransferExecutor implements Executor {
     });
   }
 
-  async submit(_ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
+  preSubmitCheck(ctx: ExecutionContext): Promise<void> {
+    return this.#tx.preSubmitCheck(ctx);
+  }
+
+  async submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
     // Every refusal below happens before a byte leaves the process: FAILED is certain.
     const signed = opts.signResult?.signature;
     if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
@@ -133,37 +120,15 @@ export class EvmNativeTransferExecutor implements Executor {
       return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
     }
     if (tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${tx.from}, the executor sends from ${this.from}`);
-    // The hash is known before the broadcast, so even an answer lost on the way back leaves the
-    // attempt traceable (recovery derives the same hash from the stored bytes).
-    return this.#broadcast(tx);
+    return this.#tx.send(ctx, tx, prepared);
   }
 
-  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const tx = await this.#attemptTx(ctx);
-    if (!tx.ok) return tx.result;
-    const status = await this.#chainStatus(ctx, tx.tx);
-    if (status) return status;
-    // Neither mined nor pending, its nonce still free: the node dropped it (restart, eviction).
-    // Only recovery may send it again.
-    return result({
-      next_state: 'UNKNOWN',
-      provider_state: 'dropped',
-      provider_refs: refs(tx.tx),
-      error_code: 'EVM_TX_NOT_FOUND',
-      error_detail: `transaction ${tx.tx.hash} is neither mined nor pending`,
-    });
+  observe(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.#tx.observe(ctx, this.#finality(ctx));
   }
 
-  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const raw = signedBytesOf(ctx.attempt_artifacts);
-    if (raw === null) return this.#recoverUnsigned(ctx);
-    const tx = await this.#attemptTx(ctx);
-    if (!tx.ok) return tx.result;
-    const status = await this.#chainStatus(ctx, tx.tx);
-    if (status) return status;
-    // Unknown to the chain and its nonce unused: sending the SAME signed bytes again can only
-    // produce this very transaction (same hash), never a second payment.
-    return this.#broadcast(tx.tx);
+  recover(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.#tx.recover(ctx, this.#finality(ctx));
   }
 
   async health(): Promise<Record<string, unknown>> {
@@ -171,170 +136,8 @@ export class EvmNativeTransferExecutor implements Executor {
     return { ok: true, executor_key: this.executorKey, lane: EVM_LANE, chain_id: chainId, block_number: Number(blockNumber), from: this.from };
   }
 
-  async #broadcast(tx: SignedTx): Promise<ExecutionResult> {
-    try {
-      await this.#client.sendRawTransaction({ serializedTransaction: tx.raw });
-      return this.#submitted(tx);
-    } catch (err) {
-      const failure = classifyBroadcastError(err);
-      if (failure.kind === 'already_known') return this.#submitted(tx);
-      if (failure.kind === 'uncertain') return uncertain(tx, failure.detail);
-      // A refusal may be about an earlier copy of these very bytes (a retried request whose
-      // first try got through): if the chain knows the hash, the attempt is under way.
-      let known: boolean;
-      try {
-        known = (await this.#receipt(tx.hash)) !== null || (await this.#pending(tx.hash));
-      } catch (lookupErr) {
-        return uncertain(tx, `${failure.detail}; then the lookup failed: ${errorDetail(lookupErr)}`);
-      }
-      if (known) return this.#submitted(tx);
-      return result({ next_state: 'FAILED', provider_state: 'rejected', provider_refs: refs(tx), error_code: failure.code, error_detail: failure.detail });
-    }
-  }
-
-  #submitted(tx: SignedTx): ExecutionResult {
-    return result({ next_state: 'SUBMITTED', provider_state: 'broadcast', provider_refs: refs(tx), retry_after_seconds: this.#pollSeconds });
-  }
-
-  /**
-   * Mined (COMPLETED, OBSERVING until confirmed, or FAILED when reverted), pending (SUBMITTED),
-   * or its nonce taken by another transaction (FAILED); null when the chain has no trace of it
-   * and the nonce is still free.
-   */
-  async #chainStatus(ctx: ExecutionContext, tx: SignedTx): Promise<ExecutionResult | null> {
+  #finality(ctx: ExecutionContext): Finality {
     const spec = transferSpec(ctx, this.#confirmations);
-    const required = spec.ok ? spec.spec.confirmations : this.#confirmations;
-    return this.#read('lookup', async () => {
-      let receipt = await this.#receipt(tx.hash);
-      if (!receipt) {
-        if (await this.#pending(tx.hash)) return this.#submitted(tx);
-        const used = await this.#client.getTransactionCount({ address: tx.from, blockTag: 'latest' });
-        if (used <= tx.nonce) return null;
-        // The nonce is used: by this transaction if it was mined since the first look, else by another.
-        receipt = await this.#receipt(tx.hash);
-        if (!receipt) {
-          return result({
-            next_state: 'FAILED',
-            provider_state: 'replaced',
-            provider_refs: refs(tx),
-            error_code: 'EVM_NONCE_CONSUMED',
-            error_detail: `nonce ${tx.nonce} of ${tx.from} was used by another transaction; ${tx.hash} can never be mined`,
-          });
-        }
-      }
-      return this.#receiptResult(tx, receipt, required);
-    });
+    return { confirmations: spec.ok ? spec.spec.confirmations : this.#confirmations, finalized: false };
   }
-
-  async #receiptResult(tx: SignedTx, receipt: TransactionReceipt, required: number): Promise<ExecutionResult> {
-    const proof = {
-      tx_hash: tx.hash,
-      block_number: Number(receipt.blockNumber),
-      block_hash: receipt.blockHash,
-      gas_used: receipt.gasUsed.toString(),
-      effective_gas_price: receipt.effectiveGasPrice.toString(),
-      status: receipt.status,
-    };
-    if (receipt.status !== 'success') {
-      return result({
-        next_state: 'FAILED',
-        provider_state: 'reverted',
-        provider_refs: refs(tx),
-        proof,
-        error_code: 'EVM_TX_REVERTED',
-        error_detail: `transaction ${tx.hash} reverted in block ${receipt.blockNumber}`,
-      });
-    }
-    const head = await this.#client.getBlockNumber();
-    const confirmations = Number(head - receipt.blockNumber + 1n);
-    if (confirmations < required) {
-      return result({
-        next_state: 'OBSERVING',
-        provider_state: 'mined',
-        provider_refs: { ...refs(tx), confirmations },
-        retry_after_seconds: this.#pollSeconds,
-      });
-    }
-    return result({
-      next_state: 'COMPLETED',
-      provider_state: 'confirmed',
-      provider_refs: { ...refs(tx), block_number: proof.block_number, confirmations },
-      proof: { ...proof, confirmations },
-    });
-  }
-
-  /** SUBMITTING or UNKNOWN without signed bytes: nothing of this attempt can have been broadcast. */
-  async #recoverUnsigned(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const reserved = preparedNonceOf(ctx.attempt_artifacts);
-    if (reserved === null) return manual('EVM_NO_PREPARED_ACTION', 'the attempt has neither a signed transaction nor a prepared action');
-    const pending = await this.#read('eth_getTransactionCount', () =>
-      this.#client.getTransactionCount({ address: reserved.from, blockTag: 'pending' }),
-    );
-    if (pending <= reserved.nonce) {
-      return result({ next_state: 'READY', error_code: 'EVM_NOTHING_BROADCAST', error_detail: `no signed transaction and nonce ${reserved.nonce} is unused` });
-    }
-    return manual('EVM_NONCE_IN_USE', `no signed transaction stored, yet nonce ${reserved.nonce} of ${reserved.from} is in use: an operator must check the chain`);
-  }
-
-  async #attemptTx(ctx: ExecutionContext): Promise<{ ok: true; tx: SignedTx } | { ok: false; result: ExecutionResult }> {
-    const raw = signedBytesOf(ctx.attempt_artifacts);
-    if (raw === null) return { ok: false, result: manual('EVM_NO_SIGNED_TX', 'the attempt has no stored signed transaction') };
-    const decoded = await decodeSignedTx(raw);
-    if (!decoded.ok) return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', decoded.detail) };
-    return { ok: true, tx: decoded.tx };
-  }
-
-  async #receipt(hash: Hex): Promise<TransactionReceipt | null> {
-    try {
-      return await this.#client.getTransactionReceipt({ hash });
-    } catch (err) {
-      if (err instanceof TransactionReceiptNotFoundError) return null;
-      throw err;
-    }
-  }
-
-  async #pending(hash: Hex): Promise<boolean> {
-    try {
-      await this.#client.getTransaction({ hash });
-      return true;
-    } catch (err) {
-      if (err instanceof TransactionNotFoundError) return false;
-      throw err;
-    }
-  }
-
-  /** A read that fails says nothing about the movement: try again later. */
-  async #read<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw new TemporaryMovementError('EVM_RPC_UNAVAILABLE', `EVM RPC ${what} failed: ${errorDetail(err)}`, {}, { cause: err });
-    }
-  }
-}
-
-function refs(tx: SignedTx): Record<string, unknown> {
-  return { tx_hash: tx.hash, from: tx.from, nonce: tx.nonce, chain_id: tx.chainId };
-}
-
-function result(input: ExecutionResultInput): ExecutionResult {
-  return ExecutionResultSchema.parse(input);
-}
-
-function failed(code: string, detail: string): ExecutionResult {
-  return result({ next_state: 'FAILED', error_code: code, error_detail: detail });
-}
-
-function manual(code: string, detail: string): ExecutionResult {
-  return result({ next_state: 'UNKNOWN', error_code: code, error_detail: detail, manual_intervention_required: true });
-}
-
-function uncertain(tx: SignedTx, detail: string): ExecutionResult {
-  return result({
-    next_state: 'UNKNOWN',
-    provider_state: 'broadcast_uncertain',
-    provider_refs: refs(tx),
-    error_code: 'EVM_BROADCAST_UNCERTAIN',
-    error_detail: detail,
-  });
 }

@@ -46,6 +46,11 @@ export function signedBytesOf(artifacts: readonly GeneratedArtifact[] | undefine
   return sig?.content_inline ?? null;
 }
 
+/** Every signed version of the attempt (a fee bump adds one), oldest first. */
+export function signedVersionsOf(artifacts: readonly GeneratedArtifact[] | undefined): string[] {
+  return (artifacts ?? []).filter((a) => a.artifact_type === 'signature' && a.content_inline).map((a) => a.content_inline!);
+}
+
 /** The sender and nonce the attempt's prepared action reserved, from its 'prepared_action' artifact. */
 export function preparedNonceOf(artifacts: readonly GeneratedArtifact[] | undefined): { from: Address; nonce: number } | null {
   const prepared = [...(artifacts ?? [])].reverse().find((a) => a.artifact_type === 'prepared_action' && a.content_inline);

@@ -1,18 +1,36 @@
-import { BlockNotFoundError, TransactionNotFoundError, TransactionReceiptNotFoundError, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
+import {
+  BlockNotFoundError,
+  TransactionNotFoundError,
+  TransactionReceiptNotFoundError,
+  type Address,
+  type Hex,
+  type PublicClient,
+  type TransactionReceipt,
+} from 'viem';
+import { attemptIdempotencyKey } from '../context.ts';
 import { TemporaryMovementError } from '../errors.ts';
-import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput } from '../protocol.ts';
+import { payloadHash } from '../payload-hash.ts';
+import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput, type PreparedAction } from '../protocol.ts';
+import { capFees, nextVersion, type FeeBumpPolicy } from './fee-bump.ts';
+import type { EvmNonceManager } from './nonces.ts';
 import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
-import { decodeSignedTx, preparedNonceOf, signedBytesOf, type SignedTx } from './signed-tx.ts';
+import { decodeSignedTx, preparedNonceOf, signedBytesOf, signedVersionsOf, type SignedTx } from './signed-tx.ts';
 
 /**
- * The life of one signed EVM transaction after signing, shared by the executors that send
- * contract calls (ERC-20 transfers): broadcast, "where is it now?", and recovery, all worked out
- * from the attempt's stored signed bytes and the chain, never from a process's memory. The rules
- * are the native-value executor's (see docs/evm-lane.md):
+ * The life of one EVM transaction, shared by every executor that signs one (native transfers,
+ * ERC-20 transfers): its nonce, broadcast, "where is it now?", fee bumping and recovery, all worked
+ * out from the attempt's stored signed versions and the chain, never from a process's memory (see
+ * docs/evm-lane.md):
+ * - the nonce comes from the shared nonce manager when there is one (reserved at prepare, cleared
+ *   before every broadcast, released on a definite refusal); without it, from the sender's pending
+ *   count (one serial sender only);
  * - a broadcast error proves a refusal only when the node names one; anything else is uncertain;
+ * - every signed version of the attempt shares one nonce, so at most one is ever mined; observe
+ *   and recover look at all of them;
  * - a transaction neither mined nor pending whose nonce is still free was dropped: only recovery
- *   sends the SAME bytes again (same hash, so it can never pay twice);
- * - a nonce taken by another transaction means this one can never be mined.
+ *   sends the SAME bytes again (same hash, so it can never pay twice), or, with fee bumping on, the
+ *   observer proposes a replacement once it is overdue;
+ * - a nonce taken by another transaction means no version can ever be mined.
  */
 
 export interface Finality {
@@ -25,11 +43,105 @@ export interface Finality {
 /** Checks a successful receipt beyond its status (e.g. the expected event); null: it is fine. */
 export type ReceiptCheck = (receipt: TransactionReceipt, proof: Record<string, unknown>) => ExecutionResult | null;
 
+export interface TxLifecycleOptions {
+  /** The shared nonce manager; without it nonces are the sender's pending count (one serial sender only). */
+  nonces?: EvmNonceManager | null;
+  /**
+   * Fee bumping (needs `nonces`, which records when each version was sent): a version pending
+   * longer than `afterSeconds` is replaced by one with the same nonce and higher fees, up to the
+   * policy cap. `capWei` alone (without `afterSeconds`) only caps the first version's fees.
+   */
+  feeBump?: Partial<FeeBumpPolicy> & { capWei?: bigint | null };
+}
+
 export class EvmTxLifecycle {
+  readonly nonces: EvmNonceManager | null;
+  readonly feeBump: FeeBumpPolicy | null;
+  readonly feeCap: bigint | null;
+
   constructor(
     readonly client: PublicClient,
     readonly pollSeconds: number,
-  ) {}
+    /** The address every transaction is sent from; null for executors that only read the chain. */
+    readonly sender: Address | null = null,
+    opts: TxLifecycleOptions = {},
+  ) {
+    this.nonces = opts.nonces ?? null;
+    this.feeCap = opts.feeBump?.capWei ?? null;
+    this.feeBump =
+      opts.feeBump?.afterSeconds !== undefined && this.nonces
+        ? { afterSeconds: opts.feeBump.afterSeconds, percent: opts.feeBump.percent ?? 20, capWei: this.feeCap }
+        : null;
+  }
+
+  /** The sending address; only executors that send have one. */
+  get from(): Address {
+    if (!this.sender) throw new TypeError('this transaction lifecycle sends nothing: it was made without a sender');
+    return this.sender;
+  }
+
+  /**
+   * prepare(): the chain id, the attempt's nonce and the first version's fees (the policy cap holds
+   * for it too). The reservation is the last read: the caller must not fail the step after it, so
+   * a nonce is only left behind when the process dies or the PREPARED commit is refused (the
+   * reaper's case). Same attempt, same nonce.
+   */
+  async prepareTx(ctx: ExecutionContext): Promise<{ chainId: number; nonce: number; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
+    const [chainId, pending, estimated] = await this.read('prepare', () =>
+      Promise.all([
+        this.client.getChainId(),
+        this.client.getTransactionCount({ address: this.from, blockTag: 'pending' }),
+        this.client.estimateFeesPerGas(),
+      ]),
+    );
+    const fees = capFees(estimated, this.feeCap);
+    const nonce = this.nonces
+      ? await this.nonces.reserve({ chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no }, pending)
+      : pending;
+    return { chainId, nonce, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+  }
+
+  /**
+   * The attempt must still hold its nonce: one the reaper reclaimed (released or filled after the
+   * attempt sat between prepare and submit past the stuck threshold) defers the node, and the next
+   * dispatch prepares a new attempt with a new nonce.
+   */
+  async preSubmitCheck(ctx: ExecutionContext): Promise<void> {
+    if (!this.nonces) return;
+    const held = await this.nonces.reservationOf(this.from, ctx.request_node_id, ctx.attempt_no);
+    if (!held || held.status === 'confirmed') {
+      throw new TemporaryMovementError('EVM_NONCE_RECLAIMED', `attempt ${ctx.attempt_no} no longer holds a nonce of ${this.from}; it is prepared again`, {
+        retry_after_seconds: 1,
+      });
+    }
+  }
+
+  /**
+   * submit(), after the executor checked the signed bytes: the nonce cleared for broadcast, then the
+   * broadcast. A refused replacement (fee bump) says nothing about the attempt: an earlier version
+   * holds the nonce and may still be mined; observe decides from all versions.
+   */
+  async send(ctx: ExecutionContext, tx: SignedTx, prepared: PreparedAction): Promise<ExecutionResult> {
+    if (this.nonces) {
+      const cleared = await this.nonces.clearForBroadcast({ chainId: tx.chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: tx.nonce, txHash: tx.hash });
+      if (!cleared) return failed('EVM_NONCE_RECLAIMED', `nonce ${tx.nonce} is not (or no longer) reserved for this attempt; nothing was sent`);
+    }
+    // The hash is known before the broadcast, so even an answer lost on the way back leaves the
+    // attempt traceable (recovery derives the same hash from the stored bytes).
+    const sent = await this.broadcast(tx);
+    if (prepared.provider_hints?.replaces) return sent;
+    return this.#settleRefusal(ctx, tx, sent);
+  }
+
+  /** A definite refusal gives the nonce back (or records it as used, for "nonce too low"). */
+  async #settleRefusal(ctx: ExecutionContext, tx: SignedTx, r: ExecutionResult): Promise<ExecutionResult> {
+    if (!this.nonces || r.next_state !== 'FAILED' || r.provider_state !== 'rejected') return r;
+    const a = { chainId: tx.chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: tx.nonce };
+    const reason = `${r.error_code}: ${r.error_detail ?? ''}`.slice(0, 500);
+    if (r.error_code === 'EVM_NONCE_TOO_LOW') await this.nonces.consumed(a, reason);
+    else await this.nonces.release(a, reason);
+    return r;
+  }
 
   /** A read that fails says nothing about the movement: try again later. */
   async read<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -65,55 +177,139 @@ export class EvmTxLifecycle {
     return result({ next_state: 'SUBMITTED', provider_state: 'broadcast', provider_refs: txRefs(tx), retry_after_seconds: this.#retry() });
   }
 
-  /** observe(): the attempt's transaction as the chain sees it now. */
+  /**
+   * observe(): the attempt's versions as the chain sees them now. Pending past the fee-bump
+   * threshold: the result proposes the next version (see #maybeBump).
+   */
   async observe(ctx: ExecutionContext, need: Finality, check?: ReceiptCheck): Promise<ExecutionResult> {
-    const tx = await this.attemptTx(ctx);
-    if (!tx.ok) return tx.result;
-    const status = await this.status(tx.tx, need, check);
-    if (status) return status;
-    return result({
+    const txs = await this.attemptTxs(ctx);
+    if (!txs.ok) return txs.result;
+    const status = await this.status(txs.txs, need, check);
+    if (status) return status.next_state === 'SUBMITTED' ? this.#maybeBump(ctx, txs.txs, status) : status;
+    const newest = txs.txs.at(-1)!;
+    // Neither mined nor pending, its nonce still free: the node dropped it (restart, eviction).
+    // Only recovery may send it again, unless it is overdue for a fee bump: a node evicts a
+    // transaction whose fee cap fell under the base fee, and sending it again would be refused.
+    const dropped = result({
       next_state: 'UNKNOWN',
       provider_state: 'dropped',
-      provider_refs: txRefs(tx.tx),
+      provider_refs: txRefs(newest),
       error_code: 'EVM_TX_NOT_FOUND',
-      error_detail: `transaction ${tx.tx.hash} is neither mined nor pending`,
+      error_detail: `transaction ${newest.hash} is neither mined nor pending`,
     });
-  }
-
-  /** recover(): as observe, and a dropped transaction with its nonce still free is sent again, same bytes. */
-  async recover(ctx: ExecutionContext, need: Finality, check?: ReceiptCheck): Promise<ExecutionResult> {
-    if (signedBytesOf(ctx.attempt_artifacts) === null) return this.recoverUnsigned(ctx);
-    const tx = await this.attemptTx(ctx);
-    if (!tx.ok) return tx.result;
-    const status = await this.status(tx.tx, need, check);
-    if (status) return status;
-    return this.broadcast(tx.tx);
+    if (!this.feeBump) return dropped;
+    // With fee bumping on, the observer keeps the node: once the version is overdue it is
+    // replaced (same nonce, higher fees) rather than re-sent as is.
+    const waiting = result({ ...this.submitted(newest), provider_state: 'dropped', error_code: 'EVM_TX_NOT_FOUND', error_detail: `${dropped.error_detail}; it is replaced once overdue` });
+    return this.#maybeBump(ctx, txs.txs, waiting);
   }
 
   /**
-   * Mined (COMPLETED, OBSERVING until final, FAILED when reverted), pending (SUBMITTED), or its
-   * nonce taken by another transaction (FAILED); null when the chain has no trace of it and the
-   * nonce is still free.
+   * Pending too long: proposes the next version (same nonce, calldata and gas; higher fees) as the
+   * result's prepared_action, its hints those of the first version plus the new fees; the runtime
+   * has it signed under the node's signing policy, stores it on the attempt and only then
+   * broadcasts it through submit(). At the policy cap, says so and proposes nothing.
    */
-  async status(tx: SignedTx, need: Finality, check?: ReceiptCheck): Promise<ExecutionResult | null> {
-    return this.read('lookup', async () => {
-      let receipt = await this.receipt(tx.hash);
-      if (!receipt) {
-        if (await this.pending(tx.hash)) return this.submitted(tx);
-        const used = await this.client.getTransactionCount({ address: tx.from, blockTag: 'latest' });
-        if (used <= tx.nonce) return null;
-        receipt = await this.receipt(tx.hash);
-        if (!receipt) {
-          return result({
-            next_state: 'FAILED',
-            provider_state: 'replaced',
-            provider_refs: txRefs(tx),
-            error_code: 'EVM_NONCE_CONSUMED',
-            error_detail: `nonce ${tx.nonce} of ${tx.from} was used by another transaction; ${tx.hash} can never be mined`,
-          });
-        }
+  async #maybeBump(ctx: ExecutionContext, txs: SignedTx[], pending: ExecutionResult): Promise<ExecutionResult> {
+    const policy = this.feeBump;
+    if (!policy || !this.nonces) return pending;
+    const age = await this.nonces.broadcastAge(this.from, ctx.request_node_id, ctx.attempt_no);
+    if (age === null || age < policy.afterSeconds) return pending;
+    const estimate = await this.read('eth_feeHistory', () => this.client.estimateFeesPerGas());
+    const next = nextVersion(txs, estimate, policy);
+    if (!next) return pending;
+    if (next.kind === 'cap_reached') {
+      return result({
+        ...pending,
+        provider_state: 'fee_cap_reached',
+        provider_refs: { ...pending.provider_refs, versions: txs.length, max_fee_per_gas: next.maxFeePerGas.toString() },
+        error_code: 'EVM_FEE_CAP_REACHED',
+        error_detail: `pending for ${Math.floor(age)} s; ${next.detail}: no further replacement`,
+      });
+    }
+    const top = txs.at(-1)!;
+    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+    return result({
+      ...pending,
+      provider_state: 'replacement_proposed',
+      provider_refs: { ...pending.provider_refs, versions: txs.length },
+      prepared_action: {
+        prepared_action_id: `evm-${key}-v${next.version}`,
+        action_type: ctx.action_type,
+        payload_format: 'evm_raw_tx',
+        payload: next.payload,
+        payload_hash: payloadHash(next.payload),
+        signing_required: true,
+        provider_hints: {
+          ...firstHints(ctx),
+          chain_id: top.chainId,
+          nonce: top.nonce,
+          from: this.from,
+          replaces: next.replaces,
+          version: next.version,
+          max_fee_per_gas: next.maxFeePerGas.toString(),
+          max_priority_fee_per_gas: next.maxPriorityFeePerGas.toString(),
+        },
+      },
+    });
+  }
+
+  /**
+   * recover(): as observe; a dropped transaction with its nonce still free is sent again (the
+   * newest version, the same bytes), unless the reaper took the nonce back meanwhile: then these
+   * bytes must never be sent, and nothing of the attempt ever reached the chain.
+   */
+  async recover(ctx: ExecutionContext, need: Finality, check?: ReceiptCheck): Promise<ExecutionResult> {
+    if (signedBytesOf(ctx.attempt_artifacts) === null) return this.recoverUnsigned(ctx);
+    const txs = await this.attemptTxs(ctx);
+    if (!txs.ok) return txs.result;
+    const status = await this.status(txs.txs, need, check);
+    if (status) return status;
+    const tx = txs.txs.at(-1)!;
+    if (this.nonces) {
+      const cleared = await this.nonces.clearForBroadcast({ chainId: tx.chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: tx.nonce, txHash: tx.hash });
+      if (!cleared) {
+        return result({ next_state: 'READY', provider_refs: txRefs(tx), error_code: 'EVM_NONCE_RECLAIMED', error_detail: `nonce ${tx.nonce} was reclaimed and ${tx.hash} never reached the chain` });
       }
-      return this.#receiptResult(tx, receipt, need, check);
+    }
+    return this.#settleRefusal(ctx, tx, await this.broadcast(tx));
+  }
+
+  /**
+   * Over every signed version of the attempt (they share one nonce, so at most one is ever mined):
+   * a mined one (COMPLETED, OBSERVING until final, FAILED when reverted), else a pending one
+   * (SUBMITTED, newest first), else the nonce taken by another transaction (FAILED); null when the
+   * chain has no trace of any and the nonce is still free.
+   */
+  async status(versions: SignedTx | readonly SignedTx[], need: Finality, check?: ReceiptCheck): Promise<ExecutionResult | null> {
+    const txs: readonly SignedTx[] = Array.isArray(versions) ? versions : [versions as SignedTx];
+    const newest = txs.at(-1)!;
+    return this.read('lookup', async () => {
+      const mined = async () => {
+        for (const tx of txs) {
+          const receipt = await this.receipt(tx.hash);
+          if (receipt) return this.#receiptResult(tx, receipt, need, check);
+        }
+        return null;
+      };
+      const found = await mined();
+      if (found) return found;
+      for (const tx of [...txs].reverse()) if (await this.pending(tx.hash)) return this.submitted(tx);
+      const used = await this.client.getTransactionCount({ address: newest.from, blockTag: 'latest' });
+      if (used <= newest.nonce) return null;
+      // The nonce is used: by one of these versions if it was mined since the first look, else by another.
+      const late = await mined();
+      if (late) return late;
+      return result({
+        next_state: 'FAILED',
+        provider_state: 'replaced',
+        provider_refs: txRefs(newest),
+        error_code: 'EVM_NONCE_CONSUMED',
+        error_detail:
+          txs.length === 1
+            ? `nonce ${newest.nonce} of ${newest.from} was used by another transaction; ${newest.hash} can never be mined`
+            : `nonce ${newest.nonce} of ${newest.from} was used by another transaction; no version of this attempt (${txs.length}) can ever be mined`,
+      });
     });
   }
 
@@ -154,17 +350,30 @@ export class EvmTxLifecycle {
     if (reserved === null) return manual('EVM_NO_PREPARED_ACTION', 'the attempt has neither a signed transaction nor a prepared action');
     const pending = await this.read('eth_getTransactionCount', () => this.client.getTransactionCount({ address: reserved.from, blockTag: 'pending' }));
     if (pending <= reserved.nonce) {
+      // Nothing was signed, so nothing can use the nonce: a later reservation may take it.
+      if (this.nonces) {
+        const chainId = await this.read('eth_chainId', () => this.client.getChainId());
+        await this.nonces.release({ chainId, sender: reserved.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: reserved.nonce }, 'recovered without signed bytes');
+      }
       return result({ next_state: 'READY', error_code: 'EVM_NOTHING_BROADCAST', error_detail: `no signed transaction and nonce ${reserved.nonce} is unused` });
     }
     return manual('EVM_NONCE_IN_USE', `no signed transaction stored, yet nonce ${reserved.nonce} of ${reserved.from} is in use: an operator must check the chain`);
   }
 
-  async attemptTx(ctx: ExecutionContext): Promise<{ ok: true; tx: SignedTx } | { ok: false; result: ExecutionResult }> {
-    const raw = signedBytesOf(ctx.attempt_artifacts);
-    if (raw === null) return { ok: false, result: manual('EVM_NO_SIGNED_TX', 'the attempt has no stored signed transaction') };
-    const decoded = await decodeSignedTx(raw);
-    if (!decoded.ok) return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', decoded.detail) };
-    return { ok: true, tx: decoded.tx };
+  /** Every signed version of the attempt, oldest first; all must be from one sender with one nonce on one chain. */
+  async attemptTxs(ctx: ExecutionContext): Promise<{ ok: true; txs: SignedTx[] } | { ok: false; result: ExecutionResult }> {
+    const raws = signedVersionsOf(ctx.attempt_artifacts);
+    if (raws.length === 0) return { ok: false, result: manual('EVM_NO_SIGNED_TX', 'the attempt has no stored signed transaction') };
+    const txs: SignedTx[] = [];
+    for (const raw of raws) {
+      const decoded = await decodeSignedTx(raw);
+      if (!decoded.ok) return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', decoded.detail) };
+      txs.push(decoded.tx);
+    }
+    if (txs.some((t) => t.nonce !== txs[0]!.nonce || t.from !== txs[0]!.from || t.chainId !== txs[0]!.chainId)) {
+      return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', 'the versions of the attempt do not share one sender, chain and nonce') };
+    }
+    return { ok: true, txs };
   }
 
   receipt(hash: Hex): Promise<TransactionReceipt | null> {
@@ -183,6 +392,18 @@ export class EvmTxLifecycle {
 
   #retry(): number {
     return Math.round(this.pollSeconds);
+  }
+}
+
+/** The provider_hints of the attempt's first prepared action (a replacement keeps them). */
+function firstHints(ctx: ExecutionContext): Record<string, unknown> {
+  const first = (ctx.attempt_artifacts ?? []).find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
+  if (!first?.content_inline) return {};
+  try {
+    const hints = (JSON.parse(first.content_inline) as { provider_hints?: unknown }).provider_hints;
+    return hints && typeof hints === 'object' && !Array.isArray(hints) ? (hints as Record<string, unknown>) : {};
+  } catch {
+    return {};
   }
 }
 

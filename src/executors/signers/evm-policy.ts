@@ -11,6 +11,8 @@ import type { ExpectedEffect, SignRequest } from '../protocol.ts';
  */
 
 export const SIGNER_POLICY_VIOLATION = 'SIGNER_POLICY_VIOLATION';
+/** The signing intent action of the nonce reaper's gap filler (src/actors/evm-nonce-reaper.ts). */
+export const EVM_NONCE_FILL_ACTION = 'evm_nonce_fill';
 
 /** Who a signer serves, from its configuration entry (evm.signers[]). */
 export interface EvmSignerScope {
@@ -116,6 +118,9 @@ export function checkEvmTransaction(
   }
   if (expected.asset === 'native') {
     if (effect.kind !== 'native') throw violation('asset', `the transaction is a ${describe(effect)}, the plan expects a native transfer`);
+    // A zero-value transfer moves nothing a plan could approve: only the nonce reaper's gap filler
+    // is one (checkNonceFill).
+    if (want === 0n) throw violation('amount', 'a native transfer of 0 wei is signed only as a nonce gap filler');
     same('to', effect.to, expected.to, 'recipient');
     same('amount', effect.amount.toString(), want.toString(), 'amount (wei)');
     return;
@@ -126,6 +131,39 @@ export function checkEvmTransaction(
   same('to', effect.to, expected.to, effect.method === 'approve' ? 'spender' : 'recipient');
   same('amount', effect.amount.toString(), want.toString(), 'amount (base units)');
   if (effect.value !== 0n) throw violation('value', `the token ${effect.method} also carries ${effect.value} wei of native value`);
+}
+
+/**
+ * The nonce reaper's gap filler, the one transaction signed without an approved plan: a zero-value
+ * transfer from the signer's own address to itself, no calldata, on a chain the signer serves. The
+ * request's expected effect must say exactly that ({chain_id, asset 'native', to: the sender,
+ * amount_base_units '0'}, a fee cap at most) and the transaction must match it. `sender` is the
+ * signer's address; null where it is not known (a proxy in front of a remote signer, which checks
+ * the sender itself): then the transaction's recipient must still be the effect's.
+ * @throws FatalMovementError SIGNER_POLICY_VIOLATION
+ */
+export function checkNonceFill(tx: TransactionSerializable, expected: ExpectedEffect | null | undefined, scope: EvmSignerScope, sender: string | null): void {
+  if (!expected) throw violation('no_expected_effect', `signer ${scope.signerKey} signs a nonce gap filler only against its expected effect; none was given`);
+  const extra = Object.keys(expected).filter((k) => !['chain_id', 'asset', 'to', 'amount_base_units', 'max_fee_per_gas_cap_wei'].includes(k));
+  if (expected.asset !== 'native' || expected.amount_base_units !== '0' || extra.length > 0) {
+    throw violation('nonce_fill', 'a nonce gap filler\'s expected effect is a native transfer of 0 wei to the sender, nothing else');
+  }
+  if (sender !== null && expected.to.toLowerCase() !== sender.toLowerCase()) {
+    throw violation('nonce_fill', `a nonce gap filler goes from the sender to itself; the expected effect names ${expected.to}, the sender is ${sender}`, {
+      expected: sender.toLowerCase(),
+      actual: expected.to.toLowerCase(),
+    });
+  }
+  if (tx.type !== 'eip1559' && tx.type !== 'legacy' && tx.type !== 'eip2930') throw violation('tx_type_not_allowed', `transaction type ${tx.type} is not signed as a nonce gap filler`);
+  const effect = decodeEffect(tx);
+  if (effect.chain_id !== expected.chain_id) {
+    throw violation('chain_id', `the filler is for chain ${effect.chain_id}, its expected effect for chain ${expected.chain_id}`, { expected: expected.chain_id, actual: effect.chain_id });
+  }
+  if (scope.chains && !scope.chains.includes(effect.chain_id)) throw violation('chain_not_served', `signer ${scope.signerKey} does not sign for chain ${effect.chain_id}`);
+  if (effect.kind !== 'native') throw violation('nonce_fill', `a nonce gap filler is a plain transfer; this transaction is a ${describe(effect)}`);
+  same('to', effect.to, expected.to, 'recipient');
+  same('amount', effect.amount.toString(), '0', 'amount (wei)');
+  checkFeeCap(tx, expected);
 }
 
 function checkFeeCap(tx: TransactionSerializable, expected: ExpectedEffect): void {

@@ -1,7 +1,7 @@
 import { isHex, parseTransaction, type Hex, type TransactionSerializable } from 'viem';
 import { FatalMovementError } from '../errors.ts';
 import type { SignRequest, SignResult } from '../protocol.ts';
-import { checkEvmTransaction, checkExecutorAllowed, violation, type EvmSignerScope } from './evm-policy.ts';
+import { checkEvmTransaction, checkExecutorAllowed, checkNonceFill, EVM_NONCE_FILL_ACTION, violation, type EvmSignerScope } from './evm-policy.ts';
 import { checkSignRequest } from './integrity.ts';
 
 /** What differs between EVM signers: where the key is and how a transaction gets its signature. */
@@ -14,7 +14,8 @@ export interface EvmSigningBackend {
 
 /**
  * The sign() every EVM signer shares: the tamper check, the executor allowlist, decoding of the
- * payload, the approval-bound policy, then the backend's key. Nothing reaches the key before every
+ * payload, the approval-bound policy (for the nonce reaper's gap filler, checkNonceFill instead of
+ * the allowlist and the plan's effect), then the backend's key. Nothing reaches the key before every
  * check passed. Only `evm_raw_tx` is signed: typed data (`eip712`) has no approval-bound policy yet
  * and is refused by default.
  */
@@ -25,11 +26,14 @@ export async function signEvmRequest(
   signerRef: (address: Hex) => string,
 ): Promise<SignResult> {
   const r = checkSignRequest(req);
-  checkExecutorAllowed(r, scope);
+  // The nonce reaper's gap filler comes from no executor; its own, narrower rule applies.
+  const fill = r.signing_intent.action === EVM_NONCE_FILL_ACTION;
+  if (!fill) checkExecutorAllowed(r, scope);
   switch (r.payload_format) {
     case 'evm_raw_tx': {
       const tx = parseUnsignedTransaction(r.payload);
-      checkEvmTransaction(tx, r.expected_effect, scope, r.expected_effect_unavailable);
+      if (fill) checkNonceFill(tx, r.expected_effect, scope, await backend.getAddress());
+      else checkEvmTransaction(tx, r.expected_effect, scope, r.expected_effect_unavailable);
       const signature = await backend.signTransaction(tx);
       return { signature, signature_format: 'evm_signed_tx', signer_ref: signerRef(await backend.getAddress()) };
     }

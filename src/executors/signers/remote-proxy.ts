@@ -1,7 +1,7 @@
 import { FatalMovementError } from '../errors.ts';
 import { JsonHttpClient } from '../http-json.ts';
 import { describeIssues, SignResultSchema, type Signer, type SignRequest, type SignResult } from '../protocol.ts';
-import { checkEvmTransaction, checkExecutorAllowed, type EvmSignerScope } from './evm-policy.ts';
+import { checkEvmTransaction, checkExecutorAllowed, checkNonceFill, EVM_NONCE_FILL_ACTION, type EvmSignerScope } from './evm-policy.ts';
 import { parseUnsignedTransaction } from './evm-signing.ts';
 import { checkSignRequest } from './integrity.ts';
 
@@ -36,9 +36,13 @@ export class RemoteSignerProxy implements Signer {
   async sign(req: SignRequest): Promise<SignResult> {
     const checked = checkSignRequest(req);
     if (this.#scope) {
-      checkExecutorAllowed(checked, this.#scope);
+      const fill = checked.signing_intent.action === EVM_NONCE_FILL_ACTION;
+      if (!fill) checkExecutorAllowed(checked, this.#scope);
       if (checked.payload_format === 'evm_raw_tx') {
-        checkEvmTransaction(parseUnsignedTransaction(checked.payload), checked.expected_effect, this.#scope, checked.expected_effect_unavailable);
+        const tx = parseUnsignedTransaction(checked.payload);
+        // The remote signer knows its own address and checks the filler's sender itself.
+        if (fill) checkNonceFill(tx, checked.expected_effect, this.#scope, null);
+        else checkEvmTransaction(tx, checked.expected_effect, this.#scope, checked.expected_effect_unavailable);
       }
     }
     const res = await this.#http.call('POST', '/sign', checked);
