@@ -148,6 +148,8 @@ function sampleRss(pids: number[]) {
       }
     }
   }, 250);
+  // Never what keeps the bench alive: whatever way the run ends, it exits.
+  timer.unref();
   return { stop: () => clearInterval(timer), maxMb: () => max };
 }
 
@@ -223,6 +225,7 @@ async function main() {
     }
     const end = await watchMovements(pool, ids, { stallMs: stallSeconds * 1000, workersGone: () => workers.every((w) => w.exitCode !== null || w.signalCode !== null) });
     if (end.outcome !== 'completed') {
+      rss.stop();
       for (const line of describeRunEnd(end, ids.length)) console.error(line);
       console.log(JSON.stringify(runEndJson(end, ids.length)));
       await pool.end();
