@@ -7,6 +7,7 @@ import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
 import { APP_NAMES } from '../connection-budget.ts';
 import { registerEvmLane } from '../executors/evm/index.ts';
+import { createCexLane } from '../executors/cex/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
@@ -74,7 +75,8 @@ export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegi
 
 /**
  * The registries a runtime starts with: the built-in ones, plus the EVM lane (chains, signers and
- * executors) from the configuration file and the legacy single-chain variables.
+ * executors) from the configuration file and the legacy single-chain variables, and the CEX lane
+ * for the file's exchange accounts.
  * @throws ConfigError naming the variable or file entry that cannot be used.
  */
 export async function configuredRegistries(
@@ -84,6 +86,8 @@ export async function configuredRegistries(
 ): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry }> {
   const registries = defaultRegistries(providerPool);
   await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log });
+  // The CEX lane for the exchange accounts of the config file (cex.accounts), if any.
+  createCexLane(config.file.cex.accounts, registries.executors, { env: deps.env ?? process.env });
   return registries;
 }
 
