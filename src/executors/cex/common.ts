@@ -1,4 +1,4 @@
-import { TemporaryMovementError } from '../errors.ts';
+import { FatalMovementError, TemporaryMovementError } from '../errors.ts';
 import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput, type PreparedAction } from '../protocol.ts';
 import type { CexAccount } from './client.ts';
 import { classifyCexError, type CexFailure } from './errors.ts';
@@ -61,8 +61,8 @@ export function payloadOf<T>(prepared: PreparedAction | null): T | null {
 /**
  * Runs a read against the exchange. The account remembers a Retry-After, and no request is sent
  * until it has passed (a Binance 418 ban grows when it is ignored). A failed read moves no money:
- * it throws TemporaryMovementError (with retry_after_seconds for a rate limit), or returns the
- * classified failure when the caller wants to map it itself.
+ * it throws TemporaryMovementError for a rate limit (with retry_after_seconds) or an unreachable
+ * exchange, FatalMovementError for a definite refusal (authentication, bad request).
  */
 export async function exchangeCall<T>(account: CexAccount, what: string, fn: () => Promise<T>): Promise<T> {
   throwIfBlocked(account);
@@ -70,7 +70,9 @@ export async function exchangeCall<T>(account: CexAccount, what: string, fn: () 
     return await fn();
   } catch (err) {
     const failure = classify(account, err);
-    throw new TemporaryMovementError(failure.code, `${account.key}: ${what} failed: ${failure.detail}`, {
+    // A definite refusal (bad key, bad signature, stale clock) will not go away by waiting.
+    const Err = failure.kind === 'rate_limited' || failure.kind === 'uncertain' ? TemporaryMovementError : FatalMovementError;
+    throw new Err(failure.code, `${account.key}: ${what} failed: ${failure.detail}`, {
       ...(failure.kind === 'rate_limited' ? { retry_after_seconds: failure.retryAfterSeconds } : {}),
       failure_kind: failure.kind,
     });
