@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { createPublicClient, createWalletClient, http, parseEther, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -8,8 +11,10 @@ import { CEX_DEPOSIT_OBSERVE_KEY, CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSE
 import type { Pool } from '../src/persistence/db.ts';
 import { ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
 import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { stringify as yaml } from 'yaml';
 import { startBinanceEmulator, type BinanceEmulator } from './emulators/binance.ts';
 
 /**
@@ -356,4 +361,56 @@ test('ccxt is confined to the account\'s base_url; signatures and stale timestam
   } finally {
     exA.clockSkewMs = 0;
   }
+});
+
+test('SIGKILL of the worker while the exchange holds an accepted withdraw/apply: the next worker recovers it, one withdrawal, funds on chain', async (t) => {
+  const db = await scratchDatabase(t);
+  const { deps } = cexDeps(db.pool);
+  const to = fresh();
+  // The worker processes read the exchange account from the config file, its key and secret from the environment.
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-cex-'));
+  const configFile = join(dir, 'ferry.yaml');
+  writeFileSync(configFile, yaml({ cex: { accounts: [accounts()[0]] } }));
+  const env = {
+    ...CREDS,
+    FERRY_CONFIG_FILE: configFile,
+    FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'cex=2',
+    FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
+    FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
+    FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
+  };
+  exA.fault({ path: APPLY, fault: { kind: 'hold_after_accept' }, times: 1 });
+  const id = await approvedMovement(deps, cexToChain('cex-sigkill'), { asset: 'ETH', amount: '0.0421', destination: { address: to } });
+  const nodeId = (await snapshot(db.pool, id)).byKey.withdraw.id;
+
+  const first = spawnWorker(db.url, env);
+  try {
+    await waitFor('the exchange to accept the withdrawal', async () => exA.withdrawalsByOrderId(`${nodeId}:1`).length === 1);
+  } finally {
+    first.kill('SIGKILL');
+  }
+  assert.equal((await exited(first)).signal, 'SIGKILL');
+  assert.equal((await snapshot(db.pool, id)).byKey.withdraw.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
+
+  const second = spawnWorker(db.url, env);
+  let done: Snap;
+  try {
+    done = await waitFor('the movement to finish', async () => {
+      const s = await snapshot(db.pool, id);
+      return finished(s) ? s : null;
+    });
+  } finally {
+    second.kill('SIGTERM');
+    assert.equal((await exited(second)).code, 0, 'the worker stops cleanly on SIGTERM');
+  }
+  assert.equal(done.request.request_state, 'COMPLETED');
+  assert.equal(done.byKey.withdraw.attempt_no, 1);
+  assert.equal(done.byKey.withdraw.provider_state, 'recovered');
+  assert.equal(exA.withdrawals.filter((w) => w.withdrawOrderId?.startsWith(nodeId)).length, 1, 'exactly one withdrawal for the node');
+  assert.equal(exA.applies.filter((a) => a.withdrawOrderId?.startsWith(nodeId)).length, 1, 'one withdraw/apply was ever sent');
+  const recovered = await db.pool.query(`SELECT count(*)::int AS n FROM transitions WHERE entity_id = $1 AND event_type = 'RECOVERED' AND from_state = 'SUBMITTING'`, [nodeId]);
+  assert.equal(recovered.rows[0].n, 1);
+  await exA.settled();
+  assert.equal(await chain.getBalance({ address: to }), parseEther('0.0421'));
+  await assertNoSecrets(db.pool);
 });
