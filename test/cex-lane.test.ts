@@ -79,13 +79,13 @@ function accounts(over: Partial<CexAccountConfig> = {}): CexAccountConfig[] {
 function cexDeps(pool: Pool, opts: { notFoundAfterSeconds?: number; account?: Partial<CexAccountConfig> } = {}) {
   const base = runtimeDeps(pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'cex=0.001' });
   const urls: string[] = [];
-  createCexLane(accounts(opts.account), base.executors, {
+  const lane = createCexLane(accounts(opts.account), base.executors, {
     env: CREDS,
     hooks: { onRequest: (u) => urls.push(u) },
     pollSeconds: 0,
     notFoundAfterSeconds: opts.notFoundAfterSeconds ?? 60,
   });
-  return { deps: base as RuntimeDeps, urls };
+  return { deps: base as RuntimeDeps, urls, lane: lane! };
 }
 
 const withdrawNode = (config: Record<string, unknown> = {}) => ({
@@ -272,7 +272,7 @@ test('insufficient balance and an invalid address FAIL with their codes, and not
 
 test('a rate limit before submit defers the node to at least the exchange\'s Retry-After (dispatch_after), without a request meanwhile', async (t) => {
   const db = await scratchDatabase(t);
-  const { deps, urls } = cexDeps(db.pool);
+  const { deps, urls, lane } = cexDeps(db.pool);
   const to = fresh();
   const seenBefore = exA.requests.length;
   exA.fault({ fault: { kind: 'status', status: 429, retryAfterSeconds: 120 }, times: 1 });
@@ -294,10 +294,10 @@ test('a rate limit before submit defers the node to at least the exchange\'s Ret
   assert.equal(urls.length, sent, 'no request during the Retry-After');
   assert.equal((await snapshot(db.pool, id)).byKey.withdraw.error_code, 'CEX_RATE_LIMITED');
 
-  // Another process (no memory of it), after the wait: the withdrawal goes through.
+  // Once the wait is over (here: forgotten), the same client, whose first market load failed, goes through.
+  lane.accounts.get('exa')!.blockedUntilMs = 0;
   await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() - interval '1 second' WHERE id = $1`, [w.id]);
-  const other = cexDeps(db.pool);
-  const done = await until(other.deps, id, 'the movement to finish', finished);
+  const done = await until(deps, id, 'the movement to finish', finished);
   assert.equal(done.request.request_state, 'COMPLETED');
   assert.equal(await chain.getBalance({ address: to }), parseEther('0.03'));
 });
@@ -340,6 +340,19 @@ test('deposit observe by address, amount and time window: pending until N confir
   assert.equal(s.request.request_state, 'COMPLETED');
   assert.equal(s.byKey.deposit_observe.provider_refs.tx_hash, hash);
   assert.equal(s.byKey.deposit_observe.provider_refs.exchange_status, 1);
+});
+
+test('a repeated withdrawOrderId is refused by the exchange (CEX_REJECTED); the first withdrawal stands alone', async () => {
+  const lane = createCexLane(accounts(), undefined, { env: CREDS })!;
+  const [action] = lane.executors;
+  const orderId = `repeat-${Date.now()}`;
+  const payload = JSON.stringify({ account: 'exa', coin: 'ETH', network: 'ETH', address: fresh(), address_tag: null, amount: '0.001', withdraw_order_id: orderId, prepared_at_ms: Date.now() });
+  const prepared = { prepared_action_id: 'x', action_type: 'cex_withdrawal', payload_format: 'cex_withdrawal_json', payload, payload_hash: 'h', signing_required: false, provider_hints: {}, expires_at: null };
+  assert.equal((await action.submit({} as never, prepared)).next_state, 'COMPLETED');
+  const again = await action.submit({} as never, prepared);
+  assert.equal(again.next_state, 'FAILED');
+  assert.equal(again.error_code, 'CEX_REJECTED');
+  assert.equal(exA.withdrawalsByOrderId(orderId).length, 1);
 });
 
 test('ccxt is confined to the account\'s base_url; signatures and stale timestamps are checked by the emulator', async () => {

@@ -95,6 +95,17 @@ export function createCexAccount(entry: CexAccountConfig, env: NodeJS.ProcessEnv
     for (const [name, url] of Object.entries(api)) {
       if (typeof url === 'string') api[name] = baseUrl + new URL(url).pathname;
     }
+    // ccxt keeps the promise of a failed market load and hands the same rejection to every later
+    // call (withdraw and the history reads load markets first): forget it, so the next call retries.
+    const origLoad = client.loadMarkets.bind(client);
+    client.loadMarkets = async (reload?: boolean, params?: object) => {
+      try {
+        return await origLoad(reload, params);
+      } catch (err) {
+        client.marketsLoading = undefined as never;
+        throw err;
+      }
+    };
     const origFetch = client.fetch.bind(client);
     client.fetch = (url: string, method?: string, headers?: unknown, body?: unknown) => {
       if (new URL(url).origin !== base.origin) {
