@@ -14,6 +14,7 @@ import { scratchDatabase } from './helpers/db.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
 import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import pino from 'pino';
 import { stringify as yaml } from 'yaml';
 import { startBinanceEmulator, type BinanceEmulator } from './emulators/binance.ts';
 
@@ -75,6 +76,10 @@ function accounts(over: Partial<CexAccountConfig> = {}): CexAccountConfig[] {
   ];
 }
 
+/** Every line the in-process workers log, at trace level, for the secrets check at the end. */
+const logLines: string[] = [];
+const testLog = pino({ level: 'trace' }, { write: (line: string) => void logLines.push(line) });
+
 /** Runtime deps whose registry holds the CEX lane (a fresh ccxt client per call: a fresh process). */
 function cexDeps(pool: Pool, opts: { notFoundAfterSeconds?: number; account?: Partial<CexAccountConfig> } = {}) {
   const base = runtimeDeps(pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'cex=0.001' });
@@ -85,7 +90,7 @@ function cexDeps(pool: Pool, opts: { notFoundAfterSeconds?: number; account?: Pa
     pollSeconds: 0,
     notFoundAfterSeconds: opts.notFoundAfterSeconds ?? 60,
   });
-  return { deps: base as RuntimeDeps, urls, lane: lane! };
+  return { deps: { ...base, log: testLog } as RuntimeDeps, urls, lane: lane! };
 }
 
 const withdrawNode = (config: Record<string, unknown> = {}) => ({
@@ -426,4 +431,10 @@ test('SIGKILL of the worker while the exchange holds an accepted withdraw/apply:
   await exA.settled();
   assert.equal(await chain.getBalance({ address: to }), parseEther('0.0421'));
   await assertNoSecrets(db.pool);
+});
+
+test('no key or secret in anything the workers logged during these tests', () => {
+  assert.ok(logLines.length > 20, `${logLines.length} log lines`);
+  assert.ok(logLines.some((l) => l.includes('CEX_RATE_LIMITED')), 'the lane\'s outcomes were logged');
+  for (const line of logLines) for (const [name, value] of Object.entries(CREDS)) assert.ok(!line.includes(value), `${name} logged: ${line}`);
 });
