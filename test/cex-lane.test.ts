@@ -367,6 +367,9 @@ test('ccxt is confined to the account\'s base_url; signatures and stale timestam
   await assert.rejects(client.fetch('https://api.binance.com/api/v3/time', 'GET'), /refusing to contact https:\/\/api\.binance\.com/);
   assert.equal(exA.requests.length, seen);
   for (const url of Object.values(client.urls.api as Record<string, string>)) assert.ok(url.startsWith(exA.url), url);
+  const health = await lane.executors[0].health();
+  assert.equal(health.ok, true);
+  assert.deepEqual((health.accounts as Array<Record<string, unknown>>).map((a) => [a.account, a.reachable]), [['exa', true], ['exb', true]]);
 
   const wrong = createCexLane(accounts(), undefined, { env: { ...CREDS, EXA_SECRET: 'not-the-secret' } })!;
   const [action] = wrong.executors;

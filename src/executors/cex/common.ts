@@ -111,3 +111,21 @@ export function observeLater(err: unknown): ExecutionResult {
 export function positiveDecimal(v: string | undefined): boolean {
   return v !== undefined && /^[0-9]+(\.[0-9]+)?$/.test(v) && /[1-9]/.test(v);
 }
+
+/**
+ * Health of the lane: every account's exchange answers its (unauthenticated) server-time call.
+ * Names the accounts only, never their URLs or credentials.
+ */
+export async function accountsHealth(executorKey: string, accounts: Accounts): Promise<Record<string, unknown>> {
+  const checks = await Promise.all(
+    [...accounts.values()].map(async (a) => {
+      try {
+        const serverTime = await (await a.client()).fetchTime();
+        return { account: a.key, reachable: true, clock_skew_ms: typeof serverTime === 'number' ? serverTime - Date.now() : null };
+      } catch (err) {
+        return { account: a.key, reachable: false, error: classify(a, err).code };
+      }
+    }),
+  );
+  return { ok: checks.every((c) => c.reachable), executor_key: executorKey, lane: CEX_LANE, accounts: checks };
+}

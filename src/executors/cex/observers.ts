@@ -1,6 +1,6 @@
 import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
-import { CEX_LANE, exchangeCall, failed, lookupAccount, observeLater, payloadOf, positiveDecimal, preparedOf, result, str, type Accounts } from './common.ts';
+import { accountsHealth, CEX_LANE, exchangeCall, failed, lookupAccount, observeLater, payloadOf, positiveDecimal, preparedOf, result, str, type Accounts } from './common.ts';
 import type { CexAccount } from './client.ts';
 
 export const CEX_WITHDRAWAL_OBSERVE_KEY = 'exec.cex.withdrawal_observe';
@@ -90,7 +90,7 @@ abstract class CexObserver<T extends { account: string }> implements Executor {
   }
 
   async health(): Promise<Record<string, unknown>> {
-    return { ok: true, executor_key: this.executorKey, lane: CEX_LANE, accounts: [...this.accounts.keys()] };
+    return accountsHealth(this.executorKey, this.accounts);
   }
 }
 

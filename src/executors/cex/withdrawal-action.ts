@@ -2,6 +2,7 @@ import { attemptIdempotencyKey } from '../context.ts';
 import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
 import {
+  accountsHealth,
   CEX_LANE,
   classify,
   exchangeCall,
@@ -217,7 +218,7 @@ export class CexWithdrawalActionExecutor implements Executor {
   }
 
   async health(): Promise<Record<string, unknown>> {
-    return { ok: true, executor_key: this.executorKey, lane: CEX_LANE, accounts: [...this.#accounts.keys()] };
+    return accountsHealth(this.executorKey, this.#accounts);
   }
 
   #spec(ctx: ExecutionContext): { ok: true; account: CexAccount; request: WithdrawalRequest } | { ok: false; result: ExecutionResult } {
