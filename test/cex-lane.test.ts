@@ -360,6 +360,28 @@ test('a repeated withdrawOrderId is refused by the exchange (CEX_REJECTED); the 
   assert.equal(exA.withdrawalsByOrderId(orderId).length, 1);
 });
 
+test('an observer read the exchange refuses (stale clock) keeps the node observing with the code; it completes once the clock is right', async () => {
+  const lane = createCexLane(accounts(), undefined, { env: CREDS })!;
+  const [action, observer] = lane.executors;
+  const orderId = `observe-${Date.now()}`;
+  const payload = JSON.stringify({ account: 'exa', coin: 'ETH', network: 'ETH', address: fresh(), address_tag: null, amount: '0.002', withdraw_order_id: orderId, prepared_at_ms: Date.now() });
+  const sent = await action.submit({} as never, { prepared_action_id: 'x', action_type: 'cex_withdrawal', payload_format: 'cex_withdrawal_json', payload, payload_hash: 'h', signing_required: false, provider_hints: {}, expires_at: null });
+  assert.equal(sent.next_state, 'COMPLETED');
+  const ctx = { node_config: {}, intent: {}, resolved_bindings: { executor: { executor_key: CEX_WITHDRAWAL_OBSERVE_KEY, account: 'exa' }, signer: null }, provider_context: sent.provider_refs } as never;
+  exA.clockSkewMs = 60_000;
+  try {
+    const refused = await observer.observe(ctx);
+    assert.equal(refused.next_state, 'OBSERVING');
+    assert.equal(refused.error_code, 'CEX_AUTH_REJECTED');
+    assert.equal(refused.retry_after_seconds, 60);
+  } finally {
+    exA.clockSkewMs = 0;
+  }
+  const done = await observer.observe(ctx);
+  assert.equal(done.next_state, 'COMPLETED');
+  assert.match(String(done.provider_refs.tx_hash), /^0x[0-9a-f]{64}$/);
+});
+
 test('ccxt is confined to the account\'s base_url; signatures and stale timestamps are checked by the emulator', async () => {
   const lane = createCexLane(accounts(), undefined, { env: CREDS })!;
   const client = await lane.accounts.get('exa')!.client();

@@ -93,19 +93,26 @@ export function classify(account: CexAccount, err: unknown): CexFailure {
   return failure;
 }
 
-/** A read failure during observe: keep observing, after the Retry-After when there is one. */
+/**
+ * A read failure during observe: keep observing, after the Retry-After when there is one. A read
+ * the exchange refuses (a stale clock, a revoked key) moves no money either: the node keeps
+ * observing once a minute with the error on it, instead of turning UNKNOWN, which next to a
+ * completed withdrawal would put the movement in MANUAL_INTERVENTION.
+ */
 export function observeLater(err: unknown): ExecutionResult {
-  if (err instanceof TemporaryMovementError) {
+  if (err instanceof TemporaryMovementError || err instanceof FatalMovementError) {
     const retry = Number(err.details.retry_after_seconds);
     return result({
       next_state: 'OBSERVING',
       error_code: err.code,
       error_detail: err.message,
-      retry_after_seconds: Number.isFinite(retry) && retry > 0 ? retry : null,
+      retry_after_seconds: Number.isFinite(retry) && retry > 0 ? retry : err instanceof FatalMovementError ? REFUSED_READ_RETRY_SECONDS : null,
     });
   }
   throw err;
 }
+
+const REFUSED_READ_RETRY_SECONDS = 60;
 
 /** A decimal string greater than zero, e.g. '0.5'. */
 export function positiveDecimal(v: string | undefined): boolean {
