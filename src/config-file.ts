@@ -120,8 +120,35 @@ const SimBalanceSchema = z
   .strict()
   .refine((b) => (b.amount.split('.')[1] ?? '').length <= b.decimals, { path: ['amount'], message: 'more fractional digits than decimals' });
 
+/** One exchange account of the CEX lane (docs/cex-lane.md); its key and secret come from the environment. */
+const CexAccountSchema = z
+  .object({
+    key: z.string().regex(KEY, 'lowercase letters, digits, "_", "." and "-"'),
+    exchange: z.literal('binance'),
+    /** Where the exchange's REST API is; every ccxt endpoint is pointed here, nothing else is contacted. */
+    base_url: z.string().url(),
+    api_key_env: z.string().regex(ENV_NAME, 'an environment variable name'),
+    api_secret_env: z.string().regex(ENV_NAME, 'an environment variable name'),
+    /** Ferry's network names to the exchange's network ids (e.g. `ethereum: ETH`). */
+    networks: z.record(z.string().min(1), z.string().min(1)).optional(),
+    /** Timeout of one exchange request, in milliseconds. */
+    timeout_ms: z.number().int().positive().default(10_000),
+  })
+  .strict();
+
 export const ConfigFileSchema = z
   .object({
+    cex: z
+      .object({ accounts: z.array(CexAccountSchema).default([]) })
+      .strict()
+      .superRefine((cex, ctx) => {
+        const keys = new Set<string>();
+        cex.accounts.forEach((a, i) => {
+          if (keys.has(a.key)) ctx.addIssue({ code: 'custom', path: ['accounts', i, 'key'], message: `account ${a.key} is listed twice` });
+          keys.add(a.key);
+        });
+      })
+      .default({ accounts: [] }),
     evm: z
       .object({
         chains: z.array(ChainSchema).default([]),
@@ -169,6 +196,7 @@ export type EvmSignerConfig = ConfigFile['evm']['signers'][number];
 export type EvmTokenConfig = ConfigFile['evm']['tokens'][number];
 export type EvmWatchConfig = ConfigFile['evm']['watch'][number];
 export type SimBalanceConfig = ConfigFile['sim']['balances'][number];
+export type CexAccountConfig = ConfigFile['cex']['accounts'][number];
 
 /** The empty file: what Ferry runs with when FERRY_CONFIG_FILE is unset. */
 export const EMPTY_CONFIG_FILE: ConfigFile = ConfigFileSchema.parse({});

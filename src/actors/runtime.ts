@@ -6,6 +6,7 @@ import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
 import { APP_NAMES } from '../connection-budget.ts';
+import { createCexLane } from '../executors/cex/index.ts';
 import { EvmNonceManager, registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
@@ -75,7 +76,8 @@ export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegi
 /**
  * The registries a runtime starts with: the built-in ones, plus the EVM lane (chains, signers and
  * executors) from the configuration file and the legacy single-chain variables, with the nonce
- * manager its signing executors share (null without an EVM lane).
+ * manager its signing executors share (null without an EVM lane), and the CEX lane for the file's
+ * exchange accounts.
  * @throws ConfigError naming the variable or file entry that cannot be used.
  */
 export async function configuredRegistries(
@@ -87,6 +89,8 @@ export async function configuredRegistries(
   // Nonce reservations use the providers' pool, never the runtime's (see EvmNonceManager).
   const evmNonces = new EvmNonceManager(providerPool);
   const lane = await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log, nonces: evmNonces });
+  // The CEX lane for the exchange accounts of the config file (cex.accounts), if any.
+  createCexLane(config.file.cex.accounts, registries.executors, { env: deps.env ?? process.env });
   return { ...registries, evmNonces: lane ? evmNonces : null };
 }
 

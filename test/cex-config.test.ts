@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { configuredRegistries } from '../src/actors/runtime.ts';
+import { parseConfigFile } from '../src/config-file.ts';
+import { ConfigError, loadConfig } from '../src/config.ts';
+import { CEX_DEPOSIT_OBSERVE_KEY, CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSERVE_KEY, createCexLane } from '../src/executors/cex/index.ts';
+import { log } from '../src/log.ts';
+import { createPool } from '../src/persistence/db.ts';
+
+/** cex.accounts in the config file: validation, secrets from the environment, registration. */
+
+const ACCOUNT = `cex:
+  accounts:
+    - key: binance_main
+      exchange: binance
+      base_url: http://127.0.0.1:9
+      api_key_env: BINANCE_MAIN_KEY
+      api_secret_env: BINANCE_MAIN_SECRET
+      networks: { ethereum: ETH }
+`;
+const SECRET = 'very-secret-value-that-must-not-leak-0123456789';
+
+test('a cex account parses with its defaults; bad entries are named, never echoed', () => {
+  const ok = parseConfigFile(ACCOUNT);
+  assert.ok(ok.ok);
+  assert.deepEqual(ok.file.cex.accounts[0], {
+    key: 'binance_main',
+    exchange: 'binance',
+    base_url: 'http://127.0.0.1:9',
+    api_key_env: 'BINANCE_MAIN_KEY',
+    api_secret_env: 'BINANCE_MAIN_SECRET',
+    networks: { ethereum: 'ETH' },
+    timeout_ms: 10_000,
+  });
+  const empty = parseConfigFile('evm: {}');
+  assert.ok(empty.ok);
+  assert.deepEqual(empty.file.cex, { accounts: [] });
+
+  const kraken = parseConfigFile(ACCOUNT.replace('exchange: binance', 'exchange: kraken'));
+  assert.ok(!kraken.ok);
+  assert.match(kraken.reason, /^cex\.accounts\[0\]\.exchange: /);
+  const twice = parseConfigFile(ACCOUNT + ACCOUNT.split('\n').slice(2).join('\n'));
+  assert.ok(!twice.ok);
+  assert.match(twice.reason, /^cex\.accounts\[1\]\.key: account binance_main is listed twice/);
+  const inline = parseConfigFile(ACCOUNT.replace('api_secret_env: BINANCE_MAIN_SECRET', `api_secret_env: ${SECRET}`));
+  assert.ok(!inline.ok);
+  assert.match(inline.reason, /^cex\.accounts\[0\]\.api_secret_env: an environment variable name$/);
+  assert.ok(!inline.reason.includes(SECRET));
+});
+
+test('an unset key or secret variable stops start naming the variable; the lane registers its three executors', async () => {
+  const file = parseConfigFile(ACCOUNT);
+  assert.ok(file.ok);
+  assert.throws(
+    () => createCexLane(file.file.cex.accounts, undefined, { env: { BINANCE_MAIN_KEY: SECRET } }),
+    (err: unknown) => err instanceof ConfigError && err.variable === 'BINANCE_MAIN_SECRET' && !err.message.includes(SECRET),
+  );
+
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-cex-config-'));
+  writeFileSync(join(dir, 'ferry.yaml'), ACCOUNT);
+  process.env.BINANCE_MAIN_KEY = SECRET;
+  process.env.BINANCE_MAIN_SECRET = `${SECRET}-2`;
+  const pool = createPool('postgres://postgres@127.0.0.1:1/none', 1, 'unused');
+  try {
+    const config = loadConfig({ FERRY_CONFIG_FILE: join(dir, 'ferry.yaml'), FERRY_DATA_DIR: dir });
+    const { executors } = await configuredRegistries(pool, config, { log });
+    for (const key of [CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSERVE_KEY, CEX_DEPOSIT_OBSERVE_KEY]) {
+      assert.ok(executors.has(key), key);
+      // Nothing listens on port 9: the account is unreachable, and the answer says so without secrets or URLs.
+      const health = await executors.get(key).health!();
+      assert.equal(health!.ok, false);
+      assert.deepEqual((health!.accounts as Array<Record<string, unknown>>).map((a) => [a.account, a.reachable, a.error]), [['binance_main', false, 'CEX_UNAVAILABLE']]);
+      const text = JSON.stringify(health);
+      assert.ok(!text.includes(SECRET) && !text.includes('127.0.0.1'), text);
+    }
+    // Without accounts, nothing of the lane is registered (and ccxt is never loaded).
+    assert.ok(!(await configuredRegistries(pool, loadConfig({ FERRY_DATA_DIR: dir }), { log })).executors.has(CEX_WITHDRAWAL_ACTION_KEY));
+  } finally {
+    delete process.env.BINANCE_MAIN_KEY;
+    delete process.env.BINANCE_MAIN_SECRET;
+    await pool.end();
+  }
+});
