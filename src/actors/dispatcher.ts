@@ -12,7 +12,7 @@ import { claimDispatchBatch } from '../persistence/claims.ts';
 import { claimsTotal, deferralsTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
-import { claimedContexts, errorOutcome, errorText, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
+import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
 import { deliverBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type RequestItem } from './transition.ts';
 
 /**
@@ -147,7 +147,7 @@ async function runRound(deps: RuntimeDeps, dispatches: CarriedClaim[], carry: bo
   const items = prepared.flatMap((p) => p.items);
   const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions });
   if (!committed) return [];
-  const refusedNodes = refusals(deps, items, committed);
+  const refusedNodes = refusals(deps, dispatches, items, committed);
   const toSubmit: ToSubmit[] = [];
   prepared.forEach((p, i) => {
     const d = dispatches[i];
@@ -166,7 +166,7 @@ async function runRound(deps: RuntimeDeps, dispatches: CarriedClaim[], carry: bo
     claimUnblocked: carry ? () => randomUUID() : undefined,
   });
   if (!done) return [];
-  refusals(deps, resultItems, done);
+  refusals(deps, dispatches, resultItems, done);
   for (const _ of done.claimed) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
   return done.claimed;
 }
@@ -194,14 +194,16 @@ async function commit(deps: RuntimeDeps, items: NodeItem[], opts: BatchOptions):
 }
 
 /** Logs refused writes; returns the nodes that had one. */
-function refusals(deps: RuntimeDeps, items: NodeItem[], result: BatchResult): Set<string> {
+function refusals(deps: RuntimeDeps, dispatches: CarriedClaim[], items: NodeItem[], result: BatchResult): Set<string> {
   const refused = new Set<string>();
   result.nodes.forEach((r, i) => {
     if (!isRefusal(r)) return;
     refused.add(items[i].nodeId);
     // The node moved under the dispatch: recovery released it (its lease is gone) or resolved an
     // attempt whose submit outlived the lane's SUBMITTING grace, or an operator acted.
-    deps.log.warn({ node_id: items[i].nodeId, code: r.code, err: r.message }, 'dispatch result refused: the node moved on');
+    const d = dispatches.find((x) => x.node.id === items[i].nodeId);
+    const log = d ? nodeLog(deps, 'dispatcher', d.node) : deps.log.child({ node_id: items[i].nodeId, worker: 'dispatcher' });
+    log.warn({ code: r.code, err: r.message }, 'dispatch result refused: the node moved on');
   });
   return refused;
 }
@@ -214,7 +216,7 @@ function retryAt(err: unknown): string {
 
 function deferInfra(deps: RuntimeDeps, d: CarriedClaim, err: unknown, cause: string): NodeItem {
   deferralsTotal.inc({ worker: 'dispatcher', cause });
-  deps.log.warn({ node_id: d.node.id, cause, err: errorText(err) }, "dispatch deferred: Ferry's database was unavailable");
+  nodeLog(deps, 'dispatcher', d.node).warn({ cause, err: errorText(err) }, "dispatch deferred: Ferry's database was unavailable");
   return item(d, { type: 'DISPATCH_DEFERRED', errorCode: 'FERRY_DATABASE_UNAVAILABLE', errorDetail: errorText(err), retryAt: addSeconds(nowIso(), INFRA_DEFER_SECONDS) });
 }
 
@@ -338,7 +340,8 @@ async function submitOne(deps: RuntimeDeps, s: ToSubmit): Promise<NodeItem | nul
     }
   }
 
-  deps.log.debug({ request_id: d.node.request_id, node_id: d.node.id, attempt }, 'submitting');
+  const log = nodeLog(deps, 'dispatcher', d.node, attempt);
+  log.debug('submitting');
   try {
     const result = await executor.submit(ctx, prepared, { signResult });
     const outcome = outcomeOf(result, ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN'], 'UNKNOWN');
@@ -352,7 +355,7 @@ async function submitOne(deps: RuntimeDeps, s: ToSubmit): Promise<NodeItem | nul
       // Ferry's own database failed around the submit: whether it happened is for recovery to
       // find out (it asks the provider), never a reason to call the node UNKNOWN or submit again.
       deferralsTotal.inc({ worker: 'dispatcher', cause: err.cause_ });
-      deps.log.warn({ node_id: d.node.id, cause: err.cause_ }, "submit met Ferry's database trouble; left SUBMITTING for recovery");
+      log.warn({ cause: err.cause_ }, "submit met Ferry's database trouble; left SUBMITTING for recovery");
       return null;
     }
     // A fatal error is the provider's definite refusal; anything else (timeout, connection reset,

@@ -231,3 +231,16 @@ export async function claimedContexts(
     );
   }
 }
+
+/**
+ * The logger for lines about one node: every such line says which movement, node and attempt it is
+ * about and which worker wrote it, so one movement's story can be filtered out of any log.
+ */
+export function nodeLog(
+  deps: Pick<RuntimeDeps, 'log'>,
+  worker: 'dispatcher' | 'observer' | 'recovery',
+  node: Pick<NodeRow, 'id' | 'request_id' | 'node_key' | 'attempt_no'>,
+  attempt = node.attempt_no,
+): Logger {
+  return deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker, attempt });
+}

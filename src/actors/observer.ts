@@ -7,7 +7,7 @@ import { claimsTotal, deferralsTotal } from '../metrics.ts';
 import { withTransaction } from '../persistence/db.ts';
 import { nodesOfRequests } from '../persistence/movements.ts';
 import { runDispatches } from './dispatcher.ts';
-import { askProvider, claimedContexts, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
+import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type RuntimeDeps } from './execution.ts';
 import { deliverBatch, type CarriedClaim, type NodeItem } from './transition.ts';
 import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
 
@@ -58,7 +58,7 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
         }
         const keepsObserving = outcome.nextState === 'OBSERVING' || outcome.nextState === 'SUBMITTED';
         const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter ?? (infra ? 1 : null))) : null;
-        deps.log.debug({ node_id: node.id, next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
+        nodeLog(deps, 'observer', node).debug({ next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
         if (replacement && keepsObserving) proposals[i] = { nodeId: node.id, attemptNo: node.attempt_no, prepared: replacement };
         return { nodeId: node.id, event: { type: 'OBSERVED', outcome, at, nextObserveAt }, artifacts };
       }),

@@ -4,7 +4,7 @@ import { claimAbandonedDispatches, claimRecoveryBatch, type RecoveryArm } from '
 import { claimsTotal, deferralsTotal } from '../metrics.ts';
 import { withTransaction } from '../persistence/db.ts';
 import { nodesOfRequests } from '../persistence/movements.ts';
-import { askProvider, claimedContexts, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
+import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type RuntimeDeps } from './execution.ts';
 import { deliverBatch, type NodeItem } from './transition.ts';
 
 /**
@@ -62,15 +62,12 @@ async function recoverArm(deps: RuntimeDeps, arm: RecoveryArm): Promise<number> 
         );
         if (infra) {
           deferralsTotal.inc({ worker: 'recovery', cause: infra });
-          deps.log.warn({ node_id: node.id, cause: infra }, "recovery deferred: Ferry's database was unavailable");
+          nodeLog(deps, 'recovery', node).warn({ cause: infra }, "recovery deferred: Ferry's database was unavailable");
           return null;
         }
         const observing = outcome.nextState === 'SUBMITTED' || outcome.nextState === 'OBSERVING';
         const nextObserveAt = observing && retryAfter ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter)) : null;
-        deps.log.info(
-          { request_id: node.request_id, node_id: node.id, node_key: node.node_key, attempt: node.attempt_no, from_state: node.node_state, next_state: outcome.nextState, error_code: outcome.errorCode ?? null },
-          'recovered',
-        );
+        nodeLog(deps, 'recovery', node).info({ from_state: node.node_state, next_state: outcome.nextState, error_code: outcome.errorCode ?? null }, 'recovered');
         return { nodeId: node.id, event: { type: 'RECOVERED', outcome, at, nextObserveAt }, artifacts };
       }),
     );
