@@ -2,9 +2,14 @@
  * `npm test`: finds a PostgreSQL server (TEST_DATABASE_URL, else DATABASE_URL, else an embedded
  * one), builds the migrated template database once, then runs every test file with node:test.
  * Extra arguments are passed to node's test runner (e.g. a file path or --test-name-pattern).
+ *
+ * Files run FERRY_TEST_CONCURRENCY (3) at a time, except those that say `@test-runs-alone` near
+ * their top: load tests with several worker processes (a 1,000-movement cluster run, a kill storm),
+ * which on a small machine would only starve each other and the files beside them. They run after
+ * the others, one at a time.
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
 import { resolveEmbeddedPort } from '../src/persistence/embedded-port.ts';
@@ -18,6 +23,11 @@ function testFiles(dir: string): string[] {
     else if (entry.endsWith('.test.ts')) out.push(path);
   }
   return out.sort();
+}
+
+/** Whether a test file asks to run with no other file beside it (see the header). */
+function runsAlone(file: string): boolean {
+  return readFileSync(file, 'utf8').slice(0, 3000).includes('@test-runs-alone');
 }
 
 /** The embedded test server's port, beside Ferry's own default (54329). */
@@ -38,26 +48,33 @@ async function main() {
   await dropOldTestDatabases(adminUrl, template);
 
   const args = process.argv.slice(2);
-  const files = args.some((a) => a.endsWith('.ts')) ? [] : testFiles('test');
-  const concurrency = process.env.FERRY_TEST_CONCURRENCY ?? '3';
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=300000', ...args, ...files],
-    {
-      stdio: 'inherit',
-      env: {
-        ...process.env,
-        FERRY_TEST_ADMIN_URL: adminUrl,
-        FERRY_TEST_TEMPLATE: template,
-        FERRY_LOG_LEVEL: process.env.FERRY_LOG_LEVEL ?? 'silent',
-        // Tests talk to loopback only: the AWS SDK must never look for credentials at the
-        // instance-metadata address, and nothing may report usage.
-        AWS_EC2_METADATA_DISABLED: 'true',
-        DO_NOT_TRACK: '1',
-      },
-    },
-  );
-  const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
+  const all = args.some((a) => a.endsWith('.ts')) ? [] : testFiles('test');
+  const alone = all.filter(runsAlone);
+  const together = all.filter((f) => !alone.includes(f));
+  const env = {
+    ...process.env,
+    FERRY_TEST_ADMIN_URL: adminUrl,
+    FERRY_TEST_TEMPLATE: template,
+    FERRY_LOG_LEVEL: process.env.FERRY_LOG_LEVEL ?? 'silent',
+    // Tests talk to loopback only: the AWS SDK must never look for credentials at the
+    // instance-metadata address, and nothing may report usage.
+    AWS_EC2_METADATA_DISABLED: 'true',
+    DO_NOT_TRACK: '1',
+  };
+  const run = (files: string[], concurrency: string): Promise<number> => {
+    const child = spawn(
+      process.execPath,
+      // The timeout is a backstop for a hung test: every wait inside the tests has its own deadline.
+      ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000', ...args, ...files],
+      { stdio: 'inherit', env },
+    );
+    return new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
+  };
+  let code = all.length === 0 ? await run([], process.env.FERRY_TEST_CONCURRENCY ?? '3') : await run(together, process.env.FERRY_TEST_CONCURRENCY ?? '3');
+  if (alone.length > 0) {
+    console.log(`\n# ${alone.length} load test file(s), one at a time: ${alone.join(', ')}`);
+    code = Math.max(code, await run(alone, '1'));
+  }
   if (embedded) await embedded.stop();
   process.exit(code);
 }

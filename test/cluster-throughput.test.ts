@@ -1,3 +1,4 @@
+// @test-runs-alone: 4 worker processes, 1,000 movements.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { approveMovements, benchTemplate, createMovements } from '../scripts/lib/load.ts';

@@ -1,3 +1,4 @@
+// @test-runs-alone: worker processes filling a 30-connection PostgreSQL, 500 movements.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';

@@ -1,3 +1,4 @@
+// @test-runs-alone: 2 worker processes, 500 movements, a SIGKILL every 2 s.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ChildProcess } from 'node:child_process';

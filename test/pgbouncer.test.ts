@@ -1,3 +1,4 @@
+// @test-runs-alone: 4 worker processes, 1,000 movements through PgBouncer.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
