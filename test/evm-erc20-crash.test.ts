@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { createPublicClient, erc20Abi, http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
+import { after, test } from 'node:test';
+import { erc20Abi, keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { deliverRequestEvent } from '../src/actors/transition.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../src/executors/evm/index.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { withTransaction } from '../src/persistence/db.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { deployToken, sendCall, tokenBalance, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { writeConfigFile } from './helpers/evm.ts';
@@ -27,13 +27,9 @@ let anvil: Anvil;
 let chain: PublicClient;
 let usdc: DeployedToken;
 
-before(async () => {
-  anvil = await startAnvil();
-  chain = createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) });
-  usdc = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
-});
-after(async () => {
-  await anvil?.stop();
+localChainForFile(async (local) => {
+  ({ anvil, chain } = local);
+  usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
 });
 
 const WORKER_ENV = {
