@@ -12,9 +12,8 @@ import { scratchDatabase } from './helpers/db.ts';
 import { writeConfigFile } from './helpers/evm.ts';
 import { collectingDeps, seedMovement } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
-import { waitFor } from './helpers/wait.ts';
 import { startRpcProxy, type ProxyMode } from './helpers/rpc-proxy.ts';
-import { plan, snapshot } from './helpers/runtime.ts';
+import { finishInWorker, plan, snapshot } from './helpers/runtime.ts';
 
 /**
  * A worker process is SIGKILLed while an ERC-20 transfer's signed bytes are stored and the node is
@@ -88,17 +87,8 @@ for (const [mode, label] of [
     }
 
     proxy.mode = 'pass';
-    const second = spawnWorker(db.url, env);
-    let done;
-    try {
-      done = await waitFor('the movement to finish', async () => {
-        const s = await snapshot(db.pool, request.id);
-        return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state) ? s : null;
-      });
-    } finally {
-      second.kill('SIGTERM');
-      assert.equal((await exited(second)).code, 0, 'the worker stops cleanly on SIGTERM');
-    }
+    // A second worker recovers the attempt and carries the movement to its end.
+    const done = await finishInWorker(db.url, db.pool, request.id, env);
     assert.equal(done.request.request_state, 'COMPLETED');
     assert.equal(done.byKey.pay.attempt_no, stuck.attempt_no, 'no new attempt');
     assert.equal(done.byKey.pay.provider_refs.tx_hash, hash, 'the very transaction that was signed');
