@@ -19,7 +19,6 @@ import type { EvmChain } from './chains.ts';
 import { EVM_LANE } from './native-transfer.ts';
 import type { EvmNonceManager } from './nonces.ts';
 import { errorDetail } from './rpc-errors.ts';
-import { decodeSignedTx, signsExactly } from './signed-tx.ts';
 import { amountOf, confirmationsOf, recipientOf, tokenOf, type TokenRef } from './token-config.ts';
 import { EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from './tx-lifecycle.ts';
 
@@ -158,19 +157,8 @@ export class EvmErc20TransferExecutor implements Executor {
     return this.#tx.preSubmitCheck(ctx);
   }
 
-  async submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
-    // Every refusal below happens before a byte leaves the process: FAILED is certain.
-    const signed = opts.signResult?.signature;
-    if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
-      return failed('EVM_SIGNATURE_MISSING', 'submit needs the signed transaction (signature_format evm_signed_tx)');
-    }
-    const decoded = await decodeSignedTx(signed);
-    if (!decoded.ok) return failed('EVM_SIGNED_TX_INVALID', decoded.detail);
-    if (!prepared.payload || !signsExactly(decoded.tx.raw, prepared.payload)) {
-      return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
-    }
-    if (decoded.tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${decoded.tx.from}, the executor sends from ${this.from}`);
-    return this.#tx.send(ctx, decoded.tx, prepared);
+  submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
+    return this.#tx.submitSigned(ctx, prepared, opts);
   }
 
   async observe(ctx: ExecutionContext): Promise<ExecutionResult> {

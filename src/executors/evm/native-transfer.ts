@@ -4,7 +4,6 @@ import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
 import { createChainClient } from './chains.ts';
 import type { EvmNonceManager } from './nonces.ts';
-import { decodeSignedTx, signsExactly } from './signed-tx.ts';
 import { boundChainId, transferSpec } from './transfer-config.ts';
 import { EvmTxLifecycle, failed, result, type Finality, type TxLifecycleOptions } from './tx-lifecycle.ts';
 
@@ -107,20 +106,8 @@ export class EvmNativeTransferExecutor implements Executor {
     return this.#tx.preSubmitCheck(ctx);
   }
 
-  async submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
-    // Every refusal below happens before a byte leaves the process: FAILED is certain.
-    const signed = opts.signResult?.signature;
-    if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
-      return failed('EVM_SIGNATURE_MISSING', 'submit needs the signed transaction (signature_format evm_signed_tx)');
-    }
-    const decoded = await decodeSignedTx(signed);
-    if (!decoded.ok) return failed('EVM_SIGNED_TX_INVALID', decoded.detail);
-    const tx = decoded.tx;
-    if (!prepared.payload || !signsExactly(tx.raw, prepared.payload)) {
-      return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
-    }
-    if (tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${tx.from}, the executor sends from ${this.from}`);
-    return this.#tx.send(ctx, tx, prepared);
+  submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
+    return this.#tx.submitSigned(ctx, prepared, opts);
   }
 
   observe(ctx: ExecutionContext): Promise<ExecutionResult> {
