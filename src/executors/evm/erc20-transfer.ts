@@ -11,8 +11,6 @@ import {
   type TransactionReceipt,
 } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
-import { attemptIdempotencyKey } from '../context.ts';
-import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
 import { fromBaseUnits, toBaseUnits } from './amounts.ts';
 import type { EvmChain } from './chains.ts';
@@ -20,7 +18,7 @@ import { EVM_LANE } from './native-transfer.ts';
 import type { EvmNonceManager } from './nonces.ts';
 import { errorDetail } from './rpc-errors.ts';
 import { amountOf, confirmationsOf, recipientOf, tokenOf, type TokenRef } from './token-config.ts';
-import { EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from './tx-lifecycle.ts';
+import { awaitingSignature, EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from './tx-lifecycle.ts';
 
 export const EVM_ERC20_TRANSFER_KEY = 'exec.evm.erc20_transfer';
 /** Estimated gas times this percentage is the transaction's gas limit: token contracts vary with state. */
@@ -126,30 +124,18 @@ export class EvmErc20TransferExecutor implements Executor {
       maxFeePerGas,
       maxPriorityFeePerGas,
     });
-    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
-    return result({
-      next_state: 'AWAITING_SIGNATURE',
-      prepared_action: {
-        prepared_action_id: `evm-${key}`,
-        action_type: ctx.action_type,
-        payload_format: 'evm_raw_tx',
-        payload,
-        payload_hash: payloadHash(payload),
-        signing_required: true,
-        provider_hints: {
-          chain_id: chainId,
-          nonce,
-          from: this.from,
-          to: to.toLowerCase(),
-          token: token.address.toLowerCase(),
-          token_symbol: token.symbol,
-          decimals,
-          amount: r.value.amountText,
-          amount_base_units: amount.toString(),
-          gas_limit: gas.toString(),
-          gas_estimate: estimate.toString(),
-        },
-      },
+    return awaitingSignature(ctx, payload, {
+      chain_id: chainId,
+      nonce,
+      from: this.from,
+      to: to.toLowerCase(),
+      token: token.address.toLowerCase(),
+      token_symbol: token.symbol,
+      decimals,
+      amount: r.value.amountText,
+      amount_base_units: amount.toString(),
+      gas_limit: gas.toString(),
+      gas_estimate: estimate.toString(),
     });
   }
 

@@ -1,11 +1,9 @@
 import { isAddress, serializeTransaction, type Address, type PublicClient } from 'viem';
-import { attemptIdempotencyKey } from '../context.ts';
-import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
 import { createChainClient } from './chains.ts';
 import type { EvmNonceManager } from './nonces.ts';
 import { boundChainId, transferSpec } from './transfer-config.ts';
-import { EvmTxLifecycle, failed, result, type Finality, type TxLifecycleOptions } from './tx-lifecycle.ts';
+import { awaitingSignature, EvmTxLifecycle, failed, type Finality, type TxLifecycleOptions } from './tx-lifecycle.ts';
 
 export const EVM_LANE = 'evm';
 export const EVM_NATIVE_TRANSFER_KEY = 'exec.evm.native_transfer';
@@ -87,19 +85,7 @@ export class EvmNativeTransferExecutor implements Executor {
     // The nonce reservation is prepareTx's last step: nothing below can fail.
     const { chainId, nonce, maxFeePerGas, maxPriorityFeePerGas } = await this.#tx.prepareTx(ctx);
     const payload = serializeTransaction({ type: 'eip1559', chainId, nonce, to, value: valueWei, gas: NATIVE_TRANSFER_GAS, maxFeePerGas, maxPriorityFeePerGas });
-    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
-    return result({
-      next_state: 'AWAITING_SIGNATURE',
-      prepared_action: {
-        prepared_action_id: `evm-${key}`,
-        action_type: ctx.action_type,
-        payload_format: 'evm_raw_tx',
-        payload,
-        payload_hash: payloadHash(payload),
-        signing_required: true,
-        provider_hints: { chain_id: chainId, nonce, from: this.from, to: to.toLowerCase(), value_wei: valueWei.toString() },
-      },
-    });
+    return awaitingSignature(ctx, payload, { chain_id: chainId, nonce, from: this.from, to: to.toLowerCase(), value_wei: valueWei.toString() });
   }
 
   preSubmitCheck(ctx: ExecutionContext): Promise<void> {

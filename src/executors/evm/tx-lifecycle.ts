@@ -482,6 +482,26 @@ export function result(input: ExecutionResultInput): ExecutionResult {
   return ExecutionResultSchema.parse(input);
 }
 
+/**
+ * prepare()'s answer for an unsigned transaction: the prepared action to sign, named after the
+ * attempt's idempotency key, with the executor's provider hints.
+ */
+export function awaitingSignature(ctx: ExecutionContext, payload: Hex, providerHints: Record<string, unknown>): ExecutionResult {
+  const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+  return result({
+    next_state: 'AWAITING_SIGNATURE',
+    prepared_action: {
+      prepared_action_id: `evm-${key}`,
+      action_type: ctx.action_type,
+      payload_format: 'evm_raw_tx',
+      payload,
+      payload_hash: payloadHash(payload),
+      signing_required: true,
+      provider_hints: providerHints,
+    },
+  });
+}
+
 export function failed(code: string, detail: string): ExecutionResult {
   return result({ next_state: 'FAILED', error_code: code, error_detail: detail });
 }
