@@ -1,12 +1,9 @@
 // @test-runs-alone: 4 worker processes, 1,000 movements.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { approveMovements, benchTemplate, createMovements } from '../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
+import { benchTemplate, createMovements } from '../scripts/lib/load.ts';
+import { approveAndFinish, assertAllCompletedExactlyOnce, startWorkers } from './helpers/cluster.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { collectingDeps } from './helpers/fixtures.ts';
-import { exited, spawnWorker } from './helpers/processes.ts';
-import { waitFor } from './helpers/wait.ts';
 
 /**
  * Four worker processes share one database and run 1,000 movements together: every movement
@@ -27,30 +24,8 @@ test(`${PROCESSES} processes run ${MOVEMENTS} movements: all complete, one claim
     FERRY_API_PROCESSES: '0',
     FERRY_WORKER_PROCESSES: String(PROCESSES),
   };
-  const workers = Array.from({ length: PROCESSES }, () => spawnWorker(db.url, env));
-  try {
-    await approveMovements(db.pool, ids, collectingDeps());
-    await waitFor(
-      'every movement to finish',
-      async () => {
-        const states = await countRequestsByState(db.pool, ids);
-        const finished = (states.COMPLETED ?? 0) + (states.FAILED ?? 0) + (states.MANUAL_INTERVENTION ?? 0);
-        return finished === ids.length ? states : null;
-      },
-      600_000,
-      500,
-    );
-  } finally {
-    for (const w of workers) w.kill('SIGTERM');
-    await Promise.all(workers.map(exited));
-  }
-  assert.deepEqual(await countRequestsByState(db.pool, ids), { COMPLETED: MOVEMENTS });
-  const report = await exactlyOnceReport(db.pool, ids);
-  assert.deepEqual(report, {
-    nodes: MOVEMENTS * 3,
-    submits: MOVEMENTS * 3,
-    keysSubmittedTwice: 0,
-    nodesClaimedTwice: 0,
-    nodesWithRetries: 0,
-  });
+  const cluster = await startWorkers(db.url, db.pool, PROCESSES, env);
+  await approveAndFinish(cluster, db.pool, ids);
+  assert.equal(ids.length, MOVEMENTS);
+  await assertAllCompletedExactlyOnce(db.pool, ids);
 });

@@ -2,7 +2,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -11,12 +10,12 @@ import { approveMovements, benchTemplate, createMovements } from '../scripts/lib
 import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { createPool } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
-import { listHeartbeats } from '../src/persistence/heartbeats.ts';
 import { migrate } from '../src/persistence/migrate.ts';
 import { createEmptyDatabase, withDatabase } from '../scripts/lib/test-databases.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
-import { exited, spawnWorker } from './helpers/processes.ts';
-import { waitFor } from './helpers/wait.ts';
+import { approveAndFinish, startWorkers, waitForAllFinished } from './helpers/cluster.ts';
+import { freePort } from './helpers/net.ts';
+import { exited } from './helpers/processes.ts';
 
 /**
  * A PostgreSQL with room for only 30 connections. Four worker processes either fit (the budget
@@ -31,17 +30,6 @@ const MOVEMENTS = Number(process.env.FERRY_TEST_BUDGET_MOVEMENTS ?? 500);
 let server: EmbeddedServer;
 let dataDir: string;
 let databases = 0;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 before(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'ferry-budget-'));
@@ -67,42 +55,6 @@ const workerEnv = {
   FERRY_NODE_DISPATCH_CONCURRENCY: '2',
   FERRY_NODE_OBSERVE_BATCH_SIZE: '20',
 };
-
-async function startWorkers(url: string, pool: pg.Pool) {
-  const workers = Array.from({ length: PROCESSES }, () => spawnWorker(url, workerEnv));
-  const stop = async () => {
-    for (const w of workers) w.kill('SIGTERM');
-    await Promise.all(workers.map(exited));
-  };
-  try {
-    await waitFor(
-      'the worker processes to start',
-      async () => {
-        if (workers.some((w) => w.exitCode !== null)) throw new Error('a worker process refused to start or died (its message is above)');
-        return new Set((await listHeartbeats(pool)).map((h) => h.process_id)).size >= PROCESSES;
-      },
-      120_000,
-      200,
-    );
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-  return { workers, stop };
-}
-
-async function waitForAll(pool: pg.Pool, ids: string[]) {
-  return waitFor(
-    'every movement to finish',
-    async () => {
-      const states = await countRequestsByState(pool, ids);
-      const finished = (states.COMPLETED ?? 0) + (states.FAILED ?? 0) + (states.MANUAL_INTERVENTION ?? 0);
-      return finished === ids.length ? states : null;
-    },
-    600_000,
-    500,
-  );
-}
 
 async function nodesFailedOrUnknown(pool: pg.Pool, ids: string[]) {
   const { rows } = await pool.query(
@@ -144,13 +96,8 @@ test(`${PROCESSES} worker processes on max_connections=${MAX_CONNECTIONS} fit an
   const pool = createPool(url, 2, 'ferry-test');
   try {
     const ids = await createMovements(pool, benchTemplate(), MOVEMENTS, 2);
-    const cluster = await startWorkers(url, pool);
-    try {
-      await approveMovements(pool, ids, collectingDeps(), 2);
-      await waitForAll(pool, ids);
-    } finally {
-      await cluster.stop();
-    }
+    const cluster = await startWorkers(url, pool, PROCESSES, workerEnv);
+    await approveAndFinish(cluster, pool, ids, { approveConcurrency: 2 });
     assert.deepEqual(await countRequestsByState(pool, ids), { COMPLETED: MOVEMENTS });
     assert.deepEqual(await nodesFailedOrUnknown(pool, ids), []);
     const report = await exactlyOnceReport(pool, ids);
@@ -171,7 +118,7 @@ test('a client that takes every free connection for a few seconds costs time, ne
   const hog: pg.Client[] = [];
   try {
     const ids = await createMovements(pool, benchTemplate(), MOVEMENTS, 2);
-    const cluster = await startWorkers(url, pool);
+    const cluster = await startWorkers(url, pool, PROCESSES, workerEnv);
     try {
       const warm = await Promise.all([pool.connect(), pool.connect()]);
       for (const c of warm) c.release();
@@ -193,7 +140,7 @@ test('a client that takes every free connection for a few seconds costs time, ne
       // The fault lasts a few seconds: its duration is the point, not a synchronisation.
       await new Promise((r) => setTimeout(r, 5000));
       await Promise.all(hog.splice(0).map((c) => c.end().catch(() => {})));
-      await waitForAll(pool, ids);
+      await waitForAllFinished(pool, ids);
     } finally {
       await Promise.all(hog.splice(0).map((c) => c.end().catch(() => {})));
       await cluster.stop();

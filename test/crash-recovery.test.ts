@@ -6,7 +6,7 @@ import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
-import { plan, simNode, snapshot } from './helpers/runtime.ts';
+import { finishInWorker, plan, simNode, snapshot } from './helpers/runtime.ts';
 import { seedMovement } from './helpers/fixtures.ts';
 
 /**
@@ -54,17 +54,8 @@ for (const when of ['before', 'after'] as const) {
     assert.equal(stuck.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
     assert.equal(stuck.attempt_no, 1);
 
-    const second = spawnWorker(db.url, WORKER_ENV);
-    let done;
-    try {
-      done = await waitFor('the movement to finish', async () => {
-        const s = await snapshot(db.pool, request.id);
-        return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state) ? s : null;
-      });
-    } finally {
-      second.kill('SIGTERM');
-      assert.equal((await exited(second)).code, 0, 'the worker stops cleanly on SIGTERM');
-    }
+    // A second worker recovers the attempt and carries the movement to its end.
+    const done = await finishInWorker(db.url, db.pool, request.id, WORKER_ENV);
     assert.equal(done.request.request_state, 'COMPLETED');
 
     const submits = await submitsByKey(db.pool, node.id);

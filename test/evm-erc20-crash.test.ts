@@ -1,20 +1,19 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { createPublicClient, erc20Abi, http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
+import { after, test } from 'node:test';
+import { erc20Abi, keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { deliverRequestEvent } from '../src/actors/transition.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../src/executors/evm/index.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { withTransaction } from '../src/persistence/db.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { deployToken, sendCall, tokenBalance, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { writeConfigFile } from './helpers/evm.ts';
 import { collectingDeps, seedMovement } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
-import { waitFor } from './helpers/wait.ts';
 import { startRpcProxy, type ProxyMode } from './helpers/rpc-proxy.ts';
-import { plan, snapshot } from './helpers/runtime.ts';
+import { finishInWorker, plan, snapshot } from './helpers/runtime.ts';
 
 /**
  * A worker process is SIGKILLed while an ERC-20 transfer's signed bytes are stored and the node is
@@ -27,13 +26,9 @@ let anvil: Anvil;
 let chain: PublicClient;
 let usdc: DeployedToken;
 
-before(async () => {
-  anvil = await startAnvil();
-  chain = createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) });
-  usdc = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
-});
-after(async () => {
-  await anvil?.stop();
+localChainForFile(async (local) => {
+  ({ anvil, chain } = local);
+  usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
 });
 
 const WORKER_ENV = {
@@ -92,17 +87,8 @@ for (const [mode, label] of [
     }
 
     proxy.mode = 'pass';
-    const second = spawnWorker(db.url, env);
-    let done;
-    try {
-      done = await waitFor('the movement to finish', async () => {
-        const s = await snapshot(db.pool, request.id);
-        return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state) ? s : null;
-      });
-    } finally {
-      second.kill('SIGTERM');
-      assert.equal((await exited(second)).code, 0, 'the worker stops cleanly on SIGTERM');
-    }
+    // A second worker recovers the attempt and carries the movement to its end.
+    const done = await finishInWorker(db.url, db.pool, request.id, env);
     assert.equal(done.request.request_state, 'COMPLETED');
     assert.equal(done.byKey.pay.attempt_no, stuck.attempt_no, 'no new attempt');
     assert.equal(done.byKey.pay.provider_refs.tx_hash, hash, 'the very transaction that was signed');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { createPublicClient, erc20Abi, http, parseEventLogs, type Address, type Hex, type PublicClient } from 'viem';
+import { test } from 'node:test';
+import { erc20Abi, parseEventLogs, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
@@ -11,7 +11,7 @@ import { SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { reservationsOfWallet } from '../src/persistence/evm-nonces.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { deployToken, sendCall, tokenBalance, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { configuredDeps } from './helpers/evm.ts';
@@ -27,13 +27,9 @@ let anvil: Anvil;
 let chain: PublicClient;
 let usdc: DeployedToken;
 
-before(async () => {
-  anvil = await startAnvil();
-  chain = createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) });
-  usdc = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
-});
-after(async () => {
-  await anvil?.stop();
+localChainForFile(async (local) => {
+  ({ anvil, chain } = local);
+  usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
 });
 
 const ENV = { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=0.001' };

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import { createPublicClient, http, keccak256, parseTransaction, type Address, type Hex, type PublicClient } from 'viem';
+import { after, test } from 'node:test';
+import { keccak256, parseTransaction, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
@@ -11,13 +11,14 @@ import { observeBatch } from '../src/actors/observer.ts';
 import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import { capFees, nextVersion } from '../src/executors/evm/fee-bump.ts';
 import { decodeSignedTx } from '../src/executors/evm/signed-tx.ts';
-import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
+import type { Executor } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
+import { dyingInSubmit } from './helpers/evm.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
 import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
@@ -33,14 +34,10 @@ import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/
 let anvil: Anvil;
 let chain: PublicClient;
 
-before(async () => {
-  anvil = await startAnvil();
-  chain = createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) });
+localChainForFile(async (local) => {
+  ({ anvil, chain } = local);
   // Nothing is mined unless a test says so: the first version must be able to sit pending.
-  await anvil.rpc('evm_setAutomine', [false]);
-});
-after(async () => {
-  await anvil?.stop();
+  await local.anvil.rpc('evm_setAutomine', [false]);
 });
 
 const BUMP_AFTER_SECONDS = 30;
@@ -185,39 +182,14 @@ test('at the policy cap no further version is signed and the node reports EVM_FE
   assert.equal(await chain.getBalance({ address: to }), 99n);
 });
 
-/** An executor whose process "dies" broadcasting a replacement: before or after the real broadcast. */
-function dyingOnReplacement(when: 'before_broadcast' | 'after_broadcast') {
-  let reached!: () => void;
-  const reachedP = new Promise<void>((r) => (reached = r));
-  let die!: (err: Error) => void;
-  const death = new Promise<never>((_, reject) => (die = reject));
-  death.catch(() => {});
-  const wrap = (real: EvmNativeTransferExecutor): Executor =>
-    Object.assign(Object.create(real) as Executor, {
-      executorKey: real.executorKey,
-      lane: real.lane,
-      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
-      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
-      preSubmitCheck: (ctx: ExecutionContext) => real.preSubmitCheck(ctx),
-      observe: (ctx: ExecutionContext) => real.observe(ctx),
-      recover: (ctx: ExecutionContext) => real.recover(ctx),
-      submit: async (ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions) => {
-        if (!prepared.provider_hints.replaces) return real.submit(ctx, prepared, opts);
-        if (when === 'after_broadcast') {
-          const r = await real.submit(ctx, prepared, opts);
-          assert.equal(r.next_state, 'SUBMITTED', 'the replacement itself went through');
-        }
-        reached();
-        return death;
-      },
-    });
-  return { wrap, reached: reachedP, die: () => die(new Error('the process died broadcasting the replacement')) };
-}
-
 for (const when of ['before_broadcast', 'after_broadcast'] as const) {
   test(`a process dying ${when.replace('_', ' ')} of a stored fee-bumped version: exactly one transfer, the movement completes`, async (t) => {
     const db = await scratchDatabase(t);
-    const dying = dyingOnReplacement(when);
+    const dying = dyingInSubmit(when, {
+      dies: (prepared) => Boolean(prepared.provider_hints.replaces),
+      label: 'the replacement',
+      reason: 'the process died broadcasting the replacement',
+    });
     const crashing = evmDeps(db.pool, { wrap: dying.wrap });
     const deps = evmDeps(db.pool);
     const to = freshRecipient();

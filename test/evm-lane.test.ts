@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { createPublicClient, http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
+import { after, test } from 'node:test';
+import { http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
@@ -9,13 +9,14 @@ import { loadConfig } from '../src/config.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmChainRouter, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import { classifyBroadcastError } from '../src/executors/evm/rpc-errors.ts';
-import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
+import type { ExecutionContext, Executor, PreparedAction } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
+import { dyingInSubmit } from './helpers/evm.ts';
 import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 /**
@@ -28,12 +29,8 @@ import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/
 let anvil: Anvil;
 let chain: PublicClient;
 
-before(async () => {
-  anvil = await startAnvil();
-  chain = createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) });
-});
-after(async () => {
-  await anvil?.stop();
+localChainForFile((local) => {
+  ({ anvil, chain } = local);
 });
 
 // Recovery may look at a SUBMITTING evm node at once; the observer may look again at once.
@@ -67,35 +64,6 @@ function transferPlan(key: string, config: Record<string, unknown> = {}, signerB
 }
 
 const senderNonce = () => chain.getTransactionCount({ address: ANVIL_DEV_ADDRESS, blockTag: 'pending' });
-
-/** An executor whose process "dies" inside submit(): before or after the real broadcast. */
-function dyingInSubmit(when: 'before_broadcast' | 'after_broadcast') {
-  let reached!: () => void;
-  const reachedP = new Promise<void>((r) => (reached = r));
-  let die!: (err: Error) => void;
-  const death = new Promise<never>((_, reject) => (die = reject));
-  death.catch(() => {});
-  const wrap = (real: EvmNativeTransferExecutor): Executor =>
-    Object.assign(Object.create(real) as Executor, {
-      executorKey: real.executorKey,
-      lane: real.lane,
-      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
-      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
-      preSubmitCheck: (ctx: ExecutionContext) => real.preSubmitCheck(ctx),
-      observe: (ctx: ExecutionContext) => real.observe(ctx),
-      recover: (ctx: ExecutionContext) => real.recover(ctx),
-      submit: async (ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions) => {
-        if (when === 'after_broadcast') {
-          const r = await real.submit(ctx, prepared, opts);
-          assert.equal(r.next_state, 'SUBMITTED', 'the broadcast itself went through');
-        }
-        reached();
-        // The answer never comes back: as if the process had died here.
-        return death;
-      },
-    });
-  return { wrap, reached: reachedP, die: () => die(new Error('the process died in submit()')) };
-}
 
 function signRequestFor(p: PreparedAction) {
   return {
@@ -187,7 +155,7 @@ test('with confirmations 3 the node observes until two more blocks are mined', a
 for (const when of ['after_broadcast', 'before_broadcast'] as const) {
   test(`a process dying in submit() ${when.replace('_', ' ')}: recovery resolves it from the signed bytes, one transfer on chain`, async (t) => {
     const db = await scratchDatabase(t);
-    const dying = dyingInSubmit(when);
+    const dying = dyingInSubmit(when, { label: 'the broadcast', reason: 'the process died in submit()' });
     const crashing = evmDeps(db.pool, dying.wrap);
     const deps = evmDeps(db.pool);
     const to = freshRecipient();

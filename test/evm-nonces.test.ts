@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { createPublicClient, http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
+import { after, test } from 'node:test';
+import { keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
@@ -14,7 +14,7 @@ import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
 import { reservationsOfWallet } from '../src/persistence/evm-nonces.ts';
 import { log } from '../src/log.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps, seedMovement } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
@@ -32,12 +32,8 @@ import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/
 let anvil: Anvil;
 let chain: PublicClient;
 
-before(async () => {
-  anvil = await startAnvil();
-  chain = createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) });
-});
-after(async () => {
-  await anvil?.stop();
+localChainForFile((local) => {
+  ({ anvil, chain } = local);
 });
 
 const WALLET = { chainId: ANVIL_CHAIN_ID, sender: ANVIL_DEV_ADDRESS };

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { createPublicClient, http, type Address, type Hex, type PublicClient } from 'viem';
+import { test } from 'node:test';
+import { type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { EVM_BALANCE_OBSERVE_KEY, EVM_ERC20_TRANSFER_KEY, EVM_FINALITY_OBSERVE_KEY } from '../src/executors/evm/index.ts';
 import type { Pool } from '../src/persistence/db.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { deployToken, sendCall, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { configuredDeps } from './helpers/evm.ts';
@@ -21,15 +21,11 @@ let anvil: Anvil;
 let chain: PublicClient;
 let usdc: DeployedToken;
 
-before(async () => {
-  anvil = await startAnvil();
-  chain = createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) });
-  usdc = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
+localChainForFile(async (local) => {
+  ({ anvil, chain } = local);
+  usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
   // Balances are read a confirmation below the head: let that block already hold the token.
-  await anvil.mine(1);
-});
-after(async () => {
-  await anvil?.stop();
+  await local.anvil.mine(1);
 });
 
 function address(): Address {

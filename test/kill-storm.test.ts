@@ -1,14 +1,12 @@
 // @test-runs-alone: 2 worker processes, 500 movements, a SIGKILL every 2 s.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ChildProcess } from 'node:child_process';
-import { approveMovements, benchTemplate, createMovements } from '../scripts/lib/load.ts';
+import { benchTemplate, createMovements } from '../scripts/lib/load.ts';
 import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { listHeartbeats } from '../src/persistence/heartbeats.ts';
+import { approveAndFinish, startWorkers } from './helpers/cluster.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { collectingDeps } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
-import { waitFor } from './helpers/wait.ts';
 
 /**
  * 500 movements on two worker processes while one of them is killed with SIGKILL every 2 s (and
@@ -33,7 +31,8 @@ const ENV = {
 test(`${MOVEMENTS} movements on 2 processes, a worker SIGKILLed every 2 s: all complete, one submit per node`, async (t) => {
   const db = await scratchDatabase(t);
   const ids = await createMovements(db.pool, benchTemplate(), MOVEMENTS);
-  const workers: ChildProcess[] = [spawnWorker(db.url, ENV), spawnWorker(db.url, ENV)];
+  const cluster = await startWorkers(db.url, db.pool, 2, ENV);
+  const { workers } = cluster;
   let kills = 0;
   let stopped = false;
   // Every 2 s the longer-running of the workers that are up (started their loops) is killed and
@@ -53,24 +52,12 @@ test(`${MOVEMENTS} movements on 2 processes, a worker SIGKILLed every 2 s: all c
       workers.push(spawnWorker(db.url, ENV));
     }
   })();
-  try {
-    await approveMovements(db.pool, ids, collectingDeps());
-    await waitFor(
-      'every movement to finish',
-      async () => {
-        const states = await countRequestsByState(db.pool, ids);
-        const finished = (states.COMPLETED ?? 0) + (states.FAILED ?? 0) + (states.MANUAL_INTERVENTION ?? 0);
-        return finished === ids.length ? states : null;
-      },
-      600_000,
-      500,
-    );
-  } finally {
-    stopped = true;
-    await storm;
-    for (const w of workers) w.kill('SIGTERM');
-    await Promise.all(workers.map(exited));
-  }
+  await approveAndFinish(cluster, db.pool, ids, {
+    beforeStop: async () => {
+      stopped = true;
+      await storm;
+    },
+  });
   assert.ok(kills >= 3, `workers were killed mid-run (${kills} kills)`);
   assert.deepEqual(await countRequestsByState(db.pool, ids), { COMPLETED: MOVEMENTS });
   const report = await exactlyOnceReport(db.pool, ids);

@@ -2,16 +2,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { approveMovements, benchTemplate, createMovements } from '../scripts/lib/load.ts';
+import { benchTemplate, createMovements } from '../scripts/lib/load.ts';
 import { startFerry } from '../src/main.ts';
-import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { createPool } from '../src/persistence/db.ts';
 import { createEmptyDatabase, dropDatabase } from '../scripts/lib/test-databases.ts';
+import { approveAndFinish, assertAllCompletedExactlyOnce, startWorkers } from './helpers/cluster.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { collectingDeps } from './helpers/fixtures.ts';
 import { pgbouncerBinary, startPgBouncer, type PgBouncer } from './helpers/pgbouncer.ts';
-import { exited, spawnWorker } from './helpers/processes.ts';
-import { waitFor } from './helpers/wait.ts';
 
 /**
  * Ferry behind PgBouncer in transaction mode: the pools (API, workers, pg-boss, the simulation
@@ -79,31 +76,10 @@ test(`${PROCESSES} processes run ${MOVEMENTS} movements through PgBouncer in tra
     FERRY_API_PROCESSES: '0',
     FERRY_WORKER_PROCESSES: String(PROCESSES),
   };
-  const workers = Array.from({ length: PROCESSES }, () => spawnWorker(pooledUrl, env));
-  try {
-    await approveMovements(pooled, ids, collectingDeps());
-    await waitFor(
-      'every movement to finish',
-      async () => {
-        const states = await countRequestsByState(db.pool, ids);
-        const finished = (states.COMPLETED ?? 0) + (states.FAILED ?? 0) + (states.MANUAL_INTERVENTION ?? 0);
-        return finished === ids.length ? states : null;
-      },
-      600_000,
-      500,
-    );
-  } finally {
-    for (const w of workers) w.kill('SIGTERM');
-    await Promise.all(workers.map(exited));
-  }
-  assert.deepEqual(await countRequestsByState(db.pool, ids), { COMPLETED: MOVEMENTS });
-  assert.deepEqual(await exactlyOnceReport(db.pool, ids), {
-    nodes: MOVEMENTS * 3,
-    submits: MOVEMENTS * 3,
-    keysSubmittedTwice: 0,
-    nodesClaimedTwice: 0,
-    nodesWithRetries: 0,
-  });
+  const cluster = await startWorkers(pooledUrl, db.pool, PROCESSES, env);
+  await approveAndFinish(cluster, db.pool, ids, { approvePool: pooled });
+  assert.equal(ids.length, MOVEMENTS);
+  await assertAllCompletedExactlyOnce(db.pool, ids);
   // Every claim, step and observation is a transaction; all of them went through PgBouncer.
   assert.ok((await pooledTransactions(db.name)) > MOVEMENTS * 3, 'the workers worked through PgBouncer');
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { createPublicClient, encodeFunctionData, erc20Abi, http, parseTransaction, serializeTransaction, type Address, type Hex, type PublicClient, type TransactionSerializable } from 'viem';
+import { test } from 'node:test';
+import { encodeFunctionData, erc20Abi, parseTransaction, serializeTransaction, type Address, type Hex, type PublicClient, type TransactionSerializable } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { ConfigFileSchema } from '../src/config-file.ts';
@@ -12,7 +12,7 @@ import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { listAuditEvents, promoteAuditBatch } from '../src/persistence/audit.ts';
 import type { Pool } from '../src/persistence/db.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
@@ -27,12 +27,8 @@ import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/
 let anvil: Anvil;
 let chain: PublicClient;
 
-before(async () => {
-  anvil = await startAnvil();
-  chain = createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) });
-});
-after(async () => {
-  await anvil?.stop();
+localChainForFile((local) => {
+  ({ anvil, chain } = local);
 });
 
 const TOKEN = '0x5fbdb2315678afecb367f032d93f642f64180aa3' as Address;

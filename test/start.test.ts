@@ -8,15 +8,13 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { configVariables, loadConfig } from '../src/config.ts';
 import { startFerry } from '../src/main.ts';
 import { EMBEDDED_PORT_FILE } from '../src/persistence/embedded-port.ts';
 import { createEmptyDatabase, dropDatabase } from '../scripts/lib/test-databases.ts';
+import { childEnv, collectJsonLines, repoRoot } from './helpers/ferry-process.ts';
 import { freePort, portRefuses } from './helpers/net.ts';
-
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
 interface Started {
   child: ChildProcess;
@@ -26,13 +24,6 @@ interface Started {
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** The environment a child Ferry gets: ours minus anything that would point it elsewhere. */
-function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of Object.keys(env)) if (name === 'DATABASE_URL' || name === 'PORT' || name === 'HOST' || name.startsWith('FERRY_')) delete env[name];
-  return { ...env, FERRY_LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', ...extra };
-}
-
 function spawnFerry(extra: Record<string, string>, command: [string, ...string[]] = [process.execPath, '--import', 'tsx', 'src/main.ts']): Started {
   const child = spawn(command[0], command.slice(1), {
     cwd: repoRoot,
@@ -40,22 +31,8 @@ function spawnFerry(extra: Record<string, string>, command: [string, ...string[]
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: Array<Record<string, unknown>> = [];
-  let stdoutRest = '';
   let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-    stdoutRest += chunk;
-    const parts = stdoutRest.split('\n');
-    stdoutRest = parts.pop()!;
-    for (const line of parts) {
-      if (!line.trim()) continue;
-      try {
-        lines.push(JSON.parse(line));
-      } catch {
-        lines.push({ unparsed: line });
-      }
-    }
-    child.emit('lines');
-  });
+  collectJsonLines(child.stdout!, lines, () => child.emit('lines'));
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal })),

@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { after, before } from 'node:test';
+import { createPublicClient, http, type PublicClient } from 'viem';
 import { freePort } from './net.ts';
 import { waitFor } from './wait.ts';
 
@@ -75,6 +77,33 @@ export async function startAnvil(opts: { chainId?: number; port?: number; blockT
     mine: async (blocks = 1) => void (await rpc('anvil_mine', [`0x${blocks.toString(16)}`])),
     stop: () => stop(child),
   };
+}
+
+export interface LocalChain {
+  anvil: Anvil;
+  /** A viem client on it that never retries: a failed call fails the test at once. */
+  chain: PublicClient;
+}
+
+/** A fresh anvil and a client on it, for a test file's before() (the caller stops anvil in after()). */
+export async function startLocalChain(opts: Parameters<typeof startAnvil>[0] = {}): Promise<LocalChain> {
+  const anvil = await startAnvil(opts);
+  return { anvil, chain: createPublicClient({ transport: http(anvil.url, { retryCount: 0 }) }) };
+}
+
+/**
+ * A fresh anvil for the whole test file: started in before() (then `ready` runs, e.g. to keep the
+ * handles and deploy contracts) and stopped in after().
+ */
+export function localChainForFile(ready: (local: LocalChain) => void | Promise<void>, opts: Parameters<typeof startAnvil>[0] = {}): void {
+  let local: LocalChain | undefined;
+  before(async () => {
+    local = await startLocalChain(opts);
+    await ready(local);
+  });
+  after(async () => {
+    await local?.anvil.stop();
+  });
 }
 
 async function stop(child: ChildProcess): Promise<void> {

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,6 +6,7 @@ import { stringify } from 'yaml';
 import { configuredRegistries } from '../../src/actors/runtime.ts';
 import type { RuntimeDeps } from '../../src/actors/execution.ts';
 import { loadConfig } from '../../src/config.ts';
+import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../../src/executors/protocol.ts';
 import { log } from '../../src/log.ts';
 import type { Pool } from '../../src/persistence/db.ts';
 import { runtimeDeps } from './runtime.ts';
@@ -34,4 +36,53 @@ export async function configuredDeps(pool: Pool, evm: EvmFileInput, env: Record<
   const base = runtimeDeps(pool, fullEnv);
   const { executors, signers } = await configuredRegistries(pool, base.config, { env: fullEnv, log });
   return { ...base, executors, signers };
+}
+
+/** An executor with a pre-submit check, as the EVM executors are. */
+type CheckingExecutor = Executor & Required<Pick<Executor, 'preSubmitCheck'>>;
+
+export interface DyingExecutor {
+  /** Wraps the real executor: every call passes through, except the submits that die. */
+  wrap(real: CheckingExecutor): Executor;
+  /** Resolves once a submit reached the point where the process "dies". */
+  reached: Promise<void>;
+  /** Ends the pending submit with an error (the process is gone). */
+  die(): void;
+}
+
+/**
+ * An executor whose process "dies" inside submit(), before or after the real broadcast: the answer
+ * never comes back. `dies` picks the submits this happens to (the others pass through); `label`
+ * names what is broadcast in the assertion, `reason` is the error die() ends the submit with.
+ */
+export function dyingInSubmit(
+  when: 'before_broadcast' | 'after_broadcast',
+  opts: { dies?: (prepared: PreparedAction) => boolean; label: string; reason: string },
+): DyingExecutor {
+  let reached!: () => void;
+  const reachedP = new Promise<void>((r) => (reached = r));
+  let die!: (err: Error) => void;
+  const death = new Promise<never>((_, reject) => (die = reject));
+  death.catch(() => {});
+  const wrap = (real: CheckingExecutor): Executor =>
+    Object.assign(Object.create(real) as Executor, {
+      executorKey: real.executorKey,
+      lane: real.lane,
+      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
+      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
+      preSubmitCheck: (ctx: ExecutionContext) => real.preSubmitCheck(ctx),
+      observe: (ctx: ExecutionContext) => real.observe(ctx),
+      recover: (ctx: ExecutionContext) => real.recover(ctx),
+      submit: async (ctx: ExecutionContext, prepared: PreparedAction, submitOpts: SubmitOptions) => {
+        if (opts.dies && !opts.dies(prepared)) return real.submit(ctx, prepared, submitOpts);
+        if (when === 'after_broadcast') {
+          const r = await real.submit(ctx, prepared, submitOpts);
+          assert.equal(r.next_state, 'SUBMITTED', `${opts.label} itself went through`);
+        }
+        reached();
+        // The answer never comes back: as if the process had died here.
+        return death;
+      },
+    });
+  return { wrap, reached: reachedP, die: () => die(new Error(opts.reason)) };
 }

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { callApi, type Reply } from './http.ts';
 import { waitFor } from './wait.ts';
@@ -27,13 +28,13 @@ export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, FERRY_LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', ...extra };
 }
 
-export function spawnScript(script: string, extra: Record<string, string>, args: string[] = []): ChildFerry {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, env: childEnv(extra), stdio: ['ignore', 'pipe', 'pipe'] });
-  let text = '';
+/**
+ * Parses every line `stream` prints as JSON into `lines` (a line that is not JSON as
+ * `{ unparsed: line }`); `onChunk` runs after each chunk with its raw text.
+ */
+export function collectJsonLines(stream: Readable, lines: Array<Record<string, unknown>>, onChunk?: (chunk: string) => void): void {
   let rest = '';
-  const lines: Array<Record<string, unknown>> = [];
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-    text += chunk;
+  stream.setEncoding('utf8').on('data', (chunk: string) => {
     rest += chunk;
     const parts = rest.split('\n');
     rest = parts.pop()!;
@@ -45,7 +46,15 @@ export function spawnScript(script: string, extra: Record<string, string>, args:
         lines.push({ unparsed: line });
       }
     }
+    onChunk?.(chunk);
   });
+}
+
+export function spawnScript(script: string, extra: Record<string, string>, args: string[] = []): ChildFerry {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, env: childEnv(extra), stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  const lines: Array<Record<string, unknown>> = [];
+  collectJsonLines(child.stdout!, lines, (chunk) => (text += chunk));
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   return { child, output: () => text, lines, exit };

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { dispatchOne } from '../../src/actors/dispatcher.ts';
 import type { RuntimeDeps } from '../../src/actors/execution.ts';
 import { observeBatch } from '../../src/actors/observer.ts';
@@ -9,6 +10,8 @@ import { log } from '../../src/log.ts';
 import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { getRequest, nodesOfRequest } from '../../src/persistence/movements.ts';
 import { collectingDeps, seedMovement } from './fixtures.ts';
+import { exited, spawnWorker } from './processes.ts';
+import { waitFor } from './wait.ts';
 import type { TemplateDefinitionInput } from '../../src/plan/template-schema.ts';
 
 /** Runtime deps for driving the workers step by step in a test (no loops, no timers). */
@@ -70,4 +73,21 @@ export function plan(key: string, nodes: Record<string, unknown>[], edges: { fro
  */
 export async function backdateNodes(pool: Pool, requestIds: string[], column: 'started_at' | 'updated_at' | 'next_observe_at', seconds: number): Promise<void> {
   await pool.query(`UPDATE request_nodes SET ${column} = ${column} - make_interval(secs => $2) WHERE request_id = ANY($1::uuid[])`, [requestIds, seconds]);
+}
+
+/**
+ * Runs a worker process on `url` until the movement is COMPLETED, FAILED or MANUAL_INTERVENTION,
+ * then stops it with SIGTERM (it must exit cleanly, with code 0). Resolves with the final snapshot.
+ */
+export async function finishInWorker(url: string, pool: Pool, requestId: string, env: Record<string, string>) {
+  const worker = spawnWorker(url, env);
+  try {
+    return await waitFor('the movement to finish', async () => {
+      const s = await snapshot(pool, requestId);
+      return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state) ? s : null;
+    });
+  } finally {
+    worker.kill('SIGTERM');
+    assert.equal((await exited(worker)).code, 0, 'the worker stops cleanly on SIGTERM');
+  }
 }

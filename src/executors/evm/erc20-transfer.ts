@@ -11,17 +11,14 @@ import {
   type TransactionReceipt,
 } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
-import { attemptIdempotencyKey } from '../context.ts';
-import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
 import { fromBaseUnits, toBaseUnits } from './amounts.ts';
 import type { EvmChain } from './chains.ts';
 import { EVM_LANE } from './native-transfer.ts';
 import type { EvmNonceManager } from './nonces.ts';
 import { errorDetail } from './rpc-errors.ts';
-import { decodeSignedTx, signsExactly } from './signed-tx.ts';
 import { amountOf, confirmationsOf, recipientOf, tokenOf, type TokenRef } from './token-config.ts';
-import { EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from './tx-lifecycle.ts';
+import { awaitingSignature, EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from './tx-lifecycle.ts';
 
 export const EVM_ERC20_TRANSFER_KEY = 'exec.evm.erc20_transfer';
 /** Estimated gas times this percentage is the transaction's gas limit: token contracts vary with state. */
@@ -127,30 +124,18 @@ export class EvmErc20TransferExecutor implements Executor {
       maxFeePerGas,
       maxPriorityFeePerGas,
     });
-    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
-    return result({
-      next_state: 'AWAITING_SIGNATURE',
-      prepared_action: {
-        prepared_action_id: `evm-${key}`,
-        action_type: ctx.action_type,
-        payload_format: 'evm_raw_tx',
-        payload,
-        payload_hash: payloadHash(payload),
-        signing_required: true,
-        provider_hints: {
-          chain_id: chainId,
-          nonce,
-          from: this.from,
-          to: to.toLowerCase(),
-          token: token.address.toLowerCase(),
-          token_symbol: token.symbol,
-          decimals,
-          amount: r.value.amountText,
-          amount_base_units: amount.toString(),
-          gas_limit: gas.toString(),
-          gas_estimate: estimate.toString(),
-        },
-      },
+    return awaitingSignature(ctx, payload, {
+      chain_id: chainId,
+      nonce,
+      from: this.from,
+      to: to.toLowerCase(),
+      token: token.address.toLowerCase(),
+      token_symbol: token.symbol,
+      decimals,
+      amount: r.value.amountText,
+      amount_base_units: amount.toString(),
+      gas_limit: gas.toString(),
+      gas_estimate: estimate.toString(),
     });
   }
 
@@ -158,19 +143,8 @@ export class EvmErc20TransferExecutor implements Executor {
     return this.#tx.preSubmitCheck(ctx);
   }
 
-  async submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
-    // Every refusal below happens before a byte leaves the process: FAILED is certain.
-    const signed = opts.signResult?.signature;
-    if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
-      return failed('EVM_SIGNATURE_MISSING', 'submit needs the signed transaction (signature_format evm_signed_tx)');
-    }
-    const decoded = await decodeSignedTx(signed);
-    if (!decoded.ok) return failed('EVM_SIGNED_TX_INVALID', decoded.detail);
-    if (!prepared.payload || !signsExactly(decoded.tx.raw, prepared.payload)) {
-      return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
-    }
-    if (decoded.tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${decoded.tx.from}, the executor sends from ${this.from}`);
-    return this.#tx.send(ctx, decoded.tx, prepared);
+  submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
+    return this.#tx.submitSigned(ctx, prepared, opts);
   }
 
   async observe(ctx: ExecutionContext): Promise<ExecutionResult> {

@@ -1,12 +1,9 @@
 import { isAddress, serializeTransaction, type Address, type PublicClient } from 'viem';
-import { attemptIdempotencyKey } from '../context.ts';
-import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
 import { createChainClient } from './chains.ts';
 import type { EvmNonceManager } from './nonces.ts';
-import { decodeSignedTx, signsExactly } from './signed-tx.ts';
 import { boundChainId, transferSpec } from './transfer-config.ts';
-import { EvmTxLifecycle, failed, result, type Finality, type TxLifecycleOptions } from './tx-lifecycle.ts';
+import { awaitingSignature, EvmTxLifecycle, failed, type Finality, type TxLifecycleOptions } from './tx-lifecycle.ts';
 
 export const EVM_LANE = 'evm';
 export const EVM_NATIVE_TRANSFER_KEY = 'exec.evm.native_transfer';
@@ -88,39 +85,15 @@ export class EvmNativeTransferExecutor implements Executor {
     // The nonce reservation is prepareTx's last step: nothing below can fail.
     const { chainId, nonce, maxFeePerGas, maxPriorityFeePerGas } = await this.#tx.prepareTx(ctx);
     const payload = serializeTransaction({ type: 'eip1559', chainId, nonce, to, value: valueWei, gas: NATIVE_TRANSFER_GAS, maxFeePerGas, maxPriorityFeePerGas });
-    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
-    return result({
-      next_state: 'AWAITING_SIGNATURE',
-      prepared_action: {
-        prepared_action_id: `evm-${key}`,
-        action_type: ctx.action_type,
-        payload_format: 'evm_raw_tx',
-        payload,
-        payload_hash: payloadHash(payload),
-        signing_required: true,
-        provider_hints: { chain_id: chainId, nonce, from: this.from, to: to.toLowerCase(), value_wei: valueWei.toString() },
-      },
-    });
+    return awaitingSignature(ctx, payload, { chain_id: chainId, nonce, from: this.from, to: to.toLowerCase(), value_wei: valueWei.toString() });
   }
 
   preSubmitCheck(ctx: ExecutionContext): Promise<void> {
     return this.#tx.preSubmitCheck(ctx);
   }
 
-  async submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
-    // Every refusal below happens before a byte leaves the process: FAILED is certain.
-    const signed = opts.signResult?.signature;
-    if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
-      return failed('EVM_SIGNATURE_MISSING', 'submit needs the signed transaction (signature_format evm_signed_tx)');
-    }
-    const decoded = await decodeSignedTx(signed);
-    if (!decoded.ok) return failed('EVM_SIGNED_TX_INVALID', decoded.detail);
-    const tx = decoded.tx;
-    if (!prepared.payload || !signsExactly(tx.raw, prepared.payload)) {
-      return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
-    }
-    if (tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${tx.from}, the executor sends from ${this.from}`);
-    return this.#tx.send(ctx, tx, prepared);
+  submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
+    return this.#tx.submitSigned(ctx, prepared, opts);
   }
 
   observe(ctx: ExecutionContext): Promise<ExecutionResult> {

@@ -10,11 +10,11 @@ import {
 import { attemptIdempotencyKey } from '../context.ts';
 import { TemporaryMovementError } from '../errors.ts';
 import { payloadHash } from '../payload-hash.ts';
-import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput, type PreparedAction } from '../protocol.ts';
+import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput, type PreparedAction, type SubmitOptions } from '../protocol.ts';
 import { capFees, nextVersion, type FeeBumpPolicy } from './fee-bump.ts';
 import type { EvmNonceManager } from './nonces.ts';
 import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
-import { decodeSignedTx, preparedNonceOf, signedBytesOf, signedVersionsOf, type SignedTx } from './signed-tx.ts';
+import { decodeSignedTx, preparedNonceOf, signedBytesOf, signedVersionsOf, signsExactly, type SignedTx } from './signed-tx.ts';
 
 /**
  * The life of one EVM transaction, shared by every executor that signs one (native transfers,
@@ -117,9 +117,29 @@ export class EvmTxLifecycle {
   }
 
   /**
-   * submit(), after the executor checked the signed bytes: the nonce cleared for broadcast, then the
-   * broadcast. A refused replacement (fee bump) says nothing about the attempt: an earlier version
-   * holds the nonce and may still be mined; observe decides from all versions.
+   * An executor's submit(): checks the signed bytes against the prepared transaction and this
+   * sender, then sends them. Every refusal happens before a byte leaves the process: FAILED is
+   * certain.
+   */
+  async submitSigned(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions): Promise<ExecutionResult> {
+    const signed = opts.signResult?.signature;
+    if (!signed || opts.signResult?.signature_format !== 'evm_signed_tx') {
+      return failed('EVM_SIGNATURE_MISSING', 'submit needs the signed transaction (signature_format evm_signed_tx)');
+    }
+    const decoded = await decodeSignedTx(signed);
+    if (!decoded.ok) return failed('EVM_SIGNED_TX_INVALID', decoded.detail);
+    const tx = decoded.tx;
+    if (!prepared.payload || !signsExactly(tx.raw, prepared.payload)) {
+      return failed('EVM_SIGNED_TX_MISMATCH', 'the signed transaction is not the prepared one');
+    }
+    if (tx.from !== this.from) return failed('EVM_SIGNER_MISMATCH', `the transaction is signed by ${tx.from}, the executor sends from ${this.from}`);
+    return this.send(ctx, tx, prepared);
+  }
+
+  /**
+   * The broadcast of signed bytes submitSigned checked: the nonce cleared for
+   * broadcast, then the broadcast. A refused replacement (fee bump) says nothing about the attempt:
+   * an earlier version holds the nonce and may still be mined; observe decides from all versions.
    */
   async send(ctx: ExecutionContext, tx: SignedTx, prepared: PreparedAction): Promise<ExecutionResult> {
     if (this.nonces) {
@@ -460,6 +480,26 @@ export function txRefs(tx: SignedTx): Record<string, unknown> {
 
 export function result(input: ExecutionResultInput): ExecutionResult {
   return ExecutionResultSchema.parse(input);
+}
+
+/**
+ * prepare()'s answer for an unsigned transaction: the prepared action to sign, named after the
+ * attempt's idempotency key, with the executor's provider hints.
+ */
+export function awaitingSignature(ctx: ExecutionContext, payload: Hex, providerHints: Record<string, unknown>): ExecutionResult {
+  const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+  return result({
+    next_state: 'AWAITING_SIGNATURE',
+    prepared_action: {
+      prepared_action_id: `evm-${key}`,
+      action_type: ctx.action_type,
+      payload_format: 'evm_raw_tx',
+      payload,
+      payload_hash: payloadHash(payload),
+      signing_required: true,
+      provider_hints: providerHints,
+    },
+  });
 }
 
 export function failed(code: string, detail: string): ExecutionResult {

@@ -1,0 +1,100 @@
+/**
+ * Multi-process runs for the load tests: worker processes on one database, a batch of movements
+ * approved and waited for, and the checks that every movement completed exactly once.
+ */
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { approveMovements } from '../../scripts/lib/load.ts';
+import { countRequestsByState, exactlyOnceReport } from '../../scripts/lib/bench-queries.ts';
+import type { Pool, Queryable } from '../../src/persistence/db.ts';
+import { listHeartbeats } from '../../src/persistence/heartbeats.ts';
+import { collectingDeps } from './fixtures.ts';
+import { exited, spawnWorker } from './processes.ts';
+import { waitFor } from './wait.ts';
+
+export interface Cluster {
+  /** The running worker processes; a test may replace entries (stop() stops whatever is in it). */
+  workers: ChildProcess[];
+  /** SIGTERM to every worker, resolves once all exited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Spawns `count` worker processes on `url` and waits until each wrote its heartbeat (read through
+ * `pool`). A worker that exits before that (it refused to start) fails the wait; the others are
+ * stopped then.
+ */
+export async function startWorkers(url: string, pool: Queryable, count: number, env: Record<string, string>): Promise<Cluster> {
+  const workers = Array.from({ length: count }, () => spawnWorker(url, env));
+  const stop = async () => {
+    for (const w of workers) w.kill('SIGTERM');
+    await Promise.all(workers.map(exited));
+  };
+  try {
+    await waitFor(
+      'the worker processes to start',
+      async () => {
+        if (workers.some((w) => w.exitCode !== null)) throw new Error('a worker process refused to start or died (its message is above)');
+        return new Set((await listHeartbeats(pool)).map((h) => h.process_id)).size >= count;
+      },
+      120_000,
+      200,
+    );
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { workers, stop };
+}
+
+/** Waits (10 minutes at most) until every movement is COMPLETED, FAILED or MANUAL_INTERVENTION. */
+export function waitForAllFinished(pool: Queryable, ids: string[]): Promise<Record<string, number>> {
+  return waitFor(
+    'every movement to finish',
+    async () => {
+      const states = await countRequestsByState(pool, ids);
+      const finished = (states.COMPLETED ?? 0) + (states.FAILED ?? 0) + (states.MANUAL_INTERVENTION ?? 0);
+      return finished === ids.length ? states : null;
+    },
+    600_000,
+    500,
+  );
+}
+
+export interface RunOptions {
+  /** The pool approvals go through (default: `pool`). */
+  approvePool?: Pool;
+  /** Approvals in flight at once (approveMovements' default when unset). */
+  approveConcurrency?: number;
+  /** Runs after the movements finished (or the wait failed), before the workers are stopped. */
+  beforeStop?: () => Promise<void>;
+}
+
+/**
+ * Approves the movements, waits until all of them finished and stops the cluster, also when the
+ * approval or the wait failed. States are read through `pool`.
+ */
+export async function approveAndFinish(cluster: Cluster, pool: Pool, ids: string[], opts: RunOptions = {}): Promise<void> {
+  try {
+    await approveMovements(opts.approvePool ?? pool, ids, collectingDeps(), opts.approveConcurrency);
+    await waitForAllFinished(pool, ids);
+  } finally {
+    await opts.beforeStop?.();
+    await cluster.stop();
+  }
+}
+
+/**
+ * Every movement COMPLETED, and the ledger shows one claim and one submit per node of the
+ * three-node bench plan, none retried.
+ */
+export async function assertAllCompletedExactlyOnce(pool: Queryable, ids: string[]): Promise<void> {
+  assert.deepEqual(await countRequestsByState(pool, ids), { COMPLETED: ids.length });
+  assert.deepEqual(await exactlyOnceReport(pool, ids), {
+    nodes: ids.length * 3,
+    submits: ids.length * 3,
+    keysSubmittedTwice: 0,
+    nodesClaimedTwice: 0,
+    nodesWithRetries: 0,
+  });
+}
