@@ -22,7 +22,7 @@ import {
 import { withTransaction } from '../src/persistence/db.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { loopbackDestinations } from './helpers/destinations.ts';
-import { classifyAddress, destinationPolicy } from '../src/callbacks/destinations.ts';
+import { classifyAddress, destinationPolicy, literalRefusal } from '../src/callbacks/destinations.ts';
 import { CallbackReceiver, type Received } from './helpers/receiver.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -366,8 +366,11 @@ describe('destinations a callback may reach', () => {
       [rx.url(), 'destination_blocked (loopback)'],
       [`http://localhost:${rx.port}/callbacks`, 'destination_blocked (loopback)'],
       [`http://[::ffff:127.0.0.1]:${rx.port}/callbacks`, 'destination_blocked (loopback)'],
-      ['http://169.254.169.254/latest/meta-data/', 'destination_blocked (link_local)'],
     ];
+    // The metadata address is only asked about, never delivered to: a test must not send traffic
+    // there even if the check it tests were broken.
+    assert.equal(literalRefusal(strict, new URL('http://169.254.169.254/latest/meta-data/')), 'link_local');
+    assert.equal(literalRefusal(strict, new URL('http://[fd00::1]/x')), 'unique_local');
     for (const [url, expected] of refusedCases) {
       const id = await newCallback(await movement(url), 'request_executing');
       assert.equal(await deliverCallbackOnce(deps({ destinations: strict }), id), 'retry', url);
