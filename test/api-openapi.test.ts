@@ -12,7 +12,8 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
-import { createToken } from '../src/persistence/tokens.ts';
+import { can, permissions } from '../src/http/auth.ts';
+import { createToken, revokeToken, roles } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 
 const db = await testDatabase();
@@ -173,4 +174,37 @@ test('without the runtime, reads work and changes answer 503 with a code', async
   assert.equal(((await bad.json()) as any).error.code, 'VALIDATION_FAILED');
   const good = await post({ template_key: 'x', nodes: [{ node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' }] });
   assert.equal(good.status, 503);
+});
+
+test('every operation names its permission (x-ferry-permission), and the server enforces exactly that for every role', async () => {
+  const doc = await fetchDoc();
+  const tokens: Record<string, string> = {};
+  for (const role of roles) tokens[role] = (await createToken(db.pool, { name: `matrix-${role}`, role })).token;
+  const revoked = await createToken(db.pool, { name: 'matrix-revoked', role: 'admin' });
+  await revokeToken(db.pool, revoked.id);
+  const ids = { id: '00000000-0000-4000-8000-000000000000', key: 'matrix.none', version: '1', signer_key: 'none' };
+
+  let checked = 0;
+  for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
+    for (const [method, op] of Object.entries<any>(item)) {
+      const permission = op['x-ferry-permission'];
+      assert.ok((permissions as readonly string[]).includes(permission), `${method} ${path} names a known permission: ${permission}`);
+      const url = path.replace(/\{(\w+)\}/g, (_, name: keyof typeof ids) => ids[name]);
+      const call = (token?: string) =>
+        app.request(url, {
+          method: method.toUpperCase(),
+          headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(method === 'get' ? {} : { 'content-type': 'application/json' }) },
+          ...(method === 'get' ? {} : { body: '{}' }),
+        });
+      for (const token of [undefined, revoked.token]) assert.equal((await call(token)).status, 401, `${method} ${path} without a valid token`);
+      for (const role of roles) {
+        const res = await call(tokens[role]);
+        const body = res.status === 403 ? ((await res.json()) as any) : null;
+        if (can(role, permission)) assert.notEqual(body?.error.code, 'FORBIDDEN', `${role} may ${method} ${path} (${permission})`);
+        else assert.equal(body?.error.code, 'FORBIDDEN', `${role} may not ${method} ${path} (${permission}); got ${res.status}`);
+        checked++;
+      }
+    }
+  }
+  assert.equal(checked, expectedOperations.length * roles.length);
 });

@@ -77,6 +77,16 @@ export function authenticate(db: Queryable) {
   });
 }
 
+/**
+ * What a route declares about access: the middleware that enforces the permission, and the same
+ * permission as `x-ferry-permission` on the route's OpenAPI operation, so the published document
+ * says what the server enforces. Spread into createRoute({...}).
+ */
+export function permitted<P extends Permission>(permission: P) {
+  const middleware: [ReturnType<typeof requirePermission>] = [requirePermission(permission)];
+  return { middleware, 'x-ferry-permission': permission };
+}
+
 export function requirePermission(permission: Permission) {
   return createMiddleware<AuthEnv>(async (c, next) => {
     const principal = c.get('principal');

@@ -11,7 +11,7 @@ export const OPENAPI_PATH = '/openapi.json';
 const description = [
   'Ferry moves funds through multi-step plans that are compiled from templates, approved by a second person and',
   'executed durably. Every /v3 route needs `Authorization: Bearer <token>` (tokens are created with',
-  '`npm run ferry -- tokens create --name NAME --role ROLE`); each route names the permission it needs.',
+  '`npm run ferry -- tokens create --name NAME --role ROLE`); each operation names the permission it needs in `x-ferry-permission`.',
   'Errors always have the body `{"error": {"code", "message", "details"}}` with a stable code.',
 ].join(' ');
 

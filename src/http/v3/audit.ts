@@ -1,7 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { listAuditEvents } from '../../persistence/audit.ts';
 import { actorNames } from '../actor-names.ts';
-import { requirePermission } from '../auth.ts';
+import { permitted } from '../auth.ts';
 import { resourceApp, type V3Context } from './context.ts';
 import { AuditListQuery, AuditPageSchema, bearerSecurity, commonErrors, jsonResponse } from './schemas.ts';
 import { auditEventView } from './views.ts';
@@ -12,7 +12,7 @@ const listRoute = createRoute({
   tags: ['Audit'],
   summary: 'The audit chain: every audited action with the hash linking it to the one before',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { query: AuditListQuery },
   responses: { 200: jsonResponse(AuditPageSchema, 'One page of audit events'), ...commonErrors },
 });

@@ -2,7 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { formatUnits } from 'viem';
 import { chainIdOf } from '../../balances/watch.ts';
 import { listBalances, type BalanceListRow } from '../../persistence/balances.ts';
-import { requirePermission } from '../auth.ts';
+import { permitted } from '../auth.ts';
 import { resourceApp, type V3Context } from './context.ts';
 import { BalanceListQuery, BalancePageSchema, bearerSecurity, commonErrors, jsonResponse } from './schemas.ts';
 
@@ -12,7 +12,7 @@ const listRoute = createRoute({
   tags: ['Balances'],
   summary: 'The latest balance of every watched wallet, asset and chain, with its age and staleness',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { query: BalanceListQuery },
   responses: { 200: jsonResponse(BalancePageSchema, 'One page of balances, by chain, wallet and asset'), ...commonErrors },
 });

@@ -3,7 +3,7 @@ import { redriveAndEnqueue } from '../../callbacks/outbox.ts';
 import { writeAudit } from '../../persistence/audit.ts';
 import { listCallbacks } from '../../persistence/callbacks.ts';
 import { withTransaction } from '../../persistence/db.ts';
-import { requirePermission } from '../auth.ts';
+import { permitted } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import {
   CallbackIdParams,
@@ -28,7 +28,7 @@ const listRoute = createRoute({
   tags,
   summary: 'Callbacks by delivery status, oldest first',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { query: CallbackListQuery },
   responses: { 200: jsonResponse(CallbackPageSchema, 'One page of callbacks'), ...commonErrors },
 });
@@ -39,7 +39,7 @@ const redriveRoute = createRoute({
   tags,
   summary: 'Send a dead-lettered (or pending) callback again, with its original body, timestamp and nonce',
   security: bearerSecurity,
-  middleware: [requirePermission('callback.redrive')] as const,
+  ...permitted('callback.redrive'),
   request: { params: CallbackIdParams, body: jsonBody(EmptyBody, false) },
   responses: {
     200: jsonResponse(CallbackResultSchema, 'Pending again, due now'),

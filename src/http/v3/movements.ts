@@ -12,7 +12,7 @@ import {
 import { NotFoundError, ValidationError } from '../../errors.ts';
 import { getRequest, isRequestId, listMovements, transitionsOfRequest } from '../../persistence/movements.ts';
 import { actorNames, movementActors } from '../actor-names.ts';
-import { can, requirePermission } from '../auth.ts';
+import { can, permitted } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import {
   ApproveBody,
@@ -50,7 +50,7 @@ const createMovementRoute = createRoute({
     'The plan is compiled from the template version (the latest unless given) and the intent. With an Idempotency-Key, ' +
     'repeating the same body returns the original movement (200); a different body with the same key is refused (409).',
   security: bearerSecurity,
-  middleware: [requirePermission('movement.create')] as const,
+  ...permitted('movement.create'),
   request: { headers: IdempotencyHeaders, body: jsonBody(CreateMovementBody) },
   responses: {
     201: jsonResponse(MovementDetailSchema, 'Created, in PENDING_APPROVAL'),
@@ -68,7 +68,7 @@ const listRoute = createRoute({
   tags,
   summary: 'List movements, newest first',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { query: MovementListQuery },
   responses: { 200: jsonResponse(MovementPageSchema, 'One page; pass next_cursor back as cursor for the next'), ...commonErrors },
 });
@@ -79,7 +79,7 @@ const getRoute = createRoute({
   tags,
   summary: 'A movement with its compiled plan and nodes',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { params: MovementIdParams },
   responses: { 200: jsonResponse(MovementDetailSchema, 'The movement'), ...commonErrors, ...notFound },
 });
@@ -90,7 +90,7 @@ const transitionsRoute = createRoute({
   tags,
   summary: 'The transition log of a movement and its nodes, oldest first',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { params: MovementIdParams, query: TransitionListQuery },
   responses: { 200: jsonResponse(TransitionPageSchema, 'One page of transitions'), ...commonErrors, ...notFound },
 });
@@ -103,7 +103,7 @@ const approveRoute = createRoute({
   tags,
   summary: 'Approve a movement (four-eyes; a quorum of distinct approvers moves it to APPROVED)',
   security: bearerSecurity,
-  middleware: [requirePermission('movement.approve')] as const,
+  ...permitted('movement.approve'),
   request: { params: MovementIdParams, body: jsonBody(ApproveBody) },
   responses: {
     200: decided('Approval recorded; APPROVED once the quorum is reached, with the first nodes READY'),
@@ -123,7 +123,7 @@ const rejectRoute = createRoute({
   tags,
   summary: 'Reject a pending movement; one rejection ends it',
   security: bearerSecurity,
-  middleware: [requirePermission('movement.approve')] as const,
+  ...permitted('movement.approve'),
   request: { params: MovementIdParams, body: jsonBody(ReasonBody, false) },
   responses: { 200: decided('REJECTED'), ...commonErrors, ...notFound, ...refused },
 });
@@ -134,7 +134,7 @@ const cancelRoute = createRoute({
   tags,
   summary: 'Cancel a movement whose nodes are not in flight',
   security: bearerSecurity,
-  middleware: [requirePermission('movement.cancel')] as const,
+  ...permitted('movement.cancel'),
   request: { params: MovementIdParams, body: jsonBody(ReasonBody, false) },
   responses: {
     200: decided('CANCELLED; nodes that had not started are cancelled'),
@@ -151,7 +151,7 @@ const resumeRoute = createRoute({
   tags,
   summary: 'Return a MANUAL_INTERVENTION movement to EXECUTING',
   security: bearerSecurity,
-  middleware: [requirePermission('movement.operate')] as const,
+  ...permitted('movement.operate'),
   request: { params: MovementIdParams, body: jsonBody(EmptyBody, false) },
   responses: { 200: decided('EXECUTING'), ...commonErrors, ...notFound, ...refused },
 });
@@ -162,7 +162,7 @@ const retryRoute = createRoute({
   tags,
   summary: 'Re-ready a FAILED node whose lane allows retries; the movement returns to EXECUTING',
   security: bearerSecurity,
-  middleware: [requirePermission('movement.operate')] as const,
+  ...permitted('movement.operate'),
   request: { params: MovementIdParams, body: jsonBody(RetryBody) },
   responses: {
     200: decided('The node is READY again'),

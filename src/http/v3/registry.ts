@@ -2,7 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { writeAudit } from '../../persistence/audit.ts';
 import { withTransaction } from '../../persistence/db.ts';
 import { listExecutors, listSigners, setExpectedSignerIdentity } from '../../persistence/registry.ts';
-import { requirePermission } from '../auth.ts';
+import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
   ExecutorListSchema,
@@ -26,7 +26,7 @@ const executorsRoute = createRoute({
   tags,
   summary: 'The executor roster with each executor\'s last health check',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   responses: { 200: jsonResponse(ExecutorListSchema, 'Every executor the health sweep has seen'), ...commonErrors },
 });
 
@@ -36,7 +36,7 @@ const signersRoute = createRoute({
   tags,
   summary: 'The signer roster: expected vs observed identity and the resulting posture',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   responses: { 200: jsonResponse(SignerListSchema, 'Every signer the health sweep has seen'), ...commonErrors },
 });
 
@@ -46,7 +46,7 @@ const expectedIdentityRoute = createRoute({
   tags,
   summary: 'Enrol the address a signer is expected to sign as (the only writer of it)',
   security: bearerSecurity,
-  middleware: [requirePermission('signer.identity')] as const,
+  ...permitted('signer.identity'),
   request: { params: SignerKeyParams, body: jsonBody(ExpectedIdentityBody) },
   responses: { 200: jsonResponse(SignerResultSchema, 'The signer with its new posture'), ...commonErrors, ...notFound },
 });

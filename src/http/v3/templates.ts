@@ -5,7 +5,7 @@ import { withTransaction } from '../../persistence/db.ts';
 import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions, saveTemplate } from '../../persistence/templates.ts';
 import { compilePlan } from '../../plan/compile.ts';
 import { actorNames } from '../actor-names.ts';
-import { requirePermission } from '../auth.ts';
+import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
   CompileBody,
@@ -34,7 +34,7 @@ const saveRoute = createRoute({
   tags,
   summary: 'Save a plan template (a new version only when its graph changes)',
   security: bearerSecurity,
-  middleware: [requirePermission('template.write')] as const,
+  ...permitted('template.write'),
   request: { body: jsonBody(TemplateDefinitionBody) },
   responses: {
     201: jsonResponse(TemplateSaveSchema, 'A new version was created'),
@@ -50,7 +50,7 @@ const listRoute = createRoute({
   tags,
   summary: 'List templates',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   responses: { 200: jsonResponse(TemplateListSchema, 'Every template with at least one version'), ...commonErrors },
 });
 
@@ -60,7 +60,7 @@ const getRoute = createRoute({
   tags,
   summary: 'A template and its versions',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { params: TemplateKeyParams },
   responses: { 200: jsonResponse(TemplateDetailSchema, 'The template, versions newest first'), ...commonErrors, ...notFound },
 });
@@ -71,7 +71,7 @@ const versionRoute = createRoute({
   tags,
   summary: 'One version of a template, with its nodes and edges',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { params: TemplateVersionParams },
   responses: { 200: jsonResponse(TemplateVersionSchema, 'The version'), ...commonErrors, ...notFound },
 });
@@ -82,7 +82,7 @@ const compileRoute = createRoute({
   tags,
   summary: 'Preview the compiled plan and its hash for an intent, without creating anything',
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   request: { params: TemplateKeyParams, body: jsonBody(CompileBody) },
   responses: {
     200: jsonResponse(CompilePreviewSchema, 'The plan a movement with this intent would run'),

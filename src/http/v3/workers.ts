@@ -1,7 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { sweepStatuses } from '../../actors/sweeps.ts';
 import { listHeartbeats } from '../../persistence/heartbeats.ts';
-import { requirePermission } from '../auth.ts';
+import { permitted } from '../auth.ts';
 import { resourceApp, type V3Context } from './context.ts';
 import { WorkersSchema, bearerSecurity, commonErrors, jsonResponse } from './schemas.ts';
 
@@ -13,7 +13,7 @@ const workersRoute = createRoute({
   tags,
   summary: "Every sweep's last run, duration, outcome and next due time (from pg-boss's job records), and the hot loops' heartbeats",
   security: bearerSecurity,
-  middleware: [requirePermission('read')] as const,
+  ...permitted('read'),
   responses: { 200: jsonResponse(WorkersSchema, 'The sweeps and the hot loops of every process'), ...commonErrors },
 });
 
