@@ -1,4 +1,4 @@
-import { ValidationError } from '../errors.ts';
+import { decodeTupleCursor, encodeTupleCursor, invalidCursor } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
@@ -183,20 +183,12 @@ export interface BalancePage {
 export const MAX_BALANCE_PAGE = 500;
 
 function encodeBalanceCursor(k: WatchKey): string {
-  return Buffer.from(JSON.stringify([k.chain, k.wallet, k.asset])).toString('base64url');
+  return encodeTupleCursor([k.chain, k.wallet, k.asset]);
 }
 
 function decodeBalanceCursor(cursor: string): WatchKey {
-  const invalid = () => new ValidationError('cursor is not one this API returned', { field: 'cursor' });
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    throw invalid();
-  }
-  if (!Array.isArray(parsed) || parsed.length !== 3 || !parsed.every((p) => typeof p === 'string' && p.length > 0 && p.length <= 200)) {
-    throw invalid();
-  }
+  const parsed = decodeTupleCursor(cursor, 3);
+  if (!parsed.every((p): p is string => typeof p === 'string' && p.length > 0 && p.length <= 200)) throw invalidCursor();
   return { chain: parsed[0], wallet: parsed[1], asset: parsed[2] };
 }
 

@@ -10,21 +10,33 @@ export const CURSOR_AT_SQL = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD
 
 export { isUuid } from '../ids.ts';
 
-export function encodeCursor(at: string, id: string): string {
-  return Buffer.from(JSON.stringify([at, id])).toString('base64url');
+/** A cursor is the page's last sort key, a tuple of values, as base64url JSON. */
+export function encodeTupleCursor(parts: readonly unknown[]): string {
+  return Buffer.from(JSON.stringify(parts)).toString('base64url');
 }
 
-/** The position a cursor names; anything this API did not hand out is a 400 naming the field. */
-export function decodeCursor(cursor: string): { at: string; id: string } {
-  const invalid = () => new ValidationError('cursor is not one this API returned', { field: 'cursor' });
+export const invalidCursor = () => new ValidationError('cursor is not one this API returned', { field: 'cursor' });
+
+/** The tuple a cursor holds, of the expected length; anything else is a 400 naming the field. */
+export function decodeTupleCursor(cursor: string, length: number): unknown[] {
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
-    throw invalid();
+    throw invalidCursor();
   }
-  if (!Array.isArray(parsed) || parsed.length !== 2) throw invalid();
-  const [at, id] = parsed;
+  if (!Array.isArray(parsed) || parsed.length !== length) throw invalidCursor();
+  return parsed;
+}
+
+export function encodeCursor(at: string, id: string): string {
+  return encodeTupleCursor([at, id]);
+}
+
+/** The position a cursor names; anything this API did not hand out is a 400 naming the field. */
+export function decodeCursor(cursor: string): { at: string; id: string } {
+  const invalid = invalidCursor;
+  const [at, id] = decodeTupleCursor(cursor, 2);
   if (typeof at !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(at)) throw invalid();
   // Rejects impossible dates (2026-02-30) that the pattern lets through and Postgres would refuse.
   const ms = Date.parse(at);
