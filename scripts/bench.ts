@@ -15,6 +15,9 @@
  * once), --ceiling-seconds, --preload N (N finished movements, with nodes and transitions, inserted
  * before the run: claim cost must not grow with history), --stall-seconds (default 30), --failing N
  * and --stuck N (that many extra movements that cannot complete, to see the bench report them).
+ * --api N measures the API process instead (scripts/lib/api-bench.ts): two rounds of N hostile and
+ * ordinary requests against `src/main.ts`, and its memory after each (api_rss_mb_after); with
+ * --heap-snapshots also the heap it retains after a full collection, from heap snapshots.
  *
  * Database: BENCH_DATABASE_URL, else DATABASE_URL, else TEST_DATABASE_URL, else an embedded server.
  * A scratch database is created for the run and dropped afterwards, also on SIGINT/SIGTERM; stale
@@ -27,6 +30,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { runApiBench } from './lib/api-bench.ts';
 import { faultyBenchTemplate } from './lib/bench-faults.ts';
 import { cleanUpOnSignals, describeRunEnd, dropStaleScratchDatabases, runEndJson, scratchDatabaseName, watchMovements } from './lib/bench-run.ts';
 import { approveMovements, benchTemplate, createMovements } from './lib/load.ts';
@@ -59,6 +63,8 @@ const { values } = parseArgs({
     failing: { type: 'string', default: '0' },
     stuck: { type: 'string', default: '0' },
     preload: { type: 'string', default: '0' },
+    api: { type: 'string', default: '0' },
+    'heap-snapshots': { type: 'boolean', default: false },
   },
 });
 const stallSeconds = Number(values['stall-seconds']);
@@ -70,6 +76,11 @@ if (!(stallSeconds > 0) || !Number.isInteger(faults.fail) || !Number.isInteger(f
 const preload = Number(values.preload);
 if (!Number.isInteger(preload) || preload < 0) {
   console.error('--preload must be a whole number of finished movements, 0 for none');
+  process.exit(2);
+}
+const apiRequests = Number(values.api);
+if (!Number.isInteger(apiRequests) || apiRequests < 0) {
+  console.error('--api must be a whole number of requests per round, 0 for the movement run');
   process.exit(2);
 }
 const movements = Number(values.movements);
@@ -181,6 +192,12 @@ async function main() {
   const scratch = mkdtempSync(join(tmpdir(), 'ferry-bench-'));
   try {
     await migrate(url);
+    if (apiRequests > 0) {
+      const result = await runApiBench(url, { requests: apiRequests, concurrency, heapSnapshots: values['heap-snapshots'] });
+      console.log(JSON.stringify(result));
+      if (result.api_5xx !== 0) process.exitCode = 1;
+      return;
+    }
     const ceiling = await commitCeiling(url);
 
     const pool = createPool(url, concurrency, 'ferry-bench');
