@@ -21,6 +21,13 @@ import type { NodeRow, RequestRow } from './movements.ts';
  * The caller moves what it claimed through the machines in the same transaction (one batched
  * transition) and commits, which releases the locks; a dispatch then holds its node through its
  * lease token, not a lock.
+ *
+ * Each claim is two statements in the caller's transaction: the locking one returns only ids, and
+ * `readLocked` then reads the locked rows whole. PostgreSQL computes a query's output columns before
+ * its ORDER BY, LIMIT and locking, so a claim that returned whole rows as JSON would build them for
+ * every due row (a backlog of a thousand READY nodes, with their requests' compiled plans) to keep
+ * 32. The read is a new statement with a new snapshot (READ COMMITTED), so it sees the newest
+ * version of every row, which the locks keep from changing until the commit.
  */
 
 // The key of a binding that is either a string or an object with executor_key.
@@ -45,6 +52,21 @@ function split(row: Record<string, unknown>): Claimed {
   return { node: reviveNode(n), request: reviveRequest(r) };
 }
 
+/** The rows of nodes this transaction has locked (with their requests), in the claim's order. */
+async function readLocked(db: Queryable, locked: Array<{ node_id: string }>): Promise<Claimed[]> {
+  if (locked.length === 0) return [];
+  const ids = locked.map((l) => l.node_id);
+  const { rows } = await db.query(
+    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+       FROM unnest($1::uuid[]) WITH ORDINALITY AS c(id, ord)
+       JOIN request_nodes n ON n.id = c.id
+       JOIN movement_requests r ON r.id = n.request_id
+      ORDER BY c.ord`,
+    [ids],
+  );
+  return rows.map(split);
+}
+
 /** Keeps the first claimed node of each request (the oldest, given the claim order). */
 function firstPerRequest(claims: Claimed[]): Claimed[] {
   const seen = new Set<string>();
@@ -56,8 +78,8 @@ function firstPerRequest(claims: Claimed[]): Claimed[] {
  * already has a node in dispatch. The caller moves them to PREPARING in the same transaction.
  */
 export async function claimDispatchBatch(db: Queryable, limit: number): Promise<Claimed[]> {
-  const { rows } = await db.query(
-    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+  const { rows } = await db.query<{ node_id: string }>(
+    `SELECT n.id AS node_id
        FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
       WHERE ${DISPATCHABLE} AND ${NO_SIBLING_IN_DISPATCH}
       ORDER BY r.created_at, r.id, n.created_at, n.node_key
@@ -65,7 +87,7 @@ export async function claimDispatchBatch(db: Queryable, limit: number): Promise<
       FOR UPDATE OF n, r SKIP LOCKED`,
     [limit],
   );
-  return firstPerRequest(rows.map(split));
+  return firstPerRequest(await readLocked(db, rows));
 }
 
 /**
@@ -74,8 +96,8 @@ export async function claimDispatchBatch(db: Queryable, limit: number): Promise<
  * observer, recovery and operators never act on one attempt at the same time.
  */
 export async function claimObserveBatch(db: Queryable, limit: number): Promise<Claimed[]> {
-  const { rows } = await db.query(
-    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+  const { rows } = await db.query<{ node_id: string }>(
+    `SELECT n.id AS node_id
        FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
       WHERE ${OBSERVABLE}
       ORDER BY r.created_at, r.id, n.created_at, n.node_key
@@ -83,7 +105,7 @@ export async function claimObserveBatch(db: Queryable, limit: number): Promise<C
       FOR UPDATE OF n, r SKIP LOCKED`,
     [limit],
   );
-  return rows.map(split);
+  return readLocked(db, rows);
 }
 
 export interface RecoveryArm {
@@ -106,9 +128,9 @@ export async function claimRecoveryBatch(
   defaultGraceSeconds: number,
 ): Promise<Claimed[]> {
   const laneFilter = arm.lanes ? `l.lane = ANY($2::text[])` : `NOT (l.lane = ANY($2::text[]))`;
-  const { rows } = await db.query(
+  const { rows } = await db.query<{ node_id: string }>(
     `WITH g AS (SELECT * FROM jsonb_to_recordset($3::jsonb) AS g(lane text, seconds double precision))
-     SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+     SELECT n.id AS node_id
        FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
             CROSS JOIN LATERAL (SELECT split_part(${EXECUTOR_KEY}, '.', 2) AS lane) l
             LEFT JOIN g ON g.lane = l.lane
@@ -120,7 +142,7 @@ export async function claimRecoveryBatch(
       FOR UPDATE OF n, r SKIP LOCKED`,
     [arm.limit, arm.lanes ?? otherLanes, JSON.stringify(grace), defaultGraceSeconds],
   );
-  return rows.map(split);
+  return readLocked(db, rows);
 }
 
 /**
@@ -130,8 +152,8 @@ export async function claimRecoveryBatch(
  * later has its writes refused.
  */
 export async function claimAbandonedDispatches(db: Queryable, graceSeconds: number, limit: number): Promise<Claimed[]> {
-  const { rows } = await db.query(
-    `SELECT to_jsonb(n) AS n, to_jsonb(r) AS r
+  const { rows } = await db.query<{ node_id: string }>(
+    `SELECT n.id AS node_id
        FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
       WHERE n.node_state IN ('PREPARING', 'AWAITING_SIGNATURE') AND r.request_state = 'EXECUTING'
         AND n.updated_at < now() - make_interval(secs => $1)
@@ -140,7 +162,7 @@ export async function claimAbandonedDispatches(db: Queryable, graceSeconds: numb
       FOR UPDATE OF n, r SKIP LOCKED`,
     [graceSeconds, limit],
   );
-  return rows.map(split);
+  return readLocked(db, rows);
 }
 
 /** PENDING_APPROVAL requests past their expiry, without locks (the sweep claims each one). */
