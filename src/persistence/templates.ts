@@ -278,3 +278,13 @@ export async function versionWithGraphHash(db: Queryable, templateKey: string, h
   );
   return rows[0]?.version ?? null;
 }
+
+/** The stored definition of a template's live (latest) version; null when it has none. */
+export async function liveTemplateDefinition(db: Queryable, templateKey: string): Promise<TemplateDefinition | null> {
+  const { rows } = await db.query<{ definition: TemplateDefinition }>(
+    `SELECT tv.definition FROM template_versions tv JOIN plan_templates pt ON pt.id = tv.template_id
+      WHERE pt.template_key = $1 AND tv.version = pt.latest_version`,
+    [templateKey],
+  );
+  return rows[0]?.definition ?? null;
+}
