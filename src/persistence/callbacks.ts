@@ -118,7 +118,6 @@ export async function claimCallback(
         AND ($3::int IS NULL OR c.attempts = $3)
         AND ($4::int IS NULL OR c.redrive_count = $4)
         AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
-        AND (c.stranded_requeued_at IS NULL OR c.stranded_requeued_at < now() - make_interval(secs => $1))
         AND NOT EXISTS (
               SELECT 1 FROM callback_outbox e
                WHERE e.request_id = c.request_id
