@@ -123,6 +123,22 @@ const fields = {
   FERRY_EVM_NONCE_STUCK_SECONDS: ['evmNonceStuckSeconds', seconds(300)],
   FERRY_EVM_NONCE_REAPER_BATCH_SIZE: ['evmNonceReaperBatchSize', count(20)],
   FERRY_EVM_NONCE_REAPER_MAX_RUN_MS: ['evmNonceReaperMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  // Template proposals (docs/operations.md, "Template proposals"): the review window (PROPOSED ->
+  // EXPIRED), the challenge window after approval (APPROVED -> FINALIZED), and their two sweeps.
+  // Windows under 60 s are refused unless FERRY_TEMPLATE_SHORT_WINDOWS=true (development only).
+  FERRY_TEMPLATE_REVIEW_WINDOW_SECONDS: ['templateReviewWindowSeconds', z.coerce.number().int().min(0).default(7 * 24 * 3600)],
+  FERRY_TEMPLATE_CHALLENGE_WINDOW_SECONDS: ['templateChallengeWindowSeconds', z.coerce.number().int().min(0).default(3600)],
+  FERRY_TEMPLATE_SHORT_WINDOWS: ['templateShortWindows', bool.default(false)],
+  FERRY_TEMPLATE_PROPOSAL_EXPIRATION_ENABLED: ['proposalExpirationEnabled', bool.default(true)],
+  FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: ['proposalExpirationIntervalSeconds', seconds(30)],
+  FERRY_TEMPLATE_PROPOSAL_EXPIRATION_BATCH_SIZE: ['proposalExpirationBatchSize', count(50)],
+  FERRY_TEMPLATE_PROPOSAL_EXPIRATION_MAX_RUN_MS: ['proposalExpirationMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  FERRY_TEMPLATE_FINALIZATION_ENABLED: ['proposalFinalizationEnabled', bool.default(true)],
+  FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: ['proposalFinalizationIntervalSeconds', seconds(30)],
+  FERRY_TEMPLATE_FINALIZATION_BATCH_SIZE: ['proposalFinalizationBatchSize', count(50)],
+  FERRY_TEMPLATE_FINALIZATION_MAX_RUN_MS: ['proposalFinalizationMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  // Run budget of the stranded-callback sweep (its batch size is FERRY_CALLBACK_STRANDED_SWEEP_BATCH_SIZE).
+  FERRY_CALLBACK_STRANDED_SWEEP_MAX_RUN_MS: ['callbackStrandedSweepMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
   // YAML file with what environment variables cannot say well (chains, signers, tokens): src/config-file.ts.
   FERRY_CONFIG_FILE: ['configFile', z.string().min(1).optional()],
 
@@ -170,6 +186,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
       throw new ConfigError(name, `${shown}: ${reason}`);
     }
     out[key] = parsed.data;
+  }
+  for (const name of ['FERRY_TEMPLATE_REVIEW_WINDOW_SECONDS', 'FERRY_TEMPLATE_CHALLENGE_WINDOW_SECONDS'] as const) {
+    const value = out[fields[name][0]] as number;
+    if (value < 60 && !out.templateShortWindows) {
+      throw new ConfigError(name, `(${value}): windows under 60 seconds need FERRY_TEMPLATE_SHORT_WINDOWS=true (development only)`);
+    }
   }
   if (out.configFile) {
     const read = readConfigFile(out.configFile as string);

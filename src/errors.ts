@@ -33,6 +33,20 @@ export const errorStatus = {
   DATABASE_UNAVAILABLE: 503,
   MIGRATIONS_PENDING: 503,
   UPSTREAM_TIMEOUT: 504,
+
+  // Template proposals (src/actors/template-proposals.ts, docs/operations.md "Template proposals").
+  /** The proposal is no longer in a state that takes this action (it was finalized, challenged, ...). */
+  PROPOSAL_STATE_CONFLICT: 409,
+  /** The template already has an open (PROPOSED or APPROVED) proposal with another graph. */
+  PROPOSAL_ALREADY_OPEN: 409,
+  /** Approve after the review window: the proposal is about to expire. */
+  REVIEW_WINDOW_CLOSED: 409,
+  /** Challenge after the challenge window: the proposal is being finalized. */
+  CHALLENGE_WINDOW_CLOSED: 409,
+  /** Finalize before the challenge window ended. */
+  CHALLENGE_WINDOW_OPEN: 409,
+  /** Only the proposer withdraws a proposal. */
+  NOT_PROPOSER: 403,
 } as const;
 
 export type ErrorCode = keyof typeof errorStatus;

@@ -139,3 +139,18 @@ export const evmReplacementsTotal = new client.Counter({
   labelNames: ['result'] as const,
   registers: [registry],
 });
+
+// --- Template proposals and sweep budgets (docs/operations.md) ------------------------------------
+
+export const templateProposalSweepTotal = new client.Counter({
+  name: 'ferry_template_proposal_sweep_total',
+  help: 'Template proposals handled by the expiration and finalization sweeps, by sweep and result (expired, finalized, skipped).',
+  labelNames: ['sweep', 'result'] as const,
+  registers: [registry],
+});
+
+export const callbackStrandedRequeuedTotal = new client.Counter({
+  name: 'ferry_callback_stranded_requeued_total',
+  help: 'Overdue pending callbacks whose delivery job the stranded-callback sweep wrote again.',
+  registers: [registry],
+});

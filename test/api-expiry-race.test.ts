@@ -14,6 +14,7 @@ import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { callApi } from './helpers/http.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 
 const RACES = 100;
 
@@ -38,12 +39,20 @@ const sleepUntil = (at: number) => new Promise<void>((r) => setTimeout(r, Math.m
 const jitter = (lo: number, hi: number) => lo + Math.random() * (hi - lo);
 
 test(`${RACES} races of approve vs expiry end with exactly one outcome each, and the transitions table agrees`, async (t) => {
-  const tpl = await call('POST', '/v3/templates', (await createToken(db.pool, { name: 'op', role: 'operator' })).token, {
-    template_key: 'race',
-    nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' }],
-    edges: [],
-  });
-  assert.equal(tpl.status, 201);
+  const version = await makeTemplateLive(
+    app,
+    db.pool,
+    {
+      template_key: 'race',
+      nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' }],
+      edges: [],
+    },
+    {
+      proposer: (await createToken(db.pool, { name: 'op', role: 'operator' })).token,
+      approver: (await createToken(db.pool, { name: 'template-approver', role: 'approver' })).token,
+    },
+  );
+  assert.equal(version, 1);
 
   const movements: Array<{ id: string; hash: string; expiresAt: number }> = [];
   for (let batch = 0; batch < RACES; batch += 10) {

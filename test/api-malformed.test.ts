@@ -14,6 +14,7 @@ import { log } from '../src/log.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { callApi } from './helpers/http.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 
 let runtime: Runtime | undefined;
 after(async () => {
@@ -54,7 +55,8 @@ const template = {
   ],
   edges: [{ from: 'a', to: 'b' }],
 };
-await call('POST', '/v3/templates', tokens.operator.token, template);
+// Live through the proposal workflow (proposed, approved by a second token, finalized).
+await makeTemplateLive(app, db.pool, template, { proposer: tokens.operator.token, approver: tokens.approver.token });
 const newMovement = async (who: Role, n: number, extra: Record<string, unknown> = {}) =>
   (await call('POST', '/v3/movements', tokens[who].token, { template_key: 'shape', intent: { n }, ...extra })).movement;
 

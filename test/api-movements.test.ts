@@ -18,6 +18,7 @@ import { testDatabase } from './helpers/db.ts';
 import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
 import { callApi, type Reply } from './helpers/http.ts';
 import { CallbackReceiver } from './helpers/receiver.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const SECRET = 'api-test-callback-secret-0123456789';
@@ -61,6 +62,9 @@ type Who = keyof typeof tokens;
 const call = (method: string, path: string, who: Who, body?: unknown, headers: Record<string, string> = {}, target = app): Promise<Reply> =>
   callApi(target, method, path, tokens[who].token, body, headers);
 
+/** Proposes, approves (a second token) and finalizes a template; its live version. */
+const live = (def: unknown) => makeTemplateLive(app, db.pool, def, { proposer: tokens.operator.token, approver: tokens.approver.token });
+
 function expectStatus(r: Reply, status: number, code?: string) {
   assert.equal(r.status, status, JSON.stringify(r.body));
   if (code) assert.equal(r.body.error.code, code, r.body.error.message);
@@ -101,11 +105,15 @@ async function create(body: Record<string, unknown>, headers: Record<string, str
 }
 
 describe('templates', () => {
-  test('saving creates version 1; the same graph again returns it; a changed graph is version 2', async () => {
+  test('a finalized proposal is version 1; the same graph again returns it; a changed graph finalized is version 2', async () => {
+    // A changed graph is a proposal (202), live once approved by a second token and finalized.
     let r = await call('POST', '/v3/templates', 'operator', transfer);
-    expectStatus(r, 201);
+    expectStatus(r, 202);
     assert.equal(r.body.created, true);
-    assert.equal(r.body.version.version, 1);
+    assert.equal(r.body.proposal.state, 'PROPOSED');
+    assert.equal(await live(transfer), 1);
+    r = await call('GET', '/v3/templates/usdc-transfer', 'viewer');
+    expectStatus(r, 200);
     assert.equal(r.body.template.template_key, 'usdc-transfer');
 
     r = await call('POST', '/v3/templates', 'operator', { ...transfer, description: 'reworded' });
@@ -114,11 +122,9 @@ describe('templates', () => {
     assert.equal(r.body.version.version, 1);
 
     const changed = { ...transfer, template_key: 'usdc-transfer-v', nodes: transfer.nodes.map((n) => ({ ...n })) };
-    await call('POST', '/v3/templates', 'operator', changed);
+    assert.equal(await live(changed), 1);
     changed.nodes[2] = { ...changed.nodes[2], action_type: 'sweep_to_cold' };
-    r = await call('POST', '/v3/templates', 'operator', changed);
-    expectStatus(r, 201);
-    assert.equal(r.body.version.version, 2);
+    assert.equal(await live(changed), 2);
 
     r = await call('GET', '/v3/templates/usdc-transfer-v', 'viewer');
     expectStatus(r, 200);
@@ -370,7 +376,7 @@ describe('operator controls', () => {
       nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', retryable: true, config: { sim: { submit: ['FAILED', 'COMPLETED'] } } }],
       edges: [],
     };
-    expectStatus(await call('POST', '/v3/templates', 'operator', tpl), 201);
+    assert.equal(await live(tpl), 1);
     const m = await create({ template_key: 'flaky-once', intent: { n: 8 } });
     expectStatus(await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver', { compiled_plan_hash: m.movement.compiled_plan_hash }), 200);
     const failed = await waitForState(m.movement.id, ['FAILED', 'COMPLETED']);
@@ -390,7 +396,7 @@ describe('operator controls', () => {
       nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', config: { sim: { submit: ['FAILED', 'COMPLETED'] } } }],
       edges: [],
     };
-    expectStatus(await call('POST', '/v3/templates', 'operator', tpl), 201);
+    assert.equal(await live(tpl), 1);
     const m = await create({ template_key: 'fails-hard', intent: { n: 9 } });
     expectStatus(await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver', { compiled_plan_hash: m.movement.compiled_plan_hash }), 200);
     await waitForState(m.movement.id, ['FAILED']);
@@ -411,7 +417,7 @@ describe('operator controls', () => {
       ],
       edges: [{ from: 'a', to: 'b' }],
     };
-    expectStatus(await call('POST', '/v3/templates', 'operator', tpl), 201);
+    assert.equal(await live(tpl), 1);
     const m = await create({ template_key: 'half-done', intent: { n: 10 } });
     expectStatus(await call('POST', `/v3/movements/${m.movement.id}/resume`, 'operator'), 409, 'INVALID_TRANSITION');
     expectStatus(await call('POST', `/v3/movements/${m.movement.id}/approve`, 'approver', { compiled_plan_hash: m.movement.compiled_plan_hash }), 200);

@@ -43,6 +43,11 @@ const expectedOperations = [
   'get /v3/audit-events',
   'get /v3/workers',
   'get /v3/balances',
+  'get /v3/template-proposals',
+  'get /v3/template-proposals/{id}',
+  'post /v3/template-proposals/{id}/approve',
+  'post /v3/template-proposals/{id}/challenge',
+  'post /v3/template-proposals/{id}/withdraw',
 ];
 
 async function fetchDoc(): Promise<any> {

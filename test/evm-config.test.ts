@@ -19,6 +19,7 @@ import { api, listeningUrl, spawnFerry, stopChild } from './helpers/ferry-proces
 import { waitFor } from './helpers/wait.ts';
 import { approvedMovement, drain, plan, snapshot } from './helpers/runtime.ts';
 import { startKmsEmulator } from './emulators/kms.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 
 /**
  * Chains and wallets as configuration: the file's chains and signers become the lane's clients,
@@ -220,7 +221,7 @@ test('an RPC URL with an API key on a dead port: not in any log line, health row
     ],
     edges: [],
   };
-  assert.equal((await api(base, tokens.admin, 'POST', '/v3/templates', template)).status, 201);
+  assert.equal(await makeTemplateLive(base, db.pool, template, { proposer: tokens.admin, approver: tokens.approver }), 1);
   const created = await api(base, tokens.requester, 'POST', '/v3/movements', {
     template_key: 'pay-main',
     intent: { asset: 'USDC', amount: '1', destination: { address: privateKeyToAccount(generatePrivateKey()).address } },

@@ -11,6 +11,26 @@ import { definedTransitions, transitionKey } from '../src/machines/introspect.ts
 import { initialNodeContext, nodeMachine, type NodeEvent } from '../src/machines/node-machine.ts';
 import type { NodeSummary } from '../src/machines/node-summary.ts';
 import { initialRequestContext, requestMachine, type RequestEvent } from '../src/machines/request-machine.ts';
+import {
+  approveProposal,
+  challengeProposal,
+  expireProposal,
+  finalizeProposal,
+  installSystemTemplate,
+  proposalContextFromRow,
+  proposeTemplate,
+  replayProposal,
+  withdrawProposal,
+} from '../src/actors/template-proposals.ts';
+import {
+  initialProposalContext,
+  proposalMachine,
+  proposalRules,
+  refusalOf,
+  type ProposalEvent,
+} from '../src/machines/template-proposal-machine.ts';
+import { getProposal, proposalTransitions } from '../src/persistence/template-proposals.ts';
+import { parseTemplateDefinition } from '../src/plan/template-schema.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { getNode, getRequest, transitionsOfEntity } from '../src/persistence/movements.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -183,6 +203,113 @@ for (const quorum of requestInputs) {
   });
 }
 
+// --- The template proposal machine: generated paths replayed through its service on real Postgres.
+
+const P_T0 = Date.parse('2034-01-01T00:00:00.000Z');
+const P_REVIEW_S = 3600;
+const P_CHALLENGE_S = 600;
+const pAt = (ms: number) => new Date(P_T0 + ms).toISOString();
+const REVIEW_END = P_REVIEW_S * 1000;
+const proposalEvents = (s: any): ProposalEvent[] => {
+  const approvedAt = s.context.approvedAt ? Date.parse(s.context.approvedAt) - P_T0 : 0;
+  const challengeEnd = approvedAt + P_CHALLENGE_S * 1000;
+  return [
+    { type: 'APPROVE', by: 'approver', at: pAt(1000) },
+    { type: 'APPROVE', by: 'proposer', at: pAt(1000) },
+    { type: 'APPROVE', by: 'approver', at: pAt(REVIEW_END) },
+    { type: 'EXPIRE', at: pAt(REVIEW_END - 1) },
+    { type: 'EXPIRE', at: pAt(REVIEW_END) },
+    { type: 'WITHDRAW', by: 'proposer', at: pAt(2000) },
+    { type: 'WITHDRAW', by: 'approver', at: pAt(2000) },
+    { type: 'INSTALL', at: pAt(0) },
+    { type: 'FINALIZE', at: pAt(challengeEnd - 1) },
+    { type: 'FINALIZE', at: pAt(challengeEnd) },
+    { type: 'CHALLENGE', by: 'approver', at: pAt(challengeEnd - 1), reason: 'wrong wallet' },
+    { type: 'CHALLENGE', by: 'approver', at: pAt(challengeEnd - 1), reason: ' ' },
+    { type: 'CHALLENGE', by: 'approver', at: pAt(challengeEnd), reason: 'late' },
+  ];
+};
+const proposalInputs = [false, true];
+const proposalPaths = new Map<boolean, ModelPath[]>();
+for (const system of proposalInputs) {
+  const paths = coveringPaths(proposalMachine, {
+    input: initialProposalContext({ proposedBy: 'proposer', system, reviewExpiresAt: pAt(REVIEW_END), challengeSeconds: P_CHALLENGE_S }),
+    events: proposalEvents as (s: unknown) => EventObject[],
+    serializeState: (s) => String(s.value),
+  });
+  // A system proposal exists only as installed at once; its other paths are a person's paths.
+  proposalPaths.set(system, system ? paths.filter((p) => p.steps[0]?.event.type === 'INSTALL') : paths);
+}
+const proposalConfig = { templateReviewWindowSeconds: P_REVIEW_S, templateChallengeWindowSeconds: P_CHALLENGE_S };
+
+/** Delivers one event through the service the routes and sweeps call, on a clock at the event's time. */
+async function deliverProposal(id: string, e: ProposalEvent) {
+  const d = { pool: db.pool, config: proposalConfig, now: () => new Date(e.at) };
+  switch (e.type) {
+    case 'APPROVE':
+      return approveProposal(d, id, e.by);
+    case 'CHALLENGE':
+      return challengeProposal(d, id, e.by, e.reason);
+    case 'WITHDRAW':
+      return withdrawProposal(d, id, e.by);
+    case 'FINALIZE':
+      return finalizeProposal(d, id);
+    case 'EXPIRE':
+      return expireProposal(d, id);
+    case 'INSTALL':
+      throw new Error('INSTALL is only reached through installSystemTemplate');
+  }
+}
+
+for (const system of proposalInputs) {
+  describe(`template proposal machine, ${system ? 'system' : 'person'} proposal: generated paths`, () => {
+    for (const path of proposalPaths.get(system)!) {
+      test(path.name, async () => {
+        const key = `gen-prop-${counter++}`;
+        const tpl = parseTemplateDefinition(singleNodeTemplate(key));
+        const d = { pool: db.pool, config: proposalConfig, now: () => new Date(P_T0) };
+        let id: string;
+        let steps = path.steps;
+        if (system) {
+          // Ferry's own templates: created and INSTALLed in one transaction by installSystemTemplate.
+          id = (await installSystemTemplate(d, tpl, 'proposer')).proposal_id!;
+          steps = steps.slice(1);
+        } else {
+          id = ((await proposeTemplate(d, tpl, 'proposer')) as any).proposal.id;
+        }
+        for (const step of steps) {
+          await deliverProposal(id, step.event as ProposalEvent);
+          const row = (await getProposal(db.pool, id))!;
+          assert.equal(row.proposal_state, step.to.value, `after ${step.event.type}`);
+          assert.deepEqual(proposalContextFromRow(row), step.to.context, `context after ${step.event.type}`);
+        }
+        const last = path.steps.at(-1)!.to;
+        const log = await proposalTransitions(db.pool, id);
+        assert.deepEqual(log.map((t) => t.seq), log.map((_, i) => i), 'transition log has no gap or duplicate');
+        assert.equal(log.at(-1)!.to_state, last.value);
+        const replay = replayProposal(log);
+        assert.ok(replay.ok, JSON.stringify(replay));
+        assert.equal(replay.ok && replay.value, last.value);
+        assert.deepEqual(replay.ok && replay.context, last.context, 'the log replays to the stored context');
+        const versions = await db.pool.query(
+          'SELECT count(*)::int AS n FROM template_versions tv JOIN plan_templates pt ON pt.id = tv.template_id WHERE pt.template_key = $1',
+          [key],
+        );
+        assert.equal(versions.rows[0].n, last.value === 'FINALIZED' ? 1 : 0, 'a version exists exactly when FINALIZED');
+      });
+    }
+  });
+}
+
+test('refusalOf names the same rules as the proposal machine guards', () => {
+  for (const t of definedTransitions(proposalMachine)) {
+    const ctx = initialProposalContext({ proposedBy: 'p', system: false, reviewExpiresAt: pAt(REVIEW_END), challengeSeconds: 1 });
+    const rules = (t.guard ?? '').replace(/^and\(|\)$/g, '').split(', ').filter(Boolean);
+    for (const rule of rules) assert.ok(rule in proposalRules, `${transitionKey(t)}: ${rule} is a rule`);
+    assert.notEqual(refusalOf(t.from as any, ctx, { type: t.event, at: pAt(0), by: 'x', reason: 'r' } as any), 'state', `${transitionKey(t)} is taken in ${t.from}`);
+  }
+});
+
 test('generated paths take every transition of both machines', () => {
   const check = (machine: Parameters<typeof definedTransitions>[0], paths: ModelPath[]) => {
     const walked = walkedTransitions(paths);
@@ -191,6 +318,7 @@ test('generated paths take every transition of both machines', () => {
   };
   check(nodeMachine, [...nodePaths.values()].flat());
   check(requestMachine, [...requestPaths.values()].flat());
+  check(proposalMachine, [...proposalPaths.values()].flat());
 });
 
 test('events a state does not accept are refused with INVALID_TRANSITION and change nothing', async () => {

@@ -13,6 +13,7 @@ import { createToken } from '../src/persistence/tokens.ts';
 import { callApi } from './helpers/http.ts';
 import { exited } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 
 /**
  * `npm start` with FERRY_WORKER_PROCESSES=2: the primary serves the API and runs no workers; two
@@ -55,15 +56,20 @@ test('npm start with two worker processes runs a movement through the API to COM
     const token = async (role: string) => (await createToken(pool, { name: `${role}-${randomBytes(2).toString('hex')}`, role })).token;
     const [adminToken, requester, approver] = [await token('admin'), await token('requester'), await token('approver')];
     const call = (path: string, bearer: string, body?: unknown) => callApi(base, body === undefined ? 'GET' : 'POST', path, bearer, body);
-    const tpl = await call('/v3/templates', adminToken, {
-      template_key: 'cluster-two-step',
-      nodes: [
-        { node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' },
-        { node_key: 'b', node_kind: 'observe', action_type: 'sim_observe', executor_binding: 'exec.sim.observe' },
-      ],
-      edges: [{ from: 'a', to: 'b' }],
-    });
-    assert.equal(tpl.status, 201, JSON.stringify(tpl.body));
+    const tplVersion = await makeTemplateLive(
+      base,
+      pool,
+      {
+        template_key: 'cluster-two-step',
+        nodes: [
+          { node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' },
+          { node_key: 'b', node_kind: 'observe', action_type: 'sim_observe', executor_binding: 'exec.sim.observe' },
+        ],
+        edges: [{ from: 'a', to: 'b' }],
+      },
+      { proposer: adminToken, approver },
+    );
+    assert.equal(tplVersion, 1);
     const created = await call('/v3/movements', requester, { template_key: 'cluster-two-step', intent: { asset: 'USDC', amount: '5' } });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const m = created.body.movement;

@@ -41,6 +41,8 @@ const env = (extra: Record<string, string> = {}) =>
     FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS: '2',
     // On by default; no EVM lane here, so each run records that it had nothing to reap.
     FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '2',
+    FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: '2',
+    FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: '2',
     ...extra,
   });
 

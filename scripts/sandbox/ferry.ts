@@ -4,7 +4,9 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { withCliDatabase } from '../../src/cli/database.ts';
+import { installSystemTemplate } from '../../src/actors/template-proposals.ts';
 import { withTransaction } from '../../src/persistence/db.ts';
+import { parseTemplateDefinition } from '../../src/plan/template-schema.ts';
 import { createToken } from '../../src/persistence/tokens.ts';
 import type { SandboxComponent, SandboxContext } from './component.ts';
 
@@ -76,14 +78,21 @@ export function ferryServer(opts: { port: string }): SandboxFerry {
           admin: (await createToken(c, { name: `sandbox-admin-${stamp}`, role: 'admin' })).token,
         })),
       );
-      for (const template of ctx.templates) {
-        const res = await fetch(`${url}/v3/templates`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${tokens.admin}`, 'content-type': 'application/json' },
-          body: JSON.stringify(template),
-        });
-        if (!res.ok) throw new Error(`template ${String(template.template_key)} was refused: ${res.status} ${await res.text()}`);
-      }
+      // The sandbox's templates are Ferry's own: system proposals, finalized at once and audited as
+      // such (a person's template change goes through review: docs/operations.md).
+      await withCliDatabase({ ...env }, async (db) => {
+        for (const template of ctx.templates) {
+          try {
+            await installSystemTemplate(
+              { pool: db.pool, config: { templateReviewWindowSeconds: 0, templateChallengeWindowSeconds: 0 } },
+              parseTemplateDefinition(template),
+              'system:sandbox',
+            );
+          } catch (err) {
+            throw new Error(`template ${String(template.template_key)} was refused: ${(err as Error).message}`);
+          }
+        }
+      });
     },
     async stop() {
       if (!child || child.exitCode !== null || child.signalCode !== null) return;

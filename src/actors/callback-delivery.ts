@@ -8,6 +8,7 @@ import { callbackDeliveriesTotal } from '../metrics.ts';
 import {
   claimCallback,
   listStrandedCallbacks,
+  markStrandedRequeued,
   nextPendingCallback,
   recordDeliveryFailure,
   recordDeliverySuccess,
@@ -182,24 +183,47 @@ export async function requeueStrandedCallbacks(
   queue: CallbackQueue,
   opts: { overdueSeconds?: number; limit?: number } = {},
 ): Promise<number> {
+  return (await sweepStrandedCallbacks(pool, queue, opts)).written;
+}
+
+export interface StrandedSweepReport {
+  written: number;
+  budgetExhausted: boolean;
+}
+
+/**
+ * The stranded-callback sweep with its run budget: at most `limit` rows, and no new row once
+ * maxRunMs (0 = unlimited, measured on `now`) has passed. Each row it writes a job for is marked,
+ * so the next run goes on with the rows this one did not reach.
+ */
+export async function sweepStrandedCallbacks(
+  pool: Pool,
+  queue: CallbackQueue,
+  opts: { overdueSeconds?: number; limit?: number; maxRunMs?: number; now?: () => number } = {},
+): Promise<StrandedSweepReport> {
+  const now = opts.now ?? Date.now;
+  const limit = opts.limit ?? 500;
+  const started = now();
   return withTransaction(pool, async (client) => {
-    const stranded = await listStrandedCallbacks(client, {
-      overdueSeconds: opts.overdueSeconds ?? 60,
-      limit: opts.limit ?? 500,
-    });
+    const stranded = await listStrandedCallbacks(client, { overdueSeconds: opts.overdueSeconds ?? 60, limit });
     // One id per callback, attempt and minute: two sweepers in the same minute write one job.
     const minute = Math.floor(Date.now() / 60_000);
-    let written = 0;
+    const report: StrandedSweepReport = { written: 0, budgetExhausted: stranded.length >= limit };
     for (const row of stranded) {
+      if ((opts.maxRunMs ?? 0) > 0 && now() - started >= opts.maxRunMs!) {
+        report.budgetExhausted = true;
+        break;
+      }
       const added = await queue.enqueue(client, {
         callbackId: row.id,
         attempts: row.attempts,
         redriveCount: row.redrive_count,
         extraKey: `sweep:${minute}`,
       });
-      if (added) written++;
+      await markStrandedRequeued(client, row.id);
+      if (added) report.written++;
     }
-    return written;
+    return report;
   });
 }
 

@@ -21,12 +21,17 @@ export interface ExpiryReport {
 }
 
 
-export async function expirePendingRequests(deps: Pick<RuntimeDeps, 'pool' | 'config' | 'transitions'>): Promise<ExpiryReport> {
-  const started = Date.now();
+export async function expirePendingRequests(
+  deps: Pick<RuntimeDeps, 'pool' | 'config' | 'transitions'>,
+  opts: { now?: () => number } = {},
+): Promise<ExpiryReport> {
+  // The run-time budget is measured on this clock (tests inject one; no sleeps).
+  const now = opts.now ?? Date.now;
+  const started = now();
   const report: ExpiryReport = { expired: 0, skipped: 0, budgetExhausted: false };
   const ids = await expiredCandidates(deps.pool, deps.config.expirationBatchSize);
   for (const id of ids) {
-    if (deps.config.expirationMaxRunMs > 0 && Date.now() - started > deps.config.expirationMaxRunMs) {
+    if (deps.config.expirationMaxRunMs > 0 && now() - started > deps.config.expirationMaxRunMs) {
       report.budgetExhausted = true;
       break;
     }
@@ -52,6 +57,7 @@ export async function expirePendingRequests(deps: Pick<RuntimeDeps, 'pool' | 'co
     if (done) report.expired++;
     else report.skipped++;
   }
+  if (!report.budgetExhausted && ids.length >= deps.config.expirationBatchSize) report.budgetExhausted = true;
   approvalExpiryTotal.inc({ result: 'expired' }, report.expired);
   approvalExpiryTotal.inc({ result: 'skipped' }, report.skipped);
   return report;

@@ -84,11 +84,19 @@ async function fullLog(db: Queryable, requestId: string): Promise<TransitionRow[
   }
 }
 
-export async function reconcileBatch(deps: { pool: Pool; config: FerryConfig }): Promise<ReconciliationReport> {
-  const started = Date.now();
+export async function reconcileBatch(
+  deps: { pool: Pool; config: FerryConfig },
+  opts: { now?: () => number } = {},
+): Promise<ReconciliationReport> {
+  // The run-time budget is measured on this clock (tests inject one; no sleeps).
+  const now = opts.now ?? Date.now;
+  const started = now();
   const report: ReconciliationReport = { checked: 0, drifted: 0, budgetExhausted: false };
-  for (const id of await reconciliationCandidates(deps.pool, deps.config.reconciliationBatchSize)) {
-    if (deps.config.reconciliationMaxRunMs > 0 && Date.now() - started > deps.config.reconciliationMaxRunMs) {
+  const ids = await reconciliationCandidates(deps.pool, deps.config.reconciliationBatchSize);
+  // A full batch is a budget too: there may be more, and the next run continues.
+  if (ids.length >= deps.config.reconciliationBatchSize) report.budgetExhausted = true;
+  for (const id of ids) {
+    if (deps.config.reconciliationMaxRunMs > 0 && now() - started > deps.config.reconciliationMaxRunMs) {
       report.budgetExhausted = true;
       break;
     }

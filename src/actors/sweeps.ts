@@ -3,7 +3,7 @@ import type { CallbackQueue } from '../callbacks/jobs.ts';
 import type { FerryConfig } from '../config.ts';
 import { FerryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { sweepBudgetExhaustedTotal, workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
+import { callbackStrandedRequeuedTotal, sweepBudgetExhaustedTotal, workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
 import {
@@ -18,12 +18,13 @@ import { runBalanceSnapshotSweep, type BalanceSweepDeps } from '../balances/swee
 import type { EvmNonceManager } from '../executors/evm/nonces.ts';
 import { promoteAuditRun } from './audit-promoter.ts';
 import { ensureQueue, PGBOSS_SCHEMA, type QueueDefinition } from './boss.ts';
-import { requeueStrandedCallbacks } from './callback-delivery.ts';
+import { sweepStrandedCallbacks } from './callback-delivery.ts';
 import { runEvmNonceReaper } from './evm-nonce-reaper.ts';
 import type { RuntimeDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingRequests } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
+import { expireDueProposals, finalizeDueProposals } from './template-proposals.ts';
 
 /**
  * Sweeps: the periodic, batch-shaped workers (approval expiry, executor health, audit promotion,
@@ -152,18 +153,19 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       enabled: 'FERRY_CALLBACK_STRANDED_SWEEP_ENABLED',
       interval: 'FERRY_CALLBACK_STRANDED_SWEEP_INTERVAL_SECONDS',
       batchSize: 'FERRY_CALLBACK_STRANDED_SWEEP_BATCH_SIZE',
+      budget: 'FERRY_CALLBACK_STRANDED_SWEEP_MAX_RUN_MS',
     },
     settings: (c) => ({
       enabled: c.callbackStrandedSweepEnabled,
       intervalSeconds: c.callbackStrandedSweepIntervalSeconds,
       batchSize: c.callbackStrandedSweepBatchSize,
-      maxRunMs: 0,
+      maxRunMs: c.callbackStrandedSweepMaxRunMs,
     }),
     async run(deps, s) {
-      const limit = s.batchSize ?? 500;
-      const written = await requeueStrandedCallbacks(deps.pool, deps.callbackQueue, { limit });
-      if (written > 0) deps.log.warn({ worker: 'callback_stranded_sweep', written }, 'stranded callbacks re-enqueued');
-      return { items: written, budget_exhausted: written >= limit, requeued: written };
+      const r = await sweepStrandedCallbacks(deps.pool, deps.callbackQueue, { limit: s.batchSize ?? 500, maxRunMs: s.maxRunMs });
+      if (r.written > 0) deps.log.warn({ worker: 'callback_stranded_sweep', written: r.written }, 'stranded callbacks re-enqueued');
+      callbackStrandedRequeuedTotal.inc(r.written);
+      return { items: r.written, budget_exhausted: r.budgetExhausted, requeued: r.written };
     },
   },
   {
@@ -247,6 +249,47 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
         pending: r.pending,
         skipped: r.skipped,
       };
+    },
+  },
+  // --- Template proposals (src/actors/template-proposals.ts; docs/operations.md "Template proposals").
+  {
+    name: 'template_proposal_expiration',
+    summary: 'PROPOSED template proposals past their review window become EXPIRED',
+    variables: {
+      enabled: 'FERRY_TEMPLATE_PROPOSAL_EXPIRATION_ENABLED',
+      interval: 'FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS',
+      batchSize: 'FERRY_TEMPLATE_PROPOSAL_EXPIRATION_BATCH_SIZE',
+      budget: 'FERRY_TEMPLATE_PROPOSAL_EXPIRATION_MAX_RUN_MS',
+    },
+    settings: (c) => ({
+      enabled: c.proposalExpirationEnabled,
+      intervalSeconds: c.proposalExpirationIntervalSeconds,
+      batchSize: c.proposalExpirationBatchSize,
+      maxRunMs: c.proposalExpirationMaxRunMs,
+    }),
+    async run(deps, s) {
+      const r = await expireDueProposals(deps, { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs });
+      return { items: r.done, budget_exhausted: r.budgetExhausted, expired: r.done, skipped: r.skipped };
+    },
+  },
+  {
+    name: 'template_finalization',
+    summary: 'APPROVED template proposals past their challenge window become FINALIZED (the live version)',
+    variables: {
+      enabled: 'FERRY_TEMPLATE_FINALIZATION_ENABLED',
+      interval: 'FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS',
+      batchSize: 'FERRY_TEMPLATE_FINALIZATION_BATCH_SIZE',
+      budget: 'FERRY_TEMPLATE_FINALIZATION_MAX_RUN_MS',
+    },
+    settings: (c) => ({
+      enabled: c.proposalFinalizationEnabled,
+      intervalSeconds: c.proposalFinalizationIntervalSeconds,
+      batchSize: c.proposalFinalizationBatchSize,
+      maxRunMs: c.proposalFinalizationMaxRunMs,
+    }),
+    async run(deps, s) {
+      const r = await finalizeDueProposals(deps, { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs });
+      return { items: r.done, budget_exhausted: r.budgetExhausted, finalized: r.done, skipped: r.skipped };
     },
   },
 ];

@@ -1,7 +1,11 @@
 /**
  * `ferry templates apply FILE`: sends plan template definitions to a running Ferry (POST
- * /v3/templates). FILE is YAML or JSON holding one definition or a list of them. A definition whose
- * graph is unchanged creates no version, so applying the same file twice is harmless.
+ * /v3/templates). FILE is YAML or JSON holding one definition or a list of them. A changed graph
+ * becomes a proposal, live only once a second person approves it and its challenge window passes;
+ * an unchanged graph creates nothing, so applying the same file twice is harmless.
+ *
+ * `ferry templates proposals [list|show|approve|challenge|withdraw]`: the proposals
+ * (/v3/template-proposals).
  */
 import { readFile } from 'node:fs/promises';
 import { parseAllDocuments } from 'yaml';
@@ -51,9 +55,17 @@ const apply: CliCommand = {
       const saved = await callApi(target, 'POST', '/v3/templates', def);
       results.push(saved);
       if (ctx.flag('json')) continue;
-      const key = saved.template?.template_key ?? (def as { template_key?: string }).template_key;
+      const key = saved.template?.template_key ?? saved.proposal?.template_key ?? (def as { template_key?: string }).template_key;
+      if (saved.proposal) {
+        const p = saved.proposal;
+        ctx.out(
+          `template ${key}: ${saved.created ? 'proposed' : 'already proposed'} (proposal ${p.id}, ${p.state}); ` +
+            `it becomes live once approved by someone else and its challenge window passes`,
+        );
+        continue;
+      }
       const version = saved.version?.version;
-      ctx.out(saved.created ? `template ${key}: version ${version} created` : `template ${key}: unchanged (version ${version})`);
+      ctx.out(`template ${key}: unchanged (version ${version})`);
       const notApplied: string[] = saved.timeout_policy_not_applied ?? [];
       if (notApplied.length > 0) {
         ctx.out(`  note: timeout_policy changes of ${notApplied.join(', ')} are not applied to an unchanged graph`);
@@ -63,4 +75,70 @@ const apply: CliCommand = {
   },
 };
 
-export const templateCommands: CliCommand[] = [apply];
+// --- Proposals ------------------------------------------------------------------------------------
+
+function proposalLine(p: any): string {
+  const when = p.state === 'APPROVED' ? ` challenge window ends ${p.challenge_ends_at}` : p.state === 'PROPOSED' ? ` review ends ${p.review_expires_at}` : '';
+  return `${p.id}  ${p.template_key}  ${p.state}  by ${p.proposed_by_name}${p.system ? ' (system)' : ''}${when}`;
+}
+
+const proposalsList: CliCommand = {
+  path: ['templates', 'proposals'],
+  summary: 'list template proposals (newest first)',
+  usage: `[--state STATE] [--template KEY] ${API_USAGE}`,
+  options: { ...apiOptions, state: { type: 'string' }, template: { type: 'string' } },
+  async run(ctx) {
+    const q = new URLSearchParams();
+    if (ctx.option('state')) q.set('state', ctx.option('state')!.toUpperCase());
+    if (ctx.option('template')) q.set('template_key', ctx.option('template')!);
+    const r = await callApi(apiTarget(ctx), 'GET', `/v3/template-proposals${q.size ? `?${q}` : ''}`);
+    if (ctx.flag('json')) return ctx.out(JSON.stringify(r));
+    if (r.proposals.length === 0) return ctx.out('no template proposals');
+    for (const p of r.proposals) ctx.out(proposalLine(p));
+  },
+};
+
+const proposalShow: CliCommand = {
+  path: ['templates', 'proposal'],
+  summary: 'show a template proposal: its diff against the live version and its history',
+  usage: `ID ${API_USAGE}`,
+  positionals: { min: 1, max: 1, names: 'ID' },
+  options: apiOptions,
+  async run(ctx) {
+    const r = await callApi(apiTarget(ctx), 'GET', `/v3/template-proposals/${encodeURIComponent(ctx.positionals[0])}`);
+    if (ctx.flag('json')) return ctx.out(JSON.stringify(r));
+    ctx.out(proposalLine(r.proposal));
+    ctx.out(`live version: ${r.live_version ?? 'none'}${r.proposal.reason ? `; reason: ${r.proposal.reason}` : ''}`);
+    const d = r.diff;
+    for (const k of d.nodes.added) ctx.out(`  + node ${k}`);
+    for (const k of d.nodes.removed) ctx.out(`  - node ${k}`);
+    for (const c of d.nodes.changed) ctx.out(`  ~ node ${c.node_key}: ${c.fields.map((f: any) => f.field).join(', ')}`);
+    for (const e of d.edges.added) ctx.out(`  + edge ${e.from} -> ${e.to}`);
+    for (const e of d.edges.removed) ctx.out(`  - edge ${e.from} -> ${e.to}`);
+    if (d.description) ctx.out('  ~ description');
+    for (const t of r.history) ctx.out(`  #${t.seq} ${t.at} ${t.event} ${t.from || '-'} -> ${t.to} by ${t.actor_name}`);
+  },
+};
+
+const decide = (verb: 'approve' | 'challenge' | 'withdraw', summary: string): CliCommand => ({
+  path: ['templates', verb],
+  summary,
+  usage: `ID${verb === 'challenge' ? ' --reason TEXT' : ''} ${API_USAGE}`,
+  positionals: { min: 1, max: 1, names: 'ID' },
+  options: verb === 'challenge' ? { ...apiOptions, reason: { type: 'string' } } : apiOptions,
+  async run(ctx) {
+    const body = verb === 'challenge' ? { reason: ctx.option('reason') ?? '' } : {};
+    if (verb === 'challenge' && !body.reason?.trim()) throw new CliError('a challenge needs --reason TEXT');
+    const r = await callApi(apiTarget(ctx), 'POST', `/v3/template-proposals/${encodeURIComponent(ctx.positionals[0])}/${verb}`, body);
+    ctx.out(ctx.flag('json') ? JSON.stringify(r) : proposalLine(r));
+  },
+});
+
+export const templateCommands: CliCommand[] = [
+  apply,
+  proposalsList,
+  proposalShow,
+  decide('approve', 'approve a template proposal (not your own); its challenge window starts'),
+  decide('challenge', 'challenge an approved template proposal within its challenge window'),
+  decide('withdraw', 'withdraw your own open template proposal'),
+];

@@ -8,8 +8,9 @@ import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import type { FerryConfig } from '../config.ts';
 import { log as rootLog, type Logger } from '../log.ts';
-import { withTransaction, type Pool } from '../persistence/db.ts';
-import { getTemplate, saveTemplate } from '../persistence/templates.ts';
+import { installSystemTemplate } from '../actors/template-proposals.ts';
+import type { Pool } from '../persistence/db.ts';
+import { getTemplate } from '../persistence/templates.ts';
 import { parseTemplateDefinition, type TemplateDefinition } from '../plan/template-schema.ts';
 
 export const DEMO_TEMPLATE_KEY = 'demo.withdraw-sweep';
@@ -27,13 +28,15 @@ export function demoTemplateWanted(config: Pick<FerryConfig, 'demoTemplate'>, da
 
 /** Installs the demo template unless its key exists. Several processes may start at once. */
 export async function installDemoTemplate(pool: Pool): Promise<'installed' | 'present'> {
-  return withTransaction(pool, async (client) => {
-    if (await getTemplate(client, DEMO_TEMPLATE_KEY)) return 'present';
-    // Concurrent installers queue on the template row inside saveTemplate; the same graph gives one version.
-    const { created } = await saveTemplate(client, demoTemplate(), DEMO_AUTHOR);
-    return created ? 'installed' : 'present';
-  });
+  if (await getTemplate(pool, DEMO_TEMPLATE_KEY)) return 'present';
+  // A system proposal finalized at once (audited as such). Concurrent installers queue on the
+  // template key inside installSystemTemplate; the same graph gives one version.
+  const { outcome } = await installSystemTemplate({ pool, config: SYSTEM_WINDOWS }, demoTemplate(), DEMO_AUTHOR);
+  return outcome;
 }
+
+/** A system install has no review: it is finalized in the transaction that proposes it. */
+const SYSTEM_WINDOWS = { templateReviewWindowSeconds: 0, templateChallengeWindowSeconds: 0 };
 
 /**
  * The start-up step: installs the demo template when wanted and says how to use it. A failure is

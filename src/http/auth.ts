@@ -23,6 +23,10 @@ export const permissions = [
   'signer.identity',
   'dashboard',
   'token.admin',
+  /** approve a template proposal (never one's own) */
+  'template.approve',
+  /** challenge an approved template proposal within its challenge window */
+  'template.challenge',
 ] as const;
 export type Permission = (typeof permissions)[number];
 
@@ -31,7 +35,7 @@ export type Permission = (typeof permissions)[number];
 const grants: Record<Role, readonly Permission[]> = {
   viewer: ['read'],
   requester: ['read', 'movement.create', 'movement.cancel'],
-  approver: ['read', 'movement.approve'],
+  approver: ['read', 'movement.approve', 'template.approve', 'template.challenge'],
   operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard'],
   admin: permissions,
 };

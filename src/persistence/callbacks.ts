@@ -207,6 +207,7 @@ export async function listStrandedCallbacks(
       WHERE c.status = 'pending'
         AND c.next_attempt_at < now() - make_interval(secs => $1)
         AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+        AND (c.stranded_requeued_at IS NULL OR c.stranded_requeued_at < now() - make_interval(secs => $1))
         AND NOT EXISTS (
               SELECT 1 FROM callback_outbox e
                WHERE e.request_id = c.request_id
@@ -217,6 +218,11 @@ export async function listStrandedCallbacks(
     [opts.overdueSeconds, opts.limit],
   );
   return rows;
+}
+
+/** Notes that the stranded-callback sweep wrote a job for this row (see listStrandedCallbacks). */
+export async function markStrandedRequeued(db: Queryable, id: string): Promise<void> {
+  await db.query('UPDATE callback_outbox SET stranded_requeued_at = now() WHERE id = $1', [id]);
 }
 
 /**

@@ -258,3 +258,33 @@ function toRecord(row: VersionRow): TemplateVersionRecord {
     edges: sortEdges(row.edges),
   };
 }
+
+// --- Template proposals (src/actors/template-proposals.ts) ----------------------------------------
+
+/**
+ * Serializes every writer of one template key (proposals, system installs, finalizations) for the
+ * rest of the caller's transaction, before any row of the key exists.
+ */
+export async function lockTemplateKey(client: Client, templateKey: string): Promise<void> {
+  await client.query(`SELECT pg_advisory_xact_lock(hashtextextended('ferry.template:' || $1, 0))`, [templateKey]);
+}
+
+/** The version of a template with this graph hash, if one was ever finalized. */
+export async function versionWithGraphHash(db: Queryable, templateKey: string, hash: string): Promise<number | null> {
+  const { rows } = await db.query<{ version: number }>(
+    `SELECT tv.version FROM template_versions tv JOIN plan_templates pt ON pt.id = tv.template_id
+      WHERE pt.template_key = $1 AND tv.graph_hash = $2`,
+    [templateKey, hash],
+  );
+  return rows[0]?.version ?? null;
+}
+
+/** The stored definition of a template's live (latest) version; null when it has none. */
+export async function liveTemplateDefinition(db: Queryable, templateKey: string): Promise<TemplateDefinition | null> {
+  const { rows } = await db.query<{ definition: TemplateDefinition }>(
+    `SELECT tv.definition FROM template_versions tv JOIN plan_templates pt ON pt.id = tv.template_id
+      WHERE pt.template_key = $1 AND tv.version = pt.latest_version`,
+    [templateKey],
+  );
+  return rows[0]?.definition ?? null;
+}

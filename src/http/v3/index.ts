@@ -6,6 +6,7 @@ import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
 import { registryRoutes } from './registry.ts';
 import { templateRoutes } from './templates.ts';
+import { templateProposalRoutes } from './template-proposals.ts';
 import { refuseUnstorableText } from './text-guard.ts';
 import { workerRoutes } from './workers.ts';
 
@@ -28,5 +29,6 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', auditRoutes(ctx));
   app.route('/', workerRoutes(ctx));
   app.route('/', balanceRoutes(ctx));
+  app.route('/', templateProposalRoutes(ctx));
   return app;
 }

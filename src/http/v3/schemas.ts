@@ -3,6 +3,7 @@ import { decimalInteger } from '../query.ts';
 import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
 import { nodeStates } from '../../machines/node-machine.ts';
 import { requestStates } from '../../machines/request-machine.ts';
+import { proposalStates } from '../../machines/template-proposal-machine.ts';
 import { jsonObjectSchema, jsonValueSchema } from '../../plan/json.ts';
 import { NODE_KEY_PATTERN, TEMPLATE_KEY_PATTERN, templateDefinitionSchema } from '../../plan/template-schema.ts';
 
@@ -500,3 +501,73 @@ export const BalanceSchema = z
 export const BalancePageSchema = z
   .object({ balances: z.array(BalanceSchema), next_cursor: z.string().nullable() })
   .openapi('BalancePage');
+
+// ---------------------------------------------------------------------------------------------
+// Template proposals (/v3/template-proposals; POST /v3/templates answers 202 with one)
+
+export const ProposalIdParams = z.object({ id: idParam('id', 'Template proposal id') });
+
+export const ProposalListQuery = z.object({
+  state: z.enum(proposalStates).optional(),
+  template_key: templateKeySchema.optional(),
+  limit: limit(200, 50),
+});
+
+export const ChallengeBody = z
+  .strictObject({ reason: z.string().trim().min(1, 'a challenge needs a reason').max(2000) })
+  .openapi('ChallengeRequest');
+
+export const ProposalSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    template_key: z.string(),
+    state: z.enum(proposalStates),
+    base_version: z.number().int().openapi({ description: 'The live version when proposed (0: none)' }),
+    graph_hash: z.string(),
+    system: z.boolean().openapi({ description: 'Installed by Ferry itself and finalized at once' }),
+    proposed_by: z.string(),
+    proposed_by_name: actorName,
+    review_expires_at: isoTime,
+    approved_by: z.string().nullable(),
+    approved_by_name: actorName.nullable(),
+    approved_at: nullableTime,
+    challenge_ends_at: nullableTime,
+    decided_by: z.string().nullable(),
+    decided_by_name: actorName.nullable(),
+    reason: z.string().nullable(),
+    finalized_version: z.number().int().nullable(),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .openapi('TemplateProposal');
+
+export const ProposalListSchema = z.object({ proposals: z.array(ProposalSchema) }).openapi('TemplateProposalList');
+
+export const ProposalDetailSchema = z
+  .object({
+    proposal: ProposalSchema,
+    definition: anyObject,
+    live_version: z.number().int().nullable().openapi({ description: "The template's live version now (null: none)" }),
+    diff: anyObject.openapi({ description: 'The definition against the live version: nodes added, removed, changed by field; edges; description' }),
+    history: z.array(
+      z.object({
+        seq: z.number().int(),
+        from: z.string(),
+        to: z.string(),
+        event: z.string(),
+        payload: anyObject,
+        actor: z.string(),
+        actor_name: actorName,
+        at: isoTime,
+      }),
+    ),
+    replay: z.object({ ok: z.boolean(), state: z.string().nullable(), reason: z.string().nullable() }),
+  })
+  .openapi('TemplateProposalDetail');
+
+export const TemplateProposedSchema = z
+  .object({
+    proposal: ProposalSchema,
+    created: z.boolean().openapi({ description: 'False when the same graph was already proposed, and that proposal is returned' }),
+  })
+  .openapi('TemplateProposed');

@@ -1,8 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { NotFoundError } from '../../errors.ts';
-import { writeAudit } from '../../persistence/audit.ts';
-import { withTransaction } from '../../persistence/db.ts';
-import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions, saveTemplate } from '../../persistence/templates.ts';
+import { proposeTemplate } from '../../actors/template-proposals.ts';
+import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions } from '../../persistence/templates.ts';
 import { compilePlan } from '../../plan/compile.ts';
 import { actorNames } from '../actor-names.ts';
 import { permitted } from '../auth.ts';
@@ -14,16 +13,19 @@ import {
   TemplateDetailSchema,
   TemplateKeyParams,
   TemplateListSchema,
+  TemplateProposedSchema,
   TemplateSaveSchema,
   TemplateVersionParams,
   TemplateVersionSchema,
   bearerSecurity,
   commonErrors,
+  conflict,
   jsonBody,
   jsonResponse,
   notFound,
   unprocessable,
 } from './schemas.ts';
+import { proposalView } from './template-proposals.ts';
 import { templateSummaryView, templateVersionSummaryView, templateVersionView } from './views.ts';
 
 const tags = ['Templates'];
@@ -32,14 +34,15 @@ const saveRoute = createRoute({
   method: 'post',
   path: '/templates',
   tags,
-  summary: 'Save a plan template (a new version only when its graph changes)',
+  summary: 'Post a plan template: a changed graph becomes a proposal (202), an existing graph changes nothing (200)',
   security: bearerSecurity,
   ...permitted('template.write'),
   request: { body: jsonBody(TemplateDefinitionBody) },
   responses: {
-    201: jsonResponse(TemplateSaveSchema, 'A new version was created'),
+    202: jsonResponse(TemplateProposedSchema, 'The graph is new: a proposal waits for approval and its challenge window (see /v3/template-proposals)'),
     200: jsonResponse(TemplateSaveSchema, 'The graph matched an existing version, which is returned'),
     ...commonErrors,
+    ...conflict('The template already has an open proposal of another graph (PROPOSAL_ALREADY_OPEN)'),
     ...unprocessable('The template breaks a plan rule or binds an unregistered executor or signer (INVALID_TEMPLATE; details.rule names the rule, details.node_keys the nodes)'),
   },
 });
@@ -98,25 +101,18 @@ export function templateRoutes(ctx: V3Context) {
   app.openapi(saveRoute, async (c) => {
     const def = c.req.valid('json');
     const actor = actorOf(c);
-    const bindings = ctx.bindings();
-    const saved = await withTransaction(ctx.pool, async (client) => {
-      const result = await saveTemplate(client, def, actor, bindings);
-      await writeAudit(client, {
-        actor,
-        action: 'template.save',
-        entity_type: 'template',
-        entity_id: def.template_key,
-        details: { version: result.version.version, graph_hash: result.version.graph_hash, created: result.created },
-      });
-      return result;
-    });
+    const result = await proposeTemplate({ pool: ctx.pool, config: ctx.config }, def, actor, ctx.bindings());
+    if (result.outcome !== 'unchanged') {
+      const names = await actorNames(ctx.pool, [result.proposal.proposed_by]);
+      return c.json({ proposal: proposalView(result.proposal, names), created: result.outcome === 'proposed' }, 202);
+    }
     const body = {
-      template: templateSummaryView(saved.template),
-      version: templateVersionView(saved.version, await actorNames(ctx.pool, [saved.version.created_by])),
-      created: saved.created,
-      timeout_policy_not_applied: saved.timeout_policy_not_applied,
+      template: templateSummaryView(result.template),
+      version: templateVersionView(result.version, await actorNames(ctx.pool, [result.version.created_by])),
+      created: false,
+      timeout_policy_not_applied: result.timeout_policy_not_applied,
     };
-    return saved.created ? c.json(body, 201) : c.json(body, 200);
+    return c.json(body, 200);
   });
 
   app.openapi(listRoute, async (c) => {
