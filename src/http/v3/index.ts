@@ -4,6 +4,7 @@ import { balanceRoutes } from './balances.ts';
 import { callbackRoutes } from './callbacks.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
+import { principalRoutes } from './principals.ts';
 import { registryRoutes } from './registry.ts';
 import { templateRoutes } from './templates.ts';
 import { refuseUnstorableText } from './text-guard.ts';
@@ -28,5 +29,7 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', auditRoutes(ctx));
   app.route('/', workerRoutes(ctx));
   app.route('/', balanceRoutes(ctx));
+  // Principals and tokens (token.admin).
+  app.route('/', principalRoutes(ctx));
   return app;
 }
