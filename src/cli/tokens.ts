@@ -12,7 +12,9 @@ export const firstAdminTokenHint =
 const create: CliCommand = {
   path: ['tokens', 'create'],
   summary: 'create an API token of a principal (the token is printed once; audited)',
-  usage: `(--principal PRINCIPAL [--name NAME] | --name NAME) --role ${roles.join('|')} [--expires-in 30d|12h|90m] [--by OPERATOR] [--json]`,
+  // Without --principal the token belongs to the principal named like it (created as a person when
+  // missing); with it, the principal must exist and the token is named PRINCIPAL.ROLE unless --name says.
+  usage: `[--principal PRINCIPAL] [--name NAME] --role ${roles.join('|')} [--expires-in 30d|12h|90m] [--by OPERATOR] [--json]`,
   options: {
     name: { type: 'string' },
     principal: { type: 'string' },
@@ -78,12 +80,12 @@ const list: CliCommand = {
     }
     ctx.out(
       table(
-        ['ID', 'NAME', 'PRINCIPAL', 'ROLE', 'CREATED', 'EXPIRES', 'LAST USED', 'STATUS'],
+        ['ID', 'NAME', 'ROLE', 'PRINCIPAL', 'CREATED', 'EXPIRES', 'LAST USED', 'STATUS'],
         tokens.map((t: TokenInfo) => [
           t.id,
           t.name,
-          t.principal_name,
           t.role,
+          t.principal_name,
           t.created_at.toISOString(),
           t.expires_at?.toISOString() ?? '-',
           t.last_used_at?.toISOString() ?? '-',
