@@ -525,6 +525,7 @@ describe('listing, registry, callbacks and audit', () => {
     expectStatus(set, 200);
     assert.equal(set.body.signer.expected_signer_address, address.toLowerCase());
     assert.equal(set.body.signer.expected_set_by, `principal:${tokens.admin.principal_id}`);
+    assert.equal(set.body.signer.expected_set_by_name, 'admin-1');
     assert.notEqual(set.body.signer.identity_posture, 'unenrolled');
     expectStatus(await call('PUT', '/v3/signers/ghost/expected-identity', 'admin', { address }), 404, 'NOT_FOUND');
   });

@@ -323,6 +323,7 @@ export const SignerSchema = z
     observed_signer_address: z.string().nullable(),
     expected_signer_address: z.string().nullable(),
     expected_set_by: z.string().nullable(),
+    expected_set_by_name: actorName.nullable(),
     expected_set_at: nullableTime,
     identity_posture: z.enum(['match', 'mismatch', 'unenrolled', 'unobserved']),
     created_at: isoTime,
