@@ -136,6 +136,20 @@ describe('people, not tokens', () => {
     assert.deepEqual([created.actor, created.actor_name], [`principal:${laptop.token.principal_id}`, 'frank']);
   });
 
+  test("an Idempotency-Key is the principal's: a retry through another of its tokens returns the first movement", async () => {
+    await call('POST', '/v3/principals', admin.token, { name: 'hal', kind: 'service' });
+    const a = (await call('POST', '/v3/tokens', admin.token, { principal: 'hal', role: 'requester', name: 'hal-a' })).body;
+    const b = (await call('POST', '/v3/tokens', admin.token, { principal: 'hal', role: 'requester', name: 'hal-b' })).body;
+    const body = { template_key: 'pair', intent: { n: 3 } };
+    const first = await callApi(app, 'POST', '/v3/movements', a.secret, body, { 'idempotency-key': 'hal-1' });
+    expectStatus(first, 201);
+    const again = await callApi(app, 'POST', '/v3/movements', b.secret, body, { 'idempotency-key': 'hal-1' });
+    assert.ok(again.status < 300, JSON.stringify(again.body));
+    assert.equal(again.body.movement.id, first.body.movement.id);
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM movement_requests WHERE idempotency_key = 'hal-1'`);
+    assert.equal(rows[0].n, 1);
+  });
+
   test('a row from before principals (token:<id>) shows its principal and still counts as that principal', async () => {
     await call('POST', '/v3/principals', admin.token, { name: 'gail' });
     const asRequester = (await call('POST', '/v3/tokens', admin.token, { principal: 'gail', role: 'requester' })).body;

@@ -95,11 +95,12 @@ export async function createApiToken(pool: Pool, input: CreateApiTokenInput, act
   assertFutureExpiry(input.expiresAt);
   return withTransaction(pool, async (client) => {
     let name = input.name;
-    if (name === undefined) {
-      if (input.principal === undefined) throw new ValidationError('a token needs a name or a principal', { field: 'name' });
+    if (input.principal !== undefined) {
       const principal = await findPrincipal(client, input.principal);
-      name = `${principal?.name ?? input.principal}.${input.role}`;
+      if (!principal) throw new NotFoundError('principal', input.principal);
+      name ??= `${principal.name}.${input.role}`;
     }
+    if (name === undefined) throw new ValidationError('a token needs a name or a principal', { field: 'name' });
     const created = await createToken(client, { name, role: input.role, principal: input.principal, expiresAt: input.expiresAt ?? null });
     if (created.principal_created) {
       await writeAudit(client, {
