@@ -56,6 +56,10 @@ const tokens = {
   operator: await createToken(db.pool, { name: 'operator-1', role: 'operator' }),
   admin: await createToken(db.pool, { name: 'admin-1', role: 'admin' }),
   viewer: await createToken(db.pool, { name: 'viewer-1', role: 'viewer' }),
+  // A second token of approver-1's principal: a second credential, not a second person.
+  approverAgain: await createToken(db.pool, { name: 'approver-1.again', role: 'approver', principal: 'approver-1' }),
+  // requester-1 also holds an approver token: it may approve others' movements, never its own.
+  requesterAsApprover: await createToken(db.pool, { name: 'requester-1.approver', role: 'approver', principal: 'requester-1' }),
 };
 type Who = keyof typeof tokens;
 
@@ -167,7 +171,7 @@ describe('a movement from creation to completion', () => {
     const created = await create({ template_key: 'usdc-transfer', intent: { asset: 'USDC', amount: '250' }, callback_url: receiver.url() });
     const id = created.movement.id;
     assert.equal(created.movement.state, 'PENDING_APPROVAL');
-    assert.equal(created.movement.created_by, `token:${tokens.requester.id}`);
+    assert.equal(created.movement.created_by, `principal:${tokens.requester.principal_id}`);
     assert.equal(created.movement.created_by_name, 'requester-1', 'beside the stable id, the name a person reads');
     assert.deepEqual(created.nodes.map((n: { state: string }) => n.state), ['BLOCKED', 'BLOCKED', 'BLOCKED']);
     const ttl = Date.parse(created.movement.expires_at) - Date.parse(created.movement.created_at);
@@ -176,14 +180,14 @@ describe('a movement from creation to completion', () => {
     const approved = await call('POST', `/v3/movements/${id}/approve`, 'approver', { compiled_plan_hash: created.movement.compiled_plan_hash });
     expectStatus(approved, 200);
     assert.ok(['APPROVED', 'EXECUTING', 'COMPLETED'].includes(approved.body.movement.state));
-    assert.equal(approved.body.movement.approvals[0].by, `token:${tokens.approver.id}`);
+    assert.equal(approved.body.movement.approvals[0].by, `principal:${tokens.approver.principal_id}`);
     assert.equal(approved.body.movement.approvals[0].by_name, 'approver-1');
     assert.equal(approved.body.movement.decided_by_name, approved.body.movement.decided_by === null ? null : 'approver-1');
     const history = await call('GET', `/v3/movements/${id}/transitions`, 'viewer');
     const approval = history.body.transitions.find((t: { event_type: string }) => t.event_type === 'APPROVE');
-    assert.deepEqual([approval.actor, approval.actor_name], [`token:${tokens.approver.id}`, 'approver-1']);
+    assert.deepEqual([approval.actor, approval.actor_name], [`principal:${tokens.approver.principal_id}`, 'approver-1']);
     // Actors that are not API callers (the workers) are shown as they are.
-    const worker = history.body.transitions.find((t: { actor: string }) => !t.actor.startsWith('token:'));
+    const worker = history.body.transitions.find((t: { actor: string }) => !t.actor.startsWith('principal:'));
     if (worker) assert.equal(worker.actor_name, worker.actor);
     const listed = await call('GET', `/v3/movements?limit=200`, 'viewer');
     assert.equal(listed.body.movements.find((m: { id: string }) => m.id === id).created_by_name, 'requester-1');
@@ -250,18 +254,38 @@ describe('a movement from creation to completion', () => {
 });
 
 describe('approval rules', () => {
-  test('the creator\'s token cannot approve (403 FOUR_EYES_VIOLATION), even as admin', async () => {
+  test('the creator cannot approve: not by role, not with a second (approver) token of its principal (403 FOUR_EYES_VIOLATION)', async () => {
     const m = await create({ template_key: 'usdc-transfer', intent: { n: 1 } });
     const r = await call('POST', `/v3/movements/${m.movement.id}/approve`, 'requester', { compiled_plan_hash: m.movement.compiled_plan_hash });
     expectStatus(r, 403, 'FORBIDDEN');
 
-    const a = await call('POST', '/v3/movements', 'admin', { template_key: 'usdc-transfer', intent: { n: 2 } });
-    expectStatus(a, 201);
-    const self = await call('POST', `/v3/movements/${a.body.movement.id}/approve`, 'admin', { compiled_plan_hash: a.body.movement.compiled_plan_hash });
+    const self = await call('POST', `/v3/movements/${m.movement.id}/approve`, 'requesterAsApprover', { compiled_plan_hash: m.movement.compiled_plan_hash });
     expectStatus(self, 403, 'FOUR_EYES_VIOLATION');
     assert.match(self.body.error.message, /cannot approve/);
-    const still = await call('GET', `/v3/movements/${a.body.movement.id}`, 'viewer');
+    const still = await call('GET', `/v3/movements/${m.movement.id}`, 'viewer');
     assert.equal(still.body.movement.state, 'PENDING_APPROVAL');
+    assert.deepEqual(still.body.movement.approvals, []);
+
+    // The same approver token is fine on someone else's movement.
+    const other = await call('POST', '/v3/movements', 'requester2', { template_key: 'usdc-transfer', intent: { n: 1.5 } });
+    expectStatus(other, 201);
+    const ok = await call('POST', `/v3/movements/${other.body.movement.id}/approve`, 'requesterAsApprover', { compiled_plan_hash: other.body.movement.compiled_plan_hash });
+    expectStatus(ok, 200);
+    assert.equal(ok.body.movement.approvals[0].by, `principal:${tokens.requester.principal_id}`);
+    assert.equal(ok.body.movement.approvals[0].by_name, 'requester-1');
+  });
+
+  test('admin creates but cannot approve: approving is its own grant (403 FORBIDDEN)', async () => {
+    const a = await call('POST', '/v3/movements', 'admin', { template_key: 'usdc-transfer', intent: { n: 2 } });
+    expectStatus(a, 201);
+    const other = await create({ template_key: 'usdc-transfer', intent: { n: 2.5 } });
+    for (const id of [a.body.movement.id, other.movement.id]) {
+      const hash = id === other.movement.id ? other.movement.compiled_plan_hash : a.body.movement.compiled_plan_hash;
+      const r = await call('POST', `/v3/movements/${id}/approve`, 'admin', { compiled_plan_hash: hash });
+      expectStatus(r, 403, 'FORBIDDEN');
+      assert.deepEqual(r.body.error.details, { permission: 'movement.approve', role: 'admin' });
+    }
+    const still = await call('GET', `/v3/movements/${other.movement.id}`, 'viewer');
     assert.deepEqual(still.body.movement.approvals, []);
   });
 
@@ -299,13 +323,17 @@ describe('approval rules', () => {
 
     const again = await call('POST', `/v3/movements/${id}/approve`, 'approver', { compiled_plan_hash: hash }, {}, quorum2App);
     expectStatus(again, 409, 'ALREADY_APPROVED');
+    // Another token of the same principal is the same approver: it cannot make the quorum.
+    const sameOne = await call('POST', `/v3/movements/${id}/approve`, 'approverAgain', { compiled_plan_hash: hash }, {}, quorum2App);
+    expectStatus(sameOne, 409, 'ALREADY_APPROVED');
+    assert.equal((await call('GET', `/v3/movements/${id}`, 'viewer')).body.movement.state, 'PENDING_APPROVAL');
 
     const second = await call('POST', `/v3/movements/${id}/approve`, 'approver2', { compiled_plan_hash: hash }, {}, quorum2App);
     expectStatus(second, 200);
     assert.notEqual(second.body.movement.state, 'PENDING_APPROVAL');
     assert.deepEqual(
       second.body.movement.approvals.map((a: { by: string }) => a.by),
-      [`token:${tokens.approver.id}`, `token:${tokens.approver2.id}`],
+      [`principal:${tokens.approver.principal_id}`, `principal:${tokens.approver2.principal_id}`],
     );
     const withdraw = second.body.nodes.find((n: { node_key: string }) => n.node_key === 'withdraw');
     assert.notEqual(withdraw.state, 'BLOCKED', 'the frontier is readied on approval');
@@ -502,7 +530,8 @@ describe('listing, registry, callbacks and audit', () => {
     const set = await call('PUT', '/v3/signers/noop/expected-identity', 'admin', { address });
     expectStatus(set, 200);
     assert.equal(set.body.signer.expected_signer_address, address.toLowerCase());
-    assert.equal(set.body.signer.expected_set_by, `token:${tokens.admin.id}`);
+    assert.equal(set.body.signer.expected_set_by, `principal:${tokens.admin.principal_id}`);
+    assert.equal(set.body.signer.expected_set_by_name, 'admin-1');
     assert.notEqual(set.body.signer.identity_posture, 'unenrolled');
     expectStatus(await call('PUT', '/v3/signers/ghost/expected-identity', 'admin', { address }), 404, 'NOT_FOUND');
   });
@@ -537,7 +566,7 @@ describe('listing, registry, callbacks and audit', () => {
       for (const e of page.body.events) {
         actions.add(e.action);
         if (e.action === 'movement.approve') approvers.add(`${e.actor} ${e.actor_name}`);
-        if (!e.actor.startsWith('token:')) assert.equal(e.actor_name, e.actor);
+        if (!e.actor.startsWith('principal:')) assert.equal(e.actor_name, e.actor);
       }
       cursor = page.body.next_cursor;
     } while (cursor);
@@ -556,12 +585,12 @@ describe('listing, registry, callbacks and audit', () => {
     }
     const { rows } = await db.pool.query(
       `SELECT count(*)::int AS n FROM audit_events WHERE action = 'movement.approve' AND actor = $1`,
-      [`token:${tokens.approver2.id}`],
+      [`principal:${tokens.approver2.principal_id}`],
     );
     assert.ok(rows[0].n >= 1);
     // The audit listing names who acted; the stable id stays beside the name.
-    assert.ok(approvers.has(`token:${tokens.approver.id} approver-1`), [...approvers].join(', '));
-    assert.ok(approvers.has(`token:${tokens.approver2.id} approver-2`), [...approvers].join(', '));
+    assert.ok(approvers.has(`principal:${tokens.approver.principal_id} approver-1`), [...approvers].join(', '));
+    assert.ok(approvers.has(`principal:${tokens.approver2.principal_id} approver-2`), [...approvers].join(', '));
     assert.deepEqual(await verifyAuditChain(db.pool), { ok: true, checked: (await db.pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n });
   });
 });

@@ -48,6 +48,12 @@ const expectedOperations = [
   'post /v3/template-proposals/{id}/approve',
   'post /v3/template-proposals/{id}/challenge',
   'post /v3/template-proposals/{id}/withdraw',
+  'post /v3/principals',
+  'get /v3/principals',
+  'post /v3/principals/{principal}/disable',
+  'post /v3/tokens',
+  'get /v3/tokens',
+  'post /v3/tokens/{token}/revoke',
 ];
 
 async function fetchDoc(): Promise<any> {
@@ -187,7 +193,17 @@ test('every operation names its permission (x-ferry-permission), and the server 
   for (const role of roles) tokens[role] = (await createToken(db.pool, { name: `matrix-${role}`, role })).token;
   const revoked = await createToken(db.pool, { name: 'matrix-revoked', role: 'admin' });
   await revokeToken(db.pool, revoked.id);
-  const ids = { id: '00000000-0000-4000-8000-000000000000', key: 'matrix.none', version: '1', signer_key: 'none' };
+  // Expired a second ago (created with an expiry, then backdated): refused exactly like a revoked one.
+  const expired = await createToken(db.pool, { name: 'matrix-expired', role: 'admin', expiresAt: new Date(Date.now() + 3_600_000) });
+  await db.pool.query(`UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, [expired.id]);
+  const ids = {
+    id: '00000000-0000-4000-8000-000000000000',
+    key: 'matrix.none',
+    version: '1',
+    signer_key: 'none',
+    principal: 'matrix-nobody',
+    token: 'matrix-none',
+  };
 
   let checked = 0;
   for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
@@ -201,7 +217,13 @@ test('every operation names its permission (x-ferry-permission), and the server 
           headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(method === 'get' ? {} : { 'content-type': 'application/json' }) },
           ...(method === 'get' ? {} : { body: '{}' }),
         });
-      for (const token of [undefined, revoked.token]) assert.equal((await call(token)).status, 401, `${method} ${path} without a valid token`);
+      const refusedMessages = new Set<string>();
+      for (const token of [undefined, revoked.token, expired.token]) {
+        const res = await call(token);
+        assert.equal(res.status, 401, `${method} ${path} without a valid token`);
+        refusedMessages.add(((await res.json()) as any).error.message);
+      }
+      assert.equal(refusedMessages.size, 1, `${method} ${path}: no token, a revoked and an expired one get one answer`);
       for (const role of roles) {
         const res = await call(tokens[role]);
         const body = res.status === 403 ? ((await res.json()) as any) : null;

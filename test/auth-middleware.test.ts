@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { Hono } from 'hono';
 import { isFerryError } from '../src/errors.ts';
 import { authenticate, bearerToken, can, permissions, requirePermission, roles, type AuthEnv, type Permission, type Role } from '../src/http/auth.ts';
+import { markPrincipalDisabled } from '../src/persistence/principals.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 
@@ -17,7 +18,7 @@ const expected: Record<Role, Permission[]> = {
   admin: [
     'read',
     'movement.create',
-    'movement.approve',
+    // No movement.approve: approving is its own grant (the approver role), never part of admin.
     'movement.cancel',
     'movement.operate',
     'template.write',
@@ -42,7 +43,7 @@ function app() {
   return a;
 }
 
-const tokens = {} as Record<Role, { id: string; token: string }>;
+const tokens = {} as Record<Role, { id: string; token: string; principal_id: string }>;
 for (const role of roles) tokens[role] = await createToken(pool, { name: `${role}-1`, role });
 
 test('the permission matrix: every role x permission', () => {
@@ -56,7 +57,7 @@ test('the permission matrix: every role x permission', () => {
   }
   assert.equal(asserted, 5 * 10);
   // Four-eyes by role: whoever may create movements may not approve them, and the reverse.
-  for (const role of ['requester', 'approver', 'operator', 'viewer'] as const) {
+  for (const role of roles) {
     assert.ok(!(can(role, 'movement.create') && can(role, 'movement.approve')), role);
   }
 });
@@ -69,7 +70,7 @@ test('the middleware enforces the same matrix for every role x permission', asyn
       const body = await res.json();
       if (expected[role].includes(p)) {
         assert.equal(res.status, 200, `${role} / ${p}`);
-        assert.deepEqual(body.principal, { tokenId: tokens[role].id, name: `${role}-1`, role });
+        assert.deepEqual(body.principal, { principalId: tokens[role].principal_id, name: `${role}-1`, tokenId: tokens[role].id, tokenName: `${role}-1`, role });
       } else {
         assert.equal(res.status, 403, `${role} / ${p}`);
         assert.equal(body.error.code, 'FORBIDDEN');
@@ -80,10 +81,15 @@ test('the middleware enforces the same matrix for every role x permission', asyn
   }
 });
 
-test('missing, malformed, unknown and revoked tokens are all 401 UNAUTHENTICATED with one message', async () => {
+test('missing, malformed, unknown, revoked and expired tokens, and tokens of a disabled principal, are all 401 UNAUTHENTICATED with one message', async () => {
   const a = app();
   const revoked = await createToken(pool, { name: 'leaver', role: 'admin' });
   await revokeToken(pool, 'leaver');
+  // Expired: created with an expiry, then backdated past it (no sleeping).
+  const expired = await createToken(pool, { name: 'temp', role: 'admin', expiresAt: new Date(Date.now() + 3_600_000) });
+  await pool.query(`UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, [expired.id]);
+  const ofDisabled = await createToken(pool, { name: 'gone-person', role: 'admin' });
+  await markPrincipalDisabled(pool, 'gone-person');
   const unknown = 'fy_' + 'A'.repeat(43);
   const cases: Record<string, string | undefined> = {
     missing: undefined,
@@ -96,6 +102,8 @@ test('missing, malformed, unknown and revoked tokens are all 401 UNAUTHENTICATED
     'unknown token': `Bearer ${unknown}`,
     'garbage token': 'Bearer not-a-token',
     'revoked token': `Bearer ${revoked.token}`,
+    'expired token': `Bearer ${expired.token}`,
+    'token of a disabled principal': `Bearer ${ofDisabled.token}`,
   };
   const messages = new Set<string>();
   for (const [name, header] of Object.entries(cases)) {
@@ -114,7 +122,7 @@ test('a valid token passes and the scheme is case-insensitive', async () => {
   for (const scheme of ['Bearer', 'bearer', 'BEARER']) {
     const res = await a.request('/v3/whoami', { headers: { Authorization: `${scheme} ${tokens.viewer.token}` } });
     assert.equal(res.status, 200);
-    assert.deepEqual(await res.json(), { tokenId: tokens.viewer.id, name: 'viewer-1', role: 'viewer' });
+    assert.deepEqual(await res.json(), { principalId: tokens.viewer.principal_id, name: 'viewer-1', tokenId: tokens.viewer.id, tokenName: 'viewer-1', role: 'viewer' });
   }
 });
 

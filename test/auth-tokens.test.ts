@@ -36,7 +36,13 @@ test('a created token is fy_ + 43 base64url characters and only its sha256 is st
 
 test('authenticateToken returns the identity of a known token and null for anything else', async () => {
   const created = await createToken(pool, { name: 'bob', role: 'approver' });
-  assert.deepEqual(await authenticateToken(pool, created.token), { id: created.id, name: 'bob', role: 'approver' });
+  assert.deepEqual(await authenticateToken(pool, created.token), {
+    id: created.id,
+    name: 'bob',
+    role: 'approver',
+    principalId: created.principal_id,
+    principalName: 'bob',
+  });
   const wrong = created.token.slice(0, -1) + (created.token.endsWith('A') ? 'B' : 'A');
   assert.equal(await authenticateToken(pool, wrong), null);
   assert.equal(await authenticateToken(pool, ''), null);
@@ -107,7 +113,7 @@ test('listTokens never returns hashes or tokens, and hides revoked tokens unless
   assert.ok(all.some((t) => t.id === gone.id && t.revoked_at instanceof Date));
   const { rows } = await pool.query<{ token_hash: string }>('SELECT token_hash FROM api_tokens');
   const text = JSON.stringify(all);
-  for (const t of all) assert.deepEqual(Object.keys(t).sort(), ['created_at', 'id', 'last_used_at', 'name', 'revoked_at', 'role']);
+  for (const t of all) assert.deepEqual(Object.keys(t).sort(), ['created_at', 'expires_at', 'id', 'last_used_at', 'name', 'principal_id', 'principal_name', 'revoked_at', 'role']);
   for (const { token_hash } of rows) assert.ok(!text.includes(token_hash));
   assert.ok(!text.includes(kept.token) && !text.includes(gone.token));
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
@@ -88,36 +88,113 @@ test('tokens revoke by name or id; a second revoke fails with exit 1', async () 
 });
 
 test('audit verify promotes pending rows, passes, then fails on a tampered row', async () => {
+  // The token commands above were audited too: their rows come first in the chain.
+  const before = (await pool.query('SELECT count(*)::int AS n FROM audit_outbox')).rows[0].n as number;
+  assert.ok(before >= 7, `tokens create and revoke left audit rows (${before})`);
   for (let i = 0; i < 12; i++) {
     await writeAudit(pool, { actor: 'token:x', action: 'test.write', entity_type: 'test', entity_id: String(i), details: { i } });
   }
   const ok = await ferry(['audit', 'verify']);
   assert.equal(ok.code, 0, ok.stderr);
-  assert.equal(ok.stdout.trim(), 'audit chain ok (12 events)');
+  assert.equal(ok.stdout.trim(), `audit chain ok (${before + 12} events)`);
   assert.equal((await pool.query('SELECT count(*)::int AS n FROM audit_outbox')).rows[0].n, 0);
 
   const head = await ferry(['audit', 'head']);
-  assert.match(head.stdout.trim(), /^12:sha256:[0-9a-f]{64}$/);
+  assert.match(head.stdout.trim(), new RegExp(`^${before + 12}:sha256:[0-9a-f]{64}$`));
 
   await withTransaction(pool, async (c) => {
     await c.query('ALTER TABLE audit_events DISABLE TRIGGER audit_events_append_only');
-    await c.query(`UPDATE audit_events SET details = '{"i": 99}' WHERE id = 7`);
+    await c.query(`UPDATE audit_events SET details = '{"i": 99}' WHERE id = $1`, [before + 7]);
     await c.query('ALTER TABLE audit_events ENABLE TRIGGER audit_events_append_only');
   });
   const bad = await ferry(['audit', 'verify']);
   assert.equal(bad.code, 1);
-  assert.match(bad.stdout, /BROKEN at event 7: hash mismatch/);
+  assert.match(bad.stdout, new RegExp(`BROKEN at event ${before + 7}: hash mismatch`));
   const json = JSON.parse((await ferry(['audit', 'verify', '--json'])).stdout);
-  assert.deepEqual({ ok: json.ok, id: json.broken.id }, { ok: false, id: 7 });
+  assert.deepEqual({ ok: json.ok, id: json.broken.id }, { ok: false, id: before + 7 });
 
   const cp = await ferry(['audit', 'verify', '--checkpoint', head.stdout.trim()]);
   assert.equal(cp.code, 1, 'the tampered row still fails with a checkpoint');
 });
 
+test('principals create, tokens of a principal with an expiry, disable: each change audited as the CLI user', async () => {
+  const p = await ferry(['principals', 'create', '--name', 'carol', '--kind', 'person', '--by', 'ops-ann']);
+  assert.equal(p.code, 0, p.stderr);
+  assert.match(p.stdout, /Created principal "carol" \(person/);
+  const dup = await ferry(['principals', 'create', '--name', 'carol']);
+  assert.equal(dup.code, 2, 'refused input is a usage problem');
+  assert.match(dup.stderr, /already exists/);
+
+  const unknown = await ferry(['tokens', 'create', '--principal', 'nobody', '--role', 'viewer']);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /principal.*nobody.*not found|not found.*nobody/i);
+  noStack(unknown);
+
+  const t1 = JSON.parse((await ferry(['tokens', 'create', '--principal', 'carol', '--role', 'requester', '--expires-in', '30d', '--json', '--by', 'ops-ann'])).stdout);
+  assert.equal(t1.name, 'carol.requester', 'named after its principal and role');
+  assert.equal(t1.principal_name, 'carol');
+  const days = (Date.parse(t1.expires_at) - Date.now()) / 86_400_000;
+  assert.ok(days > 29.9 && days <= 30, `expires in 30 days: ${t1.expires_at}`);
+  const t2 = JSON.parse((await ferry(['tokens', 'create', '--principal', 'carol', '--role', 'approver', '--json'])).stdout);
+  const [w1, w2] = [await authenticateToken(pool, t1.token), await authenticateToken(pool, t2.token)];
+  assert.equal(w1?.principalId, w2?.principalId, 'two tokens, one principal');
+  assert.equal(w1?.principalName, 'carol');
+
+  const listed = await ferry(['tokens', 'list', '--principal', 'carol']);
+  assert.match(listed.stdout, /carol\.requester\s+requester\s+carol\s/);
+  const principals = await ferry(['principals', 'list']);
+  assert.match(principals.stdout, /^ID\s+NAME\s+KIND/);
+  assert.match(principals.stdout, /\bcarol\s+person\b/);
+
+  assert.equal((await ferry(['tokens', 'revoke', '--name', 'carol.approver', '--by', 'ops-ann'])).code, 0);
+  const d = await ferry(['principals', 'disable', '--name', 'carol', '--by', 'ops-ann']);
+  assert.equal(d.code, 0, d.stderr);
+  assert.equal(await authenticateToken(pool, t1.token), null, 'a disabled principal\'s tokens no longer authenticate');
+  assert.doesNotMatch((await ferry(['principals', 'list'])).stdout, /\bcarol\b/);
+  assert.match((await ferry(['principals', 'list', '--all'])).stdout, /\bcarol\s+person\s+\S+\s+disabled/);
+
+  const { rows } = await pool.query<{ actor: string; action: string; entity_id: string; details: Record<string, unknown> }>(
+    `SELECT actor, action, entity_id, details FROM audit_outbox
+      WHERE action IN ('principal.create', 'principal.disable', 'token.create', 'token.revoke') AND (details->>'name' LIKE 'carol%' OR details->>'principal_name' = 'carol')
+      ORDER BY id`,
+  );
+  assert.deepEqual(
+    rows.map((r) => `${r.actor} ${r.action} ${String(r.details.name)}`),
+    [
+      'cli:ops-ann principal.create carol',
+      'cli:ops-ann token.create carol.requester',
+      `cli:${userInfo().username} token.create carol.approver`,
+      'cli:ops-ann token.revoke carol.approver',
+      'cli:ops-ann principal.disable carol',
+    ],
+  );
+  assert.equal(rows[1]!.entity_id, t1.id);
+  assert.equal(rows[1]!.details.expires_at, t1.expires_at);
+  assert.equal(rows[1]!.details.role, 'requester');
+  const text = JSON.stringify(rows);
+  assert.ok(!text.includes(t1.token) && !text.includes(t2.token), 'no secret in the audit trail');
+  const { rows: hashes } = await pool.query<{ token_hash: string }>('SELECT token_hash FROM api_tokens');
+  for (const { token_hash } of hashes) assert.ok(!text.includes(token_hash));
+});
+
+test('tokens create by name alone still works (the principal of that name is made for it, audited)', async () => {
+  const r = JSON.parse((await ferry(['tokens', 'create', '--name', 'dora', '--role', 'viewer', '--json', '--by', 'ops-ann'])).stdout);
+  assert.equal(r.principal_name, 'dora');
+  const { rows } = await pool.query<{ actor: string; action: string }>(
+    `SELECT actor, action FROM audit_outbox WHERE entity_id IN ($1, $2) ORDER BY id`,
+    [r.id, r.principal_id],
+  );
+  assert.deepEqual(rows.map((x) => `${x.actor} ${x.action}`), ['cli:ops-ann principal.create', 'cli:ops-ann token.create']);
+});
+
 test('bad arguments exit 2 with a usage message and no stack trace', async () => {
   const cases: [string[], RegExp][] = [
     [['tokens', 'create', '--name', 'z', '--role', 'root'], /unknown role "root"; choose one of: viewer, requester, approver, operator, admin/],
-    [['tokens', 'create', '--role', 'admin'], /--name is required/],
+    [['tokens', 'create', '--role', 'admin'], /give --principal .* or --name/],
+    [['tokens', 'create', '--principal', 'p', '--role', 'admin', '--expires-in', 'soon'], /--expires-in must be a whole number of minutes, hours or days/],
+    [['principals', 'create'], /--name is required/],
+    [['principals', 'create', '--name', 'p', '--kind', 'robot'], /unknown kind "robot"; choose one of: person, service/],
+    [['principals', 'disable'], /exactly one of --name or --id/],
     [['tokens', 'create', '--name', 'bad name', '--role', 'admin'], /token name must be/],
     [['tokens', 'create', '--name'], /argument missing/],
     [['tokens', 'create', '--name', 'z', '--role', 'admin', '--colour', 'red'], /Unknown option '--colour'/],
@@ -145,10 +222,10 @@ test('bad arguments exit 2 with a usage message and no stack trace', async () =>
 test('help exits 0 and lists the commands', async () => {
   const r = await ferry(['--help']);
   assert.equal(r.code, 0);
-  for (const c of ['start', 'migrate', 'tokens create', 'tokens list', 'tokens revoke', 'audit verify']) assert.ok(r.stdout.includes(c), c);
+  for (const c of ['start', 'migrate', 'principals create', 'principals list', 'principals disable', 'tokens create', 'tokens list', 'tokens revoke', 'audit verify']) assert.ok(r.stdout.includes(c), c);
   const sub = await ferry(['tokens', 'create', '--help']);
   assert.equal(sub.code, 0);
-  assert.match(sub.stdout, /usage: ferry tokens create --name NAME --role/);
+  assert.match(sub.stdout, /usage: ferry tokens create \[--principal PRINCIPAL\] \[--name NAME\] --role/);
 });
 
 test('the bin entry runs the same CLI', async () => {

@@ -50,7 +50,7 @@ test('a message becomes a movement as the API makes it; the same message again r
   const rows = await movementsWithKey('queue-ok-1');
   assert.equal(rows.length, 1);
   assert.equal(rows[0].id, out.movement_id);
-  assert.equal(rows[0].created_by, `token:${requester.id}`, 'the requesting principal is the requester (four-eyes applies)');
+  assert.equal(rows[0].created_by, `principal:${requester.principal_id}`, 'the requesting principal is the requester (four-eyes applies)');
   assert.equal(rows[0].request_state, 'PENDING_APPROVAL');
   const audit = await db.pool.query(
     `SELECT count(*)::int AS n FROM (SELECT entity_id FROM audit_outbox UNION ALL SELECT entity_id FROM audit_events) a WHERE entity_id = $1`,

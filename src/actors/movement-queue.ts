@@ -4,6 +4,7 @@ import { FerryError, type ErrorCode } from '../errors.ts';
 import { can } from '../http/auth.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 import { movementQueueMessagesTotal } from '../metrics.ts';
+import { principalActor } from '../persistence/principals.ts';
 import { activeTokenByName } from '../persistence/tokens.ts';
 import { ensureQueue, type QueueDefinition } from './boss.ts';
 import { createMovement, type MovementServiceDeps } from './movements.ts';
@@ -39,7 +40,10 @@ export const MovementRequestMessage = z.strictObject({
   callback_url: z.string().min(1).max(2048).optional(),
   /** Required: the queue delivers at least once, and this makes a repeat return the first movement. */
   idempotency_key: printable(200),
-  /** The name of an active API token whose role may create movements: the movement's requester. */
+  /**
+   * The name of an active API token whose role may create movements; the token's principal is the
+   * movement's requester.
+   */
   requested_by: z.string().min(1).max(64),
 });
 export type MovementRequestMessage = z.infer<typeof MovementRequestMessage>;
@@ -92,13 +96,14 @@ export async function consumeMovementRequest(deps: MovementServiceDeps, boss: Pg
       throw new FerryError('VALIDATION_FAILED', `${issue.path.join('.') || 'message'}: ${issue.message}`, { issues: message.error.issues.length });
     }
     const m = message.data;
-    const principal = await activeTokenByName(deps.pool, m.requested_by);
-    if (!principal) throw new FerryError('FORBIDDEN', `requested_by ${JSON.stringify(m.requested_by)} is not an active token`);
-    if (!can(principal.role, 'movement.create')) {
-      throw new FerryError('FORBIDDEN', `${principal.name} (role ${principal.role}) may not create movements`);
+    const token = await activeTokenByName(deps.pool, m.requested_by);
+    if (!token) throw new FerryError('FORBIDDEN', `requested_by ${JSON.stringify(m.requested_by)} is not an active token`);
+    if (!can(token.role, 'movement.create')) {
+      throw new FerryError('FORBIDDEN', `${token.name} (role ${token.role}) may not create movements`);
     }
     const created = await createMovement(deps, {
-      actor: `token:${principal.id}`,
+      // The movement is the token's principal's, exactly as if that token had called the API.
+      actor: principalActor(token.principalId),
       templateKey: m.template_key,
       templateVersion: m.template_version,
       intent: m.intent,

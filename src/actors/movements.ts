@@ -16,6 +16,7 @@ import {
   type NodeRow,
   type RequestRow,
 } from '../persistence/movements.ts';
+import { actorAliases } from '../persistence/principals.ts';
 import { getTemplateVersion } from '../persistence/templates.ts';
 import { canonicalJson } from '../plan/canonical-json.ts';
 import { compilePlan, compiledPlanHash } from '../plan/compile.ts';
@@ -46,7 +47,7 @@ export interface Movement {
 }
 
 export interface CreateMovementInput {
-  /** The principal creating it (e.g. `token:<id>`); it can never approve the movement. */
+  /** The principal creating it (`principal:<id>`); it can never approve the movement. */
   actor: string;
   templateKey: string;
   templateVersion?: number;
@@ -135,7 +136,9 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
 }
 
 async function replayOf(pool: Pool, actor: string, key: string, fingerprint: string): Promise<CreatedMovement | null> {
-  const earlier = await findByIdempotencyKey(pool, actor, key);
+  // A key belongs to the principal: a retry through another of its tokens, or one that straddles an
+  // upgrade (the first call recorded `token:<id>`), finds the movement the first call created.
+  const earlier = await findByIdempotencyKey(pool, await actorAliases(pool, actor), key);
   if (!earlier) return null;
   if (earlier.request_fingerprint !== fingerprint) {
     throw new FerryError(
@@ -237,13 +240,17 @@ export async function approveMovement(
 ): Promise<Movement> {
   const { actor } = input;
   return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash } }, async (client, request) => {
-    if (request.created_by === actor) {
-      throw new FerryError('FOUR_EYES_VIOLATION', `the token that created movement ${id} cannot approve it; a second person must`, {
+    // Four-eyes and quorum count principals: every token of the approver's principal is the approver,
+    // including rows recorded as `token:<id>` before principals existed. The machine compares actor
+    // ids; these checks are what make an older row's token id count as its principal.
+    const same = new Set(await actorAliases(client, actor));
+    if (same.has(request.created_by)) {
+      throw new FerryError('FOUR_EYES_VIOLATION', `the principal that created movement ${id} cannot approve it, with any of its tokens; a second person must`, {
         movement_id: id,
       });
     }
-    if ((request.approvals ?? []).some((a) => a.by === actor)) {
-      throw new FerryError('ALREADY_APPROVED', `this token has already approved movement ${id}; approvals must come from distinct tokens`, {
+    if ((request.approvals ?? []).some((a) => same.has(a.by))) {
+      throw new FerryError('ALREADY_APPROVED', `this principal has already approved movement ${id}; approvals must come from distinct principals`, {
         movement_id: id,
         approvals: request.approvals.length,
         quorum: request.approval_quorum,
@@ -270,7 +277,7 @@ export async function rejectMovement(deps: MovementServiceDeps, id: string, inpu
 }
 
 /**
- * `scope: 'own'` (requesters) may cancel only movements the same actor created; `'any'` (operators)
+ * `scope: 'own'` (requesters) may cancel only movements the same principal created; `'any'` (operators)
  * may cancel every movement. Checked under the request lock, before the machine decides.
  */
 export async function cancelMovement(
@@ -280,7 +287,7 @@ export async function cancelMovement(
 ): Promise<Movement> {
   const { actor, reason } = input;
   return decideOn(deps, id, { actor, action: 'movement.cancel', details: { reason: reason ?? null } }, async (client, locked) => {
-    if (input.scope === 'own' && locked.created_by !== actor) {
+    if (input.scope === 'own' && !(await actorAliases(client, actor)).includes(locked.created_by)) {
       throw new FerryError('NOT_MOVEMENT_OWNER', `movement ${id} was created by someone else; only its creator or an operator can cancel it`, {
         entity_id: id,
       });

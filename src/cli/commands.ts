@@ -2,6 +2,7 @@ import { auditCommands } from './audit.ts';
 import { balanceCommands } from './balances.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
+import { principalCommands } from './principals.ts';
 import { queueCommands } from './queue.ts';
 import { sweepCommands } from './sweeps.ts';
 import { systemCommands } from './system.ts';
@@ -15,6 +16,7 @@ import { tokenCommands } from './tokens.ts';
  */
 export const commands: CliCommand[] = [
   ...systemCommands,
+  ...principalCommands,
   ...tokenCommands,
   ...auditCommands,
   ...templateCommands,

@@ -1,25 +1,10 @@
-import { userInfo } from 'node:os';
 import { findSweep, requestSweepRun, sweepDefinitions, sweepStatuses } from '../actors/sweeps.ts';
 import { loadConfig } from '../config.ts';
 import { FerryError } from '../errors.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { withBoss } from './database.ts';
 import { table } from './format.ts';
-
-function operatorName(ctx: CliContext): string {
-  const by = ctx.option('by');
-  if (by !== undefined) {
-    if (!/^[\x21-\x7e]{1,100}$/.test(by)) throw new UsageError('--by must be 1-100 printable characters without spaces');
-    return `cli:${by}`;
-  }
-  let user = 'unknown';
-  try {
-    user = userInfo().username || user;
-  } catch {
-    // No passwd entry (a container): the audit row says so.
-  }
-  return `cli:${user}`;
-}
+import { operatorName } from './operator.ts';
 
 const run: CliCommand = {
   path: ['sweeps', 'run'],

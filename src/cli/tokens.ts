@@ -1,7 +1,9 @@
 import { isUuid } from '../ids.ts';
-import { createToken, listTokens, revokeToken, roles, isRole, type TokenInfo } from '../persistence/tokens.ts';
+import { roles, isRole, type TokenInfo } from '../persistence/tokens.ts';
+import { createApiToken, listApiTokens, parseDuration, revokeApiToken } from '../services/principals.ts';
 import { UsageError, type CliCommand } from './command.ts';
 import { table } from './format.ts';
+import { operatorName } from './operator.ts';
 
 /** The hint printed when no admin token exists yet. */
 export const firstAdminTokenHint =
@@ -9,21 +11,44 @@ export const firstAdminTokenHint =
 
 const create: CliCommand = {
   path: ['tokens', 'create'],
-  summary: 'create an API token (the token is printed once)',
-  usage: `--name NAME --role ${roles.join('|')} [--json]`,
-  options: { name: { type: 'string' }, role: { type: 'string' }, json: { type: 'boolean' } },
+  summary: 'create an API token of a principal (the token is printed once; audited)',
+  // Without --principal the token belongs to the principal named like it (created as a person when
+  // missing); with it, the principal must exist and the token is named PRINCIPAL.ROLE unless --name says.
+  usage: `[--principal PRINCIPAL] [--name NAME] --role ${roles.join('|')} [--expires-in 30d|12h|90m] [--by OPERATOR] [--json]`,
+  options: {
+    name: { type: 'string' },
+    principal: { type: 'string' },
+    role: { type: 'string' },
+    'expires-in': { type: 'string' },
+    by: { type: 'string' },
+    json: { type: 'boolean' },
+  },
   async run(ctx) {
     const name = ctx.option('name');
+    const principal = ctx.option('principal');
     const role = ctx.option('role');
-    if (!name) throw new UsageError('--name is required');
+    const expiresIn = ctx.option('expires-in');
+    if (!name && !principal) throw new UsageError('give --principal (the token is named PRINCIPAL.ROLE unless --name is given) or --name');
     if (!role) throw new UsageError('--role is required');
     if (!isRole(role)) throw new UsageError(`unknown role "${role}"; choose one of: ${roles.join(', ')}`);
-    const created = await ctx.withDatabase(({ pool }) => createToken(pool, { name, role }));
+    let expiresAt: Date | null = null;
+    if (expiresIn !== undefined) {
+      try {
+        expiresAt = new Date(Date.now() + parseDuration(expiresIn, '--expires-in'));
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+    }
+    const actor = operatorName(ctx);
+    const created = await ctx.withDatabase(({ pool }) => createApiToken(pool, { name, principal, role, expiresAt }, actor));
     if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(created));
+      const { principal_created: _, ...shown } = created;
+      ctx.out(JSON.stringify(shown));
       return;
     }
-    ctx.out(`Created token "${created.name}" (role ${created.role}, id ${created.id}):`);
+    if (created.principal_created) ctx.out(`Created principal "${created.principal_name}" (person) for it.`);
+    const expiry = created.expires_at ? `, expires ${created.expires_at.toISOString()}` : '';
+    ctx.out(`Created token "${created.name}" of principal "${created.principal_name}" (role ${created.role}, id ${created.id}${expiry}):`);
     ctx.out('');
     ctx.out(`  ${created.token}`);
     ctx.out('');
@@ -31,31 +56,40 @@ const create: CliCommand = {
   },
 };
 
+function status(t: TokenInfo, now = Date.now()): string {
+  if (t.revoked_at) return `revoked ${t.revoked_at.toISOString()}`;
+  if (t.expires_at && t.expires_at.getTime() <= now) return `expired ${t.expires_at.toISOString()}`;
+  return 'active';
+}
+
 const list: CliCommand = {
   path: ['tokens', 'list'],
-  summary: 'list API tokens (never their secrets)',
-  usage: '[--all] [--json]',
-  options: { all: { type: 'boolean' }, json: { type: 'boolean' } },
+  summary: 'list API tokens and their principals (never their secrets)',
+  usage: '[--principal PRINCIPAL] [--all] [--json]',
+  options: { all: { type: 'boolean' }, principal: { type: 'string' }, json: { type: 'boolean' } },
   async run(ctx) {
-    const tokens = await ctx.withDatabase(({ pool }) => listTokens(pool, { includeRevoked: ctx.flag('all') }));
+    const principal = ctx.option('principal');
+    const tokens = await ctx.withDatabase(({ pool }) => listApiTokens(pool, { includeRevoked: ctx.flag('all'), principal }));
     if (ctx.flag('json')) {
       ctx.out(JSON.stringify(tokens));
       return;
     }
     if (tokens.length === 0) {
-      ctx.out('No tokens. Create one with: ferry tokens create --name NAME --role ROLE');
+      ctx.out('No tokens. Create one with: ferry tokens create --principal PRINCIPAL --role ROLE');
       return;
     }
     ctx.out(
       table(
-        ['ID', 'NAME', 'ROLE', 'CREATED', 'LAST USED', 'STATUS'],
+        ['ID', 'NAME', 'ROLE', 'PRINCIPAL', 'CREATED', 'EXPIRES', 'LAST USED', 'STATUS'],
         tokens.map((t: TokenInfo) => [
           t.id,
           t.name,
           t.role,
+          t.principal_name,
           t.created_at.toISOString(),
+          t.expires_at?.toISOString() ?? '-',
           t.last_used_at?.toISOString() ?? '-',
-          t.revoked_at ? `revoked ${t.revoked_at.toISOString()}` : 'active',
+          status(t),
         ]),
       ),
     );
@@ -64,9 +98,9 @@ const list: CliCommand = {
 
 const revoke: CliCommand = {
   path: ['tokens', 'revoke'],
-  summary: 'revoke an API token by name or id',
-  usage: '--name NAME | --id ID [--json]',
-  options: { name: { type: 'string' }, id: { type: 'string' }, json: { type: 'boolean' } },
+  summary: 'revoke an API token by name or id (audited)',
+  usage: '--name NAME | --id ID [--by OPERATOR] [--json]',
+  options: { name: { type: 'string' }, id: { type: 'string' }, by: { type: 'string' }, json: { type: 'boolean' } },
   async run(ctx) {
     const name = ctx.option('name');
     const id = ctx.option('id');
@@ -74,9 +108,10 @@ const revoke: CliCommand = {
     if (id !== undefined && !isUuid(id)) {
       throw new UsageError(`--id must be a token id (a UUID), got "${id}"`);
     }
-    const revoked = await ctx.withDatabase(({ pool }) => revokeToken(pool, (id ?? name)!));
+    const actor = operatorName(ctx);
+    const revoked = await ctx.withDatabase(({ pool }) => revokeApiToken(pool, (id ?? name)!, actor));
     if (ctx.flag('json')) ctx.out(JSON.stringify(revoked));
-    else ctx.out(`Revoked token "${revoked.name}" (role ${revoked.role}, id ${revoked.id}).`);
+    else ctx.out(`Revoked token "${revoked.name}" of principal "${revoked.principal_name}" (role ${revoked.role}, id ${revoked.id}).`);
   },
 };
 

@@ -1,24 +1,20 @@
 import type { Queryable } from '../persistence/db.ts';
-import { tokenNames } from '../persistence/tokens.ts';
+import { namesOfActors, parseActor, principalActor, tokenActor } from '../persistence/principals.ts';
 
 /**
- * Who acted, as a person reads it. Rows keep a stable actor id (`token:<uuid>` for an API caller, a
- * worker's name such as `expiry` for the runtime); views show it under `actor` (or `created_by`,
+ * Who acted, as a person reads it. Rows keep a stable actor id (`principal:<uuid>` for an API caller,
+ * `token:<uuid>` on rows written before principals existed, a worker's name such as `expiry` for the
+ * runtime, `cli:<user>` for an operator at the CLI); views show it under `actor` (or `created_by`,
  * `decided_by`, `by`) for machines, and its display name beside it under `*_name`.
  *
- * This is the one place that turns an actor id into a name: today a token's name, later the name of
- * the principal owning the token. Every view (/v3, /inspect, the page, the CLI through them) gets its
- * names from here.
+ * This is the one place that turns an actor id into a name: the principal's name, for both forms of
+ * an API caller (a token id resolves to the principal owning the token). Every view (/v3, /inspect,
+ * the page, the CLI through them) gets its names from here.
  */
 
-const TOKEN_ACTOR = /^token:(.+)$/;
+export { principalActor, tokenActor };
 
-/** The actor id of an API caller authenticated by this token. */
-export function tokenActor(tokenId: string): string {
-  return `token:${tokenId}`;
-}
-
-/** An actor id's display name: the token's name for an API caller, the id itself for anything else. */
+/** An actor id's display name: the principal's name for an API caller, the id itself for anything else. */
 export type ActorNames = (actor: string) => string;
 
 /** Without a database at hand: every actor shown by its id. */
@@ -26,17 +22,11 @@ export const actorIdsOnly: ActorNames = (actor) => actor;
 
 /** Resolves the names of these actors (one query), for the views of one answer. */
 export async function actorNames(db: Queryable, actors: Iterable<string | null | undefined>): Promise<ActorNames> {
-  const tokenIds = new Set<string>();
-  for (const actor of actors) {
-    const id = actor ? TOKEN_ACTOR.exec(actor)?.[1] : undefined;
-    if (id) tokenIds.add(id);
-  }
-  if (tokenIds.size === 0) return actorIdsOnly;
-  const names = await tokenNames(db, tokenIds);
-  return (actor) => {
-    const id = TOKEN_ACTOR.exec(actor)?.[1];
-    return (id && names.get(id)) || actor;
-  };
+  const named = new Set<string>();
+  for (const actor of actors) if (actor && parseActor(actor)) named.add(actor);
+  if (named.size === 0) return actorIdsOnly;
+  const names = await namesOfActors(db, named);
+  return (actor) => names.get(actor) ?? actor;
 }
 
 /** Every actor a movement row names: its creator, its decider and its approvers. */

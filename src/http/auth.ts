@@ -1,7 +1,7 @@
 import { createMiddleware } from 'hono/factory';
 import { FerryError } from '../errors.ts';
 import type { Queryable } from '../persistence/db.ts';
-import { authenticateToken, roles, type Role } from '../persistence/tokens.ts';
+import { authenticateToken, roles, type AuthenticatedToken, type Role } from '../persistence/tokens.ts';
 
 /**
  * Who may do what. Every /v3 route authenticates with a bearer token and then names the one
@@ -31,30 +31,42 @@ export const permissions = [
 export type Permission = (typeof permissions)[number];
 
 // Separation of duties: whoever requests a movement cannot approve it by role, and approvers cannot
-// create or steer movements. Admin holds everything (and is expected to be rare).
+// create or steer movements. Admin holds everything except approving: approval is its own grant, held
+// only by the approver role, so a principal who administers Ferry approves only with an approver token
+// it was given explicitly (and audited), and never its own movements (four-eyes counts principals).
 const grants: Record<Role, readonly Permission[]> = {
   viewer: ['read'],
   requester: ['read', 'movement.create', 'movement.cancel'],
   approver: ['read', 'movement.approve', 'template.approve', 'template.challenge'],
   operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard'],
-  admin: permissions,
+  admin: permissions.filter((p) => p !== 'movement.approve'),
 };
 
 export function can(role: Role, permission: Permission): boolean {
   return grants[role]?.includes(permission) ?? false;
 }
 
+/** The authenticated caller: the principal acting, and the token it presented (whose role applies). */
 export interface Principal {
-  tokenId: string;
+  principalId: string;
+  /** The principal's name: what a person reads. */
   name: string;
+  tokenId: string;
+  tokenName: string;
   role: Role;
+}
+
+/** The caller a usable token authenticates, as routes read it from c.get('principal'). */
+export function callerOf(found: AuthenticatedToken): Principal {
+  return { principalId: found.principalId, name: found.principalName, tokenId: found.id, tokenName: found.name, role: found.role };
 }
 
 /** Hono variables set by authenticate(); type routes with `Hono<AuthEnv>` to read c.get('principal'). */
 export type AuthVariables = { principal: Principal };
 export type AuthEnv = { Variables: AuthVariables };
 
-// One message for every failure, so a caller cannot tell an unknown token from a revoked one.
+// One message for every failure, so a caller cannot tell an unknown token from a revoked or expired
+// one, or from a token of a disabled principal.
 const UNAUTHENTICATED_MESSAGE = 'a valid bearer token is required (Authorization: Bearer <token>)';
 
 function unauthenticated(): FerryError {
@@ -76,7 +88,7 @@ export function authenticate(db: Queryable) {
       c.header('WWW-Authenticate', 'Bearer');
       throw unauthenticated();
     }
-    c.set('principal', { tokenId: found.id, name: found.name, role: found.role });
+    c.set('principal', callerOf(found));
     await next();
   });
 }

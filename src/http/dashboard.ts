@@ -21,7 +21,7 @@ import { APP_NAMES } from '../connection-budget.ts';
 import { errorStatus, FerryError } from '../errors.ts';
 import type { Pool } from '../persistence/db.ts';
 import { authenticateToken } from '../persistence/tokens.ts';
-import { bearerToken, can, type AuthEnv } from './auth.ts';
+import { bearerToken, callerOf, can, type AuthEnv } from './auth.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
 export const DASHBOARD_COOKIE = 'ferry_dashboard';
@@ -167,7 +167,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
     if (!can(who.role, 'dashboard')) {
       throw new FerryError('FORBIDDEN', `role ${who.role} does not grant dashboard`, { permission: 'dashboard', role: who.role });
     }
-    c.set('principal', { tokenId: who.id, name: who.name, role: who.role });
+    c.set('principal', callerOf(who));
     await next();
   };
   const serve = async (c: Context<AuthEnv>) => withoutOutsideAssets(await dashboard()(c.req.raw));

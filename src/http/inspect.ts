@@ -125,7 +125,7 @@ export interface TransitionView {
   to_state: string;
   event_type: string;
   event_payload: Record<string, unknown>;
-  /** The stable actor id (`token:<id>`, a worker's name); `actor_name` is what a person reads. */
+  /** The stable actor id (`principal:<id>`, `token:<id>` on older rows, a worker's name); `actor_name` is what a person reads. */
   actor: string;
   actor_name: string;
   at: string;

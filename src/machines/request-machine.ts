@@ -75,7 +75,9 @@ export const requestMachine = setup({
     input: {} as RequestContext,
   },
   guards: {
-    // Four-eyes: whoever created a movement can never approve it.
+    // Four-eyes: whoever created a movement can never approve it. Actor ids name principals
+    // (`principal:<id>`), so equal ids are one person whichever token each call used; rows recorded as
+    // `token:<id>` before principals are matched to their principal by the movement service first.
     approverIsNotRequester: ({ context, event }) => event.type === 'APPROVE' && event.by !== context.createdBy,
     approverHasNotApprovedYet: ({ context, event }) =>
       event.type === 'APPROVE' && !context.approvals.some((a) => a.by === event.by),

@@ -36,7 +36,7 @@ const DEFAULT_BATCH = 500;
 const VERIFY_PAGE = 1000;
 
 export interface AuditEntry {
-  /** Who did it: a principal such as `token:<id>`, or a worker name. */
+  /** Who did it: a principal (`principal:<id>`; `token:<id>` on rows from before principals), a worker name, or `cli:<user>`. */
   actor: string;
   /** What was done, e.g. `movement.approve`. */
   action: string;

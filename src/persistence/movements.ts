@@ -265,10 +265,11 @@ export async function insertNodes(db: Queryable, requestId: string, nodes: NewNo
   return rows;
 }
 
-export async function findByIdempotencyKey(db: Queryable, createdBy: string, key: string): Promise<RequestRow | null> {
+/** The movement one of these actor ids (one principal's aliases) created with this key; the oldest. */
+export async function findByIdempotencyKey(db: Queryable, createdBy: string | readonly string[], key: string): Promise<RequestRow | null> {
   const { rows } = await db.query<RequestRow>(
-    'SELECT * FROM movement_requests WHERE created_by = $1 AND idempotency_key = $2',
-    [createdBy, key],
+    'SELECT * FROM movement_requests WHERE created_by = ANY($1::text[]) AND idempotency_key = $2 ORDER BY created_at, id LIMIT 1',
+    [typeof createdBy === 'string' ? [createdBy] : [...createdBy], key],
   );
   return rows[0] ?? null;
 }

@@ -2,11 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { NotFoundError, ValidationError } from '../errors.ts';
 import { isUuid } from './cursor.ts';
 import type { Queryable } from './db.ts';
+import { assertName, ensurePrincipal, findPrincipal, type PrincipalInfo } from './principals.ts';
 
 /**
  * API tokens. A token is shown to its owner once, at creation; the database keeps only its SHA-256,
  * so a leaked table does not leak credentials. Lookup is by that hash through the unique index, so
- * no comparison ever runs over the secret itself (nothing to time).
+ * no comparison ever runs over the secret itself (nothing to time). Every token belongs to a
+ * principal (src/persistence/principals.ts): what a token does is recorded as its principal's.
  */
 
 export const roles = ['viewer', 'requester', 'approver', 'operator', 'admin'] as const;
@@ -21,61 +23,103 @@ export interface TokenInfo {
   id: string;
   name: string;
   role: Role;
+  principal_id: string;
+  principal_name: string;
   created_at: Date;
   last_used_at: Date | null;
+  /** After this instant the token is refused exactly as a revoked one; null: it does not expire. */
+  expires_at: Date | null;
   revoked_at: Date | null;
 }
 
-export interface CreatedToken {
-  id: string;
-  name: string;
-  role: Role;
+export interface CreatedToken extends TokenInfo {
   /** The bearer secret; returned here and nowhere else. */
   token: string;
-  created_at: Date;
 }
 
+/** The caller a valid token authenticates: the token and the principal it belongs to. */
 export interface AuthenticatedToken {
   id: string;
   name: string;
   role: Role;
+  principalId: string;
+  principalName: string;
 }
 
 const TOKEN_PREFIX = 'fy_';
 // 32 random bytes in base64url without padding are 43 characters.
 const TOKEN_SHAPE = /^fy_[A-Za-z0-9_-]{43}$/;
-const NAME_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$/;
 // last_used_at is informational; refreshing it at most once a minute keeps reads from writing.
 const LAST_USED_RESOLUTION_MS = 60_000;
+
+// A token is usable while it is not revoked, not expired and its principal is not disabled. Every
+// lookup that authorises a caller uses this one condition (t = api_tokens, p = principals).
+const USABLE = `t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) AND p.disabled_at IS NULL`;
+const INFO_COLUMNS = `t.id, t.name, t.role, t.principal_id, p.name AS principal_name, t.created_at, t.last_used_at, t.expires_at, t.revoked_at`;
 
 export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
 }
 
-export async function createToken(client: Queryable, input: { name: string; role: string }): Promise<CreatedToken> {
-  if (typeof input.name !== 'string' || !NAME_SHAPE.test(input.name)) {
-    throw new ValidationError(
-      'token name must be 1-64 characters: letters, digits and . _ @ - (starting with a letter or digit)',
-      { field: 'name' },
-    );
-  }
-  if (isUuid(input.name)) {
-    // revokeToken takes an id or a name; a name shaped like an id would be ambiguous.
-    throw new ValidationError('token name must not look like a token id (UUID)', { field: 'name' });
-  }
+export interface CreateTokenInput {
+  name: string;
+  role: string;
+  /**
+   * The principal (name or id) the token belongs to; it must exist and not be disabled. Without
+   * one, the token belongs to the principal of its own name, created as a person when missing.
+   */
+  principal?: string;
+  /** When the token stops working; null or absent: never. */
+  expiresAt?: Date | null;
+}
+
+/**
+ * Inserts a token. Call it inside a transaction when a principal may be created with it (the
+ * service in src/services/principals.ts does, and writes the audit event beside it).
+ */
+export async function createToken(client: Queryable, input: CreateTokenInput): Promise<CreatedToken & { principal_created: boolean }> {
+  assertName('token', input.name);
   if (!isRole(input.role)) {
     throw new ValidationError(`unknown role ${JSON.stringify(input.role)}; expected one of ${roles.join(', ')}`, {
       field: 'role',
       allowed: [...roles],
     });
   }
+  const expiresAt = input.expiresAt ?? null;
+  if (expiresAt !== null && !(expiresAt instanceof Date && Number.isFinite(expiresAt.getTime()))) {
+    throw new ValidationError('expires_at must be a valid time', { field: 'expires_at' });
+  }
+  let principal: PrincipalInfo;
+  let principalCreated = false;
+  if (input.principal === undefined) {
+    ({ principal, created: principalCreated } = await ensurePrincipal(client, input.name));
+  } else {
+    const found = await findPrincipal(client, input.principal);
+    if (!found) throw new NotFoundError('principal', input.principal);
+    principal = found;
+  }
+  if (principal.disabled_at) {
+    throw new ValidationError(`principal ${principal.name} is disabled; it cannot be given tokens`, { field: 'principal' });
+  }
   const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
   try {
     const { rows } = await client.query<{ id: string; created_at: Date }>(
-      `INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3) RETURNING id, created_at`,
-      [input.name, input.role, hashToken(token)],
+      `INSERT INTO api_tokens (name, role, token_hash, principal_id, expires_at) VALUES ($1, $2, $3, $4, $5) RETURNING id, created_at`,
+      [input.name, input.role, hashToken(token), principal.id, expiresAt],
     );
-    return { id: rows[0].id, name: input.name, role: input.role, token, created_at: rows[0].created_at };
+    return {
+      id: rows[0].id,
+      name: input.name,
+      role: input.role,
+      principal_id: principal.id,
+      principal_name: principal.name,
+      created_at: rows[0].created_at,
+      last_used_at: null,
+      expires_at: expiresAt,
+      revoked_at: null,
+      token,
+      principal_created: principalCreated,
+    };
   } catch (err) {
     if ((err as { code?: string; constraint?: string }).constraint === 'api_tokens_active_name') {
       throw new ValidationError(`an active token named ${input.name} already exists; revoke it or pick another name`, {
@@ -86,14 +130,14 @@ export async function createToken(client: Queryable, input: { name: string; role
   }
 }
 
-/** Every token, oldest first; revoked ones only when asked for. */
-export async function listTokens(db: Queryable, opts: { includeRevoked?: boolean } = {}): Promise<TokenInfo[]> {
+/** Every token, oldest first; revoked ones only when asked for; only one principal's when named. */
+export async function listTokens(db: Queryable, opts: { includeRevoked?: boolean; principalId?: string } = {}): Promise<TokenInfo[]> {
   const { rows } = await db.query<TokenInfo>(
-    `SELECT id, name, role, created_at, last_used_at, revoked_at
-       FROM api_tokens
-      WHERE $1::boolean OR revoked_at IS NULL
-      ORDER BY created_at, id`,
-    [opts.includeRevoked === true],
+    `SELECT ${INFO_COLUMNS}
+       FROM api_tokens t JOIN principals p ON p.id = t.principal_id
+      WHERE ($1::boolean OR t.revoked_at IS NULL) AND ($2::uuid IS NULL OR t.principal_id = $2::uuid)
+      ORDER BY t.created_at, t.id`,
+    [opts.includeRevoked === true, opts.principalId ?? null],
   );
   return rows;
 }
@@ -105,20 +149,29 @@ export async function listTokens(db: Queryable, opts: { includeRevoked?: boolean
 export async function revokeToken(client: Queryable, idOrName: string): Promise<TokenInfo> {
   const byId = isUuid(idOrName);
   const { rows } = await client.query<TokenInfo>(
-    `UPDATE api_tokens SET revoked_at = now()
-      WHERE revoked_at IS NULL AND ${byId ? 'id = $1::uuid' : 'name = $1'}
-      RETURNING id, name, role, created_at, last_used_at, revoked_at`,
+    `WITH revoked AS (
+       UPDATE api_tokens SET revoked_at = now()
+        WHERE revoked_at IS NULL AND ${byId ? 'id = $1::uuid' : 'name = $1'}
+        RETURNING *)
+     SELECT ${INFO_COLUMNS} FROM revoked t JOIN principals p ON p.id = t.principal_id`,
     [idOrName],
   );
   if (rows.length === 0) throw new NotFoundError('active token', idOrName);
   return rows[0];
 }
 
-/** The token's identity when it is known and not revoked; null otherwise (the caller answers 401). */
+const AUTH_COLUMNS = `t.id, t.name, t.role, t.principal_id AS "principalId", p.name AS "principalName"`;
+
+/**
+ * The caller's identity when the token is known and usable (not revoked, not expired, its principal
+ * not disabled); null otherwise, whichever the reason (the caller answers one 401 for all).
+ */
 export async function authenticateToken(db: Queryable, token: string): Promise<AuthenticatedToken | null> {
   if (typeof token !== 'string' || !TOKEN_SHAPE.test(token)) return null;
   const { rows } = await db.query<AuthenticatedToken & { last_used_at: Date | null }>(
-    `SELECT id, name, role, last_used_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
+    `SELECT ${AUTH_COLUMNS}, t.last_used_at
+       FROM api_tokens t JOIN principals p ON p.id = t.principal_id
+      WHERE t.token_hash = $1 AND ${USABLE}`,
     [hashToken(token)],
   );
   const row = rows[0];
@@ -131,30 +184,22 @@ export async function authenticateToken(db: Queryable, token: string): Promise<A
       [row.id],
     );
   }
-  return { id: row.id, name: row.name, role: row.role };
+  return { id: row.id, name: row.name, role: row.role, principalId: row.principalId, principalName: row.principalName };
 }
 
-/** The active (not revoked) token of that name: how queue messages name who asks. */
+/** The usable token of that name: how queue messages name who asks. */
 export async function activeTokenByName(db: Queryable, name: string): Promise<AuthenticatedToken | null> {
-  const { rows } = await db.query<AuthenticatedToken>(`SELECT id, name, role FROM api_tokens WHERE name = $1 AND revoked_at IS NULL`, [name]);
+  const { rows } = await db.query<AuthenticatedToken>(
+    `SELECT ${AUTH_COLUMNS} FROM api_tokens t JOIN principals p ON p.id = t.principal_id WHERE t.name = $1 AND ${USABLE}`,
+    [name],
+  );
   return rows[0] ?? null;
 }
 
-/** Whether any active admin token exists; start-up uses it to tell a new operator how to make one. */
+/** Whether any usable admin token exists; start-up uses it to tell a new operator how to make one. */
 export async function hasAdminToken(db: Queryable): Promise<boolean> {
   const { rows } = await db.query<{ exists: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM api_tokens WHERE role = 'admin' AND revoked_at IS NULL) AS exists`,
+    `SELECT EXISTS (SELECT 1 FROM api_tokens t JOIN principals p ON p.id = t.principal_id WHERE t.role = 'admin' AND ${USABLE}) AS exists`,
   );
   return rows[0].exists;
-}
-
-/**
- * The names of the tokens with these ids, revoked ones included (a revoked token still names who
- * acted before). Ids that are not UUIDs are skipped: they name no token.
- */
-export async function tokenNames(db: Queryable, ids: Iterable<string>): Promise<Map<string, string>> {
-  const wanted = [...new Set([...ids].filter(isUuid))];
-  if (wanted.length === 0) return new Map();
-  const { rows } = await db.query<{ id: string; name: string }>('SELECT id, name FROM api_tokens WHERE id = ANY($1::uuid[])', [wanted]);
-  return new Map(rows.map((r) => [r.id, r.name]));
 }

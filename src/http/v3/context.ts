@@ -9,7 +9,7 @@ import type { FerryConfig } from '../../config.ts';
 import { FerryError } from '../../errors.ts';
 import type { Pool } from '../../persistence/db.ts';
 import type { BindingCatalog } from '../../plan/validate.ts';
-import { tokenActor } from '../actor-names.ts';
+import { principalActor } from '../actor-names.ts';
 import { can, type AuthEnv } from '../auth.ts';
 import { validationHook } from '../errors.ts';
 import type { Audience } from './views.ts';
@@ -67,9 +67,12 @@ export function resourceApp(): OpenAPIHono<AuthEnv> {
   return new OpenAPIHono<AuthEnv>({ defaultHook: validationHook });
 }
 
-/** How the authenticated caller is named in created_by, approvals, transitions and audit rows. */
+/**
+ * How the authenticated caller is named in created_by, approvals, transitions and audit rows: its
+ * principal (`principal:<uuid>`), whichever of the principal's tokens it presented.
+ */
 export function actorOf(c: Context<AuthEnv>): string {
-  return tokenActor(c.get('principal').tokenId);
+  return principalActor(c.get('principal').principalId);
 }
 
 /** What the caller's role may see in the views (see Audience). */

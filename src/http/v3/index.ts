@@ -4,6 +4,7 @@ import { balanceRoutes } from './balances.ts';
 import { callbackRoutes } from './callbacks.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
+import { principalRoutes } from './principals.ts';
 import { registryRoutes } from './registry.ts';
 import { templateRoutes } from './templates.ts';
 import { templateProposalRoutes } from './template-proposals.ts';
@@ -30,5 +31,7 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', workerRoutes(ctx));
   app.route('/', balanceRoutes(ctx));
   app.route('/', templateProposalRoutes(ctx));
+  // Principals and tokens (token.admin).
+  app.route('/', principalRoutes(ctx));
   return app;
 }

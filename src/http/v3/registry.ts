@@ -2,6 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { writeAudit } from '../../persistence/audit.ts';
 import { withTransaction } from '../../persistence/db.ts';
 import { listExecutors, listSigners, setExpectedSignerIdentity } from '../../persistence/registry.ts';
+import { actorNames } from '../actor-names.ts';
 import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
@@ -56,7 +57,11 @@ export function registryRoutes(ctx: V3Context) {
 
   app.openapi(executorsRoute, async (c) => c.json({ executors: (await listExecutors(ctx.pool)).map(executorView) }, 200));
 
-  app.openapi(signersRoute, async (c) => c.json({ signers: (await listSigners(ctx.pool)).map(signerView) }, 200));
+  app.openapi(signersRoute, async (c) => {
+    const signers = await listSigners(ctx.pool);
+    const names = await actorNames(ctx.pool, signers.map((s) => s.expected_set_by));
+    return c.json({ signers: signers.map((s) => signerView(s, names)) }, 200);
+  });
 
   app.openapi(expectedIdentityRoute, async (c) => {
     const { signer_key } = c.req.valid('param');
@@ -73,7 +78,7 @@ export function registryRoutes(ctx: V3Context) {
       });
       return row;
     });
-    return c.json({ signer: signerView(signer) }, 200);
+    return c.json({ signer: signerView(signer, await actorNames(ctx.pool, [signer.expected_set_by])) }, 200);
   });
 
   return app;

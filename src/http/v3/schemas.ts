@@ -28,8 +28,8 @@ if (!z.globalRegistry.has(jsonValueSchema)) {
 
 const UUID_FORMAT = { format: 'uuid' } as const;
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-01-01T00:00:00.000Z' });
-// Beside every actor id (`token:<id>`, or a worker's name): what a person reads.
-const actorName = z.string().openapi({ description: "The actor's display name (a token's name); the id itself when it names no token", example: 'alice' });
+// Beside every actor id (`principal:<id>`, `token:<id>` on older rows, or a worker's name): what a person reads.
+const actorName = z.string().openapi({ description: "The actor's display name (the principal's name); the id itself when it names no principal", example: 'alice' });
 const nullableTime = isoTime.nullable();
 const anyObject = z.record(z.string(), z.unknown());
 const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
@@ -324,6 +324,7 @@ export const SignerSchema = z
     observed_signer_address: z.string().nullable(),
     expected_signer_address: z.string().nullable(),
     expected_set_by: z.string().nullable(),
+    expected_set_by_name: actorName.nullable(),
     expected_set_at: nullableTime,
     identity_posture: z.enum(['match', 'mismatch', 'unenrolled', 'unobserved']),
     created_at: isoTime,
@@ -571,3 +572,68 @@ export const TemplateProposedSchema = z
     created: z.boolean().openapi({ description: 'False when the same graph was already proposed, and that proposal is returned' }),
   })
   .openapi('TemplateProposed');
+// Principals and tokens (/v3/principals, /v3/tokens; token.admin)
+
+const principalOrTokenName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$/, 'must be 1-64 characters: letters, digits and . _ @ - (starting with a letter or digit)');
+const yesNo = z.enum(['true', 'false']).optional();
+
+export const PrincipalRefParams = z.object({
+  principal: z.string().min(1).max(100).openapi({ param: { name: 'principal', in: 'path' }, description: 'Principal id or name' }),
+});
+export const TokenRefParams = z.object({
+  token: z.string().min(1).max(100).openapi({ param: { name: 'token', in: 'path' }, description: 'Token id or name' }),
+});
+export const PrincipalListQuery = z.object({ include_disabled: yesNo });
+export const TokenListQuery = z.object({
+  principal: z.string().min(1).max(100).optional().openapi({ description: 'Only the tokens of this principal (id or name)' }),
+  include_revoked: yesNo,
+});
+
+export const CreatePrincipalBody = z
+  .strictObject({ name: principalOrTokenName, kind: z.enum(['person', 'service']).default('person') })
+  .openapi('CreatePrincipalRequest');
+export const CreateTokenBody = z
+  .strictObject({
+    principal: z.string().min(1).max(100).openapi({ description: 'The principal (id or name) the token belongs to; it must exist' }),
+    role: z.enum(['viewer', 'requester', 'approver', 'operator', 'admin']),
+    name: principalOrTokenName.optional().openapi({ description: 'Defaults to `<principal>.<role>`' }),
+    expires_at: isoTime.optional().openapi({ description: 'When the token stops working (refused exactly like a revoked one); absent: never' }),
+  })
+  .openapi('CreateTokenRequest');
+
+export const PrincipalSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    name: z.string(),
+    kind: z.enum(['person', 'service']),
+    actor: z.string().openapi({ description: 'How rows record what it does', example: 'principal:00000000-0000-4000-8000-000000000000' }),
+    created_at: isoTime,
+    disabled_at: nullableTime,
+  })
+  .openapi('Principal');
+export const PrincipalResultSchema = z.object({ principal: PrincipalSchema }).openapi('PrincipalResult');
+export const PrincipalListSchema = z.object({ principals: z.array(PrincipalSchema) }).openapi('PrincipalList');
+
+export const TokenSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    name: z.string(),
+    role: z.string(),
+    principal_id: z.string().openapi(UUID_FORMAT),
+    principal_name: z.string(),
+    created_at: isoTime,
+    last_used_at: nullableTime,
+    expires_at: nullableTime,
+    revoked_at: nullableTime,
+  })
+  .openapi('Token');
+export const TokenResultSchema = z.object({ token: TokenSchema }).openapi('TokenResult');
+export const CreatedTokenSchema = z
+  .object({
+    token: TokenSchema,
+    secret: z.string().openapi({ description: 'The bearer token. Shown in this answer only: Ferry keeps its hash and cannot show it again' }),
+  })
+  .openapi('CreatedToken');
+export const TokenListSchema = z.object({ tokens: z.array(TokenSchema) }).openapi('TokenList');

@@ -173,7 +173,7 @@ export function executorView(e: ExecutorRosterRow): z.infer<typeof ExecutorSchem
   };
 }
 
-export function signerView(s: SignerRosterRow): z.infer<typeof SignerSchema> {
+export function signerView(s: SignerRosterRow, names: ActorNames): z.infer<typeof SignerSchema> {
   return {
     signer_key: s.signer_key,
     status: s.status,
@@ -183,6 +183,7 @@ export function signerView(s: SignerRosterRow): z.infer<typeof SignerSchema> {
     observed_signer_address: s.observed_signer_address,
     expected_signer_address: s.expected_signer_address,
     expected_set_by: s.expected_set_by,
+    expected_set_by_name: s.expected_set_by === null ? null : names(s.expected_set_by),
     expected_set_at: isoOrNull(s.expected_set_at),
     identity_posture: s.identity_posture,
     created_at: iso(s.created_at),

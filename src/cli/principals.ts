@@ -1,0 +1,70 @@
+import { principalKinds, type PrincipalInfo } from '../persistence/principals.ts';
+import { createPrincipal, disablePrincipal, listPrincipals } from '../services/principals.ts';
+import { UsageError, type CliCommand } from './command.ts';
+import { table } from './format.ts';
+import { operatorName } from './operator.ts';
+
+/**
+ * `ferry principals create | list | disable`: who may act (a person or a service). Tokens are a
+ * principal's credentials (`ferry tokens create --principal NAME`); four-eyes and quorum count
+ * principals. Changes are audited as `cli:<user>` (or `--by`).
+ */
+
+const create: CliCommand = {
+  path: ['principals', 'create'],
+  summary: 'create a principal: a person or a service that holds tokens (audited)',
+  usage: `--name NAME [--kind ${principalKinds.join('|')}] [--by OPERATOR] [--json]`,
+  options: { name: { type: 'string' }, kind: { type: 'string' }, by: { type: 'string' }, json: { type: 'boolean' } },
+  async run(ctx) {
+    const name = ctx.option('name');
+    const kind = ctx.option('kind') ?? 'person';
+    if (!name) throw new UsageError('--name is required');
+    if (!(principalKinds as readonly string[]).includes(kind)) throw new UsageError(`unknown kind "${kind}"; choose one of: ${principalKinds.join(', ')}`);
+    const actor = operatorName(ctx);
+    const created = await ctx.withDatabase(({ pool }) => createPrincipal(pool, { name, kind }, actor));
+    if (ctx.flag('json')) ctx.out(JSON.stringify(created));
+    else ctx.out(`Created principal "${created.name}" (${created.kind}, id ${created.id}). Give it tokens with: ferry tokens create --principal ${created.name} --role ROLE`);
+  },
+};
+
+const list: CliCommand = {
+  path: ['principals', 'list'],
+  summary: 'list principals',
+  usage: '[--all] [--json]',
+  options: { all: { type: 'boolean' }, json: { type: 'boolean' } },
+  async run(ctx) {
+    const principals = await ctx.withDatabase(({ pool }) => listPrincipals(pool, { includeDisabled: ctx.flag('all') }));
+    if (ctx.flag('json')) {
+      ctx.out(JSON.stringify(principals));
+      return;
+    }
+    if (principals.length === 0) {
+      ctx.out('No principals. Create one with: ferry principals create --name NAME');
+      return;
+    }
+    ctx.out(
+      table(
+        ['ID', 'NAME', 'KIND', 'CREATED', 'STATUS'],
+        principals.map((p: PrincipalInfo) => [p.id, p.name, p.kind, p.created_at.toISOString(), p.disabled_at ? `disabled ${p.disabled_at.toISOString()}` : 'active']),
+      ),
+    );
+  },
+};
+
+const disable: CliCommand = {
+  path: ['principals', 'disable'],
+  summary: 'disable a principal: every token it holds is refused from now on (audited)',
+  usage: '--name NAME | --id ID [--by OPERATOR] [--json]',
+  options: { name: { type: 'string' }, id: { type: 'string' }, by: { type: 'string' }, json: { type: 'boolean' } },
+  async run(ctx) {
+    const name = ctx.option('name');
+    const id = ctx.option('id');
+    if ((name === undefined) === (id === undefined)) throw new UsageError('give exactly one of --name or --id');
+    const actor = operatorName(ctx);
+    const disabled = await ctx.withDatabase(({ pool }) => disablePrincipal(pool, (id ?? name)!, actor));
+    if (ctx.flag('json')) ctx.out(JSON.stringify(disabled));
+    else ctx.out(`Disabled principal "${disabled.name}" (id ${disabled.id}); its tokens no longer authenticate.`);
+  },
+};
+
+export const principalCommands: CliCommand[] = [create, list, disable];
