@@ -18,6 +18,7 @@ import { migrationsDir } from '../src/persistence/migrate.ts';
 import { authenticateToken, createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { callApi, type Reply } from './helpers/http.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 
 let runtime: Runtime | undefined;
 after(async () => {
@@ -48,10 +49,11 @@ async function auditEvents(): Promise<any[]> {
   return r.body.events;
 }
 
-await call('POST', '/v3/templates', operator.token, {
+const templateApprover = await createToken(db.pool, { name: 'template-approver', role: 'approver' });
+await makeTemplateLive(app, db.pool, {
   template_key: 'pair',
   nodes: [{ node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' }],
-});
+}, { proposer: operator.token, approver: templateApprover.token });
 
 describe('the admin API', () => {
   test('create a principal and its tokens, list them, revoke one, disable the principal; each change is audited by name', async () => {
