@@ -155,14 +155,9 @@ export type FerryConfig = {
 };
 
 /** Variables whose values must never appear in messages or logs. */
-const SECRET_VARIABLES = new Set([
-  'DATABASE_URL',
-  'FERRY_DATABASE_DIRECT_URL',
-  'FERRY_CALLBACK_SECRET',
-  'FERRY_EVM_SIGNER_KEY',
-  'FERRY_DATABASE_OWNER_URL',
-  'FERRY_AUDIT_CHECKPOINT_KEY',
-]);
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
+// Role separation and audit checkpoints (docs/security.md).
+for (const name of ['FERRY_DATABASE_OWNER_URL', 'FERRY_AUDIT_CHECKPOINT_KEY']) SECRET_VARIABLES.add(name);
 
 export class ConfigError extends Error {
   constructor(

@@ -9,7 +9,10 @@ import pg from 'pg';
  * reused on the next start. Used when no DATABASE_URL is given.
  */
 export interface EmbeddedServer {
+  /** The bootstrap superuser: the owner that runs migrations and sets the roles up. */
   url: string;
+  /** The application role (EMBEDDED_APP_ROLE) the runtime connects as. */
+  appUrl: string;
   stop(): Promise<void>;
 }
 
@@ -21,6 +24,9 @@ export interface EmbeddedOptions {
   settings?: Record<string, string | number>;
   onLog?: (line: string) => void;
 }
+
+/** The role Ferry's runtime uses on the embedded server; its password lives in the data folder. */
+export const EMBEDDED_APP_ROLE = 'ferry_app';
 
 const DEFAULT_SETTINGS: Record<string, string | number> = { listen_addresses: '127.0.0.1', max_connections: 200 };
 
@@ -38,6 +44,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   if (process.getuid?.() === 0) letPostgresUserThrough(root);
   const databaseDir = join(root, 'pg');
   const password = secretFile(root, 'pg-password');
+  const appPassword = secretFile(root, 'pg-app-password');
   const database = opts.database ?? 'ferry';
   linkServerLibraries();
   // Imported only when needed: the package installs process-wide signal and exit handlers on load.
@@ -69,11 +76,23 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
     if (!rowCount) await client.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
+    // The application role: neither owner nor superuser (grants follow the migrations, see roles.ts).
+    await client.query(
+      `DO $$ BEGIN
+         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = ${pg.escapeLiteral(EMBEDDED_APP_ROLE)}) THEN
+           CREATE ROLE ${pg.escapeIdentifier(EMBEDDED_APP_ROLE)} LOGIN;
+         END IF;
+       END $$`,
+    );
+    await client.query(
+      `ALTER ROLE ${pg.escapeIdentifier(EMBEDDED_APP_ROLE)} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS PASSWORD ${pg.escapeLiteral(appPassword)}`,
+    );
   } finally {
     await client.end();
   }
   return {
     url: `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/${database}`,
+    appUrl: `postgres://${EMBEDDED_APP_ROLE}:${encodeURIComponent(appPassword)}@127.0.0.1:${opts.port}/${database}`,
     stop: async () => {
       process.off('exit', onExit);
       await server.stop();

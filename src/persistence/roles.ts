@@ -44,6 +44,12 @@ const PROMOTE_FUNCTION = 'ferry_promote_audit(bigint[], text[], text[])';
 const ident = (name: string) => pg.escapeIdentifier(name);
 const literal = (value: string) => pg.escapeLiteral(value);
 
+/** `sql` only once the migrations have made `object` (setup may run before the first migration). */
+function ifExists(kind: 'table' | 'function', object: string, sql: string): string {
+  const test = kind === 'table' ? `to_regclass(${literal(object)})` : `to_regprocedure(${literal(object)})`;
+  return `DO $$ BEGIN IF ${test} IS NOT NULL THEN EXECUTE ${literal(sql)}; END IF; END $$`;
+}
+
 /**
  * What the owner grants the application role; the owner can run these by itself, and Ferry runs
  * them after every migration when it migrates as a separate owner.
@@ -60,7 +66,7 @@ export function grantStatements(names: RoleNames): string[] {
     // Tables and sequences created by later migrations get the same grants as they are created.
     `ALTER DEFAULT PRIVILEGES FOR ROLE ${owner} IN SCHEMA ${schema} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${app}`,
     `ALTER DEFAULT PRIVILEGES FOR ROLE ${owner} IN SCHEMA ${schema} GRANT USAGE, SELECT ON SEQUENCES TO ${app}`,
-    ...READ_ONLY_TABLES.map((t) => `REVOKE INSERT, UPDATE, DELETE ON ${schema}.${ident(t)} FROM ${app}`),
+    ...READ_ONLY_TABLES.map((t) => ifExists('table', `${schema}.${ident(t)}`, `REVOKE INSERT, UPDATE, DELETE ON ${schema}.${ident(t)} FROM ${app}`)),
     // Append-only: every table guarded by a ferry_forbid_change() trigger, whichever migration made it.
     `DO $$
 DECLARE t regclass;
@@ -68,14 +74,14 @@ BEGIN
   FOR t IN SELECT DISTINCT tg.tgrelid::regclass
              FROM pg_trigger tg
              JOIN pg_class c ON c.oid = tg.tgrelid
-            WHERE tg.tgfoid = 'ferry_forbid_change()'::regprocedure
+            WHERE tg.tgfoid = to_regprocedure(${literal(`${schema}.ferry_forbid_change()`)})
               AND c.relnamespace = ${literal(names.schema ?? 'public')}::regnamespace
   LOOP
     EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON %s FROM %I', t, ${literal(names.app)});
   END LOOP;
 END $$`,
-    ...Object.entries(PROMOTION_ONLY).map(([t, priv]) => `REVOKE ${priv} ON ${schema}.${ident(t)} FROM ${app}`),
-    `GRANT EXECUTE ON FUNCTION ${schema}.${PROMOTE_FUNCTION} TO ${app}`,
+    ...Object.entries(PROMOTION_ONLY).map(([t, priv]) => ifExists('table', `${schema}.${ident(t)}`, `REVOKE ${priv} ON ${schema}.${ident(t)} FROM ${app}`)),
+    ifExists('function', `${schema}.${PROMOTE_FUNCTION}`, `GRANT EXECUTE ON FUNCTION ${schema}.${PROMOTE_FUNCTION} TO ${app}`),
   ];
   return out;
 }
@@ -224,4 +230,74 @@ export async function auditProtection(db: Queryable): Promise<AuditProtection> {
   if (r.owner) reasons.push('connected as the owner of the audit tables (or a member of it)');
   if (!r.superuser && r.privileges?.length) reasons.push(`holds ${r.privileges.join(', ')}`);
   return { protected: reasons.length === 0, reasons };
+}
+
+export interface PreparedDatabase {
+  /** Migrations applied by this run. */
+  applied: string[];
+  /** The runtime connects as a role of its own, distinct from the owner that migrated. */
+  separated: boolean;
+}
+
+/**
+ * Migrates as the owner (`ownerUrl`), then, when the runtime connects as another role (`appUrl`),
+ * applies the grants again so tables of new migrations follow the rules. `setup` also runs the rest
+ * of the role setup (pg-boss's schema): the embedded server, whose owner is a superuser, does that.
+ * With one role for both (no owner URL), nothing beyond the migrations happens.
+ * @throws Error naming `ferry db setup-roles` when the external database was not set up for the role.
+ */
+export async function prepareDatabase(opts: {
+  ownerUrl: string;
+  appUrl: string;
+  setup?: boolean;
+  migrate: (url: string) => Promise<string[]>;
+}): Promise<PreparedDatabase> {
+  const applied = await opts.migrate(opts.ownerUrl);
+  const owner = urlRole(opts.ownerUrl);
+  const app = urlRole(opts.appUrl);
+  if (!owner || !app || owner === app) return { applied, separated: false };
+  const schema = await currentSchema(opts.ownerUrl);
+  const names = { owner, app, schema };
+  if (opts.setup) {
+    await applyStatements(opts.ownerUrl, setupStatements(names, { createAppRole: false }));
+  } else {
+    await applyStatements(opts.ownerUrl, grantStatements(names)).catch((cause) => {
+      throw new Error(`could not grant the application role ${app} its rights as ${owner}; run \`ferry db setup-roles --apply\``, { cause });
+    });
+    await assertBossSchemaOwnedBy(opts.ownerUrl, app);
+  }
+  return { applied, separated: true };
+}
+
+async function assertBossSchemaOwnedBy(url: string, app: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url, application_name: APP_NAMES.migrate });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ owner: string }>(
+      'SELECT pg_get_userbyid(nspowner) AS owner FROM pg_namespace WHERE nspname = $1',
+      [PGBOSS_SCHEMA],
+    );
+    if (rows[0]?.owner !== app) {
+      throw new Error(
+        `the schema ${PGBOSS_SCHEMA} ${rows[0] ? `belongs to ${rows[0].owner}` : 'does not exist'}, but pg-boss runs as ${app}; ` +
+          'run `ferry db setup-roles --apply` (as a superuser) first',
+      );
+    }
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** Whether the schema exists (pg-boss must not try to create one its role may not create). */
+export async function schemaExists(url: string, schema: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, application_name: APP_NAMES.pgboss });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+    return (rowCount ?? 0) > 0;
+  } finally {
+    await client.end().catch(() => {});
+  }
 }
