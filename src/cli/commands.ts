@@ -3,6 +3,7 @@ import { balanceCommands } from './balances.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { queueCommands } from './queue.ts';
+import { databaseCommands } from './roles.ts';
 import { sweepCommands } from './sweeps.ts';
 import { systemCommands } from './system.ts';
 import { templateCommands } from './templates.ts';
@@ -22,4 +23,5 @@ export const commands: CliCommand[] = [
   ...queueCommands,
   ...sweepCommands,
   ...balanceCommands,
+  ...databaseCommands,
 ];

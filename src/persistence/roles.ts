@@ -21,6 +21,9 @@ import type { Queryable } from './db.ts';
  * changes nothing, and also covers tables created by later migrations.
  */
 
+/** The role Ferry's runtime uses on the embedded server; its password lives in the data folder. */
+export const EMBEDDED_APP_ROLE = 'ferry_app';
+
 export interface RoleNames {
   owner: string;
   app: string;
