@@ -17,7 +17,9 @@ import { createPool, withTransaction } from '../src/persistence/db.ts';
 import { auditProtection, grantStatements, setupStatements } from '../src/persistence/roles.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { startFerryWithWorkers } from './helpers/ferry.ts';
+import { listeningUrl, spawnFerry, stopChild } from './helpers/ferry-process.ts';
 import { callApi } from './helpers/http.ts';
+import { testDatabase } from './helpers/db.ts';
 import { roleDatabase } from './helpers/roles.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -136,6 +138,26 @@ test('the full runtime runs a movement as the application role, migrating as the
     return e.rowCount ? true : null;
   });
   assert.equal((await verifyAuditChain(ownerPool)).ok, true);
+});
+
+test('start warns when the runtime role could rewrite the audit log, and is quiet when it cannot', async () => {
+  const warnings = async (env: Record<string, string>) => {
+    const f = spawnFerry({ ...env, FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-roles-start-')) });
+    try {
+      await listeningUrl(f);
+      return f.lines.filter((l) => l.component === 'audit' && l.level === 40);
+    } finally {
+      assert.equal(await stopChild(f), 0, f.output());
+    }
+  };
+  // One URL for everything, as before roles existed (here the test server's superuser).
+  const plain = await testDatabase();
+  const single = await warnings({ DATABASE_URL: plain.url });
+  assert.equal(single.length, 1, 'one warning');
+  assert.match(String(single[0].msg), /not protected .*superuser.*FERRY_DATABASE_OWNER_URL/);
+  assert.doesNotMatch(JSON.stringify(single[0]), /postgres(ql)?:\/\//, 'no URL in the warning');
+  const separated = await warnings({ DATABASE_URL: db.appUrl, FERRY_DATABASE_OWNER_URL: db.ownerUrl });
+  assert.deepEqual(separated, []);
 });
 
 test('a signed checkpoint passes on the untouched chain and catches a history rewritten by the owner', async () => {
