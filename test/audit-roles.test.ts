@@ -105,6 +105,31 @@ test('the application role cannot change, remove or unguard the append-only tabl
   assert.deepEqual(await verifyAuditChain(appPool), { ok: true, checked: 2 });
 });
 
+test('tables of later migrations are granted by default, and an append-only one is revoked on the next grant run', async () => {
+  const owner = new pg.Client({ connectionString: db.ownerUrl });
+  await owner.connect();
+  try {
+    // What a later migration, run as the owner, might add.
+    await owner.query('CREATE TABLE later_things (id bigserial PRIMARY KEY, v text)');
+    await owner.query('CREATE TABLE later_log (id bigserial PRIMARY KEY, v text)');
+    await owner.query('CREATE TRIGGER later_log_append_only BEFORE UPDATE OR DELETE ON later_log FOR EACH ROW EXECUTE FUNCTION ferry_forbid_change()');
+    await appPool.query(`INSERT INTO later_things (v) VALUES ('a')`);
+    await appPool.query(`UPDATE later_things SET v = 'b'`);
+    await appPool.query('DELETE FROM later_things');
+    await appPool.query(`INSERT INTO later_log (v) VALUES ('a')`);
+    // The grants Ferry re-applies after every migration run as the owner.
+    for (const sql of grantStatements({ owner: db.owner, app: db.app })) await owner.query(sql);
+    await appPool.query(`INSERT INTO later_log (v) VALUES ('b')`);
+    await refused(`UPDATE later_log SET v = 'c'`);
+    await refused('DELETE FROM later_log');
+    await refused('TRUNCATE later_things');
+    await appPool.query(`INSERT INTO later_things (v) VALUES ('still fine')`);
+  } finally {
+    await owner.query('DROP TABLE IF EXISTS later_things, later_log').catch(() => {});
+    await owner.end();
+  }
+});
+
 test('the full runtime runs a movement as the application role, migrating as the owner', async () => {
   ferry = await startFerryWithWorkers(db.appUrl, { FERRY_DATABASE_OWNER_URL: db.ownerUrl });
   const operator = (await createToken(appPool, { name: 'op', role: 'operator' })).token;
