@@ -149,6 +149,17 @@ const fields = {
   FERRY_SIM_POOL_MAX: ['simPoolMax', count(4)],
   FERRY_DB_CONNECTION_RESERVE: ['dbConnectionReserve', z.coerce.number().int().min(0).default(5)],
   FERRY_CONNECTION_BUDGET_ENABLED: ['connectionBudgetEnabled', bool.default(true)],
+
+  // Database roles and pools (docs/security.md "Audit log", docs/scaling.md). DATABASE_URL is the
+  // application role; with FERRY_DATABASE_OWNER_URL the migrations run as the owner instead.
+  FERRY_DATABASE_OWNER_URL: ['databaseOwnerUrl', z.string().url().optional()],
+  // The workers' pool where worker loops run (default FERRY_DB_POOL_MAX); FERRY_DB_POOL_MAX is the API's.
+  FERRY_WORKER_POOL_MAX: ['workerPoolMax', z.coerce.number().int().positive().optional()],
+  // statement_timeout per pool, in ms; 0 = none. Migrations never have one.
+  FERRY_API_STATEMENT_TIMEOUT_MS: ['apiStatementTimeoutMs', z.coerce.number().int().min(0).default(5_000)],
+  FERRY_WORKER_STATEMENT_TIMEOUT_MS: ['workerStatementTimeoutMs', z.coerce.number().int().min(0).default(30_000)],
+  // Signs exported audit checkpoints (HMAC-SHA256); keep a copy outside the database's reach.
+  FERRY_AUDIT_CHECKPOINT_KEY: ['auditCheckpointKey', z.string().min(32).optional()],
 } as const;
 
 type Fields = typeof fields;
@@ -161,6 +172,8 @@ export type FerryConfig = {
 
 /** Variables whose values must never appear in messages or logs. */
 const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
+// Role separation and audit checkpoints (docs/security.md).
+for (const name of ['FERRY_DATABASE_OWNER_URL', 'FERRY_AUDIT_CHECKPOINT_KEY']) SECRET_VARIABLES.add(name);
 
 export class ConfigError extends Error {
   constructor(

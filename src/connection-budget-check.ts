@@ -25,13 +25,15 @@ export class ConnectionBudgetError extends ConfigError {
 export async function applyConnectionBudget(
   config: FerryConfig,
   role: 'api' | 'worker',
-  urls: { databaseUrl: string; directUrl: string },
+  urls: { databaseUrl: string; directUrl: string; capacityUrl?: string },
   log: Logger,
 ): Promise<FerryConfig> {
   if (!config.connectionBudgetEnabled) return config;
   const shape = clusterShape({ ...config, databaseUrl: urls.databaseUrl, databaseDirectUrl: urls.directUrl }, role);
-  const capacity = await readServerCapacity(urls.directUrl, RUNTIME_APP_NAMES);
-  const configured = { pool: config.dbPoolMax, pgboss: config.pgbossPoolMax, sim: config.simPoolMax };
+  // The owner's connection when there is one: an application role without pg_read_all_stats does not
+  // see other roles' connections in pg_stat_activity.
+  const capacity = await readServerCapacity(urls.capacityUrl ?? urls.directUrl, RUNTIME_APP_NAMES);
+  const configured = { pool: config.dbPoolMax, worker: config.workerPoolMax ?? config.dbPoolMax, pgboss: config.pgbossPoolMax, sim: config.simPoolMax };
   const plan = planBudget({ shape, configured, capacity, reserve: config.dbConnectionReserve });
   if (!plan.ok) throw new ConnectionBudgetError(plan);
   const summary = {
@@ -45,24 +47,26 @@ export async function applyConnectionBudget(
     available: plan.available,
     per_process: processNeeds(shape, plan.sizes)[role].total,
     pool: plan.sizes.pool,
+    worker_pool: plan.sizes.worker,
     pgboss_pool: plan.sizes.pgboss,
     sim_pool: plan.sizes.sim,
   };
   if (plan.fitted) {
     log.warn(
       { component: 'connection-budget', ...summary, configured },
-      `connection budget: pools shrunk to fit ${plan.available} free connections (FERRY_DB_POOL_MAX ${plan.sizes.pool}, FERRY_PGBOSS_POOL_MAX ${plan.sizes.pgboss}, FERRY_SIM_POOL_MAX ${plan.sizes.sim})`,
+      `connection budget: pools shrunk to fit ${plan.available} free connections (FERRY_DB_POOL_MAX ${plan.sizes.pool}, FERRY_WORKER_POOL_MAX ${plan.sizes.worker}, FERRY_PGBOSS_POOL_MAX ${plan.sizes.pgboss}, FERRY_SIM_POOL_MAX ${plan.sizes.sim})`,
     );
   } else {
     log.info({ component: 'connection-budget', ...summary }, 'connection budget fits');
   }
-  return { ...config, dbPoolMax: plan.sizes.pool, pgbossPoolMax: plan.sizes.pgboss, simPoolMax: plan.sizes.sim };
+  return { ...config, dbPoolMax: plan.sizes.pool, workerPoolMax: plan.sizes.worker, pgbossPoolMax: plan.sizes.pgboss, simPoolMax: plan.sizes.sim };
 }
 
 /** The environment a forked worker process gets so it opens exactly the fitted pools. */
 export function budgetEnv(config: FerryConfig): Record<string, string> {
   return {
     FERRY_DB_POOL_MAX: String(config.dbPoolMax),
+    FERRY_WORKER_POOL_MAX: String(config.workerPoolMax ?? config.dbPoolMax),
     FERRY_PGBOSS_POOL_MAX: String(config.pgbossPoolMax),
     FERRY_SIM_POOL_MAX: String(config.simPoolMax),
   };

@@ -5,7 +5,9 @@
  *
  * A cluster is `apiProcesses` processes serving HTTP plus `workerProcesses` worker processes, all
  * against one database. Every process opens, at most:
- *   - its pool (FERRY_DB_POOL_MAX): HTTP requests in an API process, the worker loops in a worker;
+ *   - the API's pool (FERRY_DB_POOL_MAX) in an API process, for HTTP requests;
+ *   - the workers' pool (FERRY_WORKER_POOL_MAX) where worker loops run: a worker process, or an API
+ *     process that runs the loops itself (then it has both pools, each with its own statement_timeout);
  *   - pg-boss's pool (FERRY_PGBOSS_POOL_MAX);
  *   - the simulation lane's provider pool (FERRY_SIM_POOL_MAX), where worker loops run;
  *   - one LISTEN client for wake-ups;
@@ -33,13 +35,16 @@ export const RUNTIME_APP_NAMES: readonly string[] = Object.values(APP_NAMES);
 export const DASHBOARD_POOL = 10;
 
 export interface PoolSizes {
+  /** The API's pool. */
   pool: number;
+  /** The workers' pool. */
+  worker: number;
   pgboss: number;
   sim: number;
 }
 
 /** The smallest pools Ferry works with: below these a loop could wait for itself. */
-export const MIN_POOL_SIZES: Readonly<PoolSizes> = { pool: 2, pgboss: 1, sim: 1 };
+export const MIN_POOL_SIZES: Readonly<PoolSizes> = { pool: 2, worker: 2, pgboss: 1, sim: 1 };
 
 export interface ClusterShape {
   apiProcesses: number;
@@ -65,7 +70,10 @@ export interface ServerCapacity {
 }
 
 export interface ProcessNeed {
+  /** The API's pool. */
   pool: number;
+  /** The workers' pool. */
+  worker: number;
   pgboss: number;
   sim: number;
   listen: number;
@@ -74,7 +82,7 @@ export interface ProcessNeed {
 }
 
 function need(parts: Omit<ProcessNeed, 'total'>): ProcessNeed {
-  return { ...parts, total: parts.pool + parts.pgboss + parts.sim + parts.listen + parts.dashboard };
+  return { ...parts, total: parts.pool + parts.worker + parts.pgboss + parts.sim + parts.listen + parts.dashboard };
 }
 
 /** What one process of each kind may open against PostgreSQL (pooled connections count 0 behind a pooler). */
@@ -83,12 +91,13 @@ export function processNeeds(shape: ClusterShape, sizes: PoolSizes): { api: Proc
   return {
     api: need({
       pool: direct(sizes.pool),
+      worker: shape.apiRunsWorkers ? direct(sizes.worker) : 0,
       pgboss: direct(sizes.pgboss),
       sim: shape.apiRunsWorkers ? direct(sizes.sim) : 0,
       listen: 2,
       dashboard: DASHBOARD_POOL,
     }),
-    worker: need({ pool: direct(sizes.pool), pgboss: direct(sizes.pgboss), sim: direct(sizes.sim), listen: 1, dashboard: 0 }),
+    worker: need({ pool: 0, worker: direct(sizes.worker), pgboss: direct(sizes.pgboss), sim: direct(sizes.sim), listen: 1, dashboard: 0 }),
   };
 }
 
@@ -126,11 +135,12 @@ export function planBudget(input: BudgetInput): BudgetPlan {
   const available = availableConnections(capacity, reserve);
   const sizes: PoolSizes = {
     pool: Math.max(input.configured.pool, MIN_POOL_SIZES.pool),
+    worker: Math.max(input.configured.worker, MIN_POOL_SIZES.worker),
     pgboss: Math.max(input.configured.pgboss, MIN_POOL_SIZES.pgboss),
     sim: Math.max(input.configured.sim, MIN_POOL_SIZES.sim),
   };
   let fitted = false;
-  const order: Array<keyof PoolSizes> = ['pool', 'pgboss', 'sim'];
+  const order: Array<keyof PoolSizes> = ['pool', 'worker', 'pgboss', 'sim'];
   while (clusterNeed(shape, sizes) > available) {
     const shrinkable = order.filter((k) => sizes[k] > MIN_POOL_SIZES[k]);
     if (shrinkable.length === 0) break;

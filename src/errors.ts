@@ -31,6 +31,8 @@ export const errorStatus = {
   INTERNAL: 500,
   SERVICE_UNAVAILABLE: 503,
   DATABASE_UNAVAILABLE: 503,
+  // A statement ran past FERRY_API_STATEMENT_TIMEOUT_MS and the server cancelled it.
+  DATABASE_TIMEOUT: 503,
   MIGRATIONS_PENDING: 503,
   UPSTREAM_TIMEOUT: 504,
 

@@ -20,6 +20,7 @@ import { createPool, type Pool } from './persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
 import { resolveEmbeddedPort } from './persistence/embedded-port.ts';
 import { migrate } from './persistence/migrate.ts';
+import { auditProtection, prepareDatabase } from './persistence/roles.ts';
 import { hasAdminToken } from './persistence/tokens.ts';
 import { startWorkerCluster, type WorkerCluster } from './actors/cluster.ts';
 import { startRuntime, type Runtime } from './actors/runtime.ts';
@@ -27,7 +28,13 @@ import { startRuntime, type Runtime } from './actors/runtime.ts';
 /** Everything a started Ferry holds; handed to the start-up hooks. */
 export interface FerryRuntime {
   config: FerryConfig;
+  /** The API's pool (HTTP requests), with the API's statement_timeout. */
   pool: Pool;
+  /**
+   * The workers' pool, with the workers' statement_timeout: a pool of its own when the worker loops
+   * run in this process, else the API's pool (the runtime then only sends jobs and serves the API).
+   */
+  workerPool: Pool;
   databaseUrl: string;
   /** Where session work goes (LISTEN, migrations): FERRY_DATABASE_DIRECT_URL, else databaseUrl. */
   directDatabaseUrl: string;
@@ -118,20 +125,40 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
 
   let embedded: EmbeddedServer | undefined;
   let databaseUrl = config.databaseUrl;
+  // The role that migrates (docs/security.md, "Audit log"); without one, DATABASE_URL's role does.
+  let ownerUrl = config.databaseOwnerUrl;
   try {
     if (!databaseUrl) {
       embedded = await startEmbedded(config);
       const server = embedded;
       undo.push(() => server.stop());
-      databaseUrl = embedded.url;
+      // The embedded server's superuser owns and migrates; the runtime is its application role.
+      databaseUrl = embedded.appUrl;
+      ownerUrl = embedded.url;
     }
     // Behind a transaction-mode pooler, session work (the migrations' advisory lock, LISTEN) needs
     // a direct connection.
     const directDatabaseUrl = config.databaseDirectUrl ?? databaseUrl;
-    config = await applyConnectionBudget(config, 'api', { databaseUrl, directUrl: directDatabaseUrl }, log);
-    const applied = await migrate(directDatabaseUrl, (msg) => log.debug({ component: 'migrate' }, msg));
-    const pool = createPool(databaseUrl, config.dbPoolMax, APP_NAMES.api);
+    config = await applyConnectionBudget(config, 'api', { databaseUrl, directUrl: directDatabaseUrl, capacityUrl: ownerUrl }, log);
+    const prepared = await prepareDatabase({
+      ownerUrl: ownerUrl ?? directDatabaseUrl,
+      appUrl: directDatabaseUrl,
+      setup: Boolean(embedded),
+      migrate: (url) => migrate(url, (msg) => log.debug({ component: 'migrate' }, msg)),
+    });
+    const applied = prepared.applied;
+    // PgBouncer refuses unknown startup parameters: behind it the timeouts are the role's or the pooler's.
+    const pooled = directDatabaseUrl !== databaseUrl;
+    const pool = createPool(databaseUrl, config.dbPoolMax, APP_NAMES.api, { statementTimeoutMs: pooled ? undefined : config.apiStatementTimeoutMs });
     undo.push(() => pool.end());
+    const inProcessWorkers = config.workersEnabled && config.workerProcesses === 0;
+    const workerPool = inProcessWorkers
+      ? createPool(databaseUrl, config.workerPoolMax ?? config.dbPoolMax, APP_NAMES.worker, {
+          statementTimeoutMs: pooled ? undefined : config.workerStatementTimeoutMs,
+        })
+      : pool;
+    if (workerPool !== pool) undo.push(() => workerPool.end());
+    await warnUnprotectedAudit(pool, prepared.separated);
     await setUpDemo({ pool, config, database: embedded ? 'embedded' : 'external' });
 
     const appDeps: AppDeps = { pool, config, routes: hooks.routes, directDatabaseUrl };
@@ -142,6 +169,7 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
     const runtime: FerryRuntime = {
       config,
       pool,
+      workerPool,
       databaseUrl,
       directDatabaseUrl,
       database: embedded ? 'embedded' : 'external',
@@ -167,6 +195,7 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
             // Extension point: workers and pg-boss stop here, while the pool is still open.
             () => hooks.onStopping?.(runtime),
             () => closeDashboards(),
+            () => (workerPool !== pool ? workerPool.end() : undefined),
             () => pool.end(),
             () => embedded?.stop(),
           ]);
@@ -214,6 +243,24 @@ async function startEmbedded(config: FerryConfig): Promise<EmbeddedServer> {
   }
 }
 
+/**
+ * Says at start when the runtime's role could rewrite the audit trail (one role for migrations and
+ * runtime, or an application role with too many rights): the append-only guarantee does not hold.
+ */
+async function warnUnprotectedAudit(pool: Pool, separated: boolean): Promise<void> {
+  try {
+    const found = await auditProtection(pool);
+    if (found.protected) return;
+    log.warn(
+      { component: 'audit', reasons: found.reasons, separate_owner: separated },
+      `the audit log is not protected from Ferry's own database role (${found.reasons.join('; ')}); ` +
+        'set FERRY_DATABASE_OWNER_URL for migrations and DATABASE_URL to an application role (docs/security.md)',
+    );
+  } catch (err) {
+    log.warn({ err }, 'could not check the database role for the audit log');
+  }
+}
+
 /** A fresh installation has no way in until someone creates an admin token; say how. */
 async function adviseFirstAdminToken(pool: Pool): Promise<void> {
   try {
@@ -237,7 +284,7 @@ function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
     async onStarted(ferry) {
       const clustered = ferry.config.workerProcesses > 0;
       runtime = await startRuntime({
-        pool: ferry.pool,
+        pool: ferry.workerPool,
         config: ferry.config,
         databaseUrl: ferry.databaseUrl,
         listenUrl: ferry.directDatabaseUrl,

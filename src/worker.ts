@@ -23,7 +23,12 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv = process.env): 
   const directUrl = config.databaseDirectUrl ?? databaseUrl;
   // A worker the cluster primary forked opens the pools the primary fitted for the whole cluster.
   if (!cluster.isWorker) config = await applyConnectionBudget(config, 'worker', { databaseUrl, directUrl }, log);
-  const pool = createPool(databaseUrl, config.dbPoolMax, APP_NAMES.worker);
+  // The workers' pool and its statement_timeout; behind a pooler the timeout is not sent (PgBouncer
+  // refuses unknown startup parameters): set it on the role or in the pooler instead.
+  const pooled = directUrl !== databaseUrl;
+  const pool = createPool(databaseUrl, config.workerPoolMax ?? config.dbPoolMax, APP_NAMES.worker, {
+    statementTimeoutMs: pooled ? undefined : config.workerStatementTimeoutMs,
+  });
   const runtime = await startRuntime({ pool, config, databaseUrl, listenUrl: directUrl, log, workers: true });
   log.info({ process_id: runtime.processId }, 'ferry worker started');
   return {

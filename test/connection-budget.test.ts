@@ -12,16 +12,17 @@ import {
   type ClusterShape,
 } from '../src/connection-budget.ts';
 
-const defaults = { pool: 20, pgboss: 4, sim: 4 };
+const defaults = { pool: 20, worker: 20, pgboss: 4, sim: 4 };
 const server = (maxConnections: number, inUseByOthers = 0) => ({ maxConnections, reservedConnections: 3, inUseByOthers });
 const shape = (over: Partial<ClusterShape> = {}): ClusterShape => ({ apiProcesses: 1, workerProcesses: 4, apiRunsWorkers: false, pooled: false, ...over });
 
 test('per-process needs: pools, LISTEN clients, and the dashboard in an API process', () => {
   const n = processNeeds(shape(), defaults);
-  assert.deepEqual(n.worker, { pool: 20, pgboss: 4, sim: 4, listen: 1, dashboard: 0, total: 29 });
+  assert.deepEqual(n.worker, { pool: 0, worker: 20, pgboss: 4, sim: 4, listen: 1, dashboard: 0, total: 29 });
   // Without worker loops of its own, the API process never calls the simulated provider.
-  assert.deepEqual(n.api, { pool: 20, pgboss: 4, sim: 0, listen: 2, dashboard: DASHBOARD_POOL, total: 36 });
-  assert.equal(processNeeds(shape({ workerProcesses: 0, apiRunsWorkers: true }), defaults).api.total, 40);
+  assert.deepEqual(n.api, { pool: 20, worker: 0, pgboss: 4, sim: 0, listen: 2, dashboard: DASHBOARD_POOL, total: 36 });
+  // Running the loops itself, the API process has the workers' pool beside its own.
+  assert.equal(processNeeds(shape({ workerProcesses: 0, apiRunsWorkers: true }), defaults).api.total, 60);
   assert.equal(clusterNeed(shape(), defaults), 36 + 4 * 29);
 });
 
@@ -32,7 +33,7 @@ test('available = max_connections - reserved - reserve - others in use', () => {
 
 test('configured pools that fit are kept as they are', () => {
   const plan = planBudget({ shape: shape({ workerProcesses: 0, apiRunsWorkers: true }), configured: defaults, capacity: server(100, 10), reserve: 5 });
-  assert.deepEqual(plan, { ok: true, sizes: defaults, fitted: false, need: 40, available: 82 });
+  assert.deepEqual(plan, { ok: true, sizes: defaults, fitted: false, need: 60, available: 82 });
 });
 
 test('pools that do not fit shrink, the largest first, until the cluster fits', () => {
@@ -43,8 +44,8 @@ test('pools that do not fit shrink, the largest first, until the cluster fits', 
   assert.equal(plan.fitted, true);
   assert.ok(plan.need <= 82);
   assert.equal(clusterNeed(shape(), plan.sizes), plan.need);
-  // The oversized main pool gave way; the small ones kept their size.
-  assert.deepEqual(plan.sizes, { pool: 6, pgboss: 4, sim: 4 });
+  // The oversized API and workers' pools gave way in turn; the small ones kept their size.
+  assert.deepEqual(plan.sizes, { pool: 6, worker: 6, pgboss: 4, sim: 4 });
   // One connection more would not have fitted: the fit is as large as it can be.
   assert.ok(clusterNeed(shape(), { ...plan.sizes, pool: plan.sizes.pool + 1 }) > 82);
 });
@@ -53,7 +54,7 @@ test('when even the smallest pools do not fit, the plan refuses and names the se
   const plan = planBudget({ shape: shape(), configured: defaults, capacity: server(30, 2), reserve: 5 });
   assert.equal(plan.ok, false);
   if (plan.ok) return;
-  const minimum = (1 * (MIN_POOL_SIZES.pool + MIN_POOL_SIZES.pgboss + 2 + DASHBOARD_POOL)) + 4 * (MIN_POOL_SIZES.pool + MIN_POOL_SIZES.pgboss + MIN_POOL_SIZES.sim + 1);
+  const minimum = (1 * (MIN_POOL_SIZES.pool + MIN_POOL_SIZES.pgboss + 2 + DASHBOARD_POOL)) + 4 * (MIN_POOL_SIZES.worker + MIN_POOL_SIZES.pgboss + MIN_POOL_SIZES.sim + 1);
   assert.equal(plan.minimumNeed, minimum);
   assert.equal(plan.available, 20);
   assert.doesNotMatch(plan.message, /\n/);
@@ -69,7 +70,7 @@ test('a server already full refuses even one process', () => {
 });
 
 test('pools below the minimum are raised to it', () => {
-  const plan = planBudget({ shape: shape({ workerProcesses: 1 }), configured: { pool: 1, pgboss: 1, sim: 1 }, capacity: server(100), reserve: 5 });
+  const plan = planBudget({ shape: shape({ workerProcesses: 1 }), configured: { pool: 1, worker: 1, pgboss: 1, sim: 1 }, capacity: server(100), reserve: 5 });
   assert.equal(plan.ok && plan.sizes.pool, MIN_POOL_SIZES.pool);
 });
 

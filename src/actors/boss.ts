@@ -1,6 +1,7 @@
 import { PgBoss, type Queue } from 'pg-boss';
 import { APP_NAMES } from '../connection-budget.ts';
 import { log as rootLog, type Logger } from '../log.ts';
+import { schemaExists } from '../persistence/roles.ts';
 
 /**
  * The pg-boss runtime: durable timing for sweeps and callback deliveries. Ferry pins pg-boss to the
@@ -74,9 +75,13 @@ export interface StartBossOptions {
  */
 export async function startBoss(connectionString: string, opts: StartBossOptions = {}): Promise<PgBoss> {
   const log = (opts.log ?? rootLog).child({ component: 'pg-boss' });
+  const schema = opts.schema ?? PGBOSS_SCHEMA;
   const boss = new PgBoss({
     connectionString,
-    schema: opts.schema ?? PGBOSS_SCHEMA,
+    schema,
+    // An application role may own pg-boss's schema without the right to create schemas
+    // (src/persistence/roles.ts): pg-boss then installs into the schema it finds.
+    createSchema: !(await schemaExists(connectionString, schema)),
     supervise: opts.supervise ?? true,
     schedule: opts.schedule ?? true,
     max: opts.max ?? 10,

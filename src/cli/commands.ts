@@ -4,6 +4,7 @@ import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { principalCommands } from './principals.ts';
 import { queueCommands } from './queue.ts';
+import { databaseCommands } from './roles.ts';
 import { sweepCommands } from './sweeps.ts';
 import { systemCommands } from './system.ts';
 import { templateCommands } from './templates.ts';
@@ -24,4 +25,5 @@ export const commands: CliCommand[] = [
   ...queueCommands,
   ...sweepCommands,
   ...balanceCommands,
+  ...databaseCommands,
 ];

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { loadConfig } from '../config.ts';
 import { createPool, ping, type Pool } from '../persistence/db.ts';
 import type { EmbeddedServer } from '../persistence/embedded.ts';
+import { EMBEDDED_APP_ROLE, prepareDatabase } from '../persistence/roles.ts';
 import { resolveEmbeddedPort } from '../persistence/embedded-port.ts';
 import { migrate, pendingMigrations } from '../persistence/migrate.ts';
 import type { PgBoss } from 'pg-boss';
@@ -19,6 +20,10 @@ import { CliError, type CliContext } from './command.ts';
 
 export interface CliDatabase {
   url: string;
+  /** The role migrations run as: FERRY_DATABASE_OWNER_URL, or the embedded server's superuser. */
+  ownerUrl?: string;
+  /** The URL the runtime connects with (its application role), when it differs from url. */
+  appUrl?: string;
   /** Where session work (migrations' advisory lock) goes: FERRY_DATABASE_DIRECT_URL, else url. */
   directUrl: string;
   pool: Pool;
@@ -51,12 +56,21 @@ export async function withCliDatabase<T>(
 
 async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Promise<Opened> {
   const config = loadConfig(env);
-  if (config.databaseUrl) return openUrl(config.databaseUrl, 'database-url', mode, config.databaseDirectUrl);
+  if (config.databaseUrl) {
+    const opened = await openUrl(config.databaseUrl, 'database-url', mode, config.databaseDirectUrl);
+    opened.db.ownerUrl = config.databaseOwnerUrl;
+    return opened;
+  }
 
   const dataDir = resolve(config.dataDir);
   const port = await resolveEmbeddedPort(dataDir, config.embeddedPgPort);
   const running = await runningEmbeddedUrl(dataDir, port);
-  if (running) return openUrl(running, 'embedded-running', mode);
+  if (running) {
+    const opened = await openUrl(running, 'embedded-running', mode);
+    opened.db.ownerUrl = running;
+    opened.db.appUrl = embeddedAppUrl(dataDir, running);
+    return opened;
+  }
 
   let server: EmbeddedServer;
   try {
@@ -67,10 +81,10 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
     throw new CliError(`could not start the embedded PostgreSQL in ${dataDir} on port ${port}: ${message(err)}`);
   }
   try {
-    if (mode === 'require-migrated') await migrate(server.url);
+    if (mode === 'require-migrated') await prepareDatabase({ ownerUrl: server.url, appUrl: server.appUrl, setup: true, migrate: (url) => migrate(url) });
     const pool = createPool(server.url, 4, 'ferry-cli');
     return {
-      db: { url: server.url, directUrl: server.url, pool, source: 'embedded-started' },
+      db: { url: server.url, directUrl: server.url, ownerUrl: server.url, appUrl: server.appUrl, pool, source: 'embedded-started' },
       close: async () => {
         await pool.end();
         await server.stop();
@@ -121,6 +135,16 @@ async function runningEmbeddedUrl(dataDir: string, port: number): Promise<string
         `(${message(err)}); set DATABASE_URL, FERRY_DATA_DIR or FERRY_EMBEDDED_PG_PORT`,
     );
   }
+}
+
+/** The embedded server's application-role URL, from the password its data folder keeps. */
+function embeddedAppUrl(dataDir: string, ownerUrl: string): string | undefined {
+  const file = join(dataDir, 'pg-app-password');
+  if (!existsSync(file)) return undefined;
+  const u = new URL(ownerUrl);
+  u.username = EMBEDDED_APP_ROLE;
+  u.password = readFileSync(file, 'utf8').trim();
+  return u.toString();
 }
 
 /** The URL without its password, for messages. */

@@ -1,4 +1,5 @@
 import { migrate } from '../persistence/migrate.ts';
+import { prepareDatabase } from '../persistence/roles.ts';
 import type { CliCommand } from './command.ts';
 
 
@@ -8,7 +9,20 @@ const migrateCommand: CliCommand = {
   usage: '',
   async run(ctx) {
     // Over the direct connection: the migrations' advisory lock is session state a pooler would lose.
-    const applied = await ctx.withDatabase(({ directUrl }) => migrate(directUrl), 'as-is');
+    // As the owner when there is one (FERRY_DATABASE_OWNER_URL, the embedded superuser), which then
+    // grants the application role its rights on what the migrations made (src/persistence/roles.ts).
+    const applied = await ctx.withDatabase(
+      async (db) =>
+        (
+          await prepareDatabase({
+            ownerUrl: db.ownerUrl ?? db.directUrl,
+            appUrl: db.appUrl ?? db.directUrl,
+            setup: db.source !== 'database-url',
+            migrate: (url) => migrate(url),
+          })
+        ).applied,
+      'as-is',
+    );
     if (applied.length === 0) ctx.out('database is up to date');
     else for (const name of applied) ctx.out(`applied ${name}`);
   },

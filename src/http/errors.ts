@@ -191,6 +191,12 @@ function isDatabaseUnavailable(err: unknown): boolean {
   return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
 }
 
+/** A statement the server cancelled because it ran past the pool's statement_timeout (SQLSTATE 57014). */
+function isStatementTimeout(err: unknown): boolean {
+  if (!(err instanceof Error) || !('severity' in err)) return false;
+  return (err as { code?: unknown }).code === '57014' && /statement timeout/i.test(err.message);
+}
+
 export interface ClassifiedError {
   error: FerryError;
   status: number;
@@ -220,6 +226,10 @@ export function classifyError(err: unknown): ClassifiedError {
       if (value) headers.set(name, value);
     }
     return { error: new FerryError(code, message, {}, { cause: err }), status, headers, internal: status >= 500 };
+  }
+  if (isStatementTimeout(err)) {
+    const error = new FerryError('DATABASE_TIMEOUT', 'The database did not finish this request within the API statement timeout; retry later', {}, { cause: err });
+    return { error, status: error.httpStatus, headers, internal: true };
   }
   if (isDatabaseUnavailable(err)) {
     const error = new FerryError('DATABASE_UNAVAILABLE', 'The database is unavailable; retry later', {}, { cause: err });

@@ -148,32 +148,27 @@ export async function promoteAuditBatch(pool: Pool, limit = DEFAULT_BATCH): Prom
     if (pending.rows.length === 0) return 0;
     const head = await client.query<ChainHead>('SELECT id, hash FROM audit_events ORDER BY id DESC LIMIT 1');
     let prevHash = head.rows[0]?.hash ?? GENESIS_HASH;
-    let nextId = (head.rows[0]?.id ?? 0) + 1;
 
     const outboxIds: number[] = [];
-    const eventIds: number[] = [];
     const prevHashes: string[] = [];
     const hashes: string[] = [];
     for (const row of pending.rows) {
       const hash = auditEventHash(prevHash, { ...row, outbox_id: row.id });
       outboxIds.push(row.id);
-      eventIds.push(nextId++);
       prevHashes.push(prevHash);
       hashes.push(hash);
       prevHash = hash;
     }
-    // Content is copied from the outbox row itself, so the stored timestamp keeps its microseconds
-    // and details keep their exact jsonb value.
-    const inserted = await client.query(
-      `INSERT INTO audit_events (id, outbox_id, actor, action, entity_type, entity_id, details, occurred_at, prev_hash, hash)
-       SELECT c.event_id, o.id, o.actor, o.action, o.entity_type, o.entity_id, o.details, o.occurred_at, c.prev_hash, c.hash
-         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS c(outbox_id, event_id, prev_hash, hash)
-         JOIN audit_outbox o ON o.id = c.outbox_id
-        ORDER BY c.event_id`,
-      [outboxIds, eventIds, prevHashes, hashes],
-    );
-    if (inserted.rowCount !== outboxIds.length) throw new Error('audit outbox changed during promotion');
-    await client.query('DELETE FROM audit_outbox WHERE id = ANY($1::bigint[])', [outboxIds]);
+    // The move itself is ferry_promote_audit (migration 0090), which runs with the tables' owner's
+    // rights: the application role may neither insert events nor delete outbox rows on its own. It
+    // copies the content from the outbox rows (so timestamps keep their microseconds and details
+    // their exact jsonb value), numbers the events after the head and checks that the batch links to it.
+    const moved = await client.query<{ n: number }>('SELECT ferry_promote_audit($1::bigint[], $2::text[], $3::text[]) AS n', [
+      outboxIds,
+      prevHashes,
+      hashes,
+    ]);
+    if (moved.rows[0].n !== outboxIds.length) throw new Error('audit outbox changed during promotion');
     return outboxIds.length;
   });
 }

