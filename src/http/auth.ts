@@ -20,6 +20,8 @@ export const permissions = [
   'movement.operate',
   'template.write',
   'callback.redrive',
+  /** register, list, show, rotate and disable callback destinations (their URLs are operator data) */
+  'callback.destination',
   'signer.identity',
   'dashboard',
   'token.admin',
@@ -32,7 +34,7 @@ const grants: Record<Role, readonly Permission[]> = {
   viewer: ['read'],
   requester: ['read', 'movement.create', 'movement.cancel'],
   approver: ['read', 'movement.approve'],
-  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard'],
+  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard', 'callback.destination'],
   admin: permissions,
 };
 

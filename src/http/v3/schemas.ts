@@ -132,6 +132,12 @@ export const CreateMovementBody = z
     intent: jsonObjectSchema,
     input_params: jsonObjectSchema.optional(),
     callback_url: z.string().min(1).max(2048).optional().openapi({ format: 'uri' }),
+    callback_destination: z
+      .string()
+      .min(1)
+      .max(100)
+      .optional()
+      .openapi({ description: 'A registered callback destination (name or id) to report to instead of callback_url; not both' }),
   })
   .openapi('CreateMovementRequest');
 
@@ -500,3 +506,56 @@ export const BalanceSchema = z
 export const BalancePageSchema = z
   .object({ balances: z.array(BalanceSchema), next_cursor: z.string().nullable() })
   .openapi('BalancePage');
+
+// ---------------------------------------------------------------------------------------------
+// Callback destinations (/v3/callback-destinations)
+
+export const DestinationRefParams = z.object({
+  id: z.string().min(1).max(100).openapi({ param: { name: 'id', in: 'path' }, description: 'Destination id or name' }),
+});
+
+export const CreateDestinationBody = z
+  .strictObject({
+    name: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9_.-]{0,62}$/, 'name must be 1-63 lowercase letters, digits, "_", "." or "-", starting with a letter or digit')
+      .openapi({ example: 'ledger-prod' }),
+    url: z.string().min(1).max(2048).openapi({ format: 'uri' }),
+  })
+  .openapi('CreateCallbackDestinationRequest');
+
+export const RotateSecretBody = z
+  .strictObject({
+    overlap_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(30 * 86_400)
+      .optional()
+      .openapi({ description: 'How long the previous secrets keep signing beside the new one; default 86400 (one day)' }),
+  })
+  .openapi('RotateCallbackSecretRequest');
+
+export const DestinationSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    name: z.string(),
+    url: z.string(),
+    status: z.enum(['active', 'disabled']),
+    created_by: z.string(),
+    created_at: isoTime,
+    disabled_by: z.string().nullable(),
+    disabled_at: nullableTime,
+    secret_created_at: nullableTime.openapi({ description: 'When the current signing secret was made' }),
+    previous_secrets_expire_at: nullableTime.openapi({ description: 'End of a rotation overlap still running; null when only the current secret signs' }),
+  })
+  .openapi('CallbackDestination');
+
+export const DestinationResultSchema = z.object({ destination: DestinationSchema }).openapi('CallbackDestinationResult');
+export const DestinationListSchema = z.object({ destinations: z.array(DestinationSchema) }).openapi('CallbackDestinationList');
+export const DestinationSecretSchema = z
+  .object({
+    destination: DestinationSchema,
+    secret: z.string().openapi({ description: 'The signing secret, shown this once; Ferry cannot show it again' }),
+  })
+  .openapi('CallbackDestinationSecret');
