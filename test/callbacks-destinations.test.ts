@@ -4,12 +4,15 @@
  * disabled destination is not delivered to, and secrets appear only in their one-time reveal.
  */
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
+import { serve } from '@hono/node-server';
 import { deliverCallbackOnce, type CallbackDeliveryDeps } from '../src/actors/callback-delivery.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { enqueueCallback, type CallbackRequestRow } from '../src/callbacks/outbox.ts';
 import { ferrySignature, signatureV1 } from '../src/callbacks/signing.ts';
 import { loadConfig } from '../src/config.ts';
+import { runCli } from '../src/cli/run.ts';
 import { createApp } from '../src/http/app.ts';
 import { log } from '../src/log.ts';
 import { callbacksForRequest, getCallback } from '../src/persistence/callbacks.ts';
@@ -296,6 +299,58 @@ describe('destinations through the API', () => {
     );
     for (const { secret } of secrets) {
       for (const text of [...answers, ...audit.map((a) => a.text)]) assert.ok(!text.includes(secret), 'a secret leaked');
+    }
+  });
+});
+
+describe('ferry callbacks destinations', () => {
+  test('create, list, show, rotate-secret and disable through the API, printing each secret once', async () => {
+    // The CLI is a client of the HTTP API: serve the app on loopback for it.
+    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const ferry = async (args: string[], who: Who = 'operator') => {
+        const out: string[] = [];
+        const err: string[] = [];
+        const code = await runCli(args, {
+          env: { FERRY_URL: url, FERRY_TOKEN: tokens[who].token },
+          io: { out: (t) => void out.push(t), err: (t) => void err.push(t) },
+        });
+        return { code, out: out.join('\n'), err: err.join('\n') };
+      };
+      const made = await ferry(['callbacks', 'destinations', 'create', '--name', 'cli-receiver', '--callback-url', rxA.url('/cli')]);
+      assert.equal(made.code, 0, made.err);
+      const secret = /fcs_[0-9a-f]{64}/.exec(made.out)?.[0];
+      assert.ok(secret, made.out);
+
+      const listed = await ferry(['callbacks', 'destinations', 'list']);
+      assert.equal(listed.code, 0, listed.err);
+      assert.match(listed.out, /cli-receiver\s+active/);
+      assert.ok(!listed.out.includes(secret));
+
+      const rotated = await ferry(['callbacks', 'destinations', 'rotate-secret', 'cli-receiver', '--overlap-seconds', '60', '--json']);
+      assert.equal(rotated.code, 0, rotated.err + rotated.out);
+      const body = JSON.parse(rotated.out);
+      assert.match(body.secret, /^fcs_[0-9a-f]{64}$/);
+      assert.notEqual(body.secret, secret);
+      assert.ok(body.destination.previous_secrets_expire_at);
+
+      const shown = await ferry(['callbacks', 'destinations', 'show', 'cli-receiver']);
+      assert.equal(shown.code, 0, shown.err);
+      assert.match(shown.out, /overlap until\s+\d{4}-/);
+      assert.ok(!shown.out.includes(secret) && !shown.out.includes(body.secret));
+
+      const refused = await ferry(['callbacks', 'destinations', 'disable', 'cli-receiver'], 'requester');
+      assert.equal(refused.code, 1);
+      assert.match(refused.err, /FORBIDDEN/);
+      const disabled = await ferry(['callbacks', 'destinations', 'disable', 'cli-receiver']);
+      assert.equal(disabled.code, 0, disabled.err);
+      assert.match(disabled.out, /is disabled/);
+      const usage = await ferry(['callbacks', 'destinations', 'rotate-secret', 'cli-receiver', '--overlap-seconds', 'soon']);
+      assert.equal(usage.code, 2);
+    } finally {
+      server.close();
     }
   });
 });
