@@ -4,6 +4,8 @@
  * disabled destination is not delivered to, and secrets appear only in their one-time reveal.
  */
 import assert from 'node:assert/strict';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { serve } from '@hono/node-server';
@@ -121,6 +123,21 @@ describe('the signature format', () => {
     assert.equal(verifyFerrySignature(`t=1700000000,v1=${fresh}`, `${body} `, ['fcs_vector_secret_0123456789'], at).ok, false, 'the body is signed');
     assert.deepEqual(verifyFerrySignature(undefined, body, ['x'], at), { ok: false, reason: 'missing' });
     assert.deepEqual(verifyFerrySignature('v1=abc', body, ['x'], at), { ok: false, reason: 'malformed' });
+  });
+
+  test('the receiver example in docs/security.md verifies a fresh delivery and refuses a stale or forged one', async () => {
+    const doc = await readFile(new URL('../docs/security.md', import.meta.url), 'utf8');
+    const code = /```js\n([\s\S]*?)```/.exec(doc)?.[1];
+    assert.ok(code, 'docs/security.md has a js example');
+    const source = code.replace(/^import .*$/m, '');
+    const verifyFerry = new Function('createHmac', 'timingSafeEqual', `${source}\nreturn verifyFerry;`)(createHmac, timingSafeEqual);
+    const body = Buffer.from('{"event_type":"request_completed"}');
+    const now = Math.floor(Date.now() / 1000);
+    const secret = 'fcs_doc_example_secret_0123456789';
+    assert.equal(verifyFerry(ferrySignature([secret, 'fcs_other'], now, body), body, [secret]), true);
+    assert.equal(verifyFerry(ferrySignature([secret], now - 301, body), body, [secret]), false, 'outside the window');
+    assert.equal(verifyFerry(ferrySignature(['fcs_other'], now, body), body, [secret]), false, 'another secret');
+    assert.equal(verifyFerry(ferrySignature([secret], now, body), Buffer.from(`${body} `), [secret]), false, 'another body');
   });
 });
 
