@@ -211,6 +211,33 @@ describe('destinations through the API', () => {
     A.secret = fresh;
   });
 
+  test('a second rotation inside an overlap: every valid secret signs, and none outlives the newest overlap', async () => {
+    const C = await register('receiver-c', rxA.url('/c'));
+    const m = await createMovement({ callback_destination: 'receiver-c' });
+    const second = await call('POST', '/v3/callback-destinations/receiver-c/rotate-secret', 'operator', { overlap_seconds: 3600 });
+    expectStatus(second, 200);
+    const third = await call('POST', `/v3/callback-destinations/${C.id}/rotate-secret`, 'admin', { overlap_seconds: 60 });
+    expectStatus(third, 200);
+    const ends = Date.parse(third.body.destination.previous_secrets_expire_at);
+    assert.ok(ends - Date.now() <= 60_000 && ends - Date.now() > 0, 'the hour-long overlap was cut to the new one');
+    const { rows } = await db.pool.query<{ expires_at: Date | null }>(
+      'SELECT expires_at FROM callback_destination_secrets WHERE destination_id = $1 ORDER BY created_at',
+      [C.id],
+    );
+    assert.equal(rows.length, 3);
+    assert.equal(rows[2].expires_at, null, 'one current secret');
+    assert.ok(rows.slice(0, 2).every((r) => r.expires_at !== null && r.expires_at.getTime() <= ends));
+
+    const id = await callbackOn(m.id);
+    assert.equal(await deliverCallbackOnce(deliveryDeps, id), 'sent');
+    const r = rxA.received.at(-1)!;
+    assert.equal(String(r.headers['ferry-signature']).match(/v1=/g)?.length, 3);
+    for (const secret of [C.secret, second.body.secret, third.body.secret]) assert.equal(verifyReceived(r, [secret]).ok, true);
+    const [t, newest] = String(r.headers['ferry-signature']).split(',');
+    assert.equal(newest, `v1=${signatureV1(third.body.secret, Number(t.slice(2)), r.body)}`, 'the newest secret signs first');
+    await call('POST', '/v3/callback-destinations/receiver-c/disable', 'operator', {});
+  });
+
   test('every attempt is signed with its own time; a replay of an old delivery fails the documented check', async () => {
     const m = await createMovement({ callback_destination: 'receiver-a' });
     const id = await callbackOn(m.id);
@@ -292,7 +319,7 @@ describe('destinations through the API', () => {
   test('secrets appear only in their one-time reveal: not in lists, shows, audit events or later answers', async () => {
     const list = await callKept('GET', '/v3/callback-destinations', 'admin');
     expectStatus(list, 200);
-    assert.deepEqual(list.body.destinations.map((d: { name: string }) => d.name), ['receiver-a', 'receiver-b']);
+    assert.deepEqual(list.body.destinations.map((d: { name: string }) => d.name), ['receiver-a', 'receiver-b', 'receiver-c']);
     await callKept('GET', '/v3/callback-destinations/receiver-a', 'operator');
     const { rows: secrets } = await db.pool.query<{ secret: string }>('SELECT secret FROM callback_destination_secrets');
     assert.ok(secrets.length >= 3);
@@ -310,6 +337,10 @@ describe('destinations through the API', () => {
         'callback_destination.create',
         'callback_destination.create',
         'callback_destination.rotate_secret',
+        'callback_destination.create',
+        'callback_destination.rotate_secret',
+        'callback_destination.rotate_secret',
+        'callback_destination.disable',
         'callback_destination.disable',
       ],
       'create, rotate and disable wrote audit events; the repeated disable did not',

@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { decimalInteger } from '../query.ts';
+import { DESTINATION_NAME_PATTERN, MAX_OVERLAP_SECONDS } from '../../callbacks/destination-service.ts';
 import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
 import { nodeStates } from '../../machines/node-machine.ts';
 import { requestStates } from '../../machines/request-machine.ts';
@@ -518,7 +519,7 @@ export const CreateDestinationBody = z
   .strictObject({
     name: z
       .string()
-      .regex(/^[a-z0-9][a-z0-9_.-]{0,62}$/, 'name must be 1-63 lowercase letters, digits, "_", "." or "-", starting with a letter or digit')
+      .regex(DESTINATION_NAME_PATTERN, 'name must be 1-63 lowercase letters, digits, "_", "." or "-", starting with a letter or digit')
       .openapi({ example: 'ledger-prod' }),
     url: z.string().min(1).max(2048).openapi({ format: 'uri' }),
   })
@@ -530,7 +531,7 @@ export const RotateSecretBody = z
       .number()
       .int()
       .min(0)
-      .max(30 * 86_400)
+      .max(MAX_OVERLAP_SECONDS)
       .optional()
       .openapi({ description: 'How long the previous secrets keep signing beside the new one; default 86400 (one day)' }),
   })
