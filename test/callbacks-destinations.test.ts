@@ -284,6 +284,13 @@ describe('destinations through the API', () => {
     const row = await getCallback(db.pool, pending);
     assert.equal(row?.status, 'dlq');
     assert.equal(row?.last_error, 'destination_disabled');
+    const listed = await call('GET', `/v3/callbacks?status=dlq&movement_id=${m.id}`, 'operator');
+    expectStatus(listed, 200);
+    assert.deepEqual(
+      listed.body.callbacks.map((c: any) => [c.id, c.destination_id, c.last_error]),
+      [[pending, B.id, 'destination_disabled']],
+      'operators see the dead letter and its destination',
+    );
     assert.equal(rxB.received.length, before, 'nothing was sent');
 
     const refused = await call('POST', '/v3/movements', 'requester', { template_key: template.template_key, intent: { amount: '1' }, callback_destination: 'receiver-b' });

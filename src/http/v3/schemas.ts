@@ -396,6 +396,7 @@ export const CallbackSchema = z
     event_type: z.string(),
     node_key: z.string().nullable(),
     callback_url: z.string().nullable().openapi({ description: 'Shown to roles that may redrive callbacks (operator, admin); null for others' }),
+    destination_id: z.string().nullable().openapi({ ...UUID_FORMAT, description: 'The registered callback destination it reports to; null for a raw callback_url' }),
     status: z.enum(['pending', 'sent', 'dlq']),
     attempts: z.number().int(),
     max_attempts: z.number().int(),
