@@ -298,6 +298,21 @@ describe('destinations through the API', () => {
     expectStatus(await call('POST', `/v3/callback-destinations/${B.id}/rotate-secret`, 'operator', {}), 409, 'CALLBACK_DESTINATION_DISABLED');
   });
 
+  test('concurrent writes: one registration per name, rotations one after another with one current secret', async () => {
+    const creates = await Promise.all(
+      [1, 2, 3, 4].map(() => call('POST', '/v3/callback-destinations', 'operator', { name: 'raced', url: rxA.url('/raced') })),
+    );
+    assert.deepEqual(creates.map((r) => r.status).sort(), [201, 409, 409, 409]);
+    const rotations = await Promise.all([1, 2, 3, 4].map(() => call('POST', '/v3/callback-destinations/raced/rotate-secret', 'operator', {})));
+    assert.deepEqual(rotations.map((r) => r.status), [200, 200, 200, 200]);
+    const { rows } = await db.pool.query<{ current: number; total: number }>(
+      `SELECT count(*) FILTER (WHERE s.expires_at IS NULL)::int AS current, count(*)::int AS total
+         FROM callback_destination_secrets s JOIN callback_destinations d ON d.id = s.destination_id WHERE d.name = 'raced'`,
+    );
+    assert.deepEqual(rows[0], { current: 1, total: 5 });
+    expectStatus(await call('POST', '/v3/callback-destinations/raced/disable', 'operator', {}), 200);
+  });
+
   test('bad input is a 4xx with a code', async () => {
     const post = (body: unknown, who: Who = 'operator') => call('POST', '/v3/callback-destinations', who, body);
     expectStatus(await post({ name: 'Upper', url: rxA.url() }), 400, 'VALIDATION_FAILED');
@@ -326,7 +341,7 @@ describe('destinations through the API', () => {
   test('secrets appear only in their one-time reveal: not in lists, shows, audit events or later answers', async () => {
     const list = await callKept('GET', '/v3/callback-destinations', 'admin');
     expectStatus(list, 200);
-    assert.deepEqual(list.body.destinations.map((d: { name: string }) => d.name), ['receiver-a', 'receiver-b', 'receiver-c']);
+    assert.deepEqual(list.body.destinations.map((d: { name: string }) => d.name), ['raced', 'receiver-a', 'receiver-b', 'receiver-c']);
     await callKept('GET', '/v3/callback-destinations/receiver-a', 'operator');
     const { rows: secrets } = await db.pool.query<{ secret: string }>('SELECT secret FROM callback_destination_secrets');
     assert.ok(secrets.length >= 3);
@@ -348,6 +363,12 @@ describe('destinations through the API', () => {
         'callback_destination.rotate_secret',
         'callback_destination.rotate_secret',
         'callback_destination.disable',
+        'callback_destination.disable',
+        'callback_destination.create',
+        'callback_destination.rotate_secret',
+        'callback_destination.rotate_secret',
+        'callback_destination.rotate_secret',
+        'callback_destination.rotate_secret',
         'callback_destination.disable',
       ],
       'create, rotate and disable wrote audit events; the repeated disable did not',
