@@ -6,7 +6,9 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
  * bytes) over `${timestamp}\n${nonce}\n${sha256 hex of the body bytes}`.
  *
  * Timestamp and nonce are fixed when the callback is created and reused on every retry and redrive,
- * so a receiver should dedupe on the nonce rather than reject old timestamps.
+ * so a receiver should dedupe on the nonce rather than reject old timestamps. v3 is sent only for a
+ * raw callback_url, beside Ferry-Signature (below), whose timestamp is the attempt's and can be
+ * checked against a replay window.
  */
 
 export const CALLBACK_SIGNATURE_VERSION = 'v3';

@@ -21,13 +21,13 @@ export interface DestinationRow {
   updated_at: Date;
   /** When the current secret was made (creation or last rotation). */
   secret_created_at: Date | null;
-  /** Earlier secrets still signing (inside their overlap), with their ends. */
-  overlapping_until: Date | null;
+  /** When the last earlier secret still signing stops (the end of a rotation overlap); null when none does. */
+  previous_secrets_expire_at: Date | null;
 }
 
 const DESTINATION_COLUMNS = `d.id, d.name, d.url, d.status, d.created_by, d.created_at, d.disabled_by, d.disabled_at, d.updated_at,
   (SELECT s.created_at FROM callback_destination_secrets s WHERE s.destination_id = d.id AND s.expires_at IS NULL) AS secret_created_at,
-  (SELECT max(s.expires_at) FROM callback_destination_secrets s WHERE s.destination_id = d.id AND s.expires_at > now()) AS overlapping_until`;
+  (SELECT max(s.expires_at) FROM callback_destination_secrets s WHERE s.destination_id = d.id AND s.expires_at > now()) AS previous_secrets_expire_at`;
 
 export async function insertDestination(db: Queryable, d: { name: string; url: string; createdBy: string }): Promise<{ id: string }> {
   const { rows } = await db.query<{ id: string }>(

@@ -121,7 +121,7 @@ export function destinationView(d: DestinationRow) {
     disabled_by: d.disabled_by,
     disabled_at: iso(d.disabled_at),
     secret_created_at: iso(d.secret_created_at),
-    previous_secrets_expire_at: iso(d.overlapping_until),
+    previous_secrets_expire_at: iso(d.previous_secrets_expire_at),
   };
 }
 
