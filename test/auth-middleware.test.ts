@@ -14,7 +14,7 @@ const expected: Record<Role, Permission[]> = {
   viewer: ['read'],
   requester: ['read', 'movement.create', 'movement.cancel'],
   approver: ['read', 'movement.approve', 'template.approve', 'template.challenge'],
-  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard'],
+  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard', 'callback.destination'],
   admin: [
     'read',
     'movement.create',
@@ -25,6 +25,7 @@ const expected: Record<Role, Permission[]> = {
     'template.approve',
     'template.challenge',
     'callback.redrive',
+    'callback.destination',
     'signer.identity',
     'dashboard',
     'token.admin',

@@ -73,6 +73,7 @@ test('messages that can never succeed are dead-lettered with their reason and cr
     ['no idempotency key', { ...base }, 'VALIDATION_FAILED'],
     ['not an object', 'create a movement please', 'VALIDATION_FAILED'],
     ['callback to a bad scheme', { ...base, callback_url: 'ftp://127.0.0.1/x', idempotency_key: 'queue-bad-4' }, 'VALIDATION_FAILED'],
+    ['an unregistered callback destination', { ...base, callback_destination: 'nobody-listens', idempotency_key: 'queue-bad-dest' }, 'CALLBACK_DESTINATION_UNKNOWN'],
   ];
   await waitFor('the first message of the key', async () => ((await movementsWithKey('queue-reused')).length === 1 ? true : null));
   cases.push(['key reused for another body', { ...base, intent: { asset: 'USDC', amount: '6' }, idempotency_key: 'queue-reused' }, 'IDEMPOTENCY_KEY_REUSED']);

@@ -2,7 +2,8 @@ import type { PgBoss } from 'pg-boss';
 import { request } from 'undici';
 import { deliveryErrorClass, literalRefusal, type DestinationPolicy } from '../callbacks/destinations.ts';
 import { callbackJobId, parseCallbackJobData, type CallbackQueue } from '../callbacks/jobs.ts';
-import { callbackHeaders } from '../callbacks/signing.ts';
+import { CALLBACK_HEADERS, SIGNATURE_HEADER, callbackHeaders, ferrySignature } from '../callbacks/signing.ts';
+import { secretsForDelivery } from '../persistence/callback-destinations.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 import { callbackDeliveriesTotal } from '../metrics.ts';
 import {
@@ -72,10 +73,38 @@ function leaseSeconds(timeoutMs: number): number {
   return Math.ceil(timeoutMs / 1000) + LEASE_MARGIN_SECONDS;
 }
 
-type PostResult = { ok: true; statusCode: number } | { ok: false; statusCode: number | null; error: string };
+type PostResult = { ok: true; statusCode: number } | { ok: false; statusCode: number | null; error: string; final?: boolean };
+
+/**
+ * The signature headers of one attempt. A callback of a registered destination is signed with that
+ * destination's secrets (two during a rotation's overlap) and carries only Ferry-Signature and the
+ * nonce; a callback to a raw callback_url keeps the instance secret's v3 headers and gets a
+ * Ferry-Signature with the same secret. A disabled destination is not sent to: a final failure.
+ */
+async function signedHeaders(
+  row: CallbackRow,
+  body: Buffer,
+  deps: CallbackDeliveryDeps,
+): Promise<{ headers: Record<string, string> } | { refused: string }> {
+  const t = Math.floor(Date.now() / 1000);
+  if (!row.destination_id) {
+    return {
+      headers: {
+        ...callbackHeaders(deps.secret, row.callback_timestamp, row.callback_nonce, body),
+        [SIGNATURE_HEADER]: ferrySignature([deps.secret], t, body),
+      },
+    };
+  }
+  const target = await secretsForDelivery(deps.pool, row.destination_id);
+  if (!target || target.status !== 'active') return { refused: 'destination_disabled' };
+  if (target.secrets.length === 0) return { refused: 'destination_without_secret' };
+  return { headers: { [CALLBACK_HEADERS.nonce]: row.callback_nonce, [SIGNATURE_HEADER]: ferrySignature(target.secrets, t, body) } };
+}
 
 async function post(row: CallbackRow, deps: CallbackDeliveryDeps): Promise<PostResult> {
   const body = Buffer.from(row.payload_body, 'utf8');
+  const signed = await signedHeaders(row, body, deps);
+  if ('refused' in signed) return { ok: false, statusCode: null, error: signed.refused, final: true };
   const blocked = literalRefusal(deps.destinations, new URL(row.callback_url));
   if (blocked) return { ok: false, statusCode: null, error: `destination_blocked (${blocked})` };
   try {
@@ -85,7 +114,7 @@ async function post(row: CallbackRow, deps: CallbackDeliveryDeps): Promise<PostR
       headers: {
         'content-type': 'application/json',
         'user-agent': 'ferry-callbacks',
-        ...callbackHeaders(deps.secret, row.callback_timestamp, row.callback_nonce, body),
+        ...signed.headers,
       },
       body,
       signal: AbortSignal.timeout(deps.timeoutMs),
@@ -131,7 +160,7 @@ async function attemptDelivery(deps: CallbackDeliveryDeps, callbackId: string, e
     const token = claimed.lease_token as string;
     const row = result.ok
       ? await recordDeliverySuccess(client, claimed.id, token, result.statusCode)
-      : await recordDeliveryFailure(client, claimed.id, token, { statusCode: result.statusCode, error: result.error });
+      : await recordDeliveryFailure(client, claimed.id, token, { statusCode: result.statusCode, error: result.error, final: result.final });
     if (!row) {
       // The lease ran out and another worker took the row: its outcome is the one that counts.
       log.warn({ result }, 'callback lease lost before the outcome was recorded');

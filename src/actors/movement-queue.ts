@@ -38,6 +38,8 @@ export const MovementRequestMessage = z.strictObject({
   intent: z.record(z.string(), z.unknown()),
   input_params: z.record(z.string(), z.unknown()).optional(),
   callback_url: z.string().min(1).max(2048).optional(),
+  /** A registered callback destination (name or id), instead of callback_url. */
+  callback_destination: z.string().min(1).max(100).optional(),
   /** Required: the queue delivers at least once, and this makes a repeat return the first movement. */
   idempotency_key: printable(200),
   /**
@@ -57,6 +59,8 @@ const PERMANENT: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'FORBIDDEN',
   'IDEMPOTENCY_KEY_REUSED',
   'CALLBACK_HOST_NOT_ALLOWED',
+  'CALLBACK_DESTINATION_UNKNOWN',
+  'CALLBACK_DESTINATION_DISABLED',
 ]);
 
 export const movementQueueDefinitions: ReadonlyArray<[string, QueueDefinition]> = [
@@ -109,6 +113,7 @@ export async function consumeMovementRequest(deps: MovementServiceDeps, boss: Pg
       intent: m.intent,
       inputParams: m.input_params,
       callbackUrl: m.callback_url ?? null,
+      callbackDestination: m.callback_destination ?? null,
       idempotencyKey: m.idempotency_key,
     });
     const outcome = created.replayed ? 'replayed' : 'created';

@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
+import { destinationForMovement } from '../callbacks/destination-service.ts';
 import { assertCallbackUrlAllowed } from '../callbacks/url-policy.ts';
+import { setMovementDestination } from '../persistence/callback-destinations.ts';
 import type { FerryConfig } from '../config.ts';
-import { FerryError, InvalidTransitionError, NotFoundError } from '../errors.ts';
+import { FerryError, InvalidTransitionError, NotFoundError, ValidationError } from '../errors.ts';
 import { summarizeNodes } from '../machines/node-summary.ts';
 import { REQUEST_MACHINE_ID, type RequestEvent } from '../machines/request-machine.ts';
 import { writeAudit } from '../persistence/audit.ts';
@@ -54,6 +56,8 @@ export interface CreateMovementInput {
   intent: Record<string, unknown>;
   inputParams?: Record<string, unknown>;
   callbackUrl?: string | null;
+  /** A registered callback destination (name or id), instead of callbackUrl. */
+  callbackDestination?: string | null;
   idempotencyKey?: string | null;
 }
 
@@ -75,6 +79,8 @@ export function movementFingerprint(input: Omit<CreateMovementInput, 'actor' | '
     intent: input.intent,
     input_params: input.inputParams ?? {},
     callback_url: input.callbackUrl ?? null,
+    // Only when given, so fingerprints of movements without one stay what they were.
+    ...(input.callbackDestination ? { callback_destination: input.callbackDestination } : {}),
   };
   return createHash('sha256').update(canonicalJson(body), 'utf8').digest('hex');
 }
@@ -85,6 +91,9 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
   if (key) {
     const earlier = await replayOf(deps.pool, input.actor, key, fingerprint);
     if (earlier) return earlier;
+  }
+  if (input.callbackUrl && input.callbackDestination) {
+    throw new ValidationError('give callback_url or callback_destination, not both', { field: 'callback_destination' });
   }
   if (input.callbackUrl) assertCallbackUrlAllowed(input.callbackUrl, deps.config.callbackAllowedHosts);
 
@@ -97,8 +106,9 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
       }
       const inputParams = input.inputParams ?? {};
       const plan = compilePlan(version, input.intent, inputParams, deps.bindings);
+      const destination = input.callbackDestination ? await destinationForMovement(client, input.callbackDestination) : null;
       const expiresAt = new Date(Date.now() + deps.config.approvalTtlSeconds * 1000).toISOString();
-      const { request, nodes } = await startMovement(client, {
+      const started = await startMovement(client, {
         plan,
         intent: input.intent,
         inputParams,
@@ -109,6 +119,12 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
         idempotencyKey: key,
         fingerprint,
       });
+      const { nodes } = started;
+      let request = started.request;
+      if (destination) {
+        await setMovementDestination(client, request.id, destination);
+        request = (await getRequest(client, request.id))!;
+      }
       await writeAudit(client, {
         actor: input.actor,
         action: 'movement.create',
@@ -121,6 +137,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
           approval_quorum: request.approval_quorum,
           expires_at: expiresAt,
           idempotency_key: key,
+          ...(destination ? { callback_destination: destination.name } : {}),
         },
       });
       return { request, nodes, replayed: false };

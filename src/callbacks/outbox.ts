@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Queryable } from '../persistence/db.ts';
+import { writeAudit } from '../persistence/audit.ts';
+import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
 import { insertCallback, redriveCallback, type CallbackRow } from '../persistence/callbacks.ts';
 import type { CallbackQueue } from './jobs.ts';
 
@@ -126,4 +127,22 @@ export async function redriveAndEnqueue(client: Queryable, id: string, queue: Ca
   const row = await redriveCallback(client, id);
   await queue.enqueue(client, { callbackId: row.id, attempts: row.attempts, redriveCount: row.redrive_count });
   return row;
+}
+
+/**
+ * The redrive an operator asks for: the redrive, its delivery job and its audit event, in one
+ * transaction. Routes and tools call this rather than writing themselves.
+ */
+export async function redriveCallbackAudited(pool: Pool, queue: CallbackQueue, input: { actor: string; id: string }): Promise<CallbackRow> {
+  return withTransaction(pool, async (client) => {
+    const redriven = await redriveAndEnqueue(client, input.id, queue);
+    await writeAudit(client, {
+      actor: input.actor,
+      action: 'callback.redrive',
+      entity_type: 'callback',
+      entity_id: input.id,
+      details: { movement_id: redriven.request_id, event_type: redriven.event_type, redrive_count: redriven.redrive_count },
+    });
+    return redriven;
+  });
 }

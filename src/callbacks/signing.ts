@@ -6,7 +6,9 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
  * bytes) over `${timestamp}\n${nonce}\n${sha256 hex of the body bytes}`.
  *
  * Timestamp and nonce are fixed when the callback is created and reused on every retry and redrive,
- * so a receiver should dedupe on the nonce rather than reject old timestamps.
+ * so a receiver should dedupe on the nonce rather than reject old timestamps. v3 is sent only for a
+ * raw callback_url, beside Ferry-Signature (below), whose timestamp is the attempt's and can be
+ * checked against a replay window.
  */
 
 export const CALLBACK_SIGNATURE_VERSION = 'v3';
@@ -74,4 +76,29 @@ export function verifyCallback(secret: string, parts: SignedParts | null, body: 
   if (!/^[0-9a-f]{64}$/.test(parts.signature)) return false;
   const expected = Buffer.from(signCallback(secret, parts.timestamp, parts.nonce, body), 'hex');
   return timingSafeEqual(expected, Buffer.from(parts.signature, 'hex'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ferry-Signature: signed per attempt, with one value per signing secret.
+//
+//   Ferry-Signature: t=<unix seconds of this attempt>,v1=<hex>[,v1=<hex>...]
+//   v1 = lowercase hex HMAC-SHA256, keyed with the secret's UTF-8 bytes, over `${t}.` + body bytes
+//
+// t is taken when the attempt is sent (not when the callback was created), so a receiver can
+// refuse a delivery whose t is too far from its clock (a replay); five minutes is the recommended
+// window. A destination inside a secret rotation's overlap gets one v1 per valid secret, newest
+// first; a receiver accepts the delivery when any of them verifies with a secret it holds.
+
+export const SIGNATURE_HEADER = 'Ferry-Signature';
+/** The recommended replay window for receivers, in seconds. */
+export const RECOMMENDED_TOLERANCE_SECONDS = 300;
+
+export function signatureV1(secret: string, timestamp: number, body: Body): string {
+  return createHmac('sha256', secret).update(`${timestamp}.`).update(bytes(body)).digest('hex');
+}
+
+/** The Ferry-Signature value for one attempt sent at `timestamp`, signed with each secret. */
+export function ferrySignature(secrets: readonly string[], timestamp: number, body: Body): string {
+  if (secrets.length === 0) throw new Error('a callback is signed with at least one secret');
+  return [`t=${timestamp}`, ...secrets.map((s) => `v1=${signatureV1(s, timestamp, body)}`)].join(',');
 }

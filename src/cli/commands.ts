@@ -1,5 +1,6 @@
 import { auditCommands } from './audit.ts';
 import { balanceCommands } from './balances.ts';
+import { callbackDestinationCommands } from './callback-destinations.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { principalCommands } from './principals.ts';
@@ -26,4 +27,5 @@ export const commands: CliCommand[] = [
   ...sweepCommands,
   ...balanceCommands,
   ...databaseCommands,
+  ...callbackDestinationCommands,
 ];

@@ -154,13 +154,14 @@ function transitionLine(t: TransitionView): string {
 const create: CliCommand = {
   path: ['movements', 'create'],
   summary: 'create a movement from a template (it then waits for approval)',
-  usage: `--template KEY --intent JSON [--input JSON] [--callback-url URL] [--template-version N] [--idempotency-key KEY] ${API_USAGE}`,
+  usage: `--template KEY --intent JSON [--input JSON] [--callback-url URL | --callback-destination NAME] [--template-version N] [--idempotency-key KEY] ${API_USAGE}`,
   options: {
     ...apiOptions,
     template: { type: 'string' },
     intent: { type: 'string' },
     input: { type: 'string' },
     'callback-url': { type: 'string' },
+    'callback-destination': { type: 'string' },
     'template-version': { type: 'string' },
     'idempotency-key': { type: 'string' },
   },
@@ -178,6 +179,7 @@ const create: CliCommand = {
       intent,
       ...(input ? { input_params: input } : {}),
       ...(ctx.option('callback-url') ? { callback_url: ctx.option('callback-url') } : {}),
+      ...(ctx.option('callback-destination') ? { callback_destination: ctx.option('callback-destination') } : {}),
       ...(version ? { template_version: Number(version) } : {}),
     };
     const key = ctx.option('idempotency-key');

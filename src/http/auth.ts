@@ -20,6 +20,8 @@ export const permissions = [
   'movement.operate',
   'template.write',
   'callback.redrive',
+  /** register, list, show, rotate and disable callback destinations (their URLs are operator data) */
+  'callback.destination',
   'signer.identity',
   'dashboard',
   'token.admin',
@@ -38,7 +40,7 @@ const grants: Record<Role, readonly Permission[]> = {
   viewer: ['read'],
   requester: ['read', 'movement.create', 'movement.cancel'],
   approver: ['read', 'movement.approve', 'template.approve', 'template.challenge'],
-  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard'],
+  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard', 'callback.destination'],
   admin: permissions.filter((p) => p !== 'movement.approve'),
 };
 

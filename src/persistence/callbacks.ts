@@ -40,6 +40,8 @@ export interface CallbackRow {
   lease_expires_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** The registered destination it reports to (copied from its movement); null for a raw callback_url. */
+  destination_id: string | null;
 }
 
 export interface NewCallback {
@@ -64,8 +66,9 @@ export async function insertCallback(db: Queryable, c: NewCallback): Promise<Cal
   const { rows } = await db.query<CallbackRow>(
     `INSERT INTO callback_outbox
        (request_id, event_type, node_key, callback_url, payload, payload_body, max_attempts,
-        callback_timestamp, callback_nonce)
-     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9)
+        callback_timestamp, callback_nonce, destination_id)
+     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9,
+             (SELECT callback_destination_id FROM movement_requests WHERE id = $1))
      RETURNING *`,
     [c.requestId, c.eventType, c.nodeKey, c.callbackUrl, c.body, c.body, c.maxAttempts, c.timestamp, c.nonce],
   );
@@ -159,25 +162,26 @@ export async function recordDeliverySuccess(
 /**
  * Records a failed attempt (non-2xx, network error, timeout). The row goes to 'dlq' once attempts
  * reach max_attempts; otherwise next_attempt_at = now() + 2^min(attempts, 6) seconds, where now()
- * is the recorded attempt time (last_attempt_at). Returns null when the lease was lost.
+ * is the recorded attempt time (last_attempt_at). A `final` failure (the destination is disabled)
+ * goes to 'dlq' at once. Returns null when the lease was lost.
  */
 export async function recordDeliveryFailure(
   db: Queryable,
   id: string,
   leaseToken: string,
-  failure: { statusCode: number | null; error: string },
+  failure: { statusCode: number | null; error: string; final?: boolean },
 ): Promise<CallbackRow | null> {
   const { rows } = await db.query<CallbackRow>(
     `UPDATE callback_outbox
         SET attempts = attempts + 1,
-            status = CASE WHEN attempts + 1 >= max_attempts THEN 'dlq' ELSE 'pending' END,
-            next_attempt_at = CASE WHEN attempts + 1 >= max_attempts THEN next_attempt_at
+            status = CASE WHEN $5 OR attempts + 1 >= max_attempts THEN 'dlq' ELSE 'pending' END,
+            next_attempt_at = CASE WHEN $5 OR attempts + 1 >= max_attempts THEN next_attempt_at
                                    ELSE now() + make_interval(secs => power(2, least(attempts + 1, 6))) END,
             last_attempt_at = now(), last_error = $3, last_status_code = $4,
             lease_token = NULL, lease_expires_at = NULL, updated_at = now()
       WHERE id = $1 AND lease_token = $2 AND status = 'pending'
       RETURNING *`,
-    [id, leaseToken, failure.error.slice(0, 2000), failure.statusCode],
+    [id, leaseToken, failure.error.slice(0, 2000), failure.statusCode, failure.final ?? false],
   );
   return rows[0] ?? null;
 }

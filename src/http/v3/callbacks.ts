@@ -1,8 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
-import { redriveAndEnqueue } from '../../callbacks/outbox.ts';
-import { writeAudit } from '../../persistence/audit.ts';
+import { redriveCallbackAudited } from '../../callbacks/outbox.ts';
 import { listCallbacks } from '../../persistence/callbacks.ts';
-import { withTransaction } from '../../persistence/db.ts';
 import { permitted } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import {
@@ -60,19 +58,7 @@ export function callbackRoutes(ctx: V3Context) {
 
   app.openapi(redriveRoute, async (c) => {
     const { id } = c.req.valid('param');
-    const actor = actorOf(c);
-    const queue = ctx.callbackQueue();
-    const row = await withTransaction(ctx.pool, async (client) => {
-      const redriven = await redriveAndEnqueue(client, id, queue);
-      await writeAudit(client, {
-        actor,
-        action: 'callback.redrive',
-        entity_type: 'callback',
-        entity_id: id,
-        details: { movement_id: redriven.request_id, event_type: redriven.event_type, redrive_count: redriven.redrive_count },
-      });
-      return redriven;
-    });
+    const row = await redriveCallbackAudited(ctx.pool, ctx.callbackQueue(), { actor: actorOf(c), id });
     return c.json({ callback: callbackView(row, audienceOf(c)) }, 200);
   });
 

@@ -2,6 +2,7 @@ import { authenticate } from '../auth.ts';
 import { auditRoutes } from './audit.ts';
 import { balanceRoutes } from './balances.ts';
 import { callbackRoutes } from './callbacks.ts';
+import { callbackDestinationRoutes } from './callback-destinations.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
 import { principalRoutes } from './principals.ts';
@@ -27,6 +28,7 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', movementRoutes(ctx));
   app.route('/', registryRoutes(ctx));
   app.route('/', callbackRoutes(ctx));
+  app.route('/', callbackDestinationRoutes(ctx));
   app.route('/', auditRoutes(ctx));
   app.route('/', workerRoutes(ctx));
   app.route('/', balanceRoutes(ctx));

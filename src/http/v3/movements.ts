@@ -57,8 +57,11 @@ const createMovementRoute = createRoute({
     200: jsonResponse(MovementDetailSchema, 'The movement an earlier call with this Idempotency-Key created'),
     ...commonErrors,
     ...notFound,
-    ...conflict('The Idempotency-Key was used with a different body (IDEMPOTENCY_KEY_REUSED)'),
-    ...unprocessable('The plan cannot compile (INVALID_TEMPLATE) or the callback host is not allowed (CALLBACK_HOST_NOT_ALLOWED)'),
+    ...conflict('The Idempotency-Key was used with a different body (IDEMPOTENCY_KEY_REUSED), or the callback destination is disabled (CALLBACK_DESTINATION_DISABLED)'),
+    ...unprocessable(
+      'The plan cannot compile (INVALID_TEMPLATE), the callback host is not allowed (CALLBACK_HOST_NOT_ALLOWED) ' +
+        'or no callback destination has that name or id (CALLBACK_DESTINATION_UNKNOWN)',
+    ),
   },
 });
 
@@ -186,6 +189,7 @@ export function movementRoutes(ctx: V3Context) {
       intent: body.intent,
       inputParams: body.input_params,
       callbackUrl: body.callback_url ?? null,
+      callbackDestination: body.callback_destination ?? null,
       idempotencyKey: headers['idempotency-key'] ?? null,
     });
     const view = await detail(created, audienceOf(c));

@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { decimalInteger } from '../query.ts';
+import { DESTINATION_NAME_PATTERN, MAX_OVERLAP_SECONDS } from '../../callbacks/destination-service.ts';
 import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
 import { nodeStates } from '../../machines/node-machine.ts';
 import { requestStates } from '../../machines/request-machine.ts';
@@ -133,6 +134,12 @@ export const CreateMovementBody = z
     intent: jsonObjectSchema,
     input_params: jsonObjectSchema.optional(),
     callback_url: z.string().min(1).max(2048).optional().openapi({ format: 'uri' }),
+    callback_destination: z
+      .string()
+      .min(1)
+      .max(100)
+      .optional()
+      .openapi({ description: 'A registered callback destination (name or id) to report to instead of callback_url; not both' }),
   })
   .openapi('CreateMovementRequest');
 
@@ -391,6 +398,7 @@ export const CallbackSchema = z
     event_type: z.string(),
     node_key: z.string().nullable(),
     callback_url: z.string().nullable().openapi({ description: 'Shown to roles that may redrive callbacks (operator, admin); null for others' }),
+    destination_id: z.string().nullable().openapi({ ...UUID_FORMAT, description: 'The registered callback destination it reports to; null for a raw callback_url' }),
     status: z.enum(['pending', 'sent', 'dlq']),
     attempts: z.number().int(),
     max_attempts: z.number().int(),
@@ -637,3 +645,54 @@ export const CreatedTokenSchema = z
   })
   .openapi('CreatedToken');
 export const TokenListSchema = z.object({ tokens: z.array(TokenSchema) }).openapi('TokenList');
+// Callback destinations (/v3/callback-destinations)
+
+export const DestinationRefParams = z.object({
+  id: z.string().min(1).max(100).openapi({ param: { name: 'id', in: 'path' }, description: 'Destination id or name' }),
+});
+
+export const CreateDestinationBody = z
+  .strictObject({
+    name: z
+      .string()
+      .regex(DESTINATION_NAME_PATTERN, 'name must be 1-63 lowercase letters, digits, "_", "." or "-", starting with a letter or digit')
+      .openapi({ example: 'ledger-prod' }),
+    url: z.string().min(1).max(2048).openapi({ format: 'uri' }),
+  })
+  .openapi('CreateCallbackDestinationRequest');
+
+export const RotateSecretBody = z
+  .strictObject({
+    overlap_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_OVERLAP_SECONDS)
+      .optional()
+      .openapi({ description: 'How long the previous secrets keep signing beside the new one; default 86400 (one day)' }),
+  })
+  .openapi('RotateCallbackSecretRequest');
+
+export const DestinationSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    name: z.string(),
+    url: z.string(),
+    status: z.enum(['active', 'disabled']),
+    created_by: z.string(),
+    created_at: isoTime,
+    disabled_by: z.string().nullable(),
+    disabled_at: nullableTime,
+    secret_created_at: nullableTime.openapi({ description: 'When the current signing secret was made' }),
+    previous_secrets_expire_at: nullableTime.openapi({ description: 'End of a rotation overlap still running; null when only the current secret signs' }),
+  })
+  .openapi('CallbackDestination');
+
+export const DestinationResultSchema = z.object({ destination: DestinationSchema }).openapi('CallbackDestinationResult');
+export const DestinationListSchema = z.object({ destinations: z.array(DestinationSchema) }).openapi('CallbackDestinationList');
+export const DestinationSecretSchema = z
+  .object({
+    destination: DestinationSchema,
+    secret: z.string().openapi({ description: 'The signing secret, shown this once; Ferry cannot show it again' }),
+  })
+  .openapi('CallbackDestinationSecret');

@@ -198,6 +198,7 @@ export function callbackView(c: CallbackRow, audience: Audience): z.infer<typeof
     event_type: c.event_type,
     node_key: c.node_key,
     callback_url: audience.callbackUrls ? c.callback_url : null,
+    destination_id: c.destination_id ?? null,
     status: c.status,
     attempts: c.attempts,
     max_attempts: c.max_attempts,
