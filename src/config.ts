@@ -133,6 +133,12 @@ const fields = {
   FERRY_SIM_POOL_MAX: ['simPoolMax', count(4)],
   FERRY_DB_CONNECTION_RESERVE: ['dbConnectionReserve', z.coerce.number().int().min(0).default(5)],
   FERRY_CONNECTION_BUDGET_ENABLED: ['connectionBudgetEnabled', bool.default(true)],
+
+  // Event streams (/inspect/movements/{id}/events, docs/security.md): how often an open stream
+  // re-checks its token (at most 30 s, so a revoked token's stream ends within that), and how many
+  // streams one token may hold open in one process.
+  FERRY_STREAM_TOKEN_RECHECK_SECONDS: ['streamTokenRecheckSeconds', z.coerce.number().positive().max(30).default(15)],
+  FERRY_STREAM_MAX_PER_TOKEN: ['streamMaxPerToken', z.coerce.number().int().min(1).max(1000).default(4)],
 } as const;
 
 type Fields = typeof fields;
