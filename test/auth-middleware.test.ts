@@ -25,6 +25,7 @@ const expected: Record<Role, Permission[]> = {
     'signer.identity',
     'dashboard',
     'token.admin',
+    'dashboard.jobs',
   ],
 };
 
@@ -54,7 +55,7 @@ test('the permission matrix: every role x permission', () => {
       asserted++;
     }
   }
-  assert.equal(asserted, 5 * 10);
+  assert.equal(asserted, 5 * 11);
   // Four-eyes by role: whoever may create movements may not approve them, and the reverse.
   for (const role of ['requester', 'approver', 'operator', 'viewer'] as const) {
     assert.ok(!(can(role, 'movement.create') && can(role, 'movement.approve')), role);

@@ -23,6 +23,8 @@ export const permissions = [
   'signer.identity',
   'dashboard',
   'token.admin',
+  /** change jobs, queues and schedules through the dashboard (admin only: nobody else holds it) */
+  'dashboard.jobs',
 ] as const;
 export type Permission = (typeof permissions)[number];
 
