@@ -276,6 +276,8 @@ function noise(rng: Rng, headers: Record<string, string>): string {
 export function generateCases(ops: OperationDoc[], base: Record<string, BaseRequest>, ctx: FuzzContext, count: number, seed: number): FuzzCase[] {
   const rng = prng(seed);
   for (const op of ops) if (!base[`${op.method} ${op.path}`]) throw new Error(`no base request for ${op.method} ${op.path}`);
+  const methodsOf = new Map<string, Set<string>>();
+  for (const op of ops) methodsOf.set(op.path, (methodsOf.get(op.path) ?? new Set()).add(op.method));
   const cases: FuzzCase[] = [];
   for (let i = 0; i < count; i++) {
     const op = ops[i % ops.length];
@@ -290,6 +292,7 @@ export function generateCases(ops: OperationDoc[], base: Record<string, BaseRequ
     if (body !== undefined) headers['content-type'] = 'application/json';
     let status: number | undefined;
     let code: string | undefined;
+    let method = op.method;
 
     const pathParams = op.params.filter((p) => p.in === 'path');
     const queryParams = op.params.filter((p) => p.in === 'query');
@@ -309,6 +312,17 @@ export function generateCases(ops: OperationDoc[], base: Record<string, BaseRequ
         else if (how === 5) headers.authorization = `Bearer ${ctx.tokens.admin.slice(0, -1)}${ctx.tokens.admin.endsWith('A') ? 'B' : 'A'}`;
         else headers.authorization = `Bearer ${ctx.tokens.admin.toUpperCase() === ctx.tokens.admin ? ctx.tokens.admin.toLowerCase() : ctx.tokens.admin.toUpperCase()}`;
         return `authorization ${how}`;
+      },
+    ]);
+    const otherMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].filter((m) => !methodsOf.get(op.path)!.has(m));
+    families.push([
+      'method',
+      () => {
+        method = pick(rng, otherMethods);
+        if (method === 'GET') body = undefined;
+        status = 404;
+        code = 'NOT_FOUND';
+        return method;
       },
     ]);
     if (lacking.length) {
@@ -495,7 +509,7 @@ export function generateCases(ops: OperationDoc[], base: Record<string, BaseRequ
     const url = encodePath(op.path, pathValues, rawPath) + queryString(query, rawQuery);
     cases.push({
       name: `#${i} ${op.method} ${op.path} ${family}: ${detail}${extras.length ? ` (+${extras.join(', ')})` : ''}`,
-      method: op.method,
+      method,
       url,
       headers,
       body,
