@@ -360,7 +360,14 @@ export function generateCases(ops: OperationDoc[], base: Record<string, BaseRequ
       families.push([
         'query-unknown',
         () => {
-          const name = pick(rng, ['sort', 'offset', 'ü', '💸', 'LIMIT', 'limit ', 'a'.repeat(300), '__proto__', 'constructor', '$where', 'x[y]', 'state[]']);
+          const name = pick(rng, ['sort', 'offset', 'ü', '💸', 'LIMIT', 'limit ', 'a'.repeat(300), '__proto__', 'constructor', '$where', 'x[y]', 'state[]', 'flood']);
+          if (name === 'flood') {
+            // Hundreds of parameters (the URL stays under the server's header size limit).
+            for (let n = int(rng, 100, 600); n > 0; n--) query[`f${n}`] = String(n);
+            status = 400;
+            code = 'VALIDATION_FAILED';
+            return 'flood';
+          }
           query[name] = pick(rng, ['1', '', 'ü', 'true']);
           status = 400;
           code = 'VALIDATION_FAILED';
@@ -477,6 +484,18 @@ export function generateCases(ops: OperationDoc[], base: Record<string, BaseRequ
           },
         ]);
       }
+      families.push([
+        'body-deep',
+        () => {
+          // Nesting far beyond any limit, under the size limit: parsers and walkers must not recurse to death.
+          const depth = pick(rng, [100, 1000, 10_000, 50_000]);
+          const [open, close] = pick(rng, [['[', ']'], ['{"a":', '}']]);
+          const nested = open.repeat(depth) + '1' + close.repeat(depth);
+          const key = pick(rng, ['intent', 'config', 'surprise', 'input_params', 'nodes']);
+          body = rng() < 0.3 ? nested : `{"${key}":${nested}}`;
+          return `${depth} deep`;
+        },
+      ]);
       families.push([
         'body-huge',
         () => {
