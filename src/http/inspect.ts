@@ -9,6 +9,8 @@
  * Every route needs a token with 'read'. Tokens travel only in the Authorization header, never in a
  * URL: the visualizer reads the event stream with fetch() (which can send headers) instead of
  * EventSource (which cannot), so no token ends up in access logs, browser history or Referer headers.
+ * An open stream checks its token again every FERRY_STREAM_TOKEN_RECHECK_SECONDS and ends when the
+ * token no longer grants 'read'; one token holds at most FERRY_STREAM_MAX_PER_TOKEN streams.
  */
 import { Hono } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
