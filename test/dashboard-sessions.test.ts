@@ -183,4 +183,15 @@ test('changing a job through the dashboard: an operator is refused, an admin\'s 
   assert.ok(resume.status < 400, `resume (${resume.status})`);
   assert.equal(await jobState(jobId), 'created');
   assert.deepEqual((await auditOf(jobId)).map((a) => a.action), ['dashboard.job.cancel', 'dashboard.job.resume']);
+
+  // The page's own scripts post to the route's data URL (React Router's `.data` suffix): the same job.
+  const viaData = await send('POST', `${path}.data`, { ...form, cookie: ad.cookie }, cancel);
+  assert.ok(viaData.status < 400, `cancel through the data URL (${viaData.status})`);
+  assert.equal(await jobState(jobId), 'cancelled');
+  const last = (await auditOf(jobId)).at(-1);
+  assert.equal(last.action, 'dashboard.job.cancel');
+  assert.equal(last.details.path, `/queues/${QUEUES.callbacks}/jobs/${jobId}`);
+  const refusedData = await send('POST', `${path}.data`, { ...form, cookie: op.cookie }, new URLSearchParams({ intent: 'resume' }).toString());
+  assert.equal(refusedData.status, 403);
+  assert.equal(await jobState(jobId), 'cancelled');
 });
