@@ -191,6 +191,20 @@ test('changing a job through the dashboard: an operator is refused, an admin\'s 
   const last = (await auditOf(jobId)).at(-1);
   assert.equal(last.action, 'dashboard.job.cancel');
   assert.equal(last.details.path, `/queues/${QUEUES.callbacks}/jobs/${jobId}`);
+  // Paths the dashboard would fail on are 404 from Ferry, before anything is recorded.
+  for (const odd of ['/dashboard/queues/a%ED%A0%80/jobs/x', `/dashboard/queues/${QUEUES.callbacks}/jobs/not-a-uuid`, `/dashboard/queues/q/jobs/x%00y.data`, '/dashboard/queues/%zz', '/dashboard/queues/a%00b', '/dashboard/queues/a%20b.data']) {
+    for (const method of ['GET', 'POST']) {
+      const r = await send(method, odd, { ...form, cookie: ad.cookie }, method === 'POST' ? cancel : undefined);
+      assert.equal(r.status, 404, `${method} ${odd}`);
+      assert.equal(JSON.parse(r.body).error.code, 'NOT_FOUND');
+    }
+  }
+  // Text jsonb cannot store (NUL) is replaced in the record, not a 500.
+  const nul = await send('POST', `/dashboard/queues/${QUEUES.callbacks}`, { ...form, cookie: ad.cookie }, new URLSearchParams({ intent: 'cancel', jobId: 'x\u0000y' }).toString());
+  assert.ok(nul.status < 500, `an odd job id in the form is no server error (${nul.status})`);
+  const { rows: nulRows } = await db.pool.query(`SELECT details FROM audit_outbox WHERE entity_id = 'x\ufffdy'`);
+  assert.equal(nulRows.length, 1);
+  assert.equal(nulRows[0].details.job_id, 'x\ufffdy');
   const refusedData = await send('POST', `${path}.data`, { ...form, cookie: op.cookie }, new URLSearchParams({ intent: 'resume' }).toString());
   assert.equal(refusedData.status, 403);
   assert.equal(await jobState(jobId), 'cancelled');

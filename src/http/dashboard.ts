@@ -26,7 +26,8 @@ import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { PGBOSS_SCHEMA } from '../actors/boss.ts';
 import { recordDashboardAction } from '../actors/dashboard-actions.ts';
 import { APP_NAMES } from '../connection-budget.ts';
-import { errorStatus, FerryError } from '../errors.ts';
+import { errorStatus, FerryError, NotFoundError } from '../errors.ts';
+import { isUuid } from '../ids.ts';
 import type { Pool } from '../persistence/db.ts';
 import { createDashboardSession, dashboardSessionToken, endDashboardSession } from '../persistence/dashboard-sessions.ts';
 import { authenticateToken } from '../persistence/tokens.ts';
@@ -115,7 +116,13 @@ function cookieOptions(c: Context) {
 
 const READ_METHODS = new Set(['GET', 'HEAD']);
 const JOB_INTENTS = new Set(['cancel', 'retry', 'resume', 'delete']);
-const text = (v: unknown, max = 200) => (typeof v === 'string' && v.length > 0 ? v.slice(0, max) : null);
+// What the audit record may hold: bounded, well-formed, no control characters (jsonb refuses NUL).
+const storable = (s: string, max = 200) =>
+  s
+    .slice(0, max)
+    .replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
+    .replace(/[\u0000-\u001f\u007f]/g, '\ufffd');
+const text = (v: unknown, max = 200) => (typeof v === 'string' && v.length > 0 ? storable(v, max) : null);
 
 /** What a change posted to the dashboard is about: the job and queue from the path or the form. */
 async function describeChange(c: Context): Promise<{ action: string; queue: string | null; jobId: string | null; path: string; intent: string | null }> {
@@ -131,15 +138,35 @@ async function describeChange(c: Context): Promise<{ action: string; queue: stri
   const onQueue = /^\/queues\/([^/]+)$/.exec(path);
   const decode = (s: string) => {
     try {
-      return decodeURIComponent(s).slice(0, 200);
+      return storable(decodeURIComponent(s));
     } catch {
-      return s.slice(0, 200);
+      return storable(s);
     }
   };
   const queue = onJob ? decode(onJob[1]) : onQueue ? decode(onQueue[1]) : text(form?.get('queueName')) ?? text(form?.get('name'));
   const jobId = onJob ? decode(onJob[2]) : text(form?.get('jobId'));
   const action = jobId && intent && JOB_INTENTS.has(intent) ? `job.${intent}` : 'change';
-  return { action, queue, jobId, path: path.slice(0, 200), intent };
+  return { action, queue, jobId, path: storable(path), intent };
+}
+
+/**
+ * Paths the dashboard would answer with a 500 (its name check or database query fails on them): a
+ * broken percent escape, a queue name pg-boss refuses, a job id that is not a UUID. They name
+ * nothing, so 404 here.
+ */
+function refuseUnservable(c: Context): void {
+  const raw = c.req.path.slice(DASHBOARD_PATH.length);
+  let path: string;
+  try {
+    path = decodeURIComponent(raw);
+  } catch {
+    throw new FerryError('NOT_FOUND', 'No dashboard page at a path with a malformed percent escape', { path: storable(raw) });
+  }
+  const queue = /^\/queues\/([^/]+?)(?:\.data)?(?:\/|$)/.exec(path);
+  // pg-boss's own rule for queue names; the dashboard asserts it and fails on anything else.
+  if (queue && queue[1] !== 'create' && !/^[\w.-]+$/.test(queue[1])) throw new NotFoundError('queue', storable(queue[1]));
+  const job = /^\/queues\/[^/]+\/jobs\/([^/]+?)(?:\.data)?$/.exec(path);
+  if (job && !isUuid(job[1])) throw new NotFoundError('job', storable(job[1]));
 }
 
 function wantsPage(c: Context): boolean {
@@ -229,6 +256,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
       throw new FerryError('FORBIDDEN', `role ${who.role} does not grant dashboard`, { permission: 'dashboard', role: who.role });
     }
     c.set('principal', { tokenId: who.id, name: who.name, role: who.role });
+    refuseUnservable(c);
     if (!READ_METHODS.has(c.req.method)) {
       if (!can(who.role, 'dashboard.jobs')) {
         throw new FerryError('FORBIDDEN', `role ${who.role} may read the dashboard but not change jobs through it (dashboard.jobs)`, {
