@@ -160,6 +160,11 @@ const fields = {
   FERRY_WORKER_STATEMENT_TIMEOUT_MS: ['workerStatementTimeoutMs', z.coerce.number().int().min(0).default(30_000)],
   // Signs exported audit checkpoints (HMAC-SHA256); keep a copy outside the database's reach.
   FERRY_AUDIT_CHECKPOINT_KEY: ['auditCheckpointKey', z.string().min(32).optional()],
+  // Event streams (/inspect/movements/{id}/events, docs/security.md): how often an open stream
+  // re-checks its token (at most 30 s, so a revoked token's stream ends within that), and how many
+  // streams one token may hold open in one process.
+  FERRY_STREAM_TOKEN_RECHECK_SECONDS: ['streamTokenRecheckSeconds', z.coerce.number().positive().max(30).default(15)],
+  FERRY_STREAM_MAX_PER_TOKEN: ['streamMaxPerToken', z.coerce.number().int().min(1).max(1000).default(4)],
 } as const;
 
 type Fields = typeof fields;

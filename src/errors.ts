@@ -25,6 +25,8 @@ export const errorStatus = {
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  /** A token already holds as many open event streams as FERRY_STREAM_MAX_PER_TOKEN allows. */
+  TOO_MANY_STREAMS: 429,
   CALLBACK_HOST_NOT_ALLOWED: 422,
   CALLBACK_NOT_REDRIVABLE: 409,
   // Registered callback destinations (src/callbacks/destination-service.ts)

@@ -5,7 +5,9 @@
  * database: the main tables are checksummed before and after.
  */
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
+import { serve, type ServerType } from '@hono/node-server';
 import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { loadConfig } from '../src/config.ts';
@@ -13,6 +15,7 @@ import { createApp } from '../src/http/app.ts';
 import { log } from '../src/log.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { generateCases, operationsOf, type BaseRequest, type FuzzCase } from './helpers/fuzz.ts';
 import { callApi } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 
@@ -414,10 +417,17 @@ const TABLES = [
   'sim_side_effects',
 ];
 
-/** Row count and a digest of every row of each table; api_tokens without last_used_at (bumped by reads). */
+/**
+ * Row count and a digest of every row of each table: the ones above and every other table of the
+ * schema (so a new table is covered without being listed); api_tokens without last_used_at (bumped
+ * by reads).
+ */
 async function checksum(): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const table of TABLES) {
+  const { rows: all } = await db.pool.query<{ name: string }>(
+    `SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' AND tablename NOT IN ('pgmigrations', 'api_tokens') ORDER BY 1`,
+  );
+  for (const table of new Set([...TABLES, ...all.map((r) => r.name)])) {
     const { rows } = await db.pool.query<{ n: number; digest: string | null }>(
       `SELECT count(*)::int AS n, md5(string_agg(t::text, '|' ORDER BY t::text)) AS digest FROM ${table} t`,
     );
@@ -478,4 +488,113 @@ test('the refusals did not block valid work: the same routes still accept good i
   const intent = { memo: 'Überweisung 💸 für Q3', 'clé': 'ß' };
   const created = await call('POST', mv, req, { template_key: 'shape', intent });
   assert.deepEqual(created.movement.intent, intent);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Generated cases: every operation of the OpenAPI document, mutated from a valid base request by a
+// seeded generator (test/helpers/fuzz.ts), sent over real HTTP with a bounded pool.
+
+// Fixed, so every run sends the same cases; FERRY_FUZZ_SEED and FERRY_FUZZ_CASES explore others by hand.
+const FUZZ_SEED = Number(process.env.FERRY_FUZZ_SEED ?? 0x5eed_f022);
+const FUZZ_CASES = Number(process.env.FERRY_FUZZ_CASES ?? 5500);
+const FUZZ_CONCURRENCY = 16;
+
+/**
+ * A valid request per operation. Where a valid request would change something, the target is one
+ * that refuses it anyway (a final state, an unknown signer, a callback already sent), so even a
+ * mutation that failed to invalidate the request could not change the database.
+ */
+const fuzzBase: Record<string, BaseRequest> = {
+  'POST /v3/templates': { path: {}, body: template },
+  'GET /v3/templates': { path: {} },
+  'GET /v3/templates/{key}': { path: { key: 'shape' } },
+  'GET /v3/templates/{key}/versions/{version}': { path: { key: 'shape', version: '1' } },
+  'POST /v3/templates/{key}/compile': { path: { key: 'shape' }, body: { intent: { n: 1 }, input_params: {}, template_version: 1 } },
+  'POST /v3/movements': { path: {}, body: { template_key: 'shape', intent: { n: 1 }, input_params: {}, template_version: 1, callback_url: 'http://127.0.0.1:9/cb' } },
+  'GET /v3/movements': { path: {}, query: { state: 'PENDING_APPROVAL', template_key: 'shape', limit: '5' } },
+  'GET /v3/movements/{id}': { path: { id: pending.id } },
+  'GET /v3/movements/{id}/transitions': { path: { id: pending.id }, query: { limit: '5' } },
+  'POST /v3/movements/{id}/approve': { path: { id: rejected.id }, body: { compiled_plan_hash: rejected.compiled_plan_hash }, safeTarget: true },
+  'POST /v3/movements/{id}/reject': { path: { id: rejected.id }, body: { reason: 'no' }, safeTarget: true },
+  'POST /v3/movements/{id}/cancel': { path: { id: cancelled.id }, body: { reason: 'no' }, safeTarget: true },
+  'POST /v3/movements/{id}/resume': { path: { id: cancelled.id }, body: {}, safeTarget: true },
+  'POST /v3/movements/{id}/retry': { path: { id: cancelled.id }, body: { node_key: 'a' }, safeTarget: true },
+  'GET /v3/executors': { path: {} },
+  'GET /v3/signers': { path: {} },
+  'PUT /v3/signers/{signer_key}/expected-identity': { path: { signer_key: 'ghost' }, body: { address: `0x${'1'.repeat(40)}` }, safeTarget: true },
+  'GET /v3/callbacks': { path: {}, query: { status: 'sent', movement_id: approved.id, limit: '5' } },
+  'POST /v3/callbacks/{id}/redrive': { path: { id: sentCallback }, body: {}, safeTarget: true },
+  'GET /v3/audit-events': { path: {}, query: { order: 'desc', entity_type: 'movement', limit: '5' } },
+  'GET /v3/workers': { path: {} },
+  'GET /v3/balances': { path: {}, query: { chain: 'sim', limit: '5' } },
+};
+
+test(`${FUZZ_CASES} generated malformed requests over HTTP across every OpenAPI operation: each a 4xx with a code, the database unchanged`, async (t) => {
+  const doc = await (await app.request('/openapi.json')).json();
+  const ops = operationsOf(doc);
+  assert.ok(ops.length >= 20, `the document lists the operations (${ops.length})`);
+  const fuzzCases = generateCases(ops, fuzzBase, { tokens: Object.fromEntries(roles.map((r) => [r, tokens[r].token])), grants, revokedToken: revoked.token, maxBodyBytes: config.maxBodyBytes }, FUZZ_CASES, FUZZ_SEED);
+  assert.equal(fuzzCases.length, FUZZ_CASES);
+  assert.deepEqual(generateCases(ops, fuzzBase, { tokens: Object.fromEntries(roles.map((r) => [r, tokens[r].token])), grants, revokedToken: revoked.token, maxBodyBytes: config.maxBodyBytes }, 50, FUZZ_SEED), fuzzCases.slice(0, 50), 'the same seed gives the same cases');
+  for (const op of ops) assert.ok(fuzzCases.some((c) => c.name.includes(` ${op.method} ${op.path} `)), `${op.method} ${op.path} is fuzzed`);
+
+  const srv: ServerType = await new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
+  });
+  const base = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+  const before = await checksum();
+  const failures: string[] = [];
+  const statuses = new Map<number, number>();
+  const started = Date.now();
+  const byFamily = new Map<string, number>();
+  const one = async (c: FuzzCase) => {
+    const t0 = Date.now();
+    const family = / (\S+): /.exec(c.name.slice(c.name.indexOf('/')))?.[1] ?? '?';
+    try {
+      await send(c);
+    } finally {
+      byFamily.set(family, (byFamily.get(family) ?? 0) + Date.now() - t0);
+    }
+  };
+  const send = async (c: FuzzCase) => {
+    let res: Response;
+    try {
+      res = await fetch(base + c.url, { method: c.method, headers: c.headers, body: c.body });
+    } catch (err) {
+      failures.push(`${c.name}: the request failed: ${(err as Error).message}`);
+      return;
+    }
+    const text = await res.text();
+    statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+    let body: any;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      failures.push(`${c.name}: ${res.status}, body is not JSON: ${text.slice(0, 80)}`);
+      return;
+    }
+    const code = body?.error?.code;
+    if (res.status < 400 || res.status >= 500) failures.push(`${c.name}: status ${res.status} (${code}: ${body?.error?.message})`);
+    else if (typeof code !== 'string' || !/^[A-Z_]+$/.test(code) || typeof body.error.message !== 'string') failures.push(`${c.name}: no error code: ${text.slice(0, 120)}`);
+    else if (c.status !== undefined && res.status !== c.status) failures.push(`${c.name}: status ${res.status}, expected ${c.status} (${code}: ${body.error.message})`);
+    else if (c.code !== undefined && code !== c.code) failures.push(`${c.name}: code ${code}, expected ${c.code} (${body.error.message})`);
+  };
+  try {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: FUZZ_CONCURRENCY }, async () => {
+        while (next < fuzzCases.length) await one(fuzzCases[next++]);
+      }),
+    );
+  } finally {
+    await new Promise<void>((resolve) => {
+      srv.close(() => resolve());
+      (srv as import('node:http').Server).closeAllConnections();
+    });
+  }
+  const elapsed = Date.now() - started;
+  assert.deepEqual(failures.slice(0, 40), [], `${failures.length} of ${fuzzCases.length} cases failed`);
+  assert.deepEqual(await checksum(), before, 'no generated request changed the database');
+  t.diagnostic(`${fuzzCases.length} cases in ${elapsed} ms; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort()))}`);
+  t.diagnostic(`request time by family (ms, summed over the pool): ${JSON.stringify(Object.fromEntries([...byFamily].sort((a, b) => b[1] - a[1])))}`);
 });

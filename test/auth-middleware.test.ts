@@ -28,6 +28,7 @@ const expected: Record<Role, Permission[]> = {
     'callback.destination',
     'signer.identity',
     'dashboard',
+    'dashboard.jobs',
     'token.admin',
   ],
 };

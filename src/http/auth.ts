@@ -29,6 +29,8 @@ export const permissions = [
   'template.approve',
   /** challenge an approved template proposal within its challenge window */
   'template.challenge',
+  /** change jobs, queues and schedules through the dashboard (admin only: nobody else holds it) */
+  'dashboard.jobs',
 ] as const;
 export type Permission = (typeof permissions)[number];
 

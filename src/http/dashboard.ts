@@ -2,13 +2,20 @@
  * The pg-boss dashboard (queues, jobs, schedules, warnings of Ferry's pg-boss schema) at /dashboard,
  * for tokens whose role grants 'dashboard' (operator, admin).
  *
- * A browser cannot put a bearer token on a page navigation, so the dashboard also accepts the token
- * from a cookie that a login form sets: POST /dashboard/login with the token in the form body (never
- * in a URL, so it stays out of logs and history) sets `ferry_dashboard`, HttpOnly (page scripts
- * cannot read it), SameSite=Strict (no other site can make the browser send it, which is also what
- * keeps the dashboard's job actions safe from cross-site requests) and scoped to /dashboard. The
- * token is checked on every request, so revoking it ends the session at once. Scripts and tests may
- * send `Authorization: Bearer` instead.
+ * A browser cannot put a bearer token on a page navigation, so the dashboard signs the browser in:
+ * POST /dashboard/login with the token in the form body (never in a URL, so it stays out of logs and
+ * history) starts a server-side session (table dashboard_sessions) and sets `ferry_dashboard` to the
+ * session's random id, never the token: HttpOnly (page scripts cannot read it), SameSite=Strict (no
+ * other site can make the browser send it, which is also what keeps the dashboard's job actions safe
+ * from cross-site requests), scoped to /dashboard, and Secure unless the request plainly came over
+ * loopback (see servedOverLoopback). The session is looked up on every request together with its
+ * token, so revoking the token (or signing out) ends it at once. Scripts and tests may send
+ * `Authorization: Bearer` instead.
+ *
+ * Reading is for roles granting 'dashboard' (operator, admin). Anything that changes pg-boss state
+ * (every request but GET and HEAD: retry, cancel, resume, delete a job, send one, edit queues and
+ * schedules) needs 'dashboard.jobs' (admin) and is audited before it is passed on
+ * (src/actors/dashboard-actions.ts).
  *
  * The dashboard package bundles the pg-boss release whose schema it reads (12.33.2, schema 42);
  * Ferry pins the same pg-boss, see src/actors/boss.ts.
@@ -17,10 +24,14 @@ import { createDashboardHandler, type DashboardHandler } from '@pg-boss/dashboar
 import { Hono, type Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { PGBOSS_SCHEMA } from '../actors/boss.ts';
+import { recordDashboardAction } from '../actors/dashboard-actions.ts';
 import { APP_NAMES } from '../connection-budget.ts';
-import { errorStatus, FerryError } from '../errors.ts';
+import { errorStatus, FerryError, NotFoundError } from '../errors.ts';
+import { isUuid } from '../ids.ts';
 import type { Pool } from '../persistence/db.ts';
+import { createDashboardSession, dashboardSessionToken, endDashboardSession } from '../persistence/dashboard-sessions.ts';
 import { authenticateToken } from '../persistence/tokens.ts';
+import { principalActor } from '../persistence/principals.ts';
 import { bearerToken, callerOf, can, type AuthEnv } from './auth.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
@@ -53,8 +64,8 @@ function loginPage(message: string | null): string {
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>
 <body style="font-family: system-ui, sans-serif; max-width: 32rem; margin: 4rem auto; padding: 0 1rem">
 <h1>Ferry queue dashboard</h1>
-<p>Sign in with an API token of role <b>operator</b> or <b>admin</b>. The token is kept in an HttpOnly
-cookie for this path only and checked on every request.</p>
+<p>Sign in with an API token of role <b>operator</b> or <b>admin</b>. The browser keeps only a session
+id (an HttpOnly cookie for this path), never the token; revoking the token ends the session.</p>
 ${message ? `<p role="alert" style="color: #b00020">${escapeHtml(message)}</p>` : ''}
 <form method="post" action="${DASHBOARD_PATH}/login">
 <label>API token <input name="token" type="password" autocomplete="off" required size="50"></label>
@@ -77,6 +88,85 @@ function sameOrigin(c: Context): boolean {
   } catch {
     return false;
   }
+}
+
+const LOOPBACK_HOST = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
+const LOOPBACK_PEER = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
+// Any of these says a proxy stands between the browser and Ferry, so the browser is not on loopback.
+const FORWARDING_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip'];
+
+/**
+ * Whether the cookie may go without `Secure`: only for a browser talking to Ferry over loopback by
+ * plain http, i.e. the URL's host (the Host header) is a loopback name or address, the connection's
+ * peer (when known) is a loopback address, the URL is not https, and no forwarding header is present.
+ * No header is trusted to relax anything: Host alone cannot (the peer must be loopback too), and a
+ * forwarding header can only make the cookie Secure, never the reverse.
+ */
+export function servedOverLoopback(c: Context): boolean {
+  const url = new URL(c.req.url);
+  if (url.protocol !== 'http:' || !LOOPBACK_HOST.test(url.hostname)) return false;
+  if (FORWARDING_HEADERS.some((h) => c.req.header(h) !== undefined)) return false;
+  const peer = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress;
+  return peer === undefined || LOOPBACK_PEER.test(peer);
+}
+
+function cookieOptions(c: Context) {
+  return { path: DASHBOARD_PATH, httpOnly: true, sameSite: 'Strict' as const, secure: !servedOverLoopback(c) };
+}
+
+const READ_METHODS = new Set(['GET', 'HEAD']);
+const JOB_INTENTS = new Set(['cancel', 'retry', 'resume', 'delete']);
+// What the audit record may hold: bounded, well-formed, no control characters (jsonb refuses NUL).
+const storable = (s: string, max = 200) =>
+  s
+    .slice(0, max)
+    .replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
+    .replace(/[\u0000-\u001f\u007f]/g, '\ufffd');
+const text = (v: unknown, max = 200) => (typeof v === 'string' && v.length > 0 ? storable(v, max) : null);
+
+/** What a change posted to the dashboard is about: the job and queue from the path or the form. */
+async function describeChange(c: Context): Promise<{ action: string; queue: string | null; jobId: string | null; path: string; intent: string | null }> {
+  const path = c.req.path.slice(DASHBOARD_PATH.length).replace(/\.data$/, '') || '/';
+  let form: FormData | null = null;
+  try {
+    form = await c.req.raw.clone().formData();
+  } catch {
+    // not a form: nothing more to learn
+  }
+  const intent = text(form?.get('intent'), 40);
+  const onJob = /^\/queues\/([^/]+)\/jobs\/([^/]+)$/.exec(path);
+  const onQueue = /^\/queues\/([^/]+)$/.exec(path);
+  const decode = (s: string) => {
+    try {
+      return storable(decodeURIComponent(s));
+    } catch {
+      return storable(s);
+    }
+  };
+  const queue = onJob ? decode(onJob[1]) : onQueue ? decode(onQueue[1]) : text(form?.get('queueName')) ?? text(form?.get('name'));
+  const jobId = onJob ? decode(onJob[2]) : text(form?.get('jobId'));
+  const action = jobId && intent && JOB_INTENTS.has(intent) ? `job.${intent}` : 'change';
+  return { action, queue, jobId, path: storable(path), intent };
+}
+
+/**
+ * Paths the dashboard would answer with a 500 (its name check or database query fails on them): a
+ * broken percent escape, a queue name pg-boss refuses, a job id that is not a UUID. They name
+ * nothing, so 404 here.
+ */
+function refuseUnservable(c: Context): void {
+  const raw = c.req.path.slice(DASHBOARD_PATH.length);
+  let path: string;
+  try {
+    path = decodeURIComponent(raw);
+  } catch {
+    throw new FerryError('NOT_FOUND', 'No dashboard page at a path with a malformed percent escape', { path: storable(raw) });
+  }
+  const queue = /^\/queues\/([^/]+?)(?:\.data)?(?:\/|$)/.exec(path);
+  // pg-boss's own rule for queue names; the dashboard asserts it and fails on anything else.
+  if (queue && queue[1] !== 'create' && !/^[\w.-]+$/.test(queue[1])) throw new NotFoundError('queue', storable(queue[1]));
+  const job = /^\/queues\/[^/]+\/jobs\/([^/]+?)(?:\.data)?$/.exec(path);
+  if (job && !isUuid(job[1])) throw new NotFoundError('job', storable(job[1]));
 }
 
 function wantsPage(c: Context): boolean {
@@ -141,24 +231,22 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
     if (!can(who.role, 'dashboard')) {
       return loginForm(c, `Role ${who.role} does not grant the dashboard; use an operator or admin token.`, errorStatus.FORBIDDEN);
     }
-    setCookie(c, DASHBOARD_COOKIE, token, {
-      path: DASHBOARD_PATH,
-      httpOnly: true,
-      sameSite: 'Strict',
-      secure: new URL(c.req.url).protocol === 'https:',
-      maxAge: SESSION_SECONDS,
-    });
+    const session = await createDashboardSession(deps.pool, who.id, SESSION_SECONDS);
+    setCookie(c, DASHBOARD_COOKIE, session, { ...cookieOptions(c), maxAge: SESSION_SECONDS });
     return c.redirect(`${DASHBOARD_PATH}/`, 303);
   });
 
-  app.post(`${DASHBOARD_PATH}/logout`, (c) => {
-    deleteCookie(c, DASHBOARD_COOKIE, { path: DASHBOARD_PATH });
+  app.post(`${DASHBOARD_PATH}/logout`, async (c) => {
+    const session = getCookie(c, DASHBOARD_COOKIE);
+    if (session) await endDashboardSession(deps.pool, session);
+    deleteCookie(c, DASHBOARD_COOKIE, cookieOptions(c));
     return c.redirect(`${DASHBOARD_PATH}/login`, 303);
   });
 
   const guard = async (c: Context<AuthEnv>, next: () => Promise<void>) => {
-    const token = bearerToken(c.req.header('Authorization')) ?? getCookie(c, DASHBOARD_COOKIE) ?? null;
-    const who = token ? await authenticateToken(deps.pool, token) : null;
+    const bearer = bearerToken(c.req.header('Authorization'));
+    const session = bearer ? undefined : getCookie(c, DASHBOARD_COOKIE);
+    const who = bearer ? await authenticateToken(deps.pool, bearer) : session ? await dashboardSessionToken(deps.pool, session) : null;
     if (!who) {
       if (wantsPage(c)) return c.redirect(`${DASHBOARD_PATH}/login`, 303);
       c.header('WWW-Authenticate', 'Bearer');
@@ -168,6 +256,16 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
       throw new FerryError('FORBIDDEN', `role ${who.role} does not grant dashboard`, { permission: 'dashboard', role: who.role });
     }
     c.set('principal', callerOf(who));
+    refuseUnservable(c);
+    if (!READ_METHODS.has(c.req.method)) {
+      if (!can(who.role, 'dashboard.jobs')) {
+        throw new FerryError('FORBIDDEN', `role ${who.role} may read the dashboard but not change jobs through it (dashboard.jobs)`, {
+          permission: 'dashboard.jobs',
+          role: who.role,
+        });
+      }
+      await recordDashboardAction(deps.pool, { actor: principalActor(who.principalId), ...(await describeChange(c)) });
+    }
     await next();
   };
   const serve = async (c: Context<AuthEnv>) => withoutOutsideAssets(await dashboard()(c.req.raw));

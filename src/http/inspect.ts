@@ -9,6 +9,8 @@
  * Every route needs a token with 'read'. Tokens travel only in the Authorization header, never in a
  * URL: the visualizer reads the event stream with fetch() (which can send headers) instead of
  * EventSource (which cannot), so no token ends up in access logs, browser history or Referer headers.
+ * An open stream checks its token again every FERRY_STREAM_TOKEN_RECHECK_SECONDS and ends when the
+ * token no longer grants 'read'; one token holds at most FERRY_STREAM_MAX_PER_TOKEN streams.
  */
 import { Hono } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
@@ -16,7 +18,7 @@ import type { AnyStateMachine } from 'xstate';
 import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 import { z } from 'zod';
 import { Wakeups, type EventNotice } from '../actors/wakeups.ts';
-import { NotFoundError } from '../errors.ts';
+import { FerryError, NotFoundError } from '../errors.ts';
 import { isUuid, UUID_PATTERN } from '../ids.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 // Guards and actions are named as src/machines/introspect.ts names them, so a graph edge can be
@@ -29,7 +31,8 @@ import { movementOverviews } from '../persistence/inspection.ts';
 import { getRequest, nodesOfRequest, transitionsOfRequest, type NodeRow, type RequestRow, type TransitionRow } from '../persistence/movements.ts';
 import { executorKeyOf } from '../plan/bindings.ts';
 import { actorNames, movementActors, type ActorNames } from './actor-names.ts';
-import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
+import { authenticateToken } from '../persistence/tokens.ts';
+import { authenticate, bearerToken, can, requirePermission, type AuthEnv } from './auth.ts';
 import { validate, validationError } from './errors.ts';
 import { decimalInteger } from './query.ts';
 
@@ -341,6 +344,11 @@ export interface StreamOptions {
    * was down costs only this much latency.
    */
   pollMs: number;
+  /**
+   * Ask `stillAllowed` this often whether the stream's token still grants 'read'; when it does not
+   * (revoked, expired, role changed) the stream sends an `end` event and closes.
+   */
+  recheckMs: number;
 }
 
 const BATCH = 500;
@@ -348,6 +356,9 @@ const BATCH = 500;
 /** Defaults of StreamOptions (tests pass shorter ones). */
 export const STREAM_HEARTBEAT_MS = 15_000;
 export const STREAM_POLL_MS = 5_000;
+export const STREAM_RECHECK_MS = 15_000;
+/** Open streams one token may hold in one process (FERRY_STREAM_MAX_PER_TOKEN). */
+export const STREAM_MAX_PER_TOKEN = 4;
 /** What a client that lost the stream waits before reconnecting (the SSE `retry` field). */
 const STREAM_RETRY_MS = 2000;
 
@@ -367,6 +378,7 @@ async function streamTransitions(
   opts: StreamOptions,
   signal: AbortSignal,
   log: Logger,
+  stillAllowed: () => Promise<boolean>,
 ): Promise<void> {
   let wake: (() => void) | null = null;
   const poke = () => {
@@ -392,7 +404,18 @@ async function streamTransitions(
     await stream.writeSSE({ event: 'ready', data: JSON.stringify({ request_id: requestId, after: afterId }), retry: STREAM_RETRY_MS });
     let last = afterId;
     let lastWrite = Date.now();
+    let lastCheck = Date.now();
     while (!closed && !stream.aborted) {
+      if (Date.now() - lastCheck >= opts.recheckMs) {
+        // Fails closed: a check that cannot be made ends the stream too (the client reconnects and
+        // authenticates again).
+        const allowed = await stillAllowed().catch(() => false);
+        lastCheck = Date.now();
+        if (!allowed) {
+          if (!closed) await stream.writeSSE({ event: 'end', data: JSON.stringify({ reason: 'token_no_longer_valid' }) });
+          break;
+        }
+      }
       const rows = await transitionsOfRequest(pool, requestId, last, BATCH);
       const names = await actorNames(pool, rows.map((r) => r.actor));
       for (const row of rows) {
@@ -407,7 +430,11 @@ async function streamTransitions(
         await stream.write(': heartbeat\n\n');
         lastWrite = Date.now();
       }
-      const waitMs = Math.min(opts.pollMs, Math.max(1, opts.heartbeatMs - (Date.now() - lastWrite)));
+      const waitMs = Math.min(
+        opts.pollMs,
+        Math.max(1, opts.heartbeatMs - (Date.now() - lastWrite)),
+        Math.max(1, opts.recheckMs - (Date.now() - lastCheck)),
+      );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           wake = null;
@@ -442,6 +469,8 @@ export interface InspectDeps {
   directDatabaseUrl?: string;
   stream?: Partial<StreamOptions>;
   log?: Logger;
+  /** FERRY_STREAM_TOKEN_RECHECK_SECONDS and FERRY_STREAM_MAX_PER_TOKEN; defaults without it. */
+  config?: { streamTokenRecheckSeconds?: number; streamMaxPerToken?: number };
 }
 
 const listQuery = z.object({
@@ -466,7 +495,14 @@ function databaseUrlOf(pool: Pool): string {
 
 export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
   const log = (deps.log ?? rootLog).child({ component: 'inspect' });
-  const opts: StreamOptions = { heartbeatMs: deps.stream?.heartbeatMs ?? STREAM_HEARTBEAT_MS, pollMs: deps.stream?.pollMs ?? STREAM_POLL_MS };
+  const opts: StreamOptions = {
+    heartbeatMs: deps.stream?.heartbeatMs ?? STREAM_HEARTBEAT_MS,
+    pollMs: deps.stream?.pollMs ?? STREAM_POLL_MS,
+    recheckMs: deps.stream?.recheckMs ?? (deps.config?.streamTokenRecheckSeconds ?? STREAM_RECHECK_MS / 1000) * 1000,
+  };
+  const maxPerToken = deps.config?.streamMaxPerToken ?? STREAM_MAX_PER_TOKEN;
+  // Open streams per token id in this process.
+  const streamsOf = new Map<string, number>();
   let notices = deps.notices;
   const subscribe: SubscribeNotices = (fn) => {
     notices ??= sharedNotices(deps.directDatabaseUrl ?? databaseUrlOf(deps.pool), log);
@@ -499,8 +535,35 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
       throw validationError('header', [{ path: 'last-event-id', message: 'must be a transition id (a non-negative integer)' }]);
     }
     const after = Number(header ?? c.req.valid('query').after ?? 0);
+    const { tokenId } = c.get('principal');
+    const held = streamsOf.get(tokenId) ?? 0;
+    if (held >= maxPerToken) {
+      throw new FerryError('TOO_MANY_STREAMS', `this token already holds ${held} open event streams (at most ${maxPerToken})`, {
+        limit: maxPerToken,
+      });
+    }
+    // Counted before the first await below, so concurrent opens cannot overshoot the cap.
+    streamsOf.set(tokenId, held + 1);
+    const release = () => {
+      const n = (streamsOf.get(tokenId) ?? 1) - 1;
+      if (n <= 0) streamsOf.delete(tokenId);
+      else streamsOf.set(tokenId, n);
+    };
+    // The same check authenticate() made, run again against the token as it is now.
+    const token = bearerToken(c.req.header('Authorization')) ?? '';
+    const stillAllowed = async () => {
+      const who = await authenticateToken(deps.pool, token);
+      return who !== null && who.id === tokenId && can(who.role, 'read');
+    };
     c.header('X-Accel-Buffering', 'no');
-    return streamSSE(c, (stream) => streamTransitions(stream, deps.pool, id, after, subscribe, opts, c.req.raw.signal, log));
+    try {
+      return streamSSE(c, (stream) =>
+        streamTransitions(stream, deps.pool, id, after, subscribe, opts, c.req.raw.signal, log, stillAllowed).finally(release),
+      );
+    } catch (err) {
+      release();
+      throw err;
+    }
   });
 
   return app;

@@ -54,7 +54,7 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 
 // A token is usable while it is not revoked, not expired and its principal is not disabled. Every
 // lookup that authorises a caller uses this one condition (t = api_tokens, p = principals).
-const USABLE = `t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) AND p.disabled_at IS NULL`;
+export const USABLE = `t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) AND p.disabled_at IS NULL`;
 const INFO_COLUMNS = `t.id, t.name, t.role, t.principal_id, p.name AS principal_name, t.created_at, t.last_used_at, t.expires_at, t.revoked_at`;
 
 export function hashToken(token: string): string {
@@ -160,7 +160,7 @@ export async function revokeToken(client: Queryable, idOrName: string): Promise<
   return rows[0];
 }
 
-const AUTH_COLUMNS = `t.id, t.name, t.role, t.principal_id AS "principalId", p.name AS "principalName"`;
+export const AUTH_COLUMNS = `t.id, t.name, t.role, t.principal_id AS "principalId", p.name AS "principalName"`;
 
 /**
  * The caller's identity when the token is known and usable (not revoked, not expired, its principal
