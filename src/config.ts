@@ -99,6 +99,13 @@ const fields = {
   FERRY_RECONCILIATION_INTERVAL_SECONDS: ['reconciliationIntervalSeconds', seconds(30)],
   FERRY_RECONCILIATION_BATCH_SIZE: ['reconciliationBatchSize', count(50)],
   FERRY_RECONCILIATION_MAX_RUN_MS: ['reconciliationMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  // Reconciliation with provider evidence (docs/operations.md, "Reconciliation"): which settled nodes
+  // are asked about, how many per run, and whether a contradiction is repaired (off: only reported).
+  FERRY_RECONCILIATION_EVIDENCE_ENABLED: ['reconciliationEvidenceEnabled', bool.default(true)],
+  FERRY_RECONCILIATION_LOOKBACK_SECONDS: ['reconciliationLookbackSeconds', seconds(86_400)],
+  FERRY_RECONCILIATION_RECHECK_SECONDS: ['reconciliationRecheckSeconds', seconds(3_600)],
+  FERRY_RECONCILIATION_EVIDENCE_BATCH_SIZE: ['reconciliationEvidenceBatchSize', count(20)],
+  FERRY_RECONCILIATION_AUTO_REPAIR: ['reconciliationAutoRepair', bool.default(false)],
   // Movements placed on the pg-boss queue ferry-movement-requests by other systems (src/actors/movement-queue.ts).
   FERRY_MOVEMENT_QUEUE_ENABLED: ['movementQueueEnabled', bool.default(true)],
   FERRY_MOVEMENT_QUEUE_CONCURRENCY: ['movementQueueConcurrency', count(2)],

@@ -24,6 +24,7 @@ import type { RuntimeDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingRequests } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
+import { reconcileWithProviders } from './provider-reconciliation.ts';
 
 /**
  * Sweeps: the periodic, batch-shaped workers (approval expiry, executor health, audit promotion,
@@ -183,7 +184,15 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
     }),
     async run(deps) {
       const r = await reconcileBatch(deps);
-      return { items: r.checked, budget_exhausted: r.budgetExhausted, checked: r.checked, drifted: r.drifted };
+      // Then the providers' evidence about recently settled nodes (provider-reconciliation.ts).
+      const p = await reconcileWithProviders(deps);
+      return {
+        items: r.checked + p.checked,
+        budget_exhausted: r.budgetExhausted || p.budgetExhausted,
+        checked: r.checked,
+        drifted: r.drifted,
+        provider: { checked: p.checked, drifted: p.drifted, repaired: p.repaired, unanswered: p.unanswered, by_class: p.byClass },
+      };
     },
   },
   {
