@@ -8,6 +8,7 @@ import { registryRoutes } from './registry.ts';
 import { templateRoutes } from './templates.ts';
 import { refuseUnstorableText } from './text-guard.ts';
 import { workerRoutes } from './workers.ts';
+import { operationsRoutes } from './operations.ts';
 
 export type { ApiRuntime, V3Deps } from './context.ts';
 
@@ -28,5 +29,7 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', auditRoutes(ctx));
   app.route('/', workerRoutes(ctx));
   app.route('/', balanceRoutes(ctx));
+  // Reconciliation drifts and manual-intervention resolutions.
+  app.route('/', operationsRoutes(ctx));
   return app;
 }
