@@ -58,7 +58,10 @@ export function driftClassOf(stored: string, provider: OutcomeState): DriftClass
   return null;
 }
 
-function repairable(stored: string, provider: OutcomeState): boolean {
+function repairable(node: NodeRow, provider: OutcomeState): boolean {
+  // An operator's confirmed decision is not overturned by a sweep: reported, for a person.
+  if (node.error_code === 'RESOLVED_FAILED') return false;
+  const stored = node.node_state;
   return (stored === 'FAILED' && provider === 'COMPLETED') || (stored === 'UNKNOWN' && (provider === 'COMPLETED' || provider === 'FAILED'));
 }
 
@@ -104,7 +107,7 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
     report.byClass[cls] = (report.byClass[cls] ?? 0) + 1;
     reconciliationDriftTotal.inc({ class: cls });
     const drift = await recordFinding(deps, request, node, cls, answer.outcome);
-    if (config.reconciliationAutoRepair && repairable(node.node_state, answer.outcome.nextState) && !NO_REPAIR_REQUEST_STATES.has(request.request_state)) {
+    if (config.reconciliationAutoRepair && repairable(node, answer.outcome.nextState) && !NO_REPAIR_REQUEST_STATES.has(request.request_state)) {
       if (await repair(deps, request, node, cls, answer.outcome, drift.id)) {
         report.repaired++;
         reconciliationRepairedTotal.inc({ class: cls });

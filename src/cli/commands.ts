@@ -2,6 +2,7 @@ import { auditCommands } from './audit.ts';
 import { balanceCommands } from './balances.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
+import { operationsCommands } from './operations.ts';
 import { queueCommands } from './queue.ts';
 import { sweepCommands } from './sweeps.ts';
 import { systemCommands } from './system.ts';
@@ -22,4 +23,6 @@ export const commands: CliCommand[] = [
   ...queueCommands,
   ...sweepCommands,
   ...balanceCommands,
+  // reconcile, resolutions, workers
+  ...operationsCommands,
 ];
