@@ -52,7 +52,18 @@ CREATE TABLE node_resolutions (
 -- One open proposal per node at a time.
 CREATE UNIQUE INDEX node_resolutions_one_open ON node_resolutions (request_node_id) WHERE status = 'proposed';
 
+-- Workers at a glance (GET /v3/workers, `ferry workers`): each process seeds a row per worker at
+-- start, with its kind, whether this configuration enables it, and its interval; runs update it.
+ALTER TABLE worker_heartbeats ADD COLUMN kind text NOT NULL DEFAULT 'loop' CHECK (kind IN ('loop', 'queue', 'sweep'));
+ALTER TABLE worker_heartbeats ADD COLUMN enabled boolean NOT NULL DEFAULT true;
+ALTER TABLE worker_heartbeats ADD COLUMN interval_seconds double precision;
+ALTER TABLE worker_heartbeats ADD COLUMN last_run_at timestamptz;
+
 -- Down Migration
+ALTER TABLE worker_heartbeats DROP COLUMN IF EXISTS last_run_at;
+ALTER TABLE worker_heartbeats DROP COLUMN IF EXISTS interval_seconds;
+ALTER TABLE worker_heartbeats DROP COLUMN IF EXISTS enabled;
+ALTER TABLE worker_heartbeats DROP COLUMN IF EXISTS kind;
 DROP TABLE IF EXISTS node_resolutions;
 DROP TABLE IF EXISTS reconciliation_drifts;
 DROP INDEX IF EXISTS request_nodes_settled_recent;

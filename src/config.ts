@@ -60,6 +60,12 @@ const fields = {
 
   FERRY_WORKERS_ENABLED: ['workersEnabled', bool.default(true)],
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],
+  // Per-worker switches for the hot loops and the callback delivery consumer (the sweeps have their
+  // own FERRY_<SWEEP>_ENABLED); a disabled worker is listed as disabled in GET /v3/workers.
+  FERRY_WORKER_NODE_DISPATCHER_ENABLED: ['workerNodeDispatcherEnabled', bool.default(true)],
+  FERRY_WORKER_NODE_OBSERVER_ENABLED: ['workerNodeObserverEnabled', bool.default(true)],
+  FERRY_WORKER_NODE_RECOVERY_ENABLED: ['workerNodeRecoveryEnabled', bool.default(true)],
+  FERRY_WORKER_CALLBACK_DISPATCHER_ENABLED: ['workerCallbackDispatcherEnabled', bool.default(true)],
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: ['dispatchIntervalSeconds', seconds(2)],
   FERRY_NODE_DISPATCH_CONCURRENCY: ['dispatchConcurrency', count(4)],
   FERRY_NODE_DISPATCH_BATCH_SIZE: ['dispatchBatchSize', count(16)],

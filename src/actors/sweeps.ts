@@ -330,6 +330,8 @@ export interface StartSweepsOptions {
   deps: SweepDeps;
   processId: string;
   definitions?: readonly SweepDefinition[];
+  /** Called after each run this process made, with the error it threw (null when none): the worker roster. */
+  onRun?: (sweep: string, error: unknown) => void;
 }
 
 export interface SweepWorkers {
@@ -376,7 +378,14 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
     await boss.work(
       queue,
       { batchSize: 1, pollingIntervalSeconds: Math.min(2, Math.max(0.5, settings.intervalSeconds / 2)) },
-      (jobs: Job<{ trigger?: SweepTrigger }>[]) => runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log }),
+      (jobs: Job<{ trigger?: SweepTrigger }>[]) =>
+        runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log }).then(
+          (output) => (opts.onRun?.(def.name, null), output),
+          (err: unknown) => {
+            opts.onRun?.(def.name, err);
+            throw err;
+          },
+        ),
     );
     worked.push(def.name);
     await queueStartRun(boss, deps.pool, queue, settings.intervalSeconds);

@@ -117,4 +117,40 @@ const confirm: CliCommand = {
   },
 };
 
-export const operationsCommands: CliCommand[] = [reconcile, listResolutions, propose, confirm];
+const workers: CliCommand = {
+  path: ['workers'],
+  summary: 'every worker of every process: enabled, interval, status, runs, consecutive errors, last run, heartbeat, last error',
+  usage: API_USAGE,
+  options: apiOptions,
+  async run(ctx) {
+    const report = await callApi(apiTarget(ctx), 'GET', '/v3/workers');
+    if (ctx.flag('json')) {
+      ctx.out(JSON.stringify(report.workers));
+      return;
+    }
+    if (report.workers.length === 0) {
+      ctx.out('No worker has reported yet (is a process with workers running?).');
+      return;
+    }
+    ctx.out(
+      table(
+        ['PROCESS', 'WORKER', 'KIND', 'ENABLED', 'EVERY', 'STATUS', 'RUNS', 'ERRORS', 'LAST RUN', 'HEARTBEAT', 'LAST ERROR'],
+        report.workers.map((w: any) => [
+          w.process_id,
+          w.worker_name,
+          w.kind,
+          w.enabled ? 'yes' : 'no',
+          w.interval_seconds === null ? '-' : `${w.interval_seconds}s`,
+          w.status,
+          String(w.runs),
+          String(w.consecutive_errors),
+          w.last_run_at ?? '-',
+          w.last_beat_at,
+          w.last_error ?? '-',
+        ]),
+      ),
+    );
+  },
+};
+
+export const operationsCommands: CliCommand[] = [reconcile, listResolutions, propose, confirm, workers];
