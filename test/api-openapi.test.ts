@@ -43,6 +43,11 @@ const expectedOperations = [
   'get /v3/audit-events',
   'get /v3/workers',
   'get /v3/balances',
+  // Reconciliation drifts and manual-intervention resolutions.
+  'get /v3/reconciliation',
+  'get /v3/movements/{id}/resolutions',
+  'post /v3/movements/{id}/resolutions',
+  'post /v3/movements/{id}/resolutions/{resolution_id}/confirm',
 ];
 
 async function fetchDoc(): Promise<any> {
@@ -182,7 +187,7 @@ test('every operation names its permission (x-ferry-permission), and the server 
   for (const role of roles) tokens[role] = (await createToken(db.pool, { name: `matrix-${role}`, role })).token;
   const revoked = await createToken(db.pool, { name: 'matrix-revoked', role: 'admin' });
   await revokeToken(db.pool, revoked.id);
-  const ids = { id: '00000000-0000-4000-8000-000000000000', key: 'matrix.none', version: '1', signer_key: 'none' };
+  const ids = { id: '00000000-0000-4000-8000-000000000000', key: 'matrix.none', version: '1', signer_key: 'none', resolution_id: '00000000-0000-4000-8000-000000000001' };
 
   let checked = 0;
   for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
