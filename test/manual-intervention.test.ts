@@ -122,12 +122,14 @@ test('manual_intervention_required stops the movement for a person, with a reque
   const pay = nodeOf(detail, 'pay');
   assert.equal(pay.state, 'UNKNOWN');
   assert.equal(pay.error_code, 'SIM_NEEDS_PERSON');
+  assert.equal(pay.manual_intervention_required, true);
   const events = (await callbacksForRequest(db.pool, id)).map((c: any) => c.event_type);
   assert.ok(events.includes('request_attention'), `callbacks: ${events.join(', ')}`);
   assert.ok(events.includes('request_manual_intervention'));
   // Recovery leaves it alone: it is a person's decision now.
   const listed = await call('GET', '/v3/movements?state=MANUAL_INTERVENTION', 'viewer');
   expectStatus(listed, 200);
+  assert.ok(listed.body.movements.some((m: any) => m.id === id), 'listed among the movements waiting for a person');
 });
 
 test('complete with a provider reference: proposed by one operator, refused to the same one, applied by another', async () => {

@@ -199,6 +199,8 @@ export const MovementNodeSchema = z
     provider_ref_id: z.string().nullable(),
     error_code: z.string().nullable(),
     error_detail: z.string().nullable(),
+    // The executor said only a person can settle this node (docs/operations.md, "Manual intervention").
+    manual_intervention_required: z.boolean(),
     started_at: nullableTime,
     next_observe_at: nullableTime,
     last_observed_at: nullableTime,
