@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { reconcileWithProviders } from '../src/actors/provider-reconciliation.ts';
+import { confirmResolution, listResolutions, proposeResolution } from '../src/actors/resolutions.ts';
 import { listDrifts } from '../src/persistence/reconciliation-drifts.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
 import { scratchDatabase } from './helpers/db.ts';
@@ -91,11 +92,37 @@ test('an UNKNOWN node the provider knows about: a movement in MANUAL_INTERVENTIO
   assert.deepEqual(reported.byClass, { unknown_but_provider_knows: 1 });
   assert.equal((await snapshot(db.pool, id)).request.request_state, 'MANUAL_INTERVENTION');
 
+  // An operator proposes a retry meanwhile; the repair settles the node first.
+  const proposal = await proposeResolution(off, id, { actor: 'token:alice', nodeKey: 'pay', resolution: 'retry', reason: 'looks lost' });
   await db.pool.query(`UPDATE request_nodes SET provider_checked_at = NULL WHERE request_id = $1`, [id]);
   assert.equal((await reconcileWithProviders(on)).repaired, 1);
+  // The proposal no longer applies: the machines refuse it, and it is marked refused.
+  await assert.rejects(confirmResolution(off, id, proposal.id, { actor: 'token:bob' }), (e: any) => e.code === 'INVALID_TRANSITION' && e.details.reason === 'RESOLUTION_REFUSED');
+  const [refused] = await listResolutions(off, id);
+  assert.equal(refused.status, 'refused');
+  assert.equal(refused.confirmed_by, 'token:bob');
   const resumed = await snapshot(db.pool, id);
   assert.equal(resumed.byKey.pay.node_state, 'COMPLETED');
   assert.equal(resumed.request.request_state, 'EXECUTING');
   await drain(off);
   assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+});
+
+test('a COMPLETED node the provider calls failed is reported but never repaired; a provider that throws is no answer, not drift', async (t) => {
+  const db = await scratchDatabase(t);
+  const on = runtimeDeps(db.pool, { FERRY_RECONCILIATION_AUTO_REPAIR: 'true' });
+  // Submits complete; recover() (what reconciliation asks) is scripted to contradict or to throw.
+  const contradicted = await approvedMovement(on, plan('evidence-contradicts', [simNode('pay', { recover: ['FAILED'] })]));
+  const silent = await approvedMovement(on, plan('evidence-throws', [simNode('pay', { recover: ['throw_temporary'] })]));
+  await drain(on);
+  for (const id of [contradicted, silent]) assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+
+  const report = await reconcileWithProviders(on);
+  assert.equal(report.checked, 1);
+  assert.equal(report.unanswered, 1);
+  assert.deepEqual(report.byClass, { completed_but_provider_failed: 1 });
+  assert.equal(report.repaired, 0, 'COMPLETED is final: reported for an operator, not repaired');
+  assert.equal((await snapshot(db.pool, contradicted)).byKey.pay.node_state, 'COMPLETED');
+  const drifts = await listDrifts(db.pool, { open: true, limit: 10 });
+  assert.deepEqual(drifts.map((d) => [d.request_id, d.drift_class]), [[contradicted, 'completed_but_provider_failed']]);
 });

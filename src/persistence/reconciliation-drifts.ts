@@ -30,15 +30,17 @@ export interface DriftRow {
 /**
  * Nodes in COMPLETED, FAILED or UNKNOWN changed within the lookback window, that had an attempt and
  * whose provider was not asked since they last changed (or not within `recheckSeconds`): those never
- * asked first. Manual gates have no provider.
+ * asked first. Manual gates have no provider; UNKNOWN nodes of EXECUTING movements are recovery's.
  */
 export async function evidenceCandidates(
   db: Queryable,
   opts: { lookbackSeconds: number; recheckSeconds: number; limit: number },
 ): Promise<NodeRow[]> {
   const { rows } = await db.query<NodeRow>(
-    `SELECT n.* FROM request_nodes n
+    `SELECT n.* FROM request_nodes n JOIN movement_requests r ON r.id = n.request_id
       WHERE n.node_state IN ('COMPLETED', 'FAILED', 'UNKNOWN')
+        -- An UNKNOWN node of an EXECUTING movement is recovery's: it asks the provider itself.
+        AND NOT (n.node_state = 'UNKNOWN' AND r.request_state = 'EXECUTING')
         AND n.updated_at > now() - make_interval(secs => $1)
         AND n.attempt_no > 0
         AND n.node_kind <> 'manual_gate' AND n.action_type NOT LIKE 'manual\\_%'
