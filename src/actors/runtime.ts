@@ -156,10 +156,14 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const idle = slots.find((s) => !s.busy);
     (idle ?? slots[nextSlot++ % slots.length]).waker.wake();
   };
-  deps.handOff = (claims) => {
-    queueForDispatch(deps, claims);
-    wakeDispatcher();
-  };
+  // Without dispatcher slots here (FERRY_WORKER_NODE_DISPATCHER_ENABLED=false), a node another
+  // worker's commit claimed is dispatched by that worker itself rather than queued for no one.
+  if (config.workerNodeDispatcherEnabled) {
+    deps.handOff = (claims) => {
+      queueForDispatch(deps, claims);
+      wakeDispatcher();
+    };
+  }
   const wakeups = new Wakeups(
     opts.listenUrl ?? opts.databaseUrl,
     workers
