@@ -60,6 +60,12 @@ const fields = {
 
   FERRY_WORKERS_ENABLED: ['workersEnabled', bool.default(true)],
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],
+  // Per-worker switches for the hot loops and the callback delivery consumer (the sweeps have their
+  // own FERRY_<SWEEP>_ENABLED); a disabled worker is listed as disabled in GET /v3/workers.
+  FERRY_WORKER_NODE_DISPATCHER_ENABLED: ['workerNodeDispatcherEnabled', bool.default(true)],
+  FERRY_WORKER_NODE_OBSERVER_ENABLED: ['workerNodeObserverEnabled', bool.default(true)],
+  FERRY_WORKER_NODE_RECOVERY_ENABLED: ['workerNodeRecoveryEnabled', bool.default(true)],
+  FERRY_WORKER_CALLBACK_DISPATCHER_ENABLED: ['workerCallbackDispatcherEnabled', bool.default(true)],
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: ['dispatchIntervalSeconds', seconds(2)],
   FERRY_NODE_DISPATCH_CONCURRENCY: ['dispatchConcurrency', count(4)],
   FERRY_NODE_DISPATCH_BATCH_SIZE: ['dispatchBatchSize', count(16)],
@@ -99,6 +105,13 @@ const fields = {
   FERRY_RECONCILIATION_INTERVAL_SECONDS: ['reconciliationIntervalSeconds', seconds(30)],
   FERRY_RECONCILIATION_BATCH_SIZE: ['reconciliationBatchSize', count(50)],
   FERRY_RECONCILIATION_MAX_RUN_MS: ['reconciliationMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  // Reconciliation with provider evidence (docs/operations.md, "Reconciliation"): which settled nodes
+  // are asked about, how many per run, and whether a contradiction is repaired (off: only reported).
+  FERRY_RECONCILIATION_EVIDENCE_ENABLED: ['reconciliationEvidenceEnabled', bool.default(true)],
+  FERRY_RECONCILIATION_LOOKBACK_SECONDS: ['reconciliationLookbackSeconds', seconds(86_400)],
+  FERRY_RECONCILIATION_RECHECK_SECONDS: ['reconciliationRecheckSeconds', seconds(3_600)],
+  FERRY_RECONCILIATION_EVIDENCE_BATCH_SIZE: ['reconciliationEvidenceBatchSize', count(20)],
+  FERRY_RECONCILIATION_AUTO_REPAIR: ['reconciliationAutoRepair', bool.default(false)],
   // Movements placed on the pg-boss queue ferry-movement-requests by other systems (src/actors/movement-queue.ts).
   FERRY_MOVEMENT_QUEUE_ENABLED: ['movementQueueEnabled', bool.default(true)],
   FERRY_MOVEMENT_QUEUE_CONCURRENCY: ['movementQueueConcurrency', count(2)],

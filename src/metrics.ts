@@ -106,6 +106,28 @@ export const reconciliationTotal = new client.Counter({
   registers: [registry],
 });
 
+// Reconciliation with provider evidence (src/actors/provider-reconciliation.ts).
+export const providerReconciledTotal = new client.Counter({
+  name: 'ferry_reconciliation_provider_checks_total',
+  help: "Settled nodes whose provider was asked about their attempt, by result (consistent, drift, no_answer).",
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
+export const reconciliationDriftTotal = new client.Counter({
+  name: 'ferry_reconciliation_drift_detected_total',
+  help: "Nodes whose stored state the provider's answer contradicts, by drift class.",
+  labelNames: ['class'] as const,
+  registers: [registry],
+});
+
+export const reconciliationRepairedTotal = new client.Counter({
+  name: 'ferry_reconciliation_repaired_total',
+  help: 'Drifts repaired through the node machine (FERRY_RECONCILIATION_AUTO_REPAIR), by drift class.',
+  labelNames: ['class'] as const,
+  registers: [registry],
+});
+
 export const balanceSnapshotsTotal = new client.Counter({
   name: 'ferry_balance_snapshots_total',
   help: 'Balance snapshots recorded, by chain.',

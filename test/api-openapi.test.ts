@@ -59,6 +59,11 @@ const expectedOperations = [
   'post /v3/tokens',
   'get /v3/tokens',
   'post /v3/tokens/{token}/revoke',
+  // Reconciliation drifts and manual-intervention resolutions.
+  'get /v3/reconciliation',
+  'get /v3/movements/{id}/resolutions',
+  'post /v3/movements/{id}/resolutions',
+  'post /v3/movements/{id}/resolutions/{resolution_id}/confirm',
 ];
 
 async function fetchDoc(): Promise<any> {
@@ -208,6 +213,7 @@ test('every operation names its permission (x-ferry-permission), and the server 
     signer_key: 'none',
     principal: 'matrix-nobody',
     token: 'matrix-none',
+    resolution_id: '00000000-0000-4000-8000-000000000001',
   };
 
   let checked = 0;

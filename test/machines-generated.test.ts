@@ -53,7 +53,16 @@ const EXPIRES = '2030-01-01T00:00:00.000Z';
 const AFTER_EXPIRY = '2030-01-01T00:00:01.000Z';
 
 const outcomes = ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN'] as const;
-const nodeEvents = (): NodeEvent[] => [
+// Evidence and resolutions name the attempt they are about: the one the snapshot is at.
+const resolution = (attemptNo: number, proposedBy: string, confirmedBy: string) => ({
+  resolutionId: '7c9e6679-7425-40de-944b-e07fc1f90ae7',
+  attemptNo,
+  proposedBy,
+  confirmedBy,
+  reason: 'provider statement checked',
+  at: T2,
+});
+const nodeEvents = (s?: { context: { attemptNo: number } }): NodeEvent[] => [
   { type: 'UNBLOCKED' },
   { type: 'DISPATCH_CLAIMED', at: T1 },
   { type: 'PREFLIGHT_FAILED', errorCode: 'ADDRESS_NOT_WHITELISTED', errorDetail: 'not on the whitelist' },
@@ -86,6 +95,25 @@ const nodeEvents = (): NodeEvent[] => [
     at: T2,
     nextObserveAt: s === 'SUBMITTED' || s === 'OBSERVING' ? T2 : null,
   })),
+  {
+    type: 'RECOVERED',
+    outcome: { nextState: 'UNKNOWN', providerState: 'r_manual', errorCode: 'CEX_NO_PREPARED_ACTION', manualInterventionRequired: true },
+    at: T2,
+    nextObserveAt: null,
+  },
+  ...(['COMPLETED', 'FAILED'] as const).map((state) => ({
+    type: 'RECONCILED' as const,
+    outcome: { nextState: state, providerState: `rc_${state}`, providerRefs: { evidence: state } },
+    attemptNo: s?.context.attemptNo ?? 0,
+    driftClass: state === 'COMPLETED' ? 'failed_but_provider_completed' : 'unknown_but_provider_knows',
+    at: T2,
+    nextObserveAt: null,
+  })),
+  { type: 'RESOLVED_COMPLETED', providerRef: 'stmt-42', ...resolution(s?.context.attemptNo ?? 0, 'operator-a', 'operator-b') },
+  { type: 'RESOLVED_FAILED', ...resolution(s?.context.attemptNo ?? 0, 'operator-a', 'operator-b') },
+  { type: 'RESOLVED_RETRY', ...resolution(s?.context.attemptNo ?? 0, 'operator-a', 'operator-b') },
+  // Refused: the proposer confirming their own resolution.
+  { type: 'RESOLVED_RETRY', ...resolution(s?.context.attemptNo ?? 0, 'operator-a', 'operator-a') },
   { type: 'RETRY_REQUESTED' },
   { type: 'MANUAL_CONFIRMED', at: T2 },
   { type: 'SKIP_REQUESTED' },
@@ -118,6 +146,7 @@ const requestEvents = (): RequestEvent[] => [
   { type: 'NODES_SETTLED', summary: summary({ failed: 1 }) },
   { type: 'NODES_SETTLED', summary: summary({ done: 1, manualGateReady: true }) },
   { type: 'NODES_SETTLED', summary: summary({ done: 1, executing: true }) },
+  { type: 'NODES_SETTLED', summary: summary({ unknown: 1, inFlight: true, manualIntervention: true }) },
   { type: 'RESUME', by: 'operator' },
   { type: 'NODE_RETRIED', by: 'operator', nodeKey: 'only' },
   { type: 'CANCEL', by: 'operator', summary: summary({}) },

@@ -267,6 +267,8 @@ export interface StartCallbackDeliveryOptions {
   /** How often an idle worker polls for jobs. Default 2 s (pg-boss minimum 0.5 s). */
   pollingIntervalSeconds?: number;
   destinations: DestinationPolicy;
+  /** Called after each delivery attempt with the error it threw (null when none): the worker roster. */
+  onRun?: (error: unknown) => void;
 }
 
 export interface CallbackDelivery {
@@ -306,7 +308,13 @@ export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions):
           continue;
         }
         // A throw (database unreachable) fails the job; pg-boss retries it with backoff.
-        await deliverCallbackOnce(deps, data.callbackId, data);
+        try {
+          await deliverCallbackOnce(deps, data.callbackId, data);
+          opts.onRun?.(null);
+        } catch (err) {
+          opts.onRun?.(err);
+          throw err;
+        }
       }
     },
   );

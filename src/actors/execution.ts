@@ -118,6 +118,7 @@ export function outcomeOf(result: ExecutionResult, allowed: readonly OutcomeStat
       providerRefId: providerRefIdOf(result),
       errorCode: result.error_code ?? null,
       errorDetail: result.error_detail ?? null,
+      ...(result.manual_intervention_required ? { manualInterventionRequired: true } : {}),
     };
   }
   return {

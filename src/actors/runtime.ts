@@ -14,18 +14,18 @@ import { createSimExecutors } from '../executors/sim/index.ts';
 import type { Logger } from '../log.ts';
 import { workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
 import { createPool, type Pool } from '../persistence/db.ts';
-import { upsertHeartbeat } from '../persistence/heartbeats.ts';
 import { destinationPolicy } from '../callbacks/destinations.ts';
 import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
 import { dispatchBatch, drainHandedOff, queueForDispatch } from './dispatcher.ts';
 import type { RuntimeDeps } from './execution.ts';
-import { Waker, type LoopSpec, type LoopStats } from './loop-runner.ts';
+import { Waker, type LoopSpec } from './loop-runner.ts';
 import { startMovementQueue, type MovementQueueConsumer } from './movement-queue.ts';
 import { observeBatch } from './observer.ts';
 import { recoverBatch } from './recovery.ts';
 import { superviseWorkers, type Supervision } from './supervisor.ts';
-import { startSweeps, type SweepWorkers } from './sweeps.ts';
+import { startSweeps, sweepDefinitions, type SweepWorkers } from './sweeps.ts';
+import { configSecrets, WorkerRoster, type RosterEntry } from './worker-roster.ts';
 import { Wakeups } from './wakeups.ts';
 
 /**
@@ -118,7 +118,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   });
   let delivery: CallbackDelivery | null = null;
   const destinations = destinationPolicy(config);
-  if (workers) {
+  // Every worker of this process gets its heartbeat row now, enabled or not (worker-roster.ts).
+  const roster = new WorkerRoster(pool, processId, log, configSecrets(config));
+  const dispatcherNames = Array.from({ length: config.dispatchConcurrency }, (_, i) => `node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`);
+  if (workers) await roster.seed(rosterOf(config, dispatcherNames));
+  if (workers && config.workerCallbackDispatcherEnabled) {
     const secret = await resolveCallbackSecret(config, config.dataDir);
     delivery = await startCallbackDelivery({
       boss,
@@ -128,6 +132,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       concurrency: config.callbackBatchSize,
       log,
       destinations,
+      pollingIntervalSeconds: config.callbackIntervalSeconds,
+      onRun: (err) => roster.ran('callback_dispatcher', err),
     });
   }
   const queue = delivery?.queue ?? createCallbackQueue(boss);
@@ -150,10 +156,14 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const idle = slots.find((s) => !s.busy);
     (idle ?? slots[nextSlot++ % slots.length]).waker.wake();
   };
-  deps.handOff = (claims) => {
-    queueForDispatch(deps, claims);
-    wakeDispatcher();
-  };
+  // Without dispatcher slots here (FERRY_WORKER_NODE_DISPATCHER_ENABLED=false), a node another
+  // worker's commit claimed is dispatched by that worker itself rather than queued for no one.
+  if (config.workerNodeDispatcherEnabled) {
+    deps.handOff = (claims) => {
+      queueForDispatch(deps, claims);
+      wakeDispatcher();
+    };
+  }
   const wakeups = new Wakeups(
     opts.listenUrl ?? opts.databaseUrl,
     workers
@@ -167,15 +177,14 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   let sweeps: SweepWorkers | null = null;
   let movementQueue: MovementQueueConsumer | null = null;
   if (workers) {
-    const beat = heartbeats(pool, processId, log);
-    const loop = (name: string, group: 'core' | 'sidecar', intervalSeconds: number, run: () => Promise<number>, waker?: Waker): LoopSpec => ({
+    const loop = (name: string, intervalSeconds: number, run: () => Promise<number>, waker?: Waker): LoopSpec => ({
       name,
       intervalMs: intervalSeconds * 1000,
       jitterMs: intervalSeconds * 100,
       run,
       waker,
       onRun: (stats, ms, error) => {
-        beat(name, group, stats);
+        roster.loopRan(name, stats);
         workerRunsTotal.inc({ worker: name, outcome: error ? 'error' : 'ok' });
         workerRunSeconds.observe({ worker: name }, ms / 1000);
         if (stats.lastItems > 0) workerItemsTotal.inc({ worker: name }, stats.lastItems);
@@ -183,8 +192,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     });
     const dispatchers = slots.map((slot, i) =>
       loop(
-        `node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`,
-        'core',
+        dispatcherNames[i],
         config.dispatchIntervalSeconds,
         async () => {
           slot.busy = true;
@@ -198,7 +206,12 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       ),
     );
     const balances = config.balanceSnapshotEnabled ? createBalanceSnapshotDeps({ pool, config, log }) : undefined;
-    sweeps = await startSweeps({ boss, deps: { ...deps, callbackQueue: queue, balances, evmNonces }, processId });
+    sweeps = await startSweeps({
+      boss,
+      deps: { ...deps, callbackQueue: queue, balances, evmNonces },
+      processId,
+      onRun: (name, err) => roster.ran(name, err),
+    });
     if (config.movementQueueEnabled) {
       const bindings = { hasExecutor: (key: string) => executors.has(key), hasSigner: (key: string) => signers.has(key) };
       movementQueue = await startMovementQueue({
@@ -210,10 +223,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     }
     supervision = superviseWorkers(
       {
+        // A disabled loop (FERRY_WORKER_<NAME>_ENABLED=false) is not started; its row says so.
         core: [
-          ...dispatchers,
-          loop('node_observer', 'core', config.observeIntervalSeconds, () => observeBatch(deps), wakers.observer),
-          loop('node_recovery', 'core', config.recoveryIntervalSeconds, () => recoverBatch(deps), wakers.recovery),
+          ...(config.workerNodeDispatcherEnabled ? dispatchers : []),
+          ...(config.workerNodeObserverEnabled ? [loop('node_observer', config.observeIntervalSeconds, () => observeBatch(deps), wakers.observer)] : []),
+          ...(config.workerNodeRecoveryEnabled ? [loop('node_recovery', config.recoveryIntervalSeconds, () => recoverBatch(deps), wakers.recovery)] : []),
         ],
         // The sweeps are pg-boss jobs (startSweeps below), not loops of this process.
         sidecar: [],
@@ -246,28 +260,16 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   };
 }
 
-/** A worker's heartbeat row is refreshed at least this often while its status stays the same. */
-const HEARTBEAT_REFRESH_MS = 5000;
-
-/** Heartbeat rows per worker: written on the first run, on a status change, and every HEARTBEAT_REFRESH_MS. */
-function heartbeats(pool: Pool, processId: string, log: Logger) {
-  const last = new Map<string, { at: number; status: string }>();
-  return (worker: string, group: 'core' | 'sidecar', stats: LoopStats) => {
-    const status = stats.consecutiveErrors > 0 ? 'failing' : 'running';
-    const prev = last.get(worker);
-    const now = Date.now();
-    if (prev && prev.status === status && now - prev.at < HEARTBEAT_REFRESH_MS) return;
-    last.set(worker, { at: now, status });
-    upsertHeartbeat(pool, {
-      process_id: processId,
-      worker_name: worker,
-      hostname: hostname(),
-      pid: process.pid,
-      group_name: group,
-      status,
-      loop_runs: stats.runs,
-      consecutive_errors: stats.consecutiveErrors,
-      last_error: stats.lastError,
-    }).catch((err) => log.warn({ err, worker }, 'heartbeat write failed'));
-  };
+/** Every worker a process with workers has, with whether its configuration enables it. */
+function rosterOf(config: FerryConfig, dispatcherNames: string[]): RosterEntry[] {
+  return [
+    ...dispatcherNames.map((name) => ({ name, group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeDispatcherEnabled, intervalSeconds: config.dispatchIntervalSeconds })),
+    { name: 'node_observer', group: 'core', kind: 'loop', enabled: config.workerNodeObserverEnabled, intervalSeconds: config.observeIntervalSeconds },
+    { name: 'node_recovery', group: 'core', kind: 'loop', enabled: config.workerNodeRecoveryEnabled, intervalSeconds: config.recoveryIntervalSeconds },
+    { name: 'callback_dispatcher', group: 'sidecar', kind: 'queue', enabled: config.workerCallbackDispatcherEnabled, intervalSeconds: config.callbackIntervalSeconds },
+    ...sweepDefinitions.map((def) => {
+      const s = def.settings(config);
+      return { name: def.name, group: 'sidecar' as const, kind: 'sweep' as const, enabled: s.enabled, intervalSeconds: s.intervalSeconds };
+    }),
+  ];
 }

@@ -25,6 +25,7 @@ import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingRequests } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
 import { expireDueProposals, finalizeDueProposals } from './template-proposals.ts';
+import { reconcileWithProviders } from './provider-reconciliation.ts';
 
 /**
  * Sweeps: the periodic, batch-shaped workers (approval expiry, executor health, audit promotion,
@@ -185,7 +186,15 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
     }),
     async run(deps) {
       const r = await reconcileBatch(deps);
-      return { items: r.checked, budget_exhausted: r.budgetExhausted, checked: r.checked, drifted: r.drifted };
+      // Then the providers' evidence about recently settled nodes (provider-reconciliation.ts).
+      const p = await reconcileWithProviders(deps);
+      return {
+        items: r.checked + p.checked,
+        budget_exhausted: r.budgetExhausted || p.budgetExhausted,
+        checked: r.checked,
+        drifted: r.drifted,
+        provider: { checked: p.checked, drifted: p.drifted, repaired: p.repaired, unanswered: p.unanswered, by_class: p.byClass },
+      };
     },
   },
   {
@@ -364,6 +373,8 @@ export interface StartSweepsOptions {
   deps: SweepDeps;
   processId: string;
   definitions?: readonly SweepDefinition[];
+  /** Called after each run this process made, with the error it threw (null when none): the worker roster. */
+  onRun?: (sweep: string, error: unknown) => void;
 }
 
 export interface SweepWorkers {
@@ -410,7 +421,14 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
     await boss.work(
       queue,
       { batchSize: 1, pollingIntervalSeconds: Math.min(2, Math.max(0.5, settings.intervalSeconds / 2)) },
-      (jobs: Job<{ trigger?: SweepTrigger }>[]) => runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log }),
+      (jobs: Job<{ trigger?: SweepTrigger }>[]) =>
+        runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log }).then(
+          (output) => (opts.onRun?.(def.name, null), output),
+          (err: unknown) => {
+            opts.onRun?.(def.name, err);
+            throw err;
+          },
+        ),
     );
     worked.push(def.name);
     await queueStartRun(boss, deps.pool, queue, settings.intervalSeconds);

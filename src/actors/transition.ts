@@ -156,6 +156,7 @@ export function nodeContextFromRow(row: NodeRow): NodeContext {
     dispatchAfter: iso(row.dispatch_after),
     errorCode: row.error_code,
     errorDetail: row.error_detail,
+    manualInterventionRequired: row.manual_intervention_required ?? false,
   };
 }
 
@@ -424,6 +425,7 @@ class Batch {
       dispatch_after: date(c.dispatchAfter),
       error_code: c.errorCode,
       error_detail: c.errorDetail,
+      manual_intervention_required: c.manualInterventionRequired,
       // A claim takes a new lease; back in READY the node belongs to no dispatch.
       claim_token: item.lease ?? (to === 'READY' ? null : row.claim_token),
       row_version: row.row_version + 1,
@@ -527,6 +529,7 @@ class Batch {
         dispatch_after: iso(r.dispatch_after),
         error_code: r.error_code,
         error_detail: r.error_detail,
+        manual_intervention_required: r.manual_intervention_required ?? false,
         claim_token: r.claim_token,
       });
     }

@@ -4,6 +4,7 @@ import { callbackDestinationCommands } from './callback-destinations.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { principalCommands } from './principals.ts';
+import { operationsCommands } from './operations.ts';
 import { queueCommands } from './queue.ts';
 import { databaseCommands } from './roles.ts';
 import { sweepCommands } from './sweeps.ts';
@@ -28,4 +29,6 @@ export const commands: CliCommand[] = [
   ...balanceCommands,
   ...databaseCommands,
   ...callbackDestinationCommands,
+  // reconcile, resolutions, workers
+  ...operationsCommands,
 ];

@@ -1,4 +1,4 @@
-import { assign, setup } from 'xstate';
+import { and, assign, setup } from 'xstate';
 import type { ExecutorOutcome } from './outcome.ts';
 
 /**
@@ -44,6 +44,8 @@ export interface NodeContext {
   dispatchAfter: string | null;
   errorCode: string | null;
   errorDetail: string | null;
+  /** The executor said automatic recovery is impossible: the movement waits for a person. */
+  manualInterventionRequired: boolean;
 }
 
 interface Failure {
@@ -76,7 +78,26 @@ export type NodeEvent =
   | { type: 'RETRY_REQUESTED' }
   | { type: 'MANUAL_CONFIRMED'; at: string }
   | { type: 'SKIP_REQUESTED'; reason?: string }
-  | { type: 'CANCEL_REQUESTED' };
+  | { type: 'CANCEL_REQUESTED' }
+  /**
+   * Reconciliation asked the provider about the node's attempt and its answer contradicts the
+   * stored state (docs/operations.md, "Reconciliation"); applied only with auto-repair on.
+   */
+  | { type: 'RECONCILED'; outcome: ExecutorOutcome; attemptNo: number; driftClass: string; at: string; nextObserveAt: null }
+  /** An operator's resolution, proposed by one principal and confirmed by another (node_resolutions). */
+  | ({ type: 'RESOLVED_COMPLETED'; providerRef: string } & Resolution)
+  | ({ type: 'RESOLVED_FAILED' } & Resolution)
+  | ({ type: 'RESOLVED_RETRY' } & Resolution);
+
+/** Who decided an operator's resolution, and why. */
+export interface Resolution {
+  resolutionId: string;
+  attemptNo: number;
+  proposedBy: string;
+  confirmedBy: string;
+  reason: string;
+  at: string;
+}
 
 export type NodeEventType = NodeEvent['type'];
 
@@ -104,6 +125,7 @@ export function initialNodeContext(input: Pick<NodeInput, 'nodeKind' | 'actionTy
     dispatchAfter: null,
     errorCode: null,
     errorDetail: null,
+    manualInterventionRequired: false,
   };
 }
 
@@ -129,6 +151,11 @@ export const nodeMachine = setup({
     providerConfirmsNothingSubmitted: outcomeIs('READY'),
     laneAllowsRetry: ({ context }) => context.retryable,
     isCurrentAttempt: ({ context, event }) => event.type === 'REPLACEMENT_SIGNED' && event.attemptNo === context.attemptNo,
+    providerNeedsOperator: ({ event }) => 'outcome' in event && event.outcome.manualInterventionRequired === true,
+    // Evidence and resolutions are about one attempt: a node that moved on to another is not theirs.
+    evidenceIsForCurrentAttempt: ({ context, event }) => 'attemptNo' in event && event.attemptNo === context.attemptNo,
+    // Four-eyes: whoever proposed a resolution can never be the one who confirms it.
+    confirmedBySecondPrincipal: ({ event }) => 'confirmedBy' in event && event.confirmedBy !== event.proposedBy,
     isManualGate: ({ context }) => context.nodeKind === 'manual_gate' || context.actionType.startsWith('manual_'),
     isAutomatic: ({ context }) => !(context.nodeKind === 'manual_gate' || context.actionType.startsWith('manual_')),
   },
@@ -157,6 +184,7 @@ export const nodeMachine = setup({
         errorCode: outcome.errorCode ?? null,
         errorDetail: outcome.errorDetail ?? null,
         nextObserveAt,
+        manualInterventionRequired: outcome.manualInterventionRequired === true,
       };
     }),
     countObservation: assign(({ context, event }) => ({
@@ -168,7 +196,24 @@ export const nodeMachine = setup({
       errorDetail: (event as { errorDetail?: string | null }).errorDetail ?? 'observation exceeded timeout_policy.observe_seconds',
       nextObserveAt: null,
     })),
-    clearError: assign({ errorCode: null, errorDetail: null, dispatchAfter: null }),
+    clearError: assign({ errorCode: null, errorDetail: null, dispatchAfter: null, manualInterventionRequired: false }),
+    recordResolvedCompleted: assign(({ context, event }) => {
+      const e = event as Extract<NodeEvent, { type: 'RESOLVED_COMPLETED' }>;
+      return {
+        providerRefs: { ...context.providerRefs, manual_provider_ref: e.providerRef, resolution_id: e.resolutionId },
+        providerRefId: e.providerRef,
+        errorCode: null,
+        errorDetail: null,
+        nextObserveAt: null,
+        manualInterventionRequired: false,
+      };
+    }),
+    recordResolvedFailed: assign(({ event }) => ({
+      errorCode: 'RESOLVED_FAILED',
+      errorDetail: (event as Resolution).reason,
+      nextObserveAt: null,
+      manualInterventionRequired: false,
+    })),
     // The observer looks again at once: the new version is about to be broadcast.
     recordReplacement: assign(({ context, event }) => {
       const e = event as Extract<NodeEvent, { type: 'REPLACEMENT_SIGNED' }>;
@@ -277,15 +322,28 @@ export const nodeMachine = setup({
           { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
           { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
           { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
+          // Undetermined, and the executor says only a person can tell: the movement waits for one.
+          { guard: and(['providerReportsUnknown', 'providerNeedsOperator']), target: 'UNKNOWN', reenter: true, actions: ['recordOutcome', 'deriveRequestState'] },
           // Still undetermined: stays UNKNOWN, and moves to the back of the recovery queue.
           { guard: 'providerReportsUnknown', target: 'UNKNOWN', reenter: true, actions: 'recordOutcome' },
           { guard: 'providerConfirmsNothingSubmitted', target: 'READY', actions: 'recordOutcome' },
         ],
+        RECONCILED: [
+          { guard: and(['evidenceIsForCurrentAttempt', 'providerReportsCompleted']), target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
+          { guard: and(['evidenceIsForCurrentAttempt', 'providerReportsFailed']), target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
+        ],
+        RESOLVED_COMPLETED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'COMPLETED', actions: ['recordResolvedCompleted', 'advanceFrontier'] },
+        RESOLVED_FAILED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'FAILED', actions: ['recordResolvedFailed', 'deriveRequestState'] },
+        RESOLVED_RETRY: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'READY', actions: ['clearError', 'deriveRequestState'] },
       },
     },
     FAILED: {
       on: {
         RETRY_REQUESTED: { guard: 'laneAllowsRetry', target: 'READY', actions: ['clearError', 'deriveRequestState'] },
+        RECONCILED: { guard: and(['evidenceIsForCurrentAttempt', 'providerReportsCompleted']), target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
+        RESOLVED_COMPLETED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'COMPLETED', actions: ['recordResolvedCompleted', 'advanceFrontier'] },
+        RESOLVED_FAILED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'FAILED', reenter: true, actions: ['recordResolvedFailed', 'deriveRequestState'] },
+        RESOLVED_RETRY: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'READY', actions: ['clearError', 'deriveRequestState'] },
       },
     },
     COMPLETED: { type: 'final' },

@@ -14,12 +14,15 @@ export interface NodeSummary {
   manualGateReady: boolean;
   executing: boolean;
   inFlight: boolean;
+  /** A node whose executor asked for a person (manual_intervention_required) is UNKNOWN or FAILED. */
+  manualIntervention?: boolean;
 }
 
 export interface SummarizedNode {
   node_state: NodeState | string;
   node_kind: string;
   action_type: string;
+  manual_intervention_required?: boolean;
 }
 
 const SIDE_EFFECT_KINDS = new Set(['action', 'compensation', 'post_action']);
@@ -51,6 +54,7 @@ export function summarizeNodes(nodes: readonly SummarizedNode[]): NodeSummary {
     if (n.node_state === 'READY' && isManualNode(n)) s.manualGateReady = true;
     if (EXECUTING.has(n.node_state)) s.executing = true;
     if (IN_FLIGHT.has(n.node_state)) s.inFlight = true;
+    if (n.manual_intervention_required && (n.node_state === 'UNKNOWN' || n.node_state === 'FAILED')) s.manualIntervention = true;
   }
   return s;
 }

@@ -14,6 +14,8 @@ export interface ExecutorOutcome {
   providerRefId?: string | null;
   errorCode?: string | null;
   errorDetail?: string | null;
+  /** The executor's manual_intervention_required: automatic recovery is impossible. Set only when true. */
+  manualInterventionRequired?: boolean;
 }
 
 export function isOutcomeState(s: string): s is OutcomeState {

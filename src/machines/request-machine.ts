@@ -92,6 +92,8 @@ export const requestMachine = setup({
       const s = summaryOf(event);
       return !!s && s.failed + s.unknown > 0 && s.sideEffectCompleted;
     },
+    // The executor said only a person can settle one of the nodes (manual_intervention_required).
+    executorAskedForOperator: ({ event }) => summaryOf(event)?.manualIntervention === true,
     failedWithoutSideEffect: ({ event }) => {
       const s = summaryOf(event);
       return !!s && s.failed > 0 && !s.sideEffectCompleted;
@@ -156,6 +158,7 @@ export const requestMachine = setup({
       on: {
         NODES_SETTLED: [
           { guard: 'allNodesDone', target: 'COMPLETED' },
+          { guard: 'executorAskedForOperator', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
           { guard: 'failedAfterSideEffect', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
           { guard: 'failedWithoutSideEffect', target: 'FAILED' },
           { guard: 'waitingOnManualGate', target: 'WAITING_MANUAL_ACTION', actions: 'requestAttention' },
@@ -167,6 +170,7 @@ export const requestMachine = setup({
       on: {
         NODES_SETTLED: [
           { guard: 'allNodesDone', target: 'COMPLETED' },
+          { guard: 'executorAskedForOperator', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
           { guard: 'failedAfterSideEffect', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
           { guard: 'failedWithoutSideEffect', target: 'FAILED' },
           { guard: 'noManualGateWaiting', target: 'EXECUTING' },

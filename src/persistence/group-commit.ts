@@ -76,6 +76,7 @@ export interface NodeWriteRow {
   dispatch_after: string | null;
   error_code: string | null;
   error_detail: string | null;
+  manual_intervention_required: boolean;
   claim_token: string | null;
 }
 
@@ -120,7 +121,7 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
     `WITH nw AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, from_state text, from_version int, node_state text,
                    row_version int, attempt_no int, idempotency_key text, started_at timestamptz, provider_state text, provider_refs jsonb,
                    provider_ref_id text, next_observe_at timestamptz, last_observed_at timestamptz, observe_count int,
-                   dispatch_after timestamptz, error_code text, error_detail text, claim_token uuid)),
+                   dispatch_after timestamptz, error_code text, error_detail text, manual_intervention_required boolean, claim_token uuid)),
           nu AS (UPDATE request_nodes n
                     SET node_state = nw.node_state, attempt_no = nw.attempt_no,
                         idempotency_key = nw.idempotency_key,
@@ -128,6 +129,7 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
                         provider_ref_id = nw.provider_ref_id, next_observe_at = nw.next_observe_at,
                         last_observed_at = nw.last_observed_at, observe_count = nw.observe_count,
                         dispatch_after = nw.dispatch_after, error_code = nw.error_code, error_detail = nw.error_detail,
+                        manual_intervention_required = nw.manual_intervention_required,
                         claim_token = nw.claim_token, row_version = nw.row_version, updated_at = now()
                    FROM nw
                   WHERE n.id = nw.id AND n.node_state = nw.from_state AND n.row_version = nw.from_version

@@ -65,6 +65,10 @@ export interface NodeRow {
   started_at: Date | null;
   error_code: string | null;
   error_detail: string | null;
+  /** The executor asked for a person (migration 0120); part of the node machine's context. */
+  manual_intervention_required?: boolean;
+  /** When reconciliation last asked the provider about the node (migration 0120). */
+  provider_checked_at?: Date | null;
   /** The lease token of the dispatch that claimed the node (migration 0010); null when unclaimed. */
   claim_token: string | null;
   created_at: Date;

@@ -21,6 +21,7 @@ export const SimOutcomeSchema = z.union([
     error_code: z.string().nullable().optional(),
     error_detail: z.string().nullable().optional(),
     retry_after_seconds: z.number().int().nonnegative().nullable().optional(),
+    manual_intervention_required: z.boolean().optional(),
   }),
 ]);
 export type SimOutcome = z.output<typeof SimOutcomeSchema>;

@@ -166,6 +166,7 @@ function outcomeResult(outcome: SimOutcome, ctx: ExecutionContext, call: string,
     error_code: ('error_code' in o ? o.error_code : undefined) ?? defaultErrorCode[o.next_state] ?? null,
     error_detail: ('error_detail' in o ? o.error_detail : undefined) ?? null,
     retry_after_seconds: ('retry_after_seconds' in o ? o.retry_after_seconds : undefined) ?? null,
+    manual_intervention_required: ('manual_intervention_required' in o ? o.manual_intervention_required : undefined) ?? false,
   });
 }
 

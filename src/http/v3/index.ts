@@ -11,6 +11,7 @@ import { templateRoutes } from './templates.ts';
 import { templateProposalRoutes } from './template-proposals.ts';
 import { refuseUnstorableText } from './text-guard.ts';
 import { workerRoutes } from './workers.ts';
+import { operationsRoutes } from './operations.ts';
 
 export type { ApiRuntime, V3Deps } from './context.ts';
 
@@ -35,5 +36,7 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', templateProposalRoutes(ctx));
   // Principals and tokens (token.admin).
   app.route('/', principalRoutes(ctx));
+  // Reconciliation drifts and manual-intervention resolutions.
+  app.route('/', operationsRoutes(ctx));
   return app;
 }

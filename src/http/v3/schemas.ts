@@ -207,6 +207,8 @@ export const MovementNodeSchema = z
     provider_ref_id: z.string().nullable(),
     error_code: z.string().nullable(),
     error_detail: z.string().nullable(),
+    // The executor said only a person can settle this node (docs/operations.md, "Manual intervention").
+    manual_intervention_required: z.boolean(),
     started_at: nullableTime,
     next_observe_at: nullableTime,
     last_observed_at: nullableTime,
@@ -387,8 +389,29 @@ export const LoopHeartbeatSchema = z
   })
   .openapi('LoopHeartbeat');
 
+// Every worker of every process, from the rows each process writes at start and after runs.
+export const WorkerRowSchema = z
+  .object({
+    process_id: z.string(),
+    hostname: z.string(),
+    pid: z.number().int(),
+    worker_name: z.string(),
+    kind: z.enum(['loop', 'queue', 'sweep']),
+    group: z.enum(['core', 'sidecar']),
+    enabled: z.boolean(),
+    interval_seconds: z.number().nullable(),
+    status: z.string().openapi({ description: 'disabled, starting, running or failing' }),
+    runs: z.number().int(),
+    consecutive_errors: z.number().int(),
+    last_error: z.string().nullable().openapi({ description: 'The last error, secrets redacted' }),
+    last_run_at: nullableTime,
+    started_at: isoTime,
+    last_beat_at: isoTime,
+  })
+  .openapi('WorkerRow');
+
 export const WorkersSchema = z
-  .object({ sweeps: z.array(SweepStatusSchema), loops: z.array(LoopHeartbeatSchema) })
+  .object({ sweeps: z.array(SweepStatusSchema), loops: z.array(LoopHeartbeatSchema), workers: z.array(WorkerRowSchema) })
   .openapi('Workers');
 
 export const CallbackSchema = z

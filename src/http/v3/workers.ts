@@ -24,7 +24,7 @@ export function workerRoutes(ctx: V3Context) {
   app.openapi(workersRoute, async (c) => {
     const { boss } = ctx.runtime();
     const [sweeps, beats] = await Promise.all([sweepStatuses({ pool: ctx.pool, boss, config: ctx.config }), listHeartbeats(ctx.pool)]);
-    // Only the hot loops beat: rows of the sidecar loops an earlier version ran are history.
+    // `loops`: the hot loops' rows as before; `workers`: every worker of every process.
     const loops = beats
       .filter((b) => b.group_name === 'core')
       .map((b) => ({
@@ -39,7 +39,24 @@ export function workerRoutes(ctx: V3Context) {
         started_at: iso(b.started_at),
         last_beat_at: iso(b.last_beat_at),
       }));
-    return c.json({ sweeps, loops }, 200);
+    const workers = beats.map((b) => ({
+      process_id: b.process_id,
+      hostname: b.hostname,
+      pid: b.pid,
+      worker_name: b.worker_name,
+      kind: b.kind,
+      group: b.group_name,
+      enabled: b.enabled,
+      interval_seconds: b.interval_seconds === null ? null : Number(b.interval_seconds),
+      status: b.status,
+      runs: Number(b.loop_runs),
+      consecutive_errors: b.consecutive_errors,
+      last_error: b.last_error,
+      last_run_at: b.last_run_at ? iso(b.last_run_at) : null,
+      started_at: iso(b.started_at),
+      last_beat_at: iso(b.last_beat_at),
+    }));
+    return c.json({ sweeps, loops, workers }, 200);
   });
   return app;
 }

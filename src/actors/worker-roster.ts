@@ -1,0 +1,136 @@
+import { hostname } from 'node:os';
+import type { FerryConfig } from '../config.ts';
+import type { Logger } from '../log.ts';
+import type { Pool } from '../persistence/db.ts';
+import { upsertHeartbeat, type Heartbeat } from '../persistence/heartbeats.ts';
+import type { LoopStats } from './loop-runner.ts';
+
+/**
+ * The roster of one process's workers in worker_heartbeats (GET /v3/workers, `ferry workers`):
+ * every hot loop, the callback delivery consumer and every sweep gets a row when the process starts,
+ * with whether this configuration enables it and its interval, so a disabled worker is visible as
+ * such and a worker that never ran is visible too; each run then refreshes its row (runs,
+ * consecutive errors, last error, last run). Error texts are redacted before they are stored.
+ */
+
+export interface RosterEntry {
+  name: string;
+  group: 'core' | 'sidecar';
+  kind: 'loop' | 'queue' | 'sweep';
+  enabled: boolean;
+  intervalSeconds: number | null;
+}
+
+/** A worker's row is refreshed at least this often while nothing else about it changes. */
+export const HEARTBEAT_REFRESH_MS = 5000;
+const MAX_ERROR_CHARS = 500;
+
+/**
+ * An error text with what may be a secret taken out: the configuration's own secrets, credentials
+ * in URLs, bearer tokens and Ferry API tokens, 32-byte hex keys, and `password=`-style pairs.
+ */
+export function redactSecrets(text: string, secrets: readonly (string | undefined | null)[] = []): string {
+  let out = text;
+  for (const s of secrets) if (s && s.length >= 4) out = out.split(s).join('[redacted]');
+  out = out
+    .replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@:]*:[^\s/@]*@/gi, '$1[redacted]@')
+    .replace(/\bBearer\s+[A-Za-z0-9._~+/=-]+/g, 'Bearer [redacted]')
+    .replace(/\bferry_[A-Za-z0-9_-]{16,}/g, '[redacted]')
+    .replace(/\b0x[0-9a-fA-F]{64}\b/g, '[redacted]')
+    .replace(/\b(password|passwd|pwd|secret|token|api[_-]?key|apikey|signature)(["']?\s*[=:]\s*["']?)[^\s&"',;]+/gi, '$1$2[redacted]');
+  return out.length > MAX_ERROR_CHARS ? `${out.slice(0, MAX_ERROR_CHARS)}…` : out;
+}
+
+/** The secrets a configuration holds, for redactSecrets. */
+export function configSecrets(config: Pick<FerryConfig, 'callbackSecret' | 'evmSignerKey' | 'databaseUrl'>): string[] {
+  const out: string[] = [];
+  if (config.callbackSecret) out.push(config.callbackSecret);
+  if (config.evmSignerKey) out.push(config.evmSignerKey);
+  try {
+    const password = config.databaseUrl ? decodeURIComponent(new URL(config.databaseUrl).password) : '';
+    if (password) out.push(password);
+  } catch {
+    // not a URL: nothing to take from it
+  }
+  return out;
+}
+
+interface Tracked {
+  entry: RosterEntry;
+  stats: LoopStats;
+  writtenAt: number;
+  written: string;
+}
+
+export class WorkerRoster {
+  readonly #workers = new Map<string, Tracked>();
+  readonly #host = hostname();
+
+  constructor(
+    readonly pool: Pool,
+    readonly processId: string,
+    readonly log: Logger,
+    readonly secrets: readonly string[] = [],
+  ) {}
+
+  /** Writes every worker's row at start: 'starting' when enabled, 'disabled' otherwise. */
+  async seed(entries: RosterEntry[]): Promise<void> {
+    for (const entry of entries) {
+      const stats: LoopStats = { runs: 0, consecutiveErrors: 0, lastError: null, lastItems: 0 };
+      this.#workers.set(entry.name, { entry, stats, writtenAt: 0, written: '' });
+      await upsertHeartbeat(this.pool, this.#row(entry, stats, entry.enabled ? 'starting' : 'disabled', false)).catch((err) =>
+        this.log.warn({ err, worker: entry.name }, 'heartbeat write failed'),
+      );
+    }
+  }
+
+  /** After a hot loop's run, with the loop's own counters. */
+  loopRan(name: string, stats: LoopStats): void {
+    const t = this.#workers.get(name);
+    if (!t) return;
+    t.stats = { ...stats };
+    this.#beat(t);
+  }
+
+  /** After a run of a queue consumer or a sweep: the roster keeps its counters. */
+  ran(name: string, error: unknown): void {
+    const t = this.#workers.get(name);
+    if (!t) return;
+    t.stats.runs++;
+    if (error) {
+      t.stats.consecutiveErrors++;
+      t.stats.lastError = error instanceof Error ? error.message : String(error);
+    } else {
+      t.stats.consecutiveErrors = 0;
+    }
+    this.#beat(t);
+  }
+
+  #beat(t: Tracked): void {
+    const status = t.stats.consecutiveErrors > 0 ? 'failing' : 'running';
+    const key = `${status}|${t.stats.consecutiveErrors}|${t.stats.lastError ?? ''}`;
+    const now = Date.now();
+    if (key === t.written && now - t.writtenAt < HEARTBEAT_REFRESH_MS) return;
+    t.written = key;
+    t.writtenAt = now;
+    upsertHeartbeat(this.pool, this.#row(t.entry, t.stats, status, true)).catch((err) => this.log.warn({ err, worker: t.entry.name }, 'heartbeat write failed'));
+  }
+
+  #row(entry: RosterEntry, stats: LoopStats, status: string, ran: boolean): Heartbeat {
+    return {
+      process_id: this.processId,
+      worker_name: entry.name,
+      hostname: this.#host,
+      pid: process.pid,
+      group_name: entry.group,
+      status,
+      loop_runs: stats.runs,
+      consecutive_errors: stats.consecutiveErrors,
+      last_error: stats.lastError === null ? null : redactSecrets(stats.lastError, this.secrets),
+      kind: entry.kind,
+      enabled: entry.enabled,
+      interval_seconds: entry.intervalSeconds,
+      ran,
+    };
+  }
+}

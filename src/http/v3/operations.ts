@@ -1,0 +1,212 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { confirmResolution, listResolutions, proposeResolution } from '../../actors/resolutions.ts';
+import { driftClasses, listDrifts, type DriftRow } from '../../persistence/reconciliation-drifts.ts';
+import { resolutionKinds, type ResolutionRow } from '../../persistence/resolutions.ts';
+import { jsonObjectSchema } from '../../plan/json.ts';
+import { permitted } from '../auth.ts';
+import { actorOf, resourceApp, type V3Context } from './context.ts';
+import { bearerSecurity, commonErrors, conflict, forbidden, jsonBody, jsonResponse, MovementIdParams, nodeKeySchema, notFound } from './schemas.ts';
+
+/**
+ * Operations: the reconciliation drift report (GET /v3/reconciliation) and operators' resolutions of
+ * movements in MANUAL_INTERVENTION (propose, then a second principal confirms). The schemas live
+ * here, beside the only routes that use them.
+ */
+
+const isoTime = z.string().openapi({ format: 'date-time', example: '2026-01-01T00:00:00.000Z' });
+const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
+
+const DriftSchema = z
+  .object({
+    id: z.number().int(),
+    movement_id: z.string(),
+    node_id: z.string(),
+    node_key: z.string(),
+    attempt_no: z.number().int(),
+    drift_class: z.enum(driftClasses),
+    stored_state: z.string(),
+    provider_state: z.string(),
+    evidence: z.record(z.string(), z.unknown()),
+    detected_at: isoTime,
+    last_seen_at: isoTime,
+    repaired_at: isoTime.nullable(),
+    repaired_by: z.string().nullable(),
+  })
+  .openapi('ReconciliationDrift');
+
+const ReconciliationSchema = z
+  .object({ auto_repair: z.boolean(), lookback_seconds: z.number(), drifts: z.array(DriftSchema) })
+  .openapi('Reconciliation');
+
+const ReconciliationQuery = z.object({
+  state: z.enum(['open', 'all']).default('open').openapi({ param: { name: 'state', in: 'query' }, description: 'open: not repaired (default); all' }),
+});
+
+const ResolutionSchema = z
+  .object({
+    id: z.string().openapi({ format: 'uuid' }),
+    movement_id: z.string(),
+    node_id: z.string(),
+    node_key: z.string(),
+    attempt_no: z.number().int(),
+    resolution: z.enum(resolutionKinds),
+    provider_ref: z.string().nullable(),
+    reason: z.string(),
+    evidence: z.record(z.string(), z.unknown()),
+    status: z.enum(['proposed', 'applied', 'refused']),
+    proposed_by: z.string(),
+    proposed_at: isoTime,
+    confirmed_by: z.string().nullable(),
+    confirmed_at: isoTime.nullable(),
+    refusal: z.string().nullable(),
+  })
+  .openapi('Resolution');
+
+const ProposeBody = z
+  .strictObject({
+    node_key: nodeKeySchema,
+    resolution: z.enum(resolutionKinds),
+    provider_ref: printable(200).optional(),
+    reason: printable(1000),
+    evidence: jsonObjectSchema.optional(),
+  })
+  .openapi('ResolutionProposal');
+
+const ResolutionParams = z.object({
+  id: MovementIdParams.shape.id,
+  resolution_id: z.string().min(1).max(100).openapi({ param: { name: 'resolution_id', in: 'path' }, format: 'uuid', description: 'Resolution id' }),
+});
+
+const ConfirmedSchema = z
+  .object({ resolution: ResolutionSchema, movement: z.object({ id: z.string(), state: z.string() }) })
+  .openapi('ResolutionConfirmed');
+
+const reconciliationRoute = createRoute({
+  method: 'get',
+  path: '/reconciliation',
+  tags: ['Workers'],
+  summary: "Drift between stored node states and their providers' answers, found by the reconciliation sweep",
+  security: bearerSecurity,
+  ...permitted('read'),
+  request: { query: ReconciliationQuery },
+  responses: { 200: jsonResponse(ReconciliationSchema, 'The drifts, newest first'), ...commonErrors },
+});
+
+const listResolutionsRoute = createRoute({
+  method: 'get',
+  path: '/movements/{id}/resolutions',
+  tags: ['Movements'],
+  summary: "The movement's proposed, applied and refused resolutions",
+  security: bearerSecurity,
+  ...permitted('read'),
+  request: { params: MovementIdParams },
+  responses: { 200: jsonResponse(z.object({ resolutions: z.array(ResolutionSchema) }), 'Oldest first'), ...commonErrors, ...notFound },
+});
+
+const proposeRoute = createRoute({
+  method: 'post',
+  path: '/movements/{id}/resolutions',
+  tags: ['Movements'],
+  summary: 'Propose how to settle an UNKNOWN or FAILED node of a MANUAL_INTERVENTION movement; a second principal confirms',
+  security: bearerSecurity,
+  ...permitted('movement.operate'),
+  request: { params: MovementIdParams, body: jsonBody(ProposeBody) },
+  responses: {
+    201: jsonResponse(ResolutionSchema, 'Proposed; nothing is applied until confirmed'),
+    ...commonErrors,
+    ...notFound,
+    ...conflict('The movement or node cannot take a resolution now, or one is already proposed (INVALID_TRANSITION, details.reason)'),
+  },
+});
+
+const confirmRoute = createRoute({
+  method: 'post',
+  path: '/movements/{id}/resolutions/{resolution_id}/confirm',
+  tags: ['Movements'],
+  summary: 'Confirm and apply a proposed resolution through the node and movement machines',
+  security: bearerSecurity,
+  ...permitted('movement.operate'),
+  request: { params: ResolutionParams },
+  responses: {
+    200: jsonResponse(ConfirmedSchema, 'Applied'),
+    ...commonErrors,
+    ...forbidden('The proposer cannot confirm their own resolution (FOUR_EYES_VIOLATION)'),
+    ...notFound,
+    ...conflict('Not waiting for confirmation, or the node moved on and the machines refuse it (INVALID_TRANSITION, details.reason)'),
+  },
+});
+
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+function driftView(d: DriftRow) {
+  return {
+    id: d.id,
+    movement_id: d.request_id,
+    node_id: d.request_node_id,
+    node_key: d.node_key,
+    attempt_no: d.attempt_no,
+    drift_class: d.drift_class,
+    stored_state: d.stored_state,
+    provider_state: d.provider_state,
+    evidence: d.evidence,
+    detected_at: iso(d.detected_at)!,
+    last_seen_at: iso(d.last_seen_at)!,
+    repaired_at: iso(d.repaired_at),
+    repaired_by: d.repaired_by,
+  };
+}
+
+function resolutionView(r: ResolutionRow) {
+  return {
+    id: r.id,
+    movement_id: r.request_id,
+    node_id: r.request_node_id,
+    node_key: r.node_key,
+    attempt_no: r.attempt_no,
+    resolution: r.resolution,
+    provider_ref: r.provider_ref,
+    reason: r.reason,
+    evidence: r.evidence,
+    status: r.status,
+    proposed_by: r.proposed_by,
+    proposed_at: iso(r.proposed_at)!,
+    confirmed_by: r.confirmed_by,
+    confirmed_at: iso(r.confirmed_at),
+    refusal: r.refusal,
+  };
+}
+
+export function operationsRoutes(ctx: V3Context) {
+  const app = resourceApp();
+  app.openapi(reconciliationRoute, async (c) => {
+    const { state } = c.req.valid('query');
+    const drifts = await listDrifts(ctx.pool, { open: state === 'open', limit: 500 });
+    return c.json(
+      { auto_repair: ctx.config.reconciliationAutoRepair, lookback_seconds: ctx.config.reconciliationLookbackSeconds, drifts: drifts.map(driftView) },
+      200,
+    );
+  });
+  app.openapi(listResolutionsRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    return c.json({ resolutions: (await listResolutions(ctx, id)).map(resolutionView) }, 200);
+  });
+  app.openapi(proposeRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const body = c.req.valid('json');
+    const row = await proposeResolution(ctx, id, {
+      actor: actorOf(c),
+      nodeKey: body.node_key,
+      resolution: body.resolution,
+      providerRef: body.provider_ref ?? null,
+      reason: body.reason,
+      evidence: (body.evidence ?? {}) as Record<string, unknown>,
+    });
+    return c.json(resolutionView(row), 201);
+  });
+  app.openapi(confirmRoute, async (c) => {
+    const { id, resolution_id } = c.req.valid('param');
+    const { resolution, movement } = await confirmResolution(ctx.movementDeps(), id, resolution_id, { actor: actorOf(c) });
+    return c.json({ resolution: resolutionView(resolution), movement: { id: movement.request.id, state: movement.request.request_state } }, 200);
+  });
+  return app;
+}

@@ -1,0 +1,148 @@
+/**
+ * Workers at a glance: every worker of every process is listed by GET /v3/workers and `ferry workers`
+ * (two real worker processes), a worker disabled by its FERRY_WORKER_<NAME>_ENABLED switch shows as
+ * disabled and never runs, and a failing worker's consecutive errors and last error (secrets
+ * redacted) appear.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, test } from 'node:test';
+import { runLoop } from '../src/actors/loop-runner.ts';
+import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
+import { sweepDefinitions } from '../src/actors/sweeps.ts';
+import { redactSecrets, WorkerRoster } from '../src/actors/worker-roster.ts';
+import { log } from '../src/log.ts';
+import { startFerry, type RunningFerry } from '../src/main.ts';
+import { createToken } from '../src/persistence/tokens.ts';
+import { testDatabase } from './helpers/db.ts';
+import { callApi } from './helpers/http.ts';
+import { exited, spawnWorker } from './helpers/processes.ts';
+import { waitFor } from './helpers/wait.ts';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+let runtime: Runtime | undefined;
+let ferry: RunningFerry | undefined;
+const children: ChildProcess[] = [];
+after(async () => {
+  for (const c of children) {
+    if (c.exitCode === null && c.signalCode === null) {
+      c.kill('SIGTERM');
+      await exited(c);
+    }
+  }
+  await ferry?.stop();
+});
+const db = await testDatabase();
+ferry = await startFerry(
+  { DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-workers-')), FERRY_LOG_LEVEL: 'silent' },
+  {
+    // The API process runs no workers: the two worker processes below are the ones listed.
+    onStarted: async (r) => {
+      runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: false });
+      r.appDeps.runtime = runtime;
+    },
+    onStopping: async () => {
+      await runtime?.stop();
+    },
+  },
+);
+const viewer = (await createToken(db.pool, { name: 'workers-viewer', role: 'viewer' })).token;
+const workersNow = async () => {
+  const r = await callApi(ferry!.url, 'GET', '/v3/workers', viewer);
+  assert.equal(r.status, 200, r.text);
+  return r.body.workers as any[];
+};
+
+test('two processes: every worker listed with its switch and interval; a disabled one never runs', async () => {
+  const common = { FERRY_CALLBACK_SECRET: 'a-test-secret-of-enough-length', FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.2', FERRY_NODE_DISPATCH_CONCURRENCY: '1' };
+  const quiet = spawnWorker(db.url, { ...common, FERRY_WORKER_NODE_RECOVERY_ENABLED: 'false' });
+  const busy = spawnWorker(db.url, common);
+  children.push(quiet, busy);
+  const expected = ['node_dispatcher', 'node_observer', 'node_recovery', 'callback_dispatcher', ...sweepDefinitions.map((d) => d.name)].sort();
+
+  const rows = await waitFor('both processes to report their recovery loop', async () => {
+    const all = await workersNow();
+    const recovery = all.filter((w) => w.worker_name === 'node_recovery');
+    const ran = recovery.find((w) => w.pid === busy.pid && w.runs > 0);
+    return recovery.length === 2 && ran ? all : null;
+  }, 60_000, 200);
+
+  for (const child of [quiet, busy]) {
+    const mine = rows.filter((w) => w.pid === child.pid);
+    assert.deepEqual(mine.map((w) => w.worker_name).sort(), expected, `every worker of process ${child.pid}`);
+    assert.equal(new Set(mine.map((w) => w.process_id)).size, 1);
+    const cb = mine.find((w) => w.worker_name === 'callback_dispatcher');
+    assert.equal(cb.kind, 'queue');
+    assert.equal(cb.interval_seconds, 3, 'the callback dispatch interval setting');
+    const audit = mine.find((w) => w.worker_name === 'audit_outbox_promoter');
+    assert.equal(audit.kind, 'sweep');
+    assert.equal(audit.enabled, true);
+  }
+  const disabled = rows.find((w) => w.pid === quiet.pid && w.worker_name === 'node_recovery');
+  assert.equal(disabled.enabled, false);
+  assert.equal(disabled.status, 'disabled');
+  const running = rows.find((w) => w.pid === busy.pid && w.worker_name === 'node_recovery');
+  assert.equal(running.enabled, true);
+  assert.equal(running.interval_seconds, 0.2);
+  // The busy process's recovery has run again and again by now; the disabled one still has not.
+  await waitFor('the enabled recovery loop to report more runs', async () => {
+    const r = (await workersNow()).find((w) => w.pid === busy.pid && w.worker_name === 'node_recovery');
+    return r.runs > running.runs ? r : null;
+  }, 30_000, 200);
+  const still = (await workersNow()).find((w) => w.pid === quiet.pid && w.worker_name === 'node_recovery');
+  assert.equal(still.runs, 0, 'a disabled worker does not run');
+  assert.equal(still.last_run_at, null);
+  assert.equal(still.status, 'disabled');
+
+  const out = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
+    const base = { ...process.env };
+    for (const k of ['DATABASE_URL', 'TEST_DATABASE_URL', 'FERRY_URL', 'FERRY_TOKEN']) delete base[k];
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'workers'], { cwd: root, env: { ...base, FERRY_URL: ferry!.url, FERRY_TOKEN: viewer } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+  });
+  assert.equal(out.code, 0, out.stderr);
+  const lines = out.stdout.split('\n');
+  assert.match(lines[0], /^PROCESS\s+WORKER\s+KIND\s+ENABLED\s+EVERY\s+STATUS/);
+  assert.ok(lines.some((l) => l.includes(`:${quiet.pid}:`) && /node_recovery\s+loop\s+no\s+0.2s\s+disabled/.test(l)), out.stdout);
+  assert.ok(lines.some((l) => l.includes(`:${busy.pid}:`) && /node_recovery\s+loop\s+yes\s+0.2s\s+running/.test(l)), out.stdout);
+});
+
+test("a failing worker's consecutive errors and last error appear, with secrets redacted", async () => {
+  const secret = 'hunter2-is-the-password';
+  const roster = new WorkerRoster(db.pool, 'test-host:1:failing', log.child({ test: true }), [secret]);
+  await roster.seed([{ name: 'node_observer', group: 'core', kind: 'loop', enabled: true, intervalSeconds: 0.1 }]);
+  const stop = new AbortController();
+  let calls = 0;
+  const key = `0x${'ab'.repeat(32)}`;
+  await runLoop(
+    {
+      name: 'node_observer',
+      intervalMs: 100,
+      run: async () => {
+        if (++calls >= 3) stop.abort();
+        throw new Error(`provider said no: postgres://ferry:${secret}@127.0.0.1:1/db refused; Bearer ferry_${'x'.repeat(30)}; key ${key}; token=abc123`);
+      },
+      onRun: (stats) => roster.loopRan('node_observer', stats),
+    },
+    stop.signal,
+    log.child({ test: true, level: 'silent' }),
+  );
+  const row = await waitFor('the failing worker to report three errors', async () => {
+    const r = (await workersNow()).find((w) => w.process_id === 'test-host:1:failing');
+    return r && r.consecutive_errors === 3 ? r : null;
+  });
+  assert.equal(row.status, 'failing');
+  assert.equal(row.runs, 3);
+  assert.match(row.last_error, /^provider said no: postgres:\/\/\[redacted\]@127\.0\.0\.1:1\/db refused/);
+  for (const leaked of [secret, 'ferry_xxxx', key, 'abc123']) assert.ok(!row.last_error.includes(leaked), `${leaked} in ${row.last_error}`);
+  assert.equal(redactSecrets('api_key: s3cr3t and password=p4ss'), 'api_key: [redacted] and password=[redacted]');
+});
