@@ -220,6 +220,11 @@ export interface Executor {
   close?(): Promise<void>;
   /** Last gate before submit(); TemporaryMovementError defers the node, anything else fails it. */
   preSubmitCheck?(ctx: ExecutionContext): Promise<void>;
+  /**
+   * Checks that need the approved plan beyond this node (the CCTP burn's caller alignment with
+   * its mint). Called before preflight; a result ends dispatch as a preflight result does.
+   */
+  checkPlan?(ctx: ExecutionContext, plan: unknown): Promise<ExecutionResult | null>;
 }
 
 export interface Signer {
