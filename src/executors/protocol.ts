@@ -140,7 +140,14 @@ export const ExpectedEffectSchema = z.object({
   amount_base_units: baseUnits,
   max_fee_per_gas_cap_wei: baseUnits.optional(),
   token_method: z.enum(['transfer', 'approve']).optional(),
-  call: z.object({ method: z.string().min(1), selector: z.string().regex(/^0x[0-9a-f]{8}$/) }).optional(),
+  call: z
+    .object({
+      method: z.string().min(1),
+      selector: z.string().regex(/^0x[0-9a-f]{8}$/),
+      /** The whole calldata, when the plan fixes every argument (the CCTP burn): compared byte for byte. */
+      data: z.string().regex(/^0x([0-9a-f]{2})*$/).optional(),
+    })
+    .optional(),
 });
 export type ExpectedEffect = z.output<typeof ExpectedEffectSchema>;
 

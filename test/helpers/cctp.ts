@@ -1,6 +1,12 @@
-import { createWalletClient, http, pad, type Abi, type Address, type Hex, type PublicClient } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
-import { compileContracts, deployToken, type DeployedToken } from './contracts.ts';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createWalletClient, http, maxUint256, pad, type Abi, type Address, type Hex, type PublicClient } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { stringify } from 'yaml';
+import { startAttestationEmulator, type AttestationEmulator } from '../emulators/attestation.ts';
+import { ANVIL_DEV_KEY, startLocalChain, type Anvil } from './anvil.ts';
+import { compileContracts, deployToken, sendCall, type DeployedToken } from './contracts.ts';
 
 /**
  * The CCTP v2 test contracts (test/contracts/Cctp.sol) on a local chain: a MessageTransmitterV2
@@ -65,4 +71,87 @@ async function deploy(chain: PublicClient, rpcUrl: string, key: Hex, c: { abi: A
   const receipt = await chain.waitForTransactionReceipt({ hash, pollingInterval: 50, timeout: 30_000 });
   if (!receipt.contractAddress) throw new Error('deployment produced no contract');
   return receipt.contractAddress.toLowerCase() as Address;
+}
+
+/** Two chains with CCTP, a hot wallet funded and approved on the source, an attestation emulator. */
+export interface CctpWorld {
+  source: CctpDeployment & { anvil: Anvil };
+  destination: CctpDeployment & { anvil: Anvil };
+  attesterKey: Hex;
+  hotKey: Hex;
+  hot: Address;
+  iris: AttestationEmulator;
+  stop(): Promise<void>;
+}
+
+export const SOURCE_CHAIN_ID = 31337;
+export const DESTINATION_CHAIN_ID = 31338;
+export const SOURCE_DOMAIN = 0;
+export const DESTINATION_DOMAIN = 6;
+
+export async function startCctpWorld(opts: { funding?: bigint; confirmations?: number } = {}): Promise<CctpWorld> {
+  const attesterKey = generatePrivateKey();
+  const attester = privateKeyToAccount(attesterKey).address;
+  const [a, b] = await Promise.all([startLocalChain({ chainId: SOURCE_CHAIN_ID }), startLocalChain({ chainId: DESTINATION_CHAIN_ID })]);
+  const source = { ...(await deployCctp(a.chain, a.anvil.url, ANVIL_DEV_KEY, { domain: SOURCE_DOMAIN, attester })), anvil: a.anvil };
+  const destination = { ...(await deployCctp(b.chain, b.anvil.url, ANVIL_DEV_KEY, { domain: DESTINATION_DOMAIN, attester })), anvil: b.anvil };
+  await linkCctp(source, destination, ANVIL_DEV_KEY);
+  const hotKey = generatePrivateKey();
+  const hot = privateKeyToAccount(hotKey).address.toLowerCase() as Address;
+  for (const d of [source, destination]) await d.anvil.rpc('anvil_setBalance', [hot, '0xde0b6b3a7640000']);
+  await sendCall(source.chain, source.rpcUrl, ANVIL_DEV_KEY, source.token, 'mint', [hot, opts.funding ?? 1_000_000_000n]);
+  // The standing allowance the lane expects (docs/cctp-lane.md: the burn never approves).
+  await sendCall(source.chain, source.rpcUrl, hotKey, source.token, 'approve', [source.messenger.address, maxUint256]);
+  const iris = await startAttestationEmulator({
+    sources: [source, destination].map((d) => ({ domain: d.domain, chain: d.chain, transmitter: d.transmitter.address })),
+    attesterKey,
+    confirmations: opts.confirmations ?? 2,
+  });
+  return {
+    source,
+    destination,
+    attesterKey,
+    hotKey,
+    hot,
+    iris,
+    stop: async () => {
+      await iris.stop();
+      await Promise.all([a.anvil.stop(), b.anvil.stop()]);
+    },
+  };
+}
+
+/** The FERRY_CONFIG_FILE for the world: both chains with their cctp entries, the hot wallet on both, USDC on both. */
+export function cctpConfigFile(w: CctpWorld, opts: { rpc?: { source?: string; destination?: string } } = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-cctp-'));
+  const path = join(dir, 'ferry.yaml');
+  const chain = (d: CctpDeployment, rpc: string) => ({
+    chain_id: d.chainId,
+    rpc_url: rpc,
+    poll_seconds: 0.2,
+    cctp: { domain: d.domain, token_messenger: d.messenger.address, message_transmitter: d.transmitter.address },
+  });
+  const config = {
+    evm: {
+      chains: [chain(w.source, opts.rpc?.source ?? w.source.rpcUrl), chain(w.destination, opts.rpc?.destination ?? w.destination.rpcUrl)],
+      signers: [{ key: 'hot', kind: 'local_key', private_key_env: 'CCTP_HOT_KEY', chains: [w.source.chainId, w.destination.chainId] }],
+      tokens: [w.source, w.destination].map((d) => ({ chain_id: d.chainId, symbol: 'USDC', address: d.token.address, decimals: 6 })),
+    },
+    cctp: { attestation_url: w.iris.url, poll_seconds: 0.2, timeout_ms: 5000 },
+  };
+  writeFileSync(path, stringify(config));
+  return path;
+}
+
+/** Every DepositForBurn the source messenger emitted, and every MessageReceived on the destination. */
+export async function cctpEvents(w: CctpWorld) {
+  const burns = await w.source.chain.getContractEvents({ address: w.source.messenger.address, abi: w.source.messenger.abi, eventName: 'DepositForBurn', fromBlock: 0n, toBlock: 'latest' });
+  const mints = await w.destination.chain.getContractEvents({
+    address: w.destination.transmitter.address,
+    abi: w.destination.transmitter.abi,
+    eventName: 'MessageReceived',
+    fromBlock: 0n,
+    toBlock: 'latest',
+  });
+  return { burns, mints };
 }

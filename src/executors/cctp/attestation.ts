@@ -131,7 +131,7 @@ export class CctpAttestationObserver implements Executor {
     if (!w) return manual('CCTP_NO_PREPARED_ACTION', 'the attempt has no prepared attestation watch');
     const refs = { source_domain: w.source_domain, tx_hash: w.tx_hash };
     const answer = await this.#iris.messages(w.source_domain, w.tx_hash);
-    const poll = Math.max(1, Math.round(this.#pollSeconds));
+    const poll = Math.round(this.#pollSeconds);
     const waiting = (state: string, extra: Partial<ExecutionResult> = {}) =>
       result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: poll, ...extra });
     switch (answer.kind) {
