@@ -19,7 +19,7 @@ import { tokenBalance } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { dyingInSubmit } from './helpers/evm.ts';
 import { approvedMovement, backdateNodes, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
-import { waitFor } from './helpers/wait.ts';
+import { waitFor, within } from './helpers/wait.ts';
 import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';
 
 /**
@@ -120,7 +120,8 @@ test('an attestation signed by a key that is not an attester: the mint FAILS wit
   t.after(() => void (w.iris.signerKey = null));
   const id = await approvedMovement(deps, bridge('cctp-bad-signer'), { asset: 'USDC', amount: '3', destination: { address: to } });
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'FAILED');
+  // Burned and not minted: the movement waits for an operator (the funds are in flight).
+  assert.equal(s.request.request_state, 'MANUAL_INTERVENTION');
   assert.equal(s.byKey.burn.node_state, 'COMPLETED');
   assert.equal(s.byKey.attestation.node_state, 'COMPLETED');
   assert.equal(s.byKey.mint.node_state, 'FAILED');
@@ -206,23 +207,22 @@ test('mint recover() with the nonce already used: COMPLETED without a second rec
   });
   const to = fresh();
   const id = await approvedMovement(honest, bridge('cctp-recover-used'), { asset: 'USDC', amount: '4', destination: { address: to } });
-  // Burn and attestation with the honest workers, up to the mint being READY (never dispatched by them).
-  await waitFor('the mint to be ready', async () => {
-    const s = await snapshot(db.pool, id);
-    if (s.byKey.mint.node_state === 'READY') return s;
-    await dispatchOne(honest);
-    await backdateNodes(db.pool, [id], 'next_observe_at', 5);
-    await observeBatch(honest);
-    await w.source.anvil.mine(1);
-    return null;
-  });
-  // The mint's process dies in submit(), before its broadcast: SUBMITTING with signed bytes stored.
-  const inflight = dispatchOne(crashing);
-  await dying.reached;
-  dying.die();
-  await inflight.catch(() => {});
+  // Workers whose mint dies in submit(), before its broadcast, run the movement up to there.
+  let reached = false;
+  void dying.reached.then(() => (reached = true));
+  const driving = (async () => {
+    while (!reached) {
+      await dispatchOne(crashing);
+      await backdateNodes(db.pool, [id], 'next_observe_at', 5);
+      await observeBatch(crashing);
+      if (!reached) await w.source.anvil.mine(1);
+    }
+  })();
+  await within('the mint to reach submit()', dying.reached);
   const stuck = (await snapshot(db.pool, id)).byKey.mint;
-  assert.equal(stuck.node_state, 'SUBMITTING');
+  assert.equal(stuck.node_state, 'SUBMITTING', 'the attempt is undecided, its signed bytes stored');
+  // The process is gone: its submit() never answers (the driving loop is left waiting on it).
+  void driving.catch(() => {});
   const destNonce = await w.destination.chain.getTransactionCount({ address: w.hot });
 
   // Someone else relays the attested message meanwhile.
@@ -238,9 +238,11 @@ test('mint recover() with the nonce already used: COMPLETED without a second rec
   await backdateNodes(db.pool, backlog, 'updated_at', 3600);
   const limited = { ...honest, config: { ...honest.config, recoveryBatchSize: 4 } };
   await recoverBatch(limited);
+  const stuckSims = await db.pool.query(`SELECT count(*)::int AS n FROM request_nodes WHERE request_id = ANY($1::uuid[]) AND node_state = 'UNKNOWN'`, [backlog]);
+  assert.ok(stuckSims.rows[0].n >= 5, `older UNKNOWN nodes of other lanes are still waiting (${stuckSims.rows[0].n}): the cctp arm had its own share`);
 
   const after = (await snapshot(db.pool, id)).byKey.mint;
-  assert.equal(after.node_state, 'COMPLETED', `${after.node_state} ${after.error_code} ${after.error_detail}`);
+  assert.equal(after.node_state, 'COMPLETED', `${after.node_state} ${after.error_code} ${after.error_detail} request ${(await snapshot(db.pool, id)).request.request_state}`);
   assert.equal(after.provider_state, 'already_received');
   assert.equal(after.attempt_no, stuck.attempt_no, 'no new attempt');
   assert.equal((await cctpEvents(w)).mints.length, beforeMints + 1, 'exactly one receiveMessage: the relayer\'s');
