@@ -180,9 +180,7 @@ export class CctpAttestationObserver implements Executor {
     return this.observe(ctx);
   }
 
-  async health(): Promise<Record<string, unknown>> {
-    return { ok: true, executor_key: this.executorKey, lane: this.lane };
-  }
+  // No health(): Iris has no status endpoint, and a probe would count against its rate limit.
 
   async close(): Promise<void> {
     await this.#iris.close();
