@@ -7,19 +7,19 @@ import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
+import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { withTransaction, type Pool } from '../src/persistence/db.ts';
 import { CCTP_MINT_KEY } from '../src/executors/cctp/index.ts';
-import type { Executor } from '../src/executors/protocol.ts';
+import { parseExecutionResult, type Executor } from '../src/executors/protocol.ts';
 import { ExecutorRegistry } from '../src/executors/registry.ts';
 import { log } from '../src/log.ts';
-import type { Pool } from '../src/persistence/db.ts';
 import { cctpBridgeTemplate } from '../scripts/sandbox/templates.ts';
 import { ANVIL_DEV_KEY } from './helpers/anvil.ts';
 import { cctpConfigFile, cctpEvents, DESTINATION_CHAIN_ID, SOURCE_CHAIN_ID, startCctpWorld, write, type CctpWorld } from './helpers/cctp.ts';
 import { tokenBalance } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { dyingInSubmit } from './helpers/evm.ts';
 import { approvedMovement, backdateNodes, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
-import { waitFor, within } from './helpers/wait.ts';
+import { waitFor } from './helpers/wait.ts';
 import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';
 
 /**
@@ -196,33 +196,42 @@ test('a burn the wallet has not approved fails at preflight (CCTP_ALLOWANCE_INSU
   assert.equal(await w.source.chain.getTransactionCount({ address: w.hot }), nonce, 'nothing sent');
 });
 
-test('mint recover() with the nonce already used: COMPLETED without a second receiveMessage; the cctp recovery arm takes it ahead of a backlog', async (t) => {
+test('an UNKNOWN mint whose message nonce is used: the cctp recovery arm takes it ahead of a backlog, recover() completes it without a second receiveMessage', async (t) => {
   const db = await scratchDatabase(t);
   const honest = await cctpDeps(db.pool);
-  const dying = dyingInSubmit('before_broadcast', { label: 'the mint', reason: 'the process died in submit()' });
+  // A mint whose broadcast answer is lost before the transaction reached the node: UNKNOWN, signed bytes stored.
+  const lost = (real: Executor): Executor =>
+    ({
+      executorKey: real.executorKey,
+      lane: real.lane,
+      preflight: (ctx) => real.preflight(ctx),
+      prepare: (ctx) => real.prepare(ctx),
+      preSubmitCheck: (ctx) => real.preSubmitCheck!(ctx),
+      observe: (ctx) => real.observe(ctx),
+      recover: (ctx) => real.recover(ctx),
+      submit: async () =>
+        parseExecutionResult({ next_state: 'UNKNOWN', provider_state: 'broadcast_uncertain', error_code: 'EVM_BROADCAST_UNCERTAIN', error_detail: 'the answer was lost' }, 'test'),
+    }) satisfies Executor;
   const crashing = await cctpDeps(db.pool, (real) => {
     const r = new ExecutorRegistry();
-    for (const e of real.all()) r.register(e.executorKey === CCTP_MINT_KEY ? dying.wrap(e as Executor & Required<Pick<Executor, 'preSubmitCheck'>>) : e);
+    for (const e of real.all()) r.register(e.executorKey === CCTP_MINT_KEY ? lost(e) : e);
     return r;
   });
   const to = fresh();
   const id = await approvedMovement(honest, bridge('cctp-recover-used'), { asset: 'USDC', amount: '4', destination: { address: to } });
-  // Workers whose mint dies in submit(), before its broadcast, run the movement up to there.
-  let reached = false;
-  void dying.reached.then(() => (reached = true));
-  const driving = (async () => {
-    while (!reached) {
-      await dispatchOne(crashing);
-      await backdateNodes(db.pool, [id], 'next_observe_at', 5);
-      await observeBatch(crashing);
-      if (!reached) await w.source.anvil.mine(1);
-    }
-  })();
-  await within('the mint to reach submit()', dying.reached);
-  const stuck = (await snapshot(db.pool, id)).byKey.mint;
-  assert.equal(stuck.node_state, 'SUBMITTING', 'the attempt is undecided, its signed bytes stored');
-  // The process is gone: its submit() never answers (the driving loop is left waiting on it).
-  void driving.catch(() => {});
+  const stuck = await waitFor('the mint to be UNKNOWN', async () => {
+    const m = (await snapshot(db.pool, id)).byKey.mint;
+    if (m.node_state === 'UNKNOWN') return m;
+    await dispatchOne(crashing);
+    await backdateNodes(db.pool, [id], 'next_observe_at', 5);
+    await observeBatch(crashing);
+    await w.source.anvil.mine(1);
+    return null;
+  });
+  assert.equal(stuck.error_code, 'EVM_BROADCAST_UNCERTAIN');
+  // An UNKNOWN node after a completed side effect (the burn) asks for an operator; they resume it.
+  assert.equal((await snapshot(db.pool, id)).request.request_state, 'MANUAL_INTERVENTION');
+  await withTransaction(db.pool, (c) => deliverRequestEvent(c, id, { type: 'RESUME', by: 'operator' }, { actor: 'operator', deps: honest.transitions }));
   const destNonce = await w.destination.chain.getTransactionCount({ address: w.hot });
 
   // Someone else relays the attested message meanwhile.
