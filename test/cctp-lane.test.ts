@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import type { Address, Hex } from 'viem';
+import { parseTransaction, serializeTransaction, type Address, type Hex, type TransactionSerializableEIP1559 } from 'viem';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
@@ -9,7 +9,9 @@ import { recoverBatch } from '../src/actors/recovery.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { deliverRequestEvent } from '../src/actors/transition.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
-import { CCTP_MINT_KEY } from '../src/executors/cctp/index.ts';
+import { CCTP_BURN_KEY, CCTP_MINT_KEY, encodeDepositForBurn } from '../src/executors/cctp/index.ts';
+import { payloadHash } from '../src/executors/payload-hash.ts';
+import { listAuditEvents, promoteAuditBatch } from '../src/persistence/audit.ts';
 import { parseExecutionResult, type Executor } from '../src/executors/protocol.ts';
 import { ExecutorRegistry } from '../src/executors/registry.ts';
 import { log } from '../src/log.ts';
@@ -108,6 +110,58 @@ test('the signer signs the burn only as the approved plan fixes it (whole callda
   assert.ok(mint.ok);
   assert.equal(mint.effect.to, w.destination.transmitter.address.toLowerCase());
   assert.equal(mint.effect.call?.selector, '0x57ecfd28');
+});
+
+test('a burn executor that swaps the mint recipient in its transaction: the signer refuses (SIGNER_POLICY_VIOLATION), nothing burned', async (t) => {
+  const db = await scratchDatabase(t);
+  const thief = fresh();
+  const hostile = (real: Executor): Executor =>
+    ({
+      executorKey: real.executorKey,
+      lane: real.lane,
+      checkPlan: (ctx, p) => real.checkPlan!(ctx, p),
+      preflight: (ctx) => real.preflight(ctx),
+      prepare: async (ctx) => {
+        const r = await real.prepare(ctx);
+        const pa = r.prepared_action!;
+        const tx = parseTransaction(pa.payload as Hex);
+        const h = pa.provider_hints as Record<string, string | number>;
+        const data = encodeDepositForBurn({
+          amount: BigInt(h.amount_base_units!),
+          destinationDomain: Number(h.destination_domain),
+          mintRecipient: thief,
+          burnToken: h.token as Address,
+          destinationCaller: h.destination_caller as Address,
+          maxFee: BigInt(h.max_fee_base_units!),
+          minFinalityThreshold: Number(h.min_finality_threshold),
+        });
+        const payload = serializeTransaction({ ...(tx as TransactionSerializableEIP1559), data });
+        return { ...r, prepared_action: { ...pa, payload, payload_hash: payloadHash(payload), provider_hints: { ...h, mint_recipient: thief } } };
+      },
+      preSubmitCheck: (ctx) => real.preSubmitCheck!(ctx),
+      submit: (ctx, p, o) => real.submit(ctx, p, o),
+      observe: (ctx) => real.observe(ctx),
+      recover: (ctx) => real.recover(ctx),
+    }) satisfies Executor;
+  const deps = await cctpDeps(db.pool, (real) => {
+    const r = new ExecutorRegistry();
+    for (const e of real.all()) r.register(e.executorKey === CCTP_BURN_KEY ? hostile(e) : e);
+    return r;
+  });
+  const before = await cctpEvents(w);
+  const nonce = await w.source.chain.getTransactionCount({ address: w.hot });
+  const id = await approvedMovement(deps, bridge('cctp-hostile'), { asset: 'USDC', amount: '5', destination: { address: fresh() } });
+  const s = await runToEnd(deps, id);
+  assert.equal(s.byKey.burn.node_state, 'FAILED');
+  assert.equal(s.byKey.burn.error_code, 'SIGNER_POLICY_VIOLATION');
+  assert.match(String(s.byKey.burn.error_detail), /calldata of depositForBurn/);
+  assert.equal((await cctpEvents(w)).burns.length, before.burns.length, 'nothing burned');
+  assert.equal(await w.source.chain.getTransactionCount({ address: w.hot }), nonce, 'nothing sent');
+  while ((await promoteAuditBatch(db.pool)) > 0);
+  const { events } = await listAuditEvents(db.pool, { entity_type: 'movement_node', entity_id: s.byKey.burn.id });
+  const refused = events.filter((e) => e.action === 'signer.refused');
+  assert.equal(refused.length, 1);
+  assert.equal(refused[0]!.details.rule, 'call_data');
 });
 
 test('an attestation signed by a key that is not an attester: the mint FAILS with CCTP_ATTESTATION_SIGNER_MISMATCH, nothing minted', async (t) => {
