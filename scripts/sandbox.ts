@@ -4,8 +4,11 @@
  * starts Ferry configured for that chain and wallet, installs the `usdc.transfer` template, and
  * prints the two commands that create and approve a transfer. Ctrl-C stops everything.
  *
+ * A second chain (31338) with the CCTP v2 test contracts on both and the attestation emulator
+ * make the `cctp_bridge` template runnable too; its two commands are printed after the transfer's.
+ *
  * Settings: FERRY_DATA_DIR (default ./.ferry/sandbox), PORT (Ferry, default 3000),
- * SANDBOX_ANVIL_PORT (default: a free port), DATABASE_URL (default: embedded PostgreSQL in the
+ * SANDBOX_ANVIL_PORT and SANDBOX_REMOTE_ANVIL_PORT (default: free ports), DATABASE_URL (default: embedded PostgreSQL in the
  * data folder). The keys are anvil's public development keys: nothing here is a secret.
  */
 import { resolve } from 'node:path';
@@ -13,7 +16,8 @@ import { localChain } from './sandbox/chain.ts';
 import { Sandbox, type SandboxContext } from './sandbox/component.ts';
 import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
-import { usdcTransferTemplate } from './sandbox/templates.ts';
+import { cctpBridgeTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
+import { sandboxCctp } from './sandbox/cctp.ts';
 
 const CHAIN_ID = 31337;
 /** anvil's development account 0 (deploys and mints) and 1 (the hot wallet); 2 receives. */
@@ -22,11 +26,45 @@ const HOT_WALLET_KEY = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f460
 const RECIPIENT = '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC';
 const SIGNER_KEY = 'sandbox_hot';
 
+// --- CCTP: a second chain, the CCTP test contracts on both, the attestation emulator ---
+const REMOTE_CHAIN_ID = 31338;
+const CCTP_SOURCE_DOMAIN = 0;
+const CCTP_REMOTE_DOMAIN = 6;
+/** anvil's development account 3: the sandbox attester (public, like every key here). */
+const ATTESTER_KEY = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
+
+function cctpComponents(local: ReturnType<typeof localChain>, ctx: SandboxContext) {
+  const remote = localChain({ chainId: REMOTE_CHAIN_ID, name: 'remote', port: process.env.SANDBOX_REMOTE_ANVIL_PORT ? Number(process.env.SANDBOX_REMOTE_ANVIL_PORT) : undefined });
+  ctx.templates.push(cctpBridgeTemplate({ sourceChainId: CHAIN_ID, destinationChainId: REMOTE_CHAIN_ID, signerKey: SIGNER_KEY }));
+  const cctp = sandboxCctp({
+    source: local.chain,
+    destination: remote.chain,
+    sourceDomain: CCTP_SOURCE_DOMAIN,
+    destinationDomain: CCTP_REMOTE_DOMAIN,
+    deployerKey: DEPLOYER_KEY,
+    attesterKey: ATTESTER_KEY,
+    hotWallet: { signerKey: SIGNER_KEY, key: HOT_WALLET_KEY },
+    symbol: 'USDC',
+    confirmations: 2,
+  });
+  return { remote, cctp };
+}
+
+function cctpCommands(url: string, tokens: Record<'requester' | 'approver', string>): string[] {
+  const intent = JSON.stringify({ asset: 'USDC', amount: '10', destination: { address: RECIPIENT } });
+  return [
+    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template cctp_bridge --intent '${intent}'`,
+    `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
+  ];
+}
+// --- end CCTP ---
+
 async function main(): Promise<void> {
   const ctx: SandboxContext = {
     dataDir: resolve(process.env.FERRY_DATA_DIR ?? '.ferry/sandbox'),
     chains: [],
     config: { chains: [], signers: [], tokens: [] },
+    sections: {},
     ferryEnv: {},
     templates: [usdcTransferTemplate({ chainId: CHAIN_ID, signerKey: SIGNER_KEY, confirmations: 3 })],
     facts: {},
@@ -34,6 +72,7 @@ async function main(): Promise<void> {
   };
   const chain = localChain({ chainId: CHAIN_ID, name: 'local', port: process.env.SANDBOX_ANVIL_PORT ? Number(process.env.SANDBOX_ANVIL_PORT) : undefined });
   const ferry = ferryServer({ port: process.env.PORT ?? '3000' });
+  const { remote, cctp } = cctpComponents(chain, ctx);
   const sandbox = new Sandbox(ctx, [
     chain,
     stablecoin({
@@ -44,6 +83,8 @@ async function main(): Promise<void> {
       hotWallet: { signerKey: SIGNER_KEY, keyEnv: 'SANDBOX_HOT_WALLET_KEY', key: HOT_WALLET_KEY },
       funding: 1_000_000n * 10n ** 6n,
     }),
+    remote,
+    cctp,
     ferry,
   ]);
 
@@ -80,13 +121,17 @@ async function main(): Promise<void> {
       '',
       ...commands.map((c) => `  ${c}`),
       '',
+      `Or bridge 10 USDC from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} with CCTP (burn, attestation, mint, balance check):`,
+      '',
+      ...cctpCommands(url, tokens).map((c) => `  ${c}`),
+      '',
       `Watch it in ${url}/ui with the admin token ${tokens.admin}`,
       `Ferry's log: ${String(ctx.facts.ferry_log)}. Ctrl-C stops the sandbox.`,
       '',
     ].join('\n'),
   );
   // For scripts and tests: the same facts, one JSON line.
-  console.log(JSON.stringify({ sandbox: 'ready', url, commands, tokens, recipient: RECIPIENT, ...ctx.facts }));
+  console.log(JSON.stringify({ sandbox: 'ready', url, commands, cctp_commands: cctpCommands(url, tokens), tokens, recipient: RECIPIENT, ...ctx.facts }));
 }
 
 void main();

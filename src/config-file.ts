@@ -52,8 +52,32 @@ const ChainSchema = z
     fee_bump_percent: z.number().int().min(10).max(1000).default(20),
     /** Policy cap: no version of a transaction may offer more than this maxFeePerGas, in wei. */
     max_fee_per_gas_cap_wei: z.string().regex(WEI, 'a whole number of wei, as a string').optional(),
+    /** The chain's CCTP v2 domain and contracts (docs/cctp-lane.md); unset: no CCTP on this chain. */
+    cctp: z.lazy(() => CctpChainSchema).optional(),
   })
   .strict();
+
+// --- CCTP lane (docs/cctp-lane.md) ---
+/** A chain's CCTP v2 deployment: its domain id and the TokenMessengerV2 / MessageTransmitterV2 addresses. */
+const CctpChainSchema = z
+  .object({
+    domain: z.number().int().nonnegative().max(0xffffffff),
+    token_messenger: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address'),
+    message_transmitter: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address'),
+  })
+  .strict();
+
+/** Circle's attestation service (Iris v2) the attestation observer asks. */
+const CctpSchema = z
+  .object({
+    attestation_url: z.string().url(),
+    /** Seconds until the observer asks again about a message not yet attested. */
+    poll_seconds: z.number().positive().default(5),
+    /** Timeout of one request to the attestation service, in milliseconds. */
+    timeout_ms: z.number().int().positive().default(10_000),
+  })
+  .strict();
+// --- end CCTP lane ---
 
 const KmsSchema = z
   .object({
@@ -163,6 +187,12 @@ export const ConfigFileSchema = z
           if (ids.has(c.chain_id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'chain_id'], message: `chain ${c.chain_id} is listed twice` });
           ids.add(c.chain_id);
         });
+        const domains = new Set<number>();
+        evm.chains.forEach((c, i) => {
+          if (!c.cctp) return;
+          if (domains.has(c.cctp.domain)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'cctp', 'domain'], message: `CCTP domain ${c.cctp.domain} is listed twice` });
+          domains.add(c.cctp.domain);
+        });
         const keys = new Set<string>();
         evm.signers.forEach((s, i) => {
           if (keys.has(s.key)) ctx.addIssue({ code: 'custom', path: ['signers', i, 'key'], message: `signer ${s.key} is listed twice` });
@@ -183,6 +213,7 @@ export const ConfigFileSchema = z
         });
       })
       .default({ chains: [], signers: [], tokens: [], watch: [] }),
+    cctp: CctpSchema.optional(),
     sim: z
       .object({ balances: z.array(SimBalanceSchema).default([]) })
       .strict()
@@ -197,6 +228,7 @@ export type EvmTokenConfig = ConfigFile['evm']['tokens'][number];
 export type EvmWatchConfig = ConfigFile['evm']['watch'][number];
 export type SimBalanceConfig = ConfigFile['sim']['balances'][number];
 export type CexAccountConfig = ConfigFile['cex']['accounts'][number];
+export type CctpConfig = NonNullable<ConfigFile['cctp']>;
 
 /** The empty file: what Ferry runs with when FERRY_CONFIG_FILE is unset. */
 export const EMPTY_CONFIG_FILE: ConfigFile = ConfigFileSchema.parse({});

@@ -25,9 +25,12 @@ interface Ready {
   recipient: Address;
   chain_local: { rpc_url: string };
   token_USDC: { address: Address };
+  cctp_commands: string[];
+  chain_remote: { rpc_url: string };
+  cctp: { destination: { token: Address } };
 }
 
-test('the sandbox starts, its printed commands move 25 USDC on chain to COMPLETED, and it stops cleanly', async (t) => {
+test('the sandbox starts, its printed commands move 25 USDC on chain and bridge 10 USDC with CCTP to COMPLETED, and it stops cleanly', async (t) => {
   const db = await scratchDatabase(t);
   const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
   t.after(() => stopChild(sandbox, 'SIGKILL'));
@@ -59,6 +62,25 @@ test('the sandbox starts, its printed commands move 25 USDC on chain to COMPLETE
   const chain = createPublicClient({ transport: http(ready.chain_local.rpc_url, { retryCount: 0 }) });
   const balance = await chain.readContract({ address: ready.token_USDC.address, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
   assert.equal(balance, 25_000_000n, '25 USDC arrived');
+
+  // The CCTP bridge between the sandbox's two chains, through its own printed commands.
+  assert.equal(ready.cctp_commands.length, 2);
+  const bridged = await shell(ready.cctp_commands[0]);
+  const bridgeId = /Created movement ([0-9a-f-]{36})/.exec(bridged.stdout)?.[1];
+  assert.ok(bridgeId, bridged.stdout + bridged.stderr);
+  await shell(ready.cctp_commands[1].replace('<movement id>', bridgeId));
+  const bridgedDone = await waitFor(
+    'the cctp_bridge movement to finish',
+    async () => {
+      const r = await api(ready.url, ready.tokens.admin, 'GET', `/v3/movements/${bridgeId}`);
+      return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(r.body?.movement?.state) ? r.body : null;
+    },
+    120_000,
+  );
+  assert.equal(bridgedDone.movement.state, 'COMPLETED', JSON.stringify(bridgedDone.nodes));
+  const remote = createPublicClient({ transport: http(ready.chain_remote.rpc_url, { retryCount: 0 }) });
+  const minted = await remote.readContract({ address: ready.cctp.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
+  assert.equal(minted, 10_000_000n, '10 USDC minted on the remote chain');
 
   assert.equal(await stopChild(sandbox, 'SIGTERM'), 0, 'the sandbox stops cleanly');
   await assert.rejects(chain.getBlockNumber(), 'the chain is stopped');

@@ -1,4 +1,4 @@
-import { EVM_ERC20_TRANSFER_KEY, EVM_FINALITY_OBSERVE_KEY } from '../../src/executors/evm/index.ts';
+import { EVM_BALANCE_OBSERVE_KEY, EVM_ERC20_TRANSFER_KEY, EVM_FINALITY_OBSERVE_KEY } from '../../src/executors/evm/index.ts';
 
 /**
  * `usdc.transfer`: send USDC from the sandbox hot wallet to intent.destination.address, then wait
@@ -28,3 +28,65 @@ export function usdcTransferTemplate(opts: { chainId: number; signerKey: string;
     edges: [{ from: 'transfer', to: 'finality' }],
   };
 }
+
+// --- CCTP lane ---
+/**
+ * `cctp_bridge`: burn USDC on the source chain (CCTP v2 depositForBurn), wait for Circle's
+ * attestation of the burn's message, receive it on the destination chain (receiveMessage mints to
+ * intent.destination.address), then check the recipient holds intent.amount there.
+ */
+export function cctpBridgeTemplate(opts: {
+  sourceChainId: number;
+  destinationChainId: number;
+  signerKey: string;
+  /** The destination's signer (default: the same key, which signs for both chains). */
+  mintSignerKey?: string;
+  token?: string;
+  decimals?: number;
+  templateKey?: string;
+}): Record<string, unknown> {
+  const token = opts.token ?? 'USDC';
+  const decimals = opts.decimals ?? 6;
+  return {
+    template_key: opts.templateKey ?? 'cctp_bridge',
+    description: 'CCTP v2: burn on the source chain, attestation, mint on the destination chain, balance check there.',
+    nodes: [
+      {
+        node_key: 'burn',
+        node_kind: 'action',
+        action_type: 'cctp_burn',
+        executor_binding: 'exec.cctp.burn',
+        signer_binding: { signer_key: opts.signerKey, chain_id: opts.sourceChainId },
+        config: { chain_id: opts.sourceChainId, destination_chain_id: opts.destinationChainId, token, decimals },
+      },
+      {
+        node_key: 'attestation',
+        node_kind: 'observe',
+        action_type: 'cctp_attestation',
+        executor_binding: 'exec.observe.cctp_attestation',
+        config: { tx_hash: '$ref:burn.tx_hash' },
+      },
+      {
+        node_key: 'mint',
+        node_kind: 'action',
+        action_type: 'cctp_mint',
+        executor_binding: 'exec.cctp.mint',
+        signer_binding: { signer_key: opts.mintSignerKey ?? opts.signerKey, chain_id: opts.destinationChainId },
+        config: { chain_id: opts.destinationChainId, message: '$ref:attestation.message', attestation: '$ref:attestation.attestation' },
+      },
+      {
+        node_key: 'arrived',
+        node_kind: 'observe',
+        action_type: 'chain_receive',
+        executor_binding: { executor_key: EVM_BALANCE_OBSERVE_KEY, chain_id: opts.destinationChainId },
+        config: { token, decimals },
+      },
+    ],
+    edges: [
+      { from: 'burn', to: 'attestation' },
+      { from: 'attestation', to: 'mint' },
+      { from: 'mint', to: 'arrived' },
+    ],
+  };
+}
+// --- end CCTP lane ---

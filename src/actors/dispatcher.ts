@@ -244,7 +244,9 @@ async function prepareOne(deps: RuntimeDeps, d: CarriedClaim, built: ExecutionCo
   // Preflight and prepare: no side effect yet, so any failure is safe to report as such.
   let prepared: PreparedAction;
   try {
-    const pre = await executor.preflight(ctx);
+    // Plan-wide checks first (the CCTP burn's caller alignment); a refusal skips preflight.
+    const planned = executor.checkPlan ? await executor.checkPlan(ctx, d.request.compiled_plan) : null;
+    const pre = planned ?? (await executor.preflight(ctx));
     if (pre) {
       const event: NodeEvent =
         pre.next_state === 'SKIPPED'

@@ -7,6 +7,7 @@ import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
 import { APP_NAMES } from '../connection-budget.ts';
 import { createCexLane } from '../executors/cex/index.ts';
+import { registerCctpLane } from '../executors/cctp/index.ts';
 import { EvmNonceManager, registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
@@ -91,6 +92,8 @@ export async function configuredRegistries(
   const lane = await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log, nonces: evmNonces });
   // The CEX lane for the exchange accounts of the config file (cex.accounts), if any.
   createCexLane(config.file.cex.accounts, registries.executors, { env: deps.env ?? process.env });
+  // The CCTP lane on the EVM lane's chains that have a cctp entry (docs/cctp-lane.md).
+  registerCctpLane(config.file, lane, registries.executors, { log: deps.log, nonces: evmNonces });
   return { ...registries, evmNonces: lane ? evmNonces : null };
 }
 

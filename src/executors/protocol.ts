@@ -140,7 +140,14 @@ export const ExpectedEffectSchema = z.object({
   amount_base_units: baseUnits,
   max_fee_per_gas_cap_wei: baseUnits.optional(),
   token_method: z.enum(['transfer', 'approve']).optional(),
-  call: z.object({ method: z.string().min(1), selector: z.string().regex(/^0x[0-9a-f]{8}$/) }).optional(),
+  call: z
+    .object({
+      method: z.string().min(1),
+      selector: z.string().regex(/^0x[0-9a-f]{8}$/),
+      /** The whole calldata, when the plan fixes every argument (the CCTP burn): compared byte for byte. */
+      data: z.string().regex(/^0x([0-9a-f]{2})*$/).optional(),
+    })
+    .optional(),
 });
 export type ExpectedEffect = z.output<typeof ExpectedEffectSchema>;
 
@@ -220,6 +227,11 @@ export interface Executor {
   close?(): Promise<void>;
   /** Last gate before submit(); TemporaryMovementError defers the node, anything else fails it. */
   preSubmitCheck?(ctx: ExecutionContext): Promise<void>;
+  /**
+   * Checks that need the approved plan beyond this node (the CCTP burn's caller alignment with
+   * its mint). Called before preflight; a result ends dispatch as a preflight result does.
+   */
+  checkPlan?(ctx: ExecutionContext, plan: unknown): Promise<ExecutionResult | null>;
 }
 
 export interface Signer {

@@ -26,6 +26,14 @@ contract TestToken {
         emit Transfer(address(0), to, value);
     }
 
+    /// Burns from the caller (the CCTP test TokenMessengerV2 burns what it was given).
+    function burn(uint256 value) external {
+        require(balanceOf[msg.sender] >= value, "balance");
+        balanceOf[msg.sender] -= value;
+        totalSupply -= value;
+        emit Transfer(msg.sender, address(0), value);
+    }
+
     function transfer(address to, uint256 value) external virtual returns (bool) {
         _move(msg.sender, to, value);
         return true;

@@ -1,5 +1,6 @@
 import { getAddress, isAddress, toFunctionSelector, zeroAddress } from 'viem';
 import type { ConfigFile } from '../../config-file.ts';
+import { DEPOSIT_FOR_BURN_SIGNATURE, encodeDepositForBurn, RECEIVE_MESSAGE_SIGNATURE } from '../cctp/message.ts';
 import { bindingExtras, bindingKey } from '../registry.ts';
 import type { ExpectedEffect } from '../protocol.ts';
 
@@ -17,6 +18,8 @@ import type { ExpectedEffect } from '../protocol.ts';
 
 export const NATIVE_TRANSFER_EXECUTOR = 'exec.evm.native_transfer';
 export const ERC20_TRANSFER_EXECUTOR = 'exec.evm.erc20_transfer';
+export const CCTP_BURN_EXECUTOR = 'exec.cctp.burn';
+export const CCTP_MINT_EXECUTOR = 'exec.cctp.mint';
 
 export type ExpectedEffectResult = { ok: true; effect: ExpectedEffect } | { ok: false; reason: string };
 
@@ -109,8 +112,71 @@ function derive({ plan, nodeKey, intent, evm }: ExpectedEffectInput): ExpectedEf
     return withCap({ chain_id: chainId, asset: token, to, amount_base_units: amount, token_method: 'transfer' });
   }
 
+  // --- CCTP lane (docs/cctp-lane.md) ---
+  if (executorKey === CCTP_BURN_EXECUTOR) return withCap(cctpBurnEffect(config, intent, chainId, evm));
+  if (executorKey === CCTP_MINT_EXECUTOR) {
+    const cctp = chain?.cctp ?? unavailable(`chain ${chainId} has no cctp entry in evm.chains`);
+    return withCap({
+      chain_id: chainId,
+      asset: 'native',
+      to: address(cctp.message_transmitter, 'evm.chains[].cctp.message_transmitter'),
+      amount_base_units: '0',
+      call: { method: RECEIVE_MESSAGE_SIGNATURE, selector: toFunctionSelector(RECEIVE_MESSAGE_SIGNATURE) },
+    });
+  }
+  // --- end CCTP lane ---
+
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
 }
+
+// --- CCTP lane ---
+/**
+ * depositForBurn on the chain's TokenMessengerV2 with every argument fixed by the plan: amount,
+ * destination domain, mint recipient, burn token, destination caller, max fee, finality. The
+ * signer compares the whole calldata, so the executor cannot burn more, or for someone else.
+ */
+function cctpBurnEffect(config: Record<string, unknown>, intent: Record<string, unknown>, chainId: number, evm: ConfigFile['evm']): ExpectedEffect {
+  const cctp = evm.chains.find((c) => c.chain_id === chainId)?.cctp ?? unavailable(`chain ${chainId} has no cctp entry in evm.chains`);
+  let domain: number | null = null;
+  const destChainId = plain(config.destination_chain_id, 'config.destination_chain_id');
+  if (destChainId !== undefined) {
+    const dest = evm.chains.find((c) => c.chain_id === Number(destChainId))?.cctp ?? unavailable(`destination chain ${String(destChainId)} has no cctp entry in evm.chains`);
+    domain = dest.domain;
+  }
+  const rawDomain = plain(config.destination_domain, 'config.destination_domain');
+  if (rawDomain !== undefined) {
+    if (typeof rawDomain !== 'number' || !Number.isInteger(rawDomain) || rawDomain < 0) unavailable('config.destination_domain is not a CCTP domain id');
+    if (domain !== null && domain !== rawDomain) unavailable(`config.destination_domain ${String(rawDomain)} is not the domain of config.destination_chain_id (${domain})`);
+    domain = rawDomain as number;
+  }
+  if (domain === null) unavailable('the burn names neither config.destination_chain_id nor config.destination_domain');
+  const { token, decimals } = tokenOf(plain(config.token ?? intent.asset, 'token'), plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
+  const amount = BigInt(toBaseUnits(plain(config.amount ?? intent.amount, 'amount'), decimals));
+  const recipient = address(plain(config.mint_recipient ?? destinationOf(intent), 'mint recipient'), 'mint recipient');
+  const rawCaller = plain(config.destination_caller, 'config.destination_caller');
+  const caller = rawCaller === undefined || rawCaller === null ? zeroAddress : address(rawCaller, 'config.destination_caller');
+  const rawFee = plain(config.max_fee ?? '0', 'config.max_fee');
+  const maxFee = rawFee === '0' || rawFee === 0 ? 0n : BigInt(toBaseUnits(rawFee, decimals));
+  const threshold = plain(config.min_finality_threshold ?? 2000, 'config.min_finality_threshold');
+  if (typeof threshold !== 'number' || !Number.isInteger(threshold)) unavailable('config.min_finality_threshold is not an integer');
+  const data = encodeDepositForBurn({
+    amount,
+    destinationDomain: domain as number,
+    mintRecipient: recipient as `0x${string}`,
+    burnToken: token as `0x${string}`,
+    destinationCaller: caller as `0x${string}`,
+    maxFee,
+    minFinalityThreshold: threshold as number,
+  });
+  return {
+    chain_id: chainId,
+    asset: 'native',
+    to: address(cctp.token_messenger, 'evm.chains[].cctp.token_messenger'),
+    amount_base_units: '0',
+    call: { method: DEPOSIT_FOR_BURN_SIGNATURE, selector: toFunctionSelector(DEPOSIT_FOR_BURN_SIGNATURE), data: data.toLowerCase() },
+  };
+}
+// --- end CCTP lane ---
 
 /** The token (lowercase address) and its trusted decimals: from the node, else evm.tokens; never from the chain. */
 function tokenOf(tokenRef: unknown, nodeDecimals: unknown, chainId: number, evm: ConfigFile['evm'], where: string): { token: string; decimals: number } {

@@ -17,6 +17,8 @@ export interface EvmRouterOptions {
   chains: EvmChains;
   /** Signing executors: the wallets by signer key (the node's signer binding picks one). Observe-only: null. */
   wallets: ReadonlyMap<string, EvmWallet> | null;
+  /** The lane the entry reports (default `evm`; the CCTP lane's entries say `cctp`). */
+  lane?: string;
   /** The executor for one chain (and sender); made once per pair, on first use. */
   make: (chain: EvmChain, from: Address | null) => Executor;
 }
@@ -29,12 +31,13 @@ export interface EvmRouterOptions {
  */
 export class EvmChainRouter implements Executor {
   readonly executorKey: string;
-  readonly lane = EVM_LANE;
+  readonly lane: string;
   readonly #opts: EvmRouterOptions;
   readonly #instances = new Map<string, Executor>();
 
   constructor(opts: EvmRouterOptions) {
     this.executorKey = opts.executorKey;
+    this.lane = opts.lane ?? EVM_LANE;
     this.#opts = opts;
   }
 
@@ -108,7 +111,7 @@ export class EvmChainRouter implements Executor {
       }),
     );
     const wallets = this.#opts.wallets ? [...this.#opts.wallets.values()].map((w) => ({ signer_key: w.signerKey, address: w.address, chains: w.chains })) : undefined;
-    return { ok: chains.every((c) => c.ok), executor_key: this.executorKey, lane: EVM_LANE, chains, ...(wallets ? { wallets } : {}) };
+    return { ok: chains.every((c) => c.ok), executor_key: this.executorKey, lane: this.lane, chains, ...(wallets ? { wallets } : {}) };
   }
 
   async close(): Promise<void> {

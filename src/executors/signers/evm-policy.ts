@@ -113,6 +113,7 @@ export function checkEvmTransaction(
     same('to', contract, expected.to, 'contract');
     const selector = effect.kind === 'call' ? effect.selector : effect.kind === 'native' ? '0x' : (tx.data ?? '0x').slice(0, 10).toLowerCase();
     same('call', selector, expected.call.selector, `method (the plan names ${expected.call.method})`);
+    if (expected.call.data !== undefined) same('call_data', (tx.data ?? '0x').toLowerCase(), expected.call.data, `calldata of ${expected.call.method}`);
     same('amount', (tx.value ?? 0n).toString(), want.toString(), 'native value');
     return;
   }
