@@ -18,6 +18,8 @@ export interface SandboxContext {
   chains: SandboxChain[];
   /** evm.* entries of the FERRY_CONFIG_FILE the Ferry component writes. */
   config: { chains: Array<Record<string, unknown>>; signers: Array<Record<string, unknown>>; tokens: Array<Record<string, unknown>> };
+  /** cex.* entries of the configuration file (the exchange component adds its account). */
+  cex?: { accounts: Array<Record<string, unknown>> };
   /** Environment for the Ferry process (e.g. the variable holding a hot wallet's key). */
   ferryEnv: Record<string, string>;
   /** Plan templates Ferry installs once it runs. */
