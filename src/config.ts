@@ -133,6 +133,10 @@ const fields = {
   FERRY_SIM_POOL_MAX: ['simPoolMax', count(4)],
   FERRY_DB_CONNECTION_RESERVE: ['dbConnectionReserve', z.coerce.number().int().min(0).default(5)],
   FERRY_CONNECTION_BUDGET_ENABLED: ['connectionBudgetEnabled', bool.default(true)],
+
+  // Bearer tokens `ferry executor-host` and `ferry signer-host` require of their callers (docs/operations.md).
+  FERRY_EXECUTOR_HOST_TOKEN: ['executorHostToken', z.string().min(16).optional()],
+  FERRY_SIGNER_HOST_TOKEN: ['signerHostToken', z.string().min(16).optional()],
 } as const;
 
 type Fields = typeof fields;
@@ -144,7 +148,7 @@ export type FerryConfig = {
 };
 
 /** Variables whose values must never appear in messages or logs. */
-const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY', 'FERRY_EXECUTOR_HOST_TOKEN', 'FERRY_SIGNER_HOST_TOKEN']);
 
 export class ConfigError extends Error {
   constructor(

@@ -9,6 +9,7 @@ import { APP_NAMES } from '../connection-budget.ts';
 import { createCexLane } from '../executors/cex/index.ts';
 import { EvmNonceManager, registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
+import { registerRemoteExecutors, registerRemoteSigners } from '../executors/remote-config.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
 import type { Logger } from '../log.ts';
@@ -86,11 +87,15 @@ export async function configuredRegistries(
   deps: { env?: NodeJS.ProcessEnv; log: Logger },
 ): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null }> {
   const registries = defaultRegistries(providerPool);
+  // Remote signers (remote.signers) first: the EVM lane may send from their wallets.
+  registerRemoteSigners(config.file.remote, registries.signers, deps.env ?? process.env);
   // Nonce reservations use the providers' pool, never the runtime's (see EvmNonceManager).
   const evmNonces = new EvmNonceManager(providerPool);
   const lane = await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log, nonces: evmNonces });
   // The CEX lane for the exchange accounts of the config file (cex.accounts), if any.
   createCexLane(config.file.cex.accounts, registries.executors, { env: deps.env ?? process.env });
+  // Remote executors (remote.executors) last: a key a local lane already serves is refused.
+  registerRemoteExecutors(config.file.remote, registries.executors, deps.env ?? process.env);
   return { ...registries, evmNonces: lane ? evmNonces : null };
 }
 

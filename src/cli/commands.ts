@@ -1,5 +1,6 @@
 import { auditCommands } from './audit.ts';
 import { balanceCommands } from './balances.ts';
+import { hostCommands } from './hosts.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { queueCommands } from './queue.ts';
@@ -22,4 +23,5 @@ export const commands: CliCommand[] = [
   ...queueCommands,
   ...sweepCommands,
   ...balanceCommands,
+  ...hostCommands,
 ];
