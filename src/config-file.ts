@@ -25,6 +25,11 @@ import { z } from 'zod';
  *       symbol: USDC
  *       address: "0x5FbDB2315678afecb367f032d93F642f64180aa3"
  *       decimals: 6
+ * remote:                      # executors and signers in other processes (docs/operations.md)
+ *   executors:
+ *     - key: exec.evm.native_transfer
+ *       url: http://127.0.0.1:3101
+ *       token_env: EXECUTOR_HOST_TOKEN
  * ```
  */
 
