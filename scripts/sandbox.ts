@@ -2,7 +2,10 @@
  * `npm run sandbox`: a local world to watch a real on-chain transfer in /ui. It starts a local
  * chain (anvil), deploys the test stablecoin (USDC, 6 decimals), funds a hot wallet with it,
  * starts Ferry configured for that chain and wallet, installs the `usdc.transfer` template, and
- * prints the two commands that create and approve a transfer. Ctrl-C stops everything.
+ * prints the two commands that create and approve a transfer. It also starts the exchange
+ * emulator (test/emulators/binance.ts) paying USDC from its own hot wallet on the chain, installs
+ * `cex_to_chain` (withdraw -> withdrawal observe -> deposit on chain -> sweep to the treasury) and
+ * prints one command that creates, approves and watches such a movement. Ctrl-C stops everything.
  *
  * A second chain (31338) with the CCTP v2 test contracts on both and the attestation emulator
  * make the `cctp_bridge` template runnable too; its two commands are printed after the transfer's.
@@ -14,6 +17,7 @@
 import { resolve } from 'node:path';
 import { localChain } from './sandbox/chain.ts';
 import { Sandbox, type SandboxContext } from './sandbox/component.ts';
+import { exchangeEmulator } from './sandbox/exchange.ts';
 import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
 import { cctpBridgeTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
@@ -58,6 +62,36 @@ function cctpCommands(url: string, tokens: Record<'requester' | 'approver', stri
   ];
 }
 // --- end CCTP ---
+// The exchange (cex_to_chain): anvil's development accounts 3 (the exchange's hot wallet) and 4
+// (Ferry's receiving wallet, which sweeps), and a treasury address (account 5). Public keys too.
+const EXCHANGE_HOT_KEY = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
+const RECEIVING_KEY = '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a';
+const TREASURY = '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc';
+
+function exchange(chain: ReturnType<typeof localChain>) {
+  return exchangeEmulator({
+    chain: chain.chain,
+    symbol: 'USDC',
+    decimals: 6,
+    deployerKey: DEPLOYER_KEY,
+    hotWalletKey: EXCHANGE_HOT_KEY,
+    funding: '1000000',
+    account: { key: 'sandbox_exchange', apiKey: 'sandbox-exchange-api-key', apiSecret: 'sandbox-exchange-api-secret', keyEnv: 'SANDBOX_EXCHANGE_KEY', secretEnv: 'SANDBOX_EXCHANGE_SECRET' },
+    receiving: { signerKey: 'sandbox_receiving', keyEnv: 'SANDBOX_RECEIVING_KEY', key: RECEIVING_KEY },
+    treasury: TREASURY,
+    confirmations: 3,
+  });
+}
+
+/** The one command that creates, approves and watches a cex_to_chain movement of 40 USDC. */
+function cexToChainCommand(url: string, tokens: Record<'requester' | 'approver' | 'admin', string>): string {
+  const intent = JSON.stringify({ asset: 'USDC', amount: '40' });
+  return [
+    `id=$(FERRY_TOKEN=${tokens.requester} npm run -s ferry -- movements create --url ${url} --template cex_to_chain --intent '${intent}' | sed -n 's/^Created movement \\([0-9a-f-]*\\).*/\\1/p')`,
+    `FERRY_TOKEN=${tokens.approver} npm run -s ferry -- movements approve --url ${url} "$id"`,
+    `FERRY_TOKEN=${tokens.admin} npm run -s ferry -- movements watch --url ${url} "$id"`,
+  ].join(' && ');
+}
 
 async function main(): Promise<void> {
   const ctx: SandboxContext = {
@@ -85,6 +119,7 @@ async function main(): Promise<void> {
     }),
     remote,
     cctp,
+    exchange(chain),
     ferry,
   ]);
 
@@ -126,12 +161,17 @@ async function main(): Promise<void> {
       ...cctpCommands(url, tokens).map((c) => `  ${c}`),
       '',
       `Watch it in ${url}/ui with the admin token ${tokens.admin}`,
+      '',
+      `The exchange emulator (${String((ctx.facts.exchange as { url: string }).url)}) holds 1000000 USDC for account sandbox_exchange.`,
+      `cex_to_chain withdraws to the receiving wallet ${String(ctx.facts.receiving_wallet)}, waits for it on chain and sweeps it to the treasury ${String(ctx.facts.treasury)}:`,
+      '',
+      `  ${cexToChainCommand(url, tokens)}`,
       `Ferry's log: ${String(ctx.facts.ferry_log)}. Ctrl-C stops the sandbox.`,
       '',
     ].join('\n'),
   );
   // For scripts and tests: the same facts, one JSON line.
-  console.log(JSON.stringify({ sandbox: 'ready', url, commands, cctp_commands: cctpCommands(url, tokens), tokens, recipient: RECIPIENT, ...ctx.facts }));
+  console.log(JSON.stringify({ sandbox: 'ready', url, commands, cctp_commands: cctpCommands(url, tokens), cex_to_chain_command: cexToChainCommand(url, tokens), tokens, recipient: RECIPIENT, ...ctx.facts }));
 }
 
 void main();

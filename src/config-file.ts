@@ -25,6 +25,11 @@ import { z } from 'zod';
  *       symbol: USDC
  *       address: "0x5FbDB2315678afecb367f032d93F642f64180aa3"
  *       decimals: 6
+ * remote:                      # executors and signers in other processes (docs/operations.md)
+ *   executors:
+ *     - key: exec.evm.native_transfer
+ *       url: http://127.0.0.1:3101
+ *       token_env: EXECUTOR_HOST_TOKEN
  * ```
  */
 
@@ -160,6 +165,55 @@ const CexAccountSchema = z
   })
   .strict();
 
+// --- Remote executors and signers (seed 003's HTTP protocols; docs/operations.md, "Remote hosts").
+/** An executor served by another process (`ferry executor-host`): nodes bind its key like a local one. */
+const RemoteExecutorSchema = z
+  .object({
+    /** The executor key nodes bind (e.g. exec.evm.native_transfer); no local executor may have it. */
+    key: z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/, 'an executor key such as exec.evm.native_transfer'),
+    /** Where the host listens; the protocol's paths (/preflight, /submit, ...) are appended. */
+    url: z.string().url(),
+    /** The environment variable holding the bearer token the host expects. */
+    token_env: z.string().regex(ENV_NAME, 'an environment variable name').optional(),
+    /** Timeout of one call (connect, answer headers, body), in milliseconds. */
+    timeout_ms: z.number().int().positive().default(30_000),
+  })
+  .strict();
+
+/** A signer served by another process (`ferry signer-host`): POST /sign, GET /health. */
+const RemoteSignerSchema = z
+  .object({
+    key: z.string().regex(KEY, 'lowercase letters, digits, "_", "." and "-"'),
+    url: z.string().url(),
+    token_env: z.string().regex(ENV_NAME, 'an environment variable name').optional(),
+    timeout_ms: z.number().int().positive().default(10_000),
+    /** The address it signs as: with `chains`, a wallet the local EVM lane can send from. */
+    address: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address').optional(),
+    /** Chain ids it signs for; with them the EVM signer policy is also checked here before a request leaves. */
+    chains: z.array(z.number().int().positive()).min(1).optional(),
+    /** Executor keys it serves (checked here too); unset: every executor. */
+    executors: z.array(z.string().min(1)).optional(),
+  })
+  .strict()
+  .refine((s) => s.address === undefined || s.chains !== undefined, { path: ['chains'], message: 'required with address' });
+
+const RemoteSchema = z
+  .object({
+    executors: z.array(RemoteExecutorSchema).default([]),
+    signers: z.array(RemoteSignerSchema).default([]),
+  })
+  .strict()
+  .superRefine((remote, ctx) => {
+    for (const list of ['executors', 'signers'] as const) {
+      const keys = new Set<string>();
+      remote[list].forEach((e, i) => {
+        if (keys.has(e.key)) ctx.addIssue({ code: 'custom', path: [list, i, 'key'], message: `${e.key} is listed twice` });
+        keys.add(e.key);
+      });
+    }
+  });
+// --- end remote
+
 export const ConfigFileSchema = z
   .object({
     cex: z
@@ -218,6 +272,7 @@ export const ConfigFileSchema = z
       .object({ balances: z.array(SimBalanceSchema).default([]) })
       .strict()
       .default({ balances: [] }),
+    remote: RemoteSchema.default({ executors: [], signers: [] }),
   })
   .strict();
 
@@ -229,6 +284,8 @@ export type EvmWatchConfig = ConfigFile['evm']['watch'][number];
 export type SimBalanceConfig = ConfigFile['sim']['balances'][number];
 export type CexAccountConfig = ConfigFile['cex']['accounts'][number];
 export type CctpConfig = NonNullable<ConfigFile['cctp']>;
+export type RemoteExecutorConfig = ConfigFile['remote']['executors'][number];
+export type RemoteSignerConfig = ConfigFile['remote']['signers'][number];
 
 /** The empty file: what Ferry runs with when FERRY_CONFIG_FILE is unset. */
 export const EMPTY_CONFIG_FILE: ConfigFile = ConfigFileSchema.parse({});

@@ -178,6 +178,9 @@ const fields = {
   // streams one token may hold open in one process.
   FERRY_STREAM_TOKEN_RECHECK_SECONDS: ['streamTokenRecheckSeconds', z.coerce.number().positive().max(30).default(15)],
   FERRY_STREAM_MAX_PER_TOKEN: ['streamMaxPerToken', z.coerce.number().int().min(1).max(1000).default(4)],
+  // Bearer tokens `ferry executor-host` and `ferry signer-host` require of their callers (docs/operations.md).
+  FERRY_EXECUTOR_HOST_TOKEN: ['executorHostToken', z.string().min(16).optional()],
+  FERRY_SIGNER_HOST_TOKEN: ['signerHostToken', z.string().min(16).optional()],
 } as const;
 
 type Fields = typeof fields;
@@ -192,6 +195,8 @@ export type FerryConfig = {
 const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
 // Role separation and audit checkpoints (docs/security.md).
 for (const name of ['FERRY_DATABASE_OWNER_URL', 'FERRY_AUDIT_CHECKPOINT_KEY']) SECRET_VARIABLES.add(name);
+// Tokens the executor and signer hosts require of their callers (docs/operations.md).
+for (const name of ['FERRY_EXECUTOR_HOST_TOKEN', 'FERRY_SIGNER_HOST_TOKEN']) SECRET_VARIABLES.add(name);
 
 export class ConfigError extends Error {
   constructor(

@@ -4,14 +4,12 @@ import { generatePrivateKey } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
-import { deliverNodeEvent, deliverRequestEvent } from '../src/actors/transition.ts';
 import type { RuntimeDeps } from '../src/actors/execution.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private-key-evm.ts';
-import { withTransaction } from '../src/persistence/db.ts';
 import { artifactsOfRequest } from '../src/persistence/artifacts.ts';
 import { scratchDatabase, type TestDb } from './helpers/db.ts';
-import { approvedMovement, backdateNodes, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
+import { approvedMovement, backdateNodes, dispatchByHand, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
 
 /**
  * Every branch of the dispatch, observe and recovery pipelines of the reference runtime, on the
@@ -25,18 +23,6 @@ beforeEach(async (t) => {
   deps = runtimeDeps(db.pool);
 });
 let n = 0;
-
-/** The first steps of a dispatch, as a dispatcher that then died would have committed them. */
-async function dispatchByHand(d: RuntimeDeps, requestId: string, nodeId: string, steps: ('DISPATCH_CLAIMED' | 'PREPARED')[]) {
-  await withTransaction(db.pool, async (c) => {
-    const o = { actor: 'test', deps: d.transitions };
-    const at = new Date().toISOString();
-    await deliverRequestEvent(c, requestId, { type: 'DISPATCH_STARTED' }, o);
-    for (const step of steps) {
-      await deliverNodeEvent(c, nodeId, step === 'PREPARED' ? { type: 'PREPARED', signingRequired: false, at } : { type: 'DISPATCH_CLAIMED', at }, o);
-    }
-  });
-}
 
 const key = (name: string) => `${name.toLowerCase()}-${n++}`;
 

@@ -12,8 +12,9 @@ import { waitFor } from './helpers/wait.ts';
 
 /**
  * `npm run sandbox` end to end, as an operator would use it: it starts (anvil, the test
- * stablecoin, Ferry), the two commands it prints create and approve a movement, the movement
- * completes with the USDC on chain, and SIGTERM stops everything cleanly.
+ * stablecoin, the exchange emulator, Ferry), the two commands it prints create and approve a
+ * movement, the movement completes with the USDC on chain, the printed cex_to_chain command
+ * withdraws from the exchange and sweeps to the treasury, and SIGTERM stops everything cleanly.
  */
 
 const run = promisify(execFile);
@@ -28,9 +29,13 @@ interface Ready {
   cctp_commands: string[];
   chain_remote: { rpc_url: string };
   cctp: { destination: { token: Address } };
+  cex_to_chain_command: string;
+  exchange: { url: string; hot_wallet: Address };
+  receiving_wallet: Address;
+  treasury: Address;
 }
 
-test('the sandbox starts, its printed commands move 25 USDC on chain and bridge 10 USDC with CCTP to COMPLETED, and it stops cleanly', async (t) => {
+test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 USDC with CCTP and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
   const db = await scratchDatabase(t);
   const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
   t.after(() => stopChild(sandbox, 'SIGKILL'));
@@ -81,8 +86,19 @@ test('the sandbox starts, its printed commands move 25 USDC on chain and bridge 
   const remote = createPublicClient({ transport: http(ready.chain_remote.rpc_url, { retryCount: 0 }) });
   const minted = await remote.readContract({ address: ready.cctp.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
   assert.equal(minted, 10_000_000n, '10 USDC minted on the remote chain');
+  // The exchange emulator runs too, and the printed cex_to_chain command (create, approve, watch)
+  // withdraws 40 USDC to the receiving wallet and sweeps them to the treasury.
+  const usdcOf = (owner: Address) => chain.readContract({ address: ready.token_USDC.address, abi: erc20Abi, functionName: 'balanceOf', args: [owner] });
+  const exchangeHotBefore = await usdcOf(ready.exchange.hot_wallet);
+  assert.equal(exchangeHotBefore, 1_000_000n * 10n ** 6n, 'the exchange hot wallet is funded on the sandbox chain');
+  const watched = await run('sh', ['-c', ready.cex_to_chain_command], { cwd: repoRoot, env: childEnv({}), timeout: 180_000 });
+  assert.match(watched.stdout, /ended COMPLETED/, watched.stdout + watched.stderr);
+  assert.equal(await usdcOf(ready.treasury), 40_000_000n, 'the treasury received the swept 40 USDC');
+  assert.equal(await usdcOf(ready.receiving_wallet), 0n, 'the receiving wallet was swept');
+  assert.equal(exchangeHotBefore - (await usdcOf(ready.exchange.hot_wallet)), 40_000_000n, 'the exchange paid 40 USDC on chain');
 
   assert.equal(await stopChild(sandbox, 'SIGTERM'), 0, 'the sandbox stops cleanly');
   await assert.rejects(chain.getBlockNumber(), 'the chain is stopped');
   await assert.rejects(fetch(`${ready.url}/healthz`), 'Ferry is stopped');
+  await assert.rejects(fetch(`${ready.exchange.url}/api/v3/time`), 'the exchange emulator is stopped');
 });

@@ -20,6 +20,8 @@ export interface SandboxContext {
   config: { chains: Array<Record<string, unknown>>; signers: Array<Record<string, unknown>>; tokens: Array<Record<string, unknown>> };
   /** Top-level sections of the configuration file besides evm (e.g. cctp). */
   sections: Record<string, unknown>;
+  /** cex.* entries of the configuration file (the exchange component adds its account). */
+  cex?: { accounts: Array<Record<string, unknown>> };
   /** Environment for the Ferry process (e.g. the variable holding a hot wallet's key). */
   ferryEnv: Record<string, string>;
   /** Plan templates Ferry installs once it runs. */

@@ -33,7 +33,7 @@ export function ferryServer(opts: { port: string }): SandboxFerry {
     async start(ctx: SandboxContext) {
       mkdirSync(ctx.dataDir, { recursive: true });
       const configPath = join(ctx.dataDir, 'sandbox-config.yaml');
-      writeFileSync(configPath, `# Written by npm run sandbox; rewritten at every start.\n${stringify({ evm: ctx.config, ...ctx.sections })}`);
+      writeFileSync(configPath, `# Written by npm run sandbox; rewritten at every start.\n${stringify({ evm: ctx.config, ...ctx.sections, ...(ctx.cex?.accounts.length ? { cex: ctx.cex } : {}) })}`);
       const env: NodeJS.ProcessEnv = {
         ...process.env,
         FERRY_DATA_DIR: ctx.dataDir,

@@ -1,3 +1,4 @@
+import { CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSERVE_KEY } from '../../src/executors/cex/index.ts';
 import { EVM_BALANCE_OBSERVE_KEY, EVM_ERC20_TRANSFER_KEY, EVM_FINALITY_OBSERVE_KEY } from '../../src/executors/evm/index.ts';
 
 /**
@@ -90,3 +91,70 @@ export function cctpBridgeTemplate(opts: {
   };
 }
 // --- end CCTP lane ---
+export const CEX_TO_CHAIN_TEMPLATE_KEY = 'cex_to_chain';
+
+export interface CexToChainTemplateOptions {
+  chainId: number;
+  /** The exchange account (cex.accounts[].key) the withdrawal is made from. */
+  account: string;
+  /** Ferry's network name the exchange pays on (mapped through the account's `networks`). */
+  network: string;
+  /** The token, as listed in evm.tokens, and its decimals. */
+  token: string;
+  decimals: number;
+  /** The receiving wallet: the address the exchange pays, and the signer that sweeps from it. */
+  receiving: { address: string; signerKey: string };
+  /** Where the sweep sends the funds. */
+  treasury: string;
+  /** Blocks the deposit must be deep before it counts, and the sweep before it is done. */
+  confirmations: number;
+}
+
+/**
+ * `cex_to_chain`: withdraw `intent.amount` of `intent.asset` from an exchange account to Ferry's
+ * receiving wallet, follow the withdrawal until the exchange reports it paid, wait until the
+ * deposit is on chain at the receiving wallet (`confirmations` deep), then sweep that amount to
+ * the treasury with an ERC-20 transfer signed by the receiving wallet's signer.
+ */
+export function cexToChainTemplate(opts: CexToChainTemplateOptions): Record<string, unknown> {
+  return {
+    template_key: CEX_TO_CHAIN_TEMPLATE_KEY,
+    description: 'Withdraw from the exchange to the receiving wallet, watch it arrive on chain, sweep it to the treasury.',
+    nodes: [
+      {
+        node_key: 'withdraw',
+        node_kind: 'action',
+        action_type: 'cex_withdrawal',
+        executor_binding: { executor_key: CEX_WITHDRAWAL_ACTION_KEY, account: opts.account },
+        config: { coin: opts.token, network: opts.network, address: opts.receiving.address },
+      },
+      {
+        node_key: 'withdrawal_observe',
+        node_kind: 'observe',
+        action_type: 'cex_withdrawal_status',
+        executor_binding: { executor_key: CEX_WITHDRAWAL_OBSERVE_KEY, account: opts.account },
+        config: {},
+      },
+      {
+        node_key: 'deposit_observe',
+        node_kind: 'observe',
+        action_type: 'chain_balance',
+        executor_binding: { executor_key: EVM_BALANCE_OBSERVE_KEY, chain_id: opts.chainId },
+        config: { address: opts.receiving.address, token: opts.token, decimals: opts.decimals, mode: 'holds', confirmations: opts.confirmations },
+      },
+      {
+        node_key: 'sweep',
+        node_kind: 'action',
+        action_type: 'erc20_transfer',
+        executor_binding: EVM_ERC20_TRANSFER_KEY,
+        signer_binding: { signer_key: opts.receiving.signerKey, chain_id: opts.chainId },
+        config: { token: opts.token, decimals: opts.decimals, to: opts.treasury, confirmations: opts.confirmations },
+      },
+    ],
+    edges: [
+      { from: 'withdraw', to: 'withdrawal_observe' },
+      { from: 'withdrawal_observe', to: 'deposit_observe' },
+      { from: 'deposit_observe', to: 'sweep' },
+    ],
+  };
+}

@@ -10,6 +10,7 @@ import { createCexLane } from '../executors/cex/index.ts';
 import { registerCctpLane } from '../executors/cctp/index.ts';
 import { EvmNonceManager, registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
+import { registerRemoteExecutors, registerRemoteSigners } from '../executors/remote-config.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
 import type { Logger } from '../log.ts';
@@ -87,6 +88,8 @@ export async function configuredRegistries(
   deps: { env?: NodeJS.ProcessEnv; log: Logger },
 ): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null }> {
   const registries = defaultRegistries(providerPool);
+  // Remote signers (remote.signers) first: the EVM lane may send from their wallets.
+  registerRemoteSigners(config.file.remote, registries.signers, deps.env ?? process.env);
   // Nonce reservations use the providers' pool, never the runtime's (see EvmNonceManager).
   const evmNonces = new EvmNonceManager(providerPool);
   const lane = await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log, nonces: evmNonces });
@@ -94,6 +97,8 @@ export async function configuredRegistries(
   createCexLane(config.file.cex.accounts, registries.executors, { env: deps.env ?? process.env });
   // The CCTP lane on the EVM lane's chains that have a cctp entry (docs/cctp-lane.md).
   registerCctpLane(config.file, lane, registries.executors, { log: deps.log, nonces: evmNonces });
+  // Remote executors (remote.executors) last: a key a local lane already serves is refused.
+  registerRemoteExecutors(config.file.remote, registries.executors, deps.env ?? process.env);
   return { ...registries, evmNonces: lane ? evmNonces : null };
 }
 

@@ -1,6 +1,7 @@
 import { auditCommands } from './audit.ts';
 import { balanceCommands } from './balances.ts';
 import { callbackDestinationCommands } from './callback-destinations.ts';
+import { hostCommands } from './hosts.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { principalCommands } from './principals.ts';
@@ -31,4 +32,5 @@ export const commands: CliCommand[] = [
   ...callbackDestinationCommands,
   // reconcile, resolutions, workers
   ...operationsCommands,
+  ...hostCommands,
 ];

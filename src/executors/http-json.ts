@@ -81,8 +81,9 @@ export class JsonHttpClient {
       throw new TemporaryMovementError(
         delivered ? `${this.#prefix}_CONNECTION_LOST` : `${this.#prefix}_UNREACHABLE`,
         `${method} ${target} failed: ${err instanceof Error ? err.message : String(err)}`,
+        // No `cause`: the transport's errno (ECONNREFUSED, ...) is the peer's, and must never be read
+        // as Ferry's own database trouble (databaseTroubleCause walks causes); it is in transport_code.
         { transport_code: code, may_have_acted: delivered },
-        { cause: err },
       );
     }
 

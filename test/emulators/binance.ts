@@ -2,7 +2,7 @@ import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createPublicClient, createWalletClient, formatUnits, http, parseUnits, type Hex, type PublicClient } from 'viem';
+import { createPublicClient, createWalletClient, erc20Abi, formatUnits, http, parseUnits, type Hex, type PublicClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 
 /**
@@ -141,6 +141,23 @@ export function nativePayout(rpcUrl: string, hotWalletKey: Hex): PayoutFn {
   return (w) => {
     // One sender: payouts go out one after the other, so their nonces never collide.
     const sent = queue.then(() => wallet.sendTransaction({ chain: null, to: w.address as Hex, value: parseUnits(w.amount, w.decimals) }));
+    queue = sent.catch(() => {});
+    return sent;
+  };
+}
+
+/**
+ * An ERC-20 payout: `transfer(address, amount)` on `token` from the hot wallet, for a coin the
+ * exchange pays out as a token (e.g. USDC on the local chain).
+ */
+export function erc20Payout(rpcUrl: string, hotWalletKey: Hex, token: Hex): PayoutFn {
+  const account = privateKeyToAccount(hotWalletKey);
+  const wallet = createWalletClient({ account, transport: http(rpcUrl, { retryCount: 0 }) });
+  let queue: Promise<unknown> = Promise.resolve();
+  return (w) => {
+    const sent = queue.then(() =>
+      wallet.writeContract({ chain: null, address: token, abi: erc20Abi, functionName: 'transfer', args: [w.address as Hex, parseUnits(w.amount, w.decimals)] }),
+    );
     queue = sent.catch(() => {});
     return sent;
   };

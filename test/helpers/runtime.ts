@@ -4,7 +4,7 @@ import type { RuntimeDeps } from '../../src/actors/execution.ts';
 import { observeBatch } from '../../src/actors/observer.ts';
 import { recoverBatch } from '../../src/actors/recovery.ts';
 import { defaultRegistries } from '../../src/actors/runtime.ts';
-import { deliverRequestEvent } from '../../src/actors/transition.ts';
+import { deliverNodeEvent, deliverRequestEvent } from '../../src/actors/transition.ts';
 import { loadConfig } from '../../src/config.ts';
 import { log } from '../../src/log.ts';
 import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';
@@ -90,4 +90,20 @@ export async function finishInWorker(url: string, pool: Pool, requestId: string,
     worker.kill('SIGTERM');
     assert.equal((await exited(worker)).code, 0, 'the worker stops cleanly on SIGTERM');
   }
+}
+
+/**
+ * The first steps of a dispatch, as a dispatcher that then died would have committed them:
+ * ['DISPATCH_CLAIMED'] leaves the node PREPARING, ['DISPATCH_CLAIMED', 'PREPARED'] SUBMITTING
+ * (with no submit made).
+ */
+export async function dispatchByHand(deps: RuntimeDeps, requestId: string, nodeId: string, steps: ('DISPATCH_CLAIMED' | 'PREPARED')[]): Promise<void> {
+  await withTransaction(deps.pool, async (c) => {
+    const o = { actor: 'test', deps: deps.transitions };
+    const at = new Date().toISOString();
+    await deliverRequestEvent(c, requestId, { type: 'DISPATCH_STARTED' }, o);
+    for (const step of steps) {
+      await deliverNodeEvent(c, nodeId, step === 'PREPARED' ? { type: 'PREPARED', signingRequired: false, at } : { type: 'DISPATCH_CLAIMED', at }, o);
+    }
+  });
 }

@@ -3,6 +3,7 @@ import { ConfigError } from '../../config.ts';
 import type { ConfigFile, EvmChainConfig, EvmSignerConfig } from '../../config-file.ts';
 import type { Logger } from '../../log.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
+import { remoteEvmWallets } from '../remote-config.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
 import { chainFromConfig, createChainClient, EvmChains, type EvmChain } from './chains.ts';
 import { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
@@ -140,6 +141,14 @@ export async function registerEvmLane(
   for (const k of kms) {
     registries.signers.register(k.signer);
     wallets.set(k.entry.key, { signerKey: k.entry.key, address: k.address.toLowerCase() as Address, chains: k.entry.chains });
+  }
+
+  // Remote signers with an address and chains (remote.signers): wallets whose keys live in a signer host.
+  for (const w of remoteEvmWallets(config.file.remote)) {
+    const unknown = w.chains.find((id) => !chains.get(id));
+    if (unknown !== undefined) throw new ConfigError('FERRY_CONFIG_FILE', `remote.signers (${w.signerKey}): chain ${unknown} is not in evm.chains`);
+    if (wallets.has(w.signerKey)) throw new ConfigError('FERRY_CONFIG_FILE', `remote.signers (${w.signerKey}): evm.signers also lists this key`);
+    wallets.set(w.signerKey, w);
   }
 
   const tokens = evm.tokens;
