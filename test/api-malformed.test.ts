@@ -18,6 +18,7 @@ import { testDatabase } from './helpers/db.ts';
 import { generateCases, operationsOf, type BaseRequest, type FuzzCase } from './helpers/fuzz.ts';
 import { callApi } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
+import { can, permissions } from '../src/http/auth.ts';
 
 let runtime: Runtime | undefined;
 after(async () => {
@@ -79,6 +80,12 @@ const { rows: cbRows } = await db.pool.query<{ id: string }>(`SELECT id FROM cal
 const sentCallback = cbRows[0].id;
 await db.pool.query(`UPDATE callback_outbox SET status = 'sent', sent_at = now() WHERE id = $1`, [sentCallback]);
 
+// Targets for the operations added with principals, proposals, destinations and resolutions: each
+// one refuses a valid request anyway (a finalized proposal, a disabled destination, a revoked token).
+const finalizedProposal = (await call('GET', '/v3/template-proposals?template_key=shape', tokens.viewer.token)).proposals[0];
+const destination = (await call('POST', '/v3/callback-destinations', tokens.operator.token, { name: 'fuzz-target', url: 'http://127.0.0.1:9/cb' })).destination;
+await call('POST', `/v3/callback-destinations/${destination.id}/disable`, tokens.operator.token, {});
+
 const UNKNOWN = '00000000-0000-4000-8000-000000000000';
 const HASH = `sha256:${'0'.repeat(64)}`;
 
@@ -133,13 +140,9 @@ const routes: Route[] = [
   { method: 'GET', path: '/v3/audit-events', permission: 'read' },
 ];
 
-const grants: Record<Role, string[]> = {
-  viewer: ['read'],
-  requester: ['read', 'movement.create', 'movement.cancel'],
-  approver: ['read', 'movement.approve'],
-  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write'],
-  admin: ['read', 'movement.create', 'movement.cancel', 'movement.operate', 'template.write', 'callback.redrive', 'signer.identity'],
-};
+// Which permissions each role holds, from the one policy (src/http/auth.ts; test/auth-middleware.test.ts
+// checks that policy against a copy written out by hand).
+const grants = Object.fromEntries(roles.map((role) => [role, permissions.filter((p) => can(role, p))])) as Record<Role, string[]>;
 
 const cases: Case[] = [];
 const add = (c: Case) => cases.push(c);
@@ -527,6 +530,27 @@ const fuzzBase: Record<string, BaseRequest> = {
   'GET /v3/audit-events': { path: {}, query: { order: 'desc', entity_type: 'movement', limit: '5' } },
   'GET /v3/workers': { path: {} },
   'GET /v3/balances': { path: {}, query: { chain: 'sim', limit: '5' } },
+  'GET /v3/template-proposals': { path: {}, query: { state: 'FINALIZED', template_key: 'shape', limit: '5' } },
+  'GET /v3/template-proposals/{id}': { path: { id: finalizedProposal.id } },
+  'POST /v3/template-proposals/{id}/approve': { path: { id: finalizedProposal.id }, body: {}, safeTarget: true },
+  'POST /v3/template-proposals/{id}/challenge': { path: { id: finalizedProposal.id }, body: { reason: 'no' }, safeTarget: true },
+  'POST /v3/template-proposals/{id}/withdraw': { path: { id: finalizedProposal.id }, body: {}, safeTarget: true },
+  // An existing name: a valid request is refused as a duplicate.
+  'POST /v3/principals': { path: {}, body: { name: 'admin-m', kind: 'person' }, safeTarget: true },
+  'GET /v3/principals': { path: {}, query: { include_disabled: 'true' } },
+  'POST /v3/principals/{principal}/disable': { path: { principal: 'nobody-here' }, body: {}, safeTarget: true },
+  'POST /v3/tokens': { path: {}, body: { principal: 'nobody-here', role: 'viewer' }, safeTarget: true },
+  'GET /v3/tokens': { path: {}, query: { principal: 'admin-m', include_revoked: 'true' } },
+  'POST /v3/tokens/{token}/revoke': { path: { token: 'revoked-m' }, body: {}, safeTarget: true },
+  'POST /v3/callback-destinations': { path: {}, body: { name: 'fuzz-target', url: 'http://127.0.0.1:9/cb' }, safeTarget: true },
+  'GET /v3/callback-destinations': { path: {} },
+  'GET /v3/callback-destinations/{id}': { path: { id: destination.id } },
+  'POST /v3/callback-destinations/{id}/rotate-secret': { path: { id: destination.id }, body: { overlap_seconds: 60 }, safeTarget: true },
+  'POST /v3/callback-destinations/{id}/disable': { path: { id: UNKNOWN }, body: {}, safeTarget: true },
+  'GET /v3/reconciliation': { path: {}, query: { state: 'all' } },
+  'GET /v3/movements/{id}/resolutions': { path: { id: cancelled.id } },
+  'POST /v3/movements/{id}/resolutions': { path: { id: cancelled.id }, body: { node_key: 'a', resolution: 'fail', reason: 'no' }, safeTarget: true },
+  'POST /v3/movements/{id}/resolutions/{resolution_id}/confirm': { path: { id: cancelled.id, resolution_id: UNKNOWN }, body: {}, safeTarget: true },
 };
 
 test(`${FUZZ_CASES} generated malformed requests over HTTP across every OpenAPI operation: each a 4xx with a code, the database unchanged`, async (t) => {

@@ -22,6 +22,7 @@ import { callApi } from './helpers/http.ts';
 import { testDatabase } from './helpers/db.ts';
 import { roleDatabase } from './helpers/roles.ts';
 import { waitFor } from './helpers/wait.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 
 const db = await roleDatabase();
 const appPool = createPool(db.appUrl, 4, 'ferry-test');
@@ -135,12 +136,11 @@ test('the full runtime runs a movement as the application role, migrating as the
   const operator = (await createToken(appPool, { name: 'op', role: 'operator' })).token;
   const requester = (await createToken(appPool, { name: 'req', role: 'requester' })).token;
   const approver = (await createToken(appPool, { name: 'appr', role: 'approver' })).token;
-  const tpl = await callApi(ferry.url, 'POST', '/v3/templates', operator, {
+  await makeTemplateLive(ferry.url, appPool, {
     template_key: 'roles-e2e',
     nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' }],
     edges: [],
-  });
-  assert.equal(tpl.status, 201, tpl.text);
+  }, { proposer: operator, approver });
   const created = await callApi(ferry.url, 'POST', '/v3/movements', requester, { template_key: 'roles-e2e', intent: { amount: '1' } });
   assert.equal(created.status, 201, created.text);
   const m = created.body.movement;

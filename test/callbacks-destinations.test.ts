@@ -26,6 +26,7 @@ import { LOOPBACK_NETWORKS, loopbackDestinations } from './helpers/destinations.
 import { callApi, type Reply } from './helpers/http.ts';
 import { CallbackReceiver, verifyFerrySignature, verifyReceived } from './helpers/receiver.ts';
 import { waitFor } from './helpers/wait.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 
 const INSTANCE_SECRET = 'destinations-test-instance-secret-0123';
 
@@ -85,7 +86,7 @@ const template = {
   template_key: 'dest-one-step',
   nodes: [{ node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' }],
 };
-expectStatus(await call('POST', '/v3/templates', 'operator', template), 201);
+await makeTemplateLive(app, db.pool, template, { proposer: tokens.operator.token, approver: tokens.approver.token });
 
 async function createMovement(extra: Record<string, unknown>): Promise<any> {
   const r = await call('POST', '/v3/movements', 'requester', { template_key: template.template_key, intent: { amount: '1' }, ...extra });

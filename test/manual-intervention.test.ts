@@ -23,6 +23,7 @@ import { testDatabase } from './helpers/db.ts';
 import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
 import { callApi, type Reply } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 let runtime: Runtime | undefined;
@@ -96,7 +97,7 @@ async function template(key: string, submit: unknown[]) {
     ],
     edges: [{ from: 'pay', to: 'after' }],
   };
-  expectStatus(await call('POST', '/v3/templates', 'operator', tpl), 201);
+  await makeTemplateLive(ferry!.url, db.pool, tpl, { proposer: tokens.operator.token, approver: tokens.approver.token });
 }
 
 async function stuckMovement(key: string) {

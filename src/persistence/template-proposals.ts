@@ -1,5 +1,6 @@
 import type { TemplateDefinition } from '../plan/template-schema.ts';
 import type { Client, Queryable } from './db.ts';
+import { isUuid } from '../ids.ts';
 
 /**
  * Template proposals: the only module with SQL for template_proposals and for the proposal rows of
@@ -69,13 +70,16 @@ export async function insertProposal(client: Client, p: NewProposal): Promise<Pr
   return rows[0] ?? null;
 }
 
+// An id that is not a UUID names no proposal: not found, never a cast error.
 export async function getProposal(db: Queryable, id: string): Promise<ProposalRow | null> {
+  if (!isUuid(id)) return null;
   const { rows } = await db.query<ProposalRow>('SELECT * FROM template_proposals WHERE id = $1', [id]);
   return rows[0] ?? null;
 }
 
 /** The proposal row, locked FOR UPDATE until the caller's transaction ends; null if absent. */
 export async function lockProposal(client: Client, id: string): Promise<ProposalRow | null> {
+  if (!isUuid(id)) return null;
   const { rows } = await client.query<ProposalRow>('SELECT * FROM template_proposals WHERE id = $1 FOR UPDATE', [id]);
   return rows[0] ?? null;
 }

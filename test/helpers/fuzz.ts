@@ -288,7 +288,10 @@ export function generateCases(ops: OperationDoc[], base: Record<string, BaseRequ
     const query: Record<string, string> = Object.assign(Object.create(null), b.query ?? {});
     const rawQuery = new Set<string>();
     let body: string | undefined = b.body === undefined ? undefined : JSON.stringify(b.body);
-    const headers: Record<string, string> = { authorization: `Bearer ${ctx.tokens.admin}` };
+    // The caller is one that holds the permission (admin where it does, else the first role that
+    // does: approving is not an admin's), so only the mutation can make the request wrong.
+    const holder = ctx.grants.admin?.includes(op.permission) ? 'admin' : (Object.keys(ctx.grants).find((r) => ctx.grants[r].includes(op.permission)) ?? 'admin');
+    const headers: Record<string, string> = { authorization: `Bearer ${ctx.tokens[holder]}` };
     if (body !== undefined) headers['content-type'] = 'application/json';
     let status: number | undefined;
     let code: string | undefined;
