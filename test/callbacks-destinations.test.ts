@@ -25,8 +25,8 @@ import { testDatabase } from './helpers/db.ts';
 import { LOOPBACK_NETWORKS, loopbackDestinations } from './helpers/destinations.ts';
 import { callApi, type Reply } from './helpers/http.ts';
 import { CallbackReceiver, verifyFerrySignature, verifyReceived } from './helpers/receiver.ts';
-import { waitFor } from './helpers/wait.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const INSTANCE_SECRET = 'destinations-test-instance-secret-0123';
 
@@ -86,6 +86,7 @@ const template = {
   template_key: 'dest-one-step',
   nodes: [{ node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' }],
 };
+// A template goes live through its proposal: proposed, approved by a second principal, finalized.
 await makeTemplateLive(app, db.pool, template, { proposer: tokens.operator.token, approver: tokens.approver.token });
 
 async function createMovement(extra: Record<string, unknown>): Promise<any> {
@@ -277,7 +278,7 @@ describe('destinations through the API', () => {
     const disabled = await callKept('POST', '/v3/callback-destinations/receiver-b/disable', 'admin', {});
     expectStatus(disabled, 200);
     assert.equal(disabled.body.destination.status, 'disabled');
-    assert.equal(disabled.body.destination.disabled_by, `token:${tokens.admin.id}`);
+    assert.equal(disabled.body.destination.disabled_by, `principal:${tokens.admin.principal_id}`);
     expectStatus(await call('POST', '/v3/callback-destinations/receiver-b/disable', 'admin', {}), 200);
 
     const before = rxB.received.length;

@@ -30,6 +30,9 @@ import {
   type ProposalEvent,
 } from '../src/machines/template-proposal-machine.ts';
 import { getProposal, proposalTransitions } from '../src/persistence/template-proposals.ts';
+import { callbackContextFromRow, recordAttemptOutcome, recordStrandedRequeues, redriveCallback } from '../src/callbacks/lifecycle.ts';
+import { callbackMachine, initialCallbackContext, type CallbackEvent } from '../src/machines/callback-delivery-machine.ts';
+import { claimCallback, getCallback, insertCallback } from '../src/persistence/callbacks.ts';
 import { parseTemplateDefinition } from '../src/plan/template-schema.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { getNode, getRequest, transitionsOfEntity } from '../src/persistence/movements.ts';
@@ -330,6 +333,121 @@ for (const system of proposalInputs) {
   });
 }
 
+// --- The callback delivery machine: generated paths replayed through the callback lifecycle service
+// (src/callbacks/lifecycle.ts, what the delivery worker, the redrive and the stranded sweep call) on
+// real Postgres. Callback rows keep no transition log; the row is compared after every step.
+
+const C_T0 = Date.parse('2035-01-01T00:00:00.000Z');
+const cAt = (seconds: number) => new Date(C_T0 + seconds * 1000).toISOString();
+const callbackEvents = (s: any): CallbackEvent[] => {
+  // Each attempt at its own time, so the backoff each failure schedules is visible in the row.
+  const at = cAt(100 * (s.context.attempts + 1) + 10 * s.context.redriveCount);
+  return [
+    { type: 'DELIVERED', at, statusCode: 204 },
+    { type: 'DELIVERY_FAILED', at, retriable: true, statusCode: 503, error: 'HTTP 503' },
+    { type: 'DELIVERY_FAILED', at, retriable: true, statusCode: null, error: 'connection_refused' },
+    { type: 'DELIVERY_FAILED', at, retriable: false, statusCode: null, error: 'destination_disabled' },
+    { type: 'REDRIVEN', at: cAt(5000) },
+    { type: 'STRANDED_REQUEUED', at: cAt(6000) },
+  ];
+};
+const callbackInputs = [1, 3];
+const callbackPaths = new Map<number, ModelPath[]>();
+for (const maxAttempts of callbackInputs) {
+  callbackPaths.set(
+    maxAttempts,
+    coveringPaths(callbackMachine, {
+      input: initialCallbackContext({ maxAttempts, nextAttemptAt: cAt(0) }),
+      events: callbackEvents as (s: unknown) => EventObject[],
+      serializeState: (s) => `${s.value}/${s.context.attempts}`,
+    }),
+  );
+}
+
+/** A callback row at the machine's initial snapshot: due at cAt(0). */
+async function seedCallback(maxAttempts: number): Promise<string> {
+  const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-cb-${counter++}`));
+  const body = JSON.stringify({ event_type: 'request_test', request_id: request.id });
+  const row = await insertCallback(db.pool, {
+    requestId: request.id,
+    eventType: 'request_test',
+    nodeKey: null,
+    callbackUrl: 'http://127.0.0.1:9/never',
+    body,
+    maxAttempts,
+    timestamp: Math.floor(C_T0 / 1000),
+    nonce: '0'.repeat(32),
+  });
+  await db.pool.query('UPDATE callback_outbox SET next_attempt_at = $2 WHERE id = $1', [row.id, cAt(0)]);
+  return row.id;
+}
+
+/** Delivers one event the way its caller does: an attempt claims the lease first. */
+async function deliverCallbackEvent(id: string, e: CallbackEvent) {
+  switch (e.type) {
+    case 'DELIVERED':
+    case 'DELIVERY_FAILED': {
+      const claim = await claimCallback(db.pool, id, { leaseSeconds: 60 });
+      assert.ok(claim.row, `claimed for ${e.type}: ${claim.skipped}`);
+      const result =
+        e.type === 'DELIVERED'
+          ? { ok: true as const, statusCode: e.statusCode }
+          : { ok: false as const, statusCode: e.statusCode, error: e.error, retriable: e.retriable };
+      const row = await withTransaction(db.pool, (c) => recordAttemptOutcome(c, id, claim.row.lease_token!, result, { at: e.at }));
+      assert.ok(row, 'the outcome was recorded');
+      assert.equal(row.lease_token, null, 'the outcome releases the lease');
+      return;
+    }
+    case 'REDRIVEN':
+      await withTransaction(db.pool, (c) => redriveCallback(c, id, { at: e.at }));
+      return;
+    case 'STRANDED_REQUEUED': {
+      const row = (await getCallback(db.pool, id))!;
+      assert.equal(await withTransaction(db.pool, (c) => recordStrandedRequeues(c, [row], e.at)), 1);
+      return;
+    }
+  }
+}
+
+for (const maxAttempts of callbackInputs) {
+  describe(`callback delivery machine, max_attempts ${maxAttempts}: generated paths`, () => {
+    for (const path of callbackPaths.get(maxAttempts)!) {
+      test(path.name, async () => {
+        const id = await seedCallback(maxAttempts);
+        assert.deepEqual(callbackContextFromRow((await getCallback(db.pool, id))!), path.steps[0]!.from.context, 'the new row is the initial snapshot');
+        for (const step of path.steps) {
+          await deliverCallbackEvent(id, step.event as CallbackEvent);
+          const row = (await getCallback(db.pool, id))!;
+          assert.equal(row.status, step.to.value, `after ${step.event.type}`);
+          assert.deepEqual(callbackContextFromRow(row), step.to.context, `context after ${step.event.type}`);
+        }
+      });
+    }
+  });
+}
+
+test('a callback state that does not take an event changes nothing', async () => {
+  const id = await seedCallback(3);
+  await deliverCallbackEvent(id, { type: 'DELIVERED', at: cAt(100), statusCode: 200 });
+  const sent = (await getCallback(db.pool, id))!;
+  await assert.rejects(
+    withTransaction(db.pool, (c) => redriveCallback(c, id, { at: cAt(200) })),
+    (e: any) => e.code === 'CALLBACK_NOT_REDRIVABLE',
+  );
+  assert.equal(await withTransaction(db.pool, (c) => recordStrandedRequeues(c, [sent], cAt(300))), 0);
+  // An outcome presented with a lease the row does not carry is not recorded.
+  assert.equal(await withTransaction(db.pool, (c) => recordAttemptOutcome(c, id, '7c9e6679-7425-40de-944b-e07fc1f90ae7', { ok: true, statusCode: 200 })), null);
+  assert.deepEqual(await getCallback(db.pool, id), sent);
+});
+
+test('a stranded-requeue mark decided from an earlier attempt is not written over a newer one', async () => {
+  const id = await seedCallback(3);
+  const stale = (await getCallback(db.pool, id))!;
+  await deliverCallbackEvent(id, { type: 'DELIVERY_FAILED', at: cAt(100), retriable: true, statusCode: 500, error: 'HTTP 500' });
+  assert.equal(await withTransaction(db.pool, (c) => recordStrandedRequeues(c, [stale], cAt(300))), 0);
+  assert.equal((await getCallback(db.pool, id))!.stranded_requeued_at, null);
+});
+
 test('refusalOf names the same rules as the proposal machine guards', () => {
   for (const t of definedTransitions(proposalMachine)) {
     const ctx = initialProposalContext({ proposedBy: 'p', system: false, reviewExpiresAt: pAt(REVIEW_END), challengeSeconds: 1 });
@@ -348,6 +466,7 @@ test('generated paths take every transition of both machines', () => {
   check(nodeMachine, [...nodePaths.values()].flat());
   check(requestMachine, [...requestPaths.values()].flat());
   check(proposalMachine, [...proposalPaths.values()].flat());
+  check(callbackMachine, [...callbackPaths.values()].flat());
 });
 
 test('events a state does not accept are refused with INVALID_TRANSITION and change nothing', async () => {

@@ -3,16 +3,15 @@ import { request } from 'undici';
 import { deliveryErrorClass, literalRefusal, type DestinationPolicy } from '../callbacks/destinations.ts';
 import { callbackJobId, parseCallbackJobData, type CallbackQueue } from '../callbacks/jobs.ts';
 import { CALLBACK_HEADERS, SIGNATURE_HEADER, callbackHeaders, ferrySignature } from '../callbacks/signing.ts';
+import { recordAttemptOutcome, recordStrandedRequeues, type AttemptResult } from '../callbacks/lifecycle.ts';
 import { secretsForDelivery } from '../persistence/callback-destinations.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 import { callbackDeliveriesTotal } from '../metrics.ts';
 import {
   claimCallback,
   listStrandedCallbacks,
-  markStrandedRequeued,
   nextPendingCallback,
-  recordDeliveryFailure,
-  recordDeliverySuccess,
+  transactionNow,
   type AttemptRef,
   type CallbackRow,
 } from '../persistence/callbacks.ts';
@@ -26,9 +25,10 @@ import { QUEUES } from './boss.ts';
  *      succeeds only for a pending row, for the attempt the job was written for, with no live lease
  *      and no older pending callback of the same request (callbacks reach a receiver in order);
  *   2. POST the stored body, signed, with no transaction open and no row lock held;
- *   3. in one transaction: record the outcome (only if our lease token is still on the row), and
- *      write the follow-up job: the next attempt after a failure, or, once the row is final, the
- *      next pending callback of the same request.
+ *   3. in one transaction: record the outcome (only if our lease token is still on the row; the
+ *      callback machine decides the row's next status, attempts and schedule, see
+ *      src/callbacks/lifecycle.ts), and write the follow-up job: the next attempt after a failure,
+ *      or, once the row is final, the next pending callback of the same request.
  *
  * Why a lease and not "the pg-boss job is the only claimant": a callback can legitimately have more
  * than one job for the same attempt (the sweep's safety-net job, a wake-up from an earlier callback,
@@ -73,13 +73,14 @@ function leaseSeconds(timeoutMs: number): number {
   return Math.ceil(timeoutMs / 1000) + LEASE_MARGIN_SECONDS;
 }
 
-type PostResult = { ok: true; statusCode: number } | { ok: false; statusCode: number | null; error: string; final?: boolean };
+type PostResult = AttemptResult;
 
 /**
  * The signature headers of one attempt. A callback of a registered destination is signed with that
  * destination's secrets (two during a rotation's overlap) and carries only Ferry-Signature and the
  * nonce; a callback to a raw callback_url keeps the instance secret's v3 headers and gets a
- * Ferry-Signature with the same secret. A disabled destination is not sent to: a final failure.
+ * Ferry-Signature with the same secret. A disabled destination is not sent to: a failure that is not
+ * retriable.
  */
 async function signedHeaders(
   row: CallbackRow,
@@ -104,9 +105,9 @@ async function signedHeaders(
 async function post(row: CallbackRow, deps: CallbackDeliveryDeps): Promise<PostResult> {
   const body = Buffer.from(row.payload_body, 'utf8');
   const signed = await signedHeaders(row, body, deps);
-  if ('refused' in signed) return { ok: false, statusCode: null, error: signed.refused, final: true };
+  if ('refused' in signed) return { ok: false, statusCode: null, error: signed.refused, retriable: false };
   const blocked = literalRefusal(deps.destinations, new URL(row.callback_url));
-  if (blocked) return { ok: false, statusCode: null, error: `destination_blocked (${blocked})` };
+  if (blocked) return { ok: false, statusCode: null, error: `destination_blocked (${blocked})`, retriable: true };
   try {
     // undici's request() never follows redirects: a 3xx is a failed attempt, like any non-2xx.
     const res = await request(row.callback_url, {
@@ -125,10 +126,10 @@ async function post(row: CallbackRow, deps: CallbackDeliveryDeps): Promise<PostR
     // The response body is not used; drain it (bounded) so the connection can be reused.
     await res.body.dump({ limit: 64 * 1024 }).catch(() => {});
     if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, statusCode: res.statusCode };
-    return { ok: false, statusCode: res.statusCode, error: `HTTP ${res.statusCode}` };
+    return { ok: false, statusCode: res.statusCode, error: `HTTP ${res.statusCode}`, retriable: true };
   } catch (err) {
     const cls = deliveryErrorClass(err);
-    return { ok: false, statusCode: null, error: cls === 'timeout' ? `timeout after ${deps.timeoutMs} ms` : cls };
+    return { ok: false, statusCode: null, error: cls === 'timeout' ? `timeout after ${deps.timeoutMs} ms` : cls, retriable: true };
   }
 }
 
@@ -157,10 +158,8 @@ async function attemptDelivery(deps: CallbackDeliveryDeps, callbackId: string, e
   const result = await post(claimed, deps);
 
   return withTransaction(deps.pool, async (client) => {
-    const token = claimed.lease_token as string;
-    const row = result.ok
-      ? await recordDeliverySuccess(client, claimed.id, token, result.statusCode)
-      : await recordDeliveryFailure(client, claimed.id, token, { statusCode: result.statusCode, error: result.error, final: result.final });
+    // Locks the row for this short transaction; the HTTP call is over.
+    const row = await recordAttemptOutcome(client, claimed.id, claimed.lease_token as string, result);
     if (!row) {
       // The lease ran out and another worker took the row: its outcome is the one that counts.
       log.warn({ result }, 'callback lease lost before the outcome was recorded');
@@ -238,6 +237,7 @@ export async function sweepStrandedCallbacks(
     // One id per callback, attempt and minute: two sweepers in the same minute write one job.
     const minute = Math.floor(Date.now() / 60_000);
     const report: StrandedSweepReport = { written: 0, budgetExhausted: stranded.length >= limit };
+    const requeued: CallbackRow[] = [];
     for (const row of stranded) {
       if ((opts.maxRunMs ?? 0) > 0 && now() - started >= opts.maxRunMs!) {
         report.budgetExhausted = true;
@@ -249,9 +249,11 @@ export async function sweepStrandedCallbacks(
         redriveCount: row.redrive_count,
         extraKey: `sweep:${minute}`,
       });
-      await markStrandedRequeued(client, row.id);
+      requeued.push(row);
       if (added) report.written++;
     }
+    // Each row the sweep reached is marked (STRANDED_REQUEUED), so the next run goes on with the others.
+    await recordStrandedRequeues(client, requeued, (await transactionNow(client)).toISOString());
     return report;
   });
 }

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
-import { insertCallback, redriveCallback, type CallbackRow } from '../persistence/callbacks.ts';
+import { insertCallback, type CallbackRow } from '../persistence/callbacks.ts';
 import type { CallbackQueue } from './jobs.ts';
+import { redriveCallback } from './lifecycle.ts';
 
 /**
  * Writing callbacks. The durable transition function calls enqueueCallback inside the transaction

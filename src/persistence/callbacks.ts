@@ -1,4 +1,4 @@
-import { FerryError, NotFoundError, ValidationError } from '../errors.ts';
+import { NotFoundError, ValidationError } from '../errors.ts';
 import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
@@ -9,6 +9,10 @@ import type { Queryable } from './db.ts';
  * A delivery attempt is: claim (a short lease, own statement), HTTP call with no lock held, then
  * record the outcome fenced by the lease token. Callbacks of one request are delivered in creation
  * order: a row is claimable only when no older row of the same request is still pending.
+ *
+ * Which status, attempts and schedule a row goes to is not decided here: the callback machine
+ * (src/machines/callback-delivery-machine.ts, run by src/callbacks/lifecycle.ts) decides, and
+ * writeCallbackLifecycle / markStrandedRequeued write exactly what it decided.
  */
 
 export type CallbackStatus = 'pending' | 'sent' | 'dlq';
@@ -42,6 +46,8 @@ export interface CallbackRow {
   updated_at: Date;
   /** The registered destination it reports to (copied from its movement); null for a raw callback_url. */
   destination_id: string | null;
+  /** When the stranded-callback sweep last wrote a job for it. */
+  stranded_requeued_at: Date | null;
 }
 
 export interface NewCallback {
@@ -141,49 +147,85 @@ export async function claimCallback(
   return { skipped: 'waiting_for_earlier' };
 }
 
-/** Records a 2xx. Returns null when the lease was lost (someone else owns this attempt now). */
-export async function recordDeliverySuccess(
-  db: Queryable,
-  id: string,
-  leaseToken: string,
-  statusCode: number,
-): Promise<CallbackRow | null> {
-  const { rows } = await db.query<CallbackRow>(
-    `UPDATE callback_outbox
-        SET status = 'sent', attempts = attempts + 1, sent_at = now(), last_attempt_at = now(),
-            last_status_code = $3, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-      WHERE id = $1 AND lease_token = $2 AND status = 'pending'
-      RETURNING *`,
-    [id, leaseToken, statusCode],
-  );
-  return rows[0] ?? null;
+/**
+ * The lifecycle columns of a callback as the callback machine decided them (src/callbacks/lifecycle.ts
+ * runs it); written verbatim, never derived here.
+ */
+export interface CallbackLifecycleWrite {
+  status: CallbackStatus;
+  attempts: number;
+  nextAttemptAt: string;
+  redriveCount: number;
+  lastAttemptAt: string | null;
+  lastError: string | null;
+  lastStatusCode: number | null;
+  sentAt: string | null;
+  strandedRequeuedAt: string | null;
 }
 
 /**
- * Records a failed attempt (non-2xx, network error, timeout). The row goes to 'dlq' once attempts
- * reach max_attempts; otherwise next_attempt_at = now() + 2^min(attempts, 6) seconds, where now()
- * is the recorded attempt time (last_attempt_at). A `final` failure (the destination is disabled)
- * goes to 'dlq' at once. Returns null when the lease was lost.
+ * Locks one callback row FOR UPDATE for a lifecycle write, with the transaction's time (the `at` of
+ * the event the caller builds). With a lease token, only the row that still carries it: null when
+ * the lease was lost (or the row does not exist).
  */
-export async function recordDeliveryFailure(
+export async function lockCallback(
   db: Queryable,
   id: string,
-  leaseToken: string,
-  failure: { statusCode: number | null; error: string; final?: boolean },
-): Promise<CallbackRow | null> {
+  opts: { leaseToken?: string } = {},
+): Promise<{ row: CallbackRow; now: Date } | null> {
+  if (!isUuid(id)) return null;
+  const { rows } = await db.query<CallbackRow & { tx_now: Date }>(
+    `SELECT c.*, now() AS tx_now FROM callback_outbox c
+      WHERE c.id = $1 AND ($2::uuid IS NULL OR c.lease_token = $2)
+      FOR UPDATE`,
+    [id, opts.leaseToken ?? null],
+  );
+  if (!rows[0]) return null;
+  const { tx_now, ...row } = rows[0];
+  return { row, now: tx_now };
+}
+
+/**
+ * Writes what the machine decided for a row the caller locked (lockCallback). `releaseLease` ends
+ * the delivery lease (an attempt's outcome is recorded); otherwise the lease is left as it is.
+ */
+export async function writeCallbackLifecycle(
+  db: Queryable,
+  id: string,
+  w: CallbackLifecycleWrite,
+  opts: { releaseLease: boolean },
+): Promise<CallbackRow> {
   const { rows } = await db.query<CallbackRow>(
     `UPDATE callback_outbox
-        SET attempts = attempts + 1,
-            status = CASE WHEN $5 OR attempts + 1 >= max_attempts THEN 'dlq' ELSE 'pending' END,
-            next_attempt_at = CASE WHEN $5 OR attempts + 1 >= max_attempts THEN next_attempt_at
-                                   ELSE now() + make_interval(secs => power(2, least(attempts + 1, 6))) END,
-            last_attempt_at = now(), last_error = $3, last_status_code = $4,
-            lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-      WHERE id = $1 AND lease_token = $2 AND status = 'pending'
+        SET status = $2, attempts = $3, next_attempt_at = $4, redrive_count = $5, last_attempt_at = $6,
+            last_error = $7, last_status_code = $8, sent_at = $9, stranded_requeued_at = $10,
+            lease_token = CASE WHEN $11 THEN NULL ELSE lease_token END,
+            lease_expires_at = CASE WHEN $11 THEN NULL ELSE lease_expires_at END,
+            updated_at = now()
+      WHERE id = $1
       RETURNING *`,
-    [id, leaseToken, failure.error.slice(0, 2000), failure.statusCode, failure.final ?? false],
+    [
+      id,
+      w.status,
+      w.attempts,
+      w.nextAttemptAt,
+      w.redriveCount,
+      w.lastAttemptAt,
+      w.lastError,
+      w.lastStatusCode,
+      w.sentAt,
+      w.strandedRequeuedAt,
+      opts.releaseLease,
+    ],
   );
-  return rows[0] ?? null;
+  if (!rows[0]) throw new NotFoundError('callback', id);
+  return rows[0];
+}
+
+/** The transaction's time, for events built outside a row lock (the stranded sweep). */
+export async function transactionNow(db: Queryable): Promise<Date> {
+  const { rows } = await db.query<{ now: Date }>('SELECT now() AS now');
+  return rows[0].now;
 }
 
 /** The oldest pending callback of a request: the one whose turn it is. */
@@ -224,33 +266,31 @@ export async function listStrandedCallbacks(
   return rows;
 }
 
-/** Notes that the stranded-callback sweep wrote a job for this row (see listStrandedCallbacks). */
-export async function markStrandedRequeued(db: Queryable, id: string): Promise<void> {
-  await db.query('UPDATE callback_outbox SET stranded_requeued_at = now() WHERE id = $1', [id]);
-}
-
 /**
- * Puts a 'dlq' (or still 'pending') callback back to work: attempts 0, due now, redrive_count + 1.
- * Timestamp, nonce and body are kept, so the receiver sees the same delivery again. A lease held by
- * an in-flight attempt is left alone: that attempt records its outcome against the reset row.
+ * Records, in one statement, the stranded_requeued_at the machine decided for each callback the
+ * stranded sweep wrote a job for (see listStrandedCallbacks). The rows were read without a lock, so
+ * each write holds only while the row is still at the attempt it was decided from; a row that has
+ * moved on since keeps its own value. Returns how many rows were written.
  */
-export async function redriveCallback(db: Queryable, id: string): Promise<CallbackRow> {
-  if (!isUuid(id)) throw new NotFoundError('callback', id);
-  const { rows } = await db.query<CallbackRow>(
-    `UPDATE callback_outbox
-        SET status = 'pending', attempts = 0, next_attempt_at = now(),
-            redrive_count = redrive_count + 1, updated_at = now()
-      WHERE id = $1 AND status IN ('pending', 'dlq')
-      RETURNING *`,
-    [id],
+export async function markStrandedRequeued(
+  db: Queryable,
+  marks: ReadonlyArray<{ id: string; status: CallbackStatus; attempts: number; redriveCount: number; strandedRequeuedAt: string }>,
+): Promise<number> {
+  if (marks.length === 0) return 0;
+  const { rowCount } = await db.query(
+    `UPDATE callback_outbox c
+        SET stranded_requeued_at = m.at
+       FROM unnest($1::uuid[], $2::text[], $3::int[], $4::int[], $5::timestamptz[]) AS m(id, status, attempts, redrive_count, at)
+      WHERE c.id = m.id AND c.status = m.status AND c.attempts = m.attempts AND c.redrive_count = m.redrive_count`,
+    [
+      marks.map((m) => m.id),
+      marks.map((m) => m.status),
+      marks.map((m) => m.attempts),
+      marks.map((m) => m.redriveCount),
+      marks.map((m) => m.strandedRequeuedAt),
+    ],
   );
-  if (rows[0]) return rows[0];
-  const row = await getCallback(db, id);
-  if (!row) throw new NotFoundError('callback', id);
-  throw new FerryError('CALLBACK_NOT_REDRIVABLE', `callback ${id} is ${row.status}; only pending or dlq callbacks can be redriven`, {
-    id,
-    status: row.status,
-  });
+  return rowCount ?? 0;
 }
 
 export interface ListCallbacksQuery {
