@@ -937,8 +937,8 @@ function drawProposal(d) {
   $('replay-note').textContent = d.replay.ok ? `- the history replays to ${d.replay.state}` : `- the history does not replay: ${d.replay.reason}`;
   const body = $('proposal-history').tBodies[0];
   body.replaceChildren(...d.history.map((t) => el('tr', { 'data-event': t.event },
-    el('td', {}, String(t.seq)), el('td', {}, formatWhen(t.at)), el('td', {}, t.from ?? '-'), el('td', {}, t.to),
-    el('td', { class: 'event' }, t.event), el('td', { class: 'actor', title: t.actor }, t.actor_name ?? t.actor),
+    el('td', {}, String(t.seq)), el('td', {}, formatWhen(t.at)), el('td', {}, t.from || '-'), el('td', {}, t.to),
+    el('td', { class: 'event' }, t.event === 'xstate.init' ? 'created' : t.event), el('td', { class: 'actor', title: t.actor }, t.actor_name ?? t.actor),
     el('td', {}, typeof t.payload?.reason === 'string' ? t.payload.reason : ''))));
 }
 
