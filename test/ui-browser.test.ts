@@ -203,7 +203,13 @@ async function browserTests() {
 
   /** Signs the page out (when signed in) and in again with `token`, at `hash`. */
   const signInAs = async (token: string, hash: string) => {
-    if (await page.locator('#sign-out').isVisible()) await page.locator('#sign-out').click();
+    if (await page.locator('#sign-out').isVisible()) {
+      await page.locator('#sign-out').click();
+      // Nothing the last token read stays on the page for the next one.
+      assert.equal(await page.locator('#movement').isHidden(), true);
+      assert.equal(await page.locator('#proposal').isHidden(), true);
+      assert.deepEqual(await page.locator('#resolutions tbody tr, #proposals li, #movements li').evaluateAll((els) => els.map((e) => e.outerHTML)), []);
+    }
     await page.goto(`${base}/ui${hash}`);
     await page.locator('#token-input').fill(token);
     await page.locator('#login-form button').click();

@@ -162,6 +162,16 @@ function signOut(message) {
   stopBalances();
   ui.token = null;
   sessionStorage.removeItem(TOKEN_KEY);
+  // Nothing of this session stays on the page for the next token to see before it reads its own.
+  // (Answers still in flight are dropped: the lists' numbers move on, the ids no longer match.)
+  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, listed: null });
+  ui.listSeq++;
+  ui.proposalSeq++;
+  $('movement').hidden = true;
+  $('proposal').hidden = true;
+  for (const id of ['movements', 'proposals']) $(id).replaceChildren();
+  drawResolutions();
+  for (const id of ['resolution-error', 'proposal-error']) clearError(id);
   $('app').hidden = true;
   $('views').hidden = true;
   $('sign-out').hidden = true;
@@ -351,8 +361,13 @@ async function openMovement(id) {
   stopFollowing();
   Object.assign(ui, { movementId: id, detail: null, transitions: [], position: null, selected: 'request' });
   let detail;
+  let resolutions;
   try {
-    detail = await api(`/inspect/movements/${id}`);
+    // Read together, so the page never draws the movement without its resolutions.
+    [detail, resolutions] = await Promise.all([
+      api(`/inspect/movements/${id}`),
+      api(`/v3/movements/${id}/resolutions`).then((r) => r.resolutions, () => []),
+    ]);
   } catch (err) {
     if (err instanceof Unauthenticated) return;
     $('empty').hidden = false;
@@ -363,7 +378,7 @@ async function openMovement(id) {
   if (ui.movementId !== id) return;
   ui.detail = detail;
   ui.transitions = detail.transitions;
-  ui.resolutions = [];
+  ui.resolutions = resolutions;
   clearError('resolution-error');
   $('resolution-reason').value = '';
   $('resolution-ref').value = '';
@@ -372,7 +387,6 @@ async function openMovement(id) {
   for (const li of $('movements').children) li.classList.toggle('selected', li.dataset.id === id);
   render();
   void follow(id);
-  void refreshResolutions(id).catch(() => {});
 }
 
 function addTransition(t) {
