@@ -6,12 +6,15 @@ import { browserAvailable, browserFixture, openBrowser, screenshot } from './hel
 import { testDatabase } from './helpers/db.ts';
 import { startFerryWithWorkers } from './helpers/ferry.ts';
 import { callApi } from './helpers/http.ts';
+import { makeTemplateLive } from './helpers/templates.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * The visualizer in a real browser (Debian's Chromium driven by playwright-core): Ferry runs with its
  * workers on a test database, a demo movement is created, then approved while the page watches;
  * every step reaches COMPLETED live, the slider travels back to earlier states, and a screenshot of
- * the finished movement is kept in test-artifacts/.
+ * the finished movement is kept in test-artifacts/. A template proposal is reviewed and decided in
+ * the page, and a movement that needs a person is settled from it by two operators.
  */
 
 const STEPS = ['withdraw', 'observe_deposit', 'sweep'];
@@ -29,6 +32,9 @@ async function browserTests() {
   const requester = (await createToken(db.pool, { name: 'ui-requester', role: 'requester' })).token;
   const approver = (await createToken(db.pool, { name: 'ui-approver', role: 'approver' })).token;
   const viewer = (await createToken(db.pool, { name: 'ui-viewer', role: 'viewer' })).token;
+  const admin = (await createToken(db.pool, { name: 'ui-admin', role: 'admin' })).token;
+  const alice = (await createToken(db.pool, { name: 'ui-ops-alice', role: 'operator' })).token;
+  const bob = (await createToken(db.pool, { name: 'ui-ops-bob', role: 'operator' })).token;
 
   const call = async (method: string, path: string, token: string, body?: unknown) => {
     const r = await callApi(base, method, path, token, body);
@@ -193,6 +199,146 @@ async function browserTests() {
     assert.equal(await page.locator(`#movements li[data-id="${pending}"]`).count(), 0);
     await page.locator('#state-filter').selectOption('EXPIRED');
     await page.locator('#movements li.none').waitFor();
+  });
+
+  /** Signs the page out (when signed in) and in again with `token`, at `hash`. */
+  const signInAs = async (token: string, hash: string) => {
+    if (await page.locator('#sign-out').isVisible()) {
+      await page.locator('#sign-out').click();
+      // Nothing the last token read stays on the page for the next one.
+      assert.equal(await page.locator('#movement').isHidden(), true);
+      assert.equal(await page.locator('#proposal').isHidden(), true);
+      assert.deepEqual(await page.locator('#resolutions tbody tr, #proposals li, #movements li').evaluateAll((els) => els.map((e) => e.outerHTML)), []);
+    }
+    await page.goto(`${base}/ui${hash}`);
+    await page.locator('#token-input').fill(token);
+    await page.locator('#login-form button').click();
+    await page.locator('#app:not([hidden])').waitFor();
+  };
+  const textOf = async (selector: string) => (await page.locator(selector).textContent()) ?? '';
+
+  test('a template proposal: listed, its diff and history shown, refused to its proposer, approved by a second person, then challenged', async () => {
+    const step = (key: string, actionType: string) => ({ node_key: key, node_kind: 'action', action_type: actionType, executor_binding: 'exec.sim.action' });
+    const v1 = { template_key: 'ui.review', description: 'withdraw then sweep', nodes: [step('withdraw', 'cex_withdrawal'), step('sweep', 'sweep')], edges: [{ from: 'withdraw', to: 'sweep' }] };
+    assert.equal(await makeTemplateLive(base, db.pool, v1, { proposer: alice, approver }), 1);
+    // The admin proposes a change: the sweep becomes a withdrawal, and a step is added after it.
+    const v2 = { ...v1, nodes: [step('withdraw', 'cex_withdrawal'), step('sweep', 'cex_withdrawal'), step('settle', 'sweep')], edges: [...v1.edges, { from: 'sweep', to: 'settle' }] };
+    const posted = await callApi(base, 'POST', '/v3/templates', admin, v2);
+    assert.equal(posted.status, 202, posted.text);
+    const pid: string = posted.body.proposal.id;
+
+    await signInAs(admin, '#/proposals');
+    const row = page.locator(`#proposals li[data-id="${pid}"]`);
+    await row.locator('.badge[data-state="PROPOSED"]').waitFor();
+    assert.match((await row.textContent()) ?? '', /ui\.review.*proposed by ui-admin.*waits for approval until/);
+    await row.click();
+    await page.locator('#proposal:not([hidden])').waitFor();
+    assert.match(page.url(), new RegExp(`#/proposals/${pid}$`));
+    assert.match(await textOf('#diff-note'), /against live version 1/);
+    const diff = page.locator('#proposal-diff');
+    await diff.locator('[data-kind="nodes-added"] li[data-key="settle"]').waitFor();
+    assert.match(await diff.locator('[data-kind="nodes-changed"] li[data-key="sweep"] li[data-field="action_type"]').innerText(), /action_type\s+sweep -> cex_withdrawal/);
+    assert.equal(await diff.locator('[data-kind="edges-added"] li').count(), 1);
+    assert.equal(await diff.locator('[data-kind="edges-added"] li').getAttribute('data-edge'), 'sweep->settle');
+    assert.equal(await diff.locator('[data-kind="nodes-removed"], [data-kind="edges-removed"]').count(), 0);
+    assert.equal(await page.locator('#proposal-history tbody tr').count(), 1);
+    assert.match(await textOf('#proposal-history tbody tr'), /-PROPOSEDcreatedui-admin/);
+    assert.equal(await page.locator('#proposal-challenge').isDisabled(), true, 'nothing to challenge before approval');
+
+    // Its proposer may not approve it: the page shows Ferry's refusal, and nothing changed.
+    await page.locator('#proposal-approve').click();
+    await page.locator('#proposal-error[data-code="FOUR_EYES_VIOLATION"]').waitFor();
+    assert.match(await textOf('#proposal-error'), /^FOUR_EYES_VIOLATION: /);
+    assert.equal(await page.locator('#proposal-state').getAttribute('data-state'), 'PROPOSED');
+
+    // A second person approves it from the page: the state, the windows, the history and the list follow.
+    await signInAs(approver, `#/proposals/${pid}`);
+    await page.locator('#proposal-state[data-state="PROPOSED"]').waitFor();
+    await page.locator('#proposal-approve').click();
+    await page.locator('#proposal-state[data-state="APPROVED"]').waitFor();
+    assert.equal(await textOf('#proposal-error'), '');
+    assert.match(await textOf('#proposal-windows'), /approved by ui-approver; goes live .* unless challenged/);
+    assert.match(await textOf('#proposal-history tbody tr:last-child'), /PROPOSED.*APPROVED.*APPROVE.*ui-approver/);
+    await row.locator('.badge[data-state="APPROVED"]').waitFor();
+    assert.equal((await callApi(base, 'GET', `/v3/template-proposals/${pid}`, viewer)).body.proposal.state, 'APPROVED');
+
+    // A challenge needs a reason (Ferry says so); with one, the proposal never goes live.
+    await page.locator('#proposal-challenge').click();
+    await page.locator('#proposal-error[data-code="VALIDATION_FAILED"]').waitFor();
+    await page.locator('#challenge-reason').fill('the new step is not reviewed');
+    await page.locator('#proposal-challenge').click();
+    await page.locator('#proposal-state[data-state="CHALLENGED"]').waitFor();
+    assert.match(await textOf('#proposal-history tbody tr:last-child'), /CHALLENGE.*ui-approver.*the new step is not reviewed/);
+    assert.equal(await page.locator('#proposal-approve').isDisabled(), true);
+    assert.equal(await page.locator('#proposal-withdraw').isDisabled(), true);
+    await row.locator('.badge[data-state="CHALLENGED"]').waitFor();
+    await screenshot(page, 'ui-proposal.png', true);
+
+    assert.deepEqual(offsite, [], 'the page loaded nothing from anywhere but Ferry');
+    assert.deepEqual(errors, [], 'no script errors');
+  });
+
+  test('a movement in MANUAL_INTERVENTION: shown prominently, a retry proposed by one operator and confirmed by another, and it goes on', async () => {
+    const needsPerson = { next_state: 'UNKNOWN', error_code: 'SIM_NEEDS_PERSON', error_detail: 'the provider lost track', manual_intervention_required: true };
+    const tpl = {
+      template_key: 'ui.needs-person',
+      nodes: [
+        // The first submit needs a person; the retry's new attempt completes.
+        { node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', config: { sim: { submit: [needsPerson, 'COMPLETED'] } } },
+        { node_key: 'after', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' },
+      ],
+      edges: [{ from: 'pay', to: 'after' }],
+    };
+    await makeTemplateLive(base, db.pool, tpl, { proposer: alice, approver });
+    const created = await call('POST', '/v3/movements', requester, { template_key: 'ui.needs-person', intent: { amount: '5' } });
+    const id: string = created.movement.id;
+    await call('POST', `/v3/movements/${id}/approve`, approver, { compiled_plan_hash: created.movement.compiled_plan_hash });
+    await waitFor(`movement ${id} in MANUAL_INTERVENTION`, async () => (await call('GET', `/v3/movements/${id}`, viewer)).movement.state === 'MANUAL_INTERVENTION');
+
+    await signInAs(alice, `#/movements/${id}`);
+    await page.locator('#attention:not([hidden])').waitFor();
+    await page.locator('#request-state[data-state="MANUAL_INTERVENTION"]').waitFor();
+    const flagged = page.locator('#attention-nodes li[data-key="pay"]');
+    assert.equal(await flagged.getAttribute('data-state'), 'UNKNOWN');
+    assert.match((await flagged.textContent()) ?? '', /manual intervention required.*SIM_NEEDS_PERSON: the provider lost track/);
+    assert.equal(await page.locator('#attention-nodes li').count(), 1, 'only the step that needs a person');
+    assert.equal(await page.locator('#dag g.dag-node[data-key="pay"]').getAttribute('data-attention'), 'true');
+    assert.equal(await page.locator('#resolutions-panel').isHidden(), true, 'nothing proposed yet');
+
+    // Alice proposes a retry; nothing is applied yet, and she may not confirm it herself.
+    await page.locator('#resolution-node').selectOption('pay');
+    await page.locator('#resolution-kind').selectOption('retry');
+    assert.equal(await page.locator('#resolution-ref-label').isHidden(), true, 'a retry needs no provider reference');
+    await page.locator('#resolution-reason').fill('provider confirms nothing arrived');
+    await page.locator('#resolution-propose').click();
+    const open = page.locator('#resolutions tr[data-status="proposed"]');
+    await open.waitFor();
+    assert.match((await open.textContent()) ?? '', /pay \(attempt 1\)retryprovider confirms nothing arrivedproposedui-ops-alice/);
+    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'MANUAL_INTERVENTION');
+    await open.locator('button.confirm').click();
+    await page.locator('#resolution-error[data-code="FOUR_EYES_VIOLATION"]').waitFor();
+    assert.equal(await open.getAttribute('data-status'), 'proposed');
+
+    // Bob sees her open proposal, by name, and confirms it: the step runs again and the movement finishes.
+    await signInAs(bob, `#/movements/${id}`);
+    await open.waitFor();
+    assert.match(await open.locator('td.proposer').innerText(), /ui-ops-alice/);
+    await screenshot(page, 'ui-manual-intervention.png', true);
+    await open.locator('button.confirm').click();
+    const applied = page.locator('#resolutions tr[data-status="applied"]');
+    await applied.waitFor();
+    assert.match((await applied.textContent()) ?? '', /ui-ops-alice.*ui-ops-bob/);
+    await page.locator('#request-state[data-state="COMPLETED"]').waitFor({ timeout: 60_000 });
+    for (const key of ['pay', 'after']) await page.locator(`#dag g.dag-node[data-key="${key}"][data-state="COMPLETED"]`).waitFor();
+    assert.equal(await page.locator('#attention').isHidden(), true, 'nothing needs a person any more');
+    assert.equal(await page.locator('#dag g.dag-node[data-key="pay"]').getAttribute('data-attention'), '');
+    const logText = await textOf('#log');
+    assert.match(logText, /RESOLVED_RETRY/);
+    const done = await call('GET', `/v3/movements/${id}`, viewer);
+    assert.equal(done.nodes.find((n: any) => n.node_key === 'pay').attempt_no, 2, 'the retry ran under a new attempt');
+
+    assert.deepEqual(offsite, [], 'the page loaded nothing from anywhere but Ferry');
+    assert.deepEqual(errors, [], 'no script errors');
   });
 
   test('a refused token sends the page back to sign-in', async () => {

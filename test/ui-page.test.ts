@@ -45,3 +45,37 @@ test('the page reads data only through the inspection API, with the token in a h
   assert.doesNotMatch(js, /[?&]token=/, 'the token never goes into a URL');
   assert.doesNotMatch(js, /new EventSource/, 'EventSource cannot send the header; the stream is read with fetch');
 });
+
+test('beside the inspection API the page calls only the /v3 routes of its views', async () => {
+  const js = await (await app.request('/ui/app.js')).text();
+  const paths = new Set([...js.matchAll(/[`'](\/v3\/[^`'?]*)/g)].map((m) => m[1].replace(/\$\{[^}]+\}/g, '{}')));
+  assert.deepEqual([...paths].sort(), [
+    '/v3/balances',
+    '/v3/movements/{}/resolutions',
+    '/v3/movements/{}/resolutions/{}/confirm',
+    '/v3/template-proposals',
+    '/v3/template-proposals/{}',
+    '/v3/template-proposals/{}/{}',
+  ]);
+  // Its actions are POSTs with the same header: no token in a body or a URL.
+  assert.match(js, /init\.method = 'POST'/);
+  assert.doesNotMatch(js, /token:\s*ui\.token/);
+});
+
+test('the page works under its Content-Security-Policy: no inline script, style or handler', async () => {
+  const html = await (await app.request('/ui')).text();
+  const scripts = [...html.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/g)];
+  assert.equal(scripts.length, 1);
+  for (const [, attrs, body] of scripts) {
+    assert.match(attrs, /src="\/ui\/app\.js"/);
+    assert.equal(body.trim(), '', 'no inline script');
+  }
+  assert.doesNotMatch(html, /<style\b/i, 'no inline stylesheet');
+  assert.doesNotMatch(html, /\sstyle=/i, 'no style attribute');
+  assert.doesNotMatch(html, /\son[a-z]+=/i, 'no inline event handler');
+  for (const id of ['views', 'proposals', 'proposal', 'proposal-diff', 'proposal-history', 'attention', 'resolution-form', 'resolutions']) {
+    assert.match(html, new RegExp(`id="${id}"`), id);
+  }
+  const js = await (await app.request('/ui/app.js')).text();
+  assert.doesNotMatch(js, /\.innerHTML\s*=|setAttribute\('style'|\beval\(|new Function\(/, 'no markup or code from strings, no inline style');
+});

@@ -210,6 +210,7 @@ function nodeView(n: NodeRow) {
     started_at: iso(n.started_at),
     error_code: n.error_code,
     error_detail: n.error_detail,
+    manual_intervention_required: n.manual_intervention_required ?? false,
     created_at: n.created_at.toISOString(),
     updated_at: n.updated_at.toISOString(),
   };

@@ -1,7 +1,8 @@
 /**
  * The visualizer page at /ui: three static files (src/http/ui/) served by Ferry itself, so it works
  * with no internet access and loads nothing from elsewhere (the Content-Security-Policy forbids it).
- * The page holds no data of its own: it reads the inspection API with the token the user gives it.
+ * The page holds no data of its own: it reads the inspection API with the token the user gives it,
+ * and its proposals and resolutions views read and act through the /v3 routes with that same token.
  */
 import { readFileSync } from 'node:fs';
 import { Hono, type Context } from 'hono';

@@ -1,4 +1,6 @@
-// Ferry's visualizer: one page over the inspection API (/inspect/*), no dependencies. Diagrams are
+// Ferry's visualizer: one page over the inspection API (/inspect/*), no dependencies. It also shows
+// template proposals and resolutions of movements that need a person, and acts on them, through the
+// same /v3 routes the CLI uses, with the same token. Diagrams are
 // SVG laid out here: plans and machines are small, so a layered layout of a few dozen lines does.
 //
 // Time travel: the page keeps a movement's whole transition log; position k shows every entity in
@@ -27,6 +29,11 @@ const ui = {
   listSeq: 0, // number of the latest list request: only its answer is drawn
   listed: null, // { movements, state } of the latest list answer
   renderQueued: false,
+  view: 'movements', // or 'proposals'
+  resolutions: [], // the open movement's resolutions (GET /v3/movements/{id}/resolutions)
+  proposalId: null,
+  proposal: null, // the open proposal's detail
+  proposalSeq: 0,
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -34,15 +41,44 @@ const ui = {
 
 class Unauthenticated extends Error {}
 
-async function api(path) {
-  const res = await fetch(path, { headers: { Authorization: `Bearer ${ui.token}`, Accept: 'application/json' } });
+/** A refusal from Ferry, with its stable error code (FOUR_EYES_VIOLATION, FORBIDDEN, ...). */
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** GET by default; `body` (sent as JSON) makes it a POST. */
+async function api(path, body) {
+  const init = { headers: { Authorization: `Bearer ${ui.token}`, Accept: 'application/json' } };
+  if (body !== undefined) {
+    init.method = 'POST';
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
   if (res.status === 401) {
     signOut('Ferry refused that token; sign in again.');
     throw new Unauthenticated();
   }
-  const body = await res.json().catch(() => null);
-  if (!res.ok) throw new Error(body?.error?.message ?? `HTTP ${res.status}`);
-  return body;
+  const answer = await res.json().catch(() => null);
+  if (!res.ok) throw new ApiError(res.status, answer?.error?.code ?? null, answer?.error?.message ?? `HTTP ${res.status}`);
+  return answer;
+}
+
+/** Shows a refusal in an error line: the code Ferry answered, then its message. */
+function showError(id, err) {
+  const line = $(id);
+  line.dataset.code = err.code ?? '';
+  line.textContent = err.code ? `${err.code}: ${err.message}` : err.message;
+}
+
+function clearError(id) {
+  const line = $(id);
+  line.dataset.code = '';
+  line.textContent = '';
 }
 
 /** Reads a text/event-stream body and calls onEvent({ event, data, id }) per message. */
@@ -126,7 +162,18 @@ function signOut(message) {
   stopBalances();
   ui.token = null;
   sessionStorage.removeItem(TOKEN_KEY);
+  // Nothing of this session stays on the page for the next token to see before it reads its own.
+  // (Answers still in flight are dropped: the lists' numbers move on, the ids no longer match.)
+  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, listed: null });
+  ui.listSeq++;
+  ui.proposalSeq++;
+  $('movement').hidden = true;
+  $('proposal').hidden = true;
+  for (const id of ['movements', 'proposals']) $(id).replaceChildren();
+  drawResolutions();
+  for (const id of ['resolution-error', 'proposal-error']) clearError(id);
   $('app').hidden = true;
+  $('views').hidden = true;
   $('sign-out').hidden = true;
   $('login').hidden = false;
   $('login-error').textContent = message ?? '';
@@ -136,6 +183,7 @@ async function start() {
   if (!ui.token) return signOut();
   $('login').hidden = true;
   $('app').hidden = false;
+  $('views').hidden = false;
   $('sign-out').hidden = false;
   try {
     const { machines } = await api('/inspect/machines');
@@ -148,9 +196,15 @@ async function start() {
   startBalances();
   clearInterval(ui.listTimer);
   ui.listTimer = setInterval(() => {
-    if (!document.hidden) void refreshList().catch(() => {});
+    if (!document.hidden) void refreshCurrent().catch(() => {});
   }, LIST_REFRESH_MS);
   await route();
+}
+
+/** The poll: the list of the view on show (and the open proposal, which sweeps may decide). */
+function refreshCurrent() {
+  if (ui.view !== 'proposals') return refreshList();
+  return Promise.all([refreshProposals(), ui.proposalId ? openProposal(ui.proposalId, true) : null]);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -278,6 +332,20 @@ async function refreshBalances() {
 // One movement
 
 async function route() {
+  const proposals = /^#\/proposals(?:\/([0-9a-fA-F-]{36}))?$/.exec(location.hash);
+  showView(proposals ? 'proposals' : 'movements');
+  if (proposals) {
+    stopFollowing();
+    ui.movementId = null;
+    await refreshProposals().catch((err) => {
+      if (!(err instanceof Unauthenticated)) throw err;
+    });
+    if (proposals[1]) await openProposal(proposals[1]);
+    else closeProposal();
+    return;
+  }
+  ui.proposalId = null;
+  ui.proposal = null;
   const match = /^#\/movements\/([0-9a-fA-F-]{36})$/.exec(location.hash);
   if (!match) {
     stopFollowing();
@@ -293,8 +361,13 @@ async function openMovement(id) {
   stopFollowing();
   Object.assign(ui, { movementId: id, detail: null, transitions: [], position: null, selected: 'request' });
   let detail;
+  let resolutions;
   try {
-    detail = await api(`/inspect/movements/${id}`);
+    // Read together, so the page never draws the movement without its resolutions.
+    [detail, resolutions] = await Promise.all([
+      api(`/inspect/movements/${id}`),
+      api(`/v3/movements/${id}/resolutions`).then((r) => r.resolutions, () => []),
+    ]);
   } catch (err) {
     if (err instanceof Unauthenticated) return;
     $('empty').hidden = false;
@@ -305,6 +378,10 @@ async function openMovement(id) {
   if (ui.movementId !== id) return;
   ui.detail = detail;
   ui.transitions = detail.transitions;
+  ui.resolutions = resolutions;
+  clearError('resolution-error');
+  $('resolution-reason').value = '';
+  $('resolution-ref').value = '';
   $('empty').hidden = true;
   $('movement').hidden = false;
   for (const li of $('movements').children) li.classList.toggle('selected', li.dataset.id === id);
@@ -317,6 +394,7 @@ function addTransition(t) {
   if (last && t.id <= last.id) return;
   ui.transitions.push(t);
   scheduleRender();
+  if (t.entity_type === 'request') onRequestMoved(t);
 }
 
 function scheduleRender() {
@@ -370,6 +448,7 @@ function render() {
   badge.dataset.state = requestState;
   $('request-pill').classList.toggle('selected', ui.selected === 'request');
 
+  drawAttention(k === ui.transitions.length ? at : statesAt(ui.transitions.length));
   drawDag(d.plan, at);
   drawSelectedMachine(at);
   drawTimeline(k);
@@ -418,16 +497,18 @@ function drawDag(plan, at) {
   for (const n of plan.nodes) {
     const p = pos.get(n.key);
     const state = at.nodes.get(n.key)?.state ?? null;
+    const flagged = needsPerson(n.key, state);
     const g = svgEl('g', {
-      class: `dag-node ${state ? `s-${state}` : 'absent'}${ui.selected === n.key ? ' selected' : ''}`,
+      class: `dag-node ${state ? `s-${state}` : 'absent'}${ui.selected === n.key ? ' selected' : ''}${flagged ? ' attention' : ''}`,
       'data-key': n.key,
       'data-state': state ?? '',
+      'data-attention': flagged ? 'true' : '',
       transform: `translate(${p.x},${p.y})`,
     });
     g.append(
       svgEl('rect', { width: DAG.w, height: DAG.h, rx: 8 }),
       svgText(10, 20, n.key, 'key'),
-      svgText(10, 38, `${state ?? 'not created yet'} - ${n.executor_key ?? n.action_type}`, 'state'),
+      svgText(10, 38, flagged ? `${state} - needs a person` : `${state ?? 'not created yet'} - ${n.executor_key ?? n.action_type}`, 'state'),
       svgEl('title', {}, `${n.key} (${n.kind}, ${n.action_type})`),
     );
     g.addEventListener('click', () => {
@@ -647,6 +728,274 @@ function formatTime(iso) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Manual intervention: a movement in MANUAL_INTERVENTION waits for a person to settle a step (complete
+// with the provider's reference, fail, or retry). One operator proposes, a second one confirms
+// (POST /v3/movements/{id}/resolutions, .../{resolution_id}/confirm); Ferry refuses the proposer.
+
+const SETTLEABLE = ['UNKNOWN', 'FAILED'];
+
+/** Whether the executor said this step needs a person, and the step is still where it said so. */
+function needsPerson(key, liveState) {
+  const n = ui.detail?.nodes.find((x) => x.node_key === key);
+  return Boolean(n?.manual_intervention_required && (liveState ?? n.node_state) === n.node_state);
+}
+
+async function refreshResolutions(id) {
+  const { resolutions } = await api(`/v3/movements/${id}/resolutions`);
+  if (ui.movementId !== id) return;
+  ui.resolutions = resolutions;
+  scheduleRender();
+}
+
+/**
+ * A request transition arrived. Entering MANUAL_INTERVENTION: the steps' flags are read again (the
+ * log says which state a step is in, not whether its executor asked for a person). Any request
+ * transition may have applied a resolution, so those are read again too.
+ */
+function onRequestMoved(t) {
+  const id = ui.movementId;
+  if (t.to_state === 'MANUAL_INTERVENTION') {
+    void api(`/inspect/movements/${id}`).then((detail) => {
+      if (ui.movementId !== id || !ui.detail) return;
+      ui.detail.nodes = detail.nodes;
+      scheduleRender();
+    }).catch(() => {});
+  }
+  void refreshResolutions(id).catch(() => {});
+}
+
+function drawAttention(live) {
+  const d = ui.detail;
+  const requestState = live.request.state ?? d.request.request_state;
+  const waiting = requestState === 'MANUAL_INTERVENTION';
+  const steps = d.nodes
+    .map((n) => ({ n, state: live.nodes.get(n.node_key)?.state ?? n.node_state }))
+    .filter(({ n, state }) => needsPerson(n.node_key, state) || (waiting && SETTLEABLE.includes(state)));
+  const panel = $('attention');
+  panel.hidden = !waiting && steps.length === 0;
+  panel.dataset.state = requestState;
+  $('attention-note').textContent = waiting
+    ? '- the movement waits in MANUAL_INTERVENTION until a step is settled'
+    : `- the movement is ${requestState}`;
+  $('attention-nodes').replaceChildren(...steps.map(({ n, state }) =>
+    el('li', { 'data-key': n.node_key, 'data-state': state },
+      el('b', {}, n.node_key), ' ', el('span', { class: `badge s-${state}` }, state),
+      needsPerson(n.node_key, state) ? el('span', { class: 'flag' }, 'manual intervention required') : '',
+      n.error_code ? el('span', { class: 'why' }, `${n.error_code}${n.error_detail ? `: ${n.error_detail}` : ''}`) : '')));
+
+  // The form settles steps of a waiting movement; its choices survive redraws.
+  $('resolution-form').hidden = !waiting;
+  const select = $('resolution-node');
+  const keys = steps.filter(({ state }) => SETTLEABLE.includes(state)).map(({ n }) => n.node_key);
+  if ([...select.options].map((o) => o.value).join() !== keys.join()) {
+    const chosen = select.value;
+    select.replaceChildren(...keys.map((k) => el('option', { value: k }, k)));
+    if (keys.includes(chosen)) select.value = chosen;
+  }
+  $('resolution-ref-label').hidden = $('resolution-kind').value !== 'complete';
+  drawResolutions();
+}
+
+function drawResolutions() {
+  $('resolutions-panel').hidden = ui.resolutions.length === 0;
+  const body = $('resolutions').tBodies[0];
+  body.replaceChildren();
+  for (const r of ui.resolutions) {
+    const confirm = r.status === 'proposed' ? el('button', { type: 'button', class: 'confirm' }, 'Confirm') : '';
+    if (confirm) confirm.addEventListener('click', () => void confirmResolution(r.id));
+    body.append(el('tr', { 'data-id': r.id, 'data-status': r.status, class: r.status === 'proposed' ? 'open' : '' },
+      el('td', {}, `${r.node_key} (attempt ${r.attempt_no})`),
+      el('td', {}, r.resolution, r.provider_ref ? el('div', { class: 'hint' }, `ref ${r.provider_ref}`) : ''),
+      el('td', { class: 'reason' }, r.reason),
+      el('td', { title: r.refusal ?? '' }, el('span', { class: `badge r-${r.status}` }, r.status)),
+      el('td', { class: 'proposer', title: r.proposed_by }, r.proposed_by_name ?? r.proposed_by, el('div', { class: 'hint' }, formatTime(r.proposed_at))),
+      el('td', { title: r.confirmed_by ?? '' }, r.confirmed_by ? (r.confirmed_by_name ?? r.confirmed_by) : ''),
+      el('td', {}, confirm)));
+  }
+}
+
+async function proposeResolution() {
+  const id = ui.movementId;
+  clearError('resolution-error');
+  const body = { node_key: $('resolution-node').value, resolution: $('resolution-kind').value, reason: $('resolution-reason').value.trim() };
+  if (body.resolution === 'complete' && $('resolution-ref').value.trim()) body.provider_ref = $('resolution-ref').value.trim();
+  try {
+    await api(`/v3/movements/${id}/resolutions`, body);
+    $('resolution-reason').value = '';
+    $('resolution-ref').value = '';
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('resolution-error', err);
+  }
+  await refreshResolutions(id).catch(() => {});
+}
+
+async function confirmResolution(resolutionId) {
+  const id = ui.movementId;
+  clearError('resolution-error');
+  try {
+    await api(`/v3/movements/${id}/resolutions/${resolutionId}/confirm`, {});
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('resolution-error', err);
+  }
+  await refreshResolutions(id).catch(() => {});
+}
+
+// ------------------------------------------------------------------------------------------------
+// Template proposals (GET /v3/template-proposals, .../{id}; POST .../approve, challenge, withdraw)
+
+const PROPOSAL_STATES = ['PROPOSED', 'APPROVED', 'FINALIZED', 'CHALLENGED', 'EXPIRED', 'WITHDRAWN'];
+
+function showView(view) {
+  ui.view = view;
+  $('movements-side').hidden = view !== 'movements';
+  $('proposals-side').hidden = view !== 'proposals';
+  $('view-movements').classList.toggle('current', view === 'movements');
+  $('view-proposals').classList.toggle('current', view === 'proposals');
+  if (view === 'proposals') {
+    $('empty').hidden = true;
+    $('movement').hidden = true;
+  } else {
+    $('proposals-empty').hidden = true;
+    $('proposal').hidden = true;
+  }
+}
+
+function formatWhen(iso) {
+  return iso ? new Date(iso).toLocaleString() : '-';
+}
+
+/** What the proposal waits for, or how it ended. */
+function proposalWindow(p) {
+  switch (p.state) {
+    case 'PROPOSED': return `waits for approval until ${formatWhen(p.review_expires_at)}`;
+    case 'APPROVED': return `approved by ${p.approved_by_name}; goes live ${formatWhen(p.challenge_ends_at)} unless challenged`;
+    case 'FINALIZED': return `live as version ${p.finalized_version}`;
+    case 'CHALLENGED': return `challenged by ${p.decided_by_name ?? '-'}${p.reason ? `: ${p.reason}` : ''}`;
+    case 'WITHDRAWN': return `withdrawn by ${p.decided_by_name ?? '-'}`;
+    case 'EXPIRED': return `expired unapproved at ${formatWhen(p.review_expires_at)}`;
+    default: return '';
+  }
+}
+
+async function refreshProposals() {
+  const seq = ++ui.proposalSeq;
+  const state = $('proposal-filter').value;
+  const { proposals } = await api(`/v3/template-proposals?limit=100${state ? `&state=${state}` : ''}`);
+  if (seq !== ui.proposalSeq) return;
+  const list = $('proposals');
+  list.replaceChildren();
+  if (proposals.length === 0) {
+    list.append(el('li', { class: 'none' }, state ? `No proposal is ${state}.` : 'No template proposals yet.'));
+    return;
+  }
+  for (const p of proposals) {
+    const li = el('li', { 'data-id': p.id, 'data-state': p.state, class: p.id === ui.proposalId ? 'selected' : '' },
+      el('div', { class: 'row' }, el('b', {}, p.template_key), el('span', { class: `badge s-${p.state}`, 'data-state': p.state }, p.state)),
+      el('div', { class: 'who' }, `proposed by ${p.proposed_by_name}${p.system ? ' (system)' : ''}`),
+      el('div', { class: 'nodes' }, proposalWindow(p)));
+    li.addEventListener('click', () => { location.hash = `#/proposals/${p.id}`; });
+    list.append(li);
+  }
+}
+
+function closeProposal() {
+  ui.proposalId = null;
+  ui.proposal = null;
+  $('proposal').hidden = true;
+  $('proposals-empty').hidden = false;
+}
+
+/** Opens (or, quietly, re-reads) a proposal. */
+async function openProposal(id, quiet = false) {
+  if (ui.proposalId !== id) {
+    clearError('proposal-error');
+    $('challenge-reason').value = '';
+  }
+  ui.proposalId = id;
+  let detail;
+  try {
+    detail = await api(`/v3/template-proposals/${id}`);
+  } catch (err) {
+    if (err instanceof Unauthenticated || quiet) return;
+    $('proposal').hidden = true;
+    $('proposals-empty').hidden = false;
+    $('proposals-empty').querySelector('p').textContent = `Cannot show proposal ${id}: ${err.message}`;
+    return;
+  }
+  if (ui.proposalId !== id || ui.view !== 'proposals') return;
+  ui.proposal = detail;
+  $('proposals-empty').hidden = true;
+  $('proposal').hidden = false;
+  for (const li of $('proposals').children) li.classList.toggle('selected', li.dataset.id === id);
+  drawProposal(detail);
+}
+
+function drawProposal(d) {
+  const p = d.proposal;
+  $('proposal-title').textContent = `${p.template_key} - proposed change`;
+  $('proposal-meta').textContent = `${p.id} - proposed by ${p.proposed_by_name} on ${formatWhen(p.created_at)}` +
+    ` - based on version ${p.base_version ?? 'none'} - graph ${p.graph_hash.slice(0, 18)}...`;
+  $('proposal-windows').textContent = proposalWindow(p);
+  const badge = $('proposal-state');
+  badge.textContent = p.state;
+  badge.className = `badge s-${p.state}`;
+  badge.dataset.state = p.state;
+  // The buttons follow the machine; who may press them is Ferry's to say (its refusal is shown).
+  $('proposal-approve').disabled = p.state !== 'PROPOSED';
+  $('proposal-withdraw').disabled = p.state !== 'PROPOSED' && p.state !== 'APPROVED';
+  $('proposal-challenge').disabled = p.state !== 'APPROVED';
+  $('challenge-reason').disabled = p.state !== 'APPROVED';
+  drawDiff(d);
+  $('replay-note').textContent = d.replay.ok ? `- the history replays to ${d.replay.state}` : `- the history does not replay: ${d.replay.reason}`;
+  const body = $('proposal-history').tBodies[0];
+  body.replaceChildren(...d.history.map((t) => el('tr', { 'data-event': t.event },
+    el('td', {}, String(t.seq)), el('td', {}, formatWhen(t.at)), el('td', {}, t.from || '-'), el('td', {}, t.to),
+    el('td', { class: 'event' }, t.event === 'xstate.init' ? 'created' : t.event), el('td', { class: 'actor', title: t.actor }, t.actor_name ?? t.actor),
+    el('td', {}, typeof t.payload?.reason === 'string' ? t.payload.reason : ''))));
+}
+
+const json = (v) => (typeof v === 'string' ? v : JSON.stringify(v));
+
+function drawDiff(d) {
+  const diff = d.diff;
+  $('diff-note').textContent = d.live_version === null ? '- no version is live yet: everything is new' : `- against live version ${d.live_version}`;
+  const nodeOf = (key) => (d.definition.nodes ?? []).find((n) => n.node_key === key);
+  const group = (kind, title, items) => (items.length === 0 ? '' : el('div', { class: `diff-group ${kind.split('-')[1]}`, 'data-kind': kind },
+    el('h4', {}, title), el('ul', {}, ...items)));
+  const edge = (sign) => (e) => el('li', { 'data-edge': `${e.from}->${e.to}` }, `${sign} ${e.from} -> ${e.to}`);
+  const groups = [
+    group('nodes-added', 'Steps added', diff.nodes.added.map((k) => {
+      const n = nodeOf(k);
+      return el('li', { 'data-key': k }, `+ ${k}`, n ? el('span', { class: 'hint' }, ` ${n.action_type} on ${n.executor_binding}`) : '');
+    })),
+    group('nodes-removed', 'Steps removed', diff.nodes.removed.map((k) => el('li', { 'data-key': k }, `- ${k}`))),
+    group('nodes-changed', 'Steps changed', diff.nodes.changed.map((c) => el('li', { 'data-key': c.node_key }, `~ ${c.node_key}`,
+      el('ul', {}, ...c.fields.map((f) => el('li', { 'data-field': f.field },
+        el('code', {}, f.field), ' ', el('span', { class: 'from' }, json(f.from)), ' -> ', el('span', { class: 'to' }, json(f.to)))))))),
+    group('edges-added', 'Edges added', diff.edges.added.map(edge('+'))),
+    group('edges-removed', 'Edges removed', diff.edges.removed.map(edge('-'))),
+    diff.description ? group('description-changed', 'Description', [el('li', {}, el('span', { class: 'from' }, diff.description.from || '(none)'), ' -> ', el('span', { class: 'to' }, diff.description.to))]) : '',
+    diff.risk_controls ? group('risk-changed', 'Risk controls', [el('li', {}, el('span', { class: 'from' }, json(diff.risk_controls.from)), ' -> ', el('span', { class: 'to' }, json(diff.risk_controls.to)))]) : '',
+  ].filter((g) => g !== '');
+  $('proposal-diff').replaceChildren(...(groups.length ? groups : [el('p', { class: 'hint' }, 'The graph is the same as the live version.')]));
+}
+
+async function proposalAction(action, body) {
+  const id = ui.proposalId;
+  clearError('proposal-error');
+  try {
+    await api(`/v3/template-proposals/${id}/${action}`, body);
+    if (action === 'challenge') $('challenge-reason').value = '';
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('proposal-error', err);
+  }
+  await Promise.all([openProposal(id, true), refreshProposals()]).catch(() => {});
+}
+
+// ------------------------------------------------------------------------------------------------
 // DOM helpers
 
 function el(tag, attrs, ...children) {
@@ -686,6 +1035,18 @@ function arrowDefs(id, cls) {
 
 for (const s of REQUEST_STATES) $('state-filter').append(el('option', { value: s }, s));
 $('state-filter').addEventListener('change', () => void refreshList());
+for (const s of PROPOSAL_STATES) $('proposal-filter').append(el('option', { value: s }, s));
+$('proposal-filter').addEventListener('change', () => void refreshProposals().catch(() => {}));
+$('proposal-approve').addEventListener('click', () => void proposalAction('approve', {}));
+$('proposal-withdraw').addEventListener('click', () => void proposalAction('withdraw', {}));
+$('proposal-challenge').addEventListener('click', () => void proposalAction('challenge', { reason: $('challenge-reason').value }));
+$('resolution-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  void proposeResolution();
+});
+$('resolution-kind').addEventListener('change', () => {
+  $('resolution-ref-label').hidden = $('resolution-kind').value !== 'complete';
+});
 $('login-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
   ui.token = $('token-input').value.trim();
@@ -703,6 +1064,6 @@ $('request-pill').addEventListener('click', () => {
 window.addEventListener('hashchange', () => void route());
 // Polls skip a hidden tab; coming back shows the list as it is now, not as it was when the tab was hidden.
 document.addEventListener('visibilitychange', () => {
-  if (!document.hidden && ui.token && !$('app').hidden) void refreshList().catch(() => {});
+  if (!document.hidden && ui.token && !$('app').hidden) void refreshCurrent().catch(() => {});
 });
 void start();

@@ -3,6 +3,7 @@ import { confirmResolution, listResolutions, proposeResolution } from '../../act
 import { driftClasses, listDrifts, type DriftRow } from '../../persistence/reconciliation-drifts.ts';
 import { resolutionKinds, type ResolutionRow } from '../../persistence/resolutions.ts';
 import { jsonObjectSchema } from '../../plan/json.ts';
+import { actorNames, type ActorNames } from '../actor-names.ts';
 import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import { bearerSecurity, commonErrors, conflict, forbidden, jsonBody, jsonResponse, MovementIdParams, nodeKeySchema, notFound } from './schemas.ts';
@@ -55,8 +56,10 @@ const ResolutionSchema = z
     evidence: z.record(z.string(), z.unknown()),
     status: z.enum(['proposed', 'applied', 'refused']),
     proposed_by: z.string(),
+    proposed_by_name: z.string().openapi({ description: "The proposer's display name" }),
     proposed_at: isoTime,
     confirmed_by: z.string().nullable(),
+    confirmed_by_name: z.string().nullable().openapi({ description: "The confirmer's display name" }),
     confirmed_at: isoTime.nullable(),
     refusal: z.string().nullable(),
   })
@@ -156,7 +159,9 @@ function driftView(d: DriftRow) {
   };
 }
 
-function resolutionView(r: ResolutionRow) {
+const resolutionActors = (rows: ResolutionRow[]) => rows.flatMap((r) => [r.proposed_by, r.confirmed_by]);
+
+function resolutionView(r: ResolutionRow, names: ActorNames) {
   return {
     id: r.id,
     movement_id: r.request_id,
@@ -169,8 +174,10 @@ function resolutionView(r: ResolutionRow) {
     evidence: r.evidence,
     status: r.status,
     proposed_by: r.proposed_by,
+    proposed_by_name: names(r.proposed_by),
     proposed_at: iso(r.proposed_at)!,
     confirmed_by: r.confirmed_by,
+    confirmed_by_name: r.confirmed_by ? names(r.confirmed_by) : null,
     confirmed_at: iso(r.confirmed_at),
     refusal: r.refusal,
   };
@@ -188,7 +195,9 @@ export function operationsRoutes(ctx: V3Context) {
   });
   app.openapi(listResolutionsRoute, async (c) => {
     const { id } = c.req.valid('param');
-    return c.json({ resolutions: (await listResolutions(ctx, id)).map(resolutionView) }, 200);
+    const rows = await listResolutions(ctx, id);
+    const names = await actorNames(ctx.pool, resolutionActors(rows));
+    return c.json({ resolutions: rows.map((r) => resolutionView(r, names)) }, 200);
   });
   app.openapi(proposeRoute, async (c) => {
     const { id } = c.req.valid('param');
@@ -201,12 +210,13 @@ export function operationsRoutes(ctx: V3Context) {
       reason: body.reason,
       evidence: (body.evidence ?? {}) as Record<string, unknown>,
     });
-    return c.json(resolutionView(row), 201);
+    return c.json(resolutionView(row, await actorNames(ctx.pool, resolutionActors([row]))), 201);
   });
   app.openapi(confirmRoute, async (c) => {
     const { id, resolution_id } = c.req.valid('param');
     const { resolution, movement } = await confirmResolution(ctx.movementDeps(), id, resolution_id, { actor: actorOf(c) });
-    return c.json({ resolution: resolutionView(resolution), movement: { id: movement.request.id, state: movement.request.request_state } }, 200);
+    const names = await actorNames(ctx.pool, resolutionActors([resolution]));
+    return c.json({ resolution: resolutionView(resolution, names), movement: { id: movement.request.id, state: movement.request.request_state } }, 200);
   });
   return app;
 }
