@@ -148,7 +148,7 @@ test('complete with a provider reference: proposed by one operator, refused to t
   });
   expectStatus(proposed, 201);
   assert.equal(proposed.body.status, 'proposed');
-  assert.equal(proposed.body.proposed_by, `token:${tokens.operator.id}`);
+  assert.equal(proposed.body.proposed_by, `principal:${tokens.operator.principal_id}`);
   const second = await call('POST', `/v3/movements/${id}/resolutions`, 'operator2', { node_key: 'pay', resolution: 'fail', reason: 'other view' });
   expectStatus(second, 409, 'INVALID_TRANSITION');
   assert.equal(second.body.error.details.reason, 'RESOLUTION_PENDING');
@@ -161,7 +161,7 @@ test('complete with a provider reference: proposed by one operator, refused to t
   const confirmed = await call('POST', `/v3/movements/${id}/resolutions/${rid}/confirm`, 'operator2');
   expectStatus(confirmed, 200);
   assert.equal(confirmed.body.resolution.status, 'applied');
-  assert.equal(confirmed.body.resolution.confirmed_by, `token:${tokens.operator2.id}`);
+  assert.equal(confirmed.body.resolution.confirmed_by, `principal:${tokens.operator2.principal_id}`);
   expectStatus(await call('POST', `/v3/movements/${id}/resolutions/${rid}/confirm`, 'operator2'), 409, 'INVALID_TRANSITION');
 
   const done = await waitForState(id, ['COMPLETED']);
@@ -170,13 +170,13 @@ test('complete with a provider reference: proposed by one operator, refused to t
   const log = await transitionsOfEntity(db.pool, pay.id);
   const resolved = log.find((t) => t.event_type === 'RESOLVED_COMPLETED')!;
   assert.equal(resolved.from_state, 'UNKNOWN');
-  assert.equal(resolved.actor, `token:${tokens.operator2.id}`);
+  assert.equal(resolved.actor, `principal:${tokens.operator2.principal_id}`);
   assert.equal((resolved.event_payload as { providerRef: string }).providerRef, 'stmt-2026-001');
   const { rows } = await db.pool.query(`SELECT action, actor FROM (SELECT id, action, actor, details FROM audit_outbox UNION ALL SELECT id, action, actor, details FROM audit_events) a
       WHERE action LIKE 'movement.resolution.%' AND details->>'request_id' = $1 ORDER BY action DESC`, [id]);
   assert.deepEqual(rows, [
-    { action: 'movement.resolution.propose', actor: `token:${tokens.operator.id}` },
-    { action: 'movement.resolution.confirm', actor: `token:${tokens.operator2.id}` },
+    { action: 'movement.resolution.propose', actor: `principal:${tokens.operator.principal_id}` },
+    { action: 'movement.resolution.confirm', actor: `principal:${tokens.operator2.principal_id}` },
   ]);
 });
 
