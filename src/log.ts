@@ -14,6 +14,11 @@ export const log = pino({
 
 export type Logger = pino.Logger;
 
+/**
+ * Sets the level of the one process-wide logger. Process-global on purpose: the level is a property
+ * of the process's output (one stream, one level), not of an app, so a second startFerry in the same
+ * process (tests) sets the same logger; they all run with the same FERRY_LOG_LEVEL.
+ */
 export function setLogLevel(level: LogLevel): void {
   log.level = level;
 }

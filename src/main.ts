@@ -1,17 +1,16 @@
 /**
  * Start-up: configuration, the database (an external server or the embedded one), migrations, the
- * pool and the HTTP server; and the reverse on SIGINT/SIGTERM. `npm start` runs this file.
+ * pool, the runtime (through the hooks) and then the HTTP server; and the reverse on SIGINT/SIGTERM.
+ * `npm start` runs this file.
  */
 import { realpathSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serve } from '@hono/node-server';
-import type { OpenAPIHono } from '@hono/zod-openapi';
 import { ConfigError, loadConfig, type FerryConfig } from './config.ts';
-import { createApp, type AppDeps, type RouteModule } from './http/app.ts';
-import { closeDashboards } from './http/dashboard.ts';
-import { endEventStreams } from './http/inspect.ts';
+import { createApp, type AppDeps, type FerryApp, type RouteModule } from './http/app.ts';
+import type { ApiRuntime } from './http/v3/index.ts';
 import { setUpDemo } from './demo/template.ts';
 import { log, setLogLevel } from './log.ts';
 import { applyConnectionBudget, budgetEnv } from './connection-budget-check.ts';
@@ -25,8 +24,8 @@ import { hasAdminToken } from './persistence/tokens.ts';
 import { startWorkerCluster, type WorkerCluster } from './actors/cluster.ts';
 import { startRuntime, type Runtime } from './actors/runtime.ts';
 
-/** Everything a started Ferry holds; handed to the start-up hooks. */
-export interface FerryRuntime {
+/** What start-up has built before the runtime and the HTTP server: handed to `startRuntime`. */
+export interface FerryResources {
   config: FerryConfig;
   /** The API's pool (HTTP requests), with the API's statement_timeout. */
   pool: Pool;
@@ -39,21 +38,37 @@ export interface FerryRuntime {
   /** Where session work goes (LISTEN, migrations): FERRY_DATABASE_DIRECT_URL, else databaseUrl. */
   directDatabaseUrl: string;
   database: 'embedded' | 'external';
-  app: OpenAPIHono;
-  /** The object the app was built from; a hook may fill its optional fields (e.g. `runtime`) later. */
-  appDeps: AppDeps;
+}
+
+/** A runtime started for the API (startRuntime's result fits): what /v3 changes need, and its stop. */
+export interface StartedRuntime extends ApiRuntime {
+  stop(): Promise<void>;
+}
+
+/** Everything a started Ferry holds; handed to `onStarted` and `onStopping`. */
+export interface FerryRuntime extends FerryResources {
+  /** The app, with the event streams and dashboard pools it holds (closed by Ferry's stop). */
+  app: FerryApp;
+  /** What the app was built from, the runtime included; fixed once the app exists. */
+  appDeps: Readonly<AppDeps>;
   url: string;
   port: number;
 }
 
 /**
  * Extension points for the parts of Ferry that run beside the HTTP server (workers, pg-boss).
- * `onStarted` runs once the server listens and before Ferry reports itself started; a throw aborts
- * the start. `onStopping` runs after the server has stopped taking requests and before the pool
- * closes, so whatever it stops can still use the database.
+ *
+ * `startRuntime` runs before the HTTP server listens: what it returns is passed to createApp, so the
+ * very first request already finds the runtime (no 503 for a write that came early). Ferry stops it
+ * after `onStopping`, while the pool is still open. Without it /v3 changes answer 503.
+ * `onStarted` runs once the server listens and before Ferry reports itself started (e.g. to start
+ * worker processes). A throw from either aborts the start and undoes what was started.
+ * `onStopping` runs after the server has stopped taking requests and before the runtime stops and
+ * the pool closes, so whatever it stops can still use both.
  */
 export interface FerryHooks {
   routes?: RouteModule[];
+  startRuntime?(ferry: FerryResources): StartedRuntime | Promise<StartedRuntime>;
   onStarted?(runtime: FerryRuntime): void | Promise<void>;
   onStopping?(runtime: FerryRuntime): void | Promise<void>;
 }
@@ -67,7 +82,7 @@ const ADMIN_TOKEN_COMMAND = 'npm run ferry -- tokens create --name admin --role 
 /** How long in-flight requests get to finish on stop before their connections are cut. */
 const DRAIN_MS = 5000;
 
-function listen(app: OpenAPIHono, hostname: string, port: number): Promise<{ server: Server; port: number }> {
+function listen(app: FerryApp, hostname: string, port: number): Promise<{ server: Server; port: number }> {
   return new Promise((resolveListen, reject) => {
     const server = serve({ fetch: app.fetch, hostname, port }, (info) => {
       server.off('error', reject);
@@ -161,25 +176,28 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
     await warnUnprotectedAudit(pool, prepared.separated);
     await setUpDemo({ pool, config, database: embedded ? 'embedded' : 'external' });
 
-    const appDeps: AppDeps = { pool, config, routes: hooks.routes, directDatabaseUrl };
-    const app = createApp(appDeps);
-    const { server, port } = await listen(app, config.host, config.port);
-    undo.push(() => closeServer(server));
-
-    const runtime: FerryRuntime = {
+    const resources: FerryResources = {
       config,
       pool,
       workerPool,
       databaseUrl,
       directDatabaseUrl,
       database: embedded ? 'embedded' : 'external',
-      app,
-      appDeps,
-      url: urlFor(config.host, port),
-      port,
     };
+    // Extension point: the worker runtime (registries, pg-boss) starts before the server listens
+    // and goes to the app explicitly, so no request ever meets an app without it.
+    const started = await hooks.startRuntime?.(resources);
+    if (started) undo.push(() => started.stop());
 
-    // Extension point: the worker runtime and pg-boss start here once they exist.
+    const appDeps: Readonly<AppDeps> = { pool, config, routes: hooks.routes, directDatabaseUrl, runtime: started };
+    const app = createApp(appDeps);
+    undo.push(() => app.close());
+    const { server, port } = await listen(app, config.host, config.port);
+    undo.push(() => closeServer(server));
+
+    const runtime: FerryRuntime = { ...resources, app, appDeps, url: urlFor(config.host, port), port };
+
+    // Extension point: whatever needs the listening server (e.g. worker processes) starts here.
     await hooks.onStarted?.(runtime);
 
     let stopping: Promise<void> | undefined;
@@ -189,12 +207,15 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
         (stopping ??= (async () => {
           log.info('ferry stopping');
           await runAll([
-            // Open event streams would hold the server's close for the whole drain time.
-            () => endEventStreams(),
+            // This app's open event streams would hold the server's close for the whole drain time.
+            () => app.eventStreams.end(),
             () => closeServer(server),
-            // Extension point: workers and pg-boss stop here, while the pool is still open.
+            // Extension point: worker processes stop here, while the runtime and the pool are open.
             () => hooks.onStopping?.(runtime),
-            () => closeDashboards(),
+            // The runtime (workers, pg-boss) stops while the pool is still open.
+            () => started?.stop(),
+            // The rest of what this app holds: its dashboard's pools.
+            () => app.close(),
             () => (workerPool !== pool ? workerPool.end() : undefined),
             () => pool.end(),
             () => embedded?.stop(),
@@ -278,12 +299,11 @@ async function adviseFirstAdminToken(pool: Pool): Promise<void> {
  * dies ends the process with a non-zero code, so whatever supervises it restarts it.
  */
 function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
-  let runtime: Runtime | undefined;
   let workers: WorkerCluster | undefined;
   return {
-    async onStarted(ferry) {
+    async startRuntime(ferry): Promise<Runtime> {
       const clustered = ferry.config.workerProcesses > 0;
-      runtime = await startRuntime({
+      const runtime = await startRuntime({
         pool: ferry.workerPool,
         config: ferry.config,
         databaseUrl: ferry.databaseUrl,
@@ -291,8 +311,11 @@ function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
         log,
         workers: ferry.config.workersEnabled && !clustered,
       });
-      ferry.appDeps.runtime = runtime;
       runtime.done.catch(onCoreFailure);
+      return runtime;
+    },
+    async onStarted(ferry) {
+      const clustered = ferry.config.workerProcesses > 0;
       if (clustered && ferry.config.workersEnabled) {
         // The workers open the pools this process fitted for the whole cluster (and check nothing again).
         const env = { ...process.env, DATABASE_URL: ferry.databaseUrl, FERRY_DATABASE_DIRECT_URL: ferry.directDatabaseUrl, ...budgetEnv(ferry.config) };
@@ -300,8 +323,8 @@ function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
       }
     },
     async onStopping() {
+      // Ferry stops the runtime itself, right after this.
       await workers?.stop();
-      await runtime?.stop();
     },
   };
 }

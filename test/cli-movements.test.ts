@@ -28,13 +28,7 @@ const db = await testDatabase();
 ferry = await startFerry(
   { DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-cli-')), FERRY_LOG_LEVEL: 'silent' },
   {
-    onStarted: async (r) => {
-      runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
-      r.appDeps.runtime = runtime;
-    },
-    onStopping: async () => {
-      await runtime?.stop();
-    },
+    startRuntime: async (r) => (runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true })),
   },
 );
 const tokens = {

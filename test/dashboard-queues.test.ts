@@ -5,7 +5,7 @@ import { after, test } from 'node:test';
 import { QUEUES, startBoss, stopBoss } from '../src/actors/boss.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
-import { closeDashboards, DASHBOARD_COOKIE } from '../src/http/dashboard.ts';
+import { DASHBOARD_COOKIE } from '../src/http/dashboard.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 
@@ -17,7 +17,8 @@ import { testDatabase } from './helpers/db.ts';
 // Registered before testDatabase()'s own hook, so the dashboard's pools close before the database goes.
 let boss: Awaited<ReturnType<typeof startBoss>> | undefined;
 after(async () => {
-  await closeDashboards();
+  // The dashboard's pools are this app's own; closing it closes them.
+  await app.close();
   if (boss) await stopBoss(boss);
 });
 const db = await testDatabase();

@@ -13,7 +13,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { QUEUES, startBoss, stopBoss } from '../src/actors/boss.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
-import { closeDashboards, DASHBOARD_COOKIE } from '../src/http/dashboard.ts';
+import { DASHBOARD_COOKIE } from '../src/http/dashboard.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 
@@ -21,7 +21,8 @@ let boss: Awaited<ReturnType<typeof startBoss>> | undefined;
 let srv: ServerType | undefined;
 after(async () => {
   if (srv) await new Promise<void>((resolve) => srv!.close(() => resolve()));
-  await closeDashboards();
+  // The dashboard's pools are this app's own; closing it closes them.
+  await app.close();
   if (boss) await stopBoss(boss);
 });
 const db = await testDatabase();

@@ -10,7 +10,6 @@ import { serve, type ServerType } from '@hono/node-server';
 import { deliverRequestEvent } from '../src/actors/transition.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
-import { openEventStreams } from '../src/http/inspect.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -26,6 +25,8 @@ const config = loadConfig({
   FERRY_STREAM_MAX_PER_TOKEN: '3',
 });
 const app = createApp({ pool: db.pool, config });
+/** This app's open event streams (each app counts only its own). */
+const openEventStreams = () => app.eventStreams.size;
 const srv: ServerType = await new Promise((resolve) => {
   const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
 });

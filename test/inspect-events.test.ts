@@ -5,7 +5,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { deliverRequestEvent } from '../src/actors/transition.ts';
 import { installErrorHandling } from '../src/http/errors.ts';
-import { endEventStreams, inspectRoutes, openEventStreams, type StreamOptions } from '../src/http/inspect.ts';
+import { EventStreams, inspectRoutes, type StreamOptions } from '../src/http/inspect.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -20,10 +20,12 @@ import { waitFor, within } from './helpers/wait.ts';
 const db = await testDatabase();
 const token = (await createToken(db.pool, { name: 'events-viewer', role: 'viewer' })).token;
 
-async function server(stream: Partial<StreamOptions>): Promise<string> {
+/** A server of its own with an event-stream registry of its own, as each app has. */
+async function server(stream: Partial<StreamOptions>): Promise<{ url: string; streams: EventStreams }> {
   const app = new Hono();
   installErrorHandling(app);
-  app.route('/', inspectRoutes({ pool: db.pool, stream }));
+  const streams = new EventStreams();
+  app.route('/', inspectRoutes({ pool: db.pool, stream, streams }));
   const srv: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });
@@ -35,11 +37,14 @@ async function server(stream: Partial<StreamOptions>): Promise<string> {
         (srv as import('node:http').Server).closeAllConnections();
       }),
   );
-  return `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`, streams };
 }
 
-const live = await server({ pollMs: 600_000, heartbeatMs: 600_000 });
-const chatty = await server({ pollMs: 600_000, heartbeatMs: 50 });
+const liveServer = await server({ pollMs: 600_000, heartbeatMs: 600_000 });
+const chattyServer = await server({ pollMs: 600_000, heartbeatMs: 50 });
+const live = liveServer.url;
+const chatty = chattyServer.url;
+const openEventStreams = () => liveServer.streams.size + chattyServer.streams.size;
 
 interface Message {
   event?: string;
@@ -192,16 +197,34 @@ test('a client that goes away ends its stream and its subscription', async () =>
   }, 20_000);
 });
 
-test('shutdown ends every open stream at once', async () => {
+test('shutdown ends every open stream of its own app at once, and no other app\'s', async () => {
   const { request } = await seedMovement(db.pool, threeNodeTemplate('events-shutdown'));
-  const streams = await Promise.all([open(live, request.id), open(chatty, request.id)]);
+  const streams = await Promise.all([open(live, request.id), open(live, request.id), open(chatty, request.id)]);
   for (const s of streams) assert.equal((await s.next()).event, 'ready');
-  await endEventStreams();
-  assert.equal(openEventStreams(), 0);
-  for (const s of streams) {
+  assert.equal(liveServer.streams.size, 2);
+  assert.equal(chattyServer.streams.size, 1);
+
+  await liveServer.streams.end();
+  assert.equal(liveServer.streams.size, 0);
+  for (const s of streams.slice(0, 2)) {
     // What was already sent is still readable; then the stream ends.
     await assert.rejects(async () => {
       for (;;) await s.next();
     }, /stream ended/);
   }
+  // The other app's stream is untouched: still open, still heartbeating.
+  assert.equal(chattyServer.streams.size, 1);
+  const other = streams[2];
+  for (let i = 0; i < 4; i++) assert.equal((await other.next()).event, 'transition');
+  assert.deepEqual(await other.next(), { comment: 'heartbeat' });
+  // A stopping app opens no new stream.
+  const refused = await fetch(`${live}/inspect/movements/${request.id}/events`, { headers: { Authorization: `Bearer ${token}` } });
+  assert.equal(refused.status, 503);
+  assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'SERVICE_UNAVAILABLE');
+
+  await chattyServer.streams.end();
+  assert.equal(openEventStreams(), 0);
+  await assert.rejects(async () => {
+    for (;;) await other.next();
+  }, /stream ended/);
 });

@@ -45,13 +45,7 @@ ferry = await startFerry(
     FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.2',
   },
   {
-    onStarted: async (r) => {
-      runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
-      r.appDeps.runtime = runtime;
-    },
-    onStopping: async () => {
-      await runtime?.stop();
-    },
+    startRuntime: async (r) => (runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true })),
   },
 );
 const tokens = {

@@ -15,8 +15,7 @@ import { after, test } from 'node:test';
 import { PGBOSS_SCHEMA } from '../src/actors/boss.ts';
 import { sweepDefinitions, sweepQueue } from '../src/actors/sweeps.ts';
 import { loadConfig } from '../src/config.ts';
-import { createApp } from '../src/http/app.ts';
-import { closeDashboards } from '../src/http/dashboard.ts';
+import { createApp, type FerryApp } from '../src/http/app.ts';
 import { runsSince, type SweepJobRow } from '../src/persistence/sweep-jobs.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -58,8 +57,9 @@ interface Worker {
 }
 
 const workers: Worker[] = [];
+const apps: FerryApp[] = [];
 after(async () => {
-  await closeDashboards();
+  for (const app of apps) await app.close();
   for (const w of workers) {
     if (w.child.exitCode === null && w.child.signalCode === null) {
       w.child.kill('SIGTERM');
@@ -130,6 +130,7 @@ test('two processes run every sweep on schedule, never two runs of one sweep at 
 
 test("the dashboard's pages list every sweep queue and its schedule", async () => {
   const app = createApp({ pool: db.pool, config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-sweeps-dash' }) });
+  apps.push(app);
   const operator = await createToken(db.pool, { name: 'sweeps-operator', role: 'operator' });
   const headers = { Accept: 'text/html', Authorization: `Bearer ${operator.token}` };
   const queues = await app.request('/dashboard/queues', { headers });

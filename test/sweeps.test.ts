@@ -10,8 +10,7 @@ import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { requestSweepRun, sweepDefinitions, sweepQueue, sweepSchedule } from '../src/actors/sweeps.ts';
 import { runCli } from '../src/cli/run.ts';
 import { loadConfig } from '../src/config.ts';
-import { createApp } from '../src/http/app.ts';
-import { closeDashboards } from '../src/http/dashboard.ts';
+import { createApp, type FerryApp } from '../src/http/app.ts';
 import { log } from '../src/log.ts';
 import { runsSince } from '../src/persistence/sweep-jobs.ts';
 import { createToken } from '../src/persistence/tokens.ts';
@@ -21,8 +20,9 @@ import { plan, simNode } from './helpers/runtime.ts';
 import { waitFor } from './helpers/wait.ts';
 
 let runtime: Runtime | undefined;
+const apps: FerryApp[] = [];
 after(async () => {
-  await closeDashboards();
+  for (const app of apps) await app.close();
   await runtime?.stop();
 });
 const db = await testDatabase();
@@ -118,6 +118,7 @@ test('a database of the loop scheme moves over on start: its sweep queue is reti
 test('GET /v3/workers reports each sweep from the job records and the hot loops from their heartbeats', async () => {
   const config = env();
   const app = createApp({ pool: db.pool, config, runtime });
+  apps.push(app);
   const viewer = await createToken(db.pool, { name: 'workers-viewer', role: 'viewer' });
   const res = await app.request('/v3/workers', { headers: { authorization: `Bearer ${viewer.token}` } });
   assert.equal(res.status, 200);

@@ -41,13 +41,7 @@ ferry = await startFerry(
   { DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-workers-')), FERRY_LOG_LEVEL: 'silent' },
   {
     // The API process runs no workers: the two worker processes below are the ones listed.
-    onStarted: async (r) => {
-      runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: false });
-      r.appDeps.runtime = runtime;
-    },
-    onStopping: async () => {
-      await runtime?.stop();
-    },
+    startRuntime: async (r) => (runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: false })),
   },
 );
 const viewer = (await createToken(db.pool, { name: 'workers-viewer', role: 'viewer' })).token;

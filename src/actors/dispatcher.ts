@@ -57,29 +57,39 @@ export async function dispatchOne(deps: RuntimeDeps): Promise<boolean> {
   return (await dispatchBatch(deps, { limit: 1, carry: false })) > 0;
 }
 
-// Claims other workers' commits made for this runtime's dispatchers (see RuntimeDeps.handOff).
-const handedOff = new WeakMap<RuntimeDeps, CarriedClaim[]>();
+/**
+ * The claims other workers' commits made for one runtime's dispatcher slots (see RuntimeDeps.handOff):
+ * already PREPARING and leased, waiting for a slot. One per runtime, held in its RuntimeDeps
+ * (`dispatchQueue`), so two runtimes in one process never take each other's claims.
+ */
+export class HandedOffClaims {
+  private readonly queued: CarriedClaim[] = [];
 
-/** Queues carried claims for the dispatcher slots of `deps` (they are already PREPARING, leased). */
-export function queueForDispatch(deps: RuntimeDeps, claims: CarriedClaim[]): void {
-  const queue = handedOff.get(deps) ?? [];
-  queue.push(...claims);
-  handedOff.set(deps, queue);
+  get size(): number {
+    return this.queued.length;
+  }
+
+  push(claims: CarriedClaim[]): void {
+    this.queued.push(...claims);
+  }
+
+  /** Removes and returns up to `limit` claims (all of them without a limit), oldest first. */
+  take(limit = this.queued.length): CarriedClaim[] {
+    return this.queued.splice(0, limit);
+  }
 }
 
-/** Runs whatever is still queued (at shutdown, so no leased node waits for the grace). */
+/** Runs whatever is still queued for the slots of `deps` (at shutdown, so no leased node waits for the grace). */
 export async function drainHandedOff(deps: RuntimeDeps): Promise<void> {
-  for (;;) {
-    const queue = handedOff.get(deps) ?? [];
-    if (queue.length === 0) return;
-    await runDispatches(deps, queue.splice(0, queue.length));
-  }
+  const queue = deps.dispatchQueue;
+  if (!queue) return;
+  while (queue.size > 0) await runDispatches(deps, queue.take());
 }
 
 /** Runs handed-off claims first, else claims up to `limit` nodes and runs them; returns how many. */
 export async function dispatchBatch(deps: RuntimeDeps, opts: DispatchOptions = {}): Promise<number> {
   const limit = opts.limit ?? deps.config.dispatchBatchSize;
-  const queued = handedOff.get(deps)?.splice(0, limit) ?? [];
+  const queued = deps.dispatchQueue?.take(limit) ?? [];
   if (queued.length > 0) {
     await runDispatches(deps, queued, opts.carry ?? true);
     return queued.length;

@@ -9,6 +9,7 @@ import { isOutcomeState, type ExecutorOutcome, type OutcomeState } from '../mach
 import { artifactsOfNodes, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
 import type { Pool, Queryable } from '../persistence/db.ts';
 import { nodesOfRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
+import type { HandedOffClaims } from './dispatcher.ts';
 import type { CarriedClaim, TransitionDeps } from './transition.ts';
 
 /** What the dispatcher, observer and recovery workers share. */
@@ -24,6 +25,8 @@ export interface RuntimeDeps {
    * the runtime queues them for its dispatcher slots. Absent, the worker dispatches them itself.
    */
   handOff?: (claims: CarriedClaim[]) => void;
+  /** Where handOff queues those claims for this runtime's dispatcher slots; dispatchBatch takes them first. */
+  dispatchQueue?: HandedOffClaims;
 }
 
 export const nowIso = () => new Date().toISOString();

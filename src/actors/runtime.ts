@@ -19,7 +19,7 @@ import { createPool, type Pool } from '../persistence/db.ts';
 import { destinationPolicy } from '../callbacks/destinations.ts';
 import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
-import { dispatchBatch, drainHandedOff, queueForDispatch } from './dispatcher.ts';
+import { dispatchBatch, drainHandedOff, HandedOffClaims } from './dispatcher.ts';
 import type { RuntimeDeps } from './execution.ts';
 import { Waker, type LoopSpec } from './loop-runner.ts';
 import { startMovementQueue, type MovementQueueConsumer } from './movement-queue.ts';
@@ -167,8 +167,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   // Without dispatcher slots here (FERRY_WORKER_NODE_DISPATCHER_ENABLED=false), a node another
   // worker's commit claimed is dispatched by that worker itself rather than queued for no one.
   if (config.workerNodeDispatcherEnabled) {
+    const dispatchQueue = new HandedOffClaims();
+    deps.dispatchQueue = dispatchQueue;
     deps.handOff = (claims) => {
-      queueForDispatch(deps, claims);
+      dispatchQueue.push(claims);
       wakeDispatcher();
     };
   }

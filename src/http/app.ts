@@ -11,13 +11,30 @@ import { FerryError } from '../errors.ts';
 import type { Pool } from '../persistence/db.ts';
 import { installErrorHandling, validationHook } from './errors.ts';
 import { healthRoutes } from './health.ts';
-import { dashboardRoutes } from './dashboard.ts';
-import { inspectRoutes } from './inspect.ts';
+import { Dashboards, dashboardRoutes } from './dashboard.ts';
+import { EventStreams, inspectRoutes } from './inspect.ts';
 import { metricsRoutes } from './metrics.ts';
 import { uiRoutes } from './ui.ts';
 import { mountDocs } from './docs.ts';
 import { mountOpenApi } from './openapi.ts';
 import { v3Routes, type ApiRuntime } from './v3/index.ts';
+
+/**
+ * What one app holds open besides its routes: its event streams and its dashboard's pools. Made by
+ * createApp for that app alone, so two apps in one process (tests run several) never share, count
+ * or close each other's.
+ */
+export interface AppResources {
+  /** This app's open event streams; `end()` them before closing its server (docs: src/http/inspect.ts). */
+  eventStreams: EventStreams;
+  /** This app's dashboard handlers; closed by `close()`. */
+  dashboards: Dashboards;
+  /** Ends the event streams and closes the dashboard's pools; call once the server stopped serving. */
+  close(): Promise<void>;
+}
+
+/** The Hono app createApp builds, with the resources it holds. */
+export type FerryApp = OpenAPIHono & AppResources;
 
 /** Mounts routes on the root app, e.g. `(app, deps) => app.route('/v3', requestRoutes(deps))`. */
 export type RouteModule = (app: OpenAPIHono, deps: AppDeps) => void;
@@ -31,15 +48,30 @@ export interface AppDeps {
   config: FerryConfig;
   /** Extra route modules, mounted after the built-in ones in the order given. */
   routes?: RouteModule[];
-  /** The worker runtime (startRuntime's result). Read per request: /v3 changes answer 503 until it is set. */
+  /**
+   * The worker runtime (startRuntime's result), started before the app is built so the first request
+   * finds it. Without one (an app built only to read) /v3 changes answer 503.
+   */
   runtime?: ApiRuntime;
   /** A direct connection string for session work (LISTEN, the dashboard) when `pool` goes through a pooler. */
   directDatabaseUrl?: string;
 }
 
-export function createApp(deps: AppDeps): OpenAPIHono {
+export function createApp(deps: AppDeps): FerryApp {
   // OpenAPIHono so that OpenAPI route modules mounted below inherit the validation hook.
-  const app = new OpenAPIHono({ defaultHook: validationHook });
+  const hono = new OpenAPIHono({ defaultHook: validationHook });
+  const eventStreams = new EventStreams();
+  const dashboards = new Dashboards();
+  const app: FerryApp = Object.assign(hono, {
+    eventStreams,
+    dashboards,
+    close: async () => {
+      // Both run even when one fails.
+      const [streams, pools] = await Promise.allSettled([eventStreams.end(), dashboards.close()]);
+      if (streams.status === 'rejected') throw streams.reason;
+      if (pools.status === 'rejected') throw pools.reason;
+    },
+  });
   installErrorHandling(app);
 
   app.use('*', requestId());
@@ -59,7 +91,11 @@ export function createApp(deps: AppDeps): OpenAPIHono {
   );
 
   app.route('/', healthRoutes(deps));
-  app.route('/', metricsRoutes(deps)).route('/', inspectRoutes(deps)).route('/', uiRoutes()).route('/', dashboardRoutes(deps));
+  app
+    .route('/', metricsRoutes(deps))
+    .route('/', inspectRoutes({ ...deps, streams: eventStreams }))
+    .route('/', uiRoutes())
+    .route('/', dashboardRoutes({ ...deps, dashboards }));
   app.route('/v3', v3Routes(deps));
   mountOpenApi(app);
   mountDocs(app);

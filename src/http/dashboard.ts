@@ -38,13 +38,30 @@ export const DASHBOARD_PATH = '/dashboard';
 export const DASHBOARD_COOKIE = 'ferry_dashboard';
 const SESSION_SECONDS = 8 * 3600;
 
-const open = new Set<DashboardHandler>();
+/**
+ * The dashboard handlers one app opened (each holds database pools of its own). createApp makes one
+ * per app and closes it on the app's close, so stopping one app never closes another app's dashboard.
+ */
+export class Dashboards {
+  private readonly open = new Set<DashboardHandler>();
+  private ending = false;
 
-/** Closes every dashboard handler's database pools; call when the process stops serving HTTP. */
-export async function closeDashboards(): Promise<void> {
-  const handlers = [...open];
-  open.clear();
-  await Promise.all(handlers.map((h) => h.close()));
+  /** True once close() was called: no handler (and no pool) is opened any more. */
+  get closed(): boolean {
+    return this.ending;
+  }
+
+  add(handler: DashboardHandler): void {
+    this.open.add(handler);
+  }
+
+  /** Closes every handler's database pools; call when the app stops serving HTTP. */
+  async close(): Promise<void> {
+    this.ending = true;
+    const handlers = [...this.open];
+    this.open.clear();
+    await Promise.all(handlers.map((h) => h.close()));
+  }
 }
 
 export interface DashboardDeps {
@@ -54,6 +71,8 @@ export interface DashboardDeps {
   /** A direct connection string (the dashboard's pool sets session parameters a pooler refuses). */
   directDatabaseUrl?: string;
   schema?: string;
+  /** The registry whose close closes this dashboard's pools (createApp passes the app's own). */
+  dashboards?: Dashboards;
 }
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
@@ -200,8 +219,11 @@ async function withoutOutsideAssets(res: Response): Promise<Response> {
 }
 
 export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
+  const dashboards = deps.dashboards ?? new Dashboards();
   let handler: DashboardHandler | null = null;
   const dashboard = () => {
+    // A stopped app opens no pool that nobody would close.
+    if (dashboards.closed) throw new FerryError('SERVICE_UNAVAILABLE', 'the server is stopping');
     if (!handler) {
       const base = deps.databaseUrl ?? deps.directDatabaseUrl ?? deps.pool.options.connectionString;
       if (!base) throw new FerryError('SERVICE_UNAVAILABLE', 'the dashboard has no database to read');
@@ -213,7 +235,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
         databases: [{ url, name: 'ferry', schema: deps.schema ?? PGBOSS_SCHEMA }],
         basePath: DASHBOARD_PATH,
       });
-      open.add(handler);
+      dashboards.add(handler);
     }
     return handler;
   };

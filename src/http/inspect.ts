@@ -106,6 +106,8 @@ export function describeMachine(machine: AnyStateMachine): MachineView {
   };
 }
 
+// A cache of what the machine definitions (module constants) describe: the same for every app, never
+// changed after it is filled, so it can be shared by the whole process.
 let machineViews: MachineView[] | null = null;
 function allMachineViews(): MachineView[] {
   machineViews ??= inspectedMachines.map(describeMachine);
@@ -319,22 +321,46 @@ export function sharedNotices(databaseUrl: string, log: Logger): SubscribeNotice
   };
 }
 
-/** Each open stream's way to end itself, and a promise of its end. */
-const liveStreams = new Map<() => void, Promise<void>>();
-
-/** Event streams currently open in this process (tests use it to see a disconnect cleaned up). */
-export function openEventStreams(): number {
-  return liveStreams.size;
-}
-
 /**
- * Ends every open event stream (clients reconnect with Last-Event-ID and lose nothing). Called on
- * shutdown, so an open browser tab does not hold the HTTP server's close for its whole drain time.
+ * The event streams open on one app: each stream's way to end itself and a promise of its end.
+ * createApp makes one per app and ends it on the app's close, so two apps in one process (tests run
+ * several) never count or end each other's streams.
  */
-export async function endEventStreams(): Promise<void> {
-  const ending = [...liveStreams.entries()];
-  for (const [end] of ending) end();
-  await Promise.all(ending.map(([, done]) => done));
+export class EventStreams {
+  private readonly live = new Map<() => void, Promise<void>>();
+  private ending = false;
+
+  /** Streams open now (tests use it to see a disconnect cleaned up). */
+  get size(): number {
+    return this.live.size;
+  }
+
+  /** True once end() was called: the app is stopping and opens no more streams. */
+  get closed(): boolean {
+    return this.ending;
+  }
+
+  /** Registers an open stream by its `end`; returns what the stream calls once it has ended. */
+  track(end: () => void): () => void {
+    let finished!: () => void;
+    this.live.set(end, new Promise<void>((resolve) => (finished = resolve)));
+    return () => {
+      this.live.delete(end);
+      finished();
+    };
+  }
+
+  /**
+   * Ends every open stream and refuses new ones (clients reconnect with Last-Event-ID and lose
+   * nothing). Called on shutdown, so an open browser tab does not hold the HTTP server's close for
+   * its whole drain time.
+   */
+  async end(): Promise<void> {
+    this.ending = true;
+    const ending = [...this.live.entries()];
+    for (const [end] of ending) end();
+    await Promise.all(ending.map(([, done]) => done));
+  }
 }
 
 export interface StreamOptions {
@@ -376,6 +402,7 @@ async function streamTransitions(
   requestId: string,
   afterId: number,
   subscribe: SubscribeNotices,
+  streams: EventStreams,
   opts: StreamOptions,
   signal: AbortSignal,
   log: Logger,
@@ -395,8 +422,7 @@ async function streamTransitions(
   stream.onAbort(close);
   signal.addEventListener('abort', close, { once: true });
 
-  let finished!: () => void;
-  liveStreams.set(close, new Promise<void>((resolve) => (finished = resolve)));
+  const finished = streams.track(close);
   let unsubscribe: () => void = () => {};
   try {
     unsubscribe = await subscribe((n) => {
@@ -454,7 +480,6 @@ async function streamTransitions(
   } finally {
     unsubscribe();
     await stream.close();
-    liveStreams.delete(close);
     finished();
   }
 }
@@ -469,6 +494,8 @@ export interface InspectDeps {
   /** Where the shared LISTEN connects; by default the pool's own database. */
   directDatabaseUrl?: string;
   stream?: Partial<StreamOptions>;
+  /** The registry this app's streams join (createApp passes the app's own); by default one of these routes' own. */
+  streams?: EventStreams;
   log?: Logger;
   /** FERRY_STREAM_TOKEN_RECHECK_SECONDS and FERRY_STREAM_MAX_PER_TOKEN; defaults without it. */
   config?: { streamTokenRecheckSeconds?: number; streamMaxPerToken?: number };
@@ -502,6 +529,7 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
     recheckMs: deps.stream?.recheckMs ?? (deps.config?.streamTokenRecheckSeconds ?? STREAM_RECHECK_MS / 1000) * 1000,
   };
   const maxPerToken = deps.config?.streamMaxPerToken ?? STREAM_MAX_PER_TOKEN;
+  const streams = deps.streams ?? new EventStreams();
   // Open streams per token id in this process.
   const streamsOf = new Map<string, number>();
   let notices = deps.notices;
@@ -529,6 +557,8 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
 
   app.get('/inspect/movements/:id/events', validate('query', eventsQuery), async (c) => {
     const id = c.req.param('id');
+    // A stopping app opens no stream that would hold its close (the client retries elsewhere or later).
+    if (streams.closed) throw new FerryError('SERVICE_UNAVAILABLE', 'the server is stopping; reconnect shortly');
     await requireRequest(deps.pool, id);
     // A reconnecting client names the last event it saw; that wins over ?after=.
     const header = c.req.header('Last-Event-ID')?.trim();
@@ -559,7 +589,7 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
     c.header('X-Accel-Buffering', 'no');
     try {
       return streamSSE(c, (stream) =>
-        streamTransitions(stream, deps.pool, id, after, subscribe, opts, c.req.raw.signal, log, stillAllowed).finally(release),
+        streamTransitions(stream, deps.pool, id, after, subscribe, streams, opts, c.req.raw.signal, log, stillAllowed).finally(release),
       );
     } catch (err) {
       release();

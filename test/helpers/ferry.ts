@@ -2,7 +2,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startRuntime, type Runtime } from '../../src/actors/runtime.ts';
+import { startRuntime } from '../../src/actors/runtime.ts';
 import { log } from '../../src/log.ts';
 import { startFerry, type RunningFerry } from '../../src/main.ts';
 
@@ -11,7 +11,6 @@ import { startFerry, type RunningFerry } from '../../src/main.ts';
  * `env` adds or overrides settings. The caller stops it (before its test database is dropped).
  */
 export function startFerryWithWorkers(databaseUrl: string, env: Record<string, string> = {}): Promise<RunningFerry> {
-  let runtime: Runtime | undefined;
   return startFerry(
     {
       DATABASE_URL: databaseUrl,
@@ -22,13 +21,8 @@ export function startFerryWithWorkers(databaseUrl: string, env: Record<string, s
       ...env,
     },
     {
-      onStarted: async (r) => {
-        runtime = await startRuntime({ pool: r.workerPool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true });
-        r.appDeps.runtime = runtime;
-      },
-      onStopping: async () => {
-        await runtime?.stop();
-      },
+      // Started before the server listens and stopped by Ferry's stop.
+      startRuntime: (r) => startRuntime({ pool: r.workerPool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true }),
     },
   );
 }

@@ -18,6 +18,8 @@ import { ConfigError } from '../../config.ts';
  */
 
 type Ccxt = (typeof import('ccxt'))['default'];
+// Module-level on purpose: this is a module cache, like import() itself (which caches the module
+// for the process anyway); it holds no account, credential or per-runtime state.
 let ccxtLoading: Promise<Ccxt> | null = null;
 let ccxtLoaded: Ccxt | null = null;
 
