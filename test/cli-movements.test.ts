@@ -10,6 +10,9 @@ import { startFerry, type RunningFerry } from '../src/main.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
+import { finalizeProposal } from '../src/actors/template-proposals.ts';
+import { loadConfig } from '../src/config.ts';
+import { getProposal } from '../src/persistence/template-proposals.ts';
 import { testDatabase } from './helpers/db.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -81,10 +84,24 @@ edges:
 `,
 );
 
-test('templates apply: YAML or JSON, one version per graph', async () => {
+/**
+ * What happens after `templates apply` printed a proposal: a second person approves it with the CLI,
+ * and the finalization sweep's step runs on a clock standing at the end of the challenge window.
+ */
+async function makeLive(applied: string, key: string): Promise<void> {
+  const proposalId = new RegExp(`template ${key.replace('.', '\\.')}: proposed \\(proposal ([0-9a-f-]{36}), PROPOSED\\)`).exec(applied)?.[1];
+  assert.ok(proposalId, applied);
+  const approved = await ferryCli(['templates', 'approve', proposalId], tokens.approver);
+  assert.equal(approved.code, 0, approved.stderr);
+  const row = (await getProposal(db.pool, proposalId))!;
+  const at = new Date(row.challenge_ends_at!);
+  await finalizeProposal({ pool: db.pool, config: loadConfig({}), now: () => at }, proposalId);
+}
+
+test('templates apply: YAML or JSON, a proposal per new graph, live once a second person approved it and its window passed', async () => {
   const first = await ferryCli(['templates', 'apply', yamlFile], tokens.operator);
   assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /template cli\.transfer: version 1 created/);
+  await makeLive(first.stdout, 'cli.transfer');
   const again = await ferryCli(['templates', 'apply', yamlFile], tokens.operator);
   assert.equal(again.code, 0, again.stderr);
   assert.match(again.stdout, /template cli\.transfer: unchanged \(version 1\)/);
@@ -99,7 +116,7 @@ test('templates apply: YAML or JSON, one version per graph', async () => {
   );
   const two = await ferryCli(['templates', 'apply', jsonFile, '--json'], tokens.operator);
   assert.equal(two.code, 0, two.stderr);
-  assert.deepEqual(JSON.parse(two.stdout).map((r: any) => [r.template.template_key, r.created]), [['cli.one', true], ['cli.two', true]]);
+  assert.deepEqual(JSON.parse(two.stdout).map((r: any) => [r.proposal.template_key, r.proposal.state, r.created]), [['cli.one', 'PROPOSED', true], ['cli.two', 'PROPOSED', true]]);
 });
 
 test('templates apply: refusals are clear and change nothing', async () => {
@@ -199,7 +216,9 @@ nodes:
 edges: []
 `,
   );
-  assert.equal((await ferryCli(['templates', 'apply', failing], tokens.operator)).code, 0);
+  const applied = await ferryCli(['templates', 'apply', failing], tokens.operator);
+  assert.equal(applied.code, 0, applied.stderr);
+  await makeLive(applied.stdout, 'cli.failing');
   const created = JSON.parse((await ferryCli(['movements', 'create', '--template', 'cli.failing', '--intent', '{}', '--json'], tokens.requester)).stdout);
   const id = created.movement.id;
   const watching = start(['movements', 'watch', id, '--json'], tokens.viewer);

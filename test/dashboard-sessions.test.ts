@@ -172,7 +172,7 @@ test('changing a job through the dashboard: an operator is refused, an admin\'s 
   const audit = await auditOf(jobId);
   assert.equal(audit.length, 1);
   assert.deepEqual(audit[0], {
-    actor: `token:${admin.id}`,
+    actor: `principal:${admin.principal_id}`,
     action: 'dashboard.job.cancel',
     entity_type: 'pgboss_job',
     entity_id: jobId,
