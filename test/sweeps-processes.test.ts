@@ -32,6 +32,8 @@ const INTERVALS: Record<string, number> = {
   executor_health: 2,
   balance_snapshot: 2,
   evm_nonce_reaper: 2,
+  template_proposal_expiration: 2,
+  template_finalization: 2,
 };
 
 const ENV = {
@@ -44,6 +46,8 @@ const ENV = {
   FERRY_BALANCE_SNAPSHOT_ENABLED: 'true',
   FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS: String(INTERVALS.balance_snapshot),
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: String(INTERVALS.evm_nonce_reaper),
+  FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: String(INTERVALS.template_proposal_expiration),
+  FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: String(INTERVALS.template_finalization),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',
