@@ -6,18 +6,6 @@
  */
 import { readFileSync } from 'node:fs';
 
-/** A seeded PRNG (mulberry32): the same seed sends the same requests in the same order. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export interface ApiRequest {
   kind: string;
   method: string;

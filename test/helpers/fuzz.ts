@@ -6,17 +6,9 @@
  * cases, so a failure names a case that can be replayed.
  */
 
-/** A small, fast, seeded PRNG (mulberry32); deterministic across runs and platforms. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from '../../scripts/lib/prng.ts';
+
+export { prng };
 
 export interface JsonSchema {
   type?: string | string[];
