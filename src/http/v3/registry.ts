@@ -1,7 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
-import { writeAudit } from '../../persistence/audit.ts';
-import { withTransaction } from '../../persistence/db.ts';
-import { listExecutors, listSigners, setExpectedSignerIdentity } from '../../persistence/registry.ts';
+import { listExecutors, listSigners } from '../../persistence/registry.ts';
+import { setSignerExpectedIdentity } from '../../services/signer-identity.ts';
 import { actorNames } from '../actor-names.ts';
 import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
@@ -66,18 +65,7 @@ export function registryRoutes(ctx: V3Context) {
   app.openapi(expectedIdentityRoute, async (c) => {
     const { signer_key } = c.req.valid('param');
     const { address } = c.req.valid('json');
-    const actor = actorOf(c);
-    const signer = await withTransaction(ctx.pool, async (client) => {
-      const row = await setExpectedSignerIdentity(client, signer_key, address, actor);
-      await writeAudit(client, {
-        actor,
-        action: 'signer.expected_identity.set',
-        entity_type: 'signer',
-        entity_id: signer_key,
-        details: { expected_signer_address: row.expected_signer_address, identity_posture: row.identity_posture },
-      });
-      return row;
-    });
+    const signer = await setSignerExpectedIdentity(ctx.pool, signer_key, address, actorOf(c));
     return c.json({ signer: signerView(signer, await actorNames(ctx.pool, [signer.expected_set_by])) }, 200);
   });
 
