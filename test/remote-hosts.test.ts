@@ -251,7 +251,14 @@ test("the executor host dies inside submit, after its broadcast: UNKNOWN, recove
     const node = (await snapshot(db.pool, m.id)).byKey.pay;
     return node.node_state === 'UNKNOWN' ? node : null;
   });
-  assert.equal(unknown.error_code, 'REMOTE_SUBMIT_OUTCOME_UNKNOWN');
+  // What the submit reported, from its transition: recovery (every 0.5 s here) may already have
+  // tried the host that is down and stored its own error code on the node.
+  const { rows: toUnknown } = await db.pool.query<{ payload: string }>(
+    `SELECT event_payload::text AS payload FROM transitions WHERE entity_id = $1 AND from_state = 'SUBMITTING' AND to_state = 'UNKNOWN'`,
+    [m.nodeId],
+  );
+  assert.equal(toUnknown.length, 1);
+  assert.match(toUnknown[0].payload, /REMOTE_SUBMIT_OUTCOME_UNKNOWN/);
   assert.equal(unknown.attempt_no, 1);
 
   // Recovery meets a host that is down: the node stays UNKNOWN.
