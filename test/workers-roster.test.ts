@@ -139,4 +139,7 @@ test("a failing worker's consecutive errors and last error appear, with secrets 
   assert.match(row.last_error, /^provider said no: postgres:\/\/\[redacted\]@127\.0\.0\.1:1\/db refused/);
   for (const leaked of [secret, 'ferry_xxxx', key, 'abc123']) assert.ok(!row.last_error.includes(leaked), `${leaked} in ${row.last_error}`);
   assert.equal(redactSecrets('api_key: s3cr3t and password=p4ss'), 'api_key: [redacted] and password=[redacted]');
+  // Ferry's own secrets, in the shapes it issues them (tokens.ts, callback-destinations, dashboard sessions).
+  const apiToken = (await createToken(db.pool, { name: 'redaction-probe', role: 'viewer' })).token;
+  assert.equal(redactSecrets(`refused ${apiToken} and fcs_${'a'.repeat(64)}`), 'refused [redacted] and [redacted]');
 });
