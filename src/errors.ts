@@ -29,7 +29,7 @@ export const errorStatus = {
   TOO_MANY_STREAMS: 429,
   CALLBACK_HOST_NOT_ALLOWED: 422,
   CALLBACK_NOT_REDRIVABLE: 409,
-  // Registered callback destinations (src/callbacks/destination-service.ts)
+  // Registered callback destinations (src/services/callback-destinations.ts)
   CALLBACK_DESTINATION_EXISTS: 409,
   CALLBACK_DESTINATION_DISABLED: 409,
   CALLBACK_DESTINATION_UNKNOWN: 422,
@@ -42,7 +42,7 @@ export const errorStatus = {
   MIGRATIONS_PENDING: 503,
   UPSTREAM_TIMEOUT: 504,
 
-  // Template proposals (src/actors/template-proposals.ts, docs/operations.md "Template proposals").
+  // Template proposals (src/services/template-proposals.ts, docs/operations.md "Template proposals").
   /** The proposal is no longer in a state that takes this action (it was finalized, challenged, ...). */
   PROPOSAL_STATE_CONFLICT: 409,
   /** The template already has an open (PROPOSED or APPROVED) proposal with another graph. */

@@ -46,7 +46,7 @@ export interface StartedRuntime extends ApiRuntime {
 }
 
 /** Everything a started Ferry holds; handed to `onStarted` and `onStopping`. */
-export interface FerryRuntime extends FerryResources {
+export interface StartedFerry extends FerryResources {
   /** The app, with the event streams and dashboard pools it holds (closed by Ferry's stop). */
   app: FerryApp;
   /** What the app was built from, the runtime included; fixed once the app exists. */
@@ -69,11 +69,11 @@ export interface FerryRuntime extends FerryResources {
 export interface FerryHooks {
   routes?: RouteModule[];
   startRuntime?(ferry: FerryResources): StartedRuntime | Promise<StartedRuntime>;
-  onStarted?(runtime: FerryRuntime): void | Promise<void>;
-  onStopping?(runtime: FerryRuntime): void | Promise<void>;
+  onStarted?(runtime: StartedFerry): void | Promise<void>;
+  onStopping?(runtime: StartedFerry): void | Promise<void>;
 }
 
-export interface RunningFerry extends FerryRuntime {
+export interface RunningFerry extends StartedFerry {
   stop(): Promise<void>;
 }
 
@@ -195,7 +195,7 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
     const { server, port } = await listen(app, config.host, config.port);
     undo.push(() => closeServer(server));
 
-    const runtime: FerryRuntime = { ...resources, app, appDeps, url: urlFor(config.host, port), port };
+    const runtime: StartedFerry = { ...resources, app, appDeps, url: urlFor(config.host, port), port };
 
     // Extension point: whatever needs the listening server (e.g. worker processes) starts here.
     await hooks.onStarted?.(runtime);

@@ -92,7 +92,7 @@ export const nodesByState = new client.Gauge({
   registers: [registry],
 });
 
-export const requestsByState = new client.Gauge({
+export const movementsByState = new client.Gauge({
   name: 'ferry_requests',
   help: 'Movement requests by state (read from the database at scrape time).',
   labelNames: ['state'] as const,

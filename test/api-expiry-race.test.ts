@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { expirePendingRequests } from '../src/actors/expiry.ts';
+import { expirePendingMovements } from '../src/actors/expiry.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
@@ -78,7 +78,7 @@ test(`${RACES} races of approve vs expiry end with exactly one outcome each, and
   const sweeps: Promise<unknown>[] = [];
   const approvals = await Promise.all(
     movements.map(async (m) => {
-      sweeps.push(sleepUntil(m.expiresAt + jitter(0, 4)).then(() => expirePendingRequests(runtime!.deps)));
+      sweeps.push(sleepUntil(m.expiresAt + jitter(0, 4)).then(() => expirePendingMovements(runtime!.deps)));
       await sleepUntil(m.expiresAt + jitter(-60, 5));
       return call('POST', `/v3/movements/${m.id}/approve`, approver.token, { compiled_plan_hash: m.hash });
     }),
@@ -88,7 +88,7 @@ test(`${RACES} races of approve vs expiry end with exactly one outcome each, and
   for (let round = 0; round < 10; round++) {
     const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM movement_requests WHERE request_state = 'PENDING_APPROVAL'`);
     if (rows[0].n === 0) break;
-    await expirePendingRequests(runtime!.deps);
+    await expirePendingMovements(runtime!.deps);
   }
 
   const ids = movements.map((m) => m.id);

@@ -18,7 +18,7 @@ import { testDatabase } from './helpers/db.ts';
 import { generateCases, operationsOf, type BaseRequest, type FuzzCase } from './helpers/fuzz.ts';
 import { callApi } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
-import { can, permissions } from '../src/http/auth.ts';
+import { can, permissions } from '../src/services/permissions.ts';
 
 let runtime: Runtime | undefined;
 after(async () => {

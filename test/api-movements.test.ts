@@ -12,7 +12,7 @@ import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { log } from '../src/log.ts';
 import { promoteAuditBatch, verifyAuditChain } from '../src/persistence/audit.ts';
-import { callbacksForRequest } from '../src/persistence/callbacks.ts';
+import { callbacksForMovement } from '../src/persistence/callbacks.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
@@ -203,7 +203,7 @@ describe('a movement from creation to completion', () => {
     assert.deepEqual(done.nodes.map((n: { state: string }) => n.state), ['COMPLETED', 'COMPLETED', 'COMPLETED']);
 
     // Every callback the transitions wrote reaches the receiver, in the order written, once.
-    const rows = await callbacksForRequest(db.pool, id);
+    const rows = await callbacksForMovement(db.pool, id);
     const events = rows.map((r) => r.event_type);
     assert.equal(events[0], 'request_approved');
     assert.ok(events.includes('request_executing'));
@@ -248,8 +248,8 @@ describe('a movement from creation to completion', () => {
       all.push(...page.body.transitions);
       cursor = page.body.next_cursor;
     }
-    const requestLog = all.filter((t) => t.entity_type === 'request').map((t) => `${t.from_state}>${t.to_state}`);
-    assert.deepEqual(requestLog, ['>PENDING_APPROVAL', 'PENDING_APPROVAL>APPROVED', 'APPROVED>EXECUTING', 'EXECUTING>COMPLETED']);
+    const movementLog = all.filter((t) => t.entity_type === 'request').map((t) => `${t.from_state}>${t.to_state}`);
+    assert.deepEqual(movementLog, ['>PENDING_APPROVAL', 'PENDING_APPROVAL>APPROVED', 'APPROVED>EXECUTING', 'EXECUTING>COMPLETED']);
   });
 });
 

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
-import { can, permissions } from '../src/http/auth.ts';
+import { can, permissions } from '../src/services/permissions.ts';
 import { createToken, revokeToken, roles } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
 import { dispatchBatch } from '../src/actors/dispatcher.ts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
-import { deliverBatch, deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverBatch, deliverMovementEvent } from '../src/actors/transition.ts';
 import { InvalidTransitionError, LeaseLostError } from '../src/errors.ts';
 import type { Executor } from '../src/executors/protocol.ts';
 import { ExecutorRegistry } from '../src/executors/registry.ts';
@@ -27,12 +27,12 @@ import { drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 const approver = { actor: 'approver', deps: collectingDeps() };
 
-async function approvedSingleNodes(pool: Pool, count: number, key = 'batch-single'): Promise<{ requestId: string; nodeId: string }[]> {
+async function approvedSingleNodes(pool: Pool, count: number, key = 'batch-single'): Promise<{ movementId: string; nodeId: string }[]> {
   const out = [];
   for (let i = 0; i < count; i++) {
     const { request, nodes } = await seedMovement(pool, singleNodeTemplate(key));
-    await withTransaction(pool, (c) => deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, approver));
-    out.push({ requestId: request.id, nodeId: nodes[0].id });
+    await withTransaction(pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, approver));
+    out.push({ movementId: request.id, nodeId: nodes[0].id });
   }
   return out;
 }
@@ -42,7 +42,7 @@ test('a batch with invalid events commits the valid ones and refuses each invali
   const [a, b, c] = await approvedSingleNodes(db.pool, 3);
   const before = await transitionsOfEntity(db.pool, b.nodeId);
   const artifact = {
-    request_id: b.requestId,
+    request_id: b.movementId,
     request_node_id: b.nodeId,
     attempt_no: 1,
     artifact_type: 'proof',
@@ -57,7 +57,7 @@ test('a batch with invalid events commits the valid ones and refuses each invali
     deliverBatch(
       client,
       {
-        requests: [{ requestId: a.requestId, event: { type: 'APPROVE', by: 'someone-else', at } }],
+        requests: [{ movementId: a.movementId, event: { type: 'APPROVE', by: 'someone-else', at } }],
         nodes: [
           { nodeId: a.nodeId, event: { type: 'DISPATCH_CLAIMED', at } },
           // READY does not accept a submit result: refused, and its artifact is not written.
@@ -133,7 +133,7 @@ test('two claimers draining one batch-sized backlog never claim a node twice', a
     if (counts.every((n) => n === 0)) break;
   }
   assert.equal(claimed, 48, 'every node claimed, none twice');
-  const report = await exactlyOnceReport(db.pool, movements.map((m) => m.requestId));
+  const report = await exactlyOnceReport(db.pool, movements.map((m) => m.movementId));
   assert.deepEqual(report, { nodes: 48, submits: 48, keysSubmittedTwice: 0, nodesClaimedTwice: 0, nodesWithRetries: 0 });
 });
 
@@ -170,7 +170,7 @@ test('a dispatcher paused after prepare, whose node recovery released and anothe
   };
   const executors = new ExecutorRegistry();
   executors.register(gated);
-  const stalled: RuntimeDeps = { ...normal, executors };
+  const stalled: WorkerDeps = { ...normal, executors };
 
   const [m] = await approvedSingleNodes(db.pool, 1, 'batch-fencing');
   const first = dispatchBatch(stalled, { limit: 1 });
@@ -189,7 +189,7 @@ test('a dispatcher paused after prepare, whose node recovery released and anothe
 
   // A second dispatcher claims it under a new lease and completes it.
   await drain(normal);
-  const done = await snapshot(db.pool, m.requestId);
+  const done = await snapshot(db.pool, m.movementId);
   assert.equal(done.request.request_state, 'COMPLETED');
   assert.equal(done.byKey.only.node_state, 'COMPLETED');
   const logBefore = await transitionsOfEntity(db.pool, m.nodeId);
@@ -271,7 +271,7 @@ test('a stalled dispatcher that resumes while another dispatch holds the node ca
 
   b.release();
   await second;
-  assert.equal((await snapshot(db.pool, m.requestId)).request.request_state, 'COMPLETED');
+  assert.equal((await snapshot(db.pool, m.movementId)).request.request_state, 'COMPLETED');
   assert.equal(b.state.submits, 1);
   const { rows: actions } = await db.pool.query(
     `SELECT content_inline FROM artifacts WHERE request_node_id = $1 AND artifact_type = 'prepared_action'`,
@@ -296,7 +296,7 @@ test("the sim lane's pool failing its checkout defers the node, never fails it, 
   const deps = runtimeDeps(db.pool);
   const executors = new ExecutorRegistry();
   executors.register(new SimExecutor(SIM_ACTION_KEY, 'action', providerPool));
-  const lane: RuntimeDeps = { ...deps, executors };
+  const lane: WorkerDeps = { ...deps, executors };
 
   const [m] = await approvedSingleNodes(db.pool, 1, 'batch-infra');
   const before = await deferralCount('checkout_timeout');
@@ -315,7 +315,7 @@ test("the sim lane's pool failing its checkout defers the node, never fails it, 
   await db.pool.query('UPDATE request_nodes SET dispatch_after = now() WHERE id = $1', [m.nodeId]);
   await waitFor('the deferred node to complete', async () => {
     await dispatchBatch(lane);
-    return (await snapshot(db.pool, m.requestId)).request.request_state === 'COMPLETED';
+    return (await snapshot(db.pool, m.movementId)).request.request_state === 'COMPLETED';
   });
   const log = await transitionsOfEntity(db.pool, m.nodeId);
   assert.ok(!log.some((l) => ['FAILED', 'UNKNOWN'].includes(l.to_state)), 'the node was never FAILED or UNKNOWN');

@@ -10,11 +10,11 @@ import {
   type CallbackDeliveryDeps,
 } from '../src/actors/callback-delivery.ts';
 import { callbackJobId, type CallbackQueue } from '../src/callbacks/jobs.ts';
-import { enqueueCallback, redriveAndEnqueue, type CallbackRequestRow } from '../src/callbacks/outbox.ts';
+import { enqueueCallback, redriveAndEnqueue, type CallbackMovementRow } from '../src/callbacks/outbox.ts';
 import { readCallbackHeaders, verifyCallback } from '../src/callbacks/signing.ts';
 import { FerryError, NotFoundError } from '../src/errors.ts';
 import {
-  callbacksForRequest,
+  callbacksForMovement,
   getCallback,
   listCallbacks,
   type CallbackRow,
@@ -54,8 +54,8 @@ async function receiver(port = 0): Promise<CallbackReceiver> {
   return r;
 }
 
-async function movement(callbackUrl: string, state = 'EXECUTING'): Promise<CallbackRequestRow> {
-  const { rows } = await db.pool.query<CallbackRequestRow>(
+async function movement(callbackUrl: string, state = 'EXECUTING'): Promise<CallbackMovementRow> {
+  const { rows } = await db.pool.query<CallbackMovementRow>(
     `INSERT INTO movement_requests
        (template_version_id, template_key, template_version, intent, compiled_plan_hash, compiled_plan,
         machine_id, machine_version, request_state, approval_status, current_frontier, callback_url, created_by)
@@ -73,7 +73,7 @@ function deps(extra: Partial<CallbackDeliveryDeps> = {}): CallbackDeliveryDeps {
   return { pool: db.pool, secret: SECRET, timeoutMs: 5_000, queue, destinations, ...extra };
 }
 
-async function newCallback(request: CallbackRequestRow, eventType: string, opts: { maxAttempts?: number; nodeKey?: string; withJob?: boolean } = {}) {
+async function newCallback(request: CallbackMovementRow, eventType: string, opts: { maxAttempts?: number; nodeKey?: string; withJob?: boolean } = {}) {
   return withTransaction(db.pool, (client) =>
     enqueueCallback(
       client,
@@ -432,7 +432,7 @@ describe('retries, dead letter and redrive', () => {
     assert.equal(dead.attempts, 5);
     assert.equal(await job(id, 5, 0), null, 'no job after the last attempt');
     assert.equal(await deliverCallbackOnce(deps(), id), 'skipped', 'dlq is not delivered');
-    const listed = await listCallbacks(db.pool, { status: 'dlq', requestId: request.id, limit: 10 });
+    const listed = await listCallbacks(db.pool, { status: 'dlq', movementId: request.id, limit: 10 });
     assert.deepEqual(listed.callbacks.map((c) => c.id), [id]);
 
     // The receiver comes back on the same address; an operator redrives.
@@ -545,7 +545,7 @@ describe('the outbox', () => {
     assert.equal(a.max_attempts, 5);
   });
 
-  test('listCallbacks pages by (created_at, id) without gaps or repeats; callbacksForRequest keeps order', async () => {
+  test('listCallbacks pages by (created_at, id) without gaps or repeats; callbacksForMovement keeps order', async () => {
     const request = await movement('http://127.0.0.1:9/x');
     const ids: string[] = [];
     for (let i = 0; i < 7; i++) ids.push(await newCallback(request, `event_${i}`, { withJob: false }));
@@ -554,16 +554,16 @@ describe('the outbox', () => {
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const page = await listCallbacks(db.pool, { requestId: request.id, status: 'pending', limit: 3, cursor });
+      const page = await listCallbacks(db.pool, { movementId: request.id, status: 'pending', limit: 3, cursor });
       seen.push(...page.callbacks.map((c) => c.id));
       cursor = page.nextCursor;
       pages++;
     } while (cursor);
     assert.deepEqual(seen, ids);
     assert.equal(pages, 3);
-    assert.deepEqual((await callbacksForRequest(db.pool, request.id)).map((c) => c.id), ids);
-    assert.deepEqual((await listCallbacks(db.pool, { requestId: request.id, status: 'sent', limit: 10 })).callbacks, []);
-    assert.deepEqual(await callbacksForRequest(db.pool, 'nope'), []);
+    assert.deepEqual((await callbacksForMovement(db.pool, request.id)).map((c) => c.id), ids);
+    assert.deepEqual((await listCallbacks(db.pool, { movementId: request.id, status: 'sent', limit: 10 })).callbacks, []);
+    assert.deepEqual(await callbacksForMovement(db.pool, 'nope'), []);
 
     for (const bad of ['garbage', Buffer.from('["2026-02-30T00:00:00.000000Z","00000000-0000-4000-8000-000000000000"]').toString('base64url'), Buffer.from('[1,2]').toString('base64url')]) {
       await assert.rejects(listCallbacks(db.pool, { limit: 3, cursor: bad }), (e: unknown) => e instanceof FerryError && e.code === 'VALIDATION_FAILED');

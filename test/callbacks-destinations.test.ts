@@ -11,15 +11,15 @@ import { after, describe, test } from 'node:test';
 import { serve } from '@hono/node-server';
 import { deliverCallbackOnce, type CallbackDeliveryDeps } from '../src/actors/callback-delivery.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
-import { enqueueCallback, type CallbackRequestRow } from '../src/callbacks/outbox.ts';
+import { enqueueCallback, type CallbackMovementRow } from '../src/callbacks/outbox.ts';
 import { ferrySignature, signatureV1 } from '../src/callbacks/signing.ts';
 import { loadConfig } from '../src/config.ts';
 import { runCli } from '../src/cli/run.ts';
 import { createApp } from '../src/http/app.ts';
 import { log } from '../src/log.ts';
-import { callbacksForRequest, getCallback } from '../src/persistence/callbacks.ts';
+import { callbacksForMovement, getCallback } from '../src/persistence/callbacks.ts';
 import { withTransaction } from '../src/persistence/db.ts';
-import { getRequest } from '../src/persistence/movements.ts';
+import { getMovement } from '../src/persistence/movements.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { LOOPBACK_NETWORKS, loopbackDestinations } from './helpers/destinations.ts';
@@ -97,7 +97,7 @@ async function createMovement(extra: Record<string, unknown>): Promise<any> {
 
 /** One callback on a movement, written without a queue job: only deliverCallbackOnce sends it. */
 async function callbackOn(movementId: string): Promise<string> {
-  const request = (await getRequest(db.pool, movementId)) as unknown as CallbackRequestRow;
+  const request = (await getMovement(db.pool, movementId)) as unknown as CallbackMovementRow;
   return withTransaction(db.pool, (client) =>
     enqueueCallback(client, { request, eventType: 'request_test', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
   );
@@ -146,15 +146,15 @@ describe('the signature format', () => {
 describe('destinations through the API', () => {
   test('each destination signs with its own secret: receiver B cannot verify a callback meant for A', async () => {
     const m = await createMovement({ callback_destination: 'receiver-a' });
-    const row = await getRequest(db.pool, m.id);
+    const row = await getMovement(db.pool, m.id);
     assert.equal(row?.callback_url, rxA.url(), 'the movement reports to the destination URL');
     const approved = await call('POST', `/v3/movements/${m.id}/approve`, 'approver', { compiled_plan_hash: m.compiled_plan_hash });
     expectStatus(approved, 200);
     await waitFor('the movement to complete and its callbacks to be sent', async () => {
-      const cbs = await callbacksForRequest(db.pool, m.id);
-      return cbs.length >= 2 && cbs.every((c) => c.status === 'sent') && (await getRequest(db.pool, m.id))?.request_state === 'COMPLETED';
+      const cbs = await callbacksForMovement(db.pool, m.id);
+      return cbs.length >= 2 && cbs.every((c) => c.status === 'sent') && (await getMovement(db.pool, m.id))?.request_state === 'COMPLETED';
     });
-    const cbs = await callbacksForRequest(db.pool, m.id);
+    const cbs = await callbacksForMovement(db.pool, m.id);
     assert.ok(cbs.every((c) => c.destination_id === A.id), 'each callback names destination A');
     const got = rxA.received.filter((r) => JSON.parse(r.body.toString()).request_id === m.id);
     assert.equal(got.length, cbs.length);

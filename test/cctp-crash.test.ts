@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { keccak256, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { cctpBridgeTemplate } from '../scripts/sandbox/templates.ts';
 import { cctpConfigFile, cctpEvents, DESTINATION_CHAIN_ID, SOURCE_CHAIN_ID, startCctpWorld, type CctpWorld } from './helpers/cctp.ts';
@@ -63,7 +63,7 @@ for (const [window, node] of [
       }) as unknown as TemplateDefinitionInput;
       const { request } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '7.25', destination: { address: to } } });
       await withTransaction(db.pool, (c) =>
-        deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+        deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
       );
 
       const first = spawnWorker(db.url, env);

@@ -3,11 +3,11 @@ import { after, before, test } from 'node:test';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { parseTransaction, serializeTransaction, type Address, type Hex, type TransactionSerializableEIP1559 } from 'viem';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
 import { CCTP_BURN_KEY, CCTP_MINT_KEY, encodeDepositForBurn } from '../src/executors/cctp/index.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';
@@ -41,7 +41,7 @@ after(async () => {
 
 const ENV = { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'cctp=0.001' };
 
-async function cctpDeps(pool: Pool, wrap?: (registry: ExecutorRegistry) => ExecutorRegistry): Promise<RuntimeDeps> {
+async function cctpDeps(pool: Pool, wrap?: (registry: ExecutorRegistry) => ExecutorRegistry): Promise<WorkerDeps> {
   const env = { ...ENV, FERRY_CONFIG_FILE: cctpConfigFile(w), CCTP_HOT_KEY: w.hotKey };
   const base = runtimeDeps(pool, env);
   const { executors, signers } = await configuredRegistries(pool, base.config, { env, log });
@@ -56,7 +56,7 @@ const bridge = (key: string) =>
   cctpBridgeTemplate({ templateKey: key, sourceChainId: SOURCE_CHAIN_ID, destinationChainId: DESTINATION_CHAIN_ID, signerKey: 'hot' }) as unknown as TemplateDefinitionInput;
 
 /** Runs the workers (and mines a block on each chain between rounds) until the movement ends. */
-async function runToEnd(deps: RuntimeDeps, id: string) {
+async function runToEnd(deps: WorkerDeps, id: string) {
   return waitFor('the movement to finish', async () => {
     await drain(deps);
     const s = await snapshot(deps.pool, id);
@@ -285,7 +285,7 @@ test('an UNKNOWN mint whose message nonce is used: the cctp recovery arm takes i
   assert.equal(stuck.error_code, 'EVM_BROADCAST_UNCERTAIN');
   // An UNKNOWN node after a completed side effect (the burn) asks for an operator; they resume it.
   assert.equal((await snapshot(db.pool, id)).request.request_state, 'MANUAL_INTERVENTION');
-  await withTransaction(db.pool, (c) => deliverRequestEvent(c, id, { type: 'RESUME', by: 'operator' }, { actor: 'operator', deps: honest.transitions }));
+  await withTransaction(db.pool, (c) => deliverMovementEvent(c, id, { type: 'RESUME', by: 'operator' }, { actor: 'operator', deps: honest.transitions }));
   const destNonce = await w.destination.chain.getTransactionCount({ address: w.hot });
 
   // Someone else relays the attested message meanwhile.

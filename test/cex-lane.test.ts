@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { createPublicClient, createWalletClient, http, parseEther, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import type { CexAccountConfig } from '../src/config-file.ts';
 import { CEX_DEPOSIT_OBSERVE_KEY, CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSERVE_KEY, createCexLane } from '../src/executors/cex/index.ts';
 import type { Pool } from '../src/persistence/db.ts';
@@ -90,7 +90,7 @@ function cexDeps(pool: Pool, opts: { notFoundAfterSeconds?: number; account?: Pa
     pollSeconds: 0,
     notFoundAfterSeconds: opts.notFoundAfterSeconds ?? 60,
   });
-  return { deps: { ...base, log: testLog } as RuntimeDeps, urls, lane: lane! };
+  return { deps: { ...base, log: testLog } as WorkerDeps, urls, lane: lane! };
 }
 
 const withdrawNode = (config: Record<string, unknown> = {}) => ({
@@ -129,7 +129,7 @@ function cexToChain(key: string, opts: { deposit?: boolean; withdraw?: Record<st
 type Snap = Awaited<ReturnType<typeof snapshot>>;
 
 /** Drives the workers until `check` holds (bounded). */
-function until(deps: RuntimeDeps, id: string, what: string, check: (s: Snap) => boolean, timeoutMs = 30_000): Promise<Snap> {
+function until(deps: WorkerDeps, id: string, what: string, check: (s: Snap) => boolean, timeoutMs = 30_000): Promise<Snap> {
   return waitFor(
     what,
     async () => {

@@ -6,7 +6,7 @@ import { after, test } from 'node:test';
 import { type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { stringify as yaml } from 'yaml';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { log } from '../src/log.ts';
 import type { Pool } from '../src/persistence/db.ts';
@@ -62,7 +62,7 @@ async function fund(address: Address, units: bigint): Promise<void> {
 }
 
 /** The runtime's registries from one config file: the chain, the receiving wallet's signer, USDC, the exchange account. */
-async function laneDeps(pool: Pool, receiving: { key: Hex }): Promise<RuntimeDeps> {
+async function laneDeps(pool: Pool, receiving: { key: Hex }): Promise<WorkerDeps> {
   const dir = mkdtempSync(join(tmpdir(), 'ferry-c2c-'));
   const file = join(dir, 'ferry.yaml');
   writeFileSync(

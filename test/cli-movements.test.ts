@@ -10,7 +10,7 @@ import { startFerry, type RunningFerry } from '../src/main.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { finalizeProposal } from '../src/actors/template-proposals.ts';
+import { finalizeProposal } from '../src/services/template-proposals.ts';
 import { loadConfig } from '../src/config.ts';
 import { getProposal } from '../src/persistence/template-proposals.ts';
 import { testDatabase } from './helpers/db.ts';

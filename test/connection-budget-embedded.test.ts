@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { approveMovements, benchTemplate, createMovements } from '../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
+import { countMovementsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { createPool } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
 import { migrate } from '../src/persistence/migrate.ts';
@@ -98,7 +98,7 @@ test(`${PROCESSES} worker processes on max_connections=${MAX_CONNECTIONS} fit an
     const ids = await createMovements(pool, benchTemplate(), MOVEMENTS, 2);
     const cluster = await startWorkers(url, pool, PROCESSES, workerEnv);
     await approveAndFinish(cluster, pool, ids, { approveConcurrency: 2 });
-    assert.deepEqual(await countRequestsByState(pool, ids), { COMPLETED: MOVEMENTS });
+    assert.deepEqual(await countMovementsByState(pool, ids), { COMPLETED: MOVEMENTS });
     assert.deepEqual(await nodesFailedOrUnknown(pool, ids), []);
     const report = await exactlyOnceReport(pool, ids);
     assert.equal(report.keysSubmittedTwice, 0);
@@ -146,7 +146,7 @@ test('a client that takes every free connection for a few seconds costs time, ne
       await cluster.stop();
     }
     assert.deepEqual(await nodesFailedOrUnknown(pool, ids), [], 'no node FAILED or UNKNOWN because of it');
-    assert.deepEqual(await countRequestsByState(pool, ids), { COMPLETED: MOVEMENTS });
+    assert.deepEqual(await countMovementsByState(pool, ids), { COMPLETED: MOVEMENTS });
   } finally {
     await pool.end();
   }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
@@ -42,7 +42,7 @@ for (const when of ['before', 'after'] as const) {
     const { request, nodes } = await seedMovement(db.pool, plan(`crash-${when}`, [simNode('pay', sim)]));
     const node = nodes[0];
     await withTransaction(db.pool, (c) =>
-      deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }),
+      deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }),
     );
 
     const first = spawnWorker(db.url, WORKER_ENV);

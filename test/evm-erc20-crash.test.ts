@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { erc20Abi, keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../src/executors/evm/index.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { withTransaction } from '../src/persistence/db.ts';
@@ -66,7 +66,7 @@ for (const [mode, label] of [
     ]);
     const { request, nodes } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '12.5' } });
     await withTransaction(db.pool, (c) =>
-      deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+      deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
     );
 
     const first = spawnWorker(db.url, env);

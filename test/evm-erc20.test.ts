@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { erc20Abi, parseEventLogs, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { fromBaseUnits, toBaseUnits } from '../src/executors/evm/amounts.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../src/executors/evm/index.ts';
 import type { SignRequest, SignResult, Signer } from '../src/executors/protocol.ts';
@@ -47,7 +47,7 @@ function recipient(): Address {
   return privateKeyToAccount(generatePrivateKey()).address;
 }
 
-async function laneDeps(pool: Pool, wallet: { key: Hex }, tokens: Array<Record<string, unknown>> = []): Promise<RuntimeDeps> {
+async function laneDeps(pool: Pool, wallet: { key: Hex }, tokens: Array<Record<string, unknown>> = []): Promise<WorkerDeps> {
   return configuredDeps(
     pool,
     {

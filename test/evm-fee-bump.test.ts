@@ -6,7 +6,7 @@ import { after, test } from 'node:test';
 import { keccak256, parseTransaction, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import { capFees, nextVersion } from '../src/executors/evm/fee-bump.ts';
@@ -44,7 +44,7 @@ const BUMP_AFTER_SECONDS = 30;
 const freshRecipient = (): Address => privateKeyToAccount(generatePrivateKey()).address;
 const latestNonce = () => chain.getTransactionCount({ address: ANVIL_DEV_ADDRESS, blockTag: 'latest' });
 
-function evmDeps(pool: Pool, opts: { capWei?: bigint | null; wrap?: (real: EvmNativeTransferExecutor) => Executor } = {}): RuntimeDeps {
+function evmDeps(pool: Pool, opts: { capWei?: bigint | null; wrap?: (real: EvmNativeTransferExecutor) => Executor } = {}): WorkerDeps {
   const base = runtimeDeps(pool);
   const executors = new ExecutorRegistry();
   const signers = new SignerRegistry();
@@ -100,7 +100,7 @@ const setNextBaseFee = (wei: bigint) => anvil.rpc('anvil_setNextBlockBaseFeePerG
  * then aged past the bump threshold. With `evicted`, a block is first mined with a base fee ten
  * times the version's fee cap: anvil drops a transaction that can no longer pay the base fee.
  */
-async function stuckTransfer(deps: RuntimeDeps, pool: Pool, key: string, to: Address, value: string, opts: { evicted?: boolean } = {}) {
+async function stuckTransfer(deps: WorkerDeps, pool: Pool, key: string, to: Address, value: string, opts: { evicted?: boolean } = {}) {
   const id = await approvedMovement(deps, transferPlan(key, to, value), { asset: 'ETH', amount: '1' });
   assert.equal(await dispatchOne(deps), true);
   const node = (await snapshot(pool, id)).byKey.pay;

@@ -6,7 +6,7 @@ import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { log } from '../src/log.ts';
 import { loadConfig } from '../src/config.ts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmChainRouter, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import { classifyBroadcastError } from '../src/executors/evm/rpc-errors.ts';
 import type { ExecutionContext, Executor, PreparedAction } from '../src/executors/protocol.ts';
@@ -36,7 +36,7 @@ localChainForFile((local) => {
 // Recovery may look at a SUBMITTING evm node at once; the observer may look again at once.
 const ENV = { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=0.001' };
 
-function evmDeps(pool: Pool, executorOverride?: (real: EvmNativeTransferExecutor) => Executor): RuntimeDeps {
+function evmDeps(pool: Pool, executorOverride?: (real: EvmNativeTransferExecutor) => Executor): WorkerDeps {
   const base = runtimeDeps(pool, ENV);
   const executors = new ExecutorRegistry();
   const signers = new SignerRegistry();

@@ -3,9 +3,9 @@ import { after, test } from 'node:test';
 import { keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { runEvmNonceReaper } from '../src/actors/evm-nonce-reaper.ts';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import type { ExecutionContext, Executor } from '../src/executors/protocol.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
@@ -54,7 +54,7 @@ function transferPlan(key: string, config: Record<string, unknown>, signerKey = 
 }
 
 /** In-process deps with the EVM lane on the shared nonce manager, and a signer that always refuses. */
-function evmDeps(pool: Pool, wrap?: (real: EvmNativeTransferExecutor) => Executor): RuntimeDeps & { nonces: EvmNonceManager } {
+function evmDeps(pool: Pool, wrap?: (real: EvmNativeTransferExecutor) => Executor): WorkerDeps & { nonces: EvmNonceManager } {
   const base = runtimeDeps(pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=0.001' });
   const nonces = new EvmNonceManager(pool);
   const executors = new ExecutorRegistry();
@@ -106,7 +106,7 @@ test('30 transfers from one hot wallet, dispatched concurrently by 2 processes: 
     // Approved all at once, so both processes' dispatchers find READY nodes together.
     const transitions = collectingDeps();
     await withTransaction(db.pool, async (c) => {
-      for (const id of ids) await deliverRequestEvent(c, id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: transitions });
+      for (const id of ids) await deliverMovementEvent(c, id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: transitions });
     });
     await waitFor(
       'every transfer to finish',

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { EVM_BALANCE_OBSERVE_KEY, EVM_ERC20_TRANSFER_KEY, EVM_FINALITY_OBSERVE_KEY } from '../src/executors/evm/index.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
@@ -32,7 +32,7 @@ function address(): Address {
   return privateKeyToAccount(generatePrivateKey()).address;
 }
 
-async function deps(pool: Pool, chainExtra: Record<string, unknown> = {}, walletKey?: Hex): Promise<RuntimeDeps> {
+async function deps(pool: Pool, chainExtra: Record<string, unknown> = {}, walletKey?: Hex): Promise<WorkerDeps> {
   return configuredDeps(
     pool,
     {

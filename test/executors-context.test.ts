@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { attemptIdempotencyKey, buildExecutionContext, type ExecutionContextInput } from '../src/executors/context.ts';
+import { buildExecutionContext, type ExecutionContextInput } from '../src/executors/context.ts';
+import { attemptKey } from '../src/ids.ts';
 import { ConfigRefUnresolvedError, ExecutorNotRegisteredError } from '../src/executors/errors.ts';
 import { ExecutionContextSchema } from '../src/executors/protocol.ts';
 
@@ -62,7 +63,7 @@ describe('buildExecutionContext', () => {
     assert.equal(ctx.template_version, 2);
     assert.equal(ctx.attempt_no, 3);
     assert.equal(ctx.idempotency_key, 'node-9:3');
-    assert.equal(attemptIdempotencyKey('node-9', 3), 'node-9:3');
+    assert.equal(attemptKey('node-9', 3), 'node-9:3');
     assert.deepEqual(ctx.resolved_bindings, { executor: { executor_key: 'exec.cex.deposit_observe', exchange: 'upbit' }, signer: null });
     assert.deepEqual(ctx.prior_artifacts, [{ artifact_type: 'prepared_action', artifact_digest: 'sha256:pa' }]);
     assert.deepEqual(ctx.risk_controls, { hardcap: '1000' });
@@ -71,7 +72,7 @@ describe('buildExecutionContext', () => {
   });
 
   test('string bindings become objects; an explicit idempotency key wins', () => {
-    const ctx = buildExecutionContext(input({ executor_binding: 'exec.sim.action', signer_binding: { signer_key: 'kms', region: 'eu' } }, { idempotencyKey: 'stored-key' }));
+    const ctx = buildExecutionContext(input({ executor_binding: 'exec.sim.action', signer_binding: { signer_key: 'kms', region: 'eu' } }, { attemptKey: 'stored-key' }));
     assert.deepEqual(ctx.resolved_bindings, { executor: { executor_key: 'exec.sim.action' }, signer: { signer_key: 'kms', region: 'eu' } });
     assert.equal(ctx.idempotency_key, 'stored-key');
     assert.deepEqual(buildExecutionContext(input({ signer_binding: 'noop' })).resolved_bindings.signer, { signer_key: 'noop' });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nodeMachine } from '../src/machines/node-machine.ts';
-import { requestMachine } from '../src/machines/request-machine.ts';
+import { movementMachine } from '../src/machines/movement-machine.ts';
 import { definedTransitions, stateKeys, transitionKey, type DefinedTransition } from '../src/machines/introspect.ts';
 import { createApp } from '../src/http/app.ts';
 import type { MachineView } from '../src/http/inspect.ts';
@@ -34,7 +34,7 @@ test('/inspect/machines round-trips: the transitions rebuilt from its graph are 
   assert.equal(status, 200);
   const views = body.machines as MachineView[];
   assert.deepEqual(views.map((m) => m.id), ['ferry.request', 'ferry.node']);
-  for (const machine of [requestMachine, nodeMachine]) {
+  for (const machine of [movementMachine, nodeMachine]) {
     const view = views.find((m) => m.id === machine.id)!;
     assert.equal(view.version, machine.version);
     assert.equal(view.initial, machine.root.initial!.target![0].key);

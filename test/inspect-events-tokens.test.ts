@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import { serve, type ServerType } from '@hono/node-server';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { withTransaction } from '../src/persistence/db.ts';
@@ -69,7 +69,7 @@ test('revoking a token ends its open stream; another token\'s stream stays live'
 
   // The other stream went through the same checks and still carries the next commit.
   await withTransaction(db.pool, (c) =>
-    deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+    deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
   );
   let m;
   do m = await b.next();

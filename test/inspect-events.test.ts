@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { installErrorHandling } from '../src/http/errors.ts';
 import { EventStreams, inspectRoutes, type StreamOptions } from '../src/http/inspect.ts';
 import { withTransaction } from '../src/persistence/db.ts';
@@ -54,9 +54,9 @@ interface Message {
 }
 
 /** An SSE reader: next() resolves with the next message or comment. */
-async function open(base: string, requestId: string, headers: Record<string, string> = {}, query = '') {
+async function open(base: string, movementId: string, headers: Record<string, string> = {}, query = '') {
   const ctl = new AbortController();
-  const res = await fetch(`${base}/inspect/movements/${requestId}/events${query}`, {
+  const res = await fetch(`${base}/inspect/movements/${movementId}/events${query}`, {
     headers: { Authorization: `Bearer ${token}`, ...headers },
     signal: ctl.signal,
   });
@@ -118,7 +118,7 @@ test('the stream replays the log, then pushes each transition as it commits', as
 
   // Approval commits while the stream waits: it arrives without any poll.
   await withTransaction(db.pool, (c) =>
-    deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+    deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
   );
   const approve = await s.nextTransition();
   assert.equal(approve.t.event_type, 'APPROVE');
@@ -153,7 +153,7 @@ test('other movements\' transitions do not reach a stream', async () => {
   for (let i = 0; i < 4; i++) await s.nextTransition(); // its creation
   const approve = (id: string) =>
     withTransaction(db.pool, (c) =>
-      deliverRequestEvent(c, id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+      deliverMovementEvent(c, id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
     );
   await approve(other);
   await approve(mine);
@@ -172,7 +172,7 @@ test('heartbeats keep a quiet stream open', async () => {
   for (let i = 0; i < 3; i++) assert.deepEqual(await s.next(), { comment: 'heartbeat' });
   // And it is still the live stream: the next commit comes through it.
   await withTransaction(db.pool, (c) =>
-    deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+    deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
   );
   const approve = await s.nextTransition();
   assert.equal(approve.t.event_type, 'APPROVE');

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { benchTemplate, createMovements } from '../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
+import { countMovementsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { listHeartbeats } from '../src/persistence/heartbeats.ts';
 import { approveAndFinish, startWorkers } from './helpers/cluster.ts';
 import { scratchDatabase } from './helpers/db.ts';
@@ -59,7 +59,7 @@ test(`${MOVEMENTS} movements on 2 processes, a worker SIGKILLed every 2 s: all c
     },
   });
   assert.ok(kills >= 3, `workers were killed mid-run (${kills} kills)`);
-  assert.deepEqual(await countRequestsByState(db.pool, ids), { COMPLETED: MOVEMENTS });
+  assert.deepEqual(await countMovementsByState(db.pool, ids), { COMPLETED: MOVEMENTS });
   const report = await exactlyOnceReport(db.pool, ids);
   assert.equal(report.nodes, MOVEMENTS * 3);
   assert.equal(report.keysSubmittedTwice, 0, 'no attempt submitted twice');

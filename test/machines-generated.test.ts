@@ -3,14 +3,14 @@ import { describe, test } from 'node:test';
 import type { EventObject } from 'xstate';
 import {
   deliverNodeEvent,
-  deliverRequestEvent,
+  deliverMovementEvent,
   nodeContextFromRow,
-  requestContextFromRow,
+  movementContextFromRow,
 } from '../src/actors/transition.ts';
 import { definedTransitions, transitionKey } from '../src/machines/introspect.ts';
 import { initialNodeContext, nodeMachine, type NodeEvent } from '../src/machines/node-machine.ts';
 import type { NodeSummary } from '../src/machines/node-summary.ts';
-import { initialRequestContext, requestMachine, type RequestEvent } from '../src/machines/request-machine.ts';
+import { initialMovementContext, movementMachine, type MovementEvent } from '../src/machines/movement-machine.ts';
 import {
   approveProposal,
   challengeProposal,
@@ -21,7 +21,7 @@ import {
   proposeTemplate,
   replayProposal,
   withdrawProposal,
-} from '../src/actors/template-proposals.ts';
+} from '../src/services/template-proposals.ts';
 import {
   initialProposalContext,
   proposalMachine,
@@ -35,7 +35,7 @@ import { callbackMachine, initialCallbackContext, type CallbackEvent } from '../
 import { claimCallback, getCallback, insertCallback } from '../src/persistence/callbacks.ts';
 import { parseTemplateDefinition } from '../src/plan/template-schema.ts';
 import { withTransaction } from '../src/persistence/db.ts';
-import { getNode, getRequest, transitionsOfEntity } from '../src/persistence/movements.ts';
+import { getNode, getMovement, transitionsOfEntity } from '../src/persistence/movements.ts';
 import { testDatabase } from './helpers/db.ts';
 import { collectingDeps, seedMovement, singleNodeTemplate } from './helpers/fixtures.ts';
 import { coveringPaths, walkedTransitions, type ModelPath } from './helpers/model-paths.ts';
@@ -134,7 +134,7 @@ const summary = (over: Partial<NodeSummary>): NodeSummary => ({
   inFlight: false,
   ...over,
 });
-const requestEvents = (): RequestEvent[] => [
+const requestEvents = (): MovementEvent[] => [
   { type: 'APPROVE', by: 'approver-a', at: T1 },
   { type: 'APPROVE', by: 'approver-b', at: T1 },
   { type: 'APPROVE', by: 'requester', at: T1 },
@@ -173,12 +173,12 @@ for (const input of nodeInputs) {
     }),
   );
 }
-const requestPaths = new Map<number, ModelPath[]>();
+const movementPaths = new Map<number, ModelPath[]>();
 for (const quorum of requestInputs) {
-  requestPaths.set(
+  movementPaths.set(
     quorum,
-    coveringPaths(requestMachine, {
-      input: initialRequestContext({ createdBy: 'requester', quorum, expiresAt: EXPIRES }),
+    coveringPaths(movementMachine, {
+      input: initialMovementContext({ createdBy: 'requester', quorum, expiresAt: EXPIRES }),
       events: requestEvents as (s: unknown) => EventObject[],
       serializeState: (s) => `${s.value}/${s.context.approvals.length}`,
     }),
@@ -216,7 +216,7 @@ for (const input of nodeInputs) {
 
 for (const quorum of requestInputs) {
   describe(`request machine, quorum ${quorum}: generated paths`, () => {
-    for (const path of requestPaths.get(quorum)!) {
+    for (const path of movementPaths.get(quorum)!) {
       test(path.name, async () => {
         const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-req-${counter++}`), {
           quorum,
@@ -224,10 +224,10 @@ for (const quorum of requestInputs) {
           createdBy: 'requester',
         });
         for (const step of path.steps) {
-          await withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, step.event as RequestEvent, { actor: 'test', deps }));
-          const row = (await getRequest(db.pool, request.id))!;
+          await withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, step.event as MovementEvent, { actor: 'test', deps }));
+          const row = (await getMovement(db.pool, request.id))!;
           assert.equal(row.request_state, step.to.value, `after ${step.event.type}`);
-          assert.deepEqual(requestContextFromRow(row), step.to.context, `context after ${step.event.type}`);
+          assert.deepEqual(movementContextFromRow(row), step.to.context, `context after ${step.event.type}`);
         }
         await assertLogMatches(request.id, path.steps.at(-1)!.to.value);
       });
@@ -369,7 +369,7 @@ async function seedCallback(maxAttempts: number): Promise<string> {
   const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-cb-${counter++}`));
   const body = JSON.stringify({ event_type: 'request_test', request_id: request.id });
   const row = await insertCallback(db.pool, {
-    requestId: request.id,
+    movementId: request.id,
     eventType: 'request_test',
     nodeKey: null,
     callbackUrl: 'http://127.0.0.1:9/never',
@@ -464,7 +464,7 @@ test('generated paths take every transition of both machines', () => {
     assert.deepEqual(missing, [], `${machine.id}: transitions no generated path takes`);
   };
   check(nodeMachine, [...nodePaths.values()].flat());
-  check(requestMachine, [...requestPaths.values()].flat());
+  check(movementMachine, [...movementPaths.values()].flat());
   check(proposalMachine, [...proposalPaths.values()].flat());
   check(callbackMachine, [...callbackPaths.values()].flat());
 });
@@ -476,16 +476,16 @@ test('events a state does not accept are refused with INVALID_TRANSITION and cha
     (e: any) => e.code === 'INVALID_TRANSITION',
   );
   await assert.rejects(
-    withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, { type: 'RESUME', by: 'x' }, { actor: 't', deps })),
+    withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'RESUME', by: 'x' }, { actor: 't', deps })),
     (e: any) => e.code === 'INVALID_TRANSITION',
   );
   // The requester cannot approve their own movement: the four-eyes guard refuses it.
   await assert.rejects(
-    withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'requester', at: T1 }, { actor: 't', deps })),
+    withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'requester', at: T1 }, { actor: 't', deps })),
     (e: any) => e.code === 'INVALID_TRANSITION',
   );
   assert.equal((await getNode(db.pool, nodes[0].id))!.row_version, 0);
-  assert.equal((await getRequest(db.pool, request.id))!.row_version, 0);
+  assert.equal((await getMovement(db.pool, request.id))!.row_version, 0);
   assert.equal((await transitionsOfEntity(db.pool, request.id)).length, 1);
 });
 
@@ -493,8 +493,8 @@ test('a row written by another machine version is refused as SNAPSHOT_INCOMPATIB
   const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-version-${counter++}`));
   await db.pool.query(`UPDATE movement_requests SET machine_version = '0' WHERE id = $1`, [request.id]);
   await assert.rejects(
-    withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, { type: 'REJECT', by: 'x', at: T1 }, { actor: 't', deps })),
+    withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'REJECT', by: 'x', at: T1 }, { actor: 't', deps })),
     (e: any) => e.code === 'SNAPSHOT_INCOMPATIBLE' && e.httpStatus === 409,
   );
-  assert.equal((await getRequest(db.pool, request.id))!.request_state, 'PENDING_APPROVAL');
+  assert.equal((await getMovement(db.pool, request.id))!.request_state, 'PENDING_APPROVAL');
 });

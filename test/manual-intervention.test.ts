@@ -16,7 +16,7 @@ import { reconcileWithProviders } from '../src/actors/provider-reconciliation.ts
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { startFerry, type RunningFerry } from '../src/main.ts';
 import { log } from '../src/log.ts';
-import { callbacksForRequest } from '../src/persistence/callbacks.ts';
+import { callbacksForMovement } from '../src/persistence/callbacks.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -118,7 +118,7 @@ test('manual_intervention_required stops the movement for a person, with a reque
   assert.equal(pay.state, 'UNKNOWN');
   assert.equal(pay.error_code, 'SIM_NEEDS_PERSON');
   assert.equal(pay.manual_intervention_required, true);
-  const events = (await callbacksForRequest(db.pool, id)).map((c: any) => c.event_type);
+  const events = (await callbacksForMovement(db.pool, id)).map((c: any) => c.event_type);
   assert.ok(events.includes('request_attention'), `callbacks: ${events.join(', ')}`);
   assert.ok(events.includes('request_manual_intervention'));
   // Recovery leaves it alone: it is a person's decision now.

@@ -7,9 +7,9 @@ import { enqueueCallback } from '../src/callbacks/outbox.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { nodeStates } from '../src/machines/node-machine.ts';
-import { requestStates } from '../src/machines/request-machine.ts';
+import { movementStates } from '../src/machines/movement-machine.ts';
 import { withTransaction } from '../src/persistence/db.ts';
-import { getRequest } from '../src/persistence/movements.ts';
+import { getMovement } from '../src/persistence/movements.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { loopbackDestinations } from './helpers/destinations.ts';
@@ -111,7 +111,7 @@ test('/metrics is Prometheus text with every Ferry family under ferry_', async (
   assert.ok(samples.every((s) => s.name.startsWith('ferry_')), 'every sample is under ferry_');
   // Every state has a series, zero or not, so a state emptying never makes its series vanish.
   for (const state of nodeStates) assert.equal(samples.filter((s) => s.name === 'ferry_nodes' && s.labels.state === state).length, 1, state);
-  for (const state of requestStates) assert.equal(samples.filter((s) => s.name === 'ferry_requests' && s.labels.state === state).length, 1, state);
+  for (const state of movementStates) assert.equal(samples.filter((s) => s.name === 'ferry_requests' && s.labels.state === state).length, 1, state);
 });
 
 test('counters and gauges match a movement run to completion', async () => {
@@ -122,7 +122,7 @@ test('counters and gauges match a movement run to completion', async () => {
   const after = await scrape();
   const delta = (name: string, labels: Record<string, string>) => sum(after, name, labels) - sum(before, name, labels);
 
-  assert.equal((await getRequest(db.pool, id))!.request_state, 'COMPLETED');
+  assert.equal((await getMovement(db.pool, id))!.request_state, 'COMPLETED');
   assert.equal(delta('ferry_transitions_total', { machine: 'ferry.node', to: 'COMPLETED' }), 3, 'three nodes completed');
   assert.equal(delta('ferry_transitions_total', { machine: 'ferry.request', to: 'COMPLETED' }), 1);
   assert.equal(delta('ferry_transitions_total', { machine: 'ferry.request', from: 'PENDING_APPROVAL', to: 'APPROVED' }), 1);
@@ -171,7 +171,7 @@ test('callback deliveries are counted by outcome', async () => {
   const port = (receiver.address() as AddressInfo).port;
 
   const { request } = await seedMovement(db.pool, singleNodeTemplate('metrics-callbacks'), { callbackUrl: `http://127.0.0.1:${port}/cb` });
-  const row = (await getRequest(db.pool, request.id))!;
+  const row = (await getMovement(db.pool, request.id))!;
   const write = (url: string) =>
     withTransaction(db.pool, (c) =>
       enqueueCallback(c, { request: { ...row, callback_url: url }, eventType: 'request_pending_approval', occurredAt: new Date().toISOString(), maxAttempts: 5 }),

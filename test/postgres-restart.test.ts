@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { approveMovements, createMovements } from '../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
+import { countMovementsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
 import { createPool } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
 import { migrate } from '../src/persistence/migrate.ts';
@@ -55,8 +55,8 @@ test('a PostgreSQL restart mid-run loses no movement and submits no attempt twic
   });
   try {
     await approveMovements(pool, ids, collectingDeps(), 4);
-    await waitFor('some movements to finish before the restart', async () => ((await countRequestsByState(pool, ids)).COMPLETED ?? 0) >= 5, 120_000, 50);
-    const before = await countRequestsByState(pool, ids);
+    await waitFor('some movements to finish before the restart', async () => ((await countMovementsByState(pool, ids)).COMPLETED ?? 0) >= 5, 120_000, 50);
+    const before = await countMovementsByState(pool, ids);
     assert.ok((before.COMPLETED ?? 0) < ids.length, 'work is still in flight when the database stops');
 
     await pool.end();
@@ -70,7 +70,7 @@ test('a PostgreSQL restart mid-run loses no movement and submits no attempt twic
     const states = await waitFor(
       'every movement to finish after the restart',
       async () => {
-        const s = await countRequestsByState(pool, ids);
+        const s = await countMovementsByState(pool, ids);
         return (s.COMPLETED ?? 0) + (s.FAILED ?? 0) + (s.MANUAL_INTERVENTION ?? 0) === ids.length ? s : null;
       },
       240_000,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { reconcileWithProviders } from '../src/actors/provider-reconciliation.ts';
-import { confirmResolution, listResolutions, proposeResolution } from '../src/actors/resolutions.ts';
+import { confirmResolution, listResolutions, proposeResolution } from '../src/services/resolutions.ts';
 import { listDrifts } from '../src/persistence/reconciliation-drifts.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
 import { scratchDatabase } from './helpers/db.ts';

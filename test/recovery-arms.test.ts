@@ -54,20 +54,20 @@ let n = 0;
 const probePlan = (lane: Lane) => plan(`arm-${lane}-${n++}`, [{ node_key: 'a', node_kind: 'action', action_type: `${lane}_probe`, executor_binding: `exec.${lane}.arm_probe` }]);
 
 /** A movement whose one node of `lane` is UNKNOWN after a submit whose answer was lost. */
-async function unknownNode(d: ReturnType<typeof probeDeps>, lane: Lane): Promise<{ requestId: string; nodeId: string }> {
-  const requestId = await approvedMovement(d.deps, probePlan(lane));
+async function unknownNode(d: ReturnType<typeof probeDeps>, lane: Lane): Promise<{ movementId: string; nodeId: string }> {
+  const movementId = await approvedMovement(d.deps, probePlan(lane));
   while (await dispatchOne(d.deps));
-  const node = (await snapshot(d.deps.pool, requestId)).byKey.a;
+  const node = (await snapshot(d.deps.pool, movementId)).byKey.a;
   assert.equal(node.node_state, 'UNKNOWN');
-  return { requestId, nodeId: node.id };
+  return { movementId, nodeId: node.id };
 }
 
 /** A movement whose one node of `lane` was committed SUBMITTING by a dispatcher that then died. */
-async function stuckNode(d: ReturnType<typeof probeDeps>, lane: Lane): Promise<{ requestId: string; nodeId: string }> {
-  const requestId = await approvedMovement(d.deps, probePlan(lane));
-  const nodeId = (await snapshot(d.deps.pool, requestId)).byKey.a.id;
-  await dispatchByHand(d.deps, requestId, nodeId, ['DISPATCH_CLAIMED', 'PREPARED']);
-  return { requestId, nodeId };
+async function stuckNode(d: ReturnType<typeof probeDeps>, lane: Lane): Promise<{ movementId: string; nodeId: string }> {
+  const movementId = await approvedMovement(d.deps, probePlan(lane));
+  const nodeId = (await snapshot(d.deps.pool, movementId)).byKey.a.id;
+  await dispatchByHand(d.deps, movementId, nodeId, ['DISPATCH_CLAIMED', 'PREPARED']);
+  return { movementId, nodeId };
 }
 
 async function backdate(db: TestDb, nodeIds: string[], seconds: number): Promise<void> {
@@ -99,14 +99,14 @@ describe('each arm recovers its lane through recover(), never a second submit', 
 
       // Within the lane's grace a submit may still be under way: the SUBMITTING node is left alone.
       await recoverBatch(d.deps);
-      assert.equal((await snapshot(db.pool, unknown.requestId)).byKey.a.node_state, 'COMPLETED');
-      assert.equal((await snapshot(db.pool, stuck.requestId)).byKey.a.node_state, 'SUBMITTING');
+      assert.equal((await snapshot(db.pool, unknown.movementId)).byKey.a.node_state, 'COMPLETED');
+      assert.equal((await snapshot(db.pool, stuck.movementId)).byKey.a.node_state, 'SUBMITTING');
       assert.equal(d.calls.recovers.get(stuck.nodeId), undefined);
 
       await backdate(db, [stuck.nodeId], 120); // idle longer than the lane's 60 s grace
       await recoverBatch(d.deps);
       for (const m of [unknown, stuck]) {
-        const s = await snapshot(db.pool, m.requestId);
+        const s = await snapshot(db.pool, m.movementId);
         assert.equal(s.byKey.a.node_state, 'COMPLETED');
         assert.equal(s.byKey.a.attempt_no, 1);
         assert.equal(s.request.request_state, 'COMPLETED');
@@ -138,14 +138,14 @@ describe('a flood in one lane does not starve the others', () => {
 
       await recoverBatch(d.deps);
       for (const o of others) {
-        assert.equal((await snapshot(db.pool, o.requestId)).byKey.a.node_state, 'COMPLETED', `${o.lane} was not starved by ${flooded}`);
+        assert.equal((await snapshot(db.pool, o.movementId)).byKey.a.node_state, 'COMPLETED', `${o.lane} was not starved by ${flooded}`);
       }
-      const floodDone = (await Promise.all(flood.map((f) => snapshot(db.pool, f.requestId)))).filter((s) => s.byKey.a.node_state === 'COMPLETED');
+      const floodDone = (await Promise.all(flood.map((f) => snapshot(db.pool, f.movementId)))).filter((s) => s.byKey.a.node_state === 'COMPLETED');
       assert.equal(floodDone.length, BATCH / 4, `the ${flooded} arm took its share, no more`);
 
       // Further passes drain the flood, a share at a time, still without a submit.
       for (let pass = 0; pass < 6; pass++) await recoverBatch(d.deps);
-      for (const f of flood) assert.equal((await snapshot(db.pool, f.requestId)).byKey.a.node_state, 'COMPLETED');
+      for (const f of flood) assert.equal((await snapshot(db.pool, f.movementId)).byKey.a.node_state, 'COMPLETED');
       const submits = [...d.calls.submits.values()].reduce((a, b) => a + b, 0);
       assert.equal(submits, 6 + others.length, 'one submit per UNKNOWN node (its dispatch), none from recovery');
       for (const f of flood) assert.equal(d.calls.recovers.get(f.nodeId), 1);

@@ -18,7 +18,7 @@ import { startRpcProxy, type RpcProxy } from './helpers/rpc-proxy.ts';
 import { plan, snapshot } from './helpers/runtime.ts';
 import { waitFor } from './helpers/wait.ts';
 import { withTransaction } from '../src/persistence/db.ts';
-import { deliverRequestEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
 
 /**
  * Remote executor and signer hosts as separate processes: a Ferry worker whose configuration file
@@ -149,7 +149,7 @@ async function transfer(eth: string): Promise<{ id: string; nodeId: string; to: 
   ]);
   const deps = collectingDeps();
   const { request, nodes } = await seedMovement(db.pool, template, { intent: { asset: 'ETH', amount: parseEther(eth).toString(), destination: { address: to } } });
-  await withTransaction(db.pool, (c) => deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }));
+  await withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }));
   return { id: request.id, nodeId: nodes[0].id, to };
 }
 

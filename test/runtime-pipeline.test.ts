@@ -4,10 +4,10 @@ import { generatePrivateKey } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private-key-evm.ts';
-import { artifactsOfRequest } from '../src/persistence/artifacts.ts';
+import { artifactsOfMovement } from '../src/persistence/artifacts.ts';
 import { scratchDatabase, type TestDb } from './helpers/db.ts';
 import { approvedMovement, backdateNodes, dispatchByHand, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
 
@@ -26,10 +26,10 @@ let n = 0;
 
 const key = (name: string) => `${name.toLowerCase()}-${n++}`;
 
-async function submits(idempotencyKey: string): Promise<number> {
+async function submits(attemptKey: string): Promise<number> {
   const { rows } = await db.pool.query(
     `SELECT count(*)::int AS c FROM sim_side_effects WHERE idempotency_key = $1 AND call = 'submit'`,
-    [idempotencyKey],
+    [attemptKey],
   );
   return rows[0].c;
 }
@@ -47,7 +47,7 @@ describe('dispatch', () => {
     assert.equal(await submits(s.byKey.a.idempotency_key!), 1);
     const log = await db.pool.query(`SELECT to_state FROM transitions WHERE entity_id = $1 ORDER BY seq`, [id]);
     assert.deepEqual(log.rows.map((r) => r.to_state), ['PENDING_APPROVAL', 'APPROVED', 'EXECUTING', 'COMPLETED']);
-    const arts = await artifactsOfRequest(db.pool, id);
+    const arts = await artifactsOfMovement(db.pool, id);
     const prepared = arts.find((a) => a.artifact_type === 'prepared_action')!;
     assert.ok(prepared.artifact_digest?.startsWith('sha256:'), 'prepared action persisted with payload_hash as digest');
   });
@@ -102,7 +102,7 @@ describe('dispatch', () => {
     await dispatchOne(deps);
     const s = await snapshot(db.pool, id);
     assert.equal(s.byKey.a.node_state, 'COMPLETED');
-    const arts = await artifactsOfRequest(db.pool, id);
+    const arts = await artifactsOfMovement(db.pool, id);
     assert.ok(arts.some((a) => a.artifact_type === 'signature'));
     const states = await db.pool.query(`SELECT to_state FROM transitions WHERE entity_id = $1 ORDER BY seq`, [s.byKey.a.id]);
     assert.deepEqual(states.rows.map((r) => r.to_state), ['BLOCKED', 'READY', 'PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING', 'COMPLETED']);

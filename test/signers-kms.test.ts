@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createPublicClient, http, parseEther, parseTransaction, recoverTransactionAddress, serializeTransaction, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { ConfigError } from '../src/config.ts';
 import { ConfigFileSchema } from '../src/config-file.ts';
 import { FatalMovementError, TemporaryMovementError } from '../src/executors/errors.ts';
@@ -195,7 +195,7 @@ describe('AwsKmsEvmSigner', () => {
 });
 
 describe('the KMS signer in the runtime, on anvil', () => {
-  function kmsDeps(pool: Parameters<typeof runtimeDeps>[0], signer: AwsKmsEvmSigner, from: Address): RuntimeDeps {
+  function kmsDeps(pool: Parameters<typeof runtimeDeps>[0], signer: AwsKmsEvmSigner, from: Address): WorkerDeps {
     const base = runtimeDeps(pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=0.001' });
     const executors = new ExecutorRegistry();
     const signers = new SignerRegistry();

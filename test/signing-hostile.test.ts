@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encodeFunctionData, erc20Abi, parseTransaction, serializeTransaction, type Address, type Hex, type PublicClient, type TransactionSerializable } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import type { RuntimeDeps } from '../src/actors/execution.ts';
+import type { WorkerDeps } from '../src/actors/execution.ts';
 import { ConfigFileSchema } from '../src/config-file.ts';
 import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, type EvmNativeTransferExecutor } from '../src/executors/evm/index.ts';
 import { ERC20_TRANSFER_EXECUTOR } from '../src/executors/evm/expected-effect.ts';
@@ -64,7 +64,7 @@ function hostile(real: EvmNativeTransferExecutor, executorKey: string, rewrite: 
 /** Where the base transaction of an ERC-20 node points before the rewrite replaces it. */
 const FILLER_RECIPIENT = '0x1111111111111111111111111111111111111111';
 
-function deps(pool: Pool, executor: (real: EvmNativeTransferExecutor) => Executor): RuntimeDeps {
+function deps(pool: Pool, executor: (real: EvmNativeTransferExecutor) => Executor): WorkerDeps {
   const base = runtimeDeps(pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=0.001' });
   const executors = new ExecutorRegistry();
   const signers = new SignerRegistry();

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { startBoss, stopBoss } from '../src/actors/boss.ts';
 import { createCallbackQueue, sweepStrandedCallbacks } from '../src/actors/callback-delivery.ts';
-import { expirePendingRequests } from '../src/actors/expiry.ts';
+import { expirePendingMovements } from '../src/actors/expiry.ts';
 import { reconcileBatch } from '../src/actors/reconciliation.ts';
 import { sweepDefinitions } from '../src/actors/sweeps.ts';
 import {
@@ -17,7 +17,7 @@ import {
   finalizeDueProposals,
   proposeTemplate,
   type ProposalDeps,
-} from '../src/actors/template-proposals.ts';
+} from '../src/services/template-proposals.ts';
 import { enqueueCallback } from '../src/callbacks/outbox.ts';
 import { loadConfig, type FerryConfig } from '../src/config.ts';
 import { registry } from '../src/metrics.ts';
@@ -74,7 +74,7 @@ describe('approval expiry (expiration_checker)', () => {
   test('the batch size stops a run; the next run continues', async () => {
     await overdue(5, 'exp-batch');
     const runs = await runsUntilDone(async () => {
-      const r = await expirePendingRequests(deps({ expirationBatchSize: 2, expirationMaxRunMs: 0 }));
+      const r = await expirePendingMovements(deps({ expirationBatchSize: 2, expirationMaxRunMs: 0 }));
       return { items: r.expired, exhausted: r.budgetExhausted };
     });
     assert.deepEqual(runs, [2, 2, 1]);
@@ -82,10 +82,10 @@ describe('approval expiry (expiration_checker)', () => {
 
   test('the run time stops a run part-way (injected clock); the next run continues', async () => {
     await overdue(4, 'exp-time');
-    const first = await expirePendingRequests(deps({ expirationBatchSize: 50, expirationMaxRunMs: 2500 }), { now: steppingClock() });
+    const first = await expirePendingMovements(deps({ expirationBatchSize: 50, expirationMaxRunMs: 2500 }), { now: steppingClock() });
     assert.equal(first.budgetExhausted, true);
     assert.ok(first.expired >= 1 && first.expired < 4, `part-way: ${first.expired}`);
-    const rest = await expirePendingRequests(deps({ expirationBatchSize: 50, expirationMaxRunMs: 0 }));
+    const rest = await expirePendingMovements(deps({ expirationBatchSize: 50, expirationMaxRunMs: 0 }));
     assert.equal(first.expired + rest.expired, 4);
     assert.equal(rest.budgetExhausted, false);
   });

@@ -16,7 +16,7 @@ import {
   proposeTemplate,
   replayProposal,
   type ProposalDeps,
-} from '../src/actors/template-proposals.ts';
+} from '../src/services/template-proposals.ts';
 import { loadConfig } from '../src/config.ts';
 import { installDemoTemplate, DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
 import { FerryError } from '../src/errors.ts';

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
 import { listHeartbeats } from '../src/persistence/heartbeats.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { countRequestsByState } from '../scripts/lib/bench-queries.ts';
+import { countMovementsByState } from '../scripts/lib/bench-queries.ts';
 import { assertAllCompletedExactlyOnce } from './helpers/cluster.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { listeningUrl, spawnFerry, type ChildFerry } from './helpers/ferry-process.ts';
@@ -73,7 +73,7 @@ test('two separate Ferry instances on one database share the work and never subm
   }
 
   await waitFor('every movement to complete', async () => {
-    const states = await countRequestsByState(db.pool, ids);
+    const states = await countMovementsByState(db.pool, ids);
     return states.COMPLETED === COUNT;
   }, 180_000, 200);
   await assertAllCompletedExactlyOnce(db.pool, ids);

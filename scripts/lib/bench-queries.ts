@@ -19,7 +19,7 @@ export async function dropCeilingTable(db: Queryable): Promise<void> {
   await db.query('DROP TABLE IF EXISTS bench_ceiling');
 }
 
-export async function countRequestsByState(db: Queryable, ids: string[]): Promise<Record<string, number>> {
+export async function countMovementsByState(db: Queryable, ids: string[]): Promise<Record<string, number>> {
   const { rows } = await db.query<{ request_state: string; n: number }>(
     'SELECT request_state, count(*)::int AS n FROM movement_requests WHERE id = ANY($1::uuid[]) GROUP BY request_state',
     [ids],

@@ -1,4 +1,4 @@
-import { startMovement } from '../../src/actors/start-movement.ts';
+import { startMovement } from '../../src/services/start-movement.ts';
 import { deliverBatch, type TransitionDeps } from '../../src/actors/transition.ts';
 import { withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { saveTemplate } from '../../src/persistence/templates.ts';
@@ -75,7 +75,7 @@ export async function approveMovements(pool: Pool, ids: string[], deps: Transiti
     await withTransaction(pool, async (c) => {
       const result = await deliverBatch(
         c,
-        { requests: chunks[i].map((requestId) => ({ requestId, event: { type: 'APPROVE', by: 'bench:approver', at } })) },
+        { requests: chunks[i].map((movementId) => ({ movementId, event: { type: 'APPROVE', by: 'bench:approver', at } })) },
         { actor: 'bench:approver', deps },
       );
       const refused = result.requests.find((r) => r instanceof Error);

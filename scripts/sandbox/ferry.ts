@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { withCliDatabase } from '../../src/cli/database.ts';
-import { installSystemTemplate } from '../../src/actors/template-proposals.ts';
+import { installSystemTemplate } from '../../src/services/template-proposals.ts';
 import { withTransaction } from '../../src/persistence/db.ts';
 import { parseTemplateDefinition } from '../../src/plan/template-schema.ts';
 import { createToken } from '../../src/persistence/tokens.ts';

@@ -12,8 +12,8 @@ import { claimDispatchBatch } from '../persistence/claims.ts';
 import { claimsTotal, deferralsTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
-import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type RuntimeDeps } from './execution.ts';
-import { deliverBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type RequestItem } from './transition.ts';
+import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
+import { deliverBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
 
 /**
  * The dispatcher drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
@@ -53,13 +53,13 @@ export interface DispatchOptions {
 }
 
 /** Claims and runs one node (without carrying its movement onward). False when there was nothing to do. */
-export async function dispatchOne(deps: RuntimeDeps): Promise<boolean> {
+export async function dispatchOne(deps: WorkerDeps): Promise<boolean> {
   return (await dispatchBatch(deps, { limit: 1, carry: false })) > 0;
 }
 
 /**
- * The claims other workers' commits made for one runtime's dispatcher slots (see RuntimeDeps.handOff):
- * already PREPARING and leased, waiting for a slot. One per runtime, held in its RuntimeDeps
+ * The claims other workers' commits made for one runtime's dispatcher slots (see WorkerDeps.handOff):
+ * already PREPARING and leased, waiting for a slot. One per runtime, held in its WorkerDeps
  * (`dispatchQueue`), so two runtimes in one process never take each other's claims.
  */
 export class HandedOffClaims {
@@ -80,14 +80,14 @@ export class HandedOffClaims {
 }
 
 /** Runs whatever is still queued for the slots of `deps` (at shutdown, so no leased node waits for the grace). */
-export async function drainHandedOff(deps: RuntimeDeps): Promise<void> {
+export async function drainHandedOff(deps: WorkerDeps): Promise<void> {
   const queue = deps.dispatchQueue;
   if (!queue) return;
   while (queue.size > 0) await runDispatches(deps, queue.take());
 }
 
 /** Runs handed-off claims first, else claims up to `limit` nodes and runs them; returns how many. */
-export async function dispatchBatch(deps: RuntimeDeps, opts: DispatchOptions = {}): Promise<number> {
+export async function dispatchBatch(deps: WorkerDeps, opts: DispatchOptions = {}): Promise<number> {
   const limit = opts.limit ?? deps.config.dispatchBatchSize;
   const queued = deps.dispatchQueue?.take(limit) ?? [];
   if (queued.length > 0) {
@@ -102,12 +102,12 @@ export async function dispatchBatch(deps: RuntimeDeps, opts: DispatchOptions = {
 }
 
 /** Runs claimed dispatches (from a claim, or carried by a commit) until nothing is carried onward. */
-export async function runDispatches(deps: RuntimeDeps, claims: CarriedClaim[], carry = true): Promise<void> {
+export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], carry = true): Promise<void> {
   let current = claims;
   while (current.length > 0) current = await runRound(deps, current, carry);
 }
 
-async function claim(deps: RuntimeDeps, limit: number): Promise<CarriedClaim[]> {
+async function claim(deps: WorkerDeps, limit: number): Promise<CarriedClaim[]> {
   return withTransaction(deps.pool, async (client) => {
     const rows = await claimDispatchBatch(client, limit);
     if (rows.length === 0) {
@@ -115,9 +115,9 @@ async function claim(deps: RuntimeDeps, limit: number): Promise<CarriedClaim[]> 
       return [];
     }
     const leases = new Map(rows.map((c) => [c.node.id, randomUUID()]));
-    const requests: RequestItem[] = rows
+    const requests: MovementItem[] = rows
       .filter((c) => c.request.request_state === 'APPROVED')
-      .map((c) => ({ requestId: c.request.id, event: { type: 'DISPATCH_STARTED' } }));
+      .map((c) => ({ movementId: c.request.id, event: { type: 'DISPATCH_STARTED' } }));
     const nodes: NodeItem[] = rows.map((c) => ({ nodeId: c.node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease: leases.get(c.node.id)! }));
     const result = await deliverBatch(client, { requests, nodes }, { actor: ACTOR, deps: deps.transitions });
     const out: CarriedClaim[] = [];
@@ -127,7 +127,7 @@ async function claim(deps: RuntimeDeps, limit: number): Promise<CarriedClaim[]> 
         return;
       }
       claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
-      out.push({ node: r.node, request: result.requestOf(r.node.request_id), nodes: result.nodesOf(r.node.request_id), lease: nodes[i].lease! });
+      out.push({ node: r.node, request: result.movementOf(r.node.request_id), nodes: result.nodesOf(r.node.request_id), lease: nodes[i].lease! });
     });
     return out;
   });
@@ -149,7 +149,7 @@ interface Prepared {
   submit?: Omit<ToSubmit, 'd'>;
 }
 
-async function runRound(deps: RuntimeDeps, dispatches: CarriedClaim[], carry: boolean): Promise<CarriedClaim[]> {
+async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boolean): Promise<CarriedClaim[]> {
   const contexts = await claimedContexts(deps.pool, dispatches, (n) => n.attempt_no + 1);
   const prepared = await Promise.all(dispatches.map((d, i) => prepareOne(deps, d, contexts[i])));
 
@@ -185,7 +185,7 @@ async function runRound(deps: RuntimeDeps, dispatches: CarriedClaim[], carry: bo
  * One batched commit. Ferry's own database trouble is retried a few times (nothing was written);
  * if it persists the nodes stay where they are, and recovery releases or resolves them later.
  */
-async function commit(deps: RuntimeDeps, items: NodeItem[], opts: BatchOptions): Promise<BatchResult | null> {
+async function commit(deps: WorkerDeps, items: NodeItem[], opts: BatchOptions): Promise<BatchResult | null> {
   if (items.length === 0) return null;
   for (let attempt = 0; ; attempt++) {
     try {
@@ -204,7 +204,7 @@ async function commit(deps: RuntimeDeps, items: NodeItem[], opts: BatchOptions):
 }
 
 /** Logs refused writes; returns the nodes that had one. */
-function refusals(deps: RuntimeDeps, dispatches: CarriedClaim[], items: NodeItem[], result: BatchResult): Set<string> {
+function refusals(deps: WorkerDeps, dispatches: CarriedClaim[], items: NodeItem[], result: BatchResult): Set<string> {
   const refused = new Set<string>();
   result.nodes.forEach((r, i) => {
     if (!isRefusal(r)) return;
@@ -224,7 +224,7 @@ function retryAt(err: unknown): string {
   return addSeconds(nowIso(), Number.isFinite(hinted) && hinted > 0 ? hinted : DEFER_SECONDS);
 }
 
-function deferInfra(deps: RuntimeDeps, d: CarriedClaim, err: unknown, cause: string): NodeItem {
+function deferInfra(deps: WorkerDeps, d: CarriedClaim, err: unknown, cause: string): NodeItem {
   deferralsTotal.inc({ worker: 'dispatcher', cause });
   nodeLog(deps, 'dispatcher', d.node).warn({ cause, err: errorText(err) }, "dispatch deferred: Ferry's database was unavailable");
   return item(d, { type: 'DISPATCH_DEFERRED', errorCode: 'FERRY_DATABASE_UNAVAILABLE', errorDetail: errorText(err), retryAt: addSeconds(nowIso(), INFRA_DEFER_SECONDS) });
@@ -233,7 +233,7 @@ function deferInfra(deps: RuntimeDeps, d: CarriedClaim, err: unknown, cause: str
 const item = (d: CarriedClaim, event: NodeEvent, artifacts?: NewArtifact[]): NodeItem => ({ nodeId: d.node.id, event, fence: d.lease, artifacts });
 
 /** Preflight, prepare and sign one claimed node; the events to commit, and what to submit after. */
-async function prepareOne(deps: RuntimeDeps, d: CarriedClaim, built: ExecutionContext | { error: unknown }): Promise<Prepared> {
+async function prepareOne(deps: WorkerDeps, d: CarriedClaim, built: ExecutionContext | { error: unknown }): Promise<Prepared> {
   const node = d.node;
   const failPreparing = (code: string, detail: string): Prepared => ({ items: [item(d, { type: 'PREPARE_FAILED', errorCode: code, errorDetail: detail })] });
   if ('error' in built) {
@@ -300,7 +300,7 @@ async function prepareOne(deps: RuntimeDeps, d: CarriedClaim, built: ExecutionCo
 }
 
 async function sign(
-  deps: RuntimeDeps,
+  deps: WorkerDeps,
   d: CarriedClaim,
   ctx: ExecutionContext,
   prepared: PreparedAction,
@@ -337,7 +337,7 @@ async function sign(
 }
 
 /** The pre-submit check and submit() of one node in SUBMITTING; the event to commit, or null to leave it to recovery. */
-async function submitOne(deps: RuntimeDeps, s: ToSubmit): Promise<NodeItem | null> {
+async function submitOne(deps: WorkerDeps, s: ToSubmit): Promise<NodeItem | null> {
   const { d, ctx, executor, prepared, signResult } = s;
   const attempt = ctx.attempt_no;
   if (executor.preSubmitCheck) {

@@ -8,12 +8,12 @@ import type { InfraCause } from '../persistence/infra-errors.ts';
 import { isOutcomeState, type ExecutorOutcome, type OutcomeState } from '../machines/outcome.ts';
 import { artifactsOfNodes, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
 import type { Pool, Queryable } from '../persistence/db.ts';
-import { nodesOfRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
+import { nodesOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 import type { HandedOffClaims } from './dispatcher.ts';
 import type { CarriedClaim, TransitionDeps } from './transition.ts';
 
 /** What the dispatcher, observer and recovery workers share. */
-export interface RuntimeDeps {
+export interface WorkerDeps {
   pool: Pool;
   config: FerryConfig;
   executors: ExecutorRegistry;
@@ -37,16 +37,16 @@ export const nowIso = () => new Date().toISOString();
  */
 export async function contextFor(
   db: Queryable,
-  request: RequestRow,
+  request: MovementRow,
   node: NodeRow,
   attemptNo: number,
 ): Promise<ExecutionContext> {
-  const nodes = await nodesOfRequest(db, request.id);
+  const nodes = await nodesOfMovement(db, request.id);
   return (await contextsFor(db, [{ request, node, nodes, attemptNo }]))[0];
 }
 
 export interface ContextInput {
-  request: RequestRow;
+  request: MovementRow;
   node: NodeRow;
   /** Every node of the request, as the claim's commit left them. */
   nodes: NodeRow[];
@@ -197,7 +197,7 @@ export interface ProviderAnswer {
  * `onError` decides.
  */
 export async function askProvider(
-  deps: RuntimeDeps,
+  deps: WorkerDeps,
   node: NodeRow,
   ctx: ExecutionContext | { error: unknown },
   call: 'observe' | 'recover',
@@ -223,7 +223,7 @@ export async function askProvider(
 /** Contexts for claimed nodes, one artifacts query for all; a failed read is each node's error. */
 export async function claimedContexts(
   db: Queryable,
-  claims: { request: RequestRow; node: NodeRow; nodes: NodeRow[] }[],
+  claims: { request: MovementRow; node: NodeRow; nodes: NodeRow[] }[],
   attemptOf: (node: NodeRow) => number,
 ): Promise<(ExecutionContext | { error: unknown })[]> {
   try {
@@ -241,7 +241,7 @@ export async function claimedContexts(
  * about and which worker wrote it, so one movement's story can be filtered out of any log.
  */
 export function nodeLog(
-  deps: Pick<RuntimeDeps, 'log'>,
+  deps: Pick<WorkerDeps, 'log'>,
   worker: 'dispatcher' | 'observer' | 'recovery',
   node: Pick<NodeRow, 'id' | 'request_id' | 'node_key' | 'attempt_no'>,
   attempt = node.attempt_no,

@@ -2,9 +2,9 @@ import { approvalExpiryTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { claimForExpiry, expiredCandidates } from '../persistence/claims.ts';
 import { withTransaction } from '../persistence/db.ts';
-import type { RuntimeDeps } from './execution.ts';
+import type { WorkerDeps } from './execution.ts';
 import { nowIso } from './execution.ts';
-import { deliverRequestEvent } from './transition.ts';
+import { deliverMovementEvent } from './transition.ts';
 
 /**
  * Approval expiry: PENDING_APPROVAL requests past expires_at become EXPIRED (with a
@@ -21,8 +21,8 @@ export interface ExpiryReport {
 }
 
 
-export async function expirePendingRequests(
-  deps: Pick<RuntimeDeps, 'pool' | 'config' | 'transitions'>,
+export async function expirePendingMovements(
+  deps: Pick<WorkerDeps, 'pool' | 'config' | 'transitions'>,
   opts: { now?: () => number } = {},
 ): Promise<ExpiryReport> {
   // The run-time budget is measured on this clock (tests inject one; no sleeps).
@@ -38,7 +38,7 @@ export async function expirePendingRequests(
     const done = await withTransaction(deps.pool, async (client) => {
       const claimed = await claimForExpiry(client, id);
       if (!claimed) return false;
-      const moved = await deliverRequestEvent(
+      const moved = await deliverMovementEvent(
         client,
         id,
         { type: 'EXPIRE', at: nowIso() },

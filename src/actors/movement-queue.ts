@@ -1,13 +1,13 @@
 import type { Job, PgBoss } from 'pg-boss';
 import { z } from 'zod';
 import { FerryError, type ErrorCode } from '../errors.ts';
-import { can } from '../http/auth.ts';
+import { can } from '../services/permissions.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 import { movementQueueMessagesTotal } from '../metrics.ts';
 import { principalActor } from '../persistence/principals.ts';
 import { activeTokenByName } from '../persistence/tokens.ts';
 import { ensureQueue, type QueueDefinition } from './boss.ts';
-import { createMovement, type MovementServiceDeps } from './movements.ts';
+import { createMovement, type MovementServiceDeps } from '../services/movements.ts';
 
 /**
  * Queue-fed movements: other systems place movement requests on a pg-boss queue instead of calling

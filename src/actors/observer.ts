@@ -5,9 +5,9 @@ import { addSeconds, observationTimedOut, observeDelaySeconds } from '../machine
 import { claimObserveBatch } from '../persistence/claims.ts';
 import { claimsTotal, deferralsTotal } from '../metrics.ts';
 import { withTransaction } from '../persistence/db.ts';
-import { nodesOfRequests } from '../persistence/movements.ts';
+import { nodesOfMovements } from '../persistence/movements.ts';
 import { runDispatches } from './dispatcher.ts';
-import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type RuntimeDeps } from './execution.ts';
+import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type WorkerDeps } from './execution.ts';
 import { deliverBatch, type CarriedClaim, type NodeItem } from './transition.ts';
 import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
 
@@ -20,7 +20,7 @@ import { signAndSendReplacement, type ReplacementProposal } from './replacement.
  * transition; a successor an observation unblocks is claimed in that commit and handed straight to
  * the dispatcher, so the movement goes on without waiting for a NOTIFY.
  */
-export async function observeBatch(deps: RuntimeDeps): Promise<number> {
+export async function observeBatch(deps: WorkerDeps): Promise<number> {
   let carried: CarriedClaim[] = [];
   let accepted: ReplacementProposal[] = [];
   const proposals: (ReplacementProposal | undefined)[] = [];
@@ -28,7 +28,7 @@ export async function observeBatch(deps: RuntimeDeps): Promise<number> {
     const claimed = await claimObserveBatch(client, deps.config.observeBatchSize);
     claimsTotal.inc({ worker: 'observer', result: claimed.length > 0 ? 'hit' : 'miss' }, Math.max(1, claimed.length));
     if (claimed.length === 0) return 0;
-    const siblings = await nodesOfRequests(client, [...new Set(claimed.map((c) => c.request.id))]);
+    const siblings = await nodesOfMovements(client, [...new Set(claimed.map((c) => c.request.id))]);
     const withNodes = claimed.map((c) => ({ ...c, nodes: siblings.get(c.request.id) ?? [] }));
     const contexts = await claimedContexts(client, withNodes, (n) => n.attempt_no);
 

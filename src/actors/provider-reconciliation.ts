@@ -3,7 +3,7 @@ import type { ExecutorOutcome, OutcomeState } from '../machines/outcome.ts';
 import { providerReconciledTotal, reconciliationDriftTotal, reconciliationRepairedTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction } from '../persistence/db.ts';
-import { getRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
+import { getMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 import {
   evidenceCandidates,
   markDriftRepaired,
@@ -11,8 +11,8 @@ import {
   recordDrift,
   type DriftClass,
 } from '../persistence/reconciliation-drifts.ts';
-import { askProvider, contextFor, errorOutcome, errorText, nowIso, type RuntimeDeps } from './execution.ts';
-import { deliverBatch, type RequestItem } from './transition.ts';
+import { askProvider, contextFor, errorOutcome, errorText, nowIso, type WorkerDeps } from './execution.ts';
+import { deliverBatch, type MovementItem } from './transition.ts';
 
 /**
  * Reconciliation with evidence: the log replay (reconciliation.ts) proves the rows are what the
@@ -65,7 +65,7 @@ function repairable(node: NodeRow, provider: OutcomeState): boolean {
   return (stored === 'FAILED' && provider === 'COMPLETED') || (stored === 'UNKNOWN' && (provider === 'COMPLETED' || provider === 'FAILED'));
 }
 
-type Deps = Pick<RuntimeDeps, 'pool' | 'config' | 'executors' | 'transitions' | 'log'>;
+type Deps = Pick<WorkerDeps, 'pool' | 'config' | 'executors' | 'transitions' | 'log'>;
 
 export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconciliationReport> {
   const { config, pool } = deps;
@@ -83,11 +83,11 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
       report.budgetExhausted = true;
       break;
     }
-    const request = await getRequest(pool, node.request_id);
+    const request = await getMovement(pool, node.request_id);
     if (!request) continue;
     let threw = false;
     const ctx = await contextFor(pool, request, node, node.attempt_no).catch((error: unknown) => ({ error }));
-    const answer = await askProvider(deps as RuntimeDeps, node, ctx, 'recover', ANY_ANSWER, (err) => {
+    const answer = await askProvider(deps as WorkerDeps, node, ctx, 'recover', ANY_ANSWER, (err) => {
       threw = true;
       return errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'RECOVER_ERROR', errorText(err));
     });
@@ -118,7 +118,7 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
   return report;
 }
 
-async function recordFinding(deps: Deps, request: RequestRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome) {
+async function recordFinding(deps: Deps, request: MovementRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome) {
   return withTransaction(deps.pool, async (client) => {
     const evidence = { outcome, checked_at: nowIso(), call: 'recover' };
     const drift = await recordDrift(client, {
@@ -146,13 +146,13 @@ async function recordFinding(deps: Deps, request: RequestRow, node: NodeRow, cls
 }
 
 /** Applies a drift through the node machine; false when the machine refused it (the node moved on). */
-async function repair(deps: Deps, request: RequestRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome, driftId: number): Promise<boolean> {
+async function repair(deps: Deps, request: MovementRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome, driftId: number): Promise<boolean> {
   const refused = Symbol('refused');
   try {
     return await withTransaction(deps.pool, async (client) => {
       const at = nowIso();
       // A movement waiting for a person goes on once the node it waited on is settled by evidence.
-      const requests: RequestItem[] = request.request_state === 'MANUAL_INTERVENTION' ? [{ requestId: request.id, event: { type: 'RESUME', by: ACTOR } }] : [];
+      const requests: MovementItem[] = request.request_state === 'MANUAL_INTERVENTION' ? [{ movementId: request.id, event: { type: 'RESUME', by: ACTOR } }] : [];
       const result = await deliverBatch(
         client,
         {

@@ -1,22 +1,22 @@
 import { isDeepStrictEqual } from 'node:util';
 import { initialNodeContext, nodeMachine } from '../machines/node-machine.ts';
 import { replayLog, type LoggedStep, type ReplayResult } from '../machines/replay.ts';
-import { initialRequestContext, requestMachine } from '../machines/request-machine.ts';
+import { initialMovementContext, movementMachine } from '../machines/movement-machine.ts';
 import { reconciliationTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
 import {
-  getRequest,
+  getMovement,
   markReconciled,
-  nodesOfRequest,
+  nodesOfMovement,
   reconciliationCandidates,
-  transitionsOfRequest,
+  transitionsOfMovement,
   type NodeRow,
-  type RequestRow,
+  type MovementRow,
   type TransitionRow,
 } from '../persistence/movements.ts';
 import type { FerryConfig } from '../config.ts';
-import { nodeContextFromRow, requestContextFromRow } from './transition.ts';
+import { nodeContextFromRow, movementContextFromRow } from './transition.ts';
 
 /**
  * Reconciliation: replays each movement's transition log through the machines and compares the
@@ -54,16 +54,16 @@ function steps(log: TransitionRow[], entityId: string): LoggedStep[] {
 }
 
 /** Replays one movement; returns its drifts (empty when the rows are what the log says). */
-export function reconcileMovement(request: RequestRow, nodes: NodeRow[], log: TransitionRow[]): Drift[] {
+export function reconcileMovement(request: MovementRow, nodes: NodeRow[], log: TransitionRow[]): Drift[] {
   const drifts: Drift[] = [];
-  const requestLog = steps(log, request.id);
-  const birth = (requestLog[0]?.event_payload ?? {}) as { created_by?: string; quorum?: number; expires_at?: string | null };
-  const requestInput = initialRequestContext({
+  const movementLog = steps(log, request.id);
+  const birth = (movementLog[0]?.event_payload ?? {}) as { created_by?: string; quorum?: number; expires_at?: string | null };
+  const requestInput = initialMovementContext({
     createdBy: birth.created_by ?? request.created_by,
     quorum: birth.quorum ?? request.approval_quorum,
     expiresAt: birth.expires_at ?? null,
   });
-  const r = compare(replayLog(requestMachine, requestInput, requestLog), request.request_state, requestContextFromRow(request));
+  const r = compare(replayLog(movementMachine, requestInput, movementLog), request.request_state, movementContextFromRow(request));
   if (r) drifts.push({ entity_type: 'request', entity_id: request.id, node_key: null, ...r });
 
   for (const node of nodes) {
@@ -74,10 +74,10 @@ export function reconcileMovement(request: RequestRow, nodes: NodeRow[], log: Tr
   return drifts;
 }
 
-async function fullLog(db: Queryable, requestId: string): Promise<TransitionRow[]> {
+async function fullLog(db: Queryable, movementId: string): Promise<TransitionRow[]> {
   const out: TransitionRow[] = [];
   for (let after = 0; ; ) {
-    const page = await transitionsOfRequest(db, requestId, after, 1000);
+    const page = await transitionsOfMovement(db, movementId, after, 1000);
     out.push(...page);
     if (page.length < 1000) return out;
     after = page[page.length - 1].id;
@@ -103,9 +103,9 @@ export async function reconcileBatch(
     // Rows and log from one snapshot: a transition committing meanwhile is in both or in neither.
     const found = await withTransaction(deps.pool, async (client) => {
       await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const request = await getRequest(client, id);
+      const request = await getMovement(client, id);
       if (!request) return null;
-      const nodes = await nodesOfRequest(client, id);
+      const nodes = await nodesOfMovement(client, id);
       const log = await fullLog(client, id);
       return { request, drifts: reconcileMovement(request, nodes, log) };
     });

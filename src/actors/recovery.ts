@@ -3,8 +3,8 @@ import { addSeconds, observeDelaySeconds } from '../machines/observe-policy.ts';
 import { claimAbandonedDispatches, claimRecoveryBatch, type RecoveryArm } from '../persistence/claims.ts';
 import { claimsTotal, deferralsTotal } from '../metrics.ts';
 import { withTransaction } from '../persistence/db.ts';
-import { nodesOfRequests } from '../persistence/movements.ts';
-import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type RuntimeDeps } from './execution.ts';
+import { nodesOfMovements } from '../persistence/movements.ts';
+import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type WorkerDeps } from './execution.ts';
 import { deliverBatch, type NodeItem } from './transition.ts';
 
 /**
@@ -28,14 +28,14 @@ export function recoveryArms(batch: number): RecoveryArm[] {
   return [...PRIORITY_LANES.map((lanes) => ({ lanes, limit: share })), { lanes: null, limit: share }];
 }
 
-export async function recoverBatch(deps: RuntimeDeps): Promise<number> {
+export async function recoverBatch(deps: WorkerDeps): Promise<number> {
   const { config } = deps;
   let done = await releaseAbandonedDispatches(deps);
   for (const arm of recoveryArms(config.recoveryBatchSize)) done += await recoverArm(deps, arm);
   return done;
 }
 
-async function recoverArm(deps: RuntimeDeps, arm: RecoveryArm): Promise<number> {
+async function recoverArm(deps: WorkerDeps, arm: RecoveryArm): Promise<number> {
   const { config } = deps;
   return withTransaction(deps.pool, async (client) => {
     const claimed = await claimRecoveryBatch(
@@ -47,7 +47,7 @@ async function recoverArm(deps: RuntimeDeps, arm: RecoveryArm): Promise<number> 
     );
     if (claimed.length === 0) return 0;
     claimsTotal.inc({ worker: 'recovery', result: 'hit' }, claimed.length);
-    const siblings = await nodesOfRequests(client, [...new Set(claimed.map((c) => c.request.id))]);
+    const siblings = await nodesOfMovements(client, [...new Set(claimed.map((c) => c.request.id))]);
     const contexts = await claimedContexts(client, claimed.map((c) => ({ ...c, nodes: siblings.get(c.request.id) ?? [] })), (n) => n.attempt_no);
     const answers = await Promise.all(
       claimed.map(async ({ node }, i): Promise<NodeItem | null> => {
@@ -83,7 +83,7 @@ async function recoverArm(deps: RuntimeDeps, arm: RecoveryArm): Promise<number> 
  * dispatch, without asking anyone, once it has been idle longer than the SUBMITTING grace; its
  * lease goes with it, so the stalled dispatcher's later writes are refused.
  */
-async function releaseAbandonedDispatches(deps: RuntimeDeps): Promise<number> {
+async function releaseAbandonedDispatches(deps: WorkerDeps): Promise<number> {
   return withTransaction(deps.pool, async (client) => {
     const claimed = await claimAbandonedDispatches(client, deps.config.submittingGraceSeconds, deps.config.recoveryBatchSize);
     if (claimed.length === 0) return 0;

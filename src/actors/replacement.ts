@@ -5,8 +5,8 @@ import { buildSignRequest } from '../executors/sign-request.ts';
 import { evmReplacementsTotal } from '../metrics.ts';
 import { insertArtifacts, type NewArtifact } from '../persistence/artifacts.ts';
 import { withTransaction } from '../persistence/db.ts';
-import { getNode, getRequest } from '../persistence/movements.ts';
-import { contextFor, errorText, nowIso, type RuntimeDeps } from './execution.ts';
+import { getNode, getMovement } from '../persistence/movements.ts';
+import { contextFor, errorText, nowIso, type WorkerDeps } from './execution.ts';
 import { deliverNodeEvent } from './transition.ts';
 
 /**
@@ -34,7 +34,7 @@ export interface ReplacementProposal {
 export type ReplacementOutcome = 'sent' | 'not_sent' | 'stale' | 'signing_failed';
 
 /** Never throws: a failure leaves the pending version in place and is logged. */
-export async function signAndSendReplacement(deps: RuntimeDeps, proposal: ReplacementProposal): Promise<ReplacementOutcome> {
+export async function signAndSendReplacement(deps: WorkerDeps, proposal: ReplacementProposal): Promise<ReplacementOutcome> {
   let outcome: ReplacementOutcome;
   try {
     outcome = await replace(deps, proposal);
@@ -46,11 +46,11 @@ export async function signAndSendReplacement(deps: RuntimeDeps, proposal: Replac
   return outcome;
 }
 
-async function replace(deps: RuntimeDeps, proposal: ReplacementProposal): Promise<ReplacementOutcome> {
+async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise<ReplacementOutcome> {
   const { nodeId, attemptNo, prepared } = proposal;
   const node = await getNode(deps.pool, nodeId);
   if (!node || node.attempt_no !== attemptNo || (node.node_state !== 'SUBMITTED' && node.node_state !== 'OBSERVING')) return 'stale';
-  const request = (await getRequest(deps.pool, node.request_id))!;
+  const request = (await getMovement(deps.pool, node.request_id))!;
   const log = deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'observer', attempt: attemptNo });
   const ctx = await contextFor(deps.pool, request, node, attemptNo);
 

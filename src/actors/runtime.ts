@@ -20,7 +20,7 @@ import { destinationPolicy } from '../callbacks/destinations.ts';
 import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
 import { dispatchBatch, drainHandedOff, HandedOffClaims } from './dispatcher.ts';
-import type { RuntimeDeps } from './execution.ts';
+import type { WorkerDeps } from './execution.ts';
 import { Waker, type LoopSpec } from './loop-runner.ts';
 import { startMovementQueue, type MovementQueueConsumer } from './movement-queue.ts';
 import { observeBatch } from './observer.ts';
@@ -52,7 +52,7 @@ export interface RuntimeOptions {
 }
 
 export interface Runtime {
-  deps: RuntimeDeps;
+  deps: WorkerDeps;
   boss: PgBoss;
   wakeups: Wakeups;
   processId: string;
@@ -145,7 +145,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     });
   }
   const queue = delivery?.queue ?? createCallbackQueue(boss);
-  const deps: RuntimeDeps = {
+  const deps: WorkerDeps = {
     pool,
     config,
     executors,

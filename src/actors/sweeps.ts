@@ -20,11 +20,11 @@ import { promoteAuditRun } from './audit-promoter.ts';
 import { ensureQueue, PGBOSS_SCHEMA, type QueueDefinition } from './boss.ts';
 import { sweepStrandedCallbacks } from './callback-delivery.ts';
 import { runEvmNonceReaper } from './evm-nonce-reaper.ts';
-import type { RuntimeDeps } from './execution.ts';
+import type { WorkerDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
-import { expirePendingRequests } from './expiry.ts';
+import { expirePendingMovements } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
-import { expireDueProposals, finalizeDueProposals } from './template-proposals.ts';
+import { expireDueProposals, finalizeDueProposals } from '../services/template-proposals.ts';
 import { reconcileWithProviders } from './provider-reconciliation.ts';
 
 /**
@@ -75,7 +75,7 @@ export interface SweepOutcome {
   [detail: string]: unknown;
 }
 
-export interface SweepDeps extends Pick<RuntimeDeps, 'pool' | 'config' | 'executors' | 'signers' | 'transitions' | 'log'> {
+export interface SweepDeps extends Pick<WorkerDeps, 'pool' | 'config' | 'executors' | 'signers' | 'transitions' | 'log'> {
   callbackQueue: CallbackQueue;
   /** The balance fetchers with their per-process caches (clients, decimals, watch list); when enabled. */
   balances?: BalanceSweepDeps;
@@ -110,7 +110,7 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       maxRunMs: c.expirationMaxRunMs,
     }),
     async run(deps) {
-      const r = await expirePendingRequests(deps);
+      const r = await expirePendingMovements(deps);
       return { items: r.expired, budget_exhausted: r.budgetExhausted, expired: r.expired, skipped: r.skipped };
     },
   },
@@ -260,7 +260,7 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       };
     },
   },
-  // --- Template proposals (src/actors/template-proposals.ts; docs/operations.md "Template proposals").
+  // --- Template proposals (src/services/template-proposals.ts; docs/operations.md "Template proposals").
   {
     name: 'template_proposal_expiration',
     summary: 'PROPOSED template proposals past their review window become EXPIRED',

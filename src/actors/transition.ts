@@ -9,12 +9,12 @@ import {
 } from '../machines/node-machine.ts';
 import { isManualNode, summarizeNodes } from '../machines/node-summary.ts';
 import {
-  REQUEST_MACHINE_ID,
-  REQUEST_MACHINE_VERSION,
-  requestMachine,
-  type RequestContext,
-  type RequestEvent,
-} from '../machines/request-machine.ts';
+  MOVEMENT_MACHINE_ID,
+  MOVEMENT_MACHINE_VERSION,
+  movementMachine,
+  type MovementContext,
+  type MovementEvent,
+} from '../machines/movement-machine.ts';
 import { transitionsTotal } from '../metrics.ts';
 import type { NewArtifact } from '../persistence/artifacts.ts';
 import { writeAudit, type AuditEntry } from '../persistence/audit.ts';
@@ -25,9 +25,9 @@ import {
   writeGroup,
   type NewTransitionRow,
   type NodeWriteRow,
-  type RequestWriteRow,
+  type MovementWriteRow,
 } from '../persistence/group-commit.ts';
-import type { NodeRow, RequestRow, TransitionRow } from '../persistence/movements.ts';
+import type { NodeRow, MovementRow, TransitionRow } from '../persistence/movements.ts';
 
 /**
  * The one durable transition function, batched. Delivering events to requests and nodes is, inside
@@ -48,7 +48,7 @@ import type { NodeRow, RequestRow, TransitionRow } from '../persistence/movement
 export const EVENTS_CHANNEL = 'ferry_events';
 
 export interface CallbackInput {
-  request: RequestRow;
+  request: MovementRow;
   eventType: string;
   nodeKey?: string | null;
   occurredAt: string;
@@ -78,8 +78,8 @@ export interface DeliveredToNode extends Delivered {
   node: NodeRow;
 }
 
-export interface DeliveredToRequest extends Delivered {
-  request: RequestRow;
+export interface DeliveredToMovement extends Delivered {
+  request: MovementRow;
 }
 
 /** One event for one node in a batch. */
@@ -97,9 +97,9 @@ export interface NodeItem {
   actor?: string;
 }
 
-export interface RequestItem {
-  requestId: string;
-  event: RequestEvent;
+export interface MovementItem {
+  movementId: string;
+  event: MovementEvent;
   actor?: string;
 }
 
@@ -108,7 +108,7 @@ export type Refusal = InvalidTransitionError | LeaseLostError;
 /** A node a batch unblocked and, as asked by `claimUnblocked`, claimed in the same commit. */
 export interface CarriedClaim {
   node: NodeRow;
-  request: RequestRow;
+  request: MovementRow;
   /** Every node of the request as the commit left them (for the execution context). */
   nodes: NodeRow[];
   lease: string;
@@ -127,12 +127,12 @@ export interface BatchOptions {
 
 export interface BatchResult {
   nodes: (DeliveredToNode | Refusal)[];
-  requests: (DeliveredToRequest | Refusal)[];
+  requests: (DeliveredToMovement | Refusal)[];
   claimed: CarriedClaim[];
   /** Every node of a request the batch locked, as the batch left them. */
-  nodesOf(requestId: string): NodeRow[];
+  nodesOf(movementId: string): NodeRow[];
   /** A request the batch locked, as the batch left it. */
-  requestOf(requestId: string): RequestRow;
+  movementOf(movementId: string): MovementRow;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ export function nodeContextFromRow(row: NodeRow): NodeContext {
   };
 }
 
-export function requestContextFromRow(row: RequestRow): RequestContext {
+export function movementContextFromRow(row: MovementRow): MovementContext {
   return {
     createdBy: row.created_by,
     quorum: row.approval_quorum,
@@ -174,13 +174,13 @@ export function requestContextFromRow(row: RequestRow): RequestContext {
 // ---------------------------------------------------------------------------------------------
 // Public entry points
 
-export async function deliverRequestEvent(
+export async function deliverMovementEvent(
   client: Client,
-  requestId: string,
-  event: RequestEvent,
+  movementId: string,
+  event: MovementEvent,
   opts: DeliverOptions,
-): Promise<DeliveredToRequest | null> {
-  const result = await deliverBatch(client, { requests: [{ requestId, event, actor: opts.actor }] }, opts);
+): Promise<DeliveredToMovement | null> {
+  const result = await deliverBatch(client, { requests: [{ movementId, event, actor: opts.actor }] }, opts);
   return single(result.requests[0], opts);
 }
 
@@ -208,20 +208,20 @@ function single<T>(r: T | Refusal, opts: DeliverOptions): T | null {
  */
 export async function deliverBatch(
   client: Client,
-  items: { requests?: RequestItem[]; nodes?: NodeItem[] },
+  items: { requests?: MovementItem[]; nodes?: NodeItem[] },
   opts: BatchOptions,
 ): Promise<BatchResult> {
-  const requestItems = items.requests ?? [];
+  const movementItems = items.requests ?? [];
   const nodeItems = items.nodes ?? [];
   const b = new Batch(opts);
   const locked = await lockMovements(
     client,
-    requestItems.map((i) => i.requestId),
+    movementItems.map((i) => i.movementId),
     nodeItems.map((i) => i.nodeId),
   );
   for (const m of locked) b.load(m.request, m.nodes);
 
-  const requests = requestItems.map((i) => b.requestEvent(i.requestId, i.event, i.actor ?? opts.actor));
+  const requests = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   b.derive();
   b.carryOnward();
@@ -229,9 +229,9 @@ export async function deliverBatch(
   return {
     requests: requests.map((r) => (r instanceof Pending ? b.deliveredToRequest(r) : r)),
     nodes: nodes.map((r) => (r instanceof Pending ? b.deliveredToNode(r) : r)),
-    claimed: b.claims.map((c) => ({ node: b.nodeRow(c.nodeId), request: b.requestRow(c.requestId), nodes: b.siblings(c.requestId), lease: c.lease })),
-    nodesOf: (requestId) => b.siblings(requestId),
-    requestOf: (requestId) => b.requestRow(requestId),
+    claimed: b.claims.map((c) => ({ node: b.nodeRow(c.nodeId), request: b.movementRow(c.movementId), nodes: b.siblings(c.movementId), lease: c.lease })),
+    nodesOf: (movementId) => b.siblings(movementId),
+    movementOf: (movementId) => b.movementRow(movementId),
   };
 }
 
@@ -267,7 +267,7 @@ class Pending {
 }
 
 interface QueuedCallback {
-  requestId: string;
+  movementId: string;
   eventType: string;
   nodeKey: string | null;
   /** The transition whose time is the callback's occurred_at. */
@@ -279,29 +279,29 @@ const TERMINAL_OR_WAITING = new Set(['BLOCKED', 'COMPLETED', 'SKIPPED', 'CANCELL
 const IN_DISPATCH = new Set(['PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING']);
 
 class Batch {
-  readonly requests = new Map<string, Entity<RequestRow>>();
+  readonly requests = new Map<string, Entity<MovementRow>>();
   readonly nodes = new Map<string, Entity<NodeRow>>();
-  readonly nodesOfRequest = new Map<string, string[]>();
+  readonly nodesOfMovement = new Map<string, string[]>();
   readonly transitions: Pending[] = [];
   readonly callbacks: QueuedCallback[] = [];
   readonly artifacts: NewArtifact[] = [];
   readonly audits: AuditEntry[] = [];
   readonly notifications = new Set<string>();
-  readonly deriveRequests = new Set<string>();
+  readonly deriveMovements = new Set<string>();
   readonly unblocked: string[] = [];
-  readonly claims: { nodeId: string; requestId: string; lease: string }[] = [];
+  readonly claims: { nodeId: string; movementId: string; lease: string }[] = [];
 
   constructor(readonly opts: BatchOptions) {}
 
-  load(request: RequestRow, nodes: NodeRow[]) {
+  load(request: MovementRow, nodes: NodeRow[]) {
     this.requests.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false });
-    this.nodesOfRequest.set(request.id, nodes.map((n) => n.id));
+    this.nodesOfMovement.set(request.id, nodes.map((n) => n.id));
     for (const n of nodes) this.nodes.set(n.id, { row: n, fromState: n.node_state, fromVersion: n.row_version, dirty: false });
   }
 
   nodeRow = (id: string) => this.nodes.get(id)!.row;
-  requestRow = (id: string) => this.requests.get(id)!.row;
-  siblings = (requestId: string) => (this.nodesOfRequest.get(requestId) ?? []).map(this.nodeRow);
+  movementRow = (id: string) => this.requests.get(id)!.row;
+  siblings = (movementId: string) => (this.nodesOfMovement.get(movementId) ?? []).map(this.nodeRow);
 
   #log(t: Omit<NewTransitionRow, 'event_payload' | 'event_type'>, event: { type: string }): Pending {
     const p = new Pending(this.transitions.length, { ...t, event_type: event.type, event_payload: eventPayload(event) });
@@ -312,15 +312,15 @@ class Batch {
   // -------------------------------------------------------------------------------------------
   // Requests
 
-  requestEvent(requestId: string, event: RequestEvent, actor: string): Pending | Refusal {
-    const e = this.requests.get(requestId);
-    if (!e) return new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, 'MISSING', 'lock');
+  movementEvent(movementId: string, event: MovementEvent, actor: string): Pending | Refusal {
+    const e = this.requests.get(movementId);
+    if (!e) return new InvalidTransitionError(MOVEMENT_MACHINE_ID, movementId, 'MISSING', 'lock');
     const row = e.row;
     // Built only when needed: derivations that change nothing are refused on every batch.
-    const refusal = () => new InvalidTransitionError(REQUEST_MACHINE_ID, requestId, row.request_state, event.type);
-    const prev = resolve(requestMachine, requestId, row, row.request_state, requestContextFromRow(row));
+    const refusal = () => new InvalidTransitionError(MOVEMENT_MACHINE_ID, movementId, row.request_state, event.type);
+    const prev = resolve(movementMachine, movementId, row, row.request_state, movementContextFromRow(row));
     if (prev.status !== 'active') return refusal();
-    const [next, actions] = transition(requestMachine, prev, event);
+    const [next, actions] = transition(movementMachine, prev, event);
     if (next === prev) return refusal();
 
     const from = row.request_state;
@@ -336,51 +336,51 @@ class Batch {
     };
     e.dirty = true;
     const logged = this.#log(
-      { machine_id: REQUEST_MACHINE_ID, machine_version: REQUEST_MACHINE_VERSION, entity_type: 'request', entity_id: requestId, request_id: requestId, node_key: null, seq: e.row.row_version, from_state: from, to_state: to, actor },
+      { machine_id: MOVEMENT_MACHINE_ID, machine_version: MOVEMENT_MACHINE_VERSION, entity_type: 'request', entity_id: movementId, request_id: movementId, node_key: null, seq: e.row.row_version, from_state: from, to_state: to, actor },
       event,
     );
-    this.notifications.add(JSON.stringify({ request_id: requestId, entity: 'request', state: to }));
-    transitionsTotal.inc({ machine: REQUEST_MACHINE_ID, from, to });
+    this.notifications.add(JSON.stringify({ request_id: movementId, entity: 'request', state: to }));
+    transitionsTotal.inc({ machine: MOVEMENT_MACHINE_ID, from, to });
 
-    if (to !== from) this.#callback(requestId, `request_${to.toLowerCase()}`, null, logged);
+    if (to !== from) this.#callback(movementId, `request_${to.toLowerCase()}`, null, logged);
     for (const action of actions) {
       switch (action.type) {
         case 'readyFrontier':
-          this.#readyFrontier(requestId, actor);
+          this.#readyFrontier(movementId, actor);
           break;
         case 'cancelOpenNodes':
-          for (const n of this.siblings(requestId)) {
+          for (const n of this.siblings(movementId)) {
             if (n.node_state === 'BLOCKED' || n.node_state === 'READY') this.#applyNode(n.id, { type: 'CANCEL_REQUESTED' }, actor, {});
           }
           break;
         case 'requestAttention':
-          this.#callback(requestId, 'request_attention', null, logged);
+          this.#callback(movementId, 'request_attention', null, logged);
           break;
       }
     }
     return logged;
   }
 
-  #callback(requestId: string, eventType: string, nodeKey: string | null, at: Pending) {
-    if (this.requestRow(requestId).callback_url) this.callbacks.push({ requestId, eventType, nodeKey, at });
+  #callback(movementId: string, eventType: string, nodeKey: string | null, at: Pending) {
+    if (this.movementRow(movementId).callback_url) this.callbacks.push({ movementId, eventType, nodeKey, at });
   }
 
-  #setFrontier(requestId: string, frontier: string[]) {
-    const e = this.requests.get(requestId)!;
+  #setFrontier(movementId: string, frontier: string[]) {
+    const e = this.requests.get(movementId)!;
     e.row = { ...e.row, current_frontier: frontier };
     e.dirty = true;
   }
 
   /** On approval, the plan's root nodes become READY. */
-  #readyFrontier(requestId: string, actor: string) {
+  #readyFrontier(movementId: string, actor: string) {
     const ready: string[] = [];
-    for (const n of this.siblings(requestId)) {
+    for (const n of this.siblings(movementId)) {
       if (n.node_state !== 'BLOCKED' || n.predecessor_keys.length > 0) continue;
       if (this.#applyNode(n.id, { type: 'UNBLOCKED' }, actor, {}) instanceof Pending) ready.push(n.node_key);
     }
     ready.sort();
-    this.#setFrontier(requestId, ready);
-    this.deriveRequests.add(requestId);
+    this.#setFrontier(movementId, ready);
+    this.deriveMovements.add(movementId);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -445,8 +445,8 @@ class Batch {
         case 'advanceFrontier':
           this.#advanceFrontier(e.row, actor, logged);
           break;
-        case 'deriveRequestState':
-          this.deriveRequests.add(row.request_id);
+        case 'deriveMovementState':
+          this.deriveMovements.add(row.request_id);
           break;
       }
     }
@@ -470,15 +470,15 @@ class Batch {
     const frontier = [...byKey.values()].filter((n) => !TERMINAL_OR_WAITING.has(n.node_state)).map((n) => n.node_key).sort();
     this.#setFrontier(completed.request_id, frontier);
     if (unblocked > 0) this.#callback(completed.request_id, 'frontier_advanced', completed.node_key, at);
-    this.deriveRequests.add(completed.request_id);
+    this.deriveMovements.add(completed.request_id);
   }
 
   /** Request states derived from their nodes once, after all node changes of the batch. */
   derive() {
-    while (this.deriveRequests.size > 0) {
-      const [requestId] = this.deriveRequests;
-      this.deriveRequests.delete(requestId);
-      this.requestEvent(requestId, { type: 'NODES_SETTLED', summary: summarizeNodes(this.siblings(requestId)) }, this.opts.actor);
+    while (this.deriveMovements.size > 0) {
+      const [movementId] = this.deriveMovements;
+      this.deriveMovements.delete(movementId);
+      this.movementEvent(movementId, { type: 'NODES_SETTLED', summary: summarizeNodes(this.siblings(movementId)) }, this.opts.actor);
     }
   }
 
@@ -492,14 +492,14 @@ class Batch {
     const now = Date.now();
     for (const id of this.unblocked) {
       const node = this.nodeRow(id);
-      const request = this.requestRow(node.request_id);
+      const request = this.movementRow(node.request_id);
       if (node.node_state !== 'READY' || request.request_state !== 'EXECUTING' || isManualNode(node)) continue;
       if (node.dispatch_after && node.dispatch_after.getTime() > now) continue;
       if (this.siblings(node.request_id).some((s) => IN_DISPATCH.has(s.node_state))) continue;
       const lease = choose(node);
       if (!lease) continue;
       const claimed = this.#applyNode(id, { type: 'DISPATCH_CLAIMED', at: new Date(now).toISOString() }, this.opts.actor, { lease });
-      if (claimed instanceof Pending) this.claims.push({ nodeId: id, requestId: node.request_id, lease });
+      if (claimed instanceof Pending) this.claims.push({ nodeId: id, movementId: node.request_id, lease });
     }
   }
 
@@ -533,11 +533,11 @@ class Batch {
         claim_token: r.claim_token,
       });
     }
-    const requestWrites: RequestWriteRow[] = [];
+    const movementWrites: MovementWriteRow[] = [];
     for (const [id, e] of this.requests) {
       if (!e.dirty) continue;
       const r = e.row;
-      requestWrites.push({
+      movementWrites.push({
         id,
         from_state: e.fromState,
         from_version: e.fromVersion,
@@ -551,7 +551,7 @@ class Batch {
     }
     const written = await writeGroup(client, {
       nodes: nodeWrites,
-      requests: requestWrites,
+      requests: movementWrites,
       transitions: this.transitions.map((t) => t.row),
       artifacts: this.artifacts,
       channel: EVENTS_CHANNEL,
@@ -561,9 +561,9 @@ class Batch {
       const missing = nodeWrites.find((w) => !written.nodes.some((n) => n.id === w.id));
       throw new TransitionConflictError(NODE_MACHINE_ID, missing?.id ?? '?');
     }
-    if (written.requests.length !== requestWrites.length) {
-      const missing = requestWrites.find((w) => !written.requests.some((r) => r.id === w.id));
-      throw new TransitionConflictError(REQUEST_MACHINE_ID, missing?.id ?? '?');
+    if (written.requests.length !== movementWrites.length) {
+      const missing = movementWrites.find((w) => !written.requests.some((r) => r.id === w.id));
+      throw new TransitionConflictError(MOVEMENT_MACHINE_ID, missing?.id ?? '?');
     }
     for (const n of written.nodes) {
       const e = this.nodes.get(n.id)!;
@@ -579,7 +579,7 @@ class Batch {
     });
     for (const cb of this.callbacks) {
       await this.opts.deps.callbacks(client, {
-        request: this.requestRow(cb.requestId),
+        request: this.movementRow(cb.movementId),
         eventType: cb.eventType,
         nodeKey: cb.nodeKey,
         occurredAt: cb.at.at.toISOString(),
@@ -596,8 +596,8 @@ class Batch {
     return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), node: this.nodeRow(p.row.entity_id) };
   }
 
-  deliveredToRequest(p: Pending): DeliveredToRequest {
-    return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), request: this.requestRow(p.row.entity_id) };
+  deliveredToRequest(p: Pending): DeliveredToMovement {
+    return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), request: this.movementRow(p.row.entity_id) };
   }
 }
 

@@ -11,7 +11,7 @@ import { redriveCallback } from './lifecycle.ts';
  */
 
 /** The movement_requests fields a callback reports; pass the row as it is after the transition. */
-export interface CallbackRequestRow {
+export interface CallbackMovementRow {
   id: string;
   template_key: string;
   template_version: number;
@@ -26,7 +26,7 @@ export interface CallbackRequestRow {
 }
 
 export interface EnqueueCallbackInput {
-  request: CallbackRequestRow;
+  request: CallbackMovementRow;
   /** request_<lowercased new state>, frontier_advanced or request_attention. */
   eventType: string;
   nodeKey?: string | null;
@@ -97,7 +97,7 @@ export async function enqueueCallback(
   const url = input.request.callback_url;
   if (!url) throw new Error(`request ${input.request.id} has no callback_url; enqueueCallback must not be called for it`);
   const row = await insertCallback(client, {
-    requestId: input.request.id,
+    movementId: input.request.id,
     eventType: input.eventType,
     nodeKey: input.nodeKey ?? null,
     callbackUrl: url,

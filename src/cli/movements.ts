@@ -328,13 +328,13 @@ const MARK: Record<string, string> = {
 };
 
 /** The terminal view: one line per step, redrawn in place on a terminal. */
-function progressView(d: MovementDetail, requestState: string, states: Map<string, string>, last: TransitionView | null): string[] {
+function progressView(d: MovementDetail, movementState: string, states: Map<string, string>, last: TransitionView | null): string[] {
   const layer = new Map(d.plan.nodes.map((n) => [n.key, n.layer]));
   const keys = d.plan.nodes.map((n) => n.key).sort((a, b) => (layer.get(a) ?? 0) - (layer.get(b) ?? 0));
   const width = Math.max(...keys.map((k) => k.length));
   const done = keys.filter((k) => ['COMPLETED', 'SKIPPED'].includes(states.get(k) ?? '')).length;
   return [
-    `movement ${d.request.id}  ${d.request.template_key} v${d.request.template_version}  ${requestState}  (${done}/${keys.length} steps done)`,
+    `movement ${d.request.id}  ${d.request.template_key} v${d.request.template_version}  ${movementState}  (${done}/${keys.length} steps done)`,
     ...keys.map((k) => {
       const s = states.get(k) ?? '?';
       return `  [${MARK[s] ?? ' >> '}] ${k.padEnd(width)}  ${s}`;
@@ -355,19 +355,19 @@ const watch: CliCommand = {
     const json = ctx.flag('json');
     const d: MovementDetail = await callApi(target, 'GET', `/inspect/movements/${id}`);
     const states = new Map(d.nodes.map((n) => [n.node_key, n.node_state]));
-    let requestState = d.request.request_state;
+    let movementState = d.request.request_state;
     let last: TransitionView | null = null;
     let lastId = d.transitions.length ? d.transitions[d.transitions.length - 1].id : 0;
     const tty = !json && process.stdout.isTTY === true && ctx.env.TERM !== 'dumb';
     let drawn = 0;
     const draw = () => {
-      const lines = progressView(d, requestState, states, last);
+      const lines = progressView(d, movementState, states, last);
       ctx.out((drawn ? `\x1b[${drawn}A\x1b[J` : '') + lines.join('\n'));
       drawn = lines.length;
     };
     const apply = (t: TransitionView) => {
       lastId = Math.max(lastId, t.id);
-      if (t.entity_type === 'request') requestState = t.to_state;
+      if (t.entity_type === 'request') movementState = t.to_state;
       else if (t.node_key) states.set(t.node_key, t.to_state);
       last = t;
       if (json) ctx.out(JSON.stringify(t));
@@ -378,10 +378,10 @@ const watch: CliCommand = {
     // JSON lines carry the whole history first, so a consumer never needs a second source.
     if (json) for (const t of d.transitions) ctx.out(JSON.stringify(t));
     else if (tty) draw();
-    else ctx.out(progressView(d, requestState, states, null).filter(Boolean).join('\n'));
+    else ctx.out(progressView(d, movementState, states, null).filter(Boolean).join('\n'));
 
     let failures = 0;
-    while (!END_STATES.has(requestState)) {
+    while (!END_STATES.has(movementState)) {
       let res;
       try {
         res = await request(`${target.url}/inspect/movements/${id}/events`, {
@@ -403,21 +403,21 @@ const watch: CliCommand = {
           const t = JSON.parse(msg.data) as TransitionView;
           if (t.id <= lastId) continue;
           apply(t);
-          if (END_STATES.has(requestState)) break;
+          if (END_STATES.has(movementState)) break;
         }
       } catch {
         // The stream broke (Ferry restarting, network): resume from the last event seen.
       } finally {
         res.body.destroy();
       }
-      if (END_STATES.has(requestState)) break;
+      if (END_STATES.has(movementState)) break;
       // A stream that keeps ending without news is a Ferry going away, not a movement moving.
       failures = lastId > before ? 0 : failures + 1;
       if (failures > 5) throw new CliError(`the event stream of ${target.url} keeps closing; giving up`);
       await new Promise((r) => setTimeout(r, 500 * failures));
     }
-    if (!json) ctx.out(`movement ${id} ended ${requestState}`);
-    return requestState === 'COMPLETED' ? 0 : 1;
+    if (!json) ctx.out(`movement ${id} ended ${movementState}`);
+    return movementState === 'COMPLETED' ? 0 : 1;
   },
 };
 

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import type { FerryConfig } from '../config.ts';
 import { log as rootLog, type Logger } from '../log.ts';
-import { installSystemTemplate } from '../actors/template-proposals.ts';
+import { installSystemTemplate } from '../services/template-proposals.ts';
 import type { Pool } from '../persistence/db.ts';
 import { getTemplate } from '../persistence/templates.ts';
 import { parseTemplateDefinition, type TemplateDefinition } from '../plan/template-schema.ts';

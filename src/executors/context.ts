@@ -35,7 +35,7 @@ export interface ExecutionContextInput {
   priorArtifacts: ReadonlyArray<{ artifact_type: string; artifact_digest: string | null }>;
   riskControls: Record<string, unknown>;
   /** Overrides the derived per-attempt key (e.g. the key stored on the node row). */
-  idempotencyKey?: string;
+  attemptKey?: string;
   /** The node's own artifacts of this attempt, with content. */
   attemptArtifacts?: ReadonlyArray<GeneratedArtifact>;
 }
@@ -43,7 +43,6 @@ export interface ExecutionContextInput {
 const REF_PREFIX = '$ref:';
 
 /** Ferry's stable per-attempt idempotency key (src/ids.ts), under the name executors have used. */
-export { attemptKey as attemptIdempotencyKey } from '../ids.ts';
 
 /**
  * Builds the context an executor receives, as the reference runtime does:
@@ -91,7 +90,7 @@ export function buildExecutionContext(input: ExecutionContextInput): ExecutionCo
     node_config: resolveConfigRefs(node.config ?? {}, completedRefs, input.nodes.map((n) => n.node_key)),
     provider_context,
     timeout_policy: { ...(node.timeout_policy ?? {}) },
-    idempotency_key: input.idempotencyKey ?? attemptKey(node.id, attemptNo),
+    idempotency_key: input.attemptKey ?? attemptKey(node.id, attemptNo),
     attempt_artifacts: (input.attemptArtifacts ?? []).map((a) => ({ ...a })),
   };
 }

@@ -1,54 +1,10 @@
 import { createMiddleware } from 'hono/factory';
 import { FerryError } from '../errors.ts';
 import type { Queryable } from '../persistence/db.ts';
-import { authenticateToken, roles, type AuthenticatedToken, type Role } from '../persistence/tokens.ts';
+import { authenticateToken, type AuthenticatedToken } from '../persistence/tokens.ts';
+import { can, type Permission, type Role } from '../services/permissions.ts';
 
-/**
- * Who may do what. Every /v3 route authenticates with a bearer token and then names the one
- * permission it needs; the matrix below is the whole policy, so reviewing access means reading it.
- */
-
-export { roles, type Role };
-
-export const permissions = [
-  'read',
-  'movement.create',
-  /** approve and reject */
-  'movement.approve',
-  'movement.cancel',
-  /** resume and retry */
-  'movement.operate',
-  'template.write',
-  'callback.redrive',
-  /** register, list, show, rotate and disable callback destinations (their URLs are operator data) */
-  'callback.destination',
-  'signer.identity',
-  'dashboard',
-  'token.admin',
-  /** approve a template proposal (never one's own) */
-  'template.approve',
-  /** challenge an approved template proposal within its challenge window */
-  'template.challenge',
-  /** change jobs, queues and schedules through the dashboard (admin only: nobody else holds it) */
-  'dashboard.jobs',
-] as const;
-export type Permission = (typeof permissions)[number];
-
-// Separation of duties: whoever requests a movement cannot approve it by role, and approvers cannot
-// create or steer movements. Admin holds everything except approving: approval is its own grant, held
-// only by the approver role, so a principal who administers Ferry approves only with an approver token
-// it was given explicitly (and audited), and never its own movements (four-eyes counts principals).
-const grants: Record<Role, readonly Permission[]> = {
-  viewer: ['read'],
-  requester: ['read', 'movement.create', 'movement.cancel'],
-  approver: ['read', 'movement.approve', 'template.approve', 'template.challenge'],
-  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard', 'callback.destination'],
-  admin: permissions.filter((p) => p !== 'movement.approve'),
-};
-
-export function can(role: Role, permission: Permission): boolean {
-  return grants[role]?.includes(permission) ?? false;
-}
+export { can, permissions, roles, type Permission, type Role } from '../services/permissions.ts';
 
 /** The authenticated caller: the principal acting, and the token it presented (whose role applies). */
 export interface Principal {

@@ -15,7 +15,7 @@
  * Reading is for roles granting 'dashboard' (operator, admin). Anything that changes pg-boss state
  * (every request but GET and HEAD: retry, cancel, resume, delete a job, send one, edit queues and
  * schedules) needs 'dashboard.jobs' (admin) and is audited before it is passed on
- * (src/actors/dashboard-actions.ts).
+ * (src/services/dashboard-actions.ts).
  *
  * The dashboard package bundles the pg-boss release whose schema it reads (12.33.2, schema 42);
  * Ferry pins the same pg-boss, see src/actors/boss.ts.
@@ -24,7 +24,7 @@ import { createDashboardHandler, type DashboardHandler } from '@pg-boss/dashboar
 import { Hono, type Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { PGBOSS_SCHEMA } from '../actors/boss.ts';
-import { recordDashboardAction } from '../actors/dashboard-actions.ts';
+import { recordDashboardAction } from '../services/dashboard-actions.ts';
 import { APP_NAMES } from '../connection-budget.ts';
 import { errorStatus, FerryError, NotFoundError } from '../errors.ts';
 import { isUuid } from '../ids.ts';

@@ -25,10 +25,10 @@ import { log as rootLog, type Logger } from '../log.ts';
 // compared with the machine's own transition list field by field.
 import { actionLabel, guardLabel } from '../machines/introspect.ts';
 import { nodeMachine } from '../machines/node-machine.ts';
-import { requestMachine, requestStates } from '../machines/request-machine.ts';
+import { movementMachine, movementStates } from '../machines/movement-machine.ts';
 import type { Pool } from '../persistence/db.ts';
 import { movementOverviews } from '../persistence/inspection.ts';
-import { getRequest, nodesOfRequest, transitionsOfRequest, type NodeRow, type RequestRow, type TransitionRow } from '../persistence/movements.ts';
+import { getMovement, nodesOfMovement, transitionsOfMovement, type NodeRow, type MovementRow, type TransitionRow } from '../persistence/movements.ts';
 import { executorKeyOf } from '../plan/bindings.ts';
 import { actorNames, movementActors, type ActorNames } from './actor-names.ts';
 import { authenticateToken } from '../persistence/tokens.ts';
@@ -65,7 +65,7 @@ export interface MachineView {
 }
 
 /** The machines Ferry persists, in the order the visualizer lists them. */
-export const inspectedMachines: AnyStateMachine[] = [requestMachine, nodeMachine];
+export const inspectedMachines: AnyStateMachine[] = [movementMachine, nodeMachine];
 
 /** A state's key relative to the machine root ("A" or "A.B" for nested states). */
 function stateKey(node: { path: string[] }): string {
@@ -157,7 +157,7 @@ export function transitionView(t: TransitionRow, names: ActorNames): TransitionV
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-function requestView(r: RequestRow, names: ActorNames) {
+function requestView(r: MovementRow, names: ActorNames) {
   return {
     id: r.id,
     template_key: r.template_key,
@@ -229,7 +229,7 @@ export interface PlanView {
  * predecessors, and each node's layer (the longest path from a root), which is all a layered
  * drawing needs.
  */
-export function planView(request: Pick<RequestRow, 'compiled_plan'>, nodes: NodeRow[]): PlanView {
+export function planView(request: Pick<MovementRow, 'compiled_plan'>, nodes: NodeRow[]): PlanView {
   const compiled = request.compiled_plan as { nodes?: Array<{ node_key?: unknown }>; initial_frontier?: unknown };
   const byKey = new Map(nodes.map((n) => [n.node_key, n]));
   const compiledOrder = Array.isArray(compiled.nodes) ? compiled.nodes.map((n) => String(n.node_key)) : [];
@@ -261,16 +261,16 @@ export function planView(request: Pick<RequestRow, 'compiled_plan'>, nodes: Node
 /** Transitions returned with a movement; longer histories continue on the event stream. */
 export const HISTORY_LIMIT = 5000;
 
-async function requireRequest(pool: Pool, id: string): Promise<RequestRow> {
+async function requireMovement(pool: Pool, id: string): Promise<MovementRow> {
   // An id that is not a UUID names no movement: 404, and it never reaches a uuid cast.
-  const row = isUuid(id) ? await getRequest(pool, id) : null;
+  const row = isUuid(id) ? await getMovement(pool, id) : null;
   if (!row) throw new NotFoundError('movement', id);
   return row;
 }
 
 export async function movementDetail(pool: Pool, id: string) {
-  const request = await requireRequest(pool, id);
-  const [nodes, history] = await Promise.all([nodesOfRequest(pool, id), transitionsOfRequest(pool, id, 0, HISTORY_LIMIT + 1)]);
+  const request = await requireMovement(pool, id);
+  const [nodes, history] = await Promise.all([nodesOfMovement(pool, id), transitionsOfMovement(pool, id, 0, HISTORY_LIMIT + 1)]);
   const complete = history.length <= HISTORY_LIMIT;
   const shown = history.slice(0, HISTORY_LIMIT);
   const names = await actorNames(pool, [...movementActors(request), ...shown.map((t) => t.actor)]);
@@ -399,7 +399,7 @@ const STREAM_RETRY_MS = 2000;
 async function streamTransitions(
   stream: SSEStreamingApi,
   pool: Pool,
-  requestId: string,
+  movementId: string,
   afterId: number,
   subscribe: SubscribeNotices,
   streams: EventStreams,
@@ -426,9 +426,9 @@ async function streamTransitions(
   let unsubscribe: () => void = () => {};
   try {
     unsubscribe = await subscribe((n) => {
-      if (n.request_id === requestId) poke();
+      if (n.request_id === movementId) poke();
     });
-    await stream.writeSSE({ event: 'ready', data: JSON.stringify({ request_id: requestId, after: afterId }), retry: STREAM_RETRY_MS });
+    await stream.writeSSE({ event: 'ready', data: JSON.stringify({ request_id: movementId, after: afterId }), retry: STREAM_RETRY_MS });
     let last = afterId;
     let lastWrite = Date.now();
     let lastCheck = Date.now();
@@ -443,7 +443,7 @@ async function streamTransitions(
           break;
         }
       }
-      const rows = await transitionsOfRequest(pool, requestId, last, BATCH);
+      const rows = await transitionsOfMovement(pool, movementId, last, BATCH);
       const names = await actorNames(pool, rows.map((r) => r.actor));
       for (const row of rows) {
         if (closed) break;
@@ -476,7 +476,7 @@ async function streamTransitions(
     }
   } catch (err) {
     // The client reconnects with Last-Event-ID and loses nothing; a write to a closed stream ends here too.
-    if (!closed) log.warn({ err, request_id: requestId }, 'inspection event stream ended by an error');
+    if (!closed) log.warn({ err, request_id: movementId }, 'inspection event stream ended by an error');
   } finally {
     unsubscribe();
     await stream.close();
@@ -505,7 +505,7 @@ const listQuery = z.object({
   state: z
     .string()
     .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
-    .pipe(z.array(z.enum(requestStates)).max(requestStates.length))
+    .pipe(z.array(z.enum(movementStates)).max(movementStates.length))
     .optional(),
   limit: decimalInteger(1, 200).default(50),
   before: z.string().regex(UUID_PATTERN, 'before must be a movement id').optional(),
@@ -559,7 +559,7 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
     const id = c.req.param('id');
     // A stopping app opens no stream that would hold its close (the client retries elsewhere or later).
     if (streams.closed) throw new FerryError('SERVICE_UNAVAILABLE', 'the server is stopping; reconnect shortly');
-    await requireRequest(deps.pool, id);
+    await requireMovement(deps.pool, id);
     // A reconnecting client names the last event it saw; that wins over ?after=.
     const header = c.req.header('Last-Event-ID')?.trim();
     if (header !== undefined && !/^\d{1,15}$/.test(header)) {

@@ -10,9 +10,9 @@
  * scrape time, so every process reports the same, cluster-wide, numbers for them.
  */
 import { Hono } from 'hono';
-import { requestStates } from '../machines/request-machine.ts';
+import { movementStates } from '../machines/movement-machine.ts';
 import { nodeStates } from '../machines/node-machine.ts';
-import { nodesByState, registry, requestsByState } from '../metrics.ts';
+import { nodesByState, registry, movementsByState } from '../metrics.ts';
 import type { Pool } from '../persistence/db.ts';
 import { nodeCountsByState, requestCountsByState, type StateCount } from '../persistence/inspection.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
@@ -26,7 +26,7 @@ function fill(gauge: typeof nodesByState, known: readonly string[], counts: Stat
 
 export async function refreshStateGauges(pool: Pool): Promise<void> {
   const [requests, nodes] = await Promise.all([requestCountsByState(pool), nodeCountsByState(pool)]);
-  fill(requestsByState, requestStates, requests);
+  fill(movementsByState, movementStates, requests);
   fill(nodesByState, nodeStates, nodes);
 }
 

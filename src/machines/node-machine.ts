@@ -7,7 +7,7 @@ import type { ExecutorOutcome } from './outcome.ts';
  *
  * The context is the node row's mutable columns; the durable transition function reads it from the
  * row and writes it back. Named actions without an implementation (advanceFrontier,
- * deriveRequestState) are messages the runtime turns into writes in the same transaction.
+ * deriveMovementState) are messages the runtime turns into writes in the same transaction.
  */
 
 export const NODE_MACHINE_ID = 'ferry.node';
@@ -227,7 +227,7 @@ export const nodeMachine = setup({
     }),
     // Messages for the runtime, executed inside the same transaction.
     advanceFrontier: () => {},
-    deriveRequestState: () => {},
+    deriveMovementState: () => {},
   },
 }).createMachine({
   id: NODE_MACHINE_ID,
@@ -237,7 +237,7 @@ export const nodeMachine = setup({
   states: {
     BLOCKED: {
       on: {
-        UNBLOCKED: { target: 'READY', actions: 'deriveRequestState' },
+        UNBLOCKED: { target: 'READY', actions: 'deriveMovementState' },
         SKIP_REQUESTED: { target: 'SKIPPED', actions: 'advanceFrontier' },
         CANCEL_REQUESTED: { target: 'CANCELLED' },
       },
@@ -252,9 +252,9 @@ export const nodeMachine = setup({
     },
     PREPARING: {
       on: {
-        PREFLIGHT_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveRequestState'] },
+        PREFLIGHT_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveMovementState'] },
         PREFLIGHT_SKIPPED: { target: 'SKIPPED', actions: ['recordFailure', 'advanceFrontier'] },
-        PREPARE_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveRequestState'] },
+        PREPARE_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveMovementState'] },
         DISPATCH_DEFERRED: { target: 'READY', actions: 'deferDispatch' },
         PREPARED: [
           { guard: 'signingIsRequired', target: 'AWAITING_SIGNATURE' },
@@ -265,28 +265,28 @@ export const nodeMachine = setup({
     AWAITING_SIGNATURE: {
       on: {
         SIGNED: { target: 'SUBMITTING', actions: 'beginSubmitAttempt' },
-        SIGNING_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveRequestState'] },
+        SIGNING_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveMovementState'] },
         DISPATCH_DEFERRED: { target: 'READY', actions: 'deferDispatch' },
       },
     },
     SUBMITTING: {
       on: {
         PRE_SUBMIT_CHECK_DEFERRED: { target: 'READY', actions: 'deferDispatch' },
-        PRE_SUBMIT_CHECK_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveRequestState'] },
+        PRE_SUBMIT_CHECK_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveMovementState'] },
         SUBMIT_RESULT: [
           { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
           { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
           { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
-          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveMovementState'] },
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveMovementState'] },
         ],
         // A node stuck here (the process died around submit) is resolved by asking the provider.
         RECOVERED: [
           { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
           { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
           { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
-          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveMovementState'] },
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveMovementState'] },
           { guard: 'providerConfirmsNothingSubmitted', target: 'READY', actions: 'recordOutcome' },
         ],
       },
@@ -295,11 +295,11 @@ export const nodeMachine = setup({
       on: {
         OBSERVED: [
           { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['countObservation', 'recordOutcome', 'advanceFrontier'] },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveRequestState'] },
-          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
           { target: 'OBSERVING', actions: ['countObservation', 'recordOutcome'] },
         ],
-        OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveRequestState'] },
+        OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveMovementState'] },
         REPLACEMENT_SIGNED: { guard: 'isCurrentAttempt', target: 'SUBMITTED', reenter: true, actions: 'recordReplacement' },
       },
     },
@@ -307,11 +307,11 @@ export const nodeMachine = setup({
       on: {
         OBSERVED: [
           { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['countObservation', 'recordOutcome', 'advanceFrontier'] },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveRequestState'] },
-          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
+          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
           { target: 'OBSERVING', reenter: true, actions: ['countObservation', 'recordOutcome'] },
         ],
-        OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveRequestState'] },
+        OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveMovementState'] },
         REPLACEMENT_SIGNED: { guard: 'isCurrentAttempt', target: 'OBSERVING', reenter: true, actions: 'recordReplacement' },
       },
     },
@@ -321,29 +321,29 @@ export const nodeMachine = setup({
           { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
           { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
           { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
+          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveMovementState'] },
           // Undetermined, and the executor says only a person can tell: the movement waits for one.
-          { guard: and(['providerReportsUnknown', 'providerNeedsOperator']), target: 'UNKNOWN', reenter: true, actions: ['recordOutcome', 'deriveRequestState'] },
+          { guard: and(['providerReportsUnknown', 'providerNeedsOperator']), target: 'UNKNOWN', reenter: true, actions: ['recordOutcome', 'deriveMovementState'] },
           // Still undetermined: stays UNKNOWN, and moves to the back of the recovery queue.
           { guard: 'providerReportsUnknown', target: 'UNKNOWN', reenter: true, actions: 'recordOutcome' },
           { guard: 'providerConfirmsNothingSubmitted', target: 'READY', actions: 'recordOutcome' },
         ],
         RECONCILED: [
           { guard: and(['evidenceIsForCurrentAttempt', 'providerReportsCompleted']), target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
-          { guard: and(['evidenceIsForCurrentAttempt', 'providerReportsFailed']), target: 'FAILED', actions: ['recordOutcome', 'deriveRequestState'] },
+          { guard: and(['evidenceIsForCurrentAttempt', 'providerReportsFailed']), target: 'FAILED', actions: ['recordOutcome', 'deriveMovementState'] },
         ],
         RESOLVED_COMPLETED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'COMPLETED', actions: ['recordResolvedCompleted', 'advanceFrontier'] },
-        RESOLVED_FAILED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'FAILED', actions: ['recordResolvedFailed', 'deriveRequestState'] },
-        RESOLVED_RETRY: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'READY', actions: ['clearError', 'deriveRequestState'] },
+        RESOLVED_FAILED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'FAILED', actions: ['recordResolvedFailed', 'deriveMovementState'] },
+        RESOLVED_RETRY: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'READY', actions: ['clearError', 'deriveMovementState'] },
       },
     },
     FAILED: {
       on: {
-        RETRY_REQUESTED: { guard: 'laneAllowsRetry', target: 'READY', actions: ['clearError', 'deriveRequestState'] },
+        RETRY_REQUESTED: { guard: 'laneAllowsRetry', target: 'READY', actions: ['clearError', 'deriveMovementState'] },
         RECONCILED: { guard: and(['evidenceIsForCurrentAttempt', 'providerReportsCompleted']), target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
         RESOLVED_COMPLETED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'COMPLETED', actions: ['recordResolvedCompleted', 'advanceFrontier'] },
-        RESOLVED_FAILED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'FAILED', reenter: true, actions: ['recordResolvedFailed', 'deriveRequestState'] },
-        RESOLVED_RETRY: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'READY', actions: ['clearError', 'deriveRequestState'] },
+        RESOLVED_FAILED: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'FAILED', reenter: true, actions: ['recordResolvedFailed', 'deriveMovementState'] },
+        RESOLVED_RETRY: { guard: and(['confirmedBySecondPrincipal', 'evidenceIsForCurrentAttempt']), target: 'READY', actions: ['clearError', 'deriveMovementState'] },
       },
     },
     COMPLETED: { type: 'final' },

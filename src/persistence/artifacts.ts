@@ -40,9 +40,9 @@ export async function artifactsOfNodes(db: Queryable, nodeIds: string[]): Promis
   return rows;
 }
 
-export async function artifactsOfRequest(db: Queryable, requestId: string): Promise<ArtifactRow[]> {
+export async function artifactsOfMovement(db: Queryable, movementId: string): Promise<ArtifactRow[]> {
   const { rows } = await db.query<ArtifactRow>('SELECT * FROM artifacts WHERE request_id = $1 ORDER BY created_at, id', [
-    requestId,
+    movementId,
   ]);
   return rows;
 }

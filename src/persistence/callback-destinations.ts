@@ -93,9 +93,9 @@ export async function markDestinationDisabled(db: Queryable, id: string, actor: 
  * to and that destination's URL, in one statement: a callback can never be written with the URL but
  * without the destination (which would sign it with the instance secret).
  */
-export async function setMovementDestination(db: Queryable, requestId: string, destination: { id: string; url: string }): Promise<void> {
+export async function setMovementDestination(db: Queryable, movementId: string, destination: { id: string; url: string }): Promise<void> {
   await db.query('UPDATE movement_requests SET callback_destination_id = $2, callback_url = $3 WHERE id = $1', [
-    requestId,
+    movementId,
     destination.id,
     destination.url,
   ]);

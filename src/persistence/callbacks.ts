@@ -51,7 +51,7 @@ export interface CallbackRow {
 }
 
 export interface NewCallback {
-  requestId: string;
+  movementId: string;
   eventType: string;
   nodeKey: string | null;
   callbackUrl: string;
@@ -76,7 +76,7 @@ export async function insertCallback(db: Queryable, c: NewCallback): Promise<Cal
      VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9,
              (SELECT callback_destination_id FROM movement_requests WHERE id = $1))
      RETURNING *`,
-    [c.requestId, c.eventType, c.nodeKey, c.callbackUrl, c.body, c.body, c.maxAttempts, c.timestamp, c.nonce],
+    [c.movementId, c.eventType, c.nodeKey, c.callbackUrl, c.body, c.body, c.maxAttempts, c.timestamp, c.nonce],
   );
   return rows[0];
 }
@@ -88,11 +88,11 @@ export async function getCallback(db: Queryable, id: string): Promise<CallbackRo
 }
 
 /** Every callback of one request, oldest first (the order they are delivered in). */
-export async function callbacksForRequest(db: Queryable, requestId: string): Promise<CallbackRow[]> {
-  if (!isUuid(requestId)) return [];
+export async function callbacksForMovement(db: Queryable, movementId: string): Promise<CallbackRow[]> {
+  if (!isUuid(movementId)) return [];
   const { rows } = await db.query<CallbackRow>(
     'SELECT * FROM callback_outbox WHERE request_id = $1 ORDER BY created_at, id',
-    [requestId],
+    [movementId],
   );
   return rows;
 }
@@ -229,13 +229,13 @@ export async function transactionNow(db: Queryable): Promise<Date> {
 }
 
 /** The oldest pending callback of a request: the one whose turn it is. */
-export async function nextPendingCallback(db: Queryable, requestId: string): Promise<CallbackRow | null> {
+export async function nextPendingCallback(db: Queryable, movementId: string): Promise<CallbackRow | null> {
   const { rows } = await db.query<CallbackRow>(
     `SELECT * FROM callback_outbox
       WHERE request_id = $1 AND status = 'pending'
       ORDER BY created_at, id
       LIMIT 1`,
-    [requestId],
+    [movementId],
   );
   return rows[0] ?? null;
 }
@@ -295,7 +295,7 @@ export async function markStrandedRequeued(
 
 export interface ListCallbacksQuery {
   status?: CallbackStatus;
-  requestId?: string;
+  movementId?: string;
   limit: number;
   /** Opaque, from a previous page's nextCursor. */
   cursor?: string | null;
@@ -316,7 +316,7 @@ export async function listCallbacks(db: Queryable, q: ListCallbacksQuery): Promi
   if (q.status !== undefined && !callbackStatuses.includes(q.status)) {
     throw new ValidationError(`status must be one of ${callbackStatuses.join(', ')}`, { status: q.status });
   }
-  if (q.requestId !== undefined && !isUuid(q.requestId)) return { callbacks: [], nextCursor: null };
+  if (q.movementId !== undefined && !isUuid(q.movementId)) return { callbacks: [], nextCursor: null };
   const after = q.cursor ? decodeCursor(q.cursor) : null;
 
   const { rows } = await db.query<CallbackRow & { cursor_at: string }>(
@@ -327,7 +327,7 @@ export async function listCallbacks(db: Queryable, q: ListCallbacksQuery): Promi
         AND ($3::timestamptz IS NULL OR (c.created_at, c.id) > ($3::timestamptz, $4::uuid))
       ORDER BY c.created_at, c.id
       LIMIT $5`,
-    [q.status ?? null, q.requestId ?? null, after?.at ?? null, after?.id ?? null, q.limit + 1],
+    [q.status ?? null, q.movementId ?? null, after?.at ?? null, after?.id ?? null, q.limit + 1],
   );
   const page = rows.slice(0, q.limit);
   const last = page[page.length - 1];

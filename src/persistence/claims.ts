@@ -1,6 +1,6 @@
 import type { Queryable } from './db.ts';
-import { reviveNode, reviveRequest } from './group-commit.ts';
-import type { NodeRow, RequestRow } from './movements.ts';
+import { reviveNode, reviveMovement } from './group-commit.ts';
+import type { NodeRow, MovementRow } from './movements.ts';
 
 /**
  * Claim queries for the dispatcher, observer and recovery workers. Each is ONE statement that
@@ -44,12 +44,12 @@ const OBSERVABLE = `n.node_state IN ('SUBMITTED', 'OBSERVING') AND r.request_sta
 
 export interface Claimed {
   node: NodeRow;
-  request: RequestRow;
+  request: MovementRow;
 }
 
 function split(row: Record<string, unknown>): Claimed {
-  const { n, r } = row as { n: NodeRow; r: RequestRow };
-  return { node: reviveNode(n), request: reviveRequest(r) };
+  const { n, r } = row as { n: NodeRow; r: MovementRow };
+  return { node: reviveNode(n), request: reviveMovement(r) };
 }
 
 /** The rows of nodes this transaction has locked (with their requests), in the claim's order. */
@@ -177,10 +177,10 @@ export async function expiredCandidates(db: Queryable, limit: number): Promise<s
 }
 
 /** Locks one expiry candidate; a request an approver holds right now is skipped this round. */
-export async function claimForExpiry(db: Queryable, requestId: string): Promise<RequestRow | null> {
-  const { rows } = await db.query<RequestRow>(
+export async function claimForExpiry(db: Queryable, movementId: string): Promise<MovementRow | null> {
+  const { rows } = await db.query<MovementRow>(
     `SELECT * FROM movement_requests WHERE id = $1 AND request_state = 'PENDING_APPROVAL' FOR UPDATE SKIP LOCKED`,
-    [requestId],
+    [movementId],
   );
   return rows[0] ?? null;
 }

@@ -1,6 +1,6 @@
 import type { NewArtifact } from './artifacts.ts';
 import type { Queryable } from './db.ts';
-import type { NodeRow, RequestRow, TransitionRow } from './movements.ts';
+import type { NodeRow, MovementRow, TransitionRow } from './movements.ts';
 
 /**
  * The two statements of a batched durable transition (src/actors/transition.ts): lock what the
@@ -20,27 +20,27 @@ import type { NodeRow, RequestRow, TransitionRow } from './movements.ts';
  */
 
 export interface LockedMovement {
-  request: RequestRow;
+  request: MovementRow;
   nodes: NodeRow[];
 }
 
 // Row-to-JSON loses Date types; restore them so the rows look like plain SELECT rows.
 const NODE_DATES = ['next_observe_at', 'last_observed_at', 'dispatch_after', 'started_at', 'created_at', 'updated_at'] as const;
-const REQUEST_DATES = ['expires_at', 'created_at', 'updated_at'] as const;
+const MOVEMENT_DATES = ['expires_at', 'created_at', 'updated_at'] as const;
 function revive<T>(row: T, fields: readonly string[]): T {
   const r = row as Record<string, unknown>;
   for (const f of fields) if (typeof r[f] === 'string') r[f] = new Date(r[f] as string);
   return row;
 }
 export const reviveNode = (row: NodeRow): NodeRow => revive(row, NODE_DATES);
-export const reviveRequest = (row: RequestRow): RequestRow => revive(row, REQUEST_DATES);
+export const reviveMovement = (row: MovementRow): MovementRow => revive(row, MOVEMENT_DATES);
 
 /**
  * Locks the given requests and the requests of the given nodes, with all their nodes, in request id
  * order (FOR UPDATE, waiting: a delivery must not skip its entity). One row per movement.
  */
-export async function lockMovements(db: Queryable, requestIds: string[], nodeIds: string[]): Promise<LockedMovement[]> {
-  const { rows } = await db.query<{ r: RequestRow; n: NodeRow[] }>(
+export async function lockMovements(db: Queryable, movementIds: string[], nodeIds: string[]): Promise<LockedMovement[]> {
+  const { rows } = await db.query<{ r: MovementRow; n: NodeRow[] }>(
     `WITH ids AS (SELECT unnest($1::uuid[]) AS id
                   UNION SELECT request_id FROM request_nodes WHERE id = ANY($2::uuid[])),
           locked AS (SELECT r.* FROM movement_requests r WHERE r.id IN (SELECT id FROM ids) ORDER BY r.id FOR UPDATE),
@@ -51,9 +51,9 @@ export async function lockMovements(db: Queryable, requestIds: string[], nodeIds
      SELECT to_jsonb(l) AS r,
             coalesce((SELECT jsonb_agg(to_jsonb(n) ORDER BY n.created_at, n.node_key) FROM nodes n WHERE n.request_id = l.id), '[]') AS n
        FROM locked l`,
-    [requestIds, nodeIds],
+    [movementIds, nodeIds],
   );
-  return rows.map((row) => ({ request: reviveRequest(row.r), nodes: row.n.map(reviveNode) }));
+  return rows.map((row) => ({ request: reviveMovement(row.r), nodes: row.n.map(reviveNode) }));
 }
 
 /** A node row's new values; `from_*` is the precondition. */
@@ -81,7 +81,7 @@ export interface NodeWriteRow {
 }
 
 /** A request row's new values; a frontier-only change keeps state and version. */
-export interface RequestWriteRow {
+export interface MovementWriteRow {
   id: string;
   from_state: string;
   from_version: number;
@@ -97,7 +97,7 @@ export type NewTransitionRow = Omit<TransitionRow, 'id' | 'at'>;
 
 export interface GroupWrite {
   nodes: NodeWriteRow[];
-  requests: RequestWriteRow[];
+  requests: MovementWriteRow[];
   /** In the order they happened: ids and clock_timestamp() follow it. */
   transitions: NewTransitionRow[];
   artifacts: NewArtifact[];
@@ -109,7 +109,7 @@ export interface GroupWrite {
 /** What the write set that the caller could not compute itself: ids, log ids and times. */
 export interface GroupWritten {
   nodes: Pick<NodeRow, 'id' | 'idempotency_key' | 'updated_at'>[];
-  requests: Pick<RequestRow, 'id' | 'updated_at'>[];
+  requests: Pick<MovementRow, 'id' | 'updated_at'>[];
   /** id and at of each transition, in input order. */
   logged: { id: number; at: Date }[];
 }

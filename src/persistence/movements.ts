@@ -8,7 +8,7 @@ import type { Queryable } from './db.ts';
  * transition function's batched write (group-commit.ts), after the machines have decided.
  */
 
-export interface RequestRow {
+export interface MovementRow {
   id: string;
   template_version_id: string;
   template_key: string;
@@ -92,13 +92,13 @@ export interface TransitionRow {
   at: Date;
 }
 
-export async function lockRequest(db: Queryable, requestId: string): Promise<RequestRow | null> {
-  const { rows } = await db.query<RequestRow>('SELECT * FROM movement_requests WHERE id = $1 FOR UPDATE', [requestId]);
+export async function lockMovement(db: Queryable, movementId: string): Promise<MovementRow | null> {
+  const { rows } = await db.query<MovementRow>('SELECT * FROM movement_requests WHERE id = $1 FOR UPDATE', [movementId]);
   return rows[0] ?? null;
 }
 
-export async function getRequest(db: Queryable, requestId: string): Promise<RequestRow | null> {
-  const { rows } = await db.query<RequestRow>('SELECT * FROM movement_requests WHERE id = $1', [requestId]);
+export async function getMovement(db: Queryable, movementId: string): Promise<MovementRow | null> {
+  const { rows } = await db.query<MovementRow>('SELECT * FROM movement_requests WHERE id = $1', [movementId]);
   return rows[0] ?? null;
 }
 
@@ -107,28 +107,28 @@ export async function getNode(db: Queryable, nodeId: string): Promise<NodeRow | 
   return rows[0] ?? null;
 }
 
-export async function nodesOfRequest(db: Queryable, requestId: string): Promise<NodeRow[]> {
+export async function nodesOfMovement(db: Queryable, movementId: string): Promise<NodeRow[]> {
   const { rows } = await db.query<NodeRow>(
     'SELECT * FROM request_nodes WHERE request_id = $1 ORDER BY created_at, node_key',
-    [requestId],
+    [movementId],
   );
   return rows;
 }
 
 /** The nodes of several requests, grouped by request id (each in plan order). */
-export async function nodesOfRequests(db: Queryable, requestIds: string[]): Promise<Map<string, NodeRow[]>> {
+export async function nodesOfMovements(db: Queryable, movementIds: string[]): Promise<Map<string, NodeRow[]>> {
   const { rows } = await db.query<NodeRow>(
     'SELECT * FROM request_nodes WHERE request_id = ANY($1::uuid[]) ORDER BY request_id, created_at, node_key',
-    [requestIds],
+    [movementIds],
   );
-  const out = new Map<string, NodeRow[]>(requestIds.map((id) => [id, []]));
+  const out = new Map<string, NodeRow[]>(movementIds.map((id) => [id, []]));
   for (const n of rows) out.get(n.request_id)?.push(n);
   return out;
 }
 
-export async function nodeByKey(db: Queryable, requestId: string, nodeKey: string): Promise<NodeRow | null> {
+export async function nodeByKey(db: Queryable, movementId: string, nodeKey: string): Promise<NodeRow | null> {
   const { rows } = await db.query<NodeRow>('SELECT * FROM request_nodes WHERE request_id = $1 AND node_key = $2', [
-    requestId,
+    movementId,
     nodeKey,
   ]);
   return rows[0] ?? null;
@@ -173,10 +173,10 @@ export async function appendTransition(db: Queryable, t: NewTransition): Promise
   return rows[0];
 }
 
-export async function transitionsOfRequest(db: Queryable, requestId: string, afterId = 0, limit = 1000): Promise<TransitionRow[]> {
+export async function transitionsOfMovement(db: Queryable, movementId: string, afterId = 0, limit = 1000): Promise<TransitionRow[]> {
   const { rows } = await db.query<TransitionRow>(
     'SELECT * FROM transitions WHERE request_id = $1 AND id > $2 ORDER BY id LIMIT $3',
-    [requestId, afterId, limit],
+    [movementId, afterId, limit],
   );
   return rows;
 }
@@ -205,8 +205,8 @@ export interface NewRequest {
   created_by: string;
 }
 
-export async function insertRequest(db: Queryable, r: NewRequest): Promise<RequestRow> {
-  const { rows } = await db.query<RequestRow>(
+export async function insertRequest(db: Queryable, r: NewRequest): Promise<MovementRow> {
+  const { rows } = await db.query<MovementRow>(
     `INSERT INTO movement_requests (template_version_id, template_key, template_version, intent, input_params,
         compiled_plan_hash, compiled_plan, machine_id, machine_version, request_state, approval_quorum, expires_at,
         callback_url, idempotency_key, request_fingerprint, created_by)
@@ -251,7 +251,7 @@ export interface NewNode {
   node_state: string;
 }
 
-export async function insertNodes(db: Queryable, requestId: string, nodes: NewNode[]): Promise<NodeRow[]> {
+export async function insertNodes(db: Queryable, movementId: string, nodes: NewNode[]): Promise<NodeRow[]> {
   if (nodes.length === 0) return [];
   const { rows } = await db.query<NodeRow>(
     `INSERT INTO request_nodes (request_id, plan_node_id, node_key, node_kind, action_type, executor_binding,
@@ -264,14 +264,14 @@ export async function insertNodes(db: Queryable, requestId: string, nodes: NewNo
             executor_binding jsonb, signer_binding jsonb, config jsonb, timeout_policy jsonb, predecessor_keys text[],
             successor_keys text[], retryable boolean, machine_id text, machine_version text, node_state text)
      RETURNING *`,
-    [requestId, JSON.stringify(nodes)],
+    [movementId, JSON.stringify(nodes)],
   );
   return rows;
 }
 
 /** The movement one of these actor ids (one principal's aliases) created with this key; the oldest. */
-export async function findByIdempotencyKey(db: Queryable, createdBy: string | readonly string[], key: string): Promise<RequestRow | null> {
-  const { rows } = await db.query<RequestRow>(
+export async function findByIdempotencyKey(db: Queryable, createdBy: string | readonly string[], key: string): Promise<MovementRow | null> {
+  const { rows } = await db.query<MovementRow>(
     'SELECT * FROM movement_requests WHERE created_by = ANY($1::text[]) AND idempotency_key = $2 ORDER BY created_at, id LIMIT 1',
     [typeof createdBy === 'string' ? [createdBy] : [...createdBy], key],
   );
@@ -279,7 +279,7 @@ export async function findByIdempotencyKey(db: Queryable, createdBy: string | re
 }
 
 /** A request without its compiled plan: what list pages carry (the plan is fetched per movement). */
-export type RequestSummaryRow = Omit<RequestRow, 'compiled_plan'>;
+export type MovementSummaryRow = Omit<MovementRow, 'compiled_plan'>;
 
 export interface ListMovementsQuery {
   state?: string;
@@ -291,7 +291,7 @@ export interface ListMovementsQuery {
 }
 
 export interface MovementPage {
-  movements: RequestSummaryRow[];
+  movements: MovementSummaryRow[];
   nextCursor: string | null;
 }
 
@@ -299,7 +299,7 @@ export const MAX_MOVEMENT_PAGE = 200;
 
 
 /** Ids arrive from URLs; one that is not a UUID names nothing (and must never reach a uuid cast). */
-export function isRequestId(id: string): boolean {
+export function isMovementId(id: string): boolean {
   return isUuid(id);
 }
 
@@ -309,7 +309,7 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
     throw new ValidationError(`limit must be an integer from 1 to ${MAX_MOVEMENT_PAGE}`, { limit: q.limit });
   }
   const before = q.cursor ? decodeCursor(q.cursor) : null;
-  const { rows } = await db.query<RequestSummaryRow & { cursor_at: string }>(
+  const { rows } = await db.query<MovementSummaryRow & { cursor_at: string }>(
     `SELECT id, template_version_id, template_key, template_version, intent, input_params, compiled_plan_hash,
             machine_id, machine_version, request_state, row_version, approval_status, approval_quorum, approvals,
             decided_by, expires_at, current_frontier, callback_url, idempotency_key, request_fingerprint,
@@ -343,6 +343,6 @@ export async function reconciliationCandidates(db: Queryable, limit: number): Pr
   return rows.map((r) => r.id);
 }
 
-export async function markReconciled(db: Queryable, requestId: string): Promise<void> {
-  await db.query('UPDATE movement_requests SET reconciled_at = now() WHERE id = $1', [requestId]);
+export async function markReconciled(db: Queryable, movementId: string): Promise<void> {
+  await db.query('UPDATE movement_requests SET reconciled_at = now() WHERE id = $1', [movementId]);
 }

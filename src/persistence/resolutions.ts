@@ -1,6 +1,6 @@
 import type { Queryable } from './db.ts';
 
-/** Operators' resolutions of nodes that need a person (migration 0120; src/actors/resolutions.ts). */
+/** Operators' resolutions of nodes that need a person (migration 0120; src/services/resolutions.ts). */
 
 export const resolutionKinds = ['complete', 'fail', 'retry'] as const;
 export type ResolutionKind = (typeof resolutionKinds)[number];
@@ -40,8 +40,8 @@ export async function insertResolution(db: Queryable, r: NewResolution): Promise
   return rows[0] ?? null;
 }
 
-export async function lockResolution(db: Queryable, requestId: string, id: string): Promise<ResolutionRow | null> {
-  const { rows } = await db.query<ResolutionRow>('SELECT * FROM node_resolutions WHERE id = $1 AND request_id = $2 FOR UPDATE', [id, requestId]);
+export async function lockResolution(db: Queryable, movementId: string, id: string): Promise<ResolutionRow | null> {
+  const { rows } = await db.query<ResolutionRow>('SELECT * FROM node_resolutions WHERE id = $1 AND request_id = $2 FOR UPDATE', [id, movementId]);
   return rows[0] ?? null;
 }
 
@@ -57,7 +57,7 @@ export async function settleResolution(
   return rows[0];
 }
 
-export async function resolutionsOf(db: Queryable, requestId: string): Promise<ResolutionRow[]> {
-  const { rows } = await db.query<ResolutionRow>('SELECT * FROM node_resolutions WHERE request_id = $1 ORDER BY proposed_at, id', [requestId]);
+export async function resolutionsOf(db: Queryable, movementId: string): Promise<ResolutionRow[]> {
+  const { rows } = await db.query<ResolutionRow>('SELECT * FROM node_resolutions WHERE request_id = $1 ORDER BY proposed_at, id', [movementId]);
   return rows;
 }

@@ -68,11 +68,11 @@ export async function countCalls(db: Queryable, requestNodeId: string, call: Sim
 }
 
 /** The submit calls made under one idempotency key, oldest first. More than one is a double submit. */
-export async function submitsFor(db: Queryable, idempotencyKey: string): Promise<SimLedgerRow[]> {
+export async function submitsFor(db: Queryable, attemptKey: string): Promise<SimLedgerRow[]> {
   const { rows } = await db.query<SimLedgerRow>(
     `SELECT id, request_node_id, attempt_no, idempotency_key, executor_key, call, at
        FROM sim_side_effects WHERE idempotency_key = $1 AND call = 'submit' ORDER BY id`,
-    [idempotencyKey],
+    [attemptKey],
   );
   return rows;
 }

@@ -4,7 +4,7 @@ import { isUuid } from '../ids.ts';
 
 /**
  * Template proposals: the only module with SQL for template_proposals and for the proposal rows of
- * `transitions`. The service (src/actors/template-proposals.ts) owns the transactions and the audit.
+ * `transitions`. The service (src/services/template-proposals.ts) owns the transactions and the audit.
  */
 
 export interface ProposalRow {

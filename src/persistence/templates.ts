@@ -259,7 +259,7 @@ function toRecord(row: VersionRow): TemplateVersionRecord {
   };
 }
 
-// --- Template proposals (src/actors/template-proposals.ts) ----------------------------------------
+// --- Template proposals (src/services/template-proposals.ts) ----------------------------------------
 
 /**
  * Serializes every writer of one template key (proposals, system installs, finalizations) for the

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { approveMovements } from '../../scripts/lib/load.ts';
-import { countRequestsByState, exactlyOnceReport } from '../../scripts/lib/bench-queries.ts';
+import { countMovementsByState, exactlyOnceReport } from '../../scripts/lib/bench-queries.ts';
 import type { Pool, Queryable } from '../../src/persistence/db.ts';
 import { listHeartbeats } from '../../src/persistence/heartbeats.ts';
 import { collectingDeps } from './fixtures.ts';
@@ -52,7 +52,7 @@ export function waitForAllFinished(pool: Queryable, ids: string[]): Promise<Reco
   return waitFor(
     'every movement to finish',
     async () => {
-      const states = await countRequestsByState(pool, ids);
+      const states = await countMovementsByState(pool, ids);
       const finished = (states.COMPLETED ?? 0) + (states.FAILED ?? 0) + (states.MANUAL_INTERVENTION ?? 0);
       return finished === ids.length ? states : null;
     },
@@ -89,7 +89,7 @@ export async function approveAndFinish(cluster: Cluster, pool: Pool, ids: string
  * three-node bench plan, none retried.
  */
 export async function assertAllCompletedExactlyOnce(pool: Queryable, ids: string[]): Promise<void> {
-  assert.deepEqual(await countRequestsByState(pool, ids), { COMPLETED: ids.length });
+  assert.deepEqual(await countMovementsByState(pool, ids), { COMPLETED: ids.length });
   assert.deepEqual(await exactlyOnceReport(pool, ids), {
     nodes: ids.length * 3,
     submits: ids.length * 3,

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { configuredRegistries } from '../../src/actors/runtime.ts';
-import type { RuntimeDeps } from '../../src/actors/execution.ts';
+import type { WorkerDeps } from '../../src/actors/execution.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../../src/executors/protocol.ts';
 import { log } from '../../src/log.ts';
@@ -31,7 +31,7 @@ export function writeConfigFile(evm: EvmFileInput): string {
 }
 
 /** Runtime deps whose registries are the configured ones (sim lane included). */
-export async function configuredDeps(pool: Pool, evm: EvmFileInput, env: Record<string, string> = {}): Promise<RuntimeDeps> {
+export async function configuredDeps(pool: Pool, evm: EvmFileInput, env: Record<string, string> = {}): Promise<WorkerDeps> {
   const fullEnv = { FERRY_CONFIG_FILE: writeConfigFile(evm), ...env };
   const base = runtimeDeps(pool, fullEnv);
   const { executors, signers } = await configuredRegistries(pool, base.config, { env: fullEnv, log });

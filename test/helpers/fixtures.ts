@@ -1,4 +1,4 @@
-import { startMovement } from '../../src/actors/start-movement.ts';
+import { startMovement } from '../../src/services/start-movement.ts';
 import type { CallbackInput, TransitionDeps } from '../../src/actors/transition.ts';
 import { withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { saveTemplate } from '../../src/persistence/templates.ts';

@@ -1,21 +1,21 @@
 import assert from 'node:assert/strict';
 import { dispatchOne } from '../../src/actors/dispatcher.ts';
-import type { RuntimeDeps } from '../../src/actors/execution.ts';
+import type { WorkerDeps } from '../../src/actors/execution.ts';
 import { observeBatch } from '../../src/actors/observer.ts';
 import { recoverBatch } from '../../src/actors/recovery.ts';
 import { defaultRegistries } from '../../src/actors/runtime.ts';
-import { deliverNodeEvent, deliverRequestEvent } from '../../src/actors/transition.ts';
+import { deliverNodeEvent, deliverMovementEvent } from '../../src/actors/transition.ts';
 import { loadConfig } from '../../src/config.ts';
 import { log } from '../../src/log.ts';
 import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';
-import { getRequest, nodesOfRequest } from '../../src/persistence/movements.ts';
+import { getMovement, nodesOfMovement } from '../../src/persistence/movements.ts';
 import { collectingDeps, seedMovement } from './fixtures.ts';
 import { exited, spawnWorker } from './processes.ts';
 import { waitFor } from './wait.ts';
 import type { TemplateDefinitionInput } from '../../src/plan/template-schema.ts';
 
 /** Runtime deps for driving the workers step by step in a test (no loops, no timers). */
-export function runtimeDeps(pool: Pool, env: Record<string, string> = {}): RuntimeDeps & { seen: ReturnType<typeof collectingDeps>['seen'] } {
+export function runtimeDeps(pool: Pool, env: Record<string, string> = {}): WorkerDeps & { seen: ReturnType<typeof collectingDeps>['seen'] } {
   // The simulated provider's own pool, as in the runtime (it idles out on its own when a file ends).
   const providerPool = createPool((pool as unknown as { options: { connectionString: string } }).options.connectionString, 4, 'ferry-sim-provider', {
     allowExitOnIdle: true,
@@ -33,17 +33,17 @@ export function runtimeDeps(pool: Pool, env: Record<string, string> = {}): Runti
   };
 }
 
-export async function approvedMovement(deps: RuntimeDeps, template: TemplateDefinitionInput, intent?: Record<string, unknown>) {
+export async function approvedMovement(deps: WorkerDeps, template: TemplateDefinitionInput, intent?: Record<string, unknown>) {
   // A callback URL makes the transition function emit callbacks, which the collecting deps record.
   const { request } = await seedMovement(deps.pool, template, { createdBy: 'requester', intent, callbackUrl: 'http://127.0.0.1:9/callbacks' });
   await withTransaction(deps.pool, (c) =>
-    deliverRequestEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: deps.transitions }),
+    deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: deps.transitions }),
   );
   return request.id;
 }
 
 /** Runs dispatcher, observer and recovery until nothing moves (bounded), like the loops would. */
-export async function drain(deps: RuntimeDeps, rounds = 50): Promise<void> {
+export async function drain(deps: WorkerDeps, rounds = 50): Promise<void> {
   for (let i = 0; i < rounds; i++) {
     let moved = 0;
     while (await dispatchOne(deps)) moved++;
@@ -53,9 +53,9 @@ export async function drain(deps: RuntimeDeps, rounds = 50): Promise<void> {
   }
 }
 
-export async function snapshot(pool: Pool, requestId: string) {
-  const request = (await getRequest(pool, requestId))!;
-  const nodes = await nodesOfRequest(pool, requestId);
+export async function snapshot(pool: Pool, movementId: string) {
+  const request = (await getMovement(pool, movementId))!;
+  const nodes = await nodesOfMovement(pool, movementId);
   return { request, nodes, byKey: Object.fromEntries(nodes.map((n) => [n.node_key, n])) };
 }
 
@@ -71,19 +71,19 @@ export function plan(key: string, nodes: Record<string, unknown>[], edges: { fro
  * Moves a time column of every node of these movements `seconds` into the past: what the test would
  * otherwise sleep for (a grace period, an observation budget) has then elapsed.
  */
-export async function backdateNodes(pool: Pool, requestIds: string[], column: 'started_at' | 'updated_at' | 'next_observe_at', seconds: number): Promise<void> {
-  await pool.query(`UPDATE request_nodes SET ${column} = ${column} - make_interval(secs => $2) WHERE request_id = ANY($1::uuid[])`, [requestIds, seconds]);
+export async function backdateNodes(pool: Pool, movementIds: string[], column: 'started_at' | 'updated_at' | 'next_observe_at', seconds: number): Promise<void> {
+  await pool.query(`UPDATE request_nodes SET ${column} = ${column} - make_interval(secs => $2) WHERE request_id = ANY($1::uuid[])`, [movementIds, seconds]);
 }
 
 /**
  * Runs a worker process on `url` until the movement is COMPLETED, FAILED or MANUAL_INTERVENTION,
  * then stops it with SIGTERM (it must exit cleanly, with code 0). Resolves with the final snapshot.
  */
-export async function finishInWorker(url: string, pool: Pool, requestId: string, env: Record<string, string>) {
+export async function finishInWorker(url: string, pool: Pool, movementId: string, env: Record<string, string>) {
   const worker = spawnWorker(url, env);
   try {
     return await waitFor('the movement to finish', async () => {
-      const s = await snapshot(pool, requestId);
+      const s = await snapshot(pool, movementId);
       return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state) ? s : null;
     });
   } finally {
@@ -97,11 +97,11 @@ export async function finishInWorker(url: string, pool: Pool, requestId: string,
  * ['DISPATCH_CLAIMED'] leaves the node PREPARING, ['DISPATCH_CLAIMED', 'PREPARED'] SUBMITTING
  * (with no submit made).
  */
-export async function dispatchByHand(deps: RuntimeDeps, requestId: string, nodeId: string, steps: ('DISPATCH_CLAIMED' | 'PREPARED')[]): Promise<void> {
+export async function dispatchByHand(deps: WorkerDeps, movementId: string, nodeId: string, steps: ('DISPATCH_CLAIMED' | 'PREPARED')[]): Promise<void> {
   await withTransaction(deps.pool, async (c) => {
     const o = { actor: 'test', deps: deps.transitions };
     const at = new Date().toISOString();
-    await deliverRequestEvent(c, requestId, { type: 'DISPATCH_STARTED' }, o);
+    await deliverMovementEvent(c, movementId, { type: 'DISPATCH_STARTED' }, o);
     for (const step of steps) {
       await deliverNodeEvent(c, nodeId, step === 'PREPARED' ? { type: 'PREPARED', signingRequired: false, at } : { type: 'DISPATCH_CLAIMED', at }, o);
     }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { finalizeProposal } from '../../src/actors/template-proposals.ts';
+import { finalizeProposal } from '../../src/services/template-proposals.ts';
 import type { Pool } from '../../src/persistence/db.ts';
 import { getProposal } from '../../src/persistence/template-proposals.ts';
 import { callApi, type InProcessApp } from './http.ts';

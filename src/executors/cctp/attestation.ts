@@ -1,7 +1,7 @@
 import { isHex, type Hex } from 'viem';
 import { Agent, request } from 'undici';
 import type { CctpConfig } from '../../config-file.ts';
-import { attemptIdempotencyKey } from '../context.ts';
+import { attemptKey } from '../../ids.ts';
 import type { EvmChains } from '../evm/chains.ts';
 import { failed, manual, result } from '../evm/tx-lifecycle.ts';
 import { payloadHash } from '../payload-hash.ts';
@@ -105,7 +105,7 @@ export class CctpAttestationObserver implements Executor {
     const w = this.#watch(ctx);
     if (!w.ok) return failed(w.code, w.detail);
     const payload = JSON.stringify(w.value);
-    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+    const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
     return result({
       next_state: 'SUBMITTING',
       prepared_action: {

@@ -1,4 +1,4 @@
-import { attemptIdempotencyKey } from '../context.ts';
+import { attemptKey } from '../../ids.ts';
 import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
 import {
@@ -237,7 +237,7 @@ export class CexWithdrawalActionExecutor implements Executor {
     if (!address) return { ok: false, result: failed('CEX_INVALID_ADDRESS', 'no destination address (config.address or intent.destination.address)') };
     if (!positiveDecimal(amount)) return { ok: false, result: failed('CEX_AMOUNT_INVALID', 'the amount (config.amount or intent.amount) must be a positive decimal string') };
     const prepared = preparedOf(ctx);
-    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+    const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
     return {
       ok: true,
       account,

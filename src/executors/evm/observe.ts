@@ -1,6 +1,6 @@
 import { ContractFunctionExecutionError, erc20Abi, isHex, type Address, type Hex } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
-import { attemptIdempotencyKey } from '../context.ts';
+import { attemptKey } from '../../ids.ts';
 import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
 import { fromBaseUnits, toBaseUnits } from './amounts.ts';
@@ -47,7 +47,7 @@ abstract class ObserveOnly<Spec> implements Executor {
     const s = await this.spec(ctx);
     if (!s.ok) return failed(s.code, s.detail);
     const payload = JSON.stringify(s.value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
-    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+    const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
     return result({
       next_state: 'SUBMITTING',
       prepared_action: {

@@ -7,7 +7,7 @@ import {
   type PublicClient,
   type TransactionReceipt,
 } from 'viem';
-import { attemptIdempotencyKey } from '../context.ts';
+import { attemptKey } from '../../ids.ts';
 import { TemporaryMovementError } from '../errors.ts';
 import { payloadHash } from '../payload-hash.ts';
 import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput, type PreparedAction, type SubmitOptions } from '../protocol.ts';
@@ -248,7 +248,7 @@ export class EvmTxLifecycle {
       });
     }
     const top = txs.at(-1)!;
-    const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+    const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
     return result({
       ...pending,
       provider_state: 'replacement_proposed',
@@ -487,7 +487,7 @@ export function result(input: ExecutionResultInput): ExecutionResult {
  * attempt's idempotency key, with the executor's provider hints.
  */
 export function awaitingSignature(ctx: ExecutionContext, payload: Hex, providerHints: Record<string, unknown>): ExecutionResult {
-  const key = ctx.idempotency_key ?? attemptIdempotencyKey(ctx.request_node_id, ctx.attempt_no);
+  const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
   return result({
     next_state: 'AWAITING_SIGNATURE',
     prepared_action: {

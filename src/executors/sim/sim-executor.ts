@@ -106,7 +106,7 @@ export class SimExecutor implements Executor {
     // As a provider lookup by idempotency key would: the attempt went out, or it never arrived.
     // The simulated provider's ledger is authoritative, so "never arrived" is proof, and READY
     // lets the node try again under a new attempt (a real lane needs the same certainty to do so).
-    const submits = await ownDatabase('recover', () => submitsFor(this.pool, idempotencyKey(ctx)));
+    const submits = await ownDatabase('recover', () => submitsFor(this.pool, attemptKeyOf(ctx)));
     if (submits.length > 0) return outcomeResult('COMPLETED', ctx, 'recover');
     return outcomeResult(
       { next_state: 'READY', error_code: 'RECOVERY_NO_SUBMISSION', error_detail: 'the provider has no record of this attempt' },
@@ -127,7 +127,7 @@ export class SimExecutor implements Executor {
       this.#ledger.record({
         request_node_id: ctx.request_node_id,
         attempt_no: ctx.attempt_no,
-        idempotency_key: idempotencyKey(ctx),
+        idempotency_key: attemptKeyOf(ctx),
         executor_key: this.executorKey,
         call,
       }),
@@ -137,7 +137,7 @@ export class SimExecutor implements Executor {
   }
 }
 
-function idempotencyKey(ctx: ExecutionContext): string {
+function attemptKeyOf(ctx: ExecutionContext): string {
   return ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
 }
 
@@ -162,7 +162,7 @@ function outcomeResult(outcome: SimOutcome, ctx: ExecutionContext, call: string,
   return result({
     next_state: o.next_state,
     provider_state: 'provider_state' in o && o.provider_state !== undefined ? o.provider_state : `SIM_${o.next_state}`,
-    provider_refs: { sim_ref: `sim-${idempotencyKey(ctx)}`, ...extraRefs, ...('provider_refs' in o ? o.provider_refs : {}) },
+    provider_refs: { sim_ref: `sim-${attemptKeyOf(ctx)}`, ...extraRefs, ...('provider_refs' in o ? o.provider_refs : {}) },
     error_code: ('error_code' in o ? o.error_code : undefined) ?? defaultErrorCode[o.next_state] ?? null,
     error_detail: ('error_detail' in o ? o.error_detail : undefined) ?? null,
     retry_after_seconds: ('retry_after_seconds' in o ? o.retry_after_seconds : undefined) ?? null,
@@ -172,7 +172,7 @@ function outcomeResult(outcome: SimOutcome, ctx: ExecutionContext, call: string,
 
 function preparedAction(ctx: ExecutionContext, script: SimScript, signingRequired: boolean) {
   const format = script.payload_format ?? 'json';
-  const key = idempotencyKey(ctx);
+  const key = attemptKeyOf(ctx);
   const payload = simPayload(format, ctx, key);
   return {
     prepared_action_id: `sim-pa-${key}`,

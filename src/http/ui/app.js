@@ -250,14 +250,14 @@ function drawList() {
  */
 function drawListRow(li, m) {
   const live = m.id === ui.movementId ? liveSummary() : null;
-  const requestState = live?.requestState ?? m.request_state;
+  const movementState = live?.movementState ?? m.request_state;
   const nodeStates = live?.nodeStates ?? m.node_states;
   const total = live?.total ?? m.nodes_total;
   const done = (nodeStates.COMPLETED ?? 0) + (nodeStates.SKIPPED ?? 0);
   const badge = li.querySelector('.badge');
-  badge.className = `badge s-${requestState}`;
-  badge.textContent = requestState;
-  badge.dataset.state = requestState;
+  badge.className = `badge s-${movementState}`;
+  badge.textContent = movementState;
+  badge.dataset.state = movementState;
   const nodes = li.querySelector('.nodes');
   nodes.dataset.done = String(done);
   nodes.dataset.total = String(total);
@@ -274,7 +274,7 @@ function liveSummary() {
     const state = at.nodes.get(n.node_key)?.state ?? n.node_state;
     nodeStates[state] = (nodeStates[state] ?? 0) + 1;
   }
-  return { requestState: at.request.state ?? d.request.request_state, nodeStates, total: d.nodes.length };
+  return { movementState: at.request.state ?? d.request.request_state, nodeStates, total: d.nodes.length };
 }
 
 /** Redraws the open movement's list row (after a transition arrived or the page loaded it). */
@@ -436,16 +436,16 @@ function render() {
   if (!d) return;
   const k = applied();
   const at = statesAt(k);
-  const requestState = at.request.state ?? d.request.request_state;
+  const movementState = at.request.state ?? d.request.request_state;
 
   $('movement-title').textContent = `${d.request.template_key} v${d.request.template_version}`;
   $('movement-meta').textContent =
     `${d.request.id} - created ${new Date(d.request.created_at).toLocaleString()} by ${d.request.created_by_name ?? d.request.created_by}` +
     ` - plan ${d.request.compiled_plan_hash.slice(0, 18)}...`;
   const badge = $('request-state');
-  badge.textContent = requestState;
-  badge.className = `badge s-${requestState}`;
-  badge.dataset.state = requestState;
+  badge.textContent = movementState;
+  badge.className = `badge s-${movementState}`;
+  badge.dataset.state = movementState;
   $('request-pill').classList.toggle('selected', ui.selected === 'request');
 
   drawAttention(k === ui.transitions.length ? at : statesAt(ui.transitions.length));
@@ -766,17 +766,17 @@ function onRequestMoved(t) {
 
 function drawAttention(live) {
   const d = ui.detail;
-  const requestState = live.request.state ?? d.request.request_state;
-  const waiting = requestState === 'MANUAL_INTERVENTION';
+  const movementState = live.request.state ?? d.request.request_state;
+  const waiting = movementState === 'MANUAL_INTERVENTION';
   const steps = d.nodes
     .map((n) => ({ n, state: live.nodes.get(n.node_key)?.state ?? n.node_state }))
     .filter(({ n, state }) => needsPerson(n.node_key, state) || (waiting && SETTLEABLE.includes(state)));
   const panel = $('attention');
   panel.hidden = !waiting && steps.length === 0;
-  panel.dataset.state = requestState;
+  panel.dataset.state = movementState;
   $('attention-note').textContent = waiting
     ? '- the movement waits in MANUAL_INTERVENTION until a step is settled'
-    : `- the movement is ${requestState}`;
+    : `- the movement is ${movementState}`;
   $('attention-nodes').replaceChildren(...steps.map(({ n, state }) =>
     el('li', { 'data-key': n.node_key, 'data-state': state },
       el('b', {}, n.node_key), ' ', el('span', { class: `badge s-${state}` }, state),

@@ -6,7 +6,7 @@ import {
   rotateDestinationSecret,
   showDestination,
   type DestinationServiceDeps,
-} from '../../callbacks/destination-service.ts';
+} from '../../services/callback-destinations.ts';
 import type { DestinationRow } from '../../persistence/callback-destinations.ts';
 import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';

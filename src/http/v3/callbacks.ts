@@ -52,7 +52,7 @@ export function callbackRoutes(ctx: V3Context) {
 
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid('query');
-    const page = await listCallbacks(ctx.pool, { status: q.status, requestId: q.movement_id, limit: q.limit, cursor: q.cursor });
+    const page = await listCallbacks(ctx.pool, { status: q.status, movementId: q.movement_id, limit: q.limit, cursor: q.cursor });
     return c.json({ callbacks: page.callbacks.map((row) => callbackView(row, audienceOf(c))), next_cursor: page.nextCursor }, 200);
   });
 

@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { PgBoss } from 'pg-boss';
-import type { RuntimeDeps } from '../../actors/execution.ts';
-import type { MovementServiceDeps } from '../../actors/movements.ts';
+import type { WorkerDeps } from '../../actors/execution.ts';
+import type { MovementServiceDeps } from '../../services/movements.ts';
 import { createCallbackQueue } from '../../actors/callback-delivery.ts';
 import type { CallbackQueue } from '../../callbacks/jobs.ts';
 import type { FerryConfig } from '../../config.ts';
@@ -20,7 +20,7 @@ import type { Audience } from './views.ts';
  * bindings exist). The runtime is read on each request, so it may be attached after the app is built.
  */
 export interface ApiRuntime {
-  deps: Pick<RuntimeDeps, 'transitions' | 'executors' | 'signers'>;
+  deps: Pick<WorkerDeps, 'transitions' | 'executors' | 'signers'>;
   boss: PgBoss;
 }
 

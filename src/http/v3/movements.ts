@@ -8,9 +8,9 @@ import {
   resumeMovement,
   retryMovementNode,
   type Movement,
-} from '../../actors/movements.ts';
+} from '../../services/movements.ts';
 import { NotFoundError, ValidationError } from '../../errors.ts';
-import { getRequest, isRequestId, listMovements, transitionsOfRequest } from '../../persistence/movements.ts';
+import { getMovement, isMovementId, listMovements, transitionsOfMovement } from '../../persistence/movements.ts';
 import { actorNames, movementActors } from '../actor-names.ts';
 import { can, permitted } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
@@ -211,11 +211,11 @@ export function movementRoutes(ctx: V3Context) {
   app.openapi(transitionsRoute, async (c) => {
     const { id } = c.req.valid('param');
     const q = c.req.valid('query');
-    if (!isRequestId(id) || !(await getRequest(ctx.pool, id))) throw new NotFoundError('movement', id);
+    if (!isMovementId(id) || !(await getMovement(ctx.pool, id))) throw new NotFoundError('movement', id);
     if (q.cursor !== undefined && !/^[0-9]{1,15}$/.test(q.cursor)) {
       throw new ValidationError('cursor is not one this API returned', { field: 'cursor' });
     }
-    const rows = await transitionsOfRequest(ctx.pool, id, q.cursor ? Number(q.cursor) : 0, q.limit + 1);
+    const rows = await transitionsOfMovement(ctx.pool, id, q.cursor ? Number(q.cursor) : 0, q.limit + 1);
     const page = rows.slice(0, q.limit);
     const next = rows.length > q.limit ? String(page[page.length - 1].id) : null;
     const names = await actorNames(ctx.pool, page.map((t) => t.actor));

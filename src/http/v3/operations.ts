@@ -1,5 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { confirmResolution, listResolutions, proposeResolution } from '../../actors/resolutions.ts';
+import { confirmResolution, listResolutions, proposeResolution } from '../../services/resolutions.ts';
 import { driftClasses, listDrifts, type DriftRow } from '../../persistence/reconciliation-drifts.ts';
 import { resolutionKinds, type ResolutionRow } from '../../persistence/resolutions.ts';
 import { jsonObjectSchema } from '../../plan/json.ts';

@@ -1,9 +1,9 @@
 import { z } from '@hono/zod-openapi';
 import { decimalInteger } from '../query.ts';
-import { DESTINATION_NAME_PATTERN, MAX_OVERLAP_SECONDS } from '../../callbacks/destination-service.ts';
+import { DESTINATION_NAME_PATTERN, MAX_OVERLAP_SECONDS } from '../../services/callback-destinations.ts';
 import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
 import { nodeStates } from '../../machines/node-machine.ts';
-import { requestStates } from '../../machines/request-machine.ts';
+import { movementStates } from '../../machines/movement-machine.ts';
 import { proposalStates } from '../../machines/template-proposal-machine.ts';
 import { jsonObjectSchema, jsonValueSchema } from '../../plan/json.ts';
 import { NODE_KEY_PATTERN, TEMPLATE_KEY_PATTERN, templateDefinitionSchema } from '../../plan/template-schema.ts';
@@ -80,7 +80,7 @@ const limit = (max: number, def: number) =>
 const cursor = z.string().min(1).max(512).optional().openapi({ description: 'Opaque cursor from the previous page\'s next_cursor' });
 
 export const MovementListQuery = z.object({
-  state: z.enum(requestStates).optional(),
+  state: z.enum(movementStates).optional(),
   template_key: templateKeySchema.optional(),
   limit: limit(MAX_MOVEMENT_PAGE, 50),
   cursor,
@@ -161,7 +161,7 @@ export const MovementSummarySchema = z
     id: z.string().openapi(UUID_FORMAT),
     template_key: z.string(),
     template_version: z.number().int(),
-    state: z.enum(requestStates),
+    state: z.enum(movementStates),
     intent: anyObject,
     input_params: anyObject,
     compiled_plan_hash: z.string(),

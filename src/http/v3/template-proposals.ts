@@ -5,7 +5,7 @@ import {
   proposalDetail,
   withdrawProposal,
   type ProposalDeps,
-} from '../../actors/template-proposals.ts';
+} from '../../services/template-proposals.ts';
 import { listProposals, type ProposalRow } from '../../persistence/template-proposals.ts';
 import { diffTemplates } from '../../plan/diff.ts';
 import { liveTemplateDefinition } from '../../persistence/templates.ts';

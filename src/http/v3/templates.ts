@@ -1,6 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
 import { NotFoundError } from '../../errors.ts';
-import { proposeTemplate } from '../../actors/template-proposals.ts';
+import { proposeTemplate } from '../../services/template-proposals.ts';
 import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions } from '../../persistence/templates.ts';
 import { compilePlan } from '../../plan/compile.ts';
 import { actorNames } from '../actor-names.ts';

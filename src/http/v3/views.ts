@@ -1,11 +1,11 @@
 import type { z } from '@hono/zod-openapi';
 import type { ActorNames } from '../actor-names.ts';
-import type { Movement } from '../../actors/movements.ts';
+import type { Movement } from '../../services/movements.ts';
 import type { NodeState } from '../../machines/node-machine.ts';
-import type { RequestState } from '../../machines/request-machine.ts';
+import type { RequestState } from '../../machines/movement-machine.ts';
 import type { AuditEvent } from '../../persistence/audit.ts';
 import type { CallbackRow } from '../../persistence/callbacks.ts';
-import type { NodeRow, RequestSummaryRow, TransitionRow } from '../../persistence/movements.ts';
+import type { NodeRow, MovementSummaryRow, TransitionRow } from '../../persistence/movements.ts';
 import type { ExecutorRosterRow, SignerRosterRow } from '../../persistence/registry.ts';
 import type { TemplateRow, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../../persistence/templates.ts';
 import type {
@@ -41,7 +41,7 @@ export interface Audience {
   callbackUrls: boolean;
 }
 
-export function movementSummaryView(r: RequestSummaryRow, audience: Audience, names: ActorNames): z.infer<typeof MovementSummarySchema> {
+export function movementSummaryView(r: MovementSummaryRow, audience: Audience, names: ActorNames): z.infer<typeof MovementSummarySchema> {
   return {
     id: r.id,
     template_key: r.template_key,

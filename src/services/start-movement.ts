@@ -1,14 +1,14 @@
 import { initialTransition } from 'xstate';
 import { NODE_MACHINE_ID, NODE_MACHINE_VERSION, initialNodeContext, nodeMachine } from '../machines/node-machine.ts';
 import {
-  REQUEST_MACHINE_ID,
-  REQUEST_MACHINE_VERSION,
-  initialRequestContext,
-  requestMachine,
-} from '../machines/request-machine.ts';
+  MOVEMENT_MACHINE_ID,
+  MOVEMENT_MACHINE_VERSION,
+  initialMovementContext,
+  movementMachine,
+} from '../machines/movement-machine.ts';
 import type { Client } from '../persistence/db.ts';
 import type { CompiledPlan } from '../plan/compile.ts';
-import { appendTransition, insertNodes, insertRequest, type NodeRow, type RequestRow } from '../persistence/movements.ts';
+import { appendTransition, insertNodes, insertRequest, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 
 /**
  * Creates a movement request and its nodes in the machines' initial states, with the creation
@@ -29,10 +29,10 @@ export interface StartMovementInput {
   fingerprint: string | null;
 }
 
-export async function startMovement(client: Client, input: StartMovementInput): Promise<{ request: RequestRow; nodes: NodeRow[] }> {
+export async function startMovement(client: Client, input: StartMovementInput): Promise<{ request: MovementRow; nodes: NodeRow[] }> {
   const [reqSnap] = initialTransition(
-    requestMachine,
-    initialRequestContext({ createdBy: input.createdBy, quorum: input.quorum, expiresAt: input.expiresAt }),
+    movementMachine,
+    initialMovementContext({ createdBy: input.createdBy, quorum: input.quorum, expiresAt: input.expiresAt }),
   );
   const request = await insertRequest(client, {
     template_version_id: input.plan.template_version_id,
@@ -42,8 +42,8 @@ export async function startMovement(client: Client, input: StartMovementInput): 
     input_params: input.inputParams,
     compiled_plan_hash: input.plan.compiled_plan_hash,
     compiled_plan: input.plan,
-    machine_id: REQUEST_MACHINE_ID,
-    machine_version: REQUEST_MACHINE_VERSION,
+    machine_id: MOVEMENT_MACHINE_ID,
+    machine_version: MOVEMENT_MACHINE_VERSION,
     request_state: String(reqSnap.value),
     approval_quorum: input.quorum,
     expires_at: input.expiresAt,
@@ -53,8 +53,8 @@ export async function startMovement(client: Client, input: StartMovementInput): 
     created_by: input.createdBy,
   });
   await appendTransition(client, {
-    machine_id: REQUEST_MACHINE_ID,
-    machine_version: REQUEST_MACHINE_VERSION,
+    machine_id: MOVEMENT_MACHINE_ID,
+    machine_version: MOVEMENT_MACHINE_VERSION,
     entity_type: 'request',
     entity_id: request.id,
     request_id: request.id,

@@ -1,22 +1,22 @@
 import { createHash } from 'node:crypto';
-import { destinationForMovement } from '../callbacks/destination-service.ts';
+import { destinationForMovement } from './callback-destinations.ts';
 import { assertCallbackUrlAllowed } from '../callbacks/url-policy.ts';
 import { setMovementDestination } from '../persistence/callback-destinations.ts';
 import type { FerryConfig } from '../config.ts';
 import { FerryError, InvalidTransitionError, NotFoundError, ValidationError } from '../errors.ts';
 import { summarizeNodes } from '../machines/node-summary.ts';
-import { REQUEST_MACHINE_ID, type RequestEvent } from '../machines/request-machine.ts';
+import { MOVEMENT_MACHINE_ID, type MovementEvent } from '../machines/movement-machine.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Client, type Pool } from '../persistence/db.ts';
 import {
   findByIdempotencyKey,
-  getRequest,
-  isRequestId,
-  lockRequest,
+  getMovement,
+  isMovementId,
+  lockMovement,
   nodeByKey,
-  nodesOfRequest,
+  nodesOfMovement,
   type NodeRow,
-  type RequestRow,
+  type MovementRow,
 } from '../persistence/movements.ts';
 import { actorAliases } from '../persistence/principals.ts';
 import { getTemplateVersion } from '../persistence/templates.ts';
@@ -25,7 +25,7 @@ import { compilePlan, compiledPlanHash } from '../plan/compile.ts';
 import type { CompiledPlan } from '../plan/types.ts';
 import type { BindingCatalog } from '../plan/validate.ts';
 import { startMovement } from './start-movement.ts';
-import { deliverNodeEvent, deliverRequestEvent, type TransitionDeps } from './transition.ts';
+import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../actors/transition.ts';
 
 /**
  * What the API does to a movement, one function per verb. Each runs in ONE transaction that holds
@@ -44,7 +44,7 @@ export interface MovementServiceDeps {
 }
 
 export interface Movement {
-  request: RequestRow;
+  request: MovementRow;
   nodes: NodeRow[];
 }
 
@@ -123,7 +123,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
       let request = started.request;
       if (destination) {
         await setMovementDestination(client, request.id, destination);
-        request = (await getRequest(client, request.id))!;
+        request = (await getMovement(client, request.id))!;
       }
       await writeAudit(client, {
         actor: input.actor,
@@ -164,14 +164,14 @@ async function replayOf(pool: Pool, actor: string, key: string, fingerprint: str
       { idempotency_key: key, movement_id: earlier.id },
     );
   }
-  return { request: earlier, nodes: await nodesOfRequest(pool, earlier.id), replayed: true };
+  return { request: earlier, nodes: await nodesOfMovement(pool, earlier.id), replayed: true };
 }
 
 /** A movement read without locks, for GET. */
 export async function readMovement(pool: Pool, id: string): Promise<Movement> {
-  const request = isRequestId(id) ? await getRequest(pool, id) : null;
+  const request = isMovementId(id) ? await getMovement(pool, id) : null;
   if (!request) throw new NotFoundError('movement', id);
-  return { request, nodes: await nodesOfRequest(pool, id) };
+  return { request, nodes: await nodesOfMovement(pool, id) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,14 +192,14 @@ async function decideOn(
   deps: MovementServiceDeps,
   id: string,
   decision: Decision,
-  decide: (client: Client, request: RequestRow) => Promise<Record<string, unknown> | void>,
+  decide: (client: Client, request: MovementRow) => Promise<Record<string, unknown> | void>,
 ): Promise<Movement> {
-  if (!isRequestId(id)) throw new NotFoundError('movement', id);
+  if (!isMovementId(id)) throw new NotFoundError('movement', id);
   return withTransaction(deps.pool, async (client) => {
-    const locked = await lockRequest(client, id);
+    const locked = await lockMovement(client, id);
     if (!locked) throw new NotFoundError('movement', id);
     const extra = (await decide(client, locked)) ?? {};
-    const request = (await getRequest(client, id))!;
+    const request = (await getMovement(client, id))!;
     await writeAudit(client, {
       actor: decision.actor,
       action: decision.action,
@@ -207,25 +207,25 @@ async function decideOn(
       entity_id: id,
       details: { from_state: locked.request_state, to_state: request.request_state, ...decision.details, ...extra },
     });
-    return { request, nodes: await nodesOfRequest(client, id) };
+    return { request, nodes: await nodesOfMovement(client, id) };
   });
 }
 
-function deliver(deps: MovementServiceDeps, client: Client, id: string, event: RequestEvent, actor: string) {
-  return deliverRequestEvent(client, id, event, { actor, deps: deps.transitions });
+function deliver(deps: MovementServiceDeps, client: Client, id: string, event: MovementEvent, actor: string) {
+  return deliverMovementEvent(client, id, event, { actor, deps: deps.transitions });
 }
 
-function approvalWindowClosed(request: RequestRow): FerryError {
+function approvalWindowClosed(request: MovementRow): FerryError {
   const at = request.expires_at?.toISOString() ?? null;
   return new FerryError(
     'APPROVAL_EXPIRED',
     `movement ${request.id} can no longer be approved: its approval window closed at ${at}`,
-    { reason: 'APPROVAL_EXPIRED', machine: REQUEST_MACHINE_ID, entity_id: request.id, state: request.request_state, event: 'APPROVE', expires_at: at },
+    { reason: 'APPROVAL_EXPIRED', machine: MOVEMENT_MACHINE_ID, entity_id: request.id, state: request.request_state, event: 'APPROVE', expires_at: at },
   );
 }
 
 /** The plan an approver reviewed must be the plan the movement will run, and that plan must be intact. */
-function assertPlanHash(request: RequestRow, reviewed: string): void {
+function assertPlanHash(request: MovementRow, reviewed: string): void {
   if (reviewed !== request.compiled_plan_hash) {
     throw new FerryError(
       'STALE_PLAN_HASH',
@@ -275,7 +275,7 @@ export async function approveMovement(
     }
     if (request.request_state === 'EXPIRED') throw approvalWindowClosed(request);
     if (request.request_state !== 'PENDING_APPROVAL') {
-      throw new InvalidTransitionError(REQUEST_MACHINE_ID, id, request.request_state, 'APPROVE');
+      throw new InvalidTransitionError(MOVEMENT_MACHINE_ID, id, request.request_state, 'APPROVE');
     }
     assertPlanHash(request, input.compiledPlanHash);
     // The clock is read with the row lock held: whoever holds the lock decides on one instant.
@@ -310,7 +310,7 @@ export async function cancelMovement(
       });
     }
     // Read under the request lock: node writers lock the request first, so this summary holds.
-    const summary = summarizeNodes(await nodesOfRequest(client, id));
+    const summary = summarizeNodes(await nodesOfMovement(client, id));
     await deliver(deps, client, id, { type: 'CANCEL', by: actor, summary, ...(reason ? { reason } : {}) }, actor);
   });
 }

@@ -1,9 +1,9 @@
 import { FerryError, InvalidTransitionError, NotFoundError, ValidationError } from '../errors.ts';
 import { NODE_MACHINE_ID, type NodeEvent, type Resolution } from '../machines/node-machine.ts';
-import { REQUEST_MACHINE_ID } from '../machines/request-machine.ts';
+import { MOVEMENT_MACHINE_ID } from '../machines/movement-machine.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction } from '../persistence/db.ts';
-import { getNode, getRequest, isRequestId, lockRequest, nodeByKey, nodesOfRequest } from '../persistence/movements.ts';
+import { getNode, getMovement, isMovementId, lockMovement, nodeByKey, nodesOfMovement } from '../persistence/movements.ts';
 import {
   insertResolution,
   lockResolution,
@@ -13,7 +13,7 @@ import {
   type ResolutionRow,
 } from '../persistence/resolutions.ts';
 import type { Movement, MovementServiceDeps } from './movements.ts';
-import { deliverBatch, type RequestItem } from './transition.ts';
+import { deliverBatch, type MovementItem } from '../actors/transition.ts';
 
 /**
  * Manual intervention: a movement in MANUAL_INTERVENTION waits for a person to settle the node it
@@ -35,17 +35,17 @@ export interface ProposeInput {
   evidence?: Record<string, unknown>;
 }
 
-function refusal(requestId: string, state: string, event: string, reason: string, message: string, details: Record<string, unknown> = {}) {
-  return new FerryError('INVALID_TRANSITION', message, { reason, machine: REQUEST_MACHINE_ID, entity_id: requestId, state, event, ...details });
+function refusal(movementId: string, state: string, event: string, reason: string, message: string, details: Record<string, unknown> = {}) {
+  return new FerryError('INVALID_TRANSITION', message, { reason, machine: MOVEMENT_MACHINE_ID, entity_id: movementId, state, event, ...details });
 }
 
 export async function proposeResolution(deps: Pick<MovementServiceDeps, 'pool'>, id: string, input: ProposeInput): Promise<ResolutionRow> {
-  if (!isRequestId(id)) throw new NotFoundError('movement', id);
+  if (!isMovementId(id)) throw new NotFoundError('movement', id);
   if (input.resolution === 'complete' && !input.providerRef) {
     throw new ValidationError('a "complete" resolution needs provider_ref: the provider\'s reference for the completed action', { field: 'provider_ref' });
   }
   return withTransaction(deps.pool, async (client) => {
-    const request = await lockRequest(client, id);
+    const request = await lockMovement(client, id);
     if (!request) throw new NotFoundError('movement', id);
     const node = await nodeByKey(client, id, input.nodeKey);
     if (!node) throw new NotFoundError('node', `${input.nodeKey} of movement ${id}`);
@@ -112,10 +112,10 @@ export async function confirmResolution(
   resolutionId: string,
   input: { actor: string },
 ): Promise<{ resolution: ResolutionRow; movement: Movement }> {
-  if (!isRequestId(id)) throw new NotFoundError('movement', id);
-  if (!isRequestId(resolutionId)) throw new NotFoundError('resolution', resolutionId);
+  if (!isMovementId(id)) throw new NotFoundError('movement', id);
+  if (!isMovementId(resolutionId)) throw new NotFoundError('resolution', resolutionId);
   const outcome = await withTransaction(deps.pool, async (client) => {
-    const request = await lockRequest(client, id);
+    const request = await lockMovement(client, id);
     if (!request) throw new NotFoundError('movement', id);
     const proposal = await lockResolution(client, id, resolutionId);
     if (!proposal) throw new NotFoundError('resolution', resolutionId);
@@ -128,10 +128,10 @@ export async function confirmResolution(
       });
     }
     const at = new Date().toISOString();
-    const requests: RequestItem[] =
+    const requests: MovementItem[] =
       proposal.resolution === 'retry'
-        ? [{ requestId: id, event: { type: 'NODE_RETRIED', by: input.actor, nodeKey: proposal.node_key } }]
-        : [{ requestId: id, event: { type: 'RESUME', by: input.actor } }];
+        ? [{ movementId: id, event: { type: 'NODE_RETRIED', by: input.actor, nodeKey: proposal.node_key } }]
+        : [{ movementId: id, event: { type: 'RESUME', by: input.actor } }];
     const result = await deliverBatch(
       client,
       { requests, nodes: [{ nodeId: proposal.request_node_id, event: nodeEventOf(proposal, input.actor, at) }] },
@@ -159,10 +159,10 @@ export async function confirmResolution(
         from_state: node.from,
         to_state: node.to,
         request_from_state: request.request_state,
-        request_to_state: result.requestOf(id).request_state,
+        request_to_state: result.movementOf(id).request_state,
       },
     });
-    return { resolution: settled, movement: { request: (await getRequest(client, id))!, nodes: await nodesOfRequest(client, id) } };
+    return { resolution: settled, movement: { request: (await getMovement(client, id))!, nodes: await nodesOfMovement(client, id) } };
   }).catch(async (err) => {
     if (!(err instanceof ResolutionRefused)) throw err;
     await withTransaction(deps.pool, async (client) => {
@@ -192,15 +192,15 @@ class ResolutionRefused extends Error {
     readonly proposal: ResolutionRow,
     readonly nodeState: string,
     attemptNo: number,
-    requestState: string,
+    movementState: string,
   ) {
     super(
-      `resolution ${proposal.id} no longer applies: node ${proposal.node_key} is ${nodeState} at attempt ${attemptNo} (proposed for attempt ${proposal.attempt_no}), movement ${requestState}`,
+      `resolution ${proposal.id} no longer applies: node ${proposal.node_key} is ${nodeState} at attempt ${attemptNo} (proposed for attempt ${proposal.attempt_no}), movement ${movementState}`,
     );
   }
 }
 
 export async function listResolutions(deps: Pick<MovementServiceDeps, 'pool'>, id: string): Promise<ResolutionRow[]> {
-  if (!isRequestId(id) || !(await getRequest(deps.pool, id))) throw new NotFoundError('movement', id);
+  if (!isMovementId(id) || !(await getMovement(deps.pool, id))) throw new NotFoundError('movement', id);
   return resolutionsOf(deps.pool, id);
 }

@@ -13,7 +13,7 @@ import {
   type DestinationRow,
 } from '../persistence/callback-destinations.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
-import { assertCallbackUrlAllowed } from './url-policy.ts';
+import { assertCallbackUrlAllowed } from '../callbacks/url-policy.ts';
 
 /**
  * The callback destination service: the one place that creates, rotates and disables registered

@@ -11,10 +11,10 @@ import type { NodeSummary } from './node-summary.ts';
  * callback). A callback for the state change itself is written for every change of state.
  */
 
-export const REQUEST_MACHINE_ID = 'ferry.request';
-export const REQUEST_MACHINE_VERSION = '1';
+export const MOVEMENT_MACHINE_ID = 'ferry.request';
+export const MOVEMENT_MACHINE_VERSION = '1';
 
-export const requestStates = [
+export const movementStates = [
   'PENDING_APPROVAL',
   'APPROVED',
   'EXECUTING',
@@ -26,14 +26,14 @@ export const requestStates = [
   'EXPIRED',
   'CANCELLED',
 ] as const;
-export type RequestState = (typeof requestStates)[number];
+export type RequestState = (typeof movementStates)[number];
 
 export interface Approval {
   by: string;
   at: string;
 }
 
-export interface RequestContext {
+export interface MovementContext {
   createdBy: string;
   quorum: number;
   approvals: Approval[];
@@ -42,7 +42,7 @@ export interface RequestContext {
   expiresAt: string | null;
 }
 
-export type RequestEvent =
+export type MovementEvent =
   | { type: 'APPROVE'; by: string; at: string }
   | { type: 'REJECT'; by: string; at: string; reason?: string }
   | { type: 'EXPIRE'; at: string }
@@ -52,9 +52,9 @@ export type RequestEvent =
   | { type: 'NODE_RETRIED'; by: string; nodeKey: string }
   | { type: 'CANCEL'; by: string; summary: NodeSummary; reason?: string };
 
-export type RequestEventType = RequestEvent['type'];
+export type RequestEventType = MovementEvent['type'];
 
-export function initialRequestContext(input: { createdBy: string; quorum: number; expiresAt: string | null }): RequestContext {
+export function initialMovementContext(input: { createdBy: string; quorum: number; expiresAt: string | null }): MovementContext {
   return {
     createdBy: input.createdBy,
     quorum: input.quorum,
@@ -65,14 +65,14 @@ export function initialRequestContext(input: { createdBy: string; quorum: number
   };
 }
 
-const summaryOf = (event: RequestEvent): NodeSummary | null => ('summary' in event ? event.summary : null);
+const summaryOf = (event: MovementEvent): NodeSummary | null => ('summary' in event ? event.summary : null);
 const isPast = (at: string, deadline: string | null) => deadline !== null && Date.parse(at) >= Date.parse(deadline);
 
-export const requestMachine = setup({
+export const movementMachine = setup({
   types: {
-    context: {} as RequestContext,
-    events: {} as RequestEvent,
-    input: {} as RequestContext,
+    context: {} as MovementContext,
+    events: {} as MovementEvent,
+    input: {} as MovementContext,
   },
   guards: {
     // Four-eyes: whoever created a movement can never approve it. Actor ids name principals
@@ -122,8 +122,8 @@ export const requestMachine = setup({
     requestAttention: () => {},
   },
 }).createMachine({
-  id: REQUEST_MACHINE_ID,
-  version: REQUEST_MACHINE_VERSION,
+  id: MOVEMENT_MACHINE_ID,
+  version: MOVEMENT_MACHINE_VERSION,
   context: ({ input }) => input,
   initial: 'PENDING_APPROVAL',
   states: {
@@ -198,4 +198,4 @@ export const requestMachine = setup({
   },
 });
 
-export type RequestMachine = typeof requestMachine;
+export type RequestMachine = typeof movementMachine;
