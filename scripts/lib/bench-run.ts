@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Pool } from '../../src/persistence/db.ts';
-import { benchProgress, unfinishedNodes, type UnfinishedNodes } from '../../src/persistence/bench-report.ts';
+import { benchProgress, unfinishedNodes, type UnfinishedNodes } from './bench-report.ts';
 import { databasesNamed, dropDatabase, dropDatabaseIfUnused } from './test-databases.ts';
 
 export const SCRATCH_PREFIX = 'ferry_bench_';

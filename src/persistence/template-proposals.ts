@@ -161,6 +161,12 @@ export interface NewProposalTransition {
   at: string;
 }
 
+/** The template version a finalized proposal wrote (its writeVersion message, in the same transaction). */
+export async function recordFinalizedVersion(client: Client, id: string, version: number): Promise<ProposalRow> {
+  const { rows } = await client.query<ProposalRow>('UPDATE template_proposals SET finalized_version = $2 WHERE id = $1 RETURNING *', [id, version]);
+  return rows[0];
+}
+
 export async function appendProposalTransition(client: Client, t: NewProposalTransition): Promise<void> {
   await client.query(
     `INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,

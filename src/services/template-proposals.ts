@@ -23,6 +23,7 @@ import {
   lockProposal,
   openProposalOf,
   proposalTransitions,
+  recordFinalizedVersion,
   reviewExpiredCandidates,
   updateProposal,
   type ProposalRow,
@@ -189,11 +190,8 @@ async function writeVersion(client: Client, delivered: Delivered): Promise<{ row
   const p = delivered.row;
   // Bindings were checked when it was proposed; a movement's compile checks them again.
   const saved = await saveTemplate(client, p.definition, p.proposed_by);
-  const row = await client.query<ProposalRow>(
-    'UPDATE template_proposals SET finalized_version = $2 WHERE id = $1 RETURNING *',
-    [p.id, saved.version.version],
-  );
-  return { row: row.rows[0], saved };
+  const row = await recordFinalizedVersion(client, p.id, saved.version.version);
+  return { row, saved };
 }
 
 /** Loads and locks a proposal, or 404. */

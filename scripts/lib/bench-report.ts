@@ -1,4 +1,4 @@
-import type { Queryable } from './db.ts';
+import type { Queryable } from '../../src/persistence/db.ts';
 
 /**
  * What the benchmark reads to tell whether its movements progress and, when they do not all
