@@ -173,9 +173,9 @@ async function browserTests() {
       delete document.hidden;
       document.dispatchEvent(new Event('visibilitychange'));
     })()`);
-    const { movements } = (await (await answered).json()) as { movements: Array<{ id: string; request_state: string; node_states: Record<string, number> }> };
+    const { movements } = (await (await answered).json()) as { movements: Array<{ id: string; state: string; node_states: Record<string, number> }> };
     const overview = movements.find((m) => m.id === id)!;
-    assert.equal(overview.request_state, 'COMPLETED');
+    assert.equal(overview.state, 'COMPLETED');
     assert.deepEqual(overview.node_states, { COMPLETED: 3 });
     assert.deepEqual(errors, [], 'no script errors');
   });
