@@ -341,6 +341,32 @@ async function browserTests() {
     assert.deepEqual(errors, [], 'no script errors');
   });
 
+  test('the list shows its newest page and older pages on request, each movement once', async () => {
+    // More movements than one page of the list (100 per page).
+    const count = async () => (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM movement_requests')).rows[0].n;
+    while ((await count()) <= 105) {
+      await Promise.all(Array.from({ length: 10 }, () => call('POST', '/v3/movements', requester, { template_key: DEMO_TEMPLATE_KEY, intent: { asset: 'USDC', amount: '1' } })));
+    }
+    const total = await count();
+    await signInAs(viewer, '#/');
+    await page.locator('#state-filter').selectOption('');
+    const older = page.locator('#list-older');
+    await older.waitFor();
+    assert.equal(await page.locator('#movements li[data-id]').count(), 100);
+    await older.click();
+    await page.waitForFunction((n) => document.querySelectorAll('#movements li[data-id]').length === n, total);
+    const ids = await page.locator('#movements li[data-id]').evaluateAll((els) => els.map((e) => e.getAttribute('data-id')));
+    assert.equal(new Set(ids).size, total, 'every movement once');
+    assert.equal(await older.count(), 0, 'nothing older to show');
+    // The poll keeps the older page on show; a new filter starts from the newest page again.
+    await page.waitForResponse((r) => r.url().includes('/inspect/movements?') && r.url().includes('cursor='));
+    assert.equal(await page.locator('#movements li[data-id]').count(), total);
+    await page.locator('#state-filter').selectOption('PENDING_APPROVAL');
+    await page.waitForFunction(() => document.querySelectorAll('#movements li[data-id]').length === 100);
+    await page.locator('#state-filter').selectOption('');
+    assert.deepEqual(errors, [], 'no script errors');
+  });
+
   test('a refused token sends the page back to sign-in', async () => {
     await page.evaluate(() => sessionStorage.setItem('ferry.token', 'fy_' + 'x'.repeat(43)));
     await page.reload();
