@@ -12,7 +12,7 @@ const listRoute = pageRoute({
   summary: 'The audit chain: every audited action with the hash linking it to the one before',
   query: AuditListQuery,
   page: AuditPageSchema,
-  description: 'One page of audit events',
+  shows: 'One page of audit events',
 });
 
 export function auditRoutes(ctx: V3Context) {

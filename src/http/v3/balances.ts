@@ -11,7 +11,7 @@ const listRoute = pageRoute({
   summary: 'The latest balance of every watched wallet, asset and chain, with its age and staleness',
   query: BalanceListQuery,
   page: BalancePageSchema,
-  description: 'One page of balances, by chain, wallet and asset',
+  shows: 'One page of balances, by chain, wallet and asset',
 });
 
 function balanceView(row: BalanceListRow) {

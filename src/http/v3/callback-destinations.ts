@@ -22,7 +22,7 @@ import {
   notFound,
   unprocessable,
 } from './schemas.ts';
-import { apiRoute } from './route.ts';
+import { apiRoute, readRoute } from './route.ts';
 import { isoOrNull } from '../views.ts';
 
 /**
@@ -31,7 +31,7 @@ import { isoOrNull } from '../views.ts';
  */
 
 const tags = ['Callback destinations'];
-const permission = 'callback.destination';
+const permission = 'callback.destination' as const;
 
 const createRouteDef = apiRoute({
   method: 'post',
@@ -47,23 +47,24 @@ const createRouteDef = apiRoute({
   },
 });
 
-const listRouteDef = apiRoute({
-  method: 'get',
+const listRouteDef = readRoute({
   path: '/callback-destinations',
   tags,
   summary: 'Callback destinations by name (never their secrets)',
   permission,
-  responses: { 200: jsonResponse(DestinationListSchema, 'Every destination') },
+  answer: DestinationListSchema,
+  shows: 'Every destination',
 });
 
-const showRouteDef = apiRoute({
-  method: 'get',
+const showRouteDef = readRoute({
   path: '/callback-destinations/{id}',
   tags,
   summary: 'One callback destination, by id or name (never its secrets)',
   permission,
   request: { params: DestinationRefParams },
-  responses: { 200: jsonResponse(DestinationResultSchema, 'The destination'), ...notFound },
+  answer: DestinationResultSchema,
+  shows: 'The destination',
+  errors: notFound,
 });
 
 const rotateRouteDef = apiRoute({

@@ -23,7 +23,7 @@ const listRoute = pageRoute({
   summary: 'Callbacks by delivery status, oldest first',
   query: CallbackListQuery,
   page: CallbackPageSchema,
-  description: 'One page of callbacks',
+  shows: 'One page of callbacks',
 });
 
 const redriveRoute = apiRoute({

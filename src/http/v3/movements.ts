@@ -35,7 +35,7 @@ import {
   unprocessable,
 } from './schemas.ts';
 import { movementDetailView, movementSummaryView, transitionView, type Audience } from '../views.ts';
-import { apiRoute, pageRoute } from './route.ts';
+import { apiRoute, pageRoute, readRoute } from './route.ts';
 
 const tags = ['Movements'];
 const refused = conflict('The movement machine does not accept this event in the movement\'s state (INVALID_TRANSITION)');
@@ -68,27 +68,27 @@ const listRoute = pageRoute({
   summary: 'List movements, newest first',
   query: MovementListQuery,
   page: MovementPageSchema,
-  description: 'One page; pass next_cursor back as cursor for the next',
+  shows: 'One page; pass next_cursor back as cursor for the next',
 });
 
-const getRoute = apiRoute({
-  method: 'get',
+const getRoute = readRoute({
   path: '/movements/{id}',
   tags,
   summary: 'A movement with its compiled plan and nodes',
-  permission: 'read',
   request: { params: MovementIdParams },
-  responses: { 200: jsonResponse(MovementDetailSchema, 'The movement'), ...notFound },
+  answer: MovementDetailSchema,
+  shows: 'The movement',
+  errors: notFound,
 });
 
-const transitionsRoute = apiRoute({
-  method: 'get',
+const transitionsRoute = readRoute({
   path: '/movements/{id}/transitions',
   tags,
   summary: 'The transition log of a movement and its nodes, oldest first',
-  permission: 'read',
   request: { params: MovementIdParams, query: TransitionListQuery },
-  responses: { 200: jsonResponse(TransitionPageSchema, 'One page of transitions'), ...notFound },
+  answer: TransitionPageSchema,
+  shows: 'One page of transitions',
+  errors: notFound,
 });
 
 const decided = (description: string) => jsonResponse(MovementDetailSchema, description);

@@ -6,7 +6,7 @@ import { jsonObjectSchema } from '../../plan/json.ts';
 import { actorNames, type ActorNames } from '../actor-names.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import { conflict, forbidden, isoTime, jsonBody, jsonResponse, MovementIdParams, nodeKeySchema, notFound, printable } from './schemas.ts';
-import { apiRoute } from './route.ts';
+import { apiRoute, readRoute } from './route.ts';
 import { iso, isoOrNull } from '../views.ts';
 
 /**
@@ -82,24 +82,23 @@ const ConfirmedSchema = z
   .object({ resolution: ResolutionSchema, movement: z.object({ id: z.string(), state: z.string() }) })
   .openapi('ResolutionConfirmed');
 
-const reconciliationRoute = apiRoute({
-  method: 'get',
+const reconciliationRoute = readRoute({
   path: '/reconciliation',
   tags: ['Workers'],
   summary: "Drift between stored node states and their providers' answers, found by the reconciliation sweep",
-  permission: 'read',
   request: { query: ReconciliationQuery },
-  responses: { 200: jsonResponse(ReconciliationSchema, 'The drifts, newest first') },
+  answer: ReconciliationSchema,
+  shows: 'The drifts, newest first',
 });
 
-const listResolutionsRoute = apiRoute({
-  method: 'get',
+const listResolutionsRoute = readRoute({
   path: '/movements/{id}/resolutions',
   tags: ['Movements'],
   summary: "The movement's proposed, applied and refused resolutions",
-  permission: 'read',
   request: { params: MovementIdParams },
-  responses: { 200: jsonResponse(z.object({ resolutions: z.array(ResolutionSchema) }), 'Oldest first'), ...notFound },
+  answer: z.object({ resolutions: z.array(ResolutionSchema) }),
+  shows: 'Oldest first',
+  errors: notFound,
 });
 
 const proposeRoute = apiRoute({

@@ -18,7 +18,7 @@ import {
   jsonResponse,
   notFound,
 } from './schemas.ts';
-import { apiRoute } from './route.ts';
+import { apiRoute, readRoute } from './route.ts';
 
 /**
  * Who may act: principals and their tokens, for admins (token.admin). Every change goes through the
@@ -38,14 +38,14 @@ const createPrincipalRoute = apiRoute({
   responses: { 201: jsonResponse(PrincipalResultSchema, 'The new principal') },
 });
 
-const listPrincipalsRoute = apiRoute({
-  method: 'get',
+const listPrincipalsRoute = readRoute({
   path: '/principals',
   tags,
   summary: 'Every principal, by name',
   permission: 'token.admin',
   request: { query: PrincipalListQuery },
-  responses: { 200: jsonResponse(PrincipalListSchema, 'The principals (disabled ones with include_disabled=true)') },
+  answer: PrincipalListSchema,
+  shows: 'The principals (disabled ones with include_disabled=true)',
 });
 
 const disablePrincipalRoute = apiRoute({
@@ -68,14 +68,15 @@ const createTokenRoute = apiRoute({
   responses: { 201: jsonResponse(CreatedTokenSchema, 'The token and, once, its secret'), ...notFound },
 });
 
-const listTokensRoute = apiRoute({
-  method: 'get',
+const listTokensRoute = readRoute({
   path: '/tokens',
   tags,
   summary: 'Every token with its principal (never a secret or hash)',
   permission: 'token.admin',
   request: { query: TokenListQuery },
-  responses: { 200: jsonResponse(TokenListSchema, 'The tokens, oldest first (revoked ones with include_revoked=true)'), ...notFound },
+  answer: TokenListSchema,
+  shows: 'The tokens, oldest first (revoked ones with include_revoked=true)',
+  errors: notFound,
 });
 
 const revokeTokenRoute = apiRoute({

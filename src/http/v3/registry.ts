@@ -13,26 +13,24 @@ import {
   notFound,
 } from './schemas.ts';
 import { executorView, signerView } from '../views.ts';
-import { apiRoute } from './route.ts';
+import { apiRoute, readRoute } from './route.ts';
 
 const tags = ['Registry'];
 
-const executorsRoute = apiRoute({
-  method: 'get',
+const executorsRoute = readRoute({
   path: '/executors',
   tags,
   summary: 'The executor roster with each executor\'s last health check',
-  permission: 'read',
-  responses: { 200: jsonResponse(ExecutorListSchema, 'Every executor the health sweep has seen') },
+  answer: ExecutorListSchema,
+  shows: 'Every executor the health sweep has seen',
 });
 
-const signersRoute = apiRoute({
-  method: 'get',
+const signersRoute = readRoute({
   path: '/signers',
   tags,
   summary: 'The signer roster: expected vs observed identity and the resulting posture',
-  permission: 'read',
-  responses: { 200: jsonResponse(SignerListSchema, 'Every signer the health sweep has seen') },
+  answer: SignerListSchema,
+  shows: 'Every signer the health sweep has seen',
 });
 
 const expectedIdentityRoute = apiRoute({

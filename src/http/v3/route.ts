@@ -17,30 +17,42 @@ export function apiRoute<const R extends ApiRouteConfig>(route: R) {
     ...rest,
     security: bearerSecurity,
     ...permitted(permission as R['permission']),
-    responses: { ...(responses as R['responses']), ...commonErrors },
+    // A route's own answer for a status (a 403 that names FOUR_EYES_VIOLATION) wins over the common one.
+    responses: { ...commonErrors, ...(responses as R['responses']) },
   });
 }
 
+type Request = NonNullable<RouteConfig['request']>;
+
 /**
- * A page of a list: GET with a query (a `limit` and, for paged lists, a `cursor`) answering one page, 'read'
- * unless said otherwise.
+ * A read: GET answering 200 with `answer` (what it `shows`, in the document), 'read' unless said
+ * otherwise, with the route's own error answers (a 404, say) beside the common ones.
  */
-export function pageRoute<const Q extends z.ZodObject, const S extends z.ZodType, const P extends string>(route: {
-  path: P;
-  tags: string[];
-  summary: string;
-  query: Q;
-  page: S;
-  description: string;
-  permission?: Permission;
-}) {
+export function readRoute<
+  const P extends string,
+  const S extends z.ZodType,
+  const Req extends Request = {},
+  const E extends RouteConfig['responses'] = {},
+>(route: { path: P; tags: string[]; summary: string; request?: Req; answer: S; shows: string; errors?: E; permission?: Permission }) {
   return apiRoute({
     method: 'get',
     path: route.path,
     tags: route.tags,
     summary: route.summary,
     permission: route.permission ?? 'read',
-    request: { query: route.query },
-    responses: { 200: jsonResponse(route.page, route.description) },
+    request: (route.request ?? {}) as Req,
+    responses: { 200: jsonResponse(route.answer, route.shows), ...((route.errors ?? {}) as E) },
   });
+}
+
+/** A page of a list: a read whose query has a `limit` and, for paged lists, a `cursor`. */
+export function pageRoute<const P extends string, const Q extends z.ZodObject, const S extends z.ZodType>(route: {
+  path: P;
+  tags: string[];
+  summary: string;
+  query: Q;
+  page: S;
+  shows: string;
+}) {
+  return readRoute({ path: route.path, tags: route.tags, summary: route.summary, request: { query: route.query }, answer: route.page, shows: route.shows });
 }

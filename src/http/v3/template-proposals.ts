@@ -25,7 +25,7 @@ import {
   jsonResponse,
   notFound,
 } from './schemas.ts';
-import { apiRoute, pageRoute } from './route.ts';
+import { apiRoute, pageRoute, readRoute } from './route.ts';
 import { iso, isoOrNull } from '../views.ts';
 
 const tags = ['Template proposals'];
@@ -62,17 +62,17 @@ const listRoute = pageRoute({
   summary: 'Template proposals, newest first (filter by state or template)',
   query: ProposalListQuery,
   page: ProposalListSchema,
-  description: 'The proposals',
+  shows: 'The proposals',
 });
 
-const showRoute = apiRoute({
-  method: 'get',
+const showRoute = readRoute({
   path: '/template-proposals/{id}',
   tags,
   summary: 'A proposal with its definition, its diff against the live version and its transition history',
-  permission: 'read',
   request: { params: ProposalIdParams },
-  responses: { 200: jsonResponse(ProposalDetailSchema, 'The proposal'), ...notFound },
+  answer: ProposalDetailSchema,
+  shows: 'The proposal',
+  errors: notFound,
 });
 
 const decided = (what: string) => jsonResponse(ProposalSchema, `The proposal, now ${what}`);

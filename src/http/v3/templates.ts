@@ -23,7 +23,7 @@ import {
 } from './schemas.ts';
 import { proposalView } from './template-proposals.ts';
 import { templateSummaryView, templateVersionSummaryView, templateVersionView } from '../views.ts';
-import { apiRoute } from './route.ts';
+import { apiRoute, readRoute } from './route.ts';
 
 const tags = ['Templates'];
 
@@ -42,33 +42,32 @@ const saveRoute = apiRoute({
   },
 });
 
-const listRoute = apiRoute({
-  method: 'get',
+const listRoute = readRoute({
   path: '/templates',
   tags,
   summary: 'List templates',
-  permission: 'read',
-  responses: { 200: jsonResponse(TemplateListSchema, 'Every template with at least one version') },
+  answer: TemplateListSchema,
+  shows: 'Every template with at least one version',
 });
 
-const getRoute = apiRoute({
-  method: 'get',
+const getRoute = readRoute({
   path: '/templates/{key}',
   tags,
   summary: 'A template and its versions',
-  permission: 'read',
   request: { params: TemplateKeyParams },
-  responses: { 200: jsonResponse(TemplateDetailSchema, 'The template, versions newest first'), ...notFound },
+  answer: TemplateDetailSchema,
+  shows: 'The template, versions newest first',
+  errors: notFound,
 });
 
-const versionRoute = apiRoute({
-  method: 'get',
+const versionRoute = readRoute({
   path: '/templates/{key}/versions/{version}',
   tags,
   summary: 'One version of a template, with its nodes and edges',
-  permission: 'read',
   request: { params: TemplateVersionParams },
-  responses: { 200: jsonResponse(TemplateVersionSchema, 'The version'), ...notFound },
+  answer: TemplateVersionSchema,
+  shows: 'The version',
+  errors: notFound,
 });
 
 const compileRoute = apiRoute({

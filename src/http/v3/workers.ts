@@ -1,18 +1,17 @@
 import { sweepStatuses } from '../../actors/sweeps.ts';
 import { listHeartbeats } from '../../persistence/heartbeats.ts';
 import { resourceApp, type V3Context } from './context.ts';
-import { WorkersSchema, jsonResponse } from './schemas.ts';
-import { apiRoute } from './route.ts';
+import { WorkersSchema } from './schemas.ts';
+import { readRoute } from './route.ts';
 
 const tags = ['Workers'];
 
-const workersRoute = apiRoute({
-  method: 'get',
+const workersRoute = readRoute({
   path: '/workers',
   tags,
   summary: "Every sweep's last run, duration, outcome and next due time (from pg-boss's job records), and the hot loops' heartbeats",
-  permission: 'read',
-  responses: { 200: jsonResponse(WorkersSchema, 'The sweeps and the hot loops of every process') },
+  answer: WorkersSchema,
+  shows: 'The sweeps and the hot loops of every process',
 });
 
 const iso = (d: Date) => new Date(d).toISOString();
