@@ -374,6 +374,11 @@ get('movement: SQL in id', "/v3/movements/1'%20OR%20'1'='1", 404, 'NOT_FOUND');
 get('transitions: unknown movement', `/v3/movements/${UNKNOWN}/transitions`, 404, 'NOT_FOUND');
 get('transitions: malformed id', '/v3/movements/abc/transitions', 404, 'NOT_FOUND');
 get('transitions: cursor not a number', `/v3/movements/${pending.id}/transitions?cursor=abc`);
+// Cursors are opaque everywhere: a bare transition or event id is none, nor is another kind's.
+get('transitions: a bare transition id', `/v3/movements/${pending.id}/transitions?cursor=12`);
+get('transitions: a movement cursor', `/v3/movements/${pending.id}/transitions?cursor=${badCursor}`);
+get('audit: a bare event id', '/v3/audit-events?cursor=12');
+get('proposals: forged cursor', `/v3/template-proposals?cursor=${badCursor}`);
 get('transitions: limit too large', `/v3/movements/${pending.id}/transitions?limit=5000`);
 get('transitions: unknown parameter', `/v3/movements/${pending.id}/transitions?after=3`);
 get('templates: bad key', '/v3/templates/Not_Lower');

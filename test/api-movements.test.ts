@@ -192,8 +192,8 @@ describe('a movement from creation to completion', () => {
     const listed = await call('GET', `/v3/movements?limit=200`, 'viewer');
     assert.equal(listed.body.movements.find((m: { id: string }) => m.id === id).created_by_name, 'requester-1');
     const inspected = await call('GET', `/inspect/movements/${id}`, 'viewer');
-    assert.equal(inspected.body.request.created_by_name, 'requester-1');
-    assert.equal(inspected.body.request.approvals[0].by_name, 'approver-1');
+    assert.equal(inspected.body.movement.created_by_name, 'requester-1');
+    assert.equal(inspected.body.movement.approvals[0].by_name, 'approver-1');
     assert.equal(inspected.body.transitions.find((t: { event_type: string }) => t.event_type === 'APPROVE').actor_name, 'approver-1');
     const overview = await call('GET', '/inspect/movements?limit=200', 'viewer');
     assert.equal(overview.body.movements.find((m: { id: string }) => m.id === id).created_by_name, 'requester-1');
@@ -248,8 +248,10 @@ describe('a movement from creation to completion', () => {
       all.push(...page.body.transitions);
       cursor = page.body.next_cursor;
     }
-    const movementLog = all.filter((t) => t.entity_type === 'request').map((t) => `${t.from_state}>${t.to_state}`);
-    assert.deepEqual(movementLog, ['>PENDING_APPROVAL', 'PENDING_APPROVAL>APPROVED', 'APPROVED>EXECUTING', 'EXECUTING>COMPLETED']);
+    assert.equal(new Set(all.map((t) => t.id)).size, all.length, 'each transition on one page only');
+    // The creation has no state before it: from_state is null (as /inspect shows it).
+    const movementLog = all.filter((t) => t.entity_type === 'request').map((t) => `${t.from_state ?? '(none)'}>${t.to_state}`);
+    assert.deepEqual(movementLog, ['(none)>PENDING_APPROVAL', 'PENDING_APPROVAL>APPROVED', 'APPROVED>EXECUTING', 'EXECUTING>COMPLETED']);
   });
 });
 

@@ -137,6 +137,44 @@ test('every operation requires the bearer token and documents the error shape; e
   }
 });
 
+test('one paging scheme: every paged list takes limit and an opaque cursor and answers next_cursor', async () => {
+  const doc = await fetchDoc();
+  const paged = expectedOperations.filter((op) => {
+    const [method, path] = op.split(' ');
+    return (doc.paths[path][method].parameters ?? []).some((p: any) => p.in === 'query' && p.name === 'cursor');
+  });
+  assert.deepEqual(paged.sort(), [
+    'get /v3/audit-events',
+    'get /v3/balances',
+    'get /v3/callbacks',
+    'get /v3/movements',
+    'get /v3/movements/{id}/transitions',
+    'get /v3/template-proposals',
+  ]);
+  for (const op of paged) {
+    const [method, path] = op.split(' ');
+    const operation = doc.paths[path][method];
+    const params = new Map<string, any>(operation.parameters.filter((p: any) => p.in === 'query').map((p: any) => [p.name, p]));
+    assert.equal(params.get('limit')?.schema.type, 'integer', `${op} limit`);
+    assert.equal(params.get('cursor')?.schema.type, 'string', `${op} cursor`);
+    const ref: string = operation.responses['200'].content['application/json'].schema.$ref;
+    const page = doc.components.schemas[ref.split('/').pop()!];
+    assert.deepEqual(page.properties.next_cursor.type, ['string', 'null'], `${op} next_cursor`);
+    assert.ok(page.required.includes('next_cursor'), `${op} next_cursor is always there`);
+  }
+  // The transition a page shows is the one /inspect shows: no state before an entity's creation is null.
+  assert.deepEqual(doc.components.schemas.Transition.properties.from_state.type, ['string', 'null']);
+});
+
+test('a route\'s own error answers are kept beside the common ones', async () => {
+  const doc = await fetchDoc();
+  const approve = doc.paths['/v3/movements/{id}/approve'].post.responses;
+  assert.match(approve['403'].description, /FOUR_EYES_VIOLATION/);
+  assert.match(approve['409'].description, /STALE_PLAN_HASH/);
+  assert.ok(approve['400'] && approve['503'], 'and the common ones are there too');
+  assert.match(doc.paths['/v3/movements/{id}/cancel'].post.responses['403'].description, /NOT_MOVEMENT_OWNER/);
+});
+
 test('/docs serves Swagger UI and every asset it loads from Ferry itself', async () => {
   const res = await app.request('/docs');
   assert.equal(res.status, 200);

@@ -203,7 +203,7 @@ test('create, watch live while a second person approves, then list and show', as
   assert.match(shown.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE {2}by cli-approver$/m);
   assert.doesNotMatch(shown.stdout, /token:/);
   const json = JSON.parse((await ferryCli(['movements', 'show', id, '--json'], tokens.viewer)).stdout);
-  assert.equal(json.request.request_state, 'COMPLETED');
+  assert.equal(json.movement.state, 'COMPLETED');
 });
 
 test('watch --json prints each transition as one JSON line, and a failed movement exits 1', async () => {

@@ -173,9 +173,9 @@ async function browserTests() {
       delete document.hidden;
       document.dispatchEvent(new Event('visibilitychange'));
     })()`);
-    const { movements } = (await (await answered).json()) as { movements: Array<{ id: string; request_state: string; node_states: Record<string, number> }> };
+    const { movements } = (await (await answered).json()) as { movements: Array<{ id: string; state: string; node_states: Record<string, number> }> };
     const overview = movements.find((m) => m.id === id)!;
-    assert.equal(overview.request_state, 'COMPLETED');
+    assert.equal(overview.state, 'COMPLETED');
     assert.deepEqual(overview.node_states, { COMPLETED: 3 });
     assert.deepEqual(errors, [], 'no script errors');
   });
@@ -338,6 +338,32 @@ async function browserTests() {
     assert.equal(done.nodes.find((n: any) => n.node_key === 'pay').attempt_no, 2, 'the retry ran under a new attempt');
 
     assert.deepEqual(offsite, [], 'the page loaded nothing from anywhere but Ferry');
+    assert.deepEqual(errors, [], 'no script errors');
+  });
+
+  test('the list shows its newest page and older pages on request, each movement once', async () => {
+    // More movements than one page of the list (100 per page).
+    const count = async () => (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM movement_requests')).rows[0].n;
+    while ((await count()) <= 105) {
+      await Promise.all(Array.from({ length: 10 }, () => call('POST', '/v3/movements', requester, { template_key: DEMO_TEMPLATE_KEY, intent: { asset: 'USDC', amount: '1' } })));
+    }
+    const total = await count();
+    await signInAs(viewer, '#/');
+    await page.locator('#state-filter').selectOption('');
+    const older = page.locator('#list-older');
+    await older.waitFor();
+    assert.equal(await page.locator('#movements li[data-id]').count(), 100);
+    await older.click();
+    await page.waitForFunction((n) => document.querySelectorAll('#movements li[data-id]').length === n, total);
+    const ids = await page.locator('#movements li[data-id]').evaluateAll((els) => els.map((e) => e.getAttribute('data-id')));
+    assert.equal(new Set(ids).size, total, 'every movement once');
+    assert.equal(await older.count(), 0, 'nothing older to show');
+    // The poll keeps the older page on show; a new filter starts from the newest page again.
+    await page.waitForResponse((r) => r.url().includes('/inspect/movements?') && r.url().includes('cursor='));
+    assert.equal(await page.locator('#movements li[data-id]').count(), total);
+    await page.locator('#state-filter').selectOption('PENDING_APPROVAL');
+    await page.waitForFunction(() => document.querySelectorAll('#movements li[data-id]').length === 100);
+    await page.locator('#state-filter').selectOption('');
     assert.deepEqual(errors, [], 'no script errors');
   });
 

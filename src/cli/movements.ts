@@ -117,11 +117,11 @@ interface TransitionView {
 }
 
 interface MovementDetail {
-  request: {
+  movement: {
     id: string;
     template_key: string;
     template_version: number;
-    request_state: string;
+    state: string;
     approval_status: string;
     approvals: { by: string; at: string }[];
     compiled_plan_hash: string;
@@ -130,7 +130,7 @@ interface MovementDetail {
     created_at: string;
     expires_at: string | null;
   };
-  nodes: Array<{ node_key: string; node_state: string; attempt_no: number; executor_key: string | null; error_code: string | null; error_detail: string | null }>;
+  nodes: Array<{ node_key: string; state: string; attempt_no: number; executor_key: string | null; error_code: string | null; error_detail: string | null }>;
   plan: { nodes: Array<{ key: string; layer: number }>; edges: Array<{ from: string; to: string }> };
   transitions: TransitionView[];
 }
@@ -235,7 +235,7 @@ const list: CliCommand = {
         ['ID', 'STATE', 'TEMPLATE', 'STEPS DONE', 'CREATED', 'BY'],
         movements.map((m: any) => [
           m.id,
-          m.request_state,
+          m.state,
           `${m.template_key} v${m.template_version}`,
           `${(m.node_states.COMPLETED ?? 0) + (m.node_states.SKIPPED ?? 0)}/${m.nodes_total}`,
           m.created_at,
@@ -256,10 +256,10 @@ const show: CliCommand = {
     const id = movementId(ctx);
     const d: MovementDetail = await callApi(apiTarget(ctx), 'GET', `/inspect/movements/${id}`);
     if (ctx.flag('json')) return ctx.out(JSON.stringify(d));
-    const r = d.request;
+    const r = d.movement;
     ctx.out(`Movement ${r.id}`);
     ctx.out(`  template   ${r.template_key} v${r.template_version}`);
-    ctx.out(`  state      ${r.request_state} (approval ${r.approval_status}, ${r.approvals.length} approval(s))`);
+    ctx.out(`  state      ${r.state} (approval ${r.approval_status}, ${r.approvals.length} approval(s))`);
     ctx.out(`  plan hash  ${r.compiled_plan_hash}`);
     ctx.out(`  created    ${r.created_at} by ${r.created_by_name ?? r.created_by}`);
     ctx.out('');
@@ -270,7 +270,7 @@ const show: CliCommand = {
         ['STEP', 'STATE', 'ATTEMPT', 'EXECUTOR', 'AFTER', 'ERROR'],
         nodes.map((n) => [
           n.node_key,
-          n.node_state,
+          n.state,
           String(n.attempt_no),
           n.executor_key ?? '-',
           d.plan.edges.filter((e) => e.to === n.node_key).map((e) => e.from).join(',') || '-',
@@ -334,7 +334,7 @@ function progressView(d: MovementDetail, movementState: string, states: Map<stri
   const width = Math.max(...keys.map((k) => k.length));
   const done = keys.filter((k) => ['COMPLETED', 'SKIPPED'].includes(states.get(k) ?? '')).length;
   return [
-    `movement ${d.request.id}  ${d.request.template_key} v${d.request.template_version}  ${movementState}  (${done}/${keys.length} steps done)`,
+    `movement ${d.movement.id}  ${d.movement.template_key} v${d.movement.template_version}  ${movementState}  (${done}/${keys.length} steps done)`,
     ...keys.map((k) => {
       const s = states.get(k) ?? '?';
       return `  [${MARK[s] ?? ' >> '}] ${k.padEnd(width)}  ${s}`;
@@ -354,8 +354,8 @@ const watch: CliCommand = {
     const target = apiTarget(ctx);
     const json = ctx.flag('json');
     const d: MovementDetail = await callApi(target, 'GET', `/inspect/movements/${id}`);
-    const states = new Map(d.nodes.map((n) => [n.node_key, n.node_state]));
-    let movementState = d.request.request_state;
+    const states = new Map(d.nodes.map((n) => [n.node_key, n.state]));
+    let movementState = d.movement.state;
     let last: TransitionView | null = null;
     let lastId = d.transitions.length ? d.transitions[d.transitions.length - 1].id : 0;
     const tty = !json && process.stdout.isTTY === true && ctx.env.TERM !== 'dumb';

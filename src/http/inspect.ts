@@ -19,7 +19,7 @@ import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 import { z } from 'zod';
 import { Wakeups, type EventNotice } from '../actors/wakeups.ts';
 import { FerryError, NotFoundError } from '../errors.ts';
-import { isUuid, UUID_PATTERN } from '../ids.ts';
+import { isUuid } from '../ids.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 // Guards and actions are named as src/machines/introspect.ts names them, so a graph edge can be
 // compared with the machine's own transition list field by field.
@@ -28,13 +28,15 @@ import { nodeMachine } from '../machines/node-machine.ts';
 import { movementMachine, movementStates } from '../machines/movement-machine.ts';
 import type { Pool } from '../persistence/db.ts';
 import { movementOverviews } from '../persistence/inspection.ts';
-import { getMovement, nodesOfMovement, transitionsOfMovement, type NodeRow, type MovementRow, type TransitionRow } from '../persistence/movements.ts';
+import { getMovement, MAX_MOVEMENT_PAGE, nodesOfMovement, transitionsOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 import { executorKeyOf } from '../plan/bindings.ts';
 import { actorNames, movementActors, type ActorNames } from './actor-names.ts';
 import { authenticateToken } from '../persistence/tokens.ts';
 import { authenticate, bearerToken, can, requirePermission, type AuthEnv } from './auth.ts';
 import { validate, validationError } from './errors.ts';
-import { decimalInteger } from './query.ts';
+import { pageCursor, pageLimit } from './query.ts';
+import { audienceOf } from './v3/context.ts';
+import { inspectedMovementView, inspectedNodeView, movementOverviewView, transitionView, type Audience } from './views.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Machines
@@ -117,107 +119,6 @@ function allMachineViews(): MachineView[] {
 // ---------------------------------------------------------------------------------------------
 // Movements
 
-export interface TransitionView {
-  id: number;
-  entity_type: 'request' | 'node';
-  entity_id: string;
-  node_key: string | null;
-  machine_id: string;
-  machine_version: string;
-  seq: number;
-  /** null for an entity's creation (event xstate.init). */
-  from_state: string | null;
-  to_state: string;
-  event_type: string;
-  event_payload: Record<string, unknown>;
-  /** The stable actor id (`principal:<id>`, `token:<id>` on older rows, a worker's name); `actor_name` is what a person reads. */
-  actor: string;
-  actor_name: string;
-  at: string;
-}
-
-export function transitionView(t: TransitionRow, names: ActorNames): TransitionView {
-  return {
-    id: t.id,
-    entity_type: t.entity_type,
-    entity_id: t.entity_id,
-    node_key: t.node_key,
-    machine_id: t.machine_id,
-    machine_version: t.machine_version,
-    seq: t.seq,
-    from_state: t.from_state === '' ? null : t.from_state,
-    to_state: t.to_state,
-    event_type: t.event_type,
-    event_payload: t.event_payload,
-    actor: t.actor,
-    actor_name: names(t.actor),
-    at: t.at.toISOString(),
-  };
-}
-
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
-
-function requestView(r: MovementRow, names: ActorNames) {
-  return {
-    id: r.id,
-    template_key: r.template_key,
-    template_version: r.template_version,
-    template_version_id: r.template_version_id,
-    machine_id: r.machine_id,
-    machine_version: r.machine_version,
-    request_state: r.request_state,
-    row_version: r.row_version,
-    approval_status: r.approval_status,
-    approval_quorum: r.approval_quorum,
-    approvals: r.approvals.map((a) => ({ ...a, by_name: names(a.by) })),
-    decided_by: r.decided_by,
-    decided_by_name: r.decided_by === null ? null : names(r.decided_by),
-    expires_at: iso(r.expires_at),
-    intent: r.intent,
-    input_params: r.input_params,
-    compiled_plan_hash: r.compiled_plan_hash,
-    current_frontier: r.current_frontier,
-    // The URL itself may carry a receiver's credentials; readers only learn that there is one.
-    callback_configured: r.callback_url !== null,
-    created_by: r.created_by,
-    created_by_name: names(r.created_by),
-    created_at: r.created_at.toISOString(),
-    updated_at: r.updated_at.toISOString(),
-  };
-}
-
-function nodeView(n: NodeRow) {
-  return {
-    id: n.id,
-    node_key: n.node_key,
-    node_kind: n.node_kind,
-    action_type: n.action_type,
-    executor_key: executorKeyOf(n.executor_binding),
-    machine_id: n.machine_id,
-    machine_version: n.machine_version,
-    node_state: n.node_state,
-    row_version: n.row_version,
-    attempt_no: n.attempt_no,
-    idempotency_key: n.idempotency_key,
-    retryable: n.retryable,
-    predecessor_keys: n.predecessor_keys,
-    successor_keys: n.successor_keys,
-    provider_state: n.provider_state,
-    provider_ref_id: n.provider_ref_id,
-    provider_refs: n.provider_refs,
-    observe_count: n.observe_count,
-    next_observe_at: iso(n.next_observe_at),
-    last_observed_at: iso(n.last_observed_at),
-    dispatch_after: iso(n.dispatch_after),
-    started_at: iso(n.started_at),
-    error_code: n.error_code,
-    error_detail: n.error_detail,
-    manual_intervention_required: n.manual_intervention_required ?? false,
-    created_at: n.created_at.toISOString(),
-    updated_at: n.updated_at.toISOString(),
-  };
-}
-
 export interface PlanView {
   nodes: Array<{ key: string; kind: string; action_type: string; executor_key: string | null; layer: number }>;
   edges: Array<{ from: string; to: string }>;
@@ -268,15 +169,19 @@ async function requireMovement(pool: Pool, id: string): Promise<MovementRow> {
   return row;
 }
 
-export async function movementDetail(pool: Pool, id: string) {
+/**
+ * A movement as the visualizer draws it: the /v3 movement and nodes (with their machines beside
+ * them), the plan DAG and the transitions, each in the views /v3 answers with.
+ */
+export async function movementDetail(pool: Pool, id: string, audience: Audience) {
   const request = await requireMovement(pool, id);
   const [nodes, history] = await Promise.all([nodesOfMovement(pool, id), transitionsOfMovement(pool, id, 0, HISTORY_LIMIT + 1)]);
   const complete = history.length <= HISTORY_LIMIT;
   const shown = history.slice(0, HISTORY_LIMIT);
   const names = await actorNames(pool, [...movementActors(request), ...shown.map((t) => t.actor)]);
   return {
-    request: requestView(request, names),
-    nodes: nodes.map(nodeView),
+    movement: inspectedMovementView(request, audience, names),
+    nodes: nodes.map(inspectedNodeView),
     plan: planView(request, nodes),
     transitions: shown.map((t) => transitionView(t, names)),
     /** False when the history was cut at HISTORY_LIMIT; the event stream delivers the rest. */
@@ -507,8 +412,8 @@ const listQuery = z.object({
     .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
     .pipe(z.array(z.enum(movementStates)).max(movementStates.length))
     .optional(),
-  limit: decimalInteger(1, 200).default(50),
-  before: z.string().regex(UUID_PATTERN, 'before must be a movement id').optional(),
+  limit: pageLimit(MAX_MOVEMENT_PAGE, 50),
+  cursor: pageCursor,
 });
 
 const eventsQuery = z.object({
@@ -545,15 +450,12 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
 
   app.get('/inspect/movements', validate('query', listQuery), async (c) => {
     const q = c.req.valid('query');
-    const movements = await movementOverviews(deps.pool, { states: q.state, limit: q.limit, beforeId: q.before ?? null });
-    const names = await actorNames(deps.pool, movements.map((m) => m.created_by));
-    return c.json({
-      movements: movements.map((m) => ({ ...m, created_by_name: names(m.created_by), created_at: m.created_at.toISOString(), updated_at: m.updated_at.toISOString() })),
-      next_before: movements.length === q.limit ? movements[movements.length - 1].id : null,
-    });
+    const page = await movementOverviews(deps.pool, { states: q.state, limit: q.limit, cursor: q.cursor });
+    const names = await actorNames(deps.pool, page.movements.flatMap(movementActors));
+    return c.json({ movements: page.movements.map((m) => movementOverviewView(m, audienceOf(c), names)), next_cursor: page.nextCursor });
   });
 
-  app.get('/inspect/movements/:id', async (c) => c.json(await movementDetail(deps.pool, c.req.param('id'))));
+  app.get('/inspect/movements/:id', async (c) => c.json(await movementDetail(deps.pool, c.req.param('id'), audienceOf(c))));
 
   app.get('/inspect/movements/:id/events', validate('query', eventsQuery), async (c) => {
     const id = c.req.param('id');

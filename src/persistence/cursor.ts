@@ -33,6 +33,18 @@ export function encodeCursor(at: string, id: string): string {
   return encodeTupleCursor([at, id]);
 }
 
+/**
+ * One page out of a `LIMIT limit + 1` query over (created_at, id) that selected CURSOR_AT_SQL AS
+ * cursor_at: the first `limit` rows (cursor_at dropped) and the cursor after the last of them, null
+ * when nothing follows.
+ */
+export function pageOfRows<R extends { id: string; cursor_at: string }>(rows: R[], limit: number): { rows: Omit<R, 'cursor_at'>[]; nextCursor: string | null } {
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  const nextCursor = rows.length > limit && last ? encodeCursor(last.cursor_at, last.id) : null;
+  return { rows: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
+}
+
 /** The position a cursor names; anything this API did not hand out is a 400 naming the field. */
 export function decodeCursor(cursor: string): { at: string; id: string } {
   const invalid = invalidCursor;
@@ -43,4 +55,19 @@ export function decodeCursor(cursor: string): { at: string; id: string } {
   if (Number.isNaN(ms) || new Date(ms).toISOString() !== `${at.slice(0, 23)}Z`) throw invalid();
   if (typeof id !== 'string' || !isUuid(id)) throw invalid();
   return { at, id };
+}
+
+/**
+ * A cursor over an append-only log ordered by a bigint id (transitions, audit events): the last id
+ * of the page, opaque like the others so a client never builds one.
+ */
+export function encodeIdCursor(id: number | string): string {
+  return encodeTupleCursor([Number(id)]);
+}
+
+/** The id an encodeIdCursor cursor holds; anything else is a 400 naming the field. */
+export function decodeIdCursor(cursor: string): number {
+  const [id] = decodeTupleCursor(cursor, 1);
+  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw invalidCursor();
+  return id;
 }

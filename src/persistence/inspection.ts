@@ -1,20 +1,14 @@
+import { CURSOR_AT_SQL, decodeCursor, pageOfRows } from './cursor.ts';
 import type { Queryable } from './db.ts';
+import { MOVEMENT_SUMMARY_COLUMNS, type MovementSummaryRow } from './movements.ts';
 
 /**
  * Read-only queries behind the inspection API, the visualizer and /metrics. Nothing here locks or
  * writes: these are what an operator looks at, and looking must never slow the workers down.
  */
 
-export interface MovementOverview {
-  id: string;
-  template_key: string;
-  template_version: number;
-  request_state: string;
-  approval_status: string;
-  created_by: string;
-  created_at: Date;
-  updated_at: Date;
-  /** How many of the movement's nodes are in each state. */
+/** A movement as the list pages carry it, with how many of its nodes are in each state. */
+export interface MovementOverview extends MovementSummaryRow {
   node_states: Record<string, number>;
   nodes_total: number;
 }
@@ -23,31 +17,40 @@ export interface MovementOverviewQuery {
   /** Only movements in one of these states (all when empty). */
   states?: string[];
   limit: number;
-  /** Only movements created before this one (newest-first paging), by (created_at, id). */
-  beforeId?: string | null;
+  /** Opaque, from a previous page's nextCursor: only movements created before its (created_at, id). */
+  cursor?: string | null;
 }
 
-/** Newest first, with a per-state count of each movement's nodes. */
-export async function movementOverviews(db: Queryable, q: MovementOverviewQuery): Promise<MovementOverview[]> {
+export interface MovementOverviewPage {
+  movements: MovementOverview[];
+  nextCursor: string | null;
+}
+
+/**
+ * Newest first, paginated by (created_at, id) with the cursors of listMovements, with a per-state
+ * count of each movement's nodes (counted for the page's movements only).
+ */
+export async function movementOverviews(db: Queryable, q: MovementOverviewQuery): Promise<MovementOverviewPage> {
   const states = q.states && q.states.length > 0 ? q.states : null;
-  const { rows } = await db.query<MovementOverview>(
-    `SELECT r.id, r.template_key, r.template_version, r.request_state, r.approval_status, r.created_by,
-            r.created_at, r.updated_at,
-            COALESCE(n.node_states, '{}'::jsonb) AS node_states, COALESCE(n.total, 0)::int AS nodes_total
-       FROM movement_requests r
+  const before = q.cursor ? decodeCursor(q.cursor) : null;
+  const { rows } = await db.query<MovementOverview & { cursor_at: string }>(
+    `SELECT r.*, COALESCE(n.node_states, '{}'::jsonb) AS node_states, COALESCE(n.total, 0)::int AS nodes_total
+       FROM (SELECT ${MOVEMENT_SUMMARY_COLUMNS}, ${CURSOR_AT_SQL} AS cursor_at
+               FROM movement_requests
+              WHERE ($1::text[] IS NULL OR request_state = ANY($1::text[]))
+                AND ($2::timestamptz IS NULL OR (created_at, id) < ($2::timestamptz, $3::uuid))
+              ORDER BY created_at DESC, id DESC
+              LIMIT $4) r
        LEFT JOIN LATERAL (
               SELECT jsonb_object_agg(s.node_state, s.c) AS node_states, sum(s.c) AS total
                 FROM (SELECT node_state, count(*)::int AS c FROM request_nodes
                        WHERE request_id = r.id GROUP BY node_state) s
             ) n ON true
-      WHERE ($1::text[] IS NULL OR r.request_state = ANY($1::text[]))
-        AND ($2::uuid IS NULL OR (r.created_at, r.id) <
-             (SELECT created_at, id FROM movement_requests WHERE id = $2::uuid))
-      ORDER BY r.created_at DESC, r.id DESC
-      LIMIT $3`,
-    [states, q.beforeId ?? null, q.limit],
+      ORDER BY r.created_at DESC, r.id DESC`,
+    [states, before?.at ?? null, before?.id ?? null, q.limit + 1],
   );
-  return rows;
+  const page = pageOfRows(rows, q.limit);
+  return { movements: page.rows, nextCursor: page.nextCursor };
 }
 
 export interface StateCount {

@@ -1,6 +1,6 @@
 import { ValidationError } from '../errors.ts';
 import { attemptKey } from '../ids.ts';
-import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
+import { CURSOR_AT_SQL, decodeCursor, isUuid, pageOfRows } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
@@ -297,6 +297,12 @@ export interface MovementPage {
 
 export const MAX_MOVEMENT_PAGE = 200;
 
+/** The columns of a MovementSummaryRow (every list of movements selects these, never the plan). */
+export const MOVEMENT_SUMMARY_COLUMNS = `id, template_version_id, template_key, template_version, intent, input_params, compiled_plan_hash,
+            machine_id, machine_version, request_state, row_version, approval_status, approval_quorum, approvals,
+            decided_by, expires_at, current_frontier, callback_url, idempotency_key, request_fingerprint,
+            created_by, created_at, updated_at`;
+
 
 /** Ids arrive from URLs; one that is not a UUID names nothing (and must never reach a uuid cast). */
 export function isMovementId(id: string): boolean {
@@ -310,11 +316,7 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
   }
   const before = q.cursor ? decodeCursor(q.cursor) : null;
   const { rows } = await db.query<MovementSummaryRow & { cursor_at: string }>(
-    `SELECT id, template_version_id, template_key, template_version, intent, input_params, compiled_plan_hash,
-            machine_id, machine_version, request_state, row_version, approval_status, approval_quorum, approvals,
-            decided_by, expires_at, current_frontier, callback_url, idempotency_key, request_fingerprint,
-            created_by, created_at, updated_at,
-            ${CURSOR_AT_SQL} AS cursor_at
+    `SELECT ${MOVEMENT_SUMMARY_COLUMNS}, ${CURSOR_AT_SQL} AS cursor_at
        FROM movement_requests
       WHERE ($1::text IS NULL OR request_state = $1)
         AND ($2::text IS NULL OR template_key = $2)
@@ -323,10 +325,8 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
       LIMIT $5`,
     [q.state ?? null, q.templateKey ?? null, before?.at ?? null, before?.id ?? null, q.limit + 1],
   );
-  const page = rows.slice(0, q.limit);
-  const last = page[page.length - 1];
-  const nextCursor = rows.length > q.limit && last ? encodeCursor(last.cursor_at, last.id) : null;
-  return { movements: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
+  const page = pageOfRows(rows, q.limit);
+  return { movements: page.rows, nextCursor: page.nextCursor };
 }
 
 

@@ -1,6 +1,7 @@
 import type { TemplateDefinition } from '../plan/template-schema.ts';
 import type { Client, Queryable } from './db.ts';
 import { isUuid } from '../ids.ts';
+import { CURSOR_AT_SQL, decodeCursor, pageOfRows } from './cursor.ts';
 
 /**
  * Template proposals: the only module with SQL for template_proposals and for the proposal rows of
@@ -93,17 +94,21 @@ export async function openProposalOf(db: Queryable, templateKey: string): Promis
   return rows[0] ?? null;
 }
 
+/** Newest first, paginated by (created_at, id) with an opaque cursor (src/persistence/cursor.ts). */
 export async function listProposals(
   db: Queryable,
-  filter: { state?: string; templateKey?: string; limit: number },
-): Promise<ProposalRow[]> {
-  const { rows } = await db.query<ProposalRow>(
-    `SELECT * FROM template_proposals
+  filter: { state?: string; templateKey?: string; limit: number; cursor?: string | null },
+): Promise<{ proposals: ProposalRow[]; nextCursor: string | null }> {
+  const before = filter.cursor ? decodeCursor(filter.cursor) : null;
+  const { rows } = await db.query<ProposalRow & { cursor_at: string }>(
+    `SELECT *, ${CURSOR_AT_SQL} AS cursor_at FROM template_proposals
       WHERE ($1::text IS NULL OR proposal_state = $1) AND ($2::text IS NULL OR template_key = $2)
-      ORDER BY created_at DESC, id DESC LIMIT $3`,
-    [filter.state ?? null, filter.templateKey ?? null, filter.limit],
+        AND ($3::timestamptz IS NULL OR (created_at, id) < ($3::timestamptz, $4::uuid))
+      ORDER BY created_at DESC, id DESC LIMIT $5`,
+    [filter.state ?? null, filter.templateKey ?? null, before?.at ?? null, before?.id ?? null, filter.limit + 1],
   );
-  return rows;
+  const page = pageOfRows(rows, filter.limit);
+  return { proposals: page.rows, nextCursor: page.nextCursor };
 }
 
 /** PROPOSED proposals whose review window ended by `now`, oldest first (no lock: each is locked on its own). */

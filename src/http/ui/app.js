@@ -10,6 +10,7 @@
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const TOKEN_KEY = 'ferry.token';
 const LIST_REFRESH_MS = 4000;
+const LIST_PAGE = 100;
 const REQUEST_STATES = ['PENDING_APPROVAL', 'APPROVED', 'EXECUTING', 'WAITING_MANUAL_ACTION', 'MANUAL_INTERVENTION',
   'COMPLETED', 'FAILED', 'REJECTED', 'EXPIRED', 'CANCELLED'];
 
@@ -27,7 +28,8 @@ const ui = {
   streamStatus: 'idle',
   listTimer: null,
   listSeq: 0, // number of the latest list request: only its answer is drawn
-  listed: null, // { movements, state } of the latest list answer
+  listed: null, // { movements, state, more } of the latest list answer (more: older pages follow)
+  listPages: 1, // pages of the movement list on show ("Show older" adds one)
   renderQueued: false,
   view: 'movements', // or 'proposals'
   resolutions: [], // the open movement's resolutions (GET /v3/movements/{id}/resolutions)
@@ -164,7 +166,7 @@ function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   // Nothing of this session stays on the page for the next token to see before it reads its own.
   // (Answers still in flight are dropped: the lists' numbers move on, the ids no longer match.)
-  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, listed: null });
+  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, listed: null, listPages: 1 });
   ui.listSeq++;
   ui.proposalSeq++;
   $('movement').hidden = true;
@@ -217,14 +219,31 @@ function refreshCurrent() {
 async function refreshList() {
   const seq = ++ui.listSeq;
   const state = $('state-filter').value;
-  const { movements } = await api(`/inspect/movements?limit=100${state ? `&state=${state}` : ''}`);
-  if (seq !== ui.listSeq) return;
-  ui.listed = { movements, state };
+  // The first page, and as many older ones (following next_cursor) as "Show older" asked for, so a
+  // poll keeps what is on show.
+  const movements = [];
+  let cursor = null;
+  for (let page = 0; page < ui.listPages; page++) {
+    const query = new URLSearchParams({ limit: String(LIST_PAGE) });
+    if (state) query.set('state', state);
+    if (cursor) query.set('cursor', cursor);
+    const answer = await api(`/inspect/movements?${query}`);
+    if (seq !== ui.listSeq) return;
+    movements.push(...answer.movements);
+    cursor = answer.next_cursor;
+    if (!cursor) break;
+  }
+  ui.listed = { movements, state, more: cursor !== null };
   drawList();
 }
 
+function showOlder() {
+  ui.listPages++;
+  void refreshList().catch(() => {});
+}
+
 function drawList() {
-  const { movements, state } = ui.listed;
+  const { movements, state, more } = ui.listed;
   const list = $('movements');
   list.replaceChildren();
   if (movements.length === 0) {
@@ -241,6 +260,11 @@ function drawList() {
     list.append(li);
     drawListRow(li, m);
   }
+  if (more) {
+    const button = el('button', { type: 'button', id: 'list-older' }, 'Show older movements');
+    button.addEventListener('click', showOlder);
+    list.append(el('li', { class: 'more' }, button));
+  }
 }
 
 /**
@@ -250,7 +274,7 @@ function drawList() {
  */
 function drawListRow(li, m) {
   const live = m.id === ui.movementId ? liveSummary() : null;
-  const movementState = live?.movementState ?? m.request_state;
+  const movementState = live?.movementState ?? m.state;
   const nodeStates = live?.nodeStates ?? m.node_states;
   const total = live?.total ?? m.nodes_total;
   const done = (nodeStates.COMPLETED ?? 0) + (nodeStates.SKIPPED ?? 0);
@@ -267,14 +291,14 @@ function drawListRow(li, m) {
 /** The open movement's request state and per-state step counts at the live end of its log, when the page has it. */
 function liveSummary() {
   const d = ui.detail;
-  if (!d || d.request.id !== ui.movementId) return null;
+  if (!d || d.movement.id !== ui.movementId) return null;
   const at = statesAt(ui.transitions.length);
   const nodeStates = {};
   for (const n of d.nodes) {
-    const state = at.nodes.get(n.node_key)?.state ?? n.node_state;
+    const state = at.nodes.get(n.node_key)?.state ?? n.state;
     nodeStates[state] = (nodeStates[state] ?? 0) + 1;
   }
-  return { movementState: at.request.state ?? d.request.request_state, nodeStates, total: d.nodes.length };
+  return { movementState: at.request.state ?? d.movement.state, nodeStates, total: d.nodes.length };
 }
 
 /** Redraws the open movement's list row (after a transition arrived or the page loaded it). */
@@ -436,12 +460,12 @@ function render() {
   if (!d) return;
   const k = applied();
   const at = statesAt(k);
-  const movementState = at.request.state ?? d.request.request_state;
+  const movementState = at.request.state ?? d.movement.state;
 
-  $('movement-title').textContent = `${d.request.template_key} v${d.request.template_version}`;
+  $('movement-title').textContent = `${d.movement.template_key} v${d.movement.template_version}`;
   $('movement-meta').textContent =
-    `${d.request.id} - created ${new Date(d.request.created_at).toLocaleString()} by ${d.request.created_by_name ?? d.request.created_by}` +
-    ` - plan ${d.request.compiled_plan_hash.slice(0, 18)}...`;
+    `${d.movement.id} - created ${new Date(d.movement.created_at).toLocaleString()} by ${d.movement.created_by_name ?? d.movement.created_by}` +
+    ` - plan ${d.movement.compiled_plan_hash.slice(0, 18)}...`;
   const badge = $('request-state');
   badge.textContent = movementState;
   badge.className = `badge s-${movementState}`;
@@ -619,7 +643,7 @@ function drawSelectedMachine(at) {
   const d = ui.detail;
   const isRequest = ui.selected === 'request';
   const node = isRequest ? null : d.nodes.find((n) => n.node_key === ui.selected);
-  const machineId = isRequest ? d.request.machine_id : node?.machine_id;
+  const machineId = isRequest ? d.movement.machine_id : node?.machine_id;
   const m = ui.machines.get(machineId);
   const svg = $('machine');
   svg.replaceChildren(arrowDefs('m-arrow', 'm-arrow'), arrowDefs('m-arrow-taken', 'm-arrow-taken'));
@@ -737,7 +761,7 @@ const SETTLEABLE = ['UNKNOWN', 'FAILED'];
 /** Whether the executor said this step needs a person, and the step is still where it said so. */
 function needsPerson(key, liveState) {
   const n = ui.detail?.nodes.find((x) => x.node_key === key);
-  return Boolean(n?.manual_intervention_required && (liveState ?? n.node_state) === n.node_state);
+  return Boolean(n?.manual_intervention_required && (liveState ?? n.state) === n.state);
 }
 
 async function refreshResolutions(id) {
@@ -766,10 +790,10 @@ function onRequestMoved(t) {
 
 function drawAttention(live) {
   const d = ui.detail;
-  const movementState = live.request.state ?? d.request.request_state;
+  const movementState = live.request.state ?? d.movement.state;
   const waiting = movementState === 'MANUAL_INTERVENTION';
   const steps = d.nodes
-    .map((n) => ({ n, state: live.nodes.get(n.node_key)?.state ?? n.node_state }))
+    .map((n) => ({ n, state: live.nodes.get(n.node_key)?.state ?? n.state }))
     .filter(({ n, state }) => needsPerson(n.node_key, state) || (waiting && SETTLEABLE.includes(state)));
   const panel = $('attention');
   panel.hidden = !waiting && steps.length === 0;
@@ -1034,7 +1058,10 @@ function arrowDefs(id, cls) {
 // Wiring
 
 for (const s of REQUEST_STATES) $('state-filter').append(el('option', { value: s }, s));
-$('state-filter').addEventListener('change', () => void refreshList());
+$('state-filter').addEventListener('change', () => {
+  ui.listPages = 1;
+  void refreshList();
+});
 for (const s of PROPOSAL_STATES) $('proposal-filter').append(el('option', { value: s }, s));
 $('proposal-filter').addEventListener('change', () => void refreshProposals().catch(() => {}));
 $('proposal-approve').addEventListener('click', () => void proposalAction('approve', {}));

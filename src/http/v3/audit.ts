@@ -1,20 +1,18 @@
-import { createRoute } from '@hono/zod-openapi';
 import { listAuditEvents } from '../../persistence/audit.ts';
+import { decodeIdCursor, encodeIdCursor } from '../../persistence/cursor.ts';
 import { actorNames } from '../actor-names.ts';
-import { permitted } from '../auth.ts';
 import { resourceApp, type V3Context } from './context.ts';
-import { AuditListQuery, AuditPageSchema, bearerSecurity, commonErrors, jsonResponse } from './schemas.ts';
-import { auditEventView } from './views.ts';
+import { AuditListQuery, AuditPageSchema } from './schemas.ts';
+import { auditEventView } from '../views.ts';
+import { pageRoute } from './route.ts';
 
-const listRoute = createRoute({
-  method: 'get',
+const listRoute = pageRoute({
   path: '/audit-events',
   tags: ['Audit'],
   summary: 'The audit chain: every audited action with the hash linking it to the one before',
-  security: bearerSecurity,
-  ...permitted('read'),
-  request: { query: AuditListQuery },
-  responses: { 200: jsonResponse(AuditPageSchema, 'One page of audit events'), ...commonErrors },
+  query: AuditListQuery,
+  page: AuditPageSchema,
+  shows: 'One page of audit events',
 });
 
 export function auditRoutes(ctx: V3Context) {
@@ -23,13 +21,14 @@ export function auditRoutes(ctx: V3Context) {
     const q = c.req.valid('query');
     const page = await listAuditEvents(ctx.pool, {
       limit: q.limit,
-      cursor: q.cursor ?? null,
+      // The chain's own position is an event id; the API hands it out opaque, like every cursor.
+      cursor: q.cursor ? String(decodeIdCursor(q.cursor)) : null,
       order: q.order,
       entity_type: q.entity_type,
       entity_id: q.entity_id,
     });
     const names = await actorNames(ctx.pool, page.events.map((e) => e.actor));
-    return c.json({ events: page.events.map((e) => auditEventView(e, names)), next_cursor: page.next_cursor }, 200);
+    return c.json({ events: page.events.map((e) => auditEventView(e, names)), next_cursor: page.next_cursor === null ? null : encodeIdCursor(page.next_cursor) }, 200);
   });
   return app;
 }

@@ -1,20 +1,17 @@
-import { createRoute } from '@hono/zod-openapi';
 import { formatUnits } from 'viem';
 import { chainIdOf } from '../../balances/watch.ts';
 import { listBalances, type BalanceListRow } from '../../persistence/balances.ts';
-import { permitted } from '../auth.ts';
 import { resourceApp, type V3Context } from './context.ts';
-import { BalanceListQuery, BalancePageSchema, bearerSecurity, commonErrors, jsonResponse } from './schemas.ts';
+import { BalanceListQuery, BalancePageSchema } from './schemas.ts';
+import { pageRoute } from './route.ts';
 
-const listRoute = createRoute({
-  method: 'get',
+const listRoute = pageRoute({
   path: '/balances',
   tags: ['Balances'],
   summary: 'The latest balance of every watched wallet, asset and chain, with its age and staleness',
-  security: bearerSecurity,
-  ...permitted('read'),
-  request: { query: BalanceListQuery },
-  responses: { 200: jsonResponse(BalancePageSchema, 'One page of balances, by chain, wallet and asset'), ...commonErrors },
+  query: BalanceListQuery,
+  page: BalancePageSchema,
+  shows: 'One page of balances, by chain, wallet and asset',
 });
 
 function balanceView(row: BalanceListRow) {

@@ -1,4 +1,3 @@
-import { createRoute } from '@hono/zod-openapi';
 import {
   createDestination,
   disableDestination,
@@ -8,7 +7,6 @@ import {
   type DestinationServiceDeps,
 } from '../../services/callback-destinations.ts';
 import type { DestinationRow } from '../../persistence/callback-destinations.ts';
-import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
   CreateDestinationBody,
@@ -18,14 +16,14 @@ import {
   DestinationSecretSchema,
   EmptyBody,
   RotateSecretBody,
-  bearerSecurity,
-  commonErrors,
   conflict,
   jsonBody,
   jsonResponse,
   notFound,
   unprocessable,
 } from './schemas.ts';
+import { apiRoute, readRoute } from './route.ts';
+import { isoOrNull } from '../views.ts';
 
 /**
  * /v3/callback-destinations: registered receivers of callbacks, each with its own signing secret.
@@ -33,46 +31,43 @@ import {
  */
 
 const tags = ['Callback destinations'];
-const permission = permitted('callback.destination');
+const permission = 'callback.destination' as const;
 
-const createRouteDef = createRoute({
+const createRouteDef = apiRoute({
   method: 'post',
   path: '/callback-destinations',
   tags,
   summary: 'Register a callback destination; its signing secret is in this answer only',
-  security: bearerSecurity,
-  ...permission,
+  permission,
   request: { body: jsonBody(CreateDestinationBody) },
   responses: {
     201: jsonResponse(DestinationSecretSchema, 'Registered; store the secret now'),
-    ...commonErrors,
     ...conflict('A destination with this name exists (CALLBACK_DESTINATION_EXISTS)'),
     ...unprocessable('The URL\'s host is not allowed (CALLBACK_HOST_NOT_ALLOWED)'),
   },
 });
 
-const listRouteDef = createRoute({
-  method: 'get',
+const listRouteDef = readRoute({
   path: '/callback-destinations',
   tags,
   summary: 'Callback destinations by name (never their secrets)',
-  security: bearerSecurity,
-  ...permission,
-  responses: { 200: jsonResponse(DestinationListSchema, 'Every destination'), ...commonErrors },
+  permission,
+  answer: DestinationListSchema,
+  shows: 'Every destination',
 });
 
-const showRouteDef = createRoute({
-  method: 'get',
+const showRouteDef = readRoute({
   path: '/callback-destinations/{id}',
   tags,
   summary: 'One callback destination, by id or name (never its secrets)',
-  security: bearerSecurity,
-  ...permission,
+  permission,
   request: { params: DestinationRefParams },
-  responses: { 200: jsonResponse(DestinationResultSchema, 'The destination'), ...commonErrors, ...notFound },
+  answer: DestinationResultSchema,
+  shows: 'The destination',
+  errors: notFound,
 });
 
-const rotateRouteDef = createRoute({
+const rotateRouteDef = apiRoute({
   method: 'post',
   path: '/callback-destinations/{id}/rotate-secret',
   tags,
@@ -80,18 +75,16 @@ const rotateRouteDef = createRoute({
   description:
     'The new secret is in this answer only. Until previous_secrets_expire_at every delivery carries one v1 signature per valid secret ' +
     '(newest first) in Ferry-Signature; afterwards only the new one.',
-  security: bearerSecurity,
-  ...permission,
+  permission,
   request: { params: DestinationRefParams, body: jsonBody(RotateSecretBody, false) },
   responses: {
     200: jsonResponse(DestinationSecretSchema, 'Rotated; store the new secret now'),
-    ...commonErrors,
     ...notFound,
     ...conflict('The destination is disabled (CALLBACK_DESTINATION_DISABLED)'),
   },
 });
 
-const disableRouteDef = createRoute({
+const disableRouteDef = apiRoute({
   method: 'post',
   path: '/callback-destinations/{id}/disable',
   tags,
@@ -99,15 +92,11 @@ const disableRouteDef = createRoute({
   description:
     'Its callbacks go to the dead-letter queue at their next attempt (last_error destination_disabled) without being sent, and new ' +
     'movements cannot name it. Disabling again changes nothing.',
-  security: bearerSecurity,
-  ...permission,
+  permission,
   request: { params: DestinationRefParams, body: jsonBody(EmptyBody, false) },
-  responses: { 200: jsonResponse(DestinationResultSchema, 'Disabled'), ...commonErrors, ...notFound },
+  responses: { 200: jsonResponse(DestinationResultSchema, 'Disabled'), ...notFound },
 });
 
-function iso(t: Date | null): string | null {
-  return t ? t.toISOString() : null;
-}
 
 /** What the API shows of a destination: everything but its secrets. */
 export function destinationView(d: DestinationRow) {
@@ -119,9 +108,9 @@ export function destinationView(d: DestinationRow) {
     created_by: d.created_by,
     created_at: d.created_at.toISOString(),
     disabled_by: d.disabled_by,
-    disabled_at: iso(d.disabled_at),
-    secret_created_at: iso(d.secret_created_at),
-    previous_secrets_expire_at: iso(d.previous_secrets_expire_at),
+    disabled_at: isoOrNull(d.disabled_at),
+    secret_created_at: isoOrNull(d.secret_created_at),
+    previous_secrets_expire_at: isoOrNull(d.previous_secrets_expire_at),
   };
 }
 

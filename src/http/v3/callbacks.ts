@@ -1,7 +1,5 @@
-import { createRoute } from '@hono/zod-openapi';
 import { redriveCallbackAudited } from '../../callbacks/outbox.ts';
 import { listCallbacks } from '../../persistence/callbacks.ts';
-import { permitted } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import {
   CallbackIdParams,
@@ -9,39 +7,34 @@ import {
   CallbackPageSchema,
   CallbackResultSchema,
   EmptyBody,
-  bearerSecurity,
-  commonErrors,
   conflict,
   jsonBody,
   jsonResponse,
   notFound,
 } from './schemas.ts';
-import { callbackView } from './views.ts';
+import { callbackView } from '../views.ts';
+import { apiRoute, pageRoute } from './route.ts';
 
 const tags = ['Callbacks'];
 
-const listRoute = createRoute({
-  method: 'get',
+const listRoute = pageRoute({
   path: '/callbacks',
   tags,
   summary: 'Callbacks by delivery status, oldest first',
-  security: bearerSecurity,
-  ...permitted('read'),
-  request: { query: CallbackListQuery },
-  responses: { 200: jsonResponse(CallbackPageSchema, 'One page of callbacks'), ...commonErrors },
+  query: CallbackListQuery,
+  page: CallbackPageSchema,
+  shows: 'One page of callbacks',
 });
 
-const redriveRoute = createRoute({
+const redriveRoute = apiRoute({
   method: 'post',
   path: '/callbacks/{id}/redrive',
   tags,
   summary: 'Send a dead-lettered (or pending) callback again, with its original body, timestamp and nonce',
-  security: bearerSecurity,
-  ...permitted('callback.redrive'),
+  permission: 'callback.redrive',
   request: { params: CallbackIdParams, body: jsonBody(EmptyBody, false) },
   responses: {
     200: jsonResponse(CallbackResultSchema, 'Pending again, due now'),
-    ...commonErrors,
     ...notFound,
     ...conflict('The callback was already delivered (CALLBACK_NOT_REDRIVABLE)'),
   },

@@ -12,7 +12,7 @@ import type { BindingCatalog } from '../../plan/validate.ts';
 import { principalActor } from '../actor-names.ts';
 import { can, type AuthEnv } from '../auth.ts';
 import { validationHook } from '../errors.ts';
-import type { Audience } from './views.ts';
+import type { Audience } from '../views.ts';
 
 /**
  * What the /v3 routes need. Reads need only the pool; anything that changes state also needs the

@@ -1,4 +1,3 @@
-import { createRoute } from '@hono/zod-openapi';
 import {
   approveMovement,
   cancelMovement,
@@ -9,10 +8,11 @@ import {
   retryMovementNode,
   type Movement,
 } from '../../services/movements.ts';
-import { NotFoundError, ValidationError } from '../../errors.ts';
+import { NotFoundError } from '../../errors.ts';
+import { decodeIdCursor, encodeIdCursor } from '../../persistence/cursor.ts';
 import { getMovement, isMovementId, listMovements, transitionsOfMovement } from '../../persistence/movements.ts';
 import { actorNames, movementActors } from '../actor-names.ts';
-import { can, permitted } from '../auth.ts';
+import { can } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import {
   ApproveBody,
@@ -27,8 +27,6 @@ import {
   RetryBody,
   TransitionListQuery,
   TransitionPageSchema,
-  bearerSecurity,
-  commonErrors,
   conflict,
   forbidden,
   jsonBody,
@@ -36,12 +34,13 @@ import {
   notFound,
   unprocessable,
 } from './schemas.ts';
-import { movementDetailView, movementSummaryView, transitionView, type Audience } from './views.ts';
+import { movementDetailView, movementSummaryView, transitionView, type Audience } from '../views.ts';
+import { apiRoute, pageRoute, readRoute } from './route.ts';
 
 const tags = ['Movements'];
 const refused = conflict('The movement machine does not accept this event in the movement\'s state (INVALID_TRANSITION)');
 
-const createMovementRoute = createRoute({
+const createMovementRoute = apiRoute({
   method: 'post',
   path: '/movements',
   tags,
@@ -49,13 +48,11 @@ const createMovementRoute = createRoute({
   description:
     'The plan is compiled from the template version (the latest unless given) and the intent. With an Idempotency-Key, ' +
     'repeating the same body returns the original movement (200); a different body with the same key is refused (409).',
-  security: bearerSecurity,
-  ...permitted('movement.create'),
+  permission: 'movement.create',
   request: { headers: IdempotencyHeaders, body: jsonBody(CreateMovementBody) },
   responses: {
     201: jsonResponse(MovementDetailSchema, 'Created, in PENDING_APPROVAL'),
     200: jsonResponse(MovementDetailSchema, 'The movement an earlier call with this Idempotency-Key created'),
-    ...commonErrors,
     ...notFound,
     ...conflict('The Idempotency-Key was used with a different body (IDEMPOTENCY_KEY_REUSED), or the callback destination is disabled (CALLBACK_DESTINATION_DISABLED)'),
     ...unprocessable(
@@ -65,52 +62,46 @@ const createMovementRoute = createRoute({
   },
 });
 
-const listRoute = createRoute({
-  method: 'get',
+const listRoute = pageRoute({
   path: '/movements',
   tags,
   summary: 'List movements, newest first',
-  security: bearerSecurity,
-  ...permitted('read'),
-  request: { query: MovementListQuery },
-  responses: { 200: jsonResponse(MovementPageSchema, 'One page; pass next_cursor back as cursor for the next'), ...commonErrors },
+  query: MovementListQuery,
+  page: MovementPageSchema,
+  shows: 'One page; pass next_cursor back as cursor for the next',
 });
 
-const getRoute = createRoute({
-  method: 'get',
+const getRoute = readRoute({
   path: '/movements/{id}',
   tags,
   summary: 'A movement with its compiled plan and nodes',
-  security: bearerSecurity,
-  ...permitted('read'),
   request: { params: MovementIdParams },
-  responses: { 200: jsonResponse(MovementDetailSchema, 'The movement'), ...commonErrors, ...notFound },
+  answer: MovementDetailSchema,
+  shows: 'The movement',
+  errors: notFound,
 });
 
-const transitionsRoute = createRoute({
-  method: 'get',
+const transitionsRoute = readRoute({
   path: '/movements/{id}/transitions',
   tags,
   summary: 'The transition log of a movement and its nodes, oldest first',
-  security: bearerSecurity,
-  ...permitted('read'),
   request: { params: MovementIdParams, query: TransitionListQuery },
-  responses: { 200: jsonResponse(TransitionPageSchema, 'One page of transitions'), ...commonErrors, ...notFound },
+  answer: TransitionPageSchema,
+  shows: 'One page of transitions',
+  errors: notFound,
 });
 
 const decided = (description: string) => jsonResponse(MovementDetailSchema, description);
 
-const approveRoute = createRoute({
+const approveRoute = apiRoute({
   method: 'post',
   path: '/movements/{id}/approve',
   tags,
   summary: 'Approve a movement (four-eyes; a quorum of distinct approvers moves it to APPROVED)',
-  security: bearerSecurity,
-  ...permitted('movement.approve'),
+  permission: 'movement.approve',
   request: { params: MovementIdParams, body: jsonBody(ApproveBody) },
   responses: {
     200: decided('Approval recorded; APPROVED once the quorum is reached, with the first nodes READY'),
-    ...commonErrors,
     ...forbidden('The role lacks movement.approve (FORBIDDEN), or this token created the movement (FOUR_EYES_VIOLATION)'),
     ...notFound,
     ...conflict(
@@ -120,56 +111,50 @@ const approveRoute = createRoute({
   },
 });
 
-const rejectRoute = createRoute({
+const rejectRoute = apiRoute({
   method: 'post',
   path: '/movements/{id}/reject',
   tags,
   summary: 'Reject a pending movement; one rejection ends it',
-  security: bearerSecurity,
-  ...permitted('movement.approve'),
+  permission: 'movement.approve',
   request: { params: MovementIdParams, body: jsonBody(ReasonBody, false) },
-  responses: { 200: decided('REJECTED'), ...commonErrors, ...notFound, ...refused },
+  responses: { 200: decided('REJECTED'), ...notFound, ...refused },
 });
 
-const cancelRoute = createRoute({
+const cancelRoute = apiRoute({
   method: 'post',
   path: '/movements/{id}/cancel',
   tags,
   summary: 'Cancel a movement whose nodes are not in flight',
-  security: bearerSecurity,
-  ...permitted('movement.cancel'),
+  permission: 'movement.cancel',
   request: { params: MovementIdParams, body: jsonBody(ReasonBody, false) },
   responses: {
     200: decided('CANCELLED; nodes that had not started are cancelled'),
-    ...commonErrors,
     ...forbidden('The role lacks movement.cancel (FORBIDDEN), or a requester asks to cancel a movement another created (NOT_MOVEMENT_OWNER)'),
     ...notFound,
     ...refused,
   },
 });
 
-const resumeRoute = createRoute({
+const resumeRoute = apiRoute({
   method: 'post',
   path: '/movements/{id}/resume',
   tags,
   summary: 'Return a MANUAL_INTERVENTION movement to EXECUTING',
-  security: bearerSecurity,
-  ...permitted('movement.operate'),
+  permission: 'movement.operate',
   request: { params: MovementIdParams, body: jsonBody(EmptyBody, false) },
-  responses: { 200: decided('EXECUTING'), ...commonErrors, ...notFound, ...refused },
+  responses: { 200: decided('EXECUTING'), ...notFound, ...refused },
 });
 
-const retryRoute = createRoute({
+const retryRoute = apiRoute({
   method: 'post',
   path: '/movements/{id}/retry',
   tags,
   summary: 'Re-ready a FAILED node whose lane allows retries; the movement returns to EXECUTING',
-  security: bearerSecurity,
-  ...permitted('movement.operate'),
+  permission: 'movement.operate',
   request: { params: MovementIdParams, body: jsonBody(RetryBody) },
   responses: {
     200: decided('The node is READY again'),
-    ...commonErrors,
     ...notFound,
     ...conflict('The node or movement machine refuses the retry (INVALID_TRANSITION; details.reason RETRY_NOT_ALLOWED when the lane forbids it)'),
   },
@@ -212,12 +197,9 @@ export function movementRoutes(ctx: V3Context) {
     const { id } = c.req.valid('param');
     const q = c.req.valid('query');
     if (!isMovementId(id) || !(await getMovement(ctx.pool, id))) throw new NotFoundError('movement', id);
-    if (q.cursor !== undefined && !/^[0-9]{1,15}$/.test(q.cursor)) {
-      throw new ValidationError('cursor is not one this API returned', { field: 'cursor' });
-    }
-    const rows = await transitionsOfMovement(ctx.pool, id, q.cursor ? Number(q.cursor) : 0, q.limit + 1);
+    const rows = await transitionsOfMovement(ctx.pool, id, q.cursor ? decodeIdCursor(q.cursor) : 0, q.limit + 1);
     const page = rows.slice(0, q.limit);
-    const next = rows.length > q.limit ? String(page[page.length - 1].id) : null;
+    const next = rows.length > q.limit ? encodeIdCursor(page[page.length - 1].id) : null;
     const names = await actorNames(ctx.pool, page.map((t) => t.actor));
     return c.json({ transitions: page.map((t) => transitionView(t, names)), next_cursor: next }, 200);
   });

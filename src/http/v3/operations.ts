@@ -1,21 +1,19 @@
-import { createRoute, z } from '@hono/zod-openapi';
+import { z } from '@hono/zod-openapi';
 import { confirmResolution, listResolutions, proposeResolution } from '../../services/resolutions.ts';
 import { driftClasses, listDrifts, type DriftRow } from '../../persistence/reconciliation-drifts.ts';
 import { resolutionKinds, type ResolutionRow } from '../../persistence/resolutions.ts';
 import { jsonObjectSchema } from '../../plan/json.ts';
 import { actorNames, type ActorNames } from '../actor-names.ts';
-import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
-import { bearerSecurity, commonErrors, conflict, forbidden, jsonBody, jsonResponse, MovementIdParams, nodeKeySchema, notFound } from './schemas.ts';
+import { conflict, forbidden, isoTime, jsonBody, jsonResponse, MovementIdParams, nodeKeySchema, notFound, printable } from './schemas.ts';
+import { apiRoute, readRoute } from './route.ts';
+import { iso, isoOrNull } from '../views.ts';
 
 /**
  * Operations: the reconciliation drift report (GET /v3/reconciliation) and operators' resolutions of
  * movements in MANUAL_INTERVENTION (propose, then a second principal confirms). The schemas live
  * here, beside the only routes that use them.
  */
-
-const isoTime = z.string().openapi({ format: 'date-time', example: '2026-01-01T00:00:00.000Z' });
-const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
 
 const DriftSchema = z
   .object({
@@ -84,62 +82,54 @@ const ConfirmedSchema = z
   .object({ resolution: ResolutionSchema, movement: z.object({ id: z.string(), state: z.string() }) })
   .openapi('ResolutionConfirmed');
 
-const reconciliationRoute = createRoute({
-  method: 'get',
+const reconciliationRoute = readRoute({
   path: '/reconciliation',
   tags: ['Workers'],
   summary: "Drift between stored node states and their providers' answers, found by the reconciliation sweep",
-  security: bearerSecurity,
-  ...permitted('read'),
   request: { query: ReconciliationQuery },
-  responses: { 200: jsonResponse(ReconciliationSchema, 'The drifts, newest first'), ...commonErrors },
+  answer: ReconciliationSchema,
+  shows: 'The drifts, newest first',
 });
 
-const listResolutionsRoute = createRoute({
-  method: 'get',
+const listResolutionsRoute = readRoute({
   path: '/movements/{id}/resolutions',
   tags: ['Movements'],
   summary: "The movement's proposed, applied and refused resolutions",
-  security: bearerSecurity,
-  ...permitted('read'),
   request: { params: MovementIdParams },
-  responses: { 200: jsonResponse(z.object({ resolutions: z.array(ResolutionSchema) }), 'Oldest first'), ...commonErrors, ...notFound },
+  answer: z.object({ resolutions: z.array(ResolutionSchema) }),
+  shows: 'Oldest first',
+  errors: notFound,
 });
 
-const proposeRoute = createRoute({
+const proposeRoute = apiRoute({
   method: 'post',
   path: '/movements/{id}/resolutions',
   tags: ['Movements'],
   summary: 'Propose how to settle an UNKNOWN or FAILED node of a MANUAL_INTERVENTION movement; a second principal confirms',
-  security: bearerSecurity,
-  ...permitted('movement.operate'),
+  permission: 'movement.operate',
   request: { params: MovementIdParams, body: jsonBody(ProposeBody) },
   responses: {
     201: jsonResponse(ResolutionSchema, 'Proposed; nothing is applied until confirmed'),
-    ...commonErrors,
     ...notFound,
     ...conflict('The movement or node cannot take a resolution now, or one is already proposed (INVALID_TRANSITION, details.reason)'),
   },
 });
 
-const confirmRoute = createRoute({
+const confirmRoute = apiRoute({
   method: 'post',
   path: '/movements/{id}/resolutions/{resolution_id}/confirm',
   tags: ['Movements'],
   summary: 'Confirm and apply a proposed resolution through the node and movement machines',
-  security: bearerSecurity,
-  ...permitted('movement.operate'),
+  permission: 'movement.operate',
   request: { params: ResolutionParams },
   responses: {
     200: jsonResponse(ConfirmedSchema, 'Applied'),
-    ...commonErrors,
     ...forbidden('The proposer cannot confirm their own resolution (FOUR_EYES_VIOLATION)'),
     ...notFound,
     ...conflict('Not waiting for confirmation, or the node moved on and the machines refuse it (INVALID_TRANSITION, details.reason)'),
   },
 });
 
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
 function driftView(d: DriftRow) {
   return {
@@ -152,9 +142,9 @@ function driftView(d: DriftRow) {
     stored_state: d.stored_state,
     provider_state: d.provider_state,
     evidence: d.evidence,
-    detected_at: iso(d.detected_at)!,
-    last_seen_at: iso(d.last_seen_at)!,
-    repaired_at: iso(d.repaired_at),
+    detected_at: iso(d.detected_at),
+    last_seen_at: iso(d.last_seen_at),
+    repaired_at: isoOrNull(d.repaired_at),
     repaired_by: d.repaired_by,
   };
 }
@@ -175,10 +165,10 @@ function resolutionView(r: ResolutionRow, names: ActorNames) {
     status: r.status,
     proposed_by: r.proposed_by,
     proposed_by_name: names(r.proposed_by),
-    proposed_at: iso(r.proposed_at)!,
+    proposed_at: iso(r.proposed_at),
     confirmed_by: r.confirmed_by,
     confirmed_by_name: r.confirmed_by ? names(r.confirmed_by) : null,
-    confirmed_at: iso(r.confirmed_at),
+    confirmed_at: isoOrNull(r.confirmed_at),
     refusal: r.refusal,
   };
 }

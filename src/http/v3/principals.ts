@@ -1,8 +1,6 @@
-import { createRoute } from '@hono/zod-openapi';
 import { principalActor, type PrincipalInfo } from '../../persistence/principals.ts';
 import type { TokenInfo } from '../../persistence/tokens.ts';
 import { createApiToken, createPrincipal, disablePrincipal, listApiTokens, listPrincipals, revokeApiToken } from '../../services/principals.ts';
-import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
   CreatePrincipalBody,
@@ -16,12 +14,11 @@ import {
   TokenListSchema,
   TokenRefParams,
   TokenResultSchema,
-  bearerSecurity,
-  commonErrors,
   jsonBody,
   jsonResponse,
   notFound,
 } from './schemas.ts';
+import { apiRoute, readRoute } from './route.ts';
 
 /**
  * Who may act: principals and their tokens, for admins (token.admin). Every change goes through the
@@ -31,70 +28,65 @@ import {
 
 const tags = ['Principals'];
 
-const createPrincipalRoute = createRoute({
+const createPrincipalRoute = apiRoute({
   method: 'post',
   path: '/principals',
   tags,
   summary: 'Create a principal: a person or a service that holds tokens (audited)',
-  security: bearerSecurity,
-  ...permitted('token.admin'),
+  permission: 'token.admin',
   request: { body: jsonBody(CreatePrincipalBody) },
-  responses: { 201: jsonResponse(PrincipalResultSchema, 'The new principal'), ...commonErrors },
+  responses: { 201: jsonResponse(PrincipalResultSchema, 'The new principal') },
 });
 
-const listPrincipalsRoute = createRoute({
-  method: 'get',
+const listPrincipalsRoute = readRoute({
   path: '/principals',
   tags,
   summary: 'Every principal, by name',
-  security: bearerSecurity,
-  ...permitted('token.admin'),
+  permission: 'token.admin',
   request: { query: PrincipalListQuery },
-  responses: { 200: jsonResponse(PrincipalListSchema, 'The principals (disabled ones with include_disabled=true)'), ...commonErrors },
+  answer: PrincipalListSchema,
+  shows: 'The principals (disabled ones with include_disabled=true)',
 });
 
-const disablePrincipalRoute = createRoute({
+const disablePrincipalRoute = apiRoute({
   method: 'post',
   path: '/principals/{principal}/disable',
   tags,
   summary: 'Disable a principal: each of its tokens is refused from now on (audited)',
-  security: bearerSecurity,
-  ...permitted('token.admin'),
+  permission: 'token.admin',
   request: { params: PrincipalRefParams },
-  responses: { 200: jsonResponse(PrincipalResultSchema, 'The disabled principal'), ...commonErrors, ...notFound },
+  responses: { 200: jsonResponse(PrincipalResultSchema, 'The disabled principal'), ...notFound },
 });
 
-const createTokenRoute = createRoute({
+const createTokenRoute = apiRoute({
   method: 'post',
   path: '/tokens',
   tags,
   summary: 'Create a token of a principal; its secret is in this answer only (audited)',
-  security: bearerSecurity,
-  ...permitted('token.admin'),
+  permission: 'token.admin',
   request: { body: jsonBody(CreateTokenBody) },
-  responses: { 201: jsonResponse(CreatedTokenSchema, 'The token and, once, its secret'), ...commonErrors, ...notFound },
+  responses: { 201: jsonResponse(CreatedTokenSchema, 'The token and, once, its secret'), ...notFound },
 });
 
-const listTokensRoute = createRoute({
-  method: 'get',
+const listTokensRoute = readRoute({
   path: '/tokens',
   tags,
   summary: 'Every token with its principal (never a secret or hash)',
-  security: bearerSecurity,
-  ...permitted('token.admin'),
+  permission: 'token.admin',
   request: { query: TokenListQuery },
-  responses: { 200: jsonResponse(TokenListSchema, 'The tokens, oldest first (revoked ones with include_revoked=true)'), ...commonErrors, ...notFound },
+  answer: TokenListSchema,
+  shows: 'The tokens, oldest first (revoked ones with include_revoked=true)',
+  errors: notFound,
 });
 
-const revokeTokenRoute = createRoute({
+const revokeTokenRoute = apiRoute({
   method: 'post',
   path: '/tokens/{token}/revoke',
   tags,
   summary: 'Revoke a token by id or name (audited)',
-  security: bearerSecurity,
-  ...permitted('token.admin'),
+  permission: 'token.admin',
   request: { params: TokenRefParams },
-  responses: { 200: jsonResponse(TokenResultSchema, 'The revoked token'), ...commonErrors, ...notFound },
+  responses: { 200: jsonResponse(TokenResultSchema, 'The revoked token'), ...notFound },
 });
 
 function principalView(p: PrincipalInfo) {

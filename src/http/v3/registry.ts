@@ -1,8 +1,6 @@
-import { createRoute } from '@hono/zod-openapi';
 import { listExecutors, listSigners } from '../../persistence/registry.ts';
 import { setSignerExpectedIdentity } from '../../services/signer-identity.ts';
 import { actorNames } from '../actor-names.ts';
-import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
   ExecutorListSchema,
@@ -10,45 +8,39 @@ import {
   SignerKeyParams,
   SignerListSchema,
   SignerResultSchema,
-  bearerSecurity,
-  commonErrors,
   jsonBody,
   jsonResponse,
   notFound,
 } from './schemas.ts';
-import { executorView, signerView } from './views.ts';
+import { executorView, signerView } from '../views.ts';
+import { apiRoute, readRoute } from './route.ts';
 
 const tags = ['Registry'];
 
-const executorsRoute = createRoute({
-  method: 'get',
+const executorsRoute = readRoute({
   path: '/executors',
   tags,
   summary: 'The executor roster with each executor\'s last health check',
-  security: bearerSecurity,
-  ...permitted('read'),
-  responses: { 200: jsonResponse(ExecutorListSchema, 'Every executor the health sweep has seen'), ...commonErrors },
+  answer: ExecutorListSchema,
+  shows: 'Every executor the health sweep has seen',
 });
 
-const signersRoute = createRoute({
-  method: 'get',
+const signersRoute = readRoute({
   path: '/signers',
   tags,
   summary: 'The signer roster: expected vs observed identity and the resulting posture',
-  security: bearerSecurity,
-  ...permitted('read'),
-  responses: { 200: jsonResponse(SignerListSchema, 'Every signer the health sweep has seen'), ...commonErrors },
+  answer: SignerListSchema,
+  shows: 'Every signer the health sweep has seen',
 });
 
-const expectedIdentityRoute = createRoute({
+const expectedIdentityRoute = apiRoute({
   method: 'put',
   path: '/signers/{signer_key}/expected-identity',
   tags,
   summary: 'Enrol the address a signer is expected to sign as (the only writer of it)',
-  security: bearerSecurity,
-  ...permitted('signer.identity'),
+  permission: 'signer.identity',
   request: { params: SignerKeyParams, body: jsonBody(ExpectedIdentityBody) },
-  responses: { 200: jsonResponse(SignerResultSchema, 'The signer with its new posture'), ...commonErrors, ...notFound },
+  responses: { 200: jsonResponse(SignerResultSchema, 'The signer with its new posture'), ...notFound },
 });
 
 export function registryRoutes(ctx: V3Context) {

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { decimalInteger } from '../query.ts';
+import { decimalInteger, pageCursor, pageLimit } from '../query.ts';
 import { DESTINATION_NAME_PATTERN, MAX_OVERLAP_SECONDS } from '../../services/callback-destinations.ts';
 import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
 import { nodeStates } from '../../machines/node-machine.ts';
@@ -28,12 +28,12 @@ if (!z.globalRegistry.has(jsonValueSchema)) {
 // Shared pieces
 
 const UUID_FORMAT = { format: 'uuid' } as const;
-const isoTime = z.string().openapi({ format: 'date-time', example: '2026-01-01T00:00:00.000Z' });
+export const isoTime = z.string().openapi({ format: 'date-time', example: '2026-01-01T00:00:00.000Z' });
 // Beside every actor id (`principal:<id>`, `token:<id>` on older rows, or a worker's name): what a person reads.
 const actorName = z.string().openapi({ description: "The actor's display name (the principal's name); the id itself when it names no principal", example: 'alice' });
 const nullableTime = isoTime.nullable();
 const anyObject = z.record(z.string(), z.unknown());
-const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
+export const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
 
 export const templateKeySchema = z
   .string()
@@ -44,6 +44,18 @@ export const planHashSchema = z
   .regex(/^sha256:[0-9a-f]{64}$/, 'must be "sha256:" followed by 64 lowercase hex digits')
   .openapi({ example: `sha256:${'0'.repeat(64)}` });
 const positiveInt = decimalInteger(1, 2_147_483_647);
+
+/**
+ * The answer of every paged list: one page of items under their plural name and `next_cursor`,
+ * to pass back as `cursor` (null on the last page).
+ */
+function pageSchema<K extends string, S extends z.ZodType>(name: string, key: K, item: S) {
+  const shape = {
+    [key]: z.array(item),
+    next_cursor: z.string().nullable().openapi({ description: 'Pass back as cursor for the next page; null on the last page' }),
+  } as { [P in K]: z.ZodArray<S> } & { next_cursor: z.ZodNullable<z.ZodString> };
+  return z.object(shape).openapi(name);
+}
 
 export const ErrorSchema = z
   .object({
@@ -75,35 +87,32 @@ export const SignerKeyParams = z.object({
 // ---------------------------------------------------------------------------------------------
 // Query strings
 
-const limit = (max: number, def: number) =>
-  decimalInteger(1, max).default(def).openapi({ description: `Page size, 1..${max}` });
-const cursor = z.string().min(1).max(512).optional().openapi({ description: 'Opaque cursor from the previous page\'s next_cursor' });
 
 export const MovementListQuery = z.object({
   state: z.enum(movementStates).optional(),
   template_key: templateKeySchema.optional(),
-  limit: limit(MAX_MOVEMENT_PAGE, 50),
-  cursor,
+  limit: pageLimit(MAX_MOVEMENT_PAGE, 50),
+  cursor: pageCursor,
 });
 
 export const TransitionListQuery = z.object({
-  limit: limit(1000, 500),
-  cursor,
+  limit: pageLimit(1000, 500),
+  cursor: pageCursor,
 });
 
 export const CallbackListQuery = z.object({
   status: z.enum(['pending', 'sent', 'dlq']).optional(),
   movement_id: z.string().min(1).max(100).optional().openapi(UUID_FORMAT),
-  limit: limit(200, 50),
-  cursor,
+  limit: pageLimit(200, 50),
+  cursor: pageCursor,
 });
 
 export const AuditListQuery = z.object({
   order: z.enum(['asc', 'desc']).default('asc'),
   entity_type: z.string().min(1).max(100).optional(),
   entity_id: z.string().min(1).max(200).optional(),
-  limit: limit(500, 100),
-  cursor,
+  limit: pageLimit(500, 100),
+  cursor: pageCursor,
 });
 
 export const IdempotencyHeaders = z.object({
@@ -221,9 +230,7 @@ export const MovementDetailSchema = z
   .object({ movement: MovementSchema, nodes: z.array(MovementNodeSchema) })
   .openapi('MovementDetail');
 
-export const MovementPageSchema = z
-  .object({ movements: z.array(MovementSummarySchema), next_cursor: z.string().nullable() })
-  .openapi('MovementPage');
+export const MovementPageSchema = pageSchema('MovementPage', 'movements', MovementSummarySchema);
 
 export const TransitionSchema = z
   .object({
@@ -232,7 +239,7 @@ export const TransitionSchema = z
     entity_id: z.string(),
     node_key: z.string().nullable(),
     seq: z.number().int(),
-    from_state: z.string(),
+    from_state: z.string().nullable().openapi({ description: 'null for the transition that created the entity (event xstate.init)' }),
     to_state: z.string(),
     event_type: z.string(),
     event_payload: anyObject,
@@ -244,9 +251,7 @@ export const TransitionSchema = z
   })
   .openapi('Transition');
 
-export const TransitionPageSchema = z
-  .object({ transitions: z.array(TransitionSchema), next_cursor: z.string().nullable() })
-  .openapi('TransitionPage');
+export const TransitionPageSchema = pageSchema('TransitionPage', 'transitions', TransitionSchema);
 
 export const TemplateSummarySchema = z
   .object({
@@ -438,9 +443,7 @@ export const CallbackSchema = z
   })
   .openapi('Callback');
 
-export const CallbackPageSchema = z
-  .object({ callbacks: z.array(CallbackSchema), next_cursor: z.string().nullable() })
-  .openapi('CallbackPage');
+export const CallbackPageSchema = pageSchema('CallbackPage', 'callbacks', CallbackSchema);
 export const CallbackResultSchema = z.object({ callback: CallbackSchema }).openapi('CallbackResult');
 
 export const AuditEventSchema = z
@@ -459,9 +462,7 @@ export const AuditEventSchema = z
   })
   .openapi('AuditEvent');
 
-export const AuditPageSchema = z
-  .object({ events: z.array(AuditEventSchema), next_cursor: z.string().nullable() })
-  .openapi('AuditPage');
+export const AuditPageSchema = pageSchema('AuditPage', 'events', AuditEventSchema);
 
 // ---------------------------------------------------------------------------------------------
 // Route helpers
@@ -504,8 +505,8 @@ export const BalanceListQuery = z.object({
     .openapi({ description: 'A chain id, `eip155:<chain id>`, or `sim`', example: '31337' }),
   address: z.string().min(1).max(128).optional().openapi({ description: 'The wallet: an EVM address (any case) or a sim wallet name' }),
   asset: z.string().min(1).max(64).optional().openapi({ description: '`native`, a token address, or a token symbol (any case)' }),
-  limit: limit(500, 100),
-  cursor,
+  limit: pageLimit(500, 100),
+  cursor: pageCursor,
 });
 
 export const BalanceSchema = z
@@ -530,9 +531,7 @@ export const BalanceSchema = z
   })
   .openapi('Balance');
 
-export const BalancePageSchema = z
-  .object({ balances: z.array(BalanceSchema), next_cursor: z.string().nullable() })
-  .openapi('BalancePage');
+export const BalancePageSchema = pageSchema('BalancePage', 'balances', BalanceSchema);
 
 // ---------------------------------------------------------------------------------------------
 // Template proposals (/v3/template-proposals; POST /v3/templates answers 202 with one)
@@ -542,7 +541,8 @@ export const ProposalIdParams = z.object({ id: idParam('id', 'Template proposal 
 export const ProposalListQuery = z.object({
   state: z.enum(proposalStates).optional(),
   template_key: templateKeySchema.optional(),
-  limit: limit(200, 50),
+  limit: pageLimit(200, 50),
+  cursor: pageCursor,
 });
 
 export const ChallengeBody = z
@@ -573,7 +573,7 @@ export const ProposalSchema = z
   })
   .openapi('TemplateProposal');
 
-export const ProposalListSchema = z.object({ proposals: z.array(ProposalSchema) }).openapi('TemplateProposalList');
+export const ProposalListSchema = pageSchema('TemplateProposalList', 'proposals', ProposalSchema);
 
 export const ProposalDetailSchema = z
   .object({

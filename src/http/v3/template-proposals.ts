@@ -1,4 +1,4 @@
-import { createRoute, type z } from '@hono/zod-openapi';
+import type { z } from '@hono/zod-openapi';
 import {
   approveProposal,
   challengeProposal,
@@ -10,7 +10,6 @@ import { listProposals, type ProposalRow } from '../../persistence/template-prop
 import { diffTemplates } from '../../plan/diff.ts';
 import { liveTemplateDefinition } from '../../persistence/templates.ts';
 import { actorNames, type ActorNames } from '../actor-names.ts';
-import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
   ChallengeBody,
@@ -20,17 +19,16 @@ import {
   ProposalListQuery,
   ProposalListSchema,
   ProposalSchema,
-  bearerSecurity,
-  commonErrors,
   conflict,
   forbidden,
   jsonBody,
   jsonResponse,
   notFound,
 } from './schemas.ts';
+import { apiRoute, pageRoute, readRoute } from './route.ts';
+import { iso, isoOrNull } from '../views.ts';
 
 const tags = ['Template proposals'];
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
 export function proposalView(p: ProposalRow, names: ActorNames): z.infer<typeof ProposalSchema> {
   return {
@@ -42,90 +40,81 @@ export function proposalView(p: ProposalRow, names: ActorNames): z.infer<typeof 
     system: p.system,
     proposed_by: p.proposed_by,
     proposed_by_name: names(p.proposed_by),
-    review_expires_at: iso(p.review_expires_at)!,
+    review_expires_at: iso(p.review_expires_at),
     approved_by: p.approved_by,
     approved_by_name: p.approved_by ? names(p.approved_by) : null,
-    approved_at: iso(p.approved_at),
-    challenge_ends_at: iso(p.challenge_ends_at),
+    approved_at: isoOrNull(p.approved_at),
+    challenge_ends_at: isoOrNull(p.challenge_ends_at),
     decided_by: p.decided_by,
     decided_by_name: p.decided_by ? names(p.decided_by) : null,
     reason: p.reason,
     finalized_version: p.finalized_version,
-    created_at: iso(p.created_at)!,
-    updated_at: iso(p.updated_at)!,
+    created_at: iso(p.created_at),
+    updated_at: iso(p.updated_at),
   };
 }
 
 const actorsOf = (p: ProposalRow) => [p.proposed_by, p.approved_by, p.decided_by];
 
-const listRoute = createRoute({
-  method: 'get',
+const listRoute = pageRoute({
   path: '/template-proposals',
   tags,
   summary: 'Template proposals, newest first (filter by state or template)',
-  security: bearerSecurity,
-  ...permitted('read'),
-  request: { query: ProposalListQuery },
-  responses: { 200: jsonResponse(ProposalListSchema, 'The proposals'), ...commonErrors },
+  query: ProposalListQuery,
+  page: ProposalListSchema,
+  shows: 'The proposals',
 });
 
-const showRoute = createRoute({
-  method: 'get',
+const showRoute = readRoute({
   path: '/template-proposals/{id}',
   tags,
   summary: 'A proposal with its definition, its diff against the live version and its transition history',
-  security: bearerSecurity,
-  ...permitted('read'),
   request: { params: ProposalIdParams },
-  responses: { 200: jsonResponse(ProposalDetailSchema, 'The proposal'), ...commonErrors, ...notFound },
+  answer: ProposalDetailSchema,
+  shows: 'The proposal',
+  errors: notFound,
 });
 
 const decided = (what: string) => jsonResponse(ProposalSchema, `The proposal, now ${what}`);
 
-const approveRoute = createRoute({
+const approveRoute = apiRoute({
   method: 'post',
   path: '/template-proposals/{id}/approve',
   tags,
   summary: 'Approve a proposal (never its proposer); its challenge window starts',
-  security: bearerSecurity,
-  ...permitted('template.approve'),
+  permission: 'template.approve',
   request: { params: ProposalIdParams, body: jsonBody(EmptyBody, false) },
   responses: {
     200: decided('APPROVED'),
-    ...commonErrors,
     ...forbidden('The role lacks template.approve (FORBIDDEN), or this token proposed it (FOUR_EYES_VIOLATION)'),
     ...notFound,
     ...conflict('The review window closed (REVIEW_WINDOW_CLOSED) or the proposal is no longer PROPOSED (PROPOSAL_STATE_CONFLICT)'),
   },
 });
 
-const challengeRoute = createRoute({
+const challengeRoute = apiRoute({
   method: 'post',
   path: '/template-proposals/{id}/challenge',
   tags,
   summary: 'Challenge an approved proposal within its challenge window, with a reason; it never becomes live',
-  security: bearerSecurity,
-  ...permitted('template.challenge'),
+  permission: 'template.challenge',
   request: { params: ProposalIdParams, body: jsonBody(ChallengeBody) },
   responses: {
     200: decided('CHALLENGED'),
-    ...commonErrors,
     ...notFound,
     ...conflict('The challenge window closed (CHALLENGE_WINDOW_CLOSED) or the proposal was finalized, withdrawn or challenged first (PROPOSAL_STATE_CONFLICT)'),
   },
 });
 
-const withdrawRoute = createRoute({
+const withdrawRoute = apiRoute({
   method: 'post',
   path: '/template-proposals/{id}/withdraw',
   tags,
   summary: 'Withdraw an open proposal (its proposer only)',
-  security: bearerSecurity,
-  ...permitted('template.write'),
+  permission: 'template.write',
   request: { params: ProposalIdParams, body: jsonBody(EmptyBody, false) },
   responses: {
     200: decided('WITHDRAWN'),
-    ...commonErrors,
     ...forbidden('The role lacks template.write (FORBIDDEN), or this token did not propose it (NOT_PROPOSER)'),
     ...notFound,
     ...conflict('The proposal is no longer open (PROPOSAL_STATE_CONFLICT)'),
@@ -139,9 +128,9 @@ export function templateProposalRoutes(ctx: V3Context) {
 
   app.openapi(listRoute, async (c) => {
     const q = c.req.valid('query');
-    const rows = await listProposals(ctx.pool, { state: q.state, templateKey: q.template_key, limit: q.limit });
-    const names = await actorNames(ctx.pool, rows.flatMap(actorsOf));
-    return c.json({ proposals: rows.map((p) => proposalView(p, names)) }, 200);
+    const page = await listProposals(ctx.pool, { state: q.state, templateKey: q.template_key, limit: q.limit, cursor: q.cursor });
+    const names = await actorNames(ctx.pool, page.proposals.flatMap(actorsOf));
+    return c.json({ proposals: page.proposals.map((p) => proposalView(p, names)), next_cursor: page.nextCursor }, 200);
   });
 
   app.openapi(showRoute, async (c) => {
@@ -163,7 +152,7 @@ export function templateProposalRoutes(ctx: V3Context) {
           payload: t.event_payload,
           actor: t.actor,
           actor_name: names(t.actor),
-          at: iso(t.at)!,
+          at: iso(t.at),
         })),
         replay: d.replay.ok ? { ok: true, state: d.replay.value, reason: null } : { ok: false, state: null, reason: d.replay.reason },
       },

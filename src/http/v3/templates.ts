@@ -1,10 +1,8 @@
-import { createRoute } from '@hono/zod-openapi';
 import { NotFoundError } from '../../errors.ts';
 import { proposeTemplate } from '../../services/template-proposals.ts';
 import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions } from '../../persistence/templates.ts';
 import { compilePlan } from '../../plan/compile.ts';
 import { actorNames } from '../actor-names.ts';
-import { permitted } from '../auth.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
   CompileBody,
@@ -17,8 +15,6 @@ import {
   TemplateSaveSchema,
   TemplateVersionParams,
   TemplateVersionSchema,
-  bearerSecurity,
-  commonErrors,
   conflict,
   jsonBody,
   jsonResponse,
@@ -26,70 +22,63 @@ import {
   unprocessable,
 } from './schemas.ts';
 import { proposalView } from './template-proposals.ts';
-import { templateSummaryView, templateVersionSummaryView, templateVersionView } from './views.ts';
+import { templateSummaryView, templateVersionSummaryView, templateVersionView } from '../views.ts';
+import { apiRoute, readRoute } from './route.ts';
 
 const tags = ['Templates'];
 
-const saveRoute = createRoute({
+const saveRoute = apiRoute({
   method: 'post',
   path: '/templates',
   tags,
   summary: 'Post a plan template: a changed graph becomes a proposal (202), an existing graph changes nothing (200)',
-  security: bearerSecurity,
-  ...permitted('template.write'),
+  permission: 'template.write',
   request: { body: jsonBody(TemplateDefinitionBody) },
   responses: {
     202: jsonResponse(TemplateProposedSchema, 'The graph is new: a proposal waits for approval and its challenge window (see /v3/template-proposals)'),
     200: jsonResponse(TemplateSaveSchema, 'The graph matched an existing version, which is returned'),
-    ...commonErrors,
     ...conflict('The template already has an open proposal of another graph (PROPOSAL_ALREADY_OPEN)'),
     ...unprocessable('The template breaks a plan rule or binds an unregistered executor or signer (INVALID_TEMPLATE; details.rule names the rule, details.node_keys the nodes)'),
   },
 });
 
-const listRoute = createRoute({
-  method: 'get',
+const listRoute = readRoute({
   path: '/templates',
   tags,
   summary: 'List templates',
-  security: bearerSecurity,
-  ...permitted('read'),
-  responses: { 200: jsonResponse(TemplateListSchema, 'Every template with at least one version'), ...commonErrors },
+  answer: TemplateListSchema,
+  shows: 'Every template with at least one version',
 });
 
-const getRoute = createRoute({
-  method: 'get',
+const getRoute = readRoute({
   path: '/templates/{key}',
   tags,
   summary: 'A template and its versions',
-  security: bearerSecurity,
-  ...permitted('read'),
   request: { params: TemplateKeyParams },
-  responses: { 200: jsonResponse(TemplateDetailSchema, 'The template, versions newest first'), ...commonErrors, ...notFound },
+  answer: TemplateDetailSchema,
+  shows: 'The template, versions newest first',
+  errors: notFound,
 });
 
-const versionRoute = createRoute({
-  method: 'get',
+const versionRoute = readRoute({
   path: '/templates/{key}/versions/{version}',
   tags,
   summary: 'One version of a template, with its nodes and edges',
-  security: bearerSecurity,
-  ...permitted('read'),
   request: { params: TemplateVersionParams },
-  responses: { 200: jsonResponse(TemplateVersionSchema, 'The version'), ...commonErrors, ...notFound },
+  answer: TemplateVersionSchema,
+  shows: 'The version',
+  errors: notFound,
 });
 
-const compileRoute = createRoute({
+const compileRoute = apiRoute({
   method: 'post',
   path: '/templates/{key}/compile',
   tags,
   summary: 'Preview the compiled plan and its hash for an intent, without creating anything',
-  security: bearerSecurity,
-  ...permitted('read'),
+  permission: 'read',
   request: { params: TemplateKeyParams, body: jsonBody(CompileBody) },
   responses: {
     200: jsonResponse(CompilePreviewSchema, 'The plan a movement with this intent would run'),
-    ...commonErrors,
     ...notFound,
     ...unprocessable('The stored template no longer validates, or binds an executor that is no longer registered (INVALID_TEMPLATE)'),
   },

@@ -1,20 +1,17 @@
-import { createRoute } from '@hono/zod-openapi';
 import { sweepStatuses } from '../../actors/sweeps.ts';
 import { listHeartbeats } from '../../persistence/heartbeats.ts';
-import { permitted } from '../auth.ts';
 import { resourceApp, type V3Context } from './context.ts';
-import { WorkersSchema, bearerSecurity, commonErrors, jsonResponse } from './schemas.ts';
+import { WorkersSchema } from './schemas.ts';
+import { readRoute } from './route.ts';
 
 const tags = ['Workers'];
 
-const workersRoute = createRoute({
-  method: 'get',
+const workersRoute = readRoute({
   path: '/workers',
   tags,
   summary: "Every sweep's last run, duration, outcome and next due time (from pg-boss's job records), and the hot loops' heartbeats",
-  security: bearerSecurity,
-  ...permitted('read'),
-  responses: { 200: jsonResponse(WorkersSchema, 'The sweeps and the hot loops of every process'), ...commonErrors },
+  answer: WorkersSchema,
+  shows: 'The sweeps and the hot loops of every process',
 });
 
 const iso = (d: Date) => new Date(d).toISOString();

@@ -1,26 +1,29 @@
 import type { z } from '@hono/zod-openapi';
-import type { ActorNames } from '../actor-names.ts';
-import type { Movement } from '../../services/movements.ts';
-import type { NodeState } from '../../machines/node-machine.ts';
-import type { RequestState } from '../../machines/movement-machine.ts';
-import type { AuditEvent } from '../../persistence/audit.ts';
-import type { CallbackRow } from '../../persistence/callbacks.ts';
-import type { NodeRow, MovementSummaryRow, TransitionRow } from '../../persistence/movements.ts';
-import type { ExecutorRosterRow, SignerRosterRow } from '../../persistence/registry.ts';
-import type { TemplateRow, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../../persistence/templates.ts';
+import type { ActorNames } from './actor-names.ts';
+import type { Movement } from '../services/movements.ts';
+import type { NodeState } from '../machines/node-machine.ts';
+import type { RequestState } from '../machines/movement-machine.ts';
+import type { AuditEvent } from '../persistence/audit.ts';
+import type { CallbackRow } from '../persistence/callbacks.ts';
+import type { MovementOverview } from '../persistence/inspection.ts';
+import type { MovementRow, MovementSummaryRow, NodeRow, TransitionRow } from '../persistence/movements.ts';
+import { executorKeyOf } from '../plan/bindings.ts';
+import type { ExecutorRosterRow, SignerRosterRow } from '../persistence/registry.ts';
+import type { TemplateRow, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../persistence/templates.ts';
 import type {
   AuditEventSchema,
   CallbackSchema,
   ExecutorSchema,
   MovementDetailSchema,
   MovementNodeSchema,
+  MovementSchema,
   MovementSummarySchema,
   SignerSchema,
   TemplateSummarySchema,
   TemplateVersionSchema,
   TemplateVersionSummarySchema,
   TransitionSchema,
-} from './schemas.ts';
+} from './v3/schemas.ts';
 
 /**
  * Rows as the API shows them: times as ISO 8601 strings, state columns under plain names, internal
@@ -29,8 +32,8 @@ import type {
  * answer's ActorNames (../actor-names.ts) and show the display name beside the stable id.
  */
 
-const iso = (d: Date | string) => (d instanceof Date ? d.toISOString() : new Date(d).toISOString());
-const isoOrNull = (d: Date | string | null | undefined) => (d == null ? null : iso(d));
+export const iso = (d: Date | string) => (d instanceof Date ? d.toISOString() : new Date(d).toISOString());
+export const isoOrNull = (d: Date | string | null | undefined) => (d == null ? null : iso(d));
 
 /**
  * What the caller may see beyond the movement itself. A callback URL says where an upstream system
@@ -97,21 +100,26 @@ export function nodeView(n: NodeRow): z.infer<typeof MovementNodeSchema> {
   };
 }
 
-export function movementDetailView(m: Movement, audience: Audience, names: ActorNames): z.infer<typeof MovementDetailSchema> {
-  return {
-    movement: { ...movementSummaryView(m.request, audience, names), compiled_plan: m.request.compiled_plan },
-    nodes: m.nodes.map(nodeView),
-  };
+export function movementView(r: MovementRow, audience: Audience, names: ActorNames): z.infer<typeof MovementSchema> {
+  return { ...movementSummaryView(r, audience, names), compiled_plan: r.compiled_plan };
 }
 
-export function transitionView(t: TransitionRow, names: ActorNames): z.infer<typeof TransitionSchema> {
+export function movementDetailView(m: Movement, audience: Audience, names: ActorNames): z.infer<typeof MovementDetailSchema> {
+  return { movement: movementView(m.request, audience, names), nodes: m.nodes.map(nodeView) };
+}
+
+export type TransitionView = z.infer<typeof TransitionSchema>;
+
+/** One transition, the same in /v3 pages, /inspect answers and the event stream. */
+export function transitionView(t: TransitionRow, names: ActorNames): TransitionView {
   return {
     id: t.id,
     entity_type: t.entity_type,
     entity_id: t.entity_id,
     node_key: t.node_key,
     seq: t.seq,
-    from_state: t.from_state,
+    // The log stores '' for an entity's creation (event xstate.init): there was no state before.
+    from_state: t.from_state === '' ? null : t.from_state,
     to_state: t.to_state,
     event_type: t.event_type,
     event_payload: t.event_payload,
@@ -120,6 +128,38 @@ export function transitionView(t: TransitionRow, names: ActorNames): z.infer<typ
     machine_id: t.machine_id,
     machine_version: t.machine_version,
     at: iso(t.at),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// /inspect: the same views, with what the visualizer and the CLI draw with beside them
+
+/** A movement of /inspect/movements: the /v3 summary and its node counts per state. */
+export function movementOverviewView(m: MovementOverview, audience: Audience, names: ActorNames) {
+  return { ...movementSummaryView(m, audience, names), node_states: m.node_states, nodes_total: m.nodes_total };
+}
+
+/** The movement of /inspect/movements/{id}: the /v3 movement and the machine it runs on. */
+export function inspectedMovementView(r: MovementRow, audience: Audience, names: ActorNames) {
+  return {
+    ...movementView(r, audience, names),
+    template_version_id: r.template_version_id,
+    machine_id: r.machine_id,
+    machine_version: r.machine_version,
+  };
+}
+
+/** A node of /inspect/movements/{id}: the /v3 node, its machine, executor and bookkeeping. */
+export function inspectedNodeView(n: NodeRow) {
+  return {
+    ...nodeView(n),
+    executor_key: executorKeyOf(n.executor_binding),
+    machine_id: n.machine_id,
+    machine_version: n.machine_version,
+    row_version: n.row_version,
+    idempotency_key: n.idempotency_key,
+    observe_count: n.observe_count,
+    created_at: iso(n.created_at),
   };
 }
 
