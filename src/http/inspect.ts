@@ -18,8 +18,7 @@ import type { AnyStateMachine } from 'xstate';
 import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 import { z } from 'zod';
 import { Wakeups, type EventNotice } from '../actors/wakeups.ts';
-import { FerryError, NotFoundError } from '../errors.ts';
-import { isUuid } from '../ids.ts';
+import { FerryError } from '../errors.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 // Guards and actions are named as src/machines/introspect.ts names them, so a graph edge can be
 // compared with the machine's own transition list field by field.
@@ -28,12 +27,13 @@ import { nodeMachine } from '../machines/node-machine.ts';
 import { movementMachine, movementStates } from '../machines/movement-machine.ts';
 import type { Pool } from '../persistence/db.ts';
 import { movementOverviews } from '../persistence/inspection.ts';
-import { getMovement, MAX_MOVEMENT_PAGE, nodesOfMovement, transitionsOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
+import { MAX_MOVEMENT_PAGE, nodesOfMovement, transitionsOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 import { executorKeyOf } from '../plan/bindings.ts';
-import { actorNames, movementActors, type ActorNames } from './actor-names.ts';
+import { actorNames, movementActors } from './actor-names.ts';
 import { authenticateToken } from '../persistence/tokens.ts';
 import { authenticate, bearerToken, can, requirePermission, type AuthEnv } from './auth.ts';
 import { validate, validationError } from './errors.ts';
+import { requireMovement } from '../services/movements.ts';
 import { pageCursor, pageLimit } from './query.ts';
 import { audienceOf } from './v3/context.ts';
 import { inspectedMovementView, inspectedNodeView, movementOverviewView, transitionView, type Audience } from './views.ts';
@@ -161,13 +161,6 @@ export function planView(request: Pick<MovementRow, 'compiled_plan'>, nodes: Nod
 
 /** Transitions returned with a movement; longer histories continue on the event stream. */
 export const HISTORY_LIMIT = 5000;
-
-async function requireMovement(pool: Pool, id: string): Promise<MovementRow> {
-  // An id that is not a UUID names no movement: 404, and it never reaches a uuid cast.
-  const row = isUuid(id) ? await getMovement(pool, id) : null;
-  if (!row) throw new NotFoundError('movement', id);
-  return row;
-}
 
 /**
  * A movement as the visualizer draws it: the /v3 movement and nodes (with their machines beside

@@ -168,9 +168,15 @@ async function replayOf(pool: Pool, actor: string, key: string, fingerprint: str
 }
 
 /** A movement read without locks, for GET. */
-export async function readMovement(pool: Pool, id: string): Promise<Movement> {
+/** The movement's row, or 404: an id that is not a UUID names no movement and never reaches a uuid cast. */
+export async function requireMovement(pool: Pool, id: string): Promise<MovementRow> {
   const request = isMovementId(id) ? await getMovement(pool, id) : null;
   if (!request) throw new NotFoundError('movement', id);
+  return request;
+}
+
+export async function readMovement(pool: Pool, id: string): Promise<Movement> {
+  const request = await requireMovement(pool, id);
   return { request, nodes: await nodesOfMovement(pool, id) };
 }
 

@@ -3,14 +3,14 @@ import {
   cancelMovement,
   createMovement,
   readMovement,
+  requireMovement,
   rejectMovement,
   resumeMovement,
   retryMovementNode,
   type Movement,
 } from '../../services/movements.ts';
-import { NotFoundError } from '../../errors.ts';
 import { decodeIdCursor, encodeIdCursor } from '../../persistence/cursor.ts';
-import { getMovement, isMovementId, listMovements, transitionsOfMovement } from '../../persistence/movements.ts';
+import { listMovements, transitionsOfMovement } from '../../persistence/movements.ts';
 import { actorNames, movementActors } from '../actor-names.ts';
 import { can } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
@@ -196,7 +196,7 @@ export function movementRoutes(ctx: V3Context) {
   app.openapi(transitionsRoute, async (c) => {
     const { id } = c.req.valid('param');
     const q = c.req.valid('query');
-    if (!isMovementId(id) || !(await getMovement(ctx.pool, id))) throw new NotFoundError('movement', id);
+    await requireMovement(ctx.pool, id);
     const rows = await transitionsOfMovement(ctx.pool, id, q.cursor ? decodeIdCursor(q.cursor) : 0, q.limit + 1);
     const page = rows.slice(0, q.limit);
     const next = rows.length > q.limit ? encodeIdCursor(page[page.length - 1].id) : null;
