@@ -14,9 +14,15 @@ import type { NodeRow, RequestRow } from './movements.ts';
  *   the WHERE clause on its newest version (READ COMMITTED's EvalPlanQual): a node another claimer
  *   moved on between our snapshot and our lock drops out instead of being claimed twice.
  * - Locking the request row too makes it the per-movement mutex every node writer takes first
- *   (see group-commit.ts); a second node of the same request in the result is locked as well but
- *   the caller takes only the first (serial per request), and the durable transition function
- *   refuses a claim that would put a second node of a request in dispatch.
+ *   (see group-commit.ts); the dispatch claim returns at most one node per request (serial per
+ *   request), and the durable transition function refuses a claim that would put a second node of
+ *   a request in dispatch.
+ * - Live nodes are reached only through their request (index on (request_id, node_state),
+ *   migration 0130): statistics of the live slices of tables that are mostly history are stale
+ *   (autovacuum re-analyzes a table after 10% of it changed), and with a partial index per live
+ *   state the planner, estimating one row on each side, joined every active request to every live
+ *   node. With a probe per request the cost is bounded by the active requests whatever the
+ *   statistics say.
  *
  * The caller moves what it claimed through the machines in the same transaction (one batched
  * transition) and commits, which releases the locks; a dispatch then holds its node through its
@@ -33,12 +39,13 @@ import type { NodeRow, RequestRow } from './movements.ts';
 // The key of a binding that is either a string or an object with executor_key.
 const EXECUTOR_KEY = `(CASE jsonb_typeof(n.executor_binding) WHEN 'string' THEN n.executor_binding #>> '{}'
                           ELSE n.executor_binding ->> 'executor_key' END)`;
-const MANUAL = `(n.node_kind = 'manual_gate' OR n.action_type LIKE 'manual\\_%')`;
+const manual = (a: string) => `(${a}.node_kind = 'manual_gate' OR ${a}.action_type LIKE 'manual\\_%')`;
 // Serial per request: a request with a node already being prepared, signed or submitted waits.
-const NO_SIBLING_IN_DISPATCH = `NOT EXISTS (SELECT 1 FROM request_nodes s WHERE s.request_id = n.request_id
+const NO_SIBLING_IN_DISPATCH = `NOT EXISTS (SELECT 1 FROM request_nodes s WHERE s.request_id = r.id
                                   AND s.node_state IN ('PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING'))`;
-const DISPATCHABLE = `n.node_state = 'READY' AND r.request_state IN ('APPROVED', 'EXECUTING') AND NOT ${MANUAL}
-                      AND (n.dispatch_after IS NULL OR n.dispatch_after <= now())`;
+// A node the dispatcher may take, on alias `a` (the probe per request and the recheck of the locked row).
+const DISPATCHABLE_NODE = (a: string) => `${a}.node_state = 'READY' AND NOT ${manual(a)}
+                      AND (${a}.dispatch_after IS NULL OR ${a}.dispatch_after <= now())`;
 const OBSERVABLE = `n.node_state IN ('SUBMITTED', 'OBSERVING') AND r.request_state = 'EXECUTING'
                     AND (n.next_observe_at IS NULL OR n.next_observe_at <= now())`;
 
@@ -76,13 +83,21 @@ function firstPerRequest(claims: Claimed[]): Claimed[] {
 /**
  * Up to `limit` READY nodes, oldest request first, at most one per request, none of a request that
  * already has a node in dispatch. The caller moves them to PREPARING in the same transaction.
+ *
+ * Active requests are walked oldest first and each is probed for its first dispatchable node (by
+ * (request_id, node_state), migration 0130); the walk stops once `limit` rows are locked, so a
+ * claim reads about `limit` requests, not every READY node and every active request. The locked
+ * node is re-checked against DISPATCHABLE_NODE on its newest version (EvalPlanQual, see above).
  */
 export async function claimDispatchBatch(db: Queryable, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query<{ node_id: string }>(
     `SELECT n.id AS node_id
-       FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
-      WHERE ${DISPATCHABLE} AND ${NO_SIBLING_IN_DISPATCH}
-      ORDER BY r.created_at, r.id, n.created_at, n.node_key
+       FROM movement_requests r
+       JOIN request_nodes n ON n.id = ANY (ARRAY(SELECT f.id FROM request_nodes f
+                                                  WHERE f.request_id = r.id AND ${DISPATCHABLE_NODE('f')}
+                                                  ORDER BY f.created_at, f.node_key LIMIT 1))
+      WHERE r.request_state IN ('APPROVED', 'EXECUTING') AND ${DISPATCHABLE_NODE('n')} AND ${NO_SIBLING_IN_DISPATCH}
+      ORDER BY r.created_at, r.id
       LIMIT $1
       FOR UPDATE OF n, r SKIP LOCKED`,
     [limit],
