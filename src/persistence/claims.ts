@@ -88,6 +88,9 @@ function firstPerRequest(claims: Claimed[]): Claimed[] {
 // oldest candidates from their snapshots and skip each other's locks, so each needs some beyond its
 // limit to fill a batch.
 const CANDIDATES_PER_ROW = 4;
+// The lock step reads node and request by primary key, from the walk's ids as arrays: joined to the
+// walk alone, a small table (a young database) is scanned whole and hashed instead.
+const BY_DUE_IDS = `n.id = ANY (ARRAY(SELECT node_id FROM due)) AND r.id = ANY (ARRAY(SELECT request_id FROM due))`;
 
 /**
  * Up to `limit` READY nodes, oldest request first, at most one per request, none of a request that
@@ -118,6 +121,7 @@ export async function claimDispatchBatch(db: Queryable, limit: number): Promise<
        FROM due
        JOIN request_nodes n ON n.id = due.node_id AND n.row_version = due.node_version
        JOIN movement_requests r ON r.id = due.request_id AND r.row_version = due.request_version
+      WHERE ${BY_DUE_IDS}
       ORDER BY due.created_at, due.request_id
       LIMIT $1
       FOR UPDATE OF n, r SKIP LOCKED`,
@@ -148,6 +152,7 @@ export async function claimObserveBatch(db: Queryable, limit: number): Promise<C
        FROM due
        JOIN request_nodes n ON n.id = due.node_id AND n.row_version = due.node_version
        JOIN movement_requests r ON r.id = due.request_id AND r.row_version = due.request_version
+      WHERE ${BY_DUE_IDS}
       ORDER BY due.created_at, due.request_id, due.node_created_at, due.node_key
       LIMIT $1
       FOR UPDATE OF n, r SKIP LOCKED`,
