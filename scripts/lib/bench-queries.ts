@@ -113,10 +113,10 @@ export async function preloadFinishedMovements(db: Queryable, sampleRequestId: s
                     FROM g, s RETURNING id),
             n AS (INSERT INTO request_nodes (request_id, plan_node_id, node_key, node_kind, action_type, executor_binding,
                     signer_binding, config, timeout_policy, predecessor_keys, successor_keys, retryable, machine_id, machine_version,
-                    node_state, row_version, attempt_no, idempotency_key, provider_state, started_at, created_at, updated_at)
+                    node_state, row_version, attempt_no, idempotency_key, provider_state, started_at, created_at, updated_at, reconciled_at)
                   SELECT g.id, sn.plan_node_id, sn.node_key, sn.node_kind, sn.action_type, sn.executor_binding, sn.signer_binding,
                          sn.config, sn.timeout_policy, sn.predecessor_keys, sn.successor_keys, sn.retryable, sn.machine_id,
-                         sn.machine_version, 'COMPLETED', 4, 1, 'preloaded:' || g.id || ':' || sn.node_key, 'SIM_COMPLETED', g.at, g.at, g.at
+                         sn.machine_version, 'COMPLETED', 4, 1, 'preloaded:' || g.id || ':' || sn.node_key, 'SIM_COMPLETED', g.at, g.at, g.at, now()
                     FROM g JOIN request_nodes sn ON sn.request_id = $1
                   RETURNING id, request_id, node_key),
             steps(entity, seq, from_state, to_state, event_type) AS (VALUES

@@ -12,11 +12,21 @@ import type { NodeRow, MovementRow } from './movements.ts';
  *   and a locked row never blocks the rows behind it.
  * - The locking clause is applied after ORDER BY and LIMIT, and a locked row is re-checked against
  *   the WHERE clause on its newest version (READ COMMITTED's EvalPlanQual): a node another claimer
- *   moved on between our snapshot and our lock drops out instead of being claimed twice.
+ *   moved on between our snapshot and our lock drops out instead of being claimed twice (the
+ *   dispatch and observe claims test the row versions their walk read: every state change moves
+ *   a row's version).
  * - Locking the request row too makes it the per-movement mutex every node writer takes first
- *   (see group-commit.ts); a second node of the same request in the result is locked as well but
- *   the caller takes only the first (serial per request), and the durable transition function
- *   refuses a claim that would put a second node of a request in dispatch.
+ *   (see group-commit.ts); the dispatch claim returns at most one node per request (serial per
+ *   request), and the durable transition function refuses a claim that would put a second node of
+ *   a request in dispatch.
+ * - Live nodes are reached only through their request (index on (request_id, node_state),
+ *   migration 0130): statistics of the live slices of tables that are mostly history are stale
+ *   (autovacuum re-analyzes a table after 10% of it changed), and with a partial index per live
+ *   state the planner, estimating one row on each side, joined every active request to every live
+ *   node (2-3 s per claim with 1,000 approved movements over 100,000 finished ones). The dispatch
+ *   and observe claims walk the active requests and probe each through a LATERAL subquery, which
+ *   the planner cannot turn into such a join; their cost is bounded by the active requests
+ *   whatever the statistics say.
  *
  * The caller moves what it claimed through the machines in the same transaction (one batched
  * transition) and commits, which releases the locks; a dispatch then holds its node through its
@@ -33,14 +43,15 @@ import type { NodeRow, MovementRow } from './movements.ts';
 // The key of a binding that is either a string or an object with executor_key.
 const EXECUTOR_KEY = `(CASE jsonb_typeof(n.executor_binding) WHEN 'string' THEN n.executor_binding #>> '{}'
                           ELSE n.executor_binding ->> 'executor_key' END)`;
-const MANUAL = `(n.node_kind = 'manual_gate' OR n.action_type LIKE 'manual\\_%')`;
+const manual = (a: string) => `(${a}.node_kind = 'manual_gate' OR ${a}.action_type LIKE 'manual\\_%')`;
 // Serial per request: a request with a node already being prepared, signed or submitted waits.
-const NO_SIBLING_IN_DISPATCH = `NOT EXISTS (SELECT 1 FROM request_nodes s WHERE s.request_id = n.request_id
+const NO_SIBLING_IN_DISPATCH = `NOT EXISTS (SELECT 1 FROM request_nodes s WHERE s.request_id = r.id
                                   AND s.node_state IN ('PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING'))`;
-const DISPATCHABLE = `n.node_state = 'READY' AND r.request_state IN ('APPROVED', 'EXECUTING') AND NOT ${MANUAL}
-                      AND (n.dispatch_after IS NULL OR n.dispatch_after <= now())`;
-const OBSERVABLE = `n.node_state IN ('SUBMITTED', 'OBSERVING') AND r.request_state = 'EXECUTING'
-                    AND (n.next_observe_at IS NULL OR n.next_observe_at <= now())`;
+// A node the dispatcher may take, on alias `a` (the probe per request and the recheck of the locked row).
+const DISPATCHABLE_NODE = (a: string) => `${a}.node_state = 'READY' AND NOT ${manual(a)}
+                      AND (${a}.dispatch_after IS NULL OR ${a}.dispatch_after <= now())`;
+const OBSERVABLE_NODE = (a: string) => `${a}.node_state IN ('SUBMITTED', 'OBSERVING')
+                    AND (${a}.next_observe_at IS NULL OR ${a}.next_observe_at <= now())`;
 
 export interface Claimed {
   node: NodeRow;
@@ -73,19 +84,48 @@ function firstPerRequest(claims: Claimed[]): Claimed[] {
   return claims.filter((c) => !seen.has(c.request.id) && seen.add(c.request.id));
 }
 
+// How many candidates a claim's walk collects per row it may lock: concurrent claimers read the same
+// oldest candidates from their snapshots and skip each other's locks, so each needs some beyond its
+// limit to fill a batch.
+const CANDIDATES_PER_ROW = 4;
+// The lock step reads node and request by primary key, from the walk's ids as arrays: joined to the
+// walk alone, a small table (a young database) is scanned whole and hashed instead.
+const BY_DUE_IDS = `n.id = ANY (ARRAY(SELECT node_id FROM due)) AND r.id = ANY (ARRAY(SELECT request_id FROM due))`;
+
 /**
  * Up to `limit` READY nodes, oldest request first, at most one per request, none of a request that
  * already has a node in dispatch. The caller moves them to PREPARING in the same transaction.
+ *
+ * Two steps in one statement. The walk (`due`, no locks) goes through the active requests oldest
+ * first and probes each for its first dispatchable node; the probe is a LATERAL subquery with a
+ * LIMIT, which PostgreSQL cannot turn into a join, so it is always an index probe per request
+ * (request_id, node_state; migration 0130) whatever the statistics say. The lock step then locks
+ * exactly the row versions the walk chose (id and row_version of node and request), skipping locked
+ * ones: a row changed since the walk's snapshot fails that test on its newest version
+ * (EvalPlanQual) and drops out. Node and request are reached only through the walk's ids, so no
+ * plan can join every active request to every live node.
  */
 export async function claimDispatchBatch(db: Queryable, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query<{ node_id: string }>(
-    `SELECT n.id AS node_id
-       FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
-      WHERE ${DISPATCHABLE} AND ${NO_SIBLING_IN_DISPATCH}
-      ORDER BY r.created_at, r.id, n.created_at, n.node_key
+    `WITH due AS MATERIALIZED (
+       SELECT f.id AS node_id, f.row_version AS node_version, r.id AS request_id, r.row_version AS request_version, r.created_at
+         FROM movement_requests r
+        CROSS JOIN LATERAL (SELECT f.id, f.row_version FROM request_nodes f
+                             WHERE f.request_id = r.id AND ${DISPATCHABLE_NODE('f')}
+                             ORDER BY f.created_at, f.node_key
+                             LIMIT 1) f
+        WHERE r.request_state IN ('APPROVED', 'EXECUTING') AND ${NO_SIBLING_IN_DISPATCH}
+        ORDER BY r.created_at, r.id
+        LIMIT $2)
+     SELECT n.id AS node_id
+       FROM due
+       JOIN request_nodes n ON n.id = due.node_id AND n.row_version = due.node_version
+       JOIN movement_requests r ON r.id = due.request_id AND r.row_version = due.request_version
+      WHERE ${BY_DUE_IDS}
+      ORDER BY due.created_at, due.request_id
       LIMIT $1
       FOR UPDATE OF n, r SKIP LOCKED`,
-    [limit],
+    [limit, limit * CANDIDATES_PER_ROW],
   );
   return firstPerRequest(await readLocked(db, rows));
 }
@@ -93,17 +133,30 @@ export async function claimDispatchBatch(db: Queryable, limit: number): Promise<
 /**
  * Up to `limit` due SUBMITTED / OBSERVING nodes of executing requests, oldest request first. The
  * observer holds these locks through observe() and its commit, as the reference runtime does: the
- * observer, recovery and operators never act on one attempt at the same time.
+ * observer, recovery and operators never act on one attempt at the same time. Walk and lock as in
+ * claimDispatchBatch (the per-request probe is a LATERAL subquery kept apart by OFFSET 0).
  */
 export async function claimObserveBatch(db: Queryable, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query<{ node_id: string }>(
-    `SELECT n.id AS node_id
-       FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
-      WHERE ${OBSERVABLE}
-      ORDER BY r.created_at, r.id, n.created_at, n.node_key
+    `WITH due AS MATERIALIZED (
+       SELECT f.id AS node_id, f.row_version AS node_version, f.created_at AS node_created_at, f.node_key,
+              r.id AS request_id, r.row_version AS request_version, r.created_at
+         FROM movement_requests r
+        CROSS JOIN LATERAL (SELECT f.id, f.row_version, f.created_at, f.node_key FROM request_nodes f
+                             WHERE f.request_id = r.id AND ${OBSERVABLE_NODE('f')}
+                             OFFSET 0) f
+        WHERE r.request_state = 'EXECUTING'
+        ORDER BY r.created_at, r.id, f.created_at, f.node_key
+        LIMIT $2)
+     SELECT n.id AS node_id
+       FROM due
+       JOIN request_nodes n ON n.id = due.node_id AND n.row_version = due.node_version
+       JOIN movement_requests r ON r.id = due.request_id AND r.row_version = due.request_version
+      WHERE ${BY_DUE_IDS}
+      ORDER BY due.created_at, due.request_id, due.node_created_at, due.node_key
       LIMIT $1
       FOR UPDATE OF n, r SKIP LOCKED`,
-    [limit],
+    [limit, limit * CANDIDATES_PER_ROW],
   );
   return readLocked(db, rows);
 }

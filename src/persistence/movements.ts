@@ -69,6 +69,8 @@ export interface NodeRow {
   manual_intervention_required?: boolean;
   /** When reconciliation last asked the provider about the node (migration 0120). */
   provider_checked_at?: Date | null;
+  /** When reconciliation last replayed the node's movement (migration 0150). */
+  reconciled_at?: Date | null;
   /** The lease token of the dispatch that claimed the node (migration 0010); null when unclaimed. */
   claim_token: string | null;
   created_at: Date;
@@ -330,19 +332,42 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
 }
 
 
-/** Movements to replay: never checked first, then those changed since their last check, oldest first. */
+/**
+ * Movements to replay: never checked first, then those checked longest ago, of those changed since
+ * their last check. "Changed" is the movement's row (reconciled_at < updated_at) or one of its nodes
+ * (each node carries the reconciled_at of the check that last covered it, migration 0150). Both
+ * sets are read from partial indexes that hold only such rows, so the cost follows the movements
+ * that are due, not the history.
+ *
+ * The shape is chosen for the planner, which estimates a comparison of two columns at a third of
+ * the table whatever the data: the movement rows are read in the index's order under a LIMIT (no
+ * sort of an estimated third of the table), and the nodes' part needs no join back to the
+ * movements (it orders by the nodes' own copy of reconciled_at and their updated_at), so no plan
+ * can walk the movements' history and none is costly enough on paper to be JIT-compiled.
+ */
 export async function reconciliationCandidates(db: Queryable, limit: number): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
-    `SELECT r.id FROM movement_requests r
-      WHERE r.reconciled_at IS NULL OR r.reconciled_at < r.updated_at
-         OR EXISTS (SELECT 1 FROM request_nodes n WHERE n.request_id = r.id AND n.updated_at > r.reconciled_at)
-      ORDER BY r.reconciled_at NULLS FIRST, r.updated_at
+    `SELECT id FROM (
+       (SELECT m.id, m.reconciled_at, m.updated_at FROM movement_requests m
+         WHERE m.reconciled_at IS NULL OR m.reconciled_at < m.updated_at
+         ORDER BY m.reconciled_at NULLS FIRST, m.updated_at
+         LIMIT $1)
+       UNION ALL
+       SELECT n.request_id, n.reconciled_at, n.updated_at FROM request_nodes n
+        WHERE n.reconciled_at IS NULL OR n.reconciled_at < n.updated_at) due
+      GROUP BY id
+      ORDER BY bool_or(reconciled_at IS NULL) DESC, min(reconciled_at), min(updated_at)
       LIMIT $1`,
     [limit],
   );
   return rows.map((r) => r.id);
 }
 
+/**
+ * Marks a movement and its nodes as checked, with one time. The movement row first: it is the lock
+ * every writer of its nodes takes first (group-commit.ts).
+ */
 export async function markReconciled(db: Queryable, movementId: string): Promise<void> {
   await db.query('UPDATE movement_requests SET reconciled_at = now() WHERE id = $1', [movementId]);
+  await db.query('UPDATE request_nodes SET reconciled_at = now() WHERE request_id = $1', [movementId]);
 }
