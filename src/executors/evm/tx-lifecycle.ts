@@ -415,8 +415,8 @@ export class EvmTxLifecycle {
   }
 }
 
-/** The provider_hints of the attempt's first prepared action (a replacement keeps them). */
-function firstHints(ctx: ExecutionContext): Record<string, unknown> {
+/** The provider_hints of the attempt's first prepared action (a replacement keeps them); {} without one. */
+export function firstHints(ctx: ExecutionContext): Record<string, unknown> {
   const first = (ctx.attempt_artifacts ?? []).find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
   if (!first?.content_inline) return {};
   try {
