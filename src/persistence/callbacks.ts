@@ -1,5 +1,5 @@
 import { NotFoundError, ValidationError } from '../errors.ts';
-import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
+import { CURSOR_AT_SQL, decodeCursor, isUuid, pageOf } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
@@ -329,9 +329,7 @@ export async function listCallbacks(db: Queryable, q: ListCallbacksQuery): Promi
       LIMIT $5`,
     [q.status ?? null, q.movementId ?? null, after?.at ?? null, after?.id ?? null, q.limit + 1],
   );
-  const page = rows.slice(0, q.limit);
-  const last = page[page.length - 1];
-  const nextCursor = rows.length > q.limit && last ? encodeCursor(last.cursor_at, last.id) : null;
-  return { callbacks: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
+  const page = pageOf(rows, q.limit);
+  return { callbacks: page.rows, nextCursor: page.nextCursor };
 }
 

@@ -44,3 +44,15 @@ export function decodeCursor(cursor: string): { at: string; id: string } {
   if (typeof id !== 'string' || !isUuid(id)) throw invalid();
   return { at, id };
 }
+
+/**
+ * One page from rows read with LIMIT limit + 1 (ordered by (created_at, id), created_at selected
+ * as CURSOR_AT_SQL AS cursor_at): the first `limit` rows without cursor_at, and the cursor of the
+ * next page when the extra row shows there is one.
+ */
+export function pageOf<R extends { cursor_at: string; id: string }>(rows: readonly R[], limit: number): { rows: Omit<R, 'cursor_at'>[]; nextCursor: string | null } {
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  const nextCursor = rows.length > limit && last ? encodeCursor(last.cursor_at, last.id) : null;
+  return { rows: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
+}

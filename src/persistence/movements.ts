@@ -1,6 +1,6 @@
 import { ValidationError } from '../errors.ts';
 import { attemptKey } from '../ids.ts';
-import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
+import { CURSOR_AT_SQL, decodeCursor, isUuid, pageOf } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
@@ -8,50 +8,28 @@ import type { Queryable } from './db.ts';
  * transition function's batched write (group-commit.ts), after the machines have decided.
  */
 
-export interface MovementRow {
+/** A movement_requests row: the columns insertRequest writes (NewRequest), as read back, and those the database fills. */
+export interface MovementRow extends Omit<NewRequest, 'intent' | 'input_params' | 'compiled_plan' | 'expires_at'> {
   id: string;
-  template_version_id: string;
-  template_key: string;
-  template_version: number;
   intent: Record<string, unknown>;
   input_params: Record<string, unknown>;
-  compiled_plan_hash: string;
   compiled_plan: Record<string, unknown>;
-  machine_id: string;
-  machine_version: string;
-  request_state: string;
   row_version: number;
   approval_status: 'pending' | 'approved' | 'rejected';
-  approval_quorum: number;
   approvals: { by: string; at: string }[];
   decided_by: string | null;
   expires_at: Date | null;
   current_frontier: string[];
-  callback_url: string | null;
-  idempotency_key: string | null;
-  request_fingerprint: string | null;
-  created_by: string;
   created_at: Date;
   updated_at: Date;
 }
 
-export interface NodeRow {
+/** A request_nodes row: the columns insertNodes writes (NewNode), as read back, and those the runtime fills later. */
+export interface NodeRow extends Omit<NewNode, 'config' | 'timeout_policy'> {
   id: string;
   request_id: string;
-  plan_node_id: string;
-  node_key: string;
-  node_kind: string;
-  action_type: string;
-  executor_binding: unknown;
-  signer_binding: unknown;
   config: Record<string, unknown>;
   timeout_policy: Record<string, unknown>;
-  predecessor_keys: string[];
-  successor_keys: string[];
-  retryable: boolean;
-  machine_id: string;
-  machine_version: string;
-  node_state: string;
   row_version: number;
   attempt_no: number;
   idempotency_key: string | null;
@@ -75,8 +53,7 @@ export interface NodeRow {
   updated_at: Date;
 }
 
-export interface TransitionRow {
-  id: number;
+export interface NewTransition {
   machine_id: string;
   machine_version: string;
   entity_type: 'request' | 'node';
@@ -89,6 +66,11 @@ export interface TransitionRow {
   event_type: string;
   event_payload: Record<string, unknown>;
   actor: string;
+}
+
+/** A stored transition: what was appended, with its id and time. */
+export interface TransitionRow extends NewTransition {
+  id: number;
   at: Date;
 }
 
@@ -132,21 +114,6 @@ export async function nodeByKey(db: Queryable, movementId: string, nodeKey: stri
     nodeKey,
   ]);
   return rows[0] ?? null;
-}
-
-export interface NewTransition {
-  machine_id: string;
-  machine_version: string;
-  entity_type: 'request' | 'node';
-  entity_id: string;
-  request_id: string;
-  node_key: string | null;
-  seq: number;
-  from_state: string;
-  to_state: string;
-  event_type: string;
-  event_payload: Record<string, unknown>;
-  actor: string;
 }
 
 export async function appendTransition(db: Queryable, t: NewTransition): Promise<TransitionRow> {
@@ -323,10 +290,8 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
       LIMIT $5`,
     [q.state ?? null, q.templateKey ?? null, before?.at ?? null, before?.id ?? null, q.limit + 1],
   );
-  const page = rows.slice(0, q.limit);
-  const last = page[page.length - 1];
-  const nextCursor = rows.length > q.limit && last ? encodeCursor(last.cursor_at, last.id) : null;
-  return { movements: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
+  const page = pageOf(rows, q.limit);
+  return { movements: page.rows, nextCursor: page.nextCursor };
 }
 
 
