@@ -502,6 +502,26 @@ export function awaitingSignature(ctx: ExecutionContext, payload: Hex, providerH
   });
 }
 
+/**
+ * prepare() of an executor that only watches (nothing is signed or sent): SUBMITTING, with what to
+ * watch as the JSON payload submit() reads back.
+ */
+export function preparedWatch(ctx: ExecutionContext, idPrefix: string, payload: string, providerHints: Record<string, unknown>): ExecutionResult {
+  const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
+  return result({
+    next_state: 'SUBMITTING',
+    prepared_action: {
+      prepared_action_id: `${idPrefix}-${key}`,
+      action_type: ctx.action_type,
+      payload_format: 'json',
+      payload,
+      payload_hash: payloadHash(payload),
+      signing_required: false,
+      provider_hints: providerHints,
+    },
+  });
+}
+
 export function failed(code: string, detail: string): ExecutionResult {
   return result({ next_state: 'FAILED', error_code: code, error_detail: detail });
 }
