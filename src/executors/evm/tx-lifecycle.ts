@@ -400,14 +400,8 @@ export class EvmTxLifecycle {
     return receiptOrNull(this.client, hash);
   }
 
-  async pending(hash: Hex): Promise<boolean> {
-    try {
-      await this.client.getTransaction({ hash });
-      return true;
-    } catch (err) {
-      if (err instanceof TransactionNotFoundError) return false;
-      throw err;
-    }
+  pending(hash: Hex): Promise<boolean> {
+    return transactionKnown(this.client, hash);
   }
 
   #retry(): number {
@@ -424,6 +418,17 @@ export function firstHints(ctx: ExecutionContext): Record<string, unknown> {
     return hints && typeof hints === 'object' && !Array.isArray(hints) ? (hints as Record<string, unknown>) : {};
   } catch {
     return {};
+  }
+}
+
+/** Whether the node knows the transaction (pending, or mined); false: it never saw it or dropped it. */
+export async function transactionKnown(client: PublicClient, hash: Hex): Promise<boolean> {
+  try {
+    await client.getTransaction({ hash });
+    return true;
+  } catch (err) {
+    if (err instanceof TransactionNotFoundError) return false;
+    throw err;
   }
 }
 
