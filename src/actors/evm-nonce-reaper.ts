@@ -24,6 +24,7 @@ import {
   type NonceRow,
   type WalletKey,
 } from '../persistence/evm-nonces.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * The EVM nonce reaper (reference runtime §10): one stuck nonce must never block a wallet. EVM
@@ -85,9 +86,9 @@ export interface EvmNonceReaperReport {
 const FILL_GAS = 21_000n;
 
 export async function runEvmNonceReaper(deps: EvmNonceReaperDeps, opts: EvmNonceReaperOptions): Promise<EvmNonceReaperReport> {
-  const started = Date.now();
+  const runTime = runBudget(opts.maxRunMs);
   const report: EvmNonceReaperReport = { wallets: 0, settled: 0, rebroadcast: 0, filled: 0, released: 0, pending: 0, skipped: 0, budgetExhausted: false };
-  const overBudget = () => opts.maxRunMs > 0 && Date.now() - started > opts.maxRunMs;
+  const overBudget = () => runTime.spent();
   let budget = opts.batchSize;
   const pool = deps.nonces.pool;
 

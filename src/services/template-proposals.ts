@@ -41,6 +41,7 @@ import {
 import { graphHash } from '../plan/compile.ts';
 import type { TemplateDefinition } from '../plan/template-schema.ts';
 import { validateTemplate, validateTemplateStructure, type BindingCatalog } from '../plan/validate.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * The template proposal service: the one owner of proposal writes. Every change of a proposal
@@ -458,11 +459,11 @@ async function sweep(
   candidates: (now: Date, limit: number) => Promise<string[]>,
   one: (id: string) => Promise<unknown>,
 ): Promise<ProposalSweepReport> {
-  const started = clock(deps).getTime();
+  const runTime = runBudget(budget.maxRunMs, () => clock(deps).getTime());
   const report: ProposalSweepReport = { done: 0, skipped: 0, budgetExhausted: false };
   const ids = await candidates(clock(deps), budget.batchSize);
   for (const id of ids) {
-    if (budget.maxRunMs > 0 && clock(deps).getTime() - started >= budget.maxRunMs) {
+    if (runTime.spent()) {
       report.budgetExhausted = true;
       break;
     }
