@@ -191,6 +191,14 @@ export type FerryConfig = {
   file: ConfigFile;
 };
 
+/** A variable Ferry reads; with T, only those whose value is a T. */
+export type ConfigVariable<T = unknown> = { [V in keyof Fields]: z.output<Fields[V][1]> extends T ? V : never }[keyof Fields];
+
+/** The value a variable gave this configuration (its config key's). */
+export function configValue<V extends keyof Fields>(config: FerryConfig, variable: V): z.output<Fields[V][1]> {
+  return (config as Record<string, unknown>)[fields[variable][0]] as z.output<Fields[V][1]>;
+}
+
 /** Variables whose values must never appear in messages or logs. */
 const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
 // Role separation and audit checkpoints (docs/security.md).

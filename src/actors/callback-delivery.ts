@@ -17,6 +17,7 @@ import {
 } from '../persistence/callbacks.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
 import { QUEUES } from './boss.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * Callback delivery. Each pg-boss job on ferry-callbacks asks for one delivery attempt:
@@ -229,9 +230,8 @@ export async function sweepStrandedCallbacks(
   queue: CallbackQueue,
   opts: { overdueSeconds?: number; limit?: number; maxRunMs?: number; now?: () => number } = {},
 ): Promise<StrandedSweepReport> {
-  const now = opts.now ?? Date.now;
   const limit = opts.limit ?? 500;
-  const started = now();
+  const budget = runBudget(opts.maxRunMs ?? 0, opts.now);
   return withTransaction(pool, async (client) => {
     const stranded = await listStrandedCallbacks(client, { overdueSeconds: opts.overdueSeconds ?? 60, limit });
     // One id per callback, attempt and minute: two sweepers in the same minute write one job.
@@ -239,7 +239,7 @@ export async function sweepStrandedCallbacks(
     const report: StrandedSweepReport = { written: 0, budgetExhausted: stranded.length >= limit };
     const requeued: CallbackRow[] = [];
     for (const row of stranded) {
-      if ((opts.maxRunMs ?? 0) > 0 && now() - started >= opts.maxRunMs!) {
+      if (budget.spent()) {
         report.budgetExhausted = true;
         break;
       }

@@ -1,8 +1,9 @@
-import { serializeTransaction, TransactionNotFoundError, type Hex } from 'viem';
+import { serializeTransaction, type Hex } from 'viem';
 import type { EvmNonceManager, EvmNonceWallet as EvmWallet } from '../executors/evm/nonces.ts';
 import { capFees } from '../executors/evm/fee-bump.ts';
 import { classifyBroadcastError, errorDetail } from '../executors/evm/rpc-errors.ts';
 import { decodeSignedTx, signsExactly, type SignedTx } from '../executors/evm/signed-tx.ts';
+import { transactionKnown } from '../executors/evm/tx-lifecycle.ts';
 import { payloadHash } from '../executors/payload-hash.ts';
 import { PROTOCOL_VERSION } from '../executors/protocol.ts';
 import { EVM_NONCE_FILL_ACTION } from '../executors/signers/evm-policy.ts';
@@ -23,6 +24,7 @@ import {
   type NonceRow,
   type WalletKey,
 } from '../persistence/evm-nonces.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * The EVM nonce reaper (reference runtime §10): one stuck nonce must never block a wallet. EVM
@@ -84,9 +86,9 @@ export interface EvmNonceReaperReport {
 const FILL_GAS = 21_000n;
 
 export async function runEvmNonceReaper(deps: EvmNonceReaperDeps, opts: EvmNonceReaperOptions): Promise<EvmNonceReaperReport> {
-  const started = Date.now();
+  const runTime = runBudget(opts.maxRunMs);
   const report: EvmNonceReaperReport = { wallets: 0, settled: 0, rebroadcast: 0, filled: 0, released: 0, pending: 0, skipped: 0, budgetExhausted: false };
-  const overBudget = () => opts.maxRunMs > 0 && Date.now() - started > opts.maxRunMs;
+  const overBudget = () => runTime.spent();
   let budget = opts.batchSize;
   const pool = deps.nonces.pool;
 
@@ -138,7 +140,7 @@ async function reapOne(deps: EvmNonceReaperDeps, wallet: EvmWallet, w: WalletKey
   if (row.status === 'broadcast') {
     const versions = await usableVersions(pool, w, row);
     for (const v of versions) {
-      if (await isPending(wallet, v.hash)) {
+      if (await transactionKnown(wallet.client, v.hash)) {
         await touchReservation(pool, row.id, null);
         report.pending++;
         return;
@@ -188,7 +190,7 @@ async function reapOne(deps: EvmNonceReaperDeps, wallet: EvmWallet, w: WalletKey
   }
 
   if (row.status === 'filled') {
-    if (row.filler_tx_hash && (await isPending(wallet, row.filler_tx_hash as Hex))) {
+    if (row.filler_tx_hash && (await transactionKnown(wallet.client, row.filler_tx_hash as Hex))) {
       await touchReservation(pool, row.id, null);
       report.pending++;
       return;
@@ -275,15 +277,6 @@ async function usableVersions(pool: EvmNonceManager['pool'], w: WalletKey, row: 
   return out;
 }
 
-async function isPending(wallet: EvmWallet, hash: Hex): Promise<boolean> {
-  try {
-    await wallet.client.getTransaction({ hash });
-    return true;
-  } catch (err) {
-    if (err instanceof TransactionNotFoundError) return false;
-    throw err;
-  }
-}
 
 type Sent = { ok: true } | { ok: false; kind: 'refused' | 'uncertain'; code: string; detail: string };
 

@@ -5,6 +5,7 @@ import { withTransaction } from '../persistence/db.ts';
 import type { WorkerDeps } from './execution.ts';
 import { nowIso } from './execution.ts';
 import { deliverMovementEvent } from './transition.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * Approval expiry: PENDING_APPROVAL requests past expires_at become EXPIRED (with a
@@ -26,12 +27,11 @@ export async function expirePendingMovements(
   opts: { now?: () => number } = {},
 ): Promise<ExpiryReport> {
   // The run-time budget is measured on this clock (tests inject one; no sleeps).
-  const now = opts.now ?? Date.now;
-  const started = now();
+  const budget = runBudget(deps.config.expirationMaxRunMs, opts.now);
   const report: ExpiryReport = { expired: 0, skipped: 0, budgetExhausted: false };
   const ids = await expiredCandidates(deps.pool, deps.config.expirationBatchSize);
   for (const id of ids) {
-    if (deps.config.expirationMaxRunMs > 0 && now() - started > deps.config.expirationMaxRunMs) {
+    if (budget.spent()) {
       report.budgetExhausted = true;
       break;
     }

@@ -13,6 +13,7 @@ import {
 } from '../persistence/reconciliation-drifts.ts';
 import { askProvider, contextFor, errorOutcome, errorText, nowIso, type WorkerDeps } from './execution.ts';
 import { deliverBatch, type MovementItem } from './transition.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * Reconciliation with evidence: the log replay (reconciliation.ts) proves the rows are what the
@@ -71,7 +72,7 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
   const { config, pool } = deps;
   const report: ProviderReconciliationReport = { checked: 0, drifted: 0, repaired: 0, unanswered: 0, byClass: {}, budgetExhausted: false };
   if (!config.reconciliationEvidenceEnabled) return report;
-  const started = Date.now();
+  const budget = runBudget(config.reconciliationMaxRunMs);
   const candidates = await evidenceCandidates(pool, {
     lookbackSeconds: config.reconciliationLookbackSeconds,
     recheckSeconds: config.reconciliationRecheckSeconds,
@@ -79,7 +80,7 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
   });
   const asked: string[] = [];
   for (const node of candidates) {
-    if (config.reconciliationMaxRunMs > 0 && Date.now() - started > config.reconciliationMaxRunMs) {
+    if (budget.spent()) {
       report.budgetExhausted = true;
       break;
     }

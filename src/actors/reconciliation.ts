@@ -17,6 +17,7 @@ import {
 } from '../persistence/movements.ts';
 import type { FerryConfig } from '../config.ts';
 import { nodeContextFromRow, movementContextFromRow } from './transition.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * Reconciliation: replays each movement's transition log through the machines and compares the
@@ -89,14 +90,13 @@ export async function reconcileBatch(
   opts: { now?: () => number } = {},
 ): Promise<ReconciliationReport> {
   // The run-time budget is measured on this clock (tests inject one; no sleeps).
-  const now = opts.now ?? Date.now;
-  const started = now();
+  const budget = runBudget(deps.config.reconciliationMaxRunMs, opts.now);
   const report: ReconciliationReport = { checked: 0, drifted: 0, budgetExhausted: false };
   const ids = await reconciliationCandidates(deps.pool, deps.config.reconciliationBatchSize);
   // A full batch is a budget too: there may be more, and the next run continues.
   if (ids.length >= deps.config.reconciliationBatchSize) report.budgetExhausted = true;
   for (const id of ids) {
-    if (deps.config.reconciliationMaxRunMs > 0 && now() - started > deps.config.reconciliationMaxRunMs) {
+    if (budget.spent()) {
       report.budgetExhausted = true;
       break;
     }

@@ -1,6 +1,6 @@
 import type { Job, PgBoss, Schedule } from 'pg-boss';
 import type { CallbackQueue } from '../callbacks/jobs.ts';
-import type { FerryConfig } from '../config.ts';
+import { configValue, type ConfigVariable, type FerryConfig } from '../config.ts';
 import { FerryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { callbackStrandedRequeuedTotal, sweepBudgetExhaustedTotal, workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
@@ -48,7 +48,7 @@ import { reconcileWithProviders } from './provider-reconciliation.ts';
  * waiting), and a per-minute schedule on the same queue restarts a chain that broke (the successor
  * could not be written). Either way the schedule row shows the sweep on the dashboard's Schedules page.
  *
- * A new sweep is one entry in `sweepDefinitions`: its name, its settings read from the configuration,
+ * A new sweep is one entry in the sweep table: its name, the configuration variables of its settings,
  * and its run function returning a SweepOutcome.
  */
 
@@ -83,17 +83,39 @@ export interface SweepDeps extends Pick<WorkerDeps, 'pool' | 'config' | 'executo
   evmNonces?: EvmNonceManager | null;
 }
 
+/** The configuration variables behind a sweep's settings: its switch, its interval and, when it has them, a batch size and a run time budget (ms). */
+export interface SweepVariables {
+  enabled: ConfigVariable<boolean>;
+  interval: ConfigVariable<number>;
+  batchSize?: ConfigVariable<number>;
+  budget?: ConfigVariable<number>;
+}
+
 export interface SweepDefinition {
   /** Stable name: the worker name in metrics and reports, and the queue's suffix. */
   name: string;
   summary: string;
   /** The configuration variables behind its settings (for reports and docs). */
-  variables: { enabled: string; interval: string; batchSize?: string; budget?: string };
+  variables: SweepVariables;
   settings(config: FerryConfig): SweepSettings;
   run(deps: SweepDeps, settings: SweepSettings): Promise<SweepOutcome>;
 }
 
-export const sweepDefinitions: readonly SweepDefinition[] = [
+/** A row of the sweep table: without `settings`, they are its variables' values (no batch size or budget variable: null, 0). */
+type SweepEntry = Omit<SweepDefinition, 'settings'> & Partial<Pick<SweepDefinition, 'settings'>>;
+
+function sweepDefinition(entry: SweepEntry): SweepDefinition {
+  const v = entry.variables;
+  const settings = (c: FerryConfig): SweepSettings => ({
+    enabled: configValue(c, v.enabled),
+    intervalSeconds: configValue(c, v.interval),
+    batchSize: v.batchSize ? configValue(c, v.batchSize) : null,
+    maxRunMs: v.budget ? configValue(c, v.budget) : 0,
+  });
+  return { settings, ...entry };
+}
+
+const sweepTable: SweepEntry[] = [
   {
     name: 'expiration_checker',
     summary: 'PENDING_APPROVAL movements past their deadline become EXPIRED (request_expired callback)',
@@ -103,12 +125,6 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       batchSize: 'FERRY_EXPIRATION_BATCH_SIZE',
       budget: 'FERRY_EXPIRATION_MAX_RUN_MS',
     },
-    settings: (c) => ({
-      enabled: c.expirationEnabled,
-      intervalSeconds: c.expirationIntervalSeconds,
-      batchSize: c.expirationBatchSize,
-      maxRunMs: c.expirationMaxRunMs,
-    }),
     async run(deps) {
       const r = await expirePendingMovements(deps);
       return { items: r.expired, budget_exhausted: r.budgetExhausted, expired: r.expired, skipped: r.skipped };
@@ -118,7 +134,6 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
     name: 'executor_health',
     summary: 'calls health() on every registered executor and signer and writes the roster',
     variables: { enabled: 'FERRY_EXECUTOR_HEALTH_ENABLED', interval: 'FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS', budget: 'FERRY_EXECUTOR_HEALTH_TIMEOUT_MS' },
-    settings: (c) => ({ enabled: c.healthEnabled, intervalSeconds: c.healthIntervalSeconds, batchSize: null, maxRunMs: c.healthTimeoutMs }),
     async run(deps, s) {
       const r = await refreshRegistryHealth(deps.pool, deps.executors, deps.signers, { timeoutMs: s.maxRunMs || undefined });
       const down = [...r.executors, ...r.signers].filter((x) => x.health_state === 'down').length;
@@ -141,6 +156,7 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       batchSize: 'FERRY_AUDIT_PROMOTER_BATCH_SIZE',
       budget: 'FERRY_AUDIT_PROMOTER_MAX_BATCHES',
     },
+    // Its budget is a number of batches (auditMaxBatches, read by the run), not a run time.
     settings: (c) => ({ enabled: c.auditEnabled, intervalSeconds: c.auditIntervalSeconds, batchSize: c.auditBatchSize, maxRunMs: 0 }),
     async run(deps, s) {
       const r = await promoteAuditRun(deps.pool, { batchSize: s.batchSize ?? undefined, maxBatches: deps.config.auditMaxBatches });
@@ -156,12 +172,6 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       batchSize: 'FERRY_CALLBACK_STRANDED_SWEEP_BATCH_SIZE',
       budget: 'FERRY_CALLBACK_STRANDED_SWEEP_MAX_RUN_MS',
     },
-    settings: (c) => ({
-      enabled: c.callbackStrandedSweepEnabled,
-      intervalSeconds: c.callbackStrandedSweepIntervalSeconds,
-      batchSize: c.callbackStrandedSweepBatchSize,
-      maxRunMs: c.callbackStrandedSweepMaxRunMs,
-    }),
     async run(deps, s) {
       const r = await sweepStrandedCallbacks(deps.pool, deps.callbackQueue, { limit: s.batchSize ?? 500, maxRunMs: s.maxRunMs });
       if (r.written > 0) deps.log.warn({ worker: 'callback_stranded_sweep', written: r.written }, 'stranded callbacks re-enqueued');
@@ -178,12 +188,6 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       batchSize: 'FERRY_RECONCILIATION_BATCH_SIZE',
       budget: 'FERRY_RECONCILIATION_MAX_RUN_MS',
     },
-    settings: (c) => ({
-      enabled: c.reconciliationEnabled,
-      intervalSeconds: c.reconciliationIntervalSeconds,
-      batchSize: c.reconciliationBatchSize,
-      maxRunMs: c.reconciliationMaxRunMs,
-    }),
     async run(deps) {
       const r = await reconcileBatch(deps);
       // Then the providers' evidence about recently settled nodes (provider-reconciliation.ts).
@@ -206,12 +210,6 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       batchSize: 'FERRY_BALANCE_SNAPSHOT_BATCH_SIZE',
       budget: 'FERRY_BALANCE_SNAPSHOT_MAX_RUN_MS',
     },
-    settings: (c) => ({
-      enabled: c.balanceSnapshotEnabled,
-      intervalSeconds: c.balanceSnapshotIntervalSeconds,
-      batchSize: c.balanceSnapshotBatchSize,
-      maxRunMs: c.balanceSnapshotMaxRunMs,
-    }),
     async run(deps, s) {
       if (!deps.balances) return { items: 0, budget_exhausted: false, skipped: 'balance fetchers not configured in this process' };
       const r = await runBalanceSnapshotSweep(deps.balances, { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs });
@@ -234,12 +232,6 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       batchSize: 'FERRY_EVM_NONCE_REAPER_BATCH_SIZE',
       budget: 'FERRY_EVM_NONCE_REAPER_MAX_RUN_MS',
     },
-    settings: (c) => ({
-      enabled: c.evmNonceReaperEnabled,
-      intervalSeconds: c.evmNonceReaperIntervalSeconds,
-      batchSize: c.evmNonceReaperBatchSize,
-      maxRunMs: c.evmNonceReaperMaxRunMs,
-    }),
     async run(deps, s) {
       // A wallet whose signer this process lacks is skipped and left to a process that has it.
       if (!deps.evmNonces) return { items: 0, budget_exhausted: false, skipped: 'no EVM lane in this process' };
@@ -270,12 +262,6 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       batchSize: 'FERRY_TEMPLATE_PROPOSAL_EXPIRATION_BATCH_SIZE',
       budget: 'FERRY_TEMPLATE_PROPOSAL_EXPIRATION_MAX_RUN_MS',
     },
-    settings: (c) => ({
-      enabled: c.proposalExpirationEnabled,
-      intervalSeconds: c.proposalExpirationIntervalSeconds,
-      batchSize: c.proposalExpirationBatchSize,
-      maxRunMs: c.proposalExpirationMaxRunMs,
-    }),
     async run(deps, s) {
       const r = await expireDueProposals(deps, { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs });
       return { items: r.done, budget_exhausted: r.budgetExhausted, expired: r.done, skipped: r.skipped };
@@ -290,18 +276,14 @@ export const sweepDefinitions: readonly SweepDefinition[] = [
       batchSize: 'FERRY_TEMPLATE_FINALIZATION_BATCH_SIZE',
       budget: 'FERRY_TEMPLATE_FINALIZATION_MAX_RUN_MS',
     },
-    settings: (c) => ({
-      enabled: c.proposalFinalizationEnabled,
-      intervalSeconds: c.proposalFinalizationIntervalSeconds,
-      batchSize: c.proposalFinalizationBatchSize,
-      maxRunMs: c.proposalFinalizationMaxRunMs,
-    }),
     async run(deps, s) {
       const r = await finalizeDueProposals(deps, { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs });
       return { items: r.done, budget_exhausted: r.budgetExhausted, finalized: r.done, skipped: r.skipped };
     },
   },
 ];
+
+export const sweepDefinitions: readonly SweepDefinition[] = sweepTable.map(sweepDefinition);
 
 /** Queues of the scheme before sweeps were jobs; removed on start (see retireLegacySweeps). */
 export const LEGACY_SWEEP_QUEUES = ['ferry-callbacks-sweep'] as const;

@@ -15,6 +15,7 @@ import { balanceClientFor, type BalanceChain } from './clients.ts';
 import { CHAIN_WIDE_ERRORS, balanceErrorCode, type BalanceErrorCode } from './errors.ts';
 import { EvmChainClients, createBalanceFetchers, type BalanceFetcherRegistry } from './fetchers.ts';
 import { buildWatchPlan, type BalanceTarget, type LegacyChain } from './watch.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * The balance snapshot sweep (reference runtime §7, `balance_snapshot`): each run claims the watched
@@ -63,10 +64,10 @@ const keyOf = (k: WatchKey) => `${k.chain}\u0000${k.wallet}\u0000${k.asset}`;
 
 export async function runBalanceSnapshotSweep(deps: BalanceSweepDeps, opts: BalanceSweepOptions): Promise<BalanceSweepResult> {
   const clock = deps.clock ?? (() => performance.now());
-  const started = clock();
+  const runTime = runBudget(opts.maxRunMs, clock);
   // A run always starts at least one fetch, so a budget smaller than one call still makes progress.
   let begun = 0;
-  const overBudget = () => begun > 0 && opts.maxRunMs > 0 && clock() - started >= opts.maxRunMs;
+  const overBudget = () => begun > 0 && runTime.spent();
   const result: BalanceSweepResult = { claimed: 0, snapshots: 0, errors: 0, released: 0, budgetExhausted: false, deleted: { snapshots: 0, entries: 0 } };
 
   const targets = await deps.targets();

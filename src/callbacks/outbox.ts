@@ -10,8 +10,8 @@ import { redriveCallback } from './lifecycle.ts';
  * that changes a request, so the callback (and its delivery job) exist exactly when the change does.
  */
 
-/** The movement_requests fields a callback reports; pass the row as it is after the transition. */
-export interface CallbackMovementRow {
+/** The movement as a callback reports it: the movement_requests fields, times as ISO 8601. */
+export interface CallbackMovement {
   id: string;
   template_key: string;
   template_version: number;
@@ -20,6 +20,12 @@ export interface CallbackMovementRow {
   request_state: string;
   approval_status: string;
   current_frontier: unknown;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The movement_requests fields a callback reports; pass the row as it is after the transition. */
+export interface CallbackMovementRow extends Omit<CallbackMovement, 'created_at' | 'updated_at'> {
   callback_url: string | null;
   created_at: Date | string;
   updated_at: Date | string;
@@ -41,18 +47,7 @@ export interface CallbackPayload {
   request_state: string;
   node_key?: string;
   occurred_at: string;
-  movement: {
-    id: string;
-    template_key: string;
-    template_version: number;
-    compiled_plan_hash: string;
-    intent: unknown;
-    request_state: string;
-    approval_status: string;
-    current_frontier: unknown;
-    created_at: string;
-    updated_at: string;
-  };
+  movement: CallbackMovement;
 }
 
 function iso(t: Date | string): string {

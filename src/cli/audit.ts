@@ -4,6 +4,7 @@ import { loadConfig } from '../config.ts';
 import { auditChainHead, promoteAuditBatch, verifyAuditChain, type ChainHead } from '../persistence/audit.ts';
 import type { Pool } from '../persistence/db.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
+import { printedJson } from './format.ts';
 
 const BATCH = 500;
 
@@ -35,9 +36,9 @@ const verify: CliCommand = {
       const promoted = await drainOutbox(pool);
       return { promoted, result: await verifyAuditChain(pool, { checkpoint }) };
     });
-    if (ctx.flag('json')) ctx.out(JSON.stringify({ ...result, promoted }));
-    else if (result.ok) ctx.out(`audit chain ok (${result.checked} events)`);
-    else ctx.out(`audit chain BROKEN at event ${result.broken!.id}: ${result.broken!.reason} (${result.checked} events verified before it)`);
+    if (!printedJson(ctx, { ...result, promoted })) {
+      ctx.out(result.ok ? `audit chain ok (${result.checked} events)` : `audit chain BROKEN at event ${result.broken!.id}: ${result.broken!.reason} (${result.checked} events verified before it)`);
+    }
     return result.ok ? 0 : 1;
   },
 };
@@ -52,8 +53,7 @@ const head: CliCommand = {
       await drainOutbox(pool);
       return auditChainHead(pool);
     });
-    if (ctx.flag('json')) ctx.out(JSON.stringify(found));
-    else ctx.out(found ? `${found.id}:${found.hash}` : 'the audit chain is empty');
+    if (!printedJson(ctx, found)) ctx.out(found ? `${found.id}:${found.hash}` : 'the audit chain is empty');
   },
 };
 
@@ -92,8 +92,7 @@ const checkpointExport: CliCommand = {
     if (!found) throw new CliError('the audit chain is empty: nothing to checkpoint yet');
     const checkpoint = signCheckpoint(found, key, new Date());
     writeFileSync(out, JSON.stringify(checkpoint, null, 2) + '\n', { mode: 0o644 });
-    if (ctx.flag('json')) ctx.out(JSON.stringify(checkpoint));
-    else ctx.out(`checkpoint of event ${checkpoint.sequence} (${checkpoint.hash}) written to ${out}`);
+    if (!printedJson(ctx, checkpoint)) ctx.out(`checkpoint of event ${checkpoint.sequence} (${checkpoint.hash}) written to ${out}`);
   },
 };
 

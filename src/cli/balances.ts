@@ -3,7 +3,7 @@
  * a table; a stale balance says so, with the class of the last fetch error.
  */
 import { UsageError, type CliCommand } from './command.ts';
-import { table } from './format.ts';
+import { printedJson, printTable } from './format.ts';
 import { API_USAGE, apiOptions, apiTarget, callApi } from './movements.ts';
 
 interface BalanceView {
@@ -48,17 +48,13 @@ const balances: CliCommand = {
       rows.push(...page.balances);
       cursor = page.next_cursor;
     } while (cursor && ++pages < MAX_PAGES);
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(rows));
-    if (rows.length === 0) {
-      return ctx.out(Object.keys(filters).length ? 'No balance matches.' : 'No balances yet (is FERRY_BALANCE_SNAPSHOT_ENABLED on, with wallets to watch?).');
-    }
-    ctx.out(
-      table(
-        ['CHAIN', 'WALLET', 'LABEL', 'ASSET', 'AMOUNT', 'AS OF', 'STATUS'],
-        rows.map((b) => [b.chain, b.wallet, b.label ?? '-', b.symbol ?? b.asset, b.amount ?? '-', b.as_of ?? 'never', status(b)]),
-      ),
-    );
-    if (cursor) ctx.out(`(more balances than shown: narrow with --chain, --address or --asset)`);
+    if (printedJson(ctx, rows)) return;
+    printTable(ctx, rows, {
+      empty: Object.keys(filters).length ? 'No balance matches.' : 'No balances yet (is FERRY_BALANCE_SNAPSHOT_ENABLED on, with wallets to watch?).',
+      columns: ['CHAIN', 'WALLET', 'LABEL', 'ASSET', 'AMOUNT', 'AS OF', 'STATUS'],
+      row: (b) => [b.chain, b.wallet, b.label ?? '-', b.symbol ?? b.asset, b.amount ?? '-', b.as_of ?? 'never', status(b)],
+    });
+    if (rows.length > 0 && cursor) ctx.out(`(more balances than shown: narrow with --chain, --address or --asset)`);
   },
 };
 

@@ -4,7 +4,7 @@
  * event are the API's. A secret is printed once, by create and rotate-secret.
  */
 import { UsageError, type CliCommand, type CliContext } from './command.ts';
-import { table } from './format.ts';
+import { printedJson, printList } from './format.ts';
 import { API_USAGE, apiOptions, apiTarget, callApi } from './movements.ts';
 
 const BASE = '/v3/callback-destinations';
@@ -34,7 +34,7 @@ const create: CliCommand = {
     if (!name) throw new UsageError('--name is required');
     if (!url) throw new UsageError('--callback-url is required (where the destination receives its callbacks)');
     const made = await callApi(apiTarget(ctx), 'POST', BASE, { name, url });
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(made));
+    if (printedJson(ctx, made)) return;
     ctx.out(`Registered callback destination "${made.destination.name}" (id ${made.destination.id}) -> ${made.destination.url}. Signing secret:`);
     printSecret(ctx, made.destination.name, made.secret, `Movements name it with callback_destination: "${made.destination.name}".`);
   },
@@ -47,14 +47,11 @@ const list: CliCommand = {
   options: apiOptions,
   async run(ctx) {
     const { destinations } = await callApi(apiTarget(ctx), 'GET', BASE);
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(destinations));
-    if (destinations.length === 0) return ctx.out('No callback destinations. Register one with: ferry callbacks destinations create --name NAME --callback-url URL');
-    ctx.out(
-      table(
-        ['ID', 'NAME', 'STATUS', 'URL', 'SECRET SINCE', 'OVERLAP UNTIL'],
-        destinations.map((d: any) => [d.id, d.name, d.status, d.url, d.secret_created_at ?? '-', d.previous_secrets_expire_at ?? '-']),
-      ),
-    );
+    printList(ctx, destinations, {
+      empty: 'No callback destinations. Register one with: ferry callbacks destinations create --name NAME --callback-url URL',
+      columns: ['ID', 'NAME', 'STATUS', 'URL', 'SECRET SINCE', 'OVERLAP UNTIL'],
+      row: (d: any) => [d.id, d.name, d.status, d.url, d.secret_created_at ?? '-', d.previous_secrets_expire_at ?? '-'],
+    });
   },
 };
 
@@ -66,7 +63,7 @@ const show: CliCommand = {
   options: apiOptions,
   async run(ctx) {
     const { destination: d } = await callApi(apiTarget(ctx), 'GET', `${BASE}/${ref(ctx)}`);
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(d));
+    if (printedJson(ctx, d)) return;
     ctx.out(`Callback destination ${d.name} (${d.id})`);
     ctx.out(`  url            ${d.url}`);
     ctx.out(`  status         ${d.status}${d.disabled_at ? ` since ${d.disabled_at} by ${d.disabled_by}` : ''}`);
@@ -85,7 +82,7 @@ const rotate: CliCommand = {
     const overlap = ctx.option('overlap-seconds');
     if (overlap !== undefined && !/^\d{1,7}$/.test(overlap)) throw new UsageError('--overlap-seconds must be a whole number of seconds');
     const rotated = await callApi(apiTarget(ctx), 'POST', `${BASE}/${ref(ctx)}/rotate-secret`, overlap === undefined ? {} : { overlap_seconds: Number(overlap) });
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(rotated));
+    if (printedJson(ctx, rotated)) return;
     const d = rotated.destination;
     ctx.out(`New signing secret for "${d.name}":`);
     printSecret(
@@ -107,7 +104,7 @@ const disable: CliCommand = {
   options: apiOptions,
   async run(ctx) {
     const { destination: d } = await callApi(apiTarget(ctx), 'POST', `${BASE}/${ref(ctx)}/disable`, {});
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(d));
+    if (printedJson(ctx, d)) return;
     ctx.out(`Callback destination "${d.name}" is disabled (since ${d.disabled_at}).`);
   },
 };

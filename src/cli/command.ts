@@ -1,4 +1,5 @@
 import type { ParseArgsOptionsConfig } from 'node:util';
+import { isUuid } from '../ids.ts';
 import type { CliDatabase, DatabaseMode } from './database.ts';
 
 /**
@@ -58,4 +59,16 @@ export class CliError extends Error {
     super(message);
     this.name = 'CliError';
   }
+}
+
+/** `--name NAME | --id ID`: the options of a command that names one thing either way. */
+export const NAME_OR_ID = { usage: '--name NAME | --id ID', options: { name: { type: 'string' }, id: { type: 'string' } } } as const;
+
+/** The thing NAME_OR_ID names: exactly one of the two; an --id must be a UUID when `idIs` says what it is. */
+export function nameOrId(ctx: Pick<CliContext, 'option'>, idIs?: string): string {
+  const name = ctx.option('name');
+  const id = ctx.option('id');
+  if ((name === undefined) === (id === undefined)) throw new UsageError('give exactly one of --name or --id');
+  if (id !== undefined && idIs !== undefined && !isUuid(id)) throw new UsageError(`--id must be ${idIs} (a UUID), got "${id}"`);
+  return (id ?? name)!;
 }

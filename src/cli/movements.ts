@@ -9,7 +9,7 @@ import type { ParseArgsOptionsConfig } from 'node:util';
 import { request } from 'undici';
 import { isUuid } from '../ids.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
-import { table } from './format.ts';
+import { printedJson, printList, table } from './format.ts';
 
 export const DEFAULT_URL = 'http://127.0.0.1:3000';
 
@@ -184,7 +184,7 @@ const create: CliCommand = {
     };
     const key = ctx.option('idempotency-key');
     const created = await callApi(target, 'POST', '/v3/movements', body, key ? { 'idempotency-key': key } : {});
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(created));
+    if (printedJson(ctx, created)) return;
     const m = created.movement;
     ctx.out(`Created movement ${m.id} (${m.state}) from ${m.template_key} v${m.template_version}.`);
     ctx.out(`Plan hash: ${m.compiled_plan_hash}`);
@@ -206,7 +206,7 @@ const approve: CliCommand = {
     // Ferry refuses the approval if the movement's plan is not that one.
     const hash = ctx.option('plan-hash') ?? current.compiled_plan_hash;
     const decided = await callApi(target, 'POST', `/v3/movements/${id}/approve`, { compiled_plan_hash: hash });
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(decided));
+    if (printedJson(ctx, decided)) return;
     const m = decided.movement;
     ctx.out(`Approved plan ${hash} of movement ${m.id} (${m.template_key} v${m.template_version}).`);
     ctx.out(
@@ -228,21 +228,18 @@ const list: CliCommand = {
     const state = ctx.option('state');
     const query = new URLSearchParams({ limit, ...(state ? { state: state.toUpperCase() } : {}) });
     const { movements } = await callApi(apiTarget(ctx), 'GET', `/inspect/movements?${query}`);
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(movements));
-    if (movements.length === 0) return ctx.out(state ? `No movements in ${state.toUpperCase()}.` : 'No movements yet.');
-    ctx.out(
-      table(
-        ['ID', 'STATE', 'TEMPLATE', 'STEPS DONE', 'CREATED', 'BY'],
-        movements.map((m: any) => [
-          m.id,
-          m.state,
-          `${m.template_key} v${m.template_version}`,
-          `${(m.node_states.COMPLETED ?? 0) + (m.node_states.SKIPPED ?? 0)}/${m.nodes_total}`,
-          m.created_at,
-          m.created_by_name ?? m.created_by,
-        ]),
-      ),
-    );
+    printList(ctx, movements, {
+      empty: state ? `No movements in ${state.toUpperCase()}.` : 'No movements yet.',
+      columns: ['ID', 'STATE', 'TEMPLATE', 'STEPS DONE', 'CREATED', 'BY'],
+      row: (m: any) => [
+        m.id,
+        m.state,
+        `${m.template_key} v${m.template_version}`,
+        `${(m.node_states.COMPLETED ?? 0) + (m.node_states.SKIPPED ?? 0)}/${m.nodes_total}`,
+        m.created_at,
+        m.created_by_name ?? m.created_by,
+      ],
+    });
   },
 };
 
@@ -255,7 +252,7 @@ const show: CliCommand = {
   async run(ctx) {
     const id = movementId(ctx);
     const d: MovementDetail = await callApi(apiTarget(ctx), 'GET', `/inspect/movements/${id}`);
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(d));
+    if (printedJson(ctx, d)) return;
     const r = d.movement;
     ctx.out(`Movement ${r.id}`);
     ctx.out(`  template   ${r.template_key} v${r.template_version}`);

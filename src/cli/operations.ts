@@ -5,7 +5,7 @@
  */
 import { isUuid } from '../ids.ts';
 import { UsageError, type CliCommand, type CliContext } from './command.ts';
-import { table } from './format.ts';
+import { printedJson, printList, printTable } from './format.ts';
 import { API_USAGE, apiOptions, apiTarget, callApi } from './movements.ts';
 
 function uuidArg(ctx: CliContext, i: number, what: string): string {
@@ -21,30 +21,22 @@ const reconcile: CliCommand = {
   options: { ...apiOptions, all: { type: 'boolean' } },
   async run(ctx) {
     const report = await callApi(apiTarget(ctx), 'GET', `/v3/reconciliation?state=${ctx.flag('all') ? 'all' : 'open'}`);
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(report));
-      return;
-    }
+    if (printedJson(ctx, report)) return;
     ctx.out(`Auto-repair: ${report.auto_repair ? 'on' : 'off'} (FERRY_RECONCILIATION_AUTO_REPAIR); lookback ${report.lookback_seconds}s.`);
-    if (report.drifts.length === 0) {
-      ctx.out(ctx.flag('all') ? 'No drift recorded.' : 'No open drift.');
-      return;
-    }
-    ctx.out(
-      table(
-        ['CLASS', 'MOVEMENT', 'NODE', 'ATTEMPT', 'STORED', 'PROVIDER', 'LAST SEEN', 'REPAIRED'],
-        report.drifts.map((d: any) => [
-          d.drift_class,
-          d.movement_id,
-          d.node_key,
-          String(d.attempt_no),
-          d.stored_state,
-          d.provider_state,
-          d.last_seen_at,
-          d.repaired_at ? `${d.repaired_at} by ${d.repaired_by}` : '-',
-        ]),
-      ),
-    );
+    printTable(ctx, report.drifts, {
+      empty: ctx.flag('all') ? 'No drift recorded.' : 'No open drift.',
+      columns: ['CLASS', 'MOVEMENT', 'NODE', 'ATTEMPT', 'STORED', 'PROVIDER', 'LAST SEEN', 'REPAIRED'],
+      row: (d: any) => [
+        d.drift_class,
+        d.movement_id,
+        d.node_key,
+        String(d.attempt_no),
+        d.stored_state,
+        d.provider_state,
+        d.last_seen_at,
+        d.repaired_at ? `${d.repaired_at} by ${d.repaired_by}` : '-',
+      ],
+    });
   },
 };
 
@@ -57,20 +49,11 @@ const listResolutions: CliCommand = {
   async run(ctx) {
     const id = uuidArg(ctx, 0, 'MOVEMENT');
     const { resolutions } = await callApi(apiTarget(ctx), 'GET', `/v3/movements/${id}/resolutions`);
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(resolutions));
-      return;
-    }
-    if (resolutions.length === 0) {
-      ctx.out('No resolutions.');
-      return;
-    }
-    ctx.out(
-      table(
-        ['ID', 'NODE', 'RESOLUTION', 'STATUS', 'PROPOSED BY', 'CONFIRMED BY', 'REASON'],
-        resolutions.map((r: any) => [r.id, r.node_key, r.resolution, r.status, r.proposed_by, r.confirmed_by ?? '-', r.reason]),
-      ),
-    );
+    printList(ctx, resolutions, {
+      empty: 'No resolutions.',
+      columns: ['ID', 'NODE', 'RESOLUTION', 'STATUS', 'PROPOSED BY', 'CONFIRMED BY', 'REASON'],
+      row: (r: any) => [r.id, r.node_key, r.resolution, r.status, r.proposed_by, r.confirmed_by ?? '-', r.reason],
+    });
   },
 };
 
@@ -90,10 +73,7 @@ const propose: CliCommand = {
     const ref = ctx.option('provider-ref');
     const body = { node_key: node, resolution, reason, ...(ref ? { provider_ref: ref } : {}) };
     const r = await callApi(apiTarget(ctx), 'POST', `/v3/movements/${id}/resolutions`, body);
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(r));
-      return;
-    }
+    if (printedJson(ctx, r)) return;
     ctx.out(`Proposed resolution ${r.id}: ${r.resolution} node ${r.node_key} (attempt ${r.attempt_no}).`);
     ctx.out(`Another principal applies it with: ferry resolutions confirm ${id} ${r.id}`);
   },
@@ -109,10 +89,7 @@ const confirm: CliCommand = {
     const id = uuidArg(ctx, 0, 'MOVEMENT');
     const rid = uuidArg(ctx, 1, 'RESOLUTION');
     const r = await callApi(apiTarget(ctx), 'POST', `/v3/movements/${id}/resolutions/${rid}/confirm`);
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(r));
-      return;
-    }
+    if (printedJson(ctx, r)) return;
     ctx.out(`Applied resolution ${r.resolution.id} (${r.resolution.resolution} node ${r.resolution.node_key}); the movement is ${r.movement.state}.`);
   },
 };
@@ -124,32 +101,23 @@ const workers: CliCommand = {
   options: apiOptions,
   async run(ctx) {
     const report = await callApi(apiTarget(ctx), 'GET', '/v3/workers');
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(report.workers));
-      return;
-    }
-    if (report.workers.length === 0) {
-      ctx.out('No worker has reported yet (is a process with workers running?).');
-      return;
-    }
-    ctx.out(
-      table(
-        ['PROCESS', 'WORKER', 'KIND', 'ENABLED', 'EVERY', 'STATUS', 'RUNS', 'ERRORS', 'LAST RUN', 'HEARTBEAT', 'LAST ERROR'],
-        report.workers.map((w: any) => [
-          w.process_id,
-          w.worker_name,
-          w.kind,
-          w.enabled ? 'yes' : 'no',
-          w.interval_seconds === null ? '-' : `${w.interval_seconds}s`,
-          w.status,
-          String(w.runs),
-          String(w.consecutive_errors),
-          w.last_run_at ?? '-',
-          w.last_beat_at,
-          w.last_error ?? '-',
-        ]),
-      ),
-    );
+    printList(ctx, report.workers, {
+      empty: 'No worker has reported yet (is a process with workers running?).',
+      columns: ['PROCESS', 'WORKER', 'KIND', 'ENABLED', 'EVERY', 'STATUS', 'RUNS', 'ERRORS', 'LAST RUN', 'HEARTBEAT', 'LAST ERROR'],
+      row: (w: any) => [
+        w.process_id,
+        w.worker_name,
+        w.kind,
+        w.enabled ? 'yes' : 'no',
+        w.interval_seconds === null ? '-' : `${w.interval_seconds}s`,
+        w.status,
+        String(w.runs),
+        String(w.consecutive_errors),
+        w.last_run_at ?? '-',
+        w.last_beat_at,
+        w.last_error ?? '-',
+      ],
+    });
   },
 };
 

@@ -1,7 +1,7 @@
 import { principalKinds, type PrincipalInfo } from '../persistence/principals.ts';
 import { createPrincipal, disablePrincipal, listPrincipals } from '../services/principals.ts';
-import { UsageError, type CliCommand } from './command.ts';
-import { table } from './format.ts';
+import { NAME_OR_ID, nameOrId, UsageError, type CliCommand } from './command.ts';
+import { printedJson, printList } from './format.ts';
 import { operatorName } from './operator.ts';
 
 /**
@@ -22,8 +22,7 @@ const create: CliCommand = {
     if (!(principalKinds as readonly string[]).includes(kind)) throw new UsageError(`unknown kind "${kind}"; choose one of: ${principalKinds.join(', ')}`);
     const actor = operatorName(ctx);
     const created = await ctx.withDatabase(({ pool }) => createPrincipal(pool, { name, kind }, actor));
-    if (ctx.flag('json')) ctx.out(JSON.stringify(created));
-    else ctx.out(`Created principal "${created.name}" (${created.kind}, id ${created.id}). Give it tokens with: ferry tokens create --principal ${created.name} --role ROLE`);
+    if (!printedJson(ctx, created)) ctx.out(`Created principal "${created.name}" (${created.kind}, id ${created.id}). Give it tokens with: ferry tokens create --principal ${created.name} --role ROLE`);
   },
 };
 
@@ -34,36 +33,24 @@ const list: CliCommand = {
   options: { all: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(ctx) {
     const principals = await ctx.withDatabase(({ pool }) => listPrincipals(pool, { includeDisabled: ctx.flag('all') }));
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(principals));
-      return;
-    }
-    if (principals.length === 0) {
-      ctx.out('No principals. Create one with: ferry principals create --name NAME');
-      return;
-    }
-    ctx.out(
-      table(
-        ['ID', 'NAME', 'KIND', 'CREATED', 'STATUS'],
-        principals.map((p: PrincipalInfo) => [p.id, p.name, p.kind, p.created_at.toISOString(), p.disabled_at ? `disabled ${p.disabled_at.toISOString()}` : 'active']),
-      ),
-    );
+    printList(ctx, principals, {
+      empty: 'No principals. Create one with: ferry principals create --name NAME',
+      columns: ['ID', 'NAME', 'KIND', 'CREATED', 'STATUS'],
+      row: (p: PrincipalInfo) => [p.id, p.name, p.kind, p.created_at.toISOString(), p.disabled_at ? `disabled ${p.disabled_at.toISOString()}` : 'active'],
+    });
   },
 };
 
 const disable: CliCommand = {
   path: ['principals', 'disable'],
   summary: 'disable a principal: every token it holds is refused from now on (audited)',
-  usage: '--name NAME | --id ID [--by OPERATOR] [--json]',
-  options: { name: { type: 'string' }, id: { type: 'string' }, by: { type: 'string' }, json: { type: 'boolean' } },
+  usage: `${NAME_OR_ID.usage} [--by OPERATOR] [--json]`,
+  options: { ...NAME_OR_ID.options, by: { type: 'string' }, json: { type: 'boolean' } },
   async run(ctx) {
-    const name = ctx.option('name');
-    const id = ctx.option('id');
-    if ((name === undefined) === (id === undefined)) throw new UsageError('give exactly one of --name or --id');
+    const ref = nameOrId(ctx);
     const actor = operatorName(ctx);
-    const disabled = await ctx.withDatabase(({ pool }) => disablePrincipal(pool, (id ?? name)!, actor));
-    if (ctx.flag('json')) ctx.out(JSON.stringify(disabled));
-    else ctx.out(`Disabled principal "${disabled.name}" (id ${disabled.id}); its tokens no longer authenticate.`);
+    const disabled = await ctx.withDatabase(({ pool }) => disablePrincipal(pool, ref, actor));
+    if (!printedJson(ctx, disabled)) ctx.out(`Disabled principal "${disabled.name}" (id ${disabled.id}); its tokens no longer authenticate.`);
   },
 };
 

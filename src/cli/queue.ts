@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ZodError } from 'zod';
 import { MovementRequestMessage, sendMovementRequest } from '../actors/movement-queue.ts';
 import { UsageError, type CliCommand } from './command.ts';
+import { printedJson } from './format.ts';
 import { withBoss } from './database.ts';
 
 function jsonObject(name: string, text: string | undefined): Record<string, unknown> | undefined {
@@ -51,10 +52,7 @@ const send: CliCommand = {
       throw new UsageError(`--${flag}: ${issue.message}`);
     }
     const jobId = await withBoss(ctx, (_db, boss) => sendMovementRequest(boss, message));
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify({ job_id: jobId, idempotency_key: message.idempotency_key }));
-      return;
-    }
+    if (printedJson(ctx, { job_id: jobId, idempotency_key: message.idempotency_key })) return;
     ctx.out(`Queued as job ${jobId} (idempotency key ${message.idempotency_key}); a worker creates the movement.`);
   },
 };

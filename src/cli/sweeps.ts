@@ -3,7 +3,7 @@ import { loadConfig } from '../config.ts';
 import { FerryError } from '../errors.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { withBoss } from './database.ts';
-import { table } from './format.ts';
+import { printedJson, printList } from './format.ts';
 import { operatorName } from './operator.ts';
 
 const run: CliCommand = {
@@ -25,10 +25,7 @@ const run: CliCommand = {
       if (err instanceof FerryError) throw new CliError(err.message);
       throw err;
     });
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(queued));
-      return;
-    }
+    if (printedJson(ctx, queued)) return;
     ctx.out(
       queued.how === 'queued'
         ? `Sweep ${queued.sweep}: run queued as job ${queued.job_id}; a worker process starts it as soon as no other run of it is in progress.`
@@ -45,25 +42,19 @@ const list: CliCommand = {
   async run(ctx) {
     const config = loadConfig(ctx.env);
     const statuses = await withBoss(ctx, ({ pool }, boss) => sweepStatuses({ pool, boss, config }));
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(statuses));
-      return;
-    }
-    ctx.out(
-      table(
-        ['SWEEP', 'ENABLED', 'EVERY', 'SCHEDULE', 'LAST RUN', 'OUTCOME', 'MS', 'NEXT DUE'],
-        statuses.map((s) => [
-          s.name,
-          s.enabled ? 'yes' : 'no',
-          `${s.interval_seconds}s`,
-          s.schedule ? `${s.timing} (${s.schedule.cron})` : '-',
-          s.running ? `running since ${s.running.started_at}` : (s.last_run?.finished_at ?? '-'),
-          s.last_run ? `${s.last_run.outcome}${s.last_run.budget_exhausted ? ' (budget hit)' : ''}` : '-',
-          s.last_run?.duration_ms == null ? '-' : String(s.last_run.duration_ms),
-          s.next_due_at ?? '-',
-        ]),
-      ),
-    );
+    printList(ctx, statuses, {
+      columns: ['SWEEP', 'ENABLED', 'EVERY', 'SCHEDULE', 'LAST RUN', 'OUTCOME', 'MS', 'NEXT DUE'],
+      row: (s) => [
+        s.name,
+        s.enabled ? 'yes' : 'no',
+        `${s.interval_seconds}s`,
+        s.schedule ? `${s.timing} (${s.schedule.cron})` : '-',
+        s.running ? `running since ${s.running.started_at}` : (s.last_run?.finished_at ?? '-'),
+        s.last_run ? `${s.last_run.outcome}${s.last_run.budget_exhausted ? ' (budget hit)' : ''}` : '-',
+        s.last_run?.duration_ms == null ? '-' : String(s.last_run.duration_ms),
+        s.next_due_at ?? '-',
+      ],
+    });
   },
 };
 

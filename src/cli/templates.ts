@@ -10,6 +10,7 @@
 import { readFile } from 'node:fs/promises';
 import { parseAllDocuments } from 'yaml';
 import { CliError, type CliCommand } from './command.ts';
+import { printedJson } from './format.ts';
 import { API_USAGE, apiOptions, apiTarget, callApi } from './movements.ts';
 
 /** The definitions in a file: a YAML/JSON object, a list of them, or several YAML documents. */
@@ -71,7 +72,7 @@ const apply: CliCommand = {
         ctx.out(`  note: timeout_policy changes of ${notApplied.join(', ')} are not applied to an unchanged graph`);
       }
     }
-    if (ctx.flag('json')) ctx.out(JSON.stringify(results));
+    printedJson(ctx, results);
   },
 };
 
@@ -92,7 +93,7 @@ const proposalsList: CliCommand = {
     if (ctx.option('state')) q.set('state', ctx.option('state')!.toUpperCase());
     if (ctx.option('template')) q.set('template_key', ctx.option('template')!);
     const r = await callApi(apiTarget(ctx), 'GET', `/v3/template-proposals${q.size ? `?${q}` : ''}`);
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(r));
+    if (printedJson(ctx, r)) return;
     if (r.proposals.length === 0) return ctx.out('no template proposals');
     for (const p of r.proposals) ctx.out(proposalLine(p));
   },
@@ -106,7 +107,7 @@ const proposalShow: CliCommand = {
   options: apiOptions,
   async run(ctx) {
     const r = await callApi(apiTarget(ctx), 'GET', `/v3/template-proposals/${encodeURIComponent(ctx.positionals[0])}`);
-    if (ctx.flag('json')) return ctx.out(JSON.stringify(r));
+    if (printedJson(ctx, r)) return;
     ctx.out(proposalLine(r.proposal));
     ctx.out(`live version: ${r.live_version ?? 'none'}${r.proposal.reason ? `; reason: ${r.proposal.reason}` : ''}`);
     const d = r.diff;
@@ -130,7 +131,7 @@ const decide = (verb: 'approve' | 'challenge' | 'withdraw', summary: string): Cl
     const body = verb === 'challenge' ? { reason: ctx.option('reason') ?? '' } : {};
     if (verb === 'challenge' && !body.reason?.trim()) throw new CliError('a challenge needs --reason TEXT');
     const r = await callApi(apiTarget(ctx), 'POST', `/v3/template-proposals/${encodeURIComponent(ctx.positionals[0])}/${verb}`, body);
-    ctx.out(ctx.flag('json') ? JSON.stringify(r) : proposalLine(r));
+    if (!printedJson(ctx, r)) ctx.out(proposalLine(r));
   },
 });
 

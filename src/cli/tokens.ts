@@ -1,8 +1,7 @@
-import { isUuid } from '../ids.ts';
 import { roles, isRole, type TokenInfo } from '../persistence/tokens.ts';
 import { createApiToken, listApiTokens, parseDuration, revokeApiToken } from '../services/principals.ts';
-import { UsageError, type CliCommand } from './command.ts';
-import { table } from './format.ts';
+import { NAME_OR_ID, nameOrId, UsageError, type CliCommand } from './command.ts';
+import { printedJson, printList } from './format.ts';
 import { operatorName } from './operator.ts';
 
 /** The hint printed when no admin token exists yet. */
@@ -41,11 +40,8 @@ const create: CliCommand = {
     }
     const actor = operatorName(ctx);
     const created = await ctx.withDatabase(({ pool }) => createApiToken(pool, { name, principal, role, expiresAt }, actor));
-    if (ctx.flag('json')) {
-      const { principal_created: _, ...shown } = created;
-      ctx.out(JSON.stringify(shown));
-      return;
-    }
+    const { principal_created: _, ...shown } = created;
+    if (printedJson(ctx, shown)) return;
     if (created.principal_created) ctx.out(`Created principal "${created.principal_name}" (person) for it.`);
     const expiry = created.expires_at ? `, expires ${created.expires_at.toISOString()}` : '';
     ctx.out(`Created token "${created.name}" of principal "${created.principal_name}" (role ${created.role}, id ${created.id}${expiry}):`);
@@ -70,48 +66,33 @@ const list: CliCommand = {
   async run(ctx) {
     const principal = ctx.option('principal');
     const tokens = await ctx.withDatabase(({ pool }) => listApiTokens(pool, { includeRevoked: ctx.flag('all'), principal }));
-    if (ctx.flag('json')) {
-      ctx.out(JSON.stringify(tokens));
-      return;
-    }
-    if (tokens.length === 0) {
-      ctx.out('No tokens. Create one with: ferry tokens create --principal PRINCIPAL --role ROLE');
-      return;
-    }
-    ctx.out(
-      table(
-        ['ID', 'NAME', 'ROLE', 'PRINCIPAL', 'CREATED', 'EXPIRES', 'LAST USED', 'STATUS'],
-        tokens.map((t: TokenInfo) => [
-          t.id,
-          t.name,
-          t.role,
-          t.principal_name,
-          t.created_at.toISOString(),
-          t.expires_at?.toISOString() ?? '-',
-          t.last_used_at?.toISOString() ?? '-',
-          status(t),
-        ]),
-      ),
-    );
+    printList(ctx, tokens, {
+      empty: 'No tokens. Create one with: ferry tokens create --principal PRINCIPAL --role ROLE',
+      columns: ['ID', 'NAME', 'ROLE', 'PRINCIPAL', 'CREATED', 'EXPIRES', 'LAST USED', 'STATUS'],
+      row: (t: TokenInfo) => [
+        t.id,
+        t.name,
+        t.role,
+        t.principal_name,
+        t.created_at.toISOString(),
+        t.expires_at?.toISOString() ?? '-',
+        t.last_used_at?.toISOString() ?? '-',
+        status(t),
+      ],
+    });
   },
 };
 
 const revoke: CliCommand = {
   path: ['tokens', 'revoke'],
   summary: 'revoke an API token by name or id (audited)',
-  usage: '--name NAME | --id ID [--by OPERATOR] [--json]',
-  options: { name: { type: 'string' }, id: { type: 'string' }, by: { type: 'string' }, json: { type: 'boolean' } },
+  usage: `${NAME_OR_ID.usage} [--by OPERATOR] [--json]`,
+  options: { ...NAME_OR_ID.options, by: { type: 'string' }, json: { type: 'boolean' } },
   async run(ctx) {
-    const name = ctx.option('name');
-    const id = ctx.option('id');
-    if ((name === undefined) === (id === undefined)) throw new UsageError('give exactly one of --name or --id');
-    if (id !== undefined && !isUuid(id)) {
-      throw new UsageError(`--id must be a token id (a UUID), got "${id}"`);
-    }
+    const ref = nameOrId(ctx, 'a token id');
     const actor = operatorName(ctx);
-    const revoked = await ctx.withDatabase(({ pool }) => revokeApiToken(pool, (id ?? name)!, actor));
-    if (ctx.flag('json')) ctx.out(JSON.stringify(revoked));
-    else ctx.out(`Revoked token "${revoked.name}" of principal "${revoked.principal_name}" (role ${revoked.role}, id ${revoked.id}).`);
+    const revoked = await ctx.withDatabase(({ pool }) => revokeApiToken(pool, ref, actor));
+    if (!printedJson(ctx, revoked)) ctx.out(`Revoked token "${revoked.name}" of principal "${revoked.principal_name}" (role ${revoked.role}, id ${revoked.id}).`);
   },
 };
 

@@ -53,6 +53,16 @@ export class JsonHttpClient {
     this.#agent = new Agent({ connect: { timeout: this.#timeoutMs } });
   }
 
+  /** GET /health: the peer's JSON object, null for an empty answer; anything else is <prefix>_INVALID_RESPONSE. */
+  async health(who: string): Promise<Record<string, unknown> | null> {
+    const res = await this.call('GET', '/health');
+    if (res.json === undefined || res.json === null) return null;
+    if (typeof res.json !== 'object' || Array.isArray(res.json)) {
+      throw new FatalMovementError(`${this.#prefix}_INVALID_RESPONSE`, `${who} /health did not answer a JSON object`);
+    }
+    return res.json as Record<string, unknown>;
+  }
+
   /** Performs one call; resolves only for a 2xx answer with an empty or JSON body. */
   async call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<JsonResponse> {
     const headers: Record<string, string> = { accept: 'application/json' };

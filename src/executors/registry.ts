@@ -36,6 +36,8 @@ class Registry<T> {
   constructor(
     private readonly kind: 'executor' | 'signer',
     private readonly keyOf: (item: T) => string,
+    /** The error for a binding naming no registered item (key null: it names no key at all). */
+    private readonly notRegistered: (key: string | null, message?: string) => Error,
   ) {}
 
   /** Adds an implementation. A second, different implementation under the same key is a bootstrap bug. */
@@ -61,37 +63,27 @@ class Registry<T> {
     return this.keys().map((k) => this.#items.get(k) as T);
   }
 
-  protected lookup(key: string | null): T | undefined {
-    return key === null ? undefined : this.#items.get(key);
+  /** The item a binding names; the registry's not-registered error for an unknown or malformed binding. */
+  get(binding: unknown): T {
+    const field: KeyField = this.kind === 'executor' ? 'executor_key' : 'signer_key';
+    const key = bindingKey(binding, field);
+    const item = key === null ? undefined : this.#items.get(key);
+    if (item !== undefined) return item;
+    if (key === null) throw this.notRegistered(null, `${this.kind} binding names no ${field}`);
+    throw this.notRegistered(key);
   }
 }
 
 export class ExecutorRegistry extends Registry<Executor> {
+  /** get() throws ExecutorNotRegisteredError (code EXECUTOR_NOT_REGISTERED) for an unknown or malformed binding. */
   constructor() {
-    super('executor', (e) => e.executorKey);
-  }
-
-  /** @throws ExecutorNotRegisteredError (code EXECUTOR_NOT_REGISTERED) for an unknown or malformed binding. */
-  get(binding: ExecutorBinding | Record<string, unknown> | unknown): Executor {
-    const key = bindingKey(binding, 'executor_key');
-    const executor = this.lookup(key);
-    if (executor) return executor;
-    if (key === null) throw new ExecutorNotRegisteredError(null, 'executor binding names no executor_key');
-    throw new ExecutorNotRegisteredError(key);
+    super('executor', (e) => e.executorKey, (key, message) => new ExecutorNotRegisteredError(key, message));
   }
 }
 
 export class SignerRegistry extends Registry<Signer> {
+  /** get() throws SignerNotRegisteredError (code SIGNER_NOT_REGISTERED) for an unknown or malformed binding. */
   constructor() {
-    super('signer', (s) => s.signerKey);
-  }
-
-  /** @throws SignerNotRegisteredError (code SIGNER_NOT_REGISTERED) for an unknown or malformed binding. */
-  get(binding: SignerBinding | Record<string, unknown> | unknown): Signer {
-    const key = bindingKey(binding, 'signer_key');
-    const signer = this.lookup(key);
-    if (signer) return signer;
-    if (key === null) throw new SignerNotRegisteredError(null, 'signer binding names no signer_key');
-    throw new SignerNotRegisteredError(key);
+    super('signer', (s) => s.signerKey, (key, message) => new SignerNotRegisteredError(key, message));
   }
 }

@@ -82,13 +82,8 @@ export class RemoteExecutorProxy implements Executor {
     return this.#post('cancel', ctx);
   }
 
-  async health(): Promise<Record<string, unknown> | null> {
-    const res = await this.#http.call('GET', '/health');
-    if (res.json === undefined || res.json === null) return null;
-    if (typeof res.json !== 'object' || Array.isArray(res.json)) {
-      throw new FatalMovementError('REMOTE_EXECUTOR_INVALID_RESPONSE', `executor ${this.executorKey} /health did not answer a JSON object`);
-    }
-    return res.json as Record<string, unknown>;
+  health(): Promise<Record<string, unknown> | null> {
+    return this.#http.health(`executor ${this.executorKey}`);
   }
 
   async close(): Promise<void> {

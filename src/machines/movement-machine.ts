@@ -68,6 +68,17 @@ export function initialMovementContext(input: { createdBy: string; quorum: numbe
 const summaryOf = (event: MovementEvent): NodeSummary | null => ('summary' in event ? event.summary : null);
 const isPast = (at: string, deadline: string | null) => deadline !== null && Date.parse(at) >= Date.parse(deadline);
 
+/** How settled nodes end a running movement (EXECUTING or WAITING_MANUAL_ACTION), the first that holds; each state adds its own last. */
+const settledEnds = [
+  { guard: 'allNodesDone', target: 'COMPLETED' },
+  { guard: 'executorAskedForOperator', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
+  { guard: 'failedAfterSideEffect', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
+  { guard: 'failedWithoutSideEffect', target: 'FAILED' },
+] as const;
+
+/** A movement past approval is cancelled only when no node has an attempt in flight. */
+const cancelWhenIdle = { guard: 'nothingInFlight', target: 'CANCELLED', actions: 'cancelOpenNodes' } as const;
+
 export const movementMachine = setup({
   types: {
     context: {} as MovementContext,
@@ -151,31 +162,19 @@ export const movementMachine = setup({
       on: {
         DISPATCH_STARTED: { target: 'EXECUTING' },
         NODES_SETTLED: [{ guard: 'waitingOnManualGate', target: 'WAITING_MANUAL_ACTION', actions: 'requestAttention' }],
-        CANCEL: { guard: 'nothingInFlight', target: 'CANCELLED', actions: 'cancelOpenNodes' },
+        CANCEL: cancelWhenIdle,
       },
     },
     EXECUTING: {
       on: {
-        NODES_SETTLED: [
-          { guard: 'allNodesDone', target: 'COMPLETED' },
-          { guard: 'executorAskedForOperator', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
-          { guard: 'failedAfterSideEffect', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
-          { guard: 'failedWithoutSideEffect', target: 'FAILED' },
-          { guard: 'waitingOnManualGate', target: 'WAITING_MANUAL_ACTION', actions: 'requestAttention' },
-        ],
-        CANCEL: { guard: 'nothingInFlight', target: 'CANCELLED', actions: 'cancelOpenNodes' },
+        NODES_SETTLED: [...settledEnds, { guard: 'waitingOnManualGate', target: 'WAITING_MANUAL_ACTION', actions: 'requestAttention' }],
+        CANCEL: cancelWhenIdle,
       },
     },
     WAITING_MANUAL_ACTION: {
       on: {
-        NODES_SETTLED: [
-          { guard: 'allNodesDone', target: 'COMPLETED' },
-          { guard: 'executorAskedForOperator', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
-          { guard: 'failedAfterSideEffect', target: 'MANUAL_INTERVENTION', actions: 'requestAttention' },
-          { guard: 'failedWithoutSideEffect', target: 'FAILED' },
-          { guard: 'noManualGateWaiting', target: 'EXECUTING' },
-        ],
-        CANCEL: { guard: 'nothingInFlight', target: 'CANCELLED', actions: 'cancelOpenNodes' },
+        NODES_SETTLED: [...settledEnds, { guard: 'noManualGateWaiting', target: 'EXECUTING' }],
+        CANCEL: cancelWhenIdle,
       },
     },
     MANUAL_INTERVENTION: {

@@ -135,6 +135,21 @@ const outcomeIs =
   ({ event }: { event: NodeEvent }) =>
     'outcome' in event && event.outcome.nextState === state;
 
+/** A provider's definite answer about a submitted attempt (submit, recovery): where it takes the node. */
+const providerAnswers = [
+  { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
+  { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
+  { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
+  { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveMovementState'] },
+] as const;
+
+/** An observation that settles the node (SUBMITTED or OBSERVING); any other answer keeps it observed. */
+const observedEnds = [
+  { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['countObservation', 'recordOutcome', 'advanceFrontier'] },
+  { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
+  { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
+] as const;
+
 export const nodeMachine = setup({
   types: {
     context: {} as NodeContext,
@@ -274,18 +289,12 @@ export const nodeMachine = setup({
         PRE_SUBMIT_CHECK_DEFERRED: { target: 'READY', actions: 'deferDispatch' },
         PRE_SUBMIT_CHECK_FAILED: { target: 'FAILED', actions: ['recordFailure', 'deriveMovementState'] },
         SUBMIT_RESULT: [
-          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
-          { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
-          { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveMovementState'] },
+          ...providerAnswers,
           { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveMovementState'] },
         ],
         // A node stuck here (the process died around submit) is resolved by asking the provider.
         RECOVERED: [
-          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
-          { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
-          { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveMovementState'] },
+          ...providerAnswers,
           { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['recordOutcome', 'deriveMovementState'] },
           { guard: 'providerConfirmsNothingSubmitted', target: 'READY', actions: 'recordOutcome' },
         ],
@@ -294,9 +303,7 @@ export const nodeMachine = setup({
     SUBMITTED: {
       on: {
         OBSERVED: [
-          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['countObservation', 'recordOutcome', 'advanceFrontier'] },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
-          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
+          ...observedEnds,
           { target: 'OBSERVING', actions: ['countObservation', 'recordOutcome'] },
         ],
         OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveMovementState'] },
@@ -306,9 +313,7 @@ export const nodeMachine = setup({
     OBSERVING: {
       on: {
         OBSERVED: [
-          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['countObservation', 'recordOutcome', 'advanceFrontier'] },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
-          { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
+          ...observedEnds,
           { target: 'OBSERVING', reenter: true, actions: ['countObservation', 'recordOutcome'] },
         ],
         OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveMovementState'] },
@@ -318,10 +323,7 @@ export const nodeMachine = setup({
     UNKNOWN: {
       on: {
         RECOVERED: [
-          { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['recordOutcome', 'advanceFrontier'] },
-          { guard: 'providerReportsSubmitted', target: 'SUBMITTED', actions: 'recordOutcome' },
-          { guard: 'providerReportsObserving', target: 'OBSERVING', actions: 'recordOutcome' },
-          { guard: 'providerReportsFailed', target: 'FAILED', actions: ['recordOutcome', 'deriveMovementState'] },
+          ...providerAnswers,
           // Undetermined, and the executor says only a person can tell: the movement waits for one.
           { guard: and(['providerReportsUnknown', 'providerNeedsOperator']), target: 'UNKNOWN', reenter: true, actions: ['recordOutcome', 'deriveMovementState'] },
           // Still undetermined: stays UNKNOWN, and moves to the back of the recovery queue.

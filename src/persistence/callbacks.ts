@@ -1,6 +1,7 @@
 import { NotFoundError, ValidationError } from '../errors.ts';
-import { CURSOR_AT_SQL, decodeCursor, encodeCursor, isUuid } from './cursor.ts';
+import { CURSOR_AT_SQL, decodeCursor, isUuid, pageOfRows } from './cursor.ts';
 import type { Queryable } from './db.ts';
+import { callbackStates, type CallbackContext, type CallbackState } from '../machines/callback-delivery-machine.ts';
 
 /**
  * SQL for the callback outbox: one row per callback a movement owes its caller, written in the
@@ -15,8 +16,9 @@ import type { Queryable } from './db.ts';
  * writeCallbackLifecycle / markStrandedRequeued write exactly what it decided.
  */
 
-export type CallbackStatus = 'pending' | 'sent' | 'dlq';
-export const callbackStatuses: readonly CallbackStatus[] = ['pending', 'sent', 'dlq'];
+/** A callback's status is its delivery machine's state. */
+export type CallbackStatus = CallbackState;
+export const callbackStatuses: readonly CallbackStatus[] = callbackStates;
 
 export interface CallbackRow {
   id: string;
@@ -151,17 +153,7 @@ export async function claimCallback(
  * The lifecycle columns of a callback as the callback machine decided them (src/callbacks/lifecycle.ts
  * runs it); written verbatim, never derived here.
  */
-export interface CallbackLifecycleWrite {
-  status: CallbackStatus;
-  attempts: number;
-  nextAttemptAt: string;
-  redriveCount: number;
-  lastAttemptAt: string | null;
-  lastError: string | null;
-  lastStatusCode: number | null;
-  sentAt: string | null;
-  strandedRequeuedAt: string | null;
-}
+export type CallbackLifecycleWrite = { status: CallbackStatus } & Omit<CallbackContext, 'maxAttempts'>;
 
 /**
  * Locks one callback row FOR UPDATE for a lifecycle write, with the transaction's time (the `at` of
@@ -329,9 +321,7 @@ export async function listCallbacks(db: Queryable, q: ListCallbacksQuery): Promi
       LIMIT $5`,
     [q.status ?? null, q.movementId ?? null, after?.at ?? null, after?.id ?? null, q.limit + 1],
   );
-  const page = rows.slice(0, q.limit);
-  const last = page[page.length - 1];
-  const nextCursor = rows.length > q.limit && last ? encodeCursor(last.cursor_at, last.id) : null;
-  return { callbacks: page.map(({ cursor_at: _c, ...row }) => row), nextCursor };
+  const page = pageOfRows(rows, q.limit);
+  return { callbacks: page.rows, nextCursor: page.nextCursor };
 }
 

@@ -20,7 +20,7 @@ import type { NodeRow, MovementRow } from './movements.ts';
  *   request), and the durable transition function refuses a claim that would put a second node of
  *   a request in dispatch.
  * - Live nodes are reached only through their request (index on (request_id, node_state),
- *   migration 0130): statistics of the live slices of tables that are mostly history are stale
+ *   migration 0160): statistics of the live slices of tables that are mostly history are stale
  *   (autovacuum re-analyzes a table after 10% of it changed), and with a partial index per live
  *   state the planner, estimating one row on each side, joined every active request to every live
  *   node (2-3 s per claim with 1,000 approved movements over 100,000 finished ones). The dispatch
@@ -99,7 +99,7 @@ const BY_DUE_IDS = `n.id = ANY (ARRAY(SELECT node_id FROM due)) AND r.id = ANY (
  * Two steps in one statement. The walk (`due`, no locks) goes through the active requests oldest
  * first and probes each for its first dispatchable node; the probe is a LATERAL subquery with a
  * LIMIT, which PostgreSQL cannot turn into a join, so it is always an index probe per request
- * (request_id, node_state; migration 0130) whatever the statistics say. The lock step then locks
+ * (request_id, node_state; migration 0160) whatever the statistics say. The lock step then locks
  * exactly the row versions the walk chose (id and row_version of node and request), skipping locked
  * ones: a row changed since the walk's snapshot fails that test on its newest version
  * (EvalPlanQual) and drops out. Node and request are reached only through the walk's ids, so no

@@ -8,50 +8,28 @@ import type { Queryable } from './db.ts';
  * transition function's batched write (group-commit.ts), after the machines have decided.
  */
 
-export interface MovementRow {
+/** A movement_requests row: the columns insertRequest writes (NewRequest), as read back, and those the database fills. */
+export interface MovementRow extends Omit<NewRequest, 'intent' | 'input_params' | 'compiled_plan' | 'expires_at'> {
   id: string;
-  template_version_id: string;
-  template_key: string;
-  template_version: number;
   intent: Record<string, unknown>;
   input_params: Record<string, unknown>;
-  compiled_plan_hash: string;
   compiled_plan: Record<string, unknown>;
-  machine_id: string;
-  machine_version: string;
-  request_state: string;
   row_version: number;
   approval_status: 'pending' | 'approved' | 'rejected';
-  approval_quorum: number;
   approvals: { by: string; at: string }[];
   decided_by: string | null;
   expires_at: Date | null;
   current_frontier: string[];
-  callback_url: string | null;
-  idempotency_key: string | null;
-  request_fingerprint: string | null;
-  created_by: string;
   created_at: Date;
   updated_at: Date;
 }
 
-export interface NodeRow {
+/** A request_nodes row: the columns insertNodes writes (NewNode), as read back, and those the runtime fills later. */
+export interface NodeRow extends Omit<NewNode, 'config' | 'timeout_policy'> {
   id: string;
   request_id: string;
-  plan_node_id: string;
-  node_key: string;
-  node_kind: string;
-  action_type: string;
-  executor_binding: unknown;
-  signer_binding: unknown;
   config: Record<string, unknown>;
   timeout_policy: Record<string, unknown>;
-  predecessor_keys: string[];
-  successor_keys: string[];
-  retryable: boolean;
-  machine_id: string;
-  machine_version: string;
-  node_state: string;
   row_version: number;
   attempt_no: number;
   idempotency_key: string | null;
@@ -69,7 +47,7 @@ export interface NodeRow {
   manual_intervention_required?: boolean;
   /** When reconciliation last asked the provider about the node (migration 0120). */
   provider_checked_at?: Date | null;
-  /** When reconciliation last replayed the node's movement (migration 0150). */
+  /** When reconciliation last replayed the node's movement (migration 0170). */
   reconciled_at?: Date | null;
   /** The lease token of the dispatch that claimed the node (migration 0010); null when unclaimed. */
   claim_token: string | null;
@@ -77,8 +55,7 @@ export interface NodeRow {
   updated_at: Date;
 }
 
-export interface TransitionRow {
-  id: number;
+export interface NewTransition {
   machine_id: string;
   machine_version: string;
   entity_type: 'request' | 'node';
@@ -91,6 +68,11 @@ export interface TransitionRow {
   event_type: string;
   event_payload: Record<string, unknown>;
   actor: string;
+}
+
+/** A stored transition: what was appended, with its id and time. */
+export interface TransitionRow extends NewTransition {
+  id: number;
   at: Date;
 }
 
@@ -134,21 +116,6 @@ export async function nodeByKey(db: Queryable, movementId: string, nodeKey: stri
     nodeKey,
   ]);
   return rows[0] ?? null;
-}
-
-export interface NewTransition {
-  machine_id: string;
-  machine_version: string;
-  entity_type: 'request' | 'node';
-  entity_id: string;
-  request_id: string;
-  node_key: string | null;
-  seq: number;
-  from_state: string;
-  to_state: string;
-  event_type: string;
-  event_payload: Record<string, unknown>;
-  actor: string;
 }
 
 export async function appendTransition(db: Queryable, t: NewTransition): Promise<TransitionRow> {
@@ -335,7 +302,7 @@ export async function listMovements(db: Queryable, q: ListMovementsQuery): Promi
 /**
  * Movements to replay: never checked first, then those checked longest ago, of those changed since
  * their last check. "Changed" is the movement's row (reconciled_at < updated_at) or one of its nodes
- * (each node carries the reconciled_at of the check that last covered it, migration 0150). Both
+ * (each node carries the reconciled_at of the check that last covered it, migration 0170). Both
  * sets are read from partial indexes that hold only such rows, so the cost follows the movements
  * that are due, not the history.
  *

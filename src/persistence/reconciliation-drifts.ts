@@ -11,16 +11,9 @@ import type { NodeRow } from './movements.ts';
 export const driftClasses = ['completed_but_provider_failed', 'failed_but_provider_completed', 'unknown_but_provider_knows'] as const;
 export type DriftClass = (typeof driftClasses)[number];
 
-export interface DriftRow {
+/** A reconciliation_drifts row: what recordDrift writes (NewDrift), and the columns of its life after. */
+export interface DriftRow extends NewDrift {
   id: number;
-  request_id: string;
-  request_node_id: string;
-  node_key: string;
-  attempt_no: number;
-  drift_class: DriftClass;
-  stored_state: string;
-  provider_state: string;
-  evidence: Record<string, unknown>;
   detected_at: Date;
   last_seen_at: Date;
   repaired_at: Date | null;

@@ -1,5 +1,6 @@
 import type { TemplateDefinition } from '../plan/template-schema.ts';
 import type { Client, Queryable } from './db.ts';
+import type { NewTransition } from './movements.ts';
 import { isUuid } from '../ids.ts';
 import { CURSOR_AT_SQL, decodeCursor, pageOfRows } from './cursor.ts';
 
@@ -8,20 +9,11 @@ import { CURSOR_AT_SQL, decodeCursor, pageOfRows } from './cursor.ts';
  * `transitions`. The service (src/services/template-proposals.ts) owns the transactions and the audit.
  */
 
-export interface ProposalRow {
+/** A template_proposals row: what insertProposal writes (NewProposal), and the columns its decisions fill. */
+export interface ProposalRow extends Omit<NewProposal, 'review_expires_at'> {
   id: string;
-  template_key: string;
-  base_version: number;
-  graph_hash: string;
-  definition: TemplateDefinition;
-  machine_id: string;
-  machine_version: string;
-  proposal_state: string;
   row_version: number;
-  proposed_by: string;
-  system: boolean;
   review_expires_at: Date;
-  challenge_seconds: number;
   approved_by: string | null;
   approved_at: Date | null;
   challenge_ends_at: Date | null;
@@ -153,16 +145,8 @@ export async function updateProposal(client: Client, id: string, rowVersion: num
   return rows[0] ?? null;
 }
 
-export interface NewProposalTransition {
-  machine_id: string;
-  machine_version: string;
-  entity_id: string;
-  seq: number;
-  from_state: string;
-  to_state: string;
-  event_type: string;
-  event_payload: Record<string, unknown>;
-  actor: string;
+/** A proposal's row of `transitions`: a movement's transition without request and node, at the service's time. */
+export interface NewProposalTransition extends Omit<NewTransition, 'entity_type' | 'request_id' | 'node_key'> {
   at: string;
 }
 

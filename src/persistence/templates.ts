@@ -1,6 +1,6 @@
 import { canonicalJson, compareCodeUnits } from '../plan/canonical-json.ts';
-import { graphHash, sortEdges } from '../plan/compile.ts';
-import type { ExecutorBinding, JsonObject, NodeKind, SignerBinding, TemplateDefinition } from '../plan/template-schema.ts';
+import { graphHash, planNodeFields, sortEdges } from '../plan/compile.ts';
+import type { ExecutorBinding, NodeKind, SignerBinding, TemplateDefinition } from '../plan/template-schema.ts';
 import type { TemplateVersionNode, TemplateVersionRecord } from '../plan/types.ts';
 import { validateTemplate, validateTemplateStructure, type BindingCatalog } from '../plan/validate.ts';
 import type { Client, Queryable } from './db.ts';
@@ -111,16 +111,8 @@ export async function saveTemplate(
     );
     const versionId = inserted.rows[0].id;
     const position = new Map(order.map((key, i) => [key, i]));
-    const nodes = def.nodes.map((n) => ({
-      node_key: n.node_key,
-      node_kind: n.node_kind,
-      action_type: n.action_type,
-      executor_binding: n.executor_binding,
-      signer_binding: n.signer_binding ?? null,
-      config: n.config ?? {},
-      timeout_policy: n.timeout_policy ?? {},
-      position: position.get(n.node_key)!,
-    }));
+    // retryable stays in the definition: plan_nodes has no column for it (the recordset ignores it).
+    const nodes = def.nodes.map((n) => ({ ...planNodeFields(n), position: position.get(n.node_key)! }));
     await client.query(
       `INSERT INTO plan_nodes (template_version_id, node_key, node_kind, action_type, executor_binding, signer_binding,
                                config, timeout_policy, position)
@@ -204,18 +196,10 @@ export async function getTemplateVersionById(db: Queryable, id: string): Promise
   return rows.length > 0 ? toRecord(rows[0]) : null;
 }
 
-interface VersionRow {
-  id: string;
-  template_id: string;
-  template_key: string;
-  version: number;
-  graph_hash: string;
-  risk_controls: JsonObject;
+/** A version as VERSION_SELECT reads it: its nodes without retryable, which only its definition holds. */
+interface VersionRow extends Omit<TemplateVersionRecord, 'nodes'> {
   definition: TemplateDefinition;
-  created_by: string;
-  created_at: Date;
   nodes: Array<Omit<TemplateVersionNode, 'retryable'>>;
-  edges: Array<{ from: string; to: string }>;
 }
 
 // One round trip: nodes and edges come back as JSON arrays next to the version row.

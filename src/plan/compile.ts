@@ -2,21 +2,29 @@ import { InvalidTemplateError, ValidationError } from '../errors.ts';
 import { compareCodeUnits, sha256Tagged } from './canonical-json.ts';
 import { roots } from './graph.ts';
 import { isBoundedJson, MAX_JSON_DEPTH } from './json.ts';
-import type { TemplateDefinition } from './template-schema.ts';
-import type { CompiledNode, CompiledPlan, TemplateVersionRecord } from './types.ts';
+import type { ExecutorBinding, JsonObject, SignerBinding, TemplateDefinition } from './template-schema.ts';
+import type { CompiledNode, CompiledPlan, PlanNodeFields, TemplateVersionRecord } from './types.ts';
 import { validateTemplate, validateTemplateStructure, type BindingCatalog } from './validate.ts';
 
 export { executorKeyOf, signerKeyOf } from './bindings.ts';
-export type { CompiledNode, CompiledPlan, TemplateVersionNode, TemplateVersionRecord } from './types.ts';
+export type { CompiledNode, CompiledPlan, PlanNodeFields, TemplateVersionNode, TemplateVersionRecord } from './types.ts';
 
-interface HashableNode {
-  node_key: string;
-  node_kind: string;
-  action_type: string;
-  executor_binding?: unknown;
-  signer_binding?: unknown;
-  config?: unknown;
-  retryable?: boolean;
+/** A node as a template definition or a saved version gives it. */
+type NodeInput = TemplateDefinition['nodes'][number] | PlanNodeFields;
+
+/** A node's fields with their defaults: no signer binding (null), no config or timeout policy ({}), not retryable. */
+export function planNodeFields(n: NodeInput): PlanNodeFields {
+  return {
+    node_key: n.node_key,
+    node_kind: n.node_kind,
+    action_type: n.action_type,
+    // As given: a definition may leave it out where validation does not need one (hashed as absent).
+    executor_binding: n.executor_binding as ExecutorBinding,
+    signer_binding: (n.signer_binding ?? null) as SignerBinding | null,
+    config: (n.config ?? {}) as JsonObject,
+    timeout_policy: (n.timeout_policy ?? {}) as JsonObject,
+    retryable: n.retryable ?? false,
+  };
 }
 
 /**
@@ -28,23 +36,14 @@ export function graphHash(def: TemplateDefinition): string {
   return graphHashOf(def.nodes, def.edges, def.risk_controls);
 }
 
-function graphHashOf(
-  nodes: readonly HashableNode[],
-  edges: ReadonlyArray<{ from: string; to: string }>,
-  riskControls: unknown,
-): string {
+function graphHashOf(nodes: readonly NodeInput[], edges: ReadonlyArray<{ from: string; to: string }>, riskControls: unknown): string {
   return sha256Tagged({
     nodes: [...nodes]
       .sort((a, b) => compareCodeUnits(a.node_key, b.node_key))
-      .map((n) => ({
-        node_key: n.node_key,
-        node_kind: n.node_kind,
-        action_type: n.action_type,
-        executor_binding: n.executor_binding,
-        signer_binding: n.signer_binding ?? null,
-        config: n.config ?? {},
-        retryable: n.retryable ?? false,
-      })),
+      .map((n) => {
+        const { timeout_policy: _, ...hashed } = planNodeFields(n);
+        return hashed;
+      }),
     edges: sortEdges(edges),
     risk_controls: riskControls ?? {},
   });
@@ -88,14 +87,7 @@ export function compilePlan(
     const n = byKey.get(key)!;
     return {
       plan_node_id: n.plan_node_id,
-      node_key: n.node_key,
-      node_kind: n.node_kind,
-      action_type: n.action_type,
-      executor_binding: n.executor_binding,
-      signer_binding: n.signer_binding ?? null,
-      config: n.config ?? {},
-      timeout_policy: n.timeout_policy ?? {},
-      retryable: n.retryable ?? false,
+      ...planNodeFields(n),
       predecessors: [...graph.predecessors.get(key)!],
       successors: [...graph.successors.get(key)!],
     };

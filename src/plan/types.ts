@@ -1,8 +1,7 @@
 import type { ExecutorBinding, JsonObject, NodeKind, SignerBinding } from './template-schema.ts';
 
-/** One node of a saved template version (a plan_nodes row plus the retryable flag of its definition). */
-export interface TemplateVersionNode {
-  plan_node_id: string;
+/** What a node of a plan is, as a template version and a compiled plan both hold it (planNodeFields). */
+export interface PlanNodeFields {
   node_key: string;
   node_kind: NodeKind;
   action_type: string;
@@ -11,6 +10,11 @@ export interface TemplateVersionNode {
   config: JsonObject;
   timeout_policy: JsonObject;
   retryable: boolean;
+}
+
+/** One node of a saved template version (a plan_nodes row plus the retryable flag of its definition). */
+export interface TemplateVersionNode extends PlanNodeFields {
+  plan_node_id: string;
   /** Index in the version's topological order. */
   position: number;
 }
@@ -31,16 +35,8 @@ export interface TemplateVersionRecord {
   edges: Array<{ from: string; to: string }>;
 }
 
-export interface CompiledNode {
+export interface CompiledNode extends PlanNodeFields {
   plan_node_id: string;
-  node_key: string;
-  node_kind: NodeKind;
-  action_type: string;
-  executor_binding: ExecutorBinding;
-  signer_binding: SignerBinding | null;
-  config: JsonObject;
-  timeout_policy: JsonObject;
-  retryable: boolean;
   /** Direct predecessors, sorted. */
   predecessors: string[];
   /** Direct successors, sorted. */

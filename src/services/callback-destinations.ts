@@ -62,13 +62,7 @@ export async function createDestination(
       throw new FerryError('CALLBACK_DESTINATION_EXISTS', `a callback destination named ${input.name} already exists`, { name: input.name });
     }
     await insertSecret(client, { destinationId: inserted.id, secret, createdBy: input.actor });
-    await writeAudit(client, {
-      actor: input.actor,
-      action: 'callback_destination.create',
-      entity_type: 'callback_destination',
-      entity_id: inserted.id,
-      details: { name: input.name },
-    });
+    await auditDestination(client, input.actor, 'callback_destination.create', { id: inserted.id, name: input.name });
     return (await findDestination(client, inserted.id))!;
   });
   return { destination, secret };
@@ -100,17 +94,13 @@ export async function rotateDestinationSecret(
   const secret = newSecret();
   return withTransaction(deps.pool, async (client) => {
     // The row lock orders concurrent rotations (and a concurrent disable) of one destination.
-    const locked = await findDestination(client, input.ref, { lock: 'update' });
-    if (!locked) throw new NotFoundError('callback destination', input.ref);
+    const locked = await lockDestination(client, input.ref);
     if (locked.status !== 'active') throw disabledError(locked);
     const previousSecretsExpireAt = await retireSecrets(client, locked.id, overlapSeconds);
     await insertSecret(client, { destinationId: locked.id, secret, createdBy: input.actor });
-    await writeAudit(client, {
-      actor: input.actor,
-      action: 'callback_destination.rotate_secret',
-      entity_type: 'callback_destination',
-      entity_id: locked.id,
-      details: { name: locked.name, overlap_seconds: overlapSeconds, previous_secrets_expire_at: previousSecretsExpireAt.toISOString() },
+    await auditDestination(client, input.actor, 'callback_destination.rotate_secret', locked, {
+      overlap_seconds: overlapSeconds,
+      previous_secrets_expire_at: previousSecretsExpireAt.toISOString(),
     });
     return { destination: (await findDestination(client, locked.id))!, secret, previousSecretsExpireAt };
   });
@@ -123,19 +113,24 @@ export async function rotateDestinationSecret(
  */
 export async function disableDestination(deps: DestinationServiceDeps, input: { actor: string; ref: string }): Promise<DestinationRow> {
   return withTransaction(deps.pool, async (client) => {
-    const locked = await findDestination(client, input.ref, { lock: 'update' });
-    if (!locked) throw new NotFoundError('callback destination', input.ref);
+    const locked = await lockDestination(client, input.ref);
     if (locked.status === 'disabled') return locked;
     await markDestinationDisabled(client, locked.id, input.actor);
-    await writeAudit(client, {
-      actor: input.actor,
-      action: 'callback_destination.disable',
-      entity_type: 'callback_destination',
-      entity_id: locked.id,
-      details: { name: locked.name },
-    });
+    await auditDestination(client, input.actor, 'callback_destination.disable', locked);
     return (await findDestination(client, locked.id))!;
   });
+}
+
+/** By id or name, locked for update (it orders concurrent changes of one destination); NOT_FOUND otherwise. */
+async function lockDestination(client: Queryable, ref: string): Promise<DestinationRow> {
+  const locked = await findDestination(client, ref, { lock: 'update' });
+  if (!locked) throw new NotFoundError('callback destination', ref);
+  return locked;
+}
+
+/** The change's audit event, in its transaction: the destination's name and what else the change says. */
+function auditDestination(client: Queryable, actor: string, action: string, d: { id: string; name: string }, details: Record<string, unknown> = {}): Promise<number> {
+  return writeAudit(client, { actor, action, entity_type: 'callback_destination', entity_id: d.id, details: { name: d.name, ...details } });
 }
 
 function disabledError(d: DestinationRow): FerryError {

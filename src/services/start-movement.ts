@@ -70,23 +70,15 @@ export async function startMovement(client: Client, input: StartMovementInput): 
   const nodes = await insertNodes(
     client,
     request.id,
-    input.plan.nodes.map((n) => {
+    input.plan.nodes.map(({ predecessors, successors, ...n }) => {
       const [snap] = initialTransition(
         nodeMachine,
         initialNodeContext({ nodeKind: n.node_kind, actionType: n.action_type, retryable: n.retryable }),
       );
       return {
-        plan_node_id: n.plan_node_id,
-        node_key: n.node_key,
-        node_kind: n.node_kind,
-        action_type: n.action_type,
-        executor_binding: n.executor_binding,
-        signer_binding: n.signer_binding,
-        config: n.config,
-        timeout_policy: n.timeout_policy,
-        predecessor_keys: n.predecessors,
-        successor_keys: n.successors,
-        retryable: n.retryable,
+        ...n,
+        predecessor_keys: predecessors,
+        successor_keys: successors,
         machine_id: NODE_MACHINE_ID,
         machine_version: NODE_MACHINE_VERSION,
         node_state: String(snap.value),

@@ -42,6 +42,7 @@ import {
 import { graphHash } from '../plan/compile.ts';
 import type { TemplateDefinition } from '../plan/template-schema.ts';
 import { validateTemplate, validateTemplateStructure, type BindingCatalog } from '../plan/validate.ts';
+import { runBudget } from '../run-budget.ts';
 
 /**
  * The template proposal service: the one owner of proposal writes. Every change of a proposal
@@ -358,49 +359,39 @@ export async function installSystemTemplate(
 // ---------------------------------------------------------------------------------------------
 // Deciding.
 
-export async function approveProposal(deps: ProposalDeps, id: string, actor: string): Promise<ProposalRow> {
+/**
+ * A principal's decision on a proposal, in one transaction: the row locked, the machine given the
+ * event (made with the decision's time), and the audit event: the template key and what `details`
+ * takes from the outcome.
+ */
+function decide(
+  deps: ProposalDeps,
+  id: string,
+  actor: string,
+  event: (at: string) => ProposalEvent,
+  action: string,
+  details: (d: Delivered) => Record<string, unknown>,
+): Promise<ProposalRow> {
   return withTransaction(deps.pool, async (client) => {
     const row = await locked(client, id);
-    const d = await deliver(client, row, { type: 'APPROVE', by: actor, at: clock(deps).toISOString() }, actor);
-    await writeAudit(client, {
-      actor,
-      action: 'template_proposal.approve',
-      entity_type: 'template_proposal',
-      entity_id: id,
-      details: { template_key: row.template_key, challenge_ends_at: d.row.challenge_ends_at ? new Date(d.row.challenge_ends_at).toISOString() : null },
-    });
+    const d = await deliver(client, row, event(clock(deps).toISOString()), actor);
+    await writeAudit(client, { actor, action, entity_type: 'template_proposal', entity_id: id, details: { template_key: row.template_key, ...details(d) } });
     return d.row;
   });
 }
 
-export async function challengeProposal(deps: ProposalDeps, id: string, actor: string, reason: string): Promise<ProposalRow> {
-  return withTransaction(deps.pool, async (client) => {
-    const row = await locked(client, id);
-    const d = await deliver(client, row, { type: 'CHALLENGE', by: actor, at: clock(deps).toISOString(), reason }, actor);
-    await writeAudit(client, {
-      actor,
-      action: 'template_proposal.challenge',
-      entity_type: 'template_proposal',
-      entity_id: id,
-      details: { template_key: row.template_key, reason },
-    });
-    return d.row;
-  });
+export function approveProposal(deps: ProposalDeps, id: string, actor: string): Promise<ProposalRow> {
+  return decide(deps, id, actor, (at) => ({ type: 'APPROVE', by: actor, at }), 'template_proposal.approve', (d) => ({
+    challenge_ends_at: d.row.challenge_ends_at ? new Date(d.row.challenge_ends_at).toISOString() : null,
+  }));
 }
 
-export async function withdrawProposal(deps: ProposalDeps, id: string, actor: string): Promise<ProposalRow> {
-  return withTransaction(deps.pool, async (client) => {
-    const row = await locked(client, id);
-    const d = await deliver(client, row, { type: 'WITHDRAW', by: actor, at: clock(deps).toISOString() }, actor);
-    await writeAudit(client, {
-      actor,
-      action: 'template_proposal.withdraw',
-      entity_type: 'template_proposal',
-      entity_id: id,
-      details: { template_key: row.template_key, from: d.from },
-    });
-    return d.row;
-  });
+export function challengeProposal(deps: ProposalDeps, id: string, actor: string, reason: string): Promise<ProposalRow> {
+  return decide(deps, id, actor, (at) => ({ type: 'CHALLENGE', by: actor, at, reason }), 'template_proposal.challenge', () => ({ reason }));
+}
+
+export function withdrawProposal(deps: ProposalDeps, id: string, actor: string): Promise<ProposalRow> {
+  return decide(deps, id, actor, (at) => ({ type: 'WITHDRAW', by: actor, at }), 'template_proposal.withdraw', (d) => ({ from: d.from }));
 }
 
 /**
@@ -466,11 +457,11 @@ async function sweep(
   candidates: (now: Date, limit: number) => Promise<string[]>,
   one: (id: string) => Promise<unknown>,
 ): Promise<ProposalSweepReport> {
-  const started = clock(deps).getTime();
+  const runTime = runBudget(budget.maxRunMs, () => clock(deps).getTime());
   const report: ProposalSweepReport = { done: 0, skipped: 0, budgetExhausted: false };
   const ids = await candidates(clock(deps), budget.batchSize);
   for (const id of ids) {
-    if (budget.maxRunMs > 0 && clock(deps).getTime() - started >= budget.maxRunMs) {
+    if (runTime.spent()) {
       report.budgetExhausted = true;
       break;
     }

@@ -1,10 +1,8 @@
 import { isHex, type Hex } from 'viem';
 import { Agent, request } from 'undici';
 import type { CctpConfig } from '../../config-file.ts';
-import { attemptKey } from '../../ids.ts';
 import type { EvmChains } from '../evm/chains.ts';
-import { failed, manual, result } from '../evm/tx-lifecycle.ts';
-import { payloadHash } from '../payload-hash.ts';
+import { failed, manual, preparedWatch, result } from '../evm/tx-lifecycle.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
 import { CCTP_ATTESTATION_KEY, cctpOfChainId } from './common.ts';
 import { attestationSigners, decodeMessage } from './message.ts';
@@ -104,20 +102,7 @@ export class CctpAttestationObserver implements Executor {
   async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
     const w = this.#watch(ctx);
     if (!w.ok) return failed(w.code, w.detail);
-    const payload = JSON.stringify(w.value);
-    const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
-    return result({
-      next_state: 'SUBMITTING',
-      prepared_action: {
-        prepared_action_id: `cctp-attestation-${key}`,
-        action_type: ctx.action_type,
-        payload_format: 'json',
-        payload,
-        payload_hash: payloadHash(payload),
-        signing_required: false,
-        provider_hints: { ...w.value },
-      },
-    });
+    return preparedWatch(ctx, 'cctp-attestation', JSON.stringify(w.value), { ...w.value });
   }
 
   async submit(_ctx: ExecutionContext, prepared: PreparedAction): Promise<ExecutionResult> {

@@ -1,25 +1,17 @@
-import { BaseError, ContractFunctionExecutionError, erc20Abi, ExecutionRevertedError, parseEventLogs, serializeTransaction, zeroAddress, type Address, type TransactionReceipt } from 'viem';
+import { erc20Abi, parseEventLogs, zeroAddress, type Address, type TransactionReceipt } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
-import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
+import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
 import { fromBaseUnits, toBaseUnits } from '../evm/amounts.ts';
 import type { EvmChain, EvmChains } from '../evm/chains.ts';
-import type { EvmNonceManager } from '../evm/nonces.ts';
-import { errorDetail } from '../evm/rpc-errors.ts';
-import { addressOf, amountOf, confirmationsOf, recipientOf, tokenOf, type Parsed } from '../evm/token-config.ts';
-import { awaitingSignature, EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from '../evm/tx-lifecycle.ts';
+import { EvmContractCallExecutor, type ContractCall, type EvmContractCallOptions } from '../evm/contract-call.ts';
+import { addressOf, amountOf, recipientOf, tokenOf, type Parsed } from '../evm/token-config.ts';
+import { failed, firstHints, result, type ReceiptCheck } from '../evm/tx-lifecycle.ts';
 import { CCTP_BURN_KEY, CCTP_LANE, cctpOf, cctpOfChainId, type CctpChain } from './common.ts';
 import { encodeDepositForBurn, FINALITY_FINALIZED, messageTransmitterAbi, tokenMessengerAbi, type BurnArgs } from './message.ts';
 
-/** Estimated gas times this percentage is the burn's gas limit. */
-const GAS_MARGIN_PERCENT = 125n;
-
-export interface CctpBurnOptions {
-  chain: EvmChain;
+export interface CctpBurnOptions extends EvmContractCallOptions {
   chains: EvmChains;
-  from: Address;
   tokens: readonly EvmTokenConfig[];
-  nonces?: EvmNonceManager | null;
-  feeBump?: TxLifecycleOptions['feeBump'];
 }
 
 /** What one burn is, resolved against the configuration and the chain: what prepare pins. */
@@ -45,38 +37,32 @@ interface Pinned {
  * `exec.cctp.burn`: `depositForBurn` on the source chain's TokenMessengerV2, from one hot wallet.
  * The token must already allow the messenger to take the amount (see docs/cctp-lane.md: the lane
  * never approves on its own). The transaction's life (nonce, broadcast, observe, recovery from the
- * stored signed bytes, never a second burn) is the EVM lane's shared lifecycle; a successful
- * receipt must also carry MessageSent from the transmitter and the expected DepositForBurn.
+ * stored signed bytes, never a second burn) is the EVM lane's shared contract-call lifecycle
+ * (evm/contract-call.ts); a successful receipt must also carry MessageSent from the transmitter
+ * and the expected DepositForBurn.
  */
-export class CctpBurnExecutor implements Executor {
+export class CctpBurnExecutor extends EvmContractCallExecutor<Pinned> {
   readonly executorKey = CCTP_BURN_KEY;
   readonly lane = CCTP_LANE;
-  readonly from: Address;
-  readonly #chain: EvmChain;
   readonly #chains: EvmChains;
   readonly #tokens: readonly EvmTokenConfig[];
-  readonly #tx: EvmTxLifecycle;
 
   constructor(opts: CctpBurnOptions) {
-    this.#chain = opts.chain;
+    super(opts);
     this.#chains = opts.chains;
-    this.from = opts.from.toLowerCase() as Address;
     this.#tokens = opts.tokens;
-    this.#tx = new EvmTxLifecycle(opts.chain.client, opts.chain.pollSeconds, this.from, { nonces: opts.nonces, feeBump: opts.feeBump });
   }
 
-  async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const chainId = await this.#tx.read('eth_chainId', () => this.#chain.client.getChainId());
-    if (chainId !== this.#chain.chainId) return failed('EVM_CHAIN_MISMATCH', `${this.#chain.label}: the RPC serves chain ${chainId}`);
+  protected async check(ctx: ExecutionContext): Promise<ExecutionResult | null> {
     const r = await this.#resolve(ctx);
     if (!r.ok) return failed(r.code, r.detail);
     const { args, source, decimals } = r.value;
-    const code = await this.#tx.read('eth_getCode', () => this.#chain.client.getCode({ address: source.tokenMessenger }));
-    if (!code || code === '0x') return failed('CCTP_CONTRACT_MISSING', `${this.#chain.label} has no TokenMessengerV2 at ${source.tokenMessenger}`);
-    const [balance, allowance] = await this.#tx.read('balanceOf/allowance', () =>
+    const code = await this.tx.read('eth_getCode', () => this.chain.client.getCode({ address: source.tokenMessenger }));
+    if (!code || code === '0x') return failed('CCTP_CONTRACT_MISSING', `${this.chain.label} has no TokenMessengerV2 at ${source.tokenMessenger}`);
+    const [balance, allowance] = await this.tx.read('balanceOf/allowance', () =>
       Promise.all([
-        this.#chain.client.readContract({ address: args.burnToken, abi: erc20Abi, functionName: 'balanceOf', args: [this.from] }),
-        this.#chain.client.readContract({ address: args.burnToken, abi: erc20Abi, functionName: 'allowance', args: [this.from, source.tokenMessenger] }),
+        this.chain.client.readContract({ address: args.burnToken, abi: erc20Abi, functionName: 'balanceOf', args: [this.from] }),
+        this.chain.client.readContract({ address: args.burnToken, abi: erc20Abi, functionName: 'allowance', args: [this.from, source.tokenMessenger] }),
       ]),
     );
     if (balance < args.amount) {
@@ -91,105 +77,88 @@ export class CctpBurnExecutor implements Executor {
     return null;
   }
 
-  async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
+  protected async call(ctx: ExecutionContext): Promise<Parsed<ContractCall>> {
     const r = await this.#resolve(ctx);
-    if (!r.ok) return failed(r.code, r.detail);
-    const { source, args } = r.value;
-    const data = encodeDepositForBurn(args);
-    let estimate: bigint;
+    if (!r.ok) return r;
+    const { source, args, amountText } = r.value;
+    return {
+      ok: true,
+      value: {
+        to: source.tokenMessenger,
+        data: encodeDepositForBurn(args),
+        hints: {
+          to: source.tokenMessenger.toLowerCase(),
+          token_messenger: source.tokenMessenger.toLowerCase(),
+          message_transmitter: source.messageTransmitter.toLowerCase(),
+          source_domain: source.domain,
+          destination_domain: args.destinationDomain,
+          token: args.burnToken.toLowerCase(),
+          decimals: r.value.decimals,
+          amount: amountText,
+          amount_base_units: args.amount.toString(),
+          mint_recipient: args.mintRecipient.toLowerCase(),
+          destination_caller: args.destinationCaller.toLowerCase(),
+          max_fee_base_units: args.maxFee.toString(),
+          min_finality_threshold: args.minFinalityThreshold,
+        },
+        reverts: (detail) => failed('CCTP_BURN_WOULD_REVERT', `depositForBurn of ${amountText} reverts: ${detail}`),
+      },
+    };
+  }
+
+  protected pinned(ctx: ExecutionContext): Parsed<Pinned> {
+    const none = { ok: false, code: 'CCTP_NO_PREPARED_ACTION', detail: 'the attempt has no prepared burn' } as const;
+    const h = firstHints(ctx);
+    if (typeof h.token_messenger !== 'string' || typeof h.message_transmitter !== 'string' || typeof h.token !== 'string' || typeof h.amount_base_units !== 'string') return none;
     try {
-      estimate = await this.#chain.client.estimateGas({ account: this.from, to: source.tokenMessenger, data });
-    } catch (err) {
-      if (reverted(err)) return failed('CCTP_BURN_WOULD_REVERT', `depositForBurn of ${r.value.amountText} reverts: ${errorDetail(err)}`);
-      return this.#tx.read('eth_estimateGas', () => Promise.reject(err));
+      return {
+        ok: true,
+        value: {
+          messenger: h.token_messenger as Address,
+          transmitter: h.message_transmitter as Address,
+          token: h.token as Address,
+          amount: BigInt(h.amount_base_units),
+          mintRecipient: String(h.mint_recipient) as Address,
+          destinationDomain: Number(h.destination_domain),
+          sourceDomain: Number(h.source_domain),
+        },
+      };
+    } catch {
+      return none;
     }
-    // The nonce reservation is prepareTx's last step: nothing below can fail.
-    const { chainId, nonce, maxFeePerGas, maxPriorityFeePerGas } = await this.#tx.prepareTx(ctx);
-    const gas = (estimate * GAS_MARGIN_PERCENT + 99n) / 100n;
-    const payload = serializeTransaction({ type: 'eip1559', chainId, nonce, to: source.tokenMessenger, value: 0n, data, gas, maxFeePerGas, maxPriorityFeePerGas });
-    return awaitingSignature(ctx, payload, {
-      chain_id: chainId,
-      nonce,
-      from: this.from,
-      to: source.tokenMessenger.toLowerCase(),
-      token_messenger: source.tokenMessenger.toLowerCase(),
-      message_transmitter: source.messageTransmitter.toLowerCase(),
-      source_domain: source.domain,
-      destination_domain: args.destinationDomain,
-      token: args.burnToken.toLowerCase(),
-      decimals: r.value.decimals,
-      amount: r.value.amountText,
-      amount_base_units: args.amount.toString(),
-      mint_recipient: args.mintRecipient.toLowerCase(),
-      destination_caller: args.destinationCaller.toLowerCase(),
-      max_fee_base_units: args.maxFee.toString(),
-      min_finality_threshold: args.minFinalityThreshold,
-      gas_limit: gas.toString(),
-      gas_estimate: estimate.toString(),
-    });
   }
 
-  preSubmitCheck(ctx: ExecutionContext): Promise<void> {
-    return this.#tx.preSubmitCheck(ctx);
+  protected receiptCheck(p: Pinned): ReceiptCheck {
+    return burnCheck(p, this.from);
   }
 
-  submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
-    return this.#tx.submitSigned(ctx, prepared, opts);
-  }
-
-  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const pinned = pinnedOf(ctx);
-    if (!pinned) return manual('CCTP_NO_PREPARED_ACTION', 'the attempt has no prepared burn');
-    return withBurnRefs(await this.#tx.observe(ctx, this.#finality(ctx), burnCheck(pinned, this.from)), pinned);
-  }
-
-  /** From the stored signed bytes and the chain only: the same bytes may be sent again, a new burn never. */
-  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const pinned = pinnedOf(ctx);
-    if (!pinned) return this.#tx.recoverUnsigned(ctx);
-    return withBurnRefs(await this.#tx.recover(ctx, this.#finality(ctx), burnCheck(pinned, this.from)), pinned);
-  }
-
-  async health(): Promise<Record<string, unknown>> {
-    const [chainId, blockNumber] = await Promise.all([this.#chain.client.getChainId(), this.#chain.client.getBlockNumber()]);
-    return { ok: true, executor_key: this.executorKey, lane: CCTP_LANE, chain_id: chainId, block_number: Number(blockNumber), from: this.from };
-  }
-
-  #finality(ctx: ExecutionContext): Finality {
-    const c = confirmationsOf(ctx.node_config, this.#chain.confirmations);
-    return { confirmations: c.ok ? c.value : this.#chain.confirmations, finalized: this.#chain.finality === 'finalized' };
+  /** The burn's facts for its successors (the attestation node reads tx_hash and source_domain). */
+  protected override settle(r: ExecutionResult, p: Pinned): ExecutionResult {
+    if (!r.provider_refs.tx_hash) return r;
+    return {
+      ...r,
+      provider_refs: { ...r.provider_refs, source_domain: p.sourceDomain, destination_domain: p.destinationDomain, amount_base_units: p.amount.toString(), mint_recipient: p.mintRecipient },
+    };
   }
 
   async #resolve(ctx: ExecutionContext): Promise<Parsed<Resolved>> {
-    const spec = burnSpec(ctx, this.#chain, this.#chains, this.#tokens);
+    const spec = burnSpec(ctx, this.chain, this.#chains, this.#tokens);
     if (!spec.ok) return spec;
     const { token } = spec.value;
-    const code = await this.#tx.read('eth_getCode', () => this.#chain.client.getCode({ address: token.address }));
-    if (!code || code === '0x') return { ok: false, code: 'EVM_INVALID_TOKEN', detail: `${this.#chain.label} has no contract at ${token.address}` };
-    let onChain: number;
-    try {
-      onChain = await this.#chain.client.readContract({ address: token.address, abi: erc20Abi, functionName: 'decimals' });
-    } catch (err) {
-      if (err instanceof ContractFunctionExecutionError) return { ok: false, code: 'EVM_INVALID_TOKEN', detail: `${token.address} does not answer decimals(): ${errorDetail(err)}` };
-      return this.#tx.read('decimals', () => Promise.reject(err));
-    }
-    if (token.decimals !== null && token.decimals !== onChain) {
-      return { ok: false, code: 'EVM_TOKEN_DECIMALS_MISMATCH', detail: `token ${token.address} has ${onChain} decimals on ${this.#chain.label}, the configuration says ${token.decimals}` };
-    }
-    const amount = toBaseUnits(spec.value.amountText, onChain);
-    if (!amount.ok) return { ok: false, code: 'EVM_INVALID_AMOUNT', detail: amount.detail };
-    if (amount.value <= 0n) return { ok: false, code: 'EVM_INVALID_AMOUNT', detail: 'amount must be more than zero' };
-    const maxFee = toBaseUnits(spec.value.maxFeeText, onChain);
+    const amount = await this.tokenAmount(token, spec.value.amountText);
+    if (!amount.ok) return amount;
+    const { decimals } = amount.value;
+    const maxFee = toBaseUnits(spec.value.maxFeeText, decimals);
     if (!maxFee.ok) return { ok: false, code: 'CCTP_INVALID_CONFIG', detail: `max_fee: ${maxFee.detail}` };
-    if (maxFee.value >= amount.value) return { ok: false, code: 'CCTP_MAX_FEE_INVALID', detail: `max_fee ${spec.value.maxFeeText} must be less than the amount ${spec.value.amountText}` };
+    if (maxFee.value >= amount.value.amount) return { ok: false, code: 'CCTP_MAX_FEE_INVALID', detail: `max_fee ${spec.value.maxFeeText} must be less than the amount ${spec.value.amountText}` };
     return {
       ok: true,
       value: {
         source: spec.value.source,
-        decimals: onChain,
+        decimals,
         amountText: spec.value.amountText,
         args: {
-          amount: amount.value,
+          amount: amount.value.amount,
           destinationDomain: spec.value.destinationDomain,
           mintRecipient: spec.value.mintRecipient,
           burnToken: token.address,
@@ -278,30 +247,6 @@ export function destinationDomainOf(cfg: Record<string, unknown>, chains: EvmCha
   return { ok: true, value: raw };
 }
 
-function reverted(err: unknown): boolean {
-  return err instanceof BaseError && err.walk((e) => e instanceof ExecutionRevertedError) instanceof ExecutionRevertedError;
-}
-
-function pinnedOf(ctx: ExecutionContext): Pinned | null {
-  const prepared = (ctx.attempt_artifacts ?? []).find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
-  if (!prepared?.content_inline) return null;
-  try {
-    const h = (JSON.parse(prepared.content_inline) as { provider_hints?: Record<string, unknown> }).provider_hints ?? {};
-    if (typeof h.token_messenger !== 'string' || typeof h.message_transmitter !== 'string' || typeof h.token !== 'string' || typeof h.amount_base_units !== 'string') return null;
-    return {
-      messenger: h.token_messenger as Address,
-      transmitter: h.message_transmitter as Address,
-      token: h.token as Address,
-      amount: BigInt(h.amount_base_units),
-      mintRecipient: String(h.mint_recipient) as Address,
-      destinationDomain: Number(h.destination_domain),
-      sourceDomain: Number(h.source_domain),
-    };
-  } catch {
-    return null;
-  }
-}
-
 /** A successful burn receipt carries MessageSent by the transmitter and this DepositForBurn by the messenger. */
 function burnCheck(p: Pinned, from: Address): ReceiptCheck {
   return (receipt: TransactionReceipt, proof: Record<string, unknown>) => {
@@ -334,14 +279,5 @@ function burnCheck(p: Pinned, from: Address): ReceiptCheck {
       error_detail: `transaction ${String(proof.tx_hash)} succeeded without ${sent.length === 0 ? 'MessageSent' : 'the expected DepositForBurn'}`,
       manual_intervention_required: true,
     });
-  };
-}
-
-/** The burn's facts for its successors (the attestation node reads tx_hash and source_domain). */
-function withBurnRefs(r: ExecutionResult, p: Pinned): ExecutionResult {
-  if (!r.provider_refs.tx_hash) return r;
-  return {
-    ...r,
-    provider_refs: { ...r.provider_refs, source_domain: p.sourceDomain, destination_domain: p.destinationDomain, amount_base_units: p.amount.toString(), mint_recipient: p.mintRecipient },
   };
 }

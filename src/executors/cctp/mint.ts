@@ -1,23 +1,14 @@
-import { BaseError, encodeFunctionData, ExecutionRevertedError, isHex, parseEventLogs, serializeTransaction, zeroAddress, type Address, type Hex, type TransactionReceipt } from 'viem';
-import type { EvmChain } from '../evm/chains.ts';
-import type { EvmNonceManager } from '../evm/nonces.ts';
-import { errorDetail } from '../evm/rpc-errors.ts';
+import { encodeFunctionData, isHex, parseEventLogs, zeroAddress, type Address, type Hex, type TransactionReceipt } from 'viem';
+import { EvmContractCallExecutor, type ContractCall } from '../evm/contract-call.ts';
 import { signedBytesOf } from '../evm/signed-tx.ts';
-import { confirmationsOf, type Parsed } from '../evm/token-config.ts';
-import { awaitingSignature, EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from '../evm/tx-lifecycle.ts';
+import type { Parsed } from '../evm/token-config.ts';
+import { failed, manual, result, type ReceiptCheck } from '../evm/tx-lifecycle.ts';
 import { TemporaryMovementError } from '../errors.ts';
-import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
+import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
 import { CCTP_LANE, CCTP_MINT_KEY, cctpOf, type CctpChain } from './common.ts';
 import { attestationSigners, decodeMessage, messageTransmitterAbi, type DecodedMessage } from './message.ts';
 
-const GAS_MARGIN_PERCENT = 125n;
-
-export interface CctpMintOptions {
-  chain: EvmChain;
-  from: Address;
-  nonces?: EvmNonceManager | null;
-  feeBump?: TxLifecycleOptions['feeBump'];
-}
+export type { EvmContractCallOptions as CctpMintOptions } from '../evm/contract-call.ts';
 
 interface MintInput {
   cctp: CctpChain;
@@ -32,29 +23,19 @@ interface MintInput {
  * would check (destination domain, destination caller, attesters and their order, the nonce) so a
  * bad attestation fails with a code of its own and nothing is sent. A message whose nonce is
  * already used has been received (by this node's own transaction, or by anyone else): that is
- * done, never a reason for a second receiveMessage.
+ * done, never a reason for a second receiveMessage. The transaction's life is the EVM lane's shared
+ * contract-call lifecycle (evm/contract-call.ts), but for recovery, which is the nonce's to decide.
  */
-export class CctpMintExecutor implements Executor {
+export class CctpMintExecutor extends EvmContractCallExecutor<MintInput> {
   readonly executorKey = CCTP_MINT_KEY;
   readonly lane = CCTP_LANE;
-  readonly from: Address;
-  readonly #chain: EvmChain;
-  readonly #tx: EvmTxLifecycle;
 
-  constructor(opts: CctpMintOptions) {
-    this.#chain = opts.chain;
-    this.from = opts.from.toLowerCase() as Address;
-    this.#tx = new EvmTxLifecycle(opts.chain.client, opts.chain.pollSeconds, this.from, { nonces: opts.nonces, feeBump: opts.feeBump });
-  }
-
-  async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const chainId = await this.#tx.read('eth_chainId', () => this.#chain.client.getChainId());
-    if (chainId !== this.#chain.chainId) return failed('EVM_CHAIN_MISMATCH', `${this.#chain.label}: the RPC serves chain ${chainId}`);
+  protected async check(ctx: ExecutionContext): Promise<ExecutionResult | null> {
     const input = this.#input(ctx);
     if (!input.ok) return failed(input.code, input.detail);
     const { cctp, decoded } = input.value;
-    const code = await this.#tx.read('eth_getCode', () => this.#chain.client.getCode({ address: cctp.messageTransmitter }));
-    if (!code || code === '0x') return failed('CCTP_CONTRACT_MISSING', `${this.#chain.label} has no MessageTransmitterV2 at ${cctp.messageTransmitter}`);
+    const code = await this.tx.read('eth_getCode', () => this.chain.client.getCode({ address: cctp.messageTransmitter }));
+    if (!code || code === '0x') return failed('CCTP_CONTRACT_MISSING', `${this.chain.label} has no MessageTransmitterV2 at ${cctp.messageTransmitter}`);
     if (decoded.destinationCaller !== zeroAddress && decoded.destinationCaller !== this.from) {
       return failed('CCTP_DESTINATION_CALLER_MISMATCH', `the message may only be received by ${decoded.destinationCaller}, the mint sends from ${this.from}`);
     }
@@ -62,59 +43,48 @@ export class CctpMintExecutor implements Executor {
     if (signers) return signers;
     if (await this.#received(input.value)) {
       // Someone received it before this node started: the funds are minted, nothing to send.
-      return result({ next_state: 'SKIPPED', error_code: 'CCTP_MESSAGE_ALREADY_RECEIVED', error_detail: `message nonce ${decoded.nonce} is already used on ${this.#chain.label}` });
+      return result({ next_state: 'SKIPPED', error_code: 'CCTP_MESSAGE_ALREADY_RECEIVED', error_detail: `message nonce ${decoded.nonce} is already used on ${this.chain.label}` });
     }
     return null;
   }
 
-  async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
+  protected async call(ctx: ExecutionContext): Promise<Parsed<ContractCall>> {
     const input = this.#input(ctx);
-    if (!input.ok) return failed(input.code, input.detail);
+    if (!input.ok) return input;
     const { cctp, message, attestation, decoded } = input.value;
-    const data = encodeFunctionData({ abi: messageTransmitterAbi, functionName: 'receiveMessage', args: [message, attestation] });
-    let estimate: bigint;
-    try {
-      estimate = await this.#chain.client.estimateGas({ account: this.from, to: cctp.messageTransmitter, data });
-    } catch (err) {
-      if (reverted(err)) {
-        // Received meanwhile: the next dispatch's preflight sees the used nonce.
-        if (await this.#received(input.value)) throw new TemporaryMovementError('CCTP_NONCE_USED', `message nonce ${decoded.nonce} was received meanwhile`, { retry_after_seconds: 1 });
-        return failed('CCTP_MINT_WOULD_REVERT', `receiveMessage reverts: ${errorDetail(err)}`);
-      }
-      return this.#tx.read('eth_estimateGas', () => Promise.reject(err));
-    }
-    const { chainId, nonce, maxFeePerGas, maxPriorityFeePerGas } = await this.#tx.prepareTx(ctx);
-    const gas = (estimate * GAS_MARGIN_PERCENT + 99n) / 100n;
-    const payload = serializeTransaction({ type: 'eip1559', chainId, nonce, to: cctp.messageTransmitter, value: 0n, data, gas, maxFeePerGas, maxPriorityFeePerGas });
-    return awaitingSignature(ctx, payload, {
-      chain_id: chainId,
-      nonce,
-      from: this.from,
-      to: cctp.messageTransmitter.toLowerCase(),
-      message_transmitter: cctp.messageTransmitter.toLowerCase(),
-      destination_domain: cctp.domain,
-      source_domain: decoded.sourceDomain,
-      message_nonce: decoded.nonce,
-      ...(decoded.burn ? { mint_recipient: decoded.burn.mintRecipient, amount_base_units: decoded.burn.amount.toString() } : {}),
-      gas_limit: gas.toString(),
-      gas_estimate: estimate.toString(),
-    });
+    return {
+      ok: true,
+      value: {
+        to: cctp.messageTransmitter,
+        data: encodeFunctionData({ abi: messageTransmitterAbi, functionName: 'receiveMessage', args: [message, attestation] }),
+        hints: {
+          to: cctp.messageTransmitter.toLowerCase(),
+          message_transmitter: cctp.messageTransmitter.toLowerCase(),
+          destination_domain: cctp.domain,
+          source_domain: decoded.sourceDomain,
+          message_nonce: decoded.nonce,
+          ...(decoded.burn ? { mint_recipient: decoded.burn.mintRecipient, amount_base_units: decoded.burn.amount.toString() } : {}),
+        },
+        reverts: async (detail) => {
+          // Received meanwhile: the next dispatch's preflight sees the used nonce.
+          if (await this.#received(input.value)) throw new TemporaryMovementError('CCTP_NONCE_USED', `message nonce ${decoded.nonce} was received meanwhile`, { retry_after_seconds: 1 });
+          return failed('CCTP_MINT_WOULD_REVERT', `receiveMessage reverts: ${detail}`);
+        },
+      },
+    };
   }
 
-  preSubmitCheck(ctx: ExecutionContext): Promise<void> {
-    return this.#tx.preSubmitCheck(ctx);
+  protected pinned(ctx: ExecutionContext): Parsed<MintInput> {
+    return this.#input(ctx);
   }
 
-  submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
-    return this.#tx.submitSigned(ctx, prepared, opts);
+  protected receiptCheck(input: MintInput): ReceiptCheck {
+    return receivedCheck(input);
   }
 
-  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const input = this.#input(ctx);
-    if (!input.ok) return manual(input.code, input.detail);
-    const r = await this.#tx.observe(ctx, this.#finality(ctx), receivedCheck(input.value));
-    // Reverted because another transaction received the message first: minted all the same.
-    if (r.next_state === 'FAILED' && (await this.#received(input.value))) return this.#alreadyReceived(input.value, r);
+  /** Reverted because another transaction received the message first: minted all the same. */
+  protected override async settle(r: ExecutionResult, input: MintInput): Promise<ExecutionResult> {
+    if (r.next_state === 'FAILED' && (await this.#received(input))) return this.#alreadyReceived(input, r);
     return r;
   }
 
@@ -124,36 +94,26 @@ export class CctpMintExecutor implements Executor {
    * stored signed bytes are looked up and, if the chain has no trace of them, sent again (the same
    * transaction); without them nothing was broadcast.
    */
-  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
+  override async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
     const input = this.#input(ctx);
     if (!input.ok) return manual(input.code, input.detail);
     const signed = signedBytesOf(ctx.attempt_artifacts) !== null;
     if (await this.#received(input.value)) {
       if (signed) {
-        const txs = await this.#tx.attemptTxs(ctx);
+        const txs = await this.tx.attemptTxs(ctx);
         if (txs.ok) {
-          const own = await this.#tx.status(txs.txs, this.#finality(ctx), receivedCheck(input.value));
+          const own = await this.tx.status(txs.txs, this.finality(ctx), receivedCheck(input.value));
           if (own && (own.next_state === 'COMPLETED' || own.next_state === 'OBSERVING')) return own;
         }
       }
       return this.#alreadyReceived(input.value, null);
     }
-    return signed ? this.#tx.recover(ctx, this.#finality(ctx), receivedCheck(input.value)) : this.#tx.recoverUnsigned(ctx);
-  }
-
-  async health(): Promise<Record<string, unknown>> {
-    const [chainId, blockNumber] = await Promise.all([this.#chain.client.getChainId(), this.#chain.client.getBlockNumber()]);
-    return { ok: true, executor_key: this.executorKey, lane: CCTP_LANE, chain_id: chainId, block_number: Number(blockNumber), from: this.from };
-  }
-
-  #finality(ctx: ExecutionContext): Finality {
-    const c = confirmationsOf(ctx.node_config, this.#chain.confirmations);
-    return { confirmations: c.ok ? c.value : this.#chain.confirmations, finalized: this.#chain.finality === 'finalized' };
+    return signed ? this.tx.recover(ctx, this.finality(ctx), receivedCheck(input.value)) : this.tx.recoverUnsigned(ctx);
   }
 
   async #received(input: MintInput): Promise<boolean> {
-    const used = await this.#tx.read('usedNonces', () =>
-      this.#chain.client.readContract({ address: input.cctp.messageTransmitter, abi: messageTransmitterAbi, functionName: 'usedNonces', args: [input.decoded.nonce] }),
+    const used = await this.tx.read('usedNonces', () =>
+      this.chain.client.readContract({ address: input.cctp.messageTransmitter, abi: messageTransmitterAbi, functionName: 'usedNonces', args: [input.decoded.nonce] }),
     );
     return used !== 0n;
   }
@@ -174,20 +134,20 @@ export class CctpMintExecutor implements Executor {
     const signers = await attestationSigners(input.message, input.attestation);
     if (!signers) return failed('CCTP_ATTESTATION_INVALID', 'the attestation is not a list of 65-byte signatures over the message');
     const t = input.cctp.messageTransmitter;
-    const threshold = await this.#tx.read('signatureThreshold', () => this.#chain.client.readContract({ address: t, abi: messageTransmitterAbi, functionName: 'signatureThreshold' }));
+    const threshold = await this.tx.read('signatureThreshold', () => this.chain.client.readContract({ address: t, abi: messageTransmitterAbi, functionName: 'signatureThreshold' }));
     if (BigInt(signers.length) !== threshold) return failed('CCTP_ATTESTATION_INVALID', `the attestation carries ${signers.length} signatures, the transmitter needs ${threshold}`);
     for (let i = 1; i < signers.length; i++) {
       if (signers[i]! <= signers[i - 1]!) return failed('CCTP_ATTESTATION_INVALID', 'the attestation signatures are not in ascending signer order');
     }
     for (const s of signers) {
-      const enabled = await this.#tx.read('isEnabledAttester', () => this.#chain.client.readContract({ address: t, abi: messageTransmitterAbi, functionName: 'isEnabledAttester', args: [s] }));
-      if (!enabled) return failed('CCTP_ATTESTATION_SIGNER_MISMATCH', `the attestation is signed by ${s}, which is not an attester of ${this.#chain.label}'s MessageTransmitterV2`);
+      const enabled = await this.tx.read('isEnabledAttester', () => this.chain.client.readContract({ address: t, abi: messageTransmitterAbi, functionName: 'isEnabledAttester', args: [s] }));
+      if (!enabled) return failed('CCTP_ATTESTATION_SIGNER_MISMATCH', `the attestation is signed by ${s}, which is not an attester of ${this.chain.label}'s MessageTransmitterV2`);
     }
     return null;
   }
 
   #input(ctx: ExecutionContext): Parsed<MintInput> {
-    const cctp = cctpOf(this.#chain);
+    const cctp = cctpOf(this.chain);
     if (!cctp.ok) return cctp;
     const message = ctx.node_config.message ?? ctx.provider_context.message;
     const attestation = ctx.node_config.attestation ?? ctx.provider_context.attestation;
@@ -195,14 +155,10 @@ export class CctpMintExecutor implements Executor {
     if (!decoded) return { ok: false, code: 'CCTP_MESSAGE_INVALID', detail: 'message is not a CCTP v2 message (hex, at least 148 bytes)' };
     if (typeof attestation !== 'string' || !isHex(attestation)) return { ok: false, code: 'CCTP_ATTESTATION_INVALID', detail: 'attestation is not hex' };
     if (decoded.destinationDomain !== cctp.value.domain) {
-      return { ok: false, code: 'CCTP_DESTINATION_DOMAIN_MISMATCH', detail: `the message goes to domain ${decoded.destinationDomain}, ${this.#chain.label} is domain ${cctp.value.domain}` };
+      return { ok: false, code: 'CCTP_DESTINATION_DOMAIN_MISMATCH', detail: `the message goes to domain ${decoded.destinationDomain}, ${this.chain.label} is domain ${cctp.value.domain}` };
     }
     return { ok: true, value: { cctp: cctp.value, message: (message as string).toLowerCase() as Hex, attestation: attestation.toLowerCase() as Hex, decoded } };
   }
-}
-
-function reverted(err: unknown): boolean {
-  return err instanceof BaseError && err.walk((e) => e instanceof ExecutionRevertedError) instanceof ExecutionRevertedError;
 }
 
 /** A successful receipt must carry MessageReceived for this nonce from the transmitter. */

@@ -1,39 +1,19 @@
-import {
-  BaseError,
-  ContractFunctionExecutionError,
-  encodeFunctionData,
-  erc20Abi,
-  ExecutionRevertedError,
-  parseEventLogs,
-  serializeTransaction,
-  type Address,
-  type Hex,
-  type TransactionReceipt,
-} from 'viem';
+import { encodeFunctionData, erc20Abi, parseEventLogs, type Address, type Hex, type TransactionReceipt } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
-import type { ExecutionContext, ExecutionResult, Executor, PreparedAction, SubmitOptions } from '../protocol.ts';
-import { fromBaseUnits, toBaseUnits } from './amounts.ts';
-import type { EvmChain } from './chains.ts';
+import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
+import { fromBaseUnits } from './amounts.ts';
+import { CONTRACT_CALL_GAS_MARGIN_PERCENT, EvmContractCallExecutor, type ContractCall, type EvmContractCallOptions } from './contract-call.ts';
 import { EVM_LANE } from './native-transfer.ts';
-import type { EvmNonceManager } from './nonces.ts';
-import { errorDetail } from './rpc-errors.ts';
-import { amountOf, confirmationsOf, recipientOf, tokenOf, type TokenRef } from './token-config.ts';
-import { awaitingSignature, EvmTxLifecycle, failed, manual, result, type Finality, type ReceiptCheck, type TxLifecycleOptions } from './tx-lifecycle.ts';
+import { amountOf, confirmationsOf, recipientOf, tokenOf, type Parsed, type TokenRef } from './token-config.ts';
+import { failed, firstHints, result, type Finality, type ReceiptCheck } from './tx-lifecycle.ts';
 
 export const EVM_ERC20_TRANSFER_KEY = 'exec.evm.erc20_transfer';
 /** Estimated gas times this percentage is the transaction's gas limit: token contracts vary with state. */
-export const ERC20_GAS_MARGIN_PERCENT = 125n;
+export const ERC20_GAS_MARGIN_PERCENT = CONTRACT_CALL_GAS_MARGIN_PERCENT;
 
-export interface EvmErc20TransferOptions {
-  chain: EvmChain;
-  /** The address of the signer bound to the node; every transaction is sent from it. */
-  from: Address;
+export interface EvmErc20TransferOptions extends EvmContractCallOptions {
   tokens: readonly EvmTokenConfig[];
   executorKey?: string;
-  /** The shared nonce manager (see EvmNativeTransferOptions.nonces). */
-  nonces?: EvmNonceManager | null;
-  /** Fee bumping and the fee cap (see TxLifecycleOptions). */
-  feeBump?: TxLifecycleOptions['feeBump'];
 }
 
 /** Everything one transfer is about, resolved against the chain: what prepare pins. */
@@ -61,31 +41,24 @@ interface Pinned {
  * in token units, becomes base units exactly. Preflight refuses a transfer the wallet cannot cover
  * before anything is signed. The transaction's life (nonce reservation, broadcast, observe, fee
  * bumping with the same calldata, recovery from the stored signed versions) is the shared
- * lifecycle's, as for native transfers, and a successful receipt must also carry the expected
- * `Transfer` event.
+ * contract-call lifecycle's (contract-call.ts), and a successful receipt must also carry the
+ * expected `Transfer` event.
  */
-export class EvmErc20TransferExecutor implements Executor {
+export class EvmErc20TransferExecutor extends EvmContractCallExecutor<Pinned> {
   readonly executorKey: string;
   readonly lane = EVM_LANE;
-  readonly from: Address;
-  readonly chain: EvmChain;
   readonly #tokens: readonly EvmTokenConfig[];
-  readonly #tx: EvmTxLifecycle;
 
   constructor(opts: EvmErc20TransferOptions) {
+    super(opts);
     this.executorKey = opts.executorKey ?? EVM_ERC20_TRANSFER_KEY;
-    this.chain = opts.chain;
-    this.from = opts.from.toLowerCase() as Address;
     this.#tokens = opts.tokens;
-    this.#tx = new EvmTxLifecycle(opts.chain.client, opts.chain.pollSeconds, this.from, { nonces: opts.nonces, feeBump: opts.feeBump });
   }
 
-  async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const chainId = await this.#tx.read('eth_chainId', () => this.chain.client.getChainId());
-    if (chainId !== this.chain.chainId) return failed('EVM_CHAIN_MISMATCH', `${this.chain.label}: the RPC serves chain ${chainId}`);
+  protected async check(ctx: ExecutionContext): Promise<ExecutionResult | null> {
     const r = await this.#resolve(ctx);
-    if (!r.ok) return r.result;
-    const balance = await this.#tx.read('balanceOf', () =>
+    if (!r.ok) return failed(r.code, r.detail);
+    const balance = await this.tx.read('balanceOf', () =>
       this.chain.client.readContract({ address: r.value.token.address, abi: erc20Abi, functionName: 'balanceOf', args: [this.from] }),
     );
     if (balance < r.value.amount) {
@@ -97,74 +70,46 @@ export class EvmErc20TransferExecutor implements Executor {
     return null;
   }
 
-  async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
+  protected async call(ctx: ExecutionContext): Promise<Parsed<ContractCall>> {
     const r = await this.#resolve(ctx);
-    if (!r.ok) return r.result;
-    const { token, decimals, to, amount } = r.value;
-    const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] });
-    let estimate: bigint;
+    if (!r.ok) return r;
+    const { token, decimals, to, amount, amountText } = r.value;
+    return {
+      ok: true,
+      value: {
+        to: token.address,
+        data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }),
+        hints: {
+          to: to.toLowerCase(),
+          token: token.address.toLowerCase(),
+          token_symbol: token.symbol,
+          decimals,
+          amount: amountText,
+          amount_base_units: amount.toString(),
+        },
+        reverts: (detail) => failed('EVM_TX_WOULD_REVERT', `transfer of ${amountText} to ${to} reverts: ${detail}`),
+      },
+    };
+  }
+
+  /** The transfer prepare pinned, from the attempt's first prepared_action artifact (fee bumps add later ones). */
+  protected pinned(ctx: ExecutionContext): Parsed<Pinned> {
+    const none = { ok: false, code: 'EVM_NO_PREPARED_ACTION', detail: 'the attempt has no prepared ERC-20 transfer' } as const;
+    const h = firstHints(ctx);
+    if (typeof h.token !== 'string' || typeof h.to !== 'string' || typeof h.from !== 'string' || typeof h.amount_base_units !== 'string') return none;
     try {
-      estimate = await this.chain.client.estimateGas({ account: this.from, to: token.address, data });
-    } catch (err) {
-      // The node ran the call and it reverted: certain, and nothing was signed.
-      if (reverted(err)) return failed('EVM_TX_WOULD_REVERT', `transfer of ${r.value.amountText} to ${to} reverts: ${errorDetail(err)}`);
-      return this.#tx.read('eth_estimateGas', () => Promise.reject(err));
+      return { ok: true, value: { token: h.token as Address, to: h.to as Address, from: h.from as Address, amount: BigInt(h.amount_base_units) } };
+    } catch {
+      return none;
     }
-    // The nonce reservation is prepareTx's last step: nothing below can fail.
-    const { chainId, nonce, maxFeePerGas, maxPriorityFeePerGas } = await this.#tx.prepareTx(ctx);
-    const gas = (estimate * ERC20_GAS_MARGIN_PERCENT + 99n) / 100n;
-    const payload = serializeTransaction({
-      type: 'eip1559',
-      chainId,
-      nonce,
-      to: token.address,
-      value: 0n,
-      data,
-      gas,
-      maxFeePerGas,
-      maxPriorityFeePerGas,
-    });
-    return awaitingSignature(ctx, payload, {
-      chain_id: chainId,
-      nonce,
-      from: this.from,
-      to: to.toLowerCase(),
-      token: token.address.toLowerCase(),
-      token_symbol: token.symbol,
-      decimals,
-      amount: r.value.amountText,
-      amount_base_units: amount.toString(),
-      gas_limit: gas.toString(),
-      gas_estimate: estimate.toString(),
-    });
   }
 
-  preSubmitCheck(ctx: ExecutionContext): Promise<void> {
-    return this.#tx.preSubmitCheck(ctx);
+  protected receiptCheck(p: Pinned): ReceiptCheck {
+    return transferCheck(p);
   }
 
-  submit(ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions = {}): Promise<ExecutionResult> {
-    return this.#tx.submitSigned(ctx, prepared, opts);
-  }
-
-  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const pinned = pinnedOf(ctx);
-    if (!pinned) return manual('EVM_NO_PREPARED_ACTION', 'the attempt has no prepared ERC-20 transfer');
-    return this.#tx.observe(ctx, this.#finality(ctx), transferCheck(pinned));
-  }
-
-  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const pinned = pinnedOf(ctx);
-    if (!pinned) return this.#tx.recoverUnsigned(ctx);
-    return this.#tx.recover(ctx, this.#finality(ctx), transferCheck(pinned));
-  }
-
-  async health(): Promise<Record<string, unknown>> {
-    const [chainId, blockNumber] = await Promise.all([this.chain.client.getChainId(), this.chain.client.getBlockNumber()]);
-    return { ok: true, executor_key: this.executorKey, lane: EVM_LANE, chain_id: chainId, block_number: Number(blockNumber), from: this.from };
-  }
-
-  #finality(ctx: ExecutionContext): Finality {
+  /** A node may ask for finalized (or not) on its own; else the chain's setting. */
+  protected override finality(ctx: ExecutionContext): Finality {
     const c = confirmationsOf(ctx.node_config, this.chain.confirmations);
     return {
       confirmations: c.ok ? c.value : this.chain.confirmations,
@@ -173,63 +118,22 @@ export class EvmErc20TransferExecutor implements Executor {
   }
 
   /** Token, decimals (read from the token, checked against config), recipient and exact amount. */
-  async #resolve(ctx: ExecutionContext): Promise<{ ok: true; value: Resolved } | { ok: false; result: ExecutionResult }> {
+  async #resolve(ctx: ExecutionContext): Promise<Parsed<Resolved>> {
     const cfg = ctx.node_config;
     const token = tokenOf(cfg, this.chain.chainId, this.#tokens);
-    if (!token.ok) return refusal(token);
+    if (!token.ok) return token;
     const to = recipientOf(ctx);
-    if (!to.ok) return refusal(to);
+    if (!to.ok) return to;
     const text = amountOf(ctx);
-    if (!text.ok) return refusal(text);
+    if (!text.ok) return text;
     const confirmations = confirmationsOf(cfg, this.chain.confirmations);
-    if (!confirmations.ok) return refusal(confirmations);
-
-    const address = token.value.address;
-    const code = await this.#tx.read('eth_getCode', () => this.chain.client.getCode({ address }));
-    if (!code || code === '0x') return { ok: false, result: failed('EVM_INVALID_TOKEN', `${this.chain.label} has no contract at ${address}`) };
-    let onChain: number;
-    try {
-      onChain = await this.chain.client.readContract({ address, abi: erc20Abi, functionName: 'decimals' });
-    } catch (err) {
-      if (err instanceof ContractFunctionExecutionError) {
-        return { ok: false, result: failed('EVM_INVALID_TOKEN', `${address} does not answer decimals(): ${errorDetail(err)}`) };
-      }
-      return this.#tx.read('decimals', () => Promise.reject(err));
-    }
-    if (token.value.decimals !== null && token.value.decimals !== onChain) {
-      return {
-        ok: false,
-        result: failed('EVM_TOKEN_DECIMALS_MISMATCH', `token ${address} has ${onChain} decimals on ${this.chain.label}, the configuration says ${token.value.decimals}`),
-      };
-    }
-    const amount = toBaseUnits(text.value, onChain);
-    if (!amount.ok) return { ok: false, result: failed('EVM_INVALID_AMOUNT', amount.detail) };
-    if (amount.value <= 0n) return { ok: false, result: failed('EVM_INVALID_AMOUNT', 'amount must be more than zero') };
+    if (!confirmations.ok) return confirmations;
+    const amount = await this.tokenAmount(token.value, text.value);
+    if (!amount.ok) return amount;
     return {
       ok: true,
-      value: { token: token.value, decimals: onChain, to: to.value, amount: amount.value, amountText: text.value, confirmations: confirmations.value },
+      value: { token: token.value, decimals: amount.value.decimals, to: to.value, amount: amount.value.amount, amountText: text.value, confirmations: confirmations.value },
     };
-  }
-}
-
-function refusal(r: { code: string; detail: string }): { ok: false; result: ExecutionResult } {
-  return { ok: false, result: failed(r.code, r.detail) };
-}
-
-function reverted(err: unknown): boolean {
-  return err instanceof BaseError && err.walk((e) => e instanceof ExecutionRevertedError) instanceof ExecutionRevertedError;
-}
-
-/** The transfer prepare pinned, from the attempt's first prepared_action artifact (fee bumps add later ones). */
-function pinnedOf(ctx: ExecutionContext): Pinned | null {
-  const prepared = (ctx.attempt_artifacts ?? []).find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
-  if (!prepared?.content_inline) return null;
-  try {
-    const h = (JSON.parse(prepared.content_inline) as { provider_hints?: Record<string, unknown> }).provider_hints ?? {};
-    if (typeof h.token !== 'string' || typeof h.to !== 'string' || typeof h.from !== 'string' || typeof h.amount_base_units !== 'string') return null;
-    return { token: h.token as Address, to: h.to as Address, from: h.from as Address, amount: BigInt(h.amount_base_units) };
-  } catch {
-    return null;
   }
 }
 

@@ -1,14 +1,12 @@
 import { ContractFunctionExecutionError, erc20Abi, isHex, type Address, type Hex } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
-import { attemptKey } from '../../ids.ts';
-import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
 import { fromBaseUnits, toBaseUnits } from './amounts.ts';
 import type { EvmChain } from './chains.ts';
 import { EVM_LANE } from './native-transfer.ts';
 import { errorDetail } from './rpc-errors.ts';
 import { addressOf, amountOf, confirmationsOf, refuse, tokenOf, type Parsed } from './token-config.ts';
-import { EvmTxLifecycle, failed, finalityOf, manual, receiptOrNull, receiptProof, result } from './tx-lifecycle.ts';
+import { EvmTxLifecycle, failed, finalityOf, manual, preparedWatch, receiptOrNull, receiptProof, result } from './tx-lifecycle.ts';
 
 /**
  * Observe-only executors of the EVM lane (the probes of the executor protocol): they never sign
@@ -47,19 +45,7 @@ abstract class ObserveOnly<Spec> implements Executor {
     const s = await this.spec(ctx);
     if (!s.ok) return failed(s.code, s.detail);
     const payload = JSON.stringify(s.value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
-    const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
-    return result({
-      next_state: 'SUBMITTING',
-      prepared_action: {
-        prepared_action_id: `evm-observe-${key}`,
-        action_type: ctx.action_type,
-        payload_format: 'json',
-        payload,
-        payload_hash: payloadHash(payload),
-        signing_required: false,
-        provider_hints: { chain_id: this.chain.chainId, ...this.refs(s.value) },
-      },
-    });
+    return preparedWatch(ctx, 'evm-observe', payload, { chain_id: this.chain.chainId, ...this.refs(s.value) });
   }
 
   async submit(_ctx: ExecutionContext, prepared: PreparedAction): Promise<ExecutionResult> {

@@ -400,14 +400,8 @@ export class EvmTxLifecycle {
     return receiptOrNull(this.client, hash);
   }
 
-  async pending(hash: Hex): Promise<boolean> {
-    try {
-      await this.client.getTransaction({ hash });
-      return true;
-    } catch (err) {
-      if (err instanceof TransactionNotFoundError) return false;
-      throw err;
-    }
+  pending(hash: Hex): Promise<boolean> {
+    return transactionKnown(this.client, hash);
   }
 
   #retry(): number {
@@ -415,8 +409,8 @@ export class EvmTxLifecycle {
   }
 }
 
-/** The provider_hints of the attempt's first prepared action (a replacement keeps them). */
-function firstHints(ctx: ExecutionContext): Record<string, unknown> {
+/** The provider_hints of the attempt's first prepared action (a replacement keeps them); {} without one. */
+export function firstHints(ctx: ExecutionContext): Record<string, unknown> {
   const first = (ctx.attempt_artifacts ?? []).find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
   if (!first?.content_inline) return {};
   try {
@@ -424,6 +418,17 @@ function firstHints(ctx: ExecutionContext): Record<string, unknown> {
     return hints && typeof hints === 'object' && !Array.isArray(hints) ? (hints as Record<string, unknown>) : {};
   } catch {
     return {};
+  }
+}
+
+/** Whether the node knows the transaction (pending, or mined); false: it never saw it or dropped it. */
+export async function transactionKnown(client: PublicClient, hash: Hex): Promise<boolean> {
+  try {
+    await client.getTransaction({ hash });
+    return true;
+  } catch (err) {
+    if (err instanceof TransactionNotFoundError) return false;
+    throw err;
   }
 }
 
@@ -497,6 +502,26 @@ export function awaitingSignature(ctx: ExecutionContext, payload: Hex, providerH
       payload,
       payload_hash: payloadHash(payload),
       signing_required: true,
+      provider_hints: providerHints,
+    },
+  });
+}
+
+/**
+ * prepare() of an executor that only watches (nothing is signed or sent): SUBMITTING, with what to
+ * watch as the JSON payload submit() reads back.
+ */
+export function preparedWatch(ctx: ExecutionContext, idPrefix: string, payload: string, providerHints: Record<string, unknown>): ExecutionResult {
+  const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
+  return result({
+    next_state: 'SUBMITTING',
+    prepared_action: {
+      prepared_action_id: `${idPrefix}-${key}`,
+      action_type: ctx.action_type,
+      payload_format: 'json',
+      payload,
+      payload_hash: payloadHash(payload),
+      signing_required: false,
       provider_hints: providerHints,
     },
   });

@@ -53,13 +53,8 @@ export class RemoteSignerProxy implements Signer {
     return parsed.data;
   }
 
-  async health(): Promise<Record<string, unknown> | null> {
-    const res = await this.#http.call('GET', '/health');
-    if (res.json === undefined || res.json === null) return null;
-    if (typeof res.json !== 'object' || Array.isArray(res.json)) {
-      throw new FatalMovementError('REMOTE_SIGNER_INVALID_RESPONSE', `signer ${this.signerKey} /health did not answer a JSON object`);
-    }
-    return res.json as Record<string, unknown>;
+  health(): Promise<Record<string, unknown> | null> {
+    return this.#http.health(`signer ${this.signerKey}`);
   }
 
   async close(): Promise<void> {
