@@ -25,7 +25,6 @@
  * nothing progresses for the stall limit, prints where the movements ended and why and exits 1
  * (see scripts/lib/bench-run.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

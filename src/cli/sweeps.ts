@@ -1,7 +1,7 @@
 import { findSweep, requestSweepRun, sweepDefinitions, sweepStatuses } from '../actors/sweeps.ts';
 import { loadConfig } from '../config.ts';
 import { FerryError } from '../errors.ts';
-import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
+import { CliError, UsageError, type CliCommand } from './command.ts';
 import { withBoss } from './database.ts';
 import { printedJson, printList } from './format.ts';
 import { operatorName } from './operator.ts';

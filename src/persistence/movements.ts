@@ -1,5 +1,4 @@
 import { ValidationError } from '../errors.ts';
-import { attemptKey } from '../ids.ts';
 import { CURSOR_AT_SQL, decodeCursor, isUuid, pageOfRows } from './cursor.ts';
 import type { Queryable } from './db.ts';
 

@@ -1,4 +1,4 @@
-import { encodeFunctionData, isHex, parseEventLogs, zeroAddress, type Address, type Hex, type TransactionReceipt } from 'viem';
+import { encodeFunctionData, isHex, parseEventLogs, zeroAddress, type Hex, type TransactionReceipt } from 'viem';
 import { EvmContractCallExecutor, type ContractCall } from '../evm/contract-call.ts';
 import { signedBytesOf } from '../evm/signed-tx.ts';
 import type { Parsed } from '../evm/token-config.ts';
