@@ -7,7 +7,7 @@ import { movementQueueMessagesTotal } from '../metrics.ts';
 import { principalActor } from '../persistence/principals.ts';
 import { activeTokenByName } from '../persistence/tokens.ts';
 import { ensureQueue, type QueueDefinition } from './boss.ts';
-import { createMovement, type MovementServiceDeps } from '../services/movements.ts';
+import { createInputOf, createMovement, type MovementServiceDeps } from '../services/movements.ts';
 
 /**
  * Queue-fed movements: other systems place movement requests on a pg-boss queue instead of calling
@@ -105,17 +105,8 @@ export async function consumeMovementRequest(deps: MovementServiceDeps, boss: Pg
     if (!can(token.role, 'movement.create')) {
       throw new FerryError('FORBIDDEN', `${token.name} (role ${token.role}) may not create movements`);
     }
-    const created = await createMovement(deps, {
-      // The movement is the token's principal's, exactly as if that token had called the API.
-      actor: principalActor(token.principalId),
-      templateKey: m.template_key,
-      templateVersion: m.template_version,
-      intent: m.intent,
-      inputParams: m.input_params,
-      callbackUrl: m.callback_url ?? null,
-      callbackDestination: m.callback_destination ?? null,
-      idempotencyKey: m.idempotency_key,
-    });
+    // The movement is the token's principal's, exactly as if that token had called the API.
+    const created = await createMovement(deps, createInputOf(m, principalActor(token.principalId), m.idempotency_key));
     const outcome = created.replayed ? 'replayed' : 'created';
     movementQueueMessagesTotal.inc({ outcome });
     return { outcome, movement_id: created.request.id };

@@ -61,6 +61,30 @@ export interface CreateMovementInput {
   idempotencyKey?: string | null;
 }
 
+/** A movement as the API's body and the movement queue's message spell it (snake_case, on the wire). */
+export interface MovementOrder {
+  template_key: string;
+  template_version?: number;
+  intent: Record<string, unknown>;
+  input_params?: Record<string, unknown>;
+  callback_url?: string | null;
+  callback_destination?: string | null;
+}
+
+/** The create input of a movement ordered on the wire, by `actor`, under the client's key (if any). */
+export function createInputOf(order: MovementOrder, actor: string, idempotencyKey: string | null): CreateMovementInput {
+  return {
+    actor,
+    templateKey: order.template_key,
+    templateVersion: order.template_version,
+    intent: order.intent,
+    inputParams: order.input_params,
+    callbackUrl: order.callback_url ?? null,
+    callbackDestination: order.callback_destination ?? null,
+    idempotencyKey,
+  };
+}
+
 export interface CreatedMovement extends Movement {
   /** True when an earlier call with the same Idempotency-Key and body created it. */
   replayed: boolean;

@@ -1,6 +1,7 @@
 import {
   approveMovement,
   cancelMovement,
+  createInputOf,
   createMovement,
   readMovement,
   requireMovement,
@@ -167,16 +168,7 @@ export function movementRoutes(ctx: V3Context) {
   app.openapi(createMovementRoute, async (c) => {
     const body = c.req.valid('json');
     const headers = c.req.valid('header');
-    const created = await createMovement(ctx.movementDeps(), {
-      actor: actorOf(c),
-      templateKey: body.template_key,
-      templateVersion: body.template_version,
-      intent: body.intent,
-      inputParams: body.input_params,
-      callbackUrl: body.callback_url ?? null,
-      callbackDestination: body.callback_destination ?? null,
-      idempotencyKey: headers['idempotency-key'] ?? null,
-    });
+    const created = await createMovement(ctx.movementDeps(), createInputOf(body, actorOf(c), headers['idempotency-key'] ?? null));
     const view = await detail(created, audienceOf(c));
     return created.replayed ? c.json(view, 200) : c.json(view, 201);
   });
