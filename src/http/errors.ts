@@ -241,16 +241,16 @@ export function classifyError(err: unknown): ClassifiedError {
 }
 
 function requestIdOf(c: Context): string | undefined {
-  return (c.var as { movementId?: string }).movementId;
+  return (c.var as { requestId?: string }).requestId;
 }
 
 export const onError: ErrorHandler = (err, c) => {
   const { error, status, headers, internal } = classifyError(err);
-  const movementId = requestIdOf(c);
+  const requestId = requestIdOf(c);
   if (internal) {
-    log.error({ err, code: error.code, method: c.req.method, path: c.req.path, request_id: movementId }, 'request failed');
+    log.error({ err, code: error.code, method: c.req.method, path: c.req.path, request_id: requestId }, 'request failed');
   }
-  const details = error.code === 'INTERNAL' && movementId ? { ...error.details, request_id: movementId } : error.details;
+  const details = error.code === 'INTERNAL' && requestId ? { ...error.details, request_id: requestId } : error.details;
   const body: ErrorBody = { error: { code: error.code, message: error.message, details } };
   const res = c.json(body, status as ContentfulStatusCode);
   headers.forEach((value, name) => res.headers.set(name, value));
