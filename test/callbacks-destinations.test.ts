@@ -6,9 +6,7 @@
 import assert from 'node:assert/strict';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { serve } from '@hono/node-server';
 import { deliverCallbackOnce, type CallbackDeliveryDeps } from '../src/actors/callback-delivery.ts';
 import { enqueueCallback, type CallbackMovementRow } from '../src/callbacks/outbox.ts';
 import { ferrySignature, signatureV1 } from '../src/callbacks/signing.ts';
@@ -20,7 +18,7 @@ import { withTransaction } from '../src/persistence/db.ts';
 import { getMovement } from '../src/persistence/movements.ts';
 import { appForFile, FAST_WORKERS } from './helpers/app.ts';
 import { loopbackDestinations } from './helpers/destinations.ts';
-import { callApi, callerFor, expectStatus, type Reply } from './helpers/http.ts';
+import { callApi, callerFor, expectStatus, serveApp, type Reply } from './helpers/http.ts';
 import { CallbackReceiver, verifyFerrySignature, verifyReceived } from './helpers/receiver.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 import { createTokens } from './helpers/tokens.ts';
@@ -358,9 +356,7 @@ describe('destinations through the API', () => {
 describe('ferry callbacks destinations', () => {
   test('create, list, show, rotate-secret and disable through the API, printing each secret once', async () => {
     // The CLI is a client of the HTTP API: serve the app on loopback for it.
-    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
-    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const { url, stop } = await serveApp(app);
     try {
       const ferry = async (args: string[], who: Who = 'operator') => {
         const out: string[] = [];
@@ -402,7 +398,7 @@ describe('ferry callbacks destinations', () => {
       const usage = await ferry(['callbacks', 'destinations', 'rotate-secret', 'cli-receiver', '--overlap-seconds', 'soon']);
       assert.equal(usage.code, 2);
     } finally {
-      server.close();
+      await stop();
     }
   });
 });
