@@ -14,6 +14,7 @@ import { callbacksForMovement } from '../src/persistence/callbacks.ts';
 import { appForFile, FAST_WORKERS } from './helpers/app.ts';
 import { callApi, expectStatus, type Reply } from './helpers/http.ts';
 import { CallbackReceiver } from './helpers/receiver.ts';
+import { collectPages } from './helpers/pages.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 import { createTokens } from './helpers/tokens.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -218,12 +219,11 @@ describe('a movement from creation to completion', () => {
     expectStatus(log, 200);
     assert.equal(log.body.transitions.length, 3);
     assert.ok(log.body.next_cursor);
-    const all: any[] = [...log.body.transitions];
-    for (let cursor = log.body.next_cursor; cursor; ) {
-      const page = await call('GET', `/v3/movements/${id}/transitions?limit=3&cursor=${cursor}`, 'viewer');
-      all.push(...page.body.transitions);
-      cursor = page.body.next_cursor;
-    }
+    const { items: all } = await collectPages(async (cursor) => {
+      const page = await call('GET', `/v3/movements/${id}/transitions?limit=3${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
+      expectStatus(page, 200);
+      return { items: page.body.transitions as any[], next: page.body.next_cursor };
+    });
     const movementLog = all.filter((t) => t.entity_type === 'request').map((t) => `${t.from_state}>${t.to_state}`);
     assert.deepEqual(movementLog, ['>PENDING_APPROVAL', 'PENDING_APPROVAL>APPROVED', 'APPROVED>EXECUTING', 'EXECUTING>COMPLETED']);
   });
@@ -470,15 +470,12 @@ describe('listing, registry, callbacks and audit', () => {
     expectStatus(all, 200);
     const total = all.body.movements.length;
     assert.ok(total >= 10);
-    const seen: string[] = [];
-    let cursor: string | null = null;
-    do {
-      const page: Reply = await call('GET', `/v3/movements?limit=3${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
+    const { items: seen } = await collectPages(async (cursor) => {
+      const page = await call('GET', `/v3/movements?limit=3${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
       expectStatus(page, 200);
       assert.ok(page.body.movements.length <= 3);
-      seen.push(...page.body.movements.map((m: { id: string }) => m.id));
-      cursor = page.body.next_cursor;
-    } while (cursor);
+      return { items: page.body.movements.map((m: { id: string }) => m.id as string), next: page.body.next_cursor };
+    });
     assert.equal(seen.length, total);
     assert.equal(new Set(seen).size, total);
     assert.deepEqual(seen, all.body.movements.map((m: { id: string }) => m.id));
@@ -535,17 +532,16 @@ describe('listing, registry, callbacks and audit', () => {
     while ((await promoteAuditBatch(db.pool)) > 0);
     const actions = new Set<string>();
     const approvers = new Set<string>();
-    let cursor: string | null = null;
-    do {
-      const page: Reply = await call('GET', `/v3/audit-events?limit=50${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
+    const { items: events } = await collectPages(async (cursor) => {
+      const page = await call('GET', `/v3/audit-events?limit=50${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
       expectStatus(page, 200);
-      for (const e of page.body.events) {
-        actions.add(e.action);
-        if (e.action === 'movement.approve') approvers.add(`${e.actor} ${e.actor_name}`);
-        if (!e.actor.startsWith('principal:')) assert.equal(e.actor_name, e.actor);
-      }
-      cursor = page.body.next_cursor;
-    } while (cursor);
+      return { items: page.body.events as any[], next: page.body.next_cursor };
+    });
+    for (const e of events) {
+      actions.add(e.action);
+      if (e.action === 'movement.approve') approvers.add(`${e.actor} ${e.actor_name}`);
+      if (!e.actor.startsWith('principal:')) assert.equal(e.actor_name, e.actor);
+    }
     for (const action of [
       'template.save',
       'movement.create',

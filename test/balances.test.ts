@@ -19,6 +19,7 @@ import { ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './help
 import { testDatabase } from './helpers/db.ts';
 import { serveApp } from './helpers/http.ts';
 import { freePort } from './helpers/net.ts';
+import { collectPages } from './helpers/pages.ts';
 import { waitFor } from './helpers/wait.ts';
 import { deploySnapshotToken } from './helpers/snapshot-token.ts';
 
@@ -205,15 +206,10 @@ test('GET /v3/balances: latest per wallet, asset and chain, exact amounts, filte
   assert.deepEqual((await getBalances('?asset=tusd')).body.balances.map((b: any) => b.wallet), [hot]);
   assert.deepEqual((await getBalances('?chain=sim&asset=USDC')).body.balances.map((b: any) => b.wallet), ['sim-broken', 'sim-treasury']);
 
-  const seen: string[] = [];
-  let cursor: string | null = null;
-  let pages = 0;
-  do {
+  const { items: seen, pages } = await collectPages(async (cursor) => {
     const page: any = (await getBalances(`?limit=3${cursor ? `&cursor=${cursor}` : ''}`)).body;
-    seen.push(...page.balances.map((b: any) => `${b.chain} ${b.wallet} ${b.asset}`));
-    cursor = page.next_cursor;
-    pages++;
-  } while (cursor && pages < 10);
+    return { items: page.balances.map((b: any) => `${b.chain} ${b.wallet} ${b.asset}`), next: page.next_cursor };
+  }, 10);
   assert.equal(pages, 3);
   assert.deepEqual(seen, all.body.balances.map((b: any) => `${b.chain} ${b.wallet} ${b.asset}`));
 
