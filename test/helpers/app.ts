@@ -3,6 +3,7 @@
  * builds them (in this process, no HTTP server: call it with app.request through callApi).
  */
 import { after } from 'node:test';
+import { startBoss, stopBoss } from '../../src/actors/boss.ts';
 import { startRuntime, type Runtime } from '../../src/actors/runtime.ts';
 import { loadConfig, type FerryConfig } from '../../src/config.ts';
 import { createApp, type FerryApp } from '../../src/http/app.ts';
@@ -46,4 +47,24 @@ export async function runtimeForFile(env: Record<string, string>, opts: { worker
 export async function appForFile(env: Record<string, string>, opts: { workers: boolean }): Promise<RuntimeForFile & { app: FerryApp }> {
   const r = await runtimeForFile(env, opts);
   return { ...r, app: createApp({ pool: r.db.pool, config: r.config, runtime: r.runtime }) };
+}
+
+export type Boss = Awaited<ReturnType<typeof startBoss>>;
+
+/**
+ * The file's test database with pg-boss on it (unsupervised, no schedules) and an app without a
+ * runtime, for the pg-boss dashboard mounted in Ferry. When the file ends the app closes (the
+ * dashboard's pools are its own) and pg-boss stops, before the database is dropped.
+ */
+export async function dashboardAppForFile(env: Record<string, string>): Promise<{ db: TestDb; boss: Boss; app: FerryApp }> {
+  let boss: Boss | undefined;
+  let app: FerryApp | undefined;
+  after(async () => {
+    await app?.close();
+    if (boss) await stopBoss(boss);
+  });
+  const db = await testDatabase();
+  boss = await startBoss(db.url, { supervise: false, schedule: false });
+  app = createApp({ pool: db.pool, config: loadConfig({ FERRY_LOG_LEVEL: 'silent', ...env }) });
+  return { db, boss, app };
 }
