@@ -14,6 +14,8 @@ export interface CliProcess {
   done: Promise<CliRun>;
   /** stdout so far. */
   output(): string;
+  /** stderr so far. */
+  errors(): string;
 }
 
 /** How the CLI is started: the TypeScript entry through tsx, or e.g. ['bin/ferry.js'] for the published one. */
@@ -36,7 +38,7 @@ export function startCliProcess(args: string[], env: NodeJS.ProcessEnv = {}, ent
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? 128, stdout, stderr }));
   });
-  return { child, done, output: () => stdout };
+  return { child, done, output: () => stdout, errors: () => stderr };
 }
 
 /** startCliProcess, to its end. */
