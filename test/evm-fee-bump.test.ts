@@ -1,7 +1,4 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { keccak256, parseTransaction, type Address, type Hex, type PublicClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -18,7 +15,7 @@ import type { Pool } from '../src/persistence/db.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
 import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, freshAddress, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { dyingInSubmit, nativeTransferPlan } from './helpers/evm.ts';
+import { dyingInSubmit, nativeTransferPlan, writeConfigFile } from './helpers/evm.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
 import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
@@ -223,26 +220,11 @@ for (const when of ['before_broadcast', 'after_broadcast'] as const) {
 
 test('SIGKILL of a worker process right after it stored a fee-bumped version: exactly one transfer lands, another process completes the movement', async (t) => {
   const db = await scratchDatabase(t);
-  const dir = mkdtempSync(join(tmpdir(), 'ferry-fee-bump-'));
-  const configFile = join(dir, 'ferry.yaml');
   // The chain and its signer from the configuration file: its fee policy applies to the lane.
-  writeFileSync(
-    configFile,
-    [
-      'evm:',
-      '  chains:',
-      `    - chain_id: ${ANVIL_CHAIN_ID}`,
-      `      rpc_url: ${anvil.url}`,
-      '      fee_bump_after_seconds: 1',
-      '      fee_bump_percent: 20',
-      '  signers:',
-      '    - key: evm_local',
-      '      kind: local_key',
-      '      private_key_env: FERRY_TEST_EVM_KEY',
-      `      chains: [${ANVIL_CHAIN_ID}]`,
-      '',
-    ].join('\n'),
-  );
+  const configFile = writeConfigFile({
+    chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: anvil.url, fee_bump_after_seconds: 1, fee_bump_percent: 20 }],
+    signers: [{ key: 'evm_local', kind: 'local_key', private_key_env: 'FERRY_TEST_EVM_KEY', chains: [ANVIL_CHAIN_ID] }],
+  });
   const env = {
     FERRY_TEST_EVM_KEY: ANVIL_DEV_KEY,
     FERRY_CONFIG_FILE: configFile,
