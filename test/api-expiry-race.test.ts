@@ -5,29 +5,17 @@
  * callbacks and audit rows agree with it.
  */
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { expirePendingMovements } from '../src/actors/expiry.ts';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
-import { loadConfig } from '../src/config.ts';
-import { createApp } from '../src/http/app.ts';
-import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { testDatabase } from './helpers/db.ts';
+import { appForFile } from './helpers/app.ts';
 import { callApi } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 
 const RACES = 100;
 
-let runtime: Runtime | undefined;
-after(async () => {
-  await runtime?.stop();
-});
-
-const db = await testDatabase();
 // Workers off: the test itself plays the expiry sweep, aimed at each boundary.
-const config = loadConfig({ FERRY_DATA_DIR: '.ferry/test-api-race', FERRY_APPROVAL_TTL_SECONDS: '6', FERRY_LOG_LEVEL: 'silent' });
-runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: false });
-const app = createApp({ pool: db.pool, config, runtime });
+const { db, runtime, app } = await appForFile({ FERRY_DATA_DIR: '.ferry/test-api-race', FERRY_APPROVAL_TTL_SECONDS: '6' }, { workers: false });
 const requester = await createToken(db.pool, { name: 'requester', role: 'requester' });
 const approver = await createToken(db.pool, { name: 'approver', role: 'approver' });
 
@@ -78,7 +66,7 @@ test(`${RACES} races of approve vs expiry end with exactly one outcome each, and
   const sweeps: Promise<unknown>[] = [];
   const approvals = await Promise.all(
     movements.map(async (m) => {
-      sweeps.push(sleepUntil(m.expiresAt + jitter(0, 4)).then(() => expirePendingMovements(runtime!.deps)));
+      sweeps.push(sleepUntil(m.expiresAt + jitter(0, 4)).then(() => expirePendingMovements(runtime.deps)));
       await sleepUntil(m.expiresAt + jitter(-60, 5));
       return call('POST', `/v3/movements/${m.id}/approve`, approver.token, { compiled_plan_hash: m.hash });
     }),
@@ -88,7 +76,7 @@ test(`${RACES} races of approve vs expiry end with exactly one outcome each, and
   for (let round = 0; round < 10; round++) {
     const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM movement_requests WHERE request_state = 'PENDING_APPROVAL'`);
     if (rows[0].n === 0) break;
-    await expirePendingMovements(runtime!.deps);
+    await expirePendingMovements(runtime.deps);
   }
 
   const ids = movements.map((m) => m.id);

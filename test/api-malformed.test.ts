@@ -5,9 +5,7 @@
  * database: the main tables are checksummed before and after.
  */
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
-import { serve, type ServerType } from '@hono/node-server';
 import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { loadConfig } from '../src/config.ts';
@@ -16,7 +14,7 @@ import { log } from '../src/log.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { generateCases, operationsOf, type BaseRequest, type FuzzCase } from './helpers/fuzz.ts';
-import { callApi } from './helpers/http.ts';
+import { callApi, serveApp } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 import { can, permissions } from '../src/services/permissions.ts';
 
@@ -567,10 +565,7 @@ test(`${FUZZ_CASES} generated malformed requests over HTTP across every OpenAPI 
   assert.deepEqual(generateCases(ops, fuzzBase, { tokens: Object.fromEntries(roles.map((r) => [r, tokens[r].token])), grants, revokedToken: revoked.token, maxBodyBytes: config.maxBodyBytes }, 50, FUZZ_SEED), fuzzCases.slice(0, 50), 'the same seed gives the same cases');
   for (const op of ops) assert.ok(fuzzCases.some((c) => c.name.includes(` ${op.method} ${op.path} `)), `${op.method} ${op.path} is fuzzed`);
 
-  const srv: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
-  });
-  const base = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+  const { url: base, stop } = await serveApp(app);
   const before = await checksum();
   const failures: string[] = [];
   const statuses = new Map<number, number>();
@@ -616,10 +611,7 @@ test(`${FUZZ_CASES} generated malformed requests over HTTP across every OpenAPI 
       }),
     );
   } finally {
-    await new Promise<void>((resolve) => {
-      srv.close(() => resolve());
-      (srv as import('node:http').Server).closeAllConnections();
-    });
+    await stop();
   }
   const elapsed = Date.now() - started;
   assert.deepEqual(failures.slice(0, 40), [], `${failures.length} of ${fuzzCases.length} cases failed`);

@@ -5,62 +5,44 @@
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
 import { after, describe, test } from 'node:test';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
 import { readCallbackHeaders, verifyCallback } from '../src/callbacks/signing.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
-import { log } from '../src/log.ts';
 import { promoteAuditBatch, verifyAuditChain } from '../src/persistence/audit.ts';
 import { callbacksForMovement } from '../src/persistence/callbacks.ts';
-import { createToken } from '../src/persistence/tokens.ts';
-import { testDatabase } from './helpers/db.ts';
-import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
-import { callApi, type Reply } from './helpers/http.ts';
+import { appForFile, FAST_WORKERS } from './helpers/app.ts';
+import { callApi, expectStatus, type Reply } from './helpers/http.ts';
 import { CallbackReceiver } from './helpers/receiver.ts';
+import { collectPages } from './helpers/pages.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
+import { createTokens } from './helpers/tokens.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const SECRET = 'api-test-callback-secret-0123456789';
 
 // ---------------------------------------------------------------------------------------------
-// Runtime, app and tokens. The after hook is registered before testDatabase() so the runtime stops
-// before the database is dropped (hooks run in registration order).
+// Runtime, app and tokens.
 
-let runtime: Runtime | undefined;
+const env = { FERRY_DATA_DIR: '.ferry/test-api', FERRY_CALLBACK_SECRET: SECRET, ...FAST_WORKERS };
+const { db, config, runtime, app } = await appForFile(env, { workers: true });
 const receiver = await new CallbackReceiver().listen();
-after(async () => {
-  await runtime?.stop();
-  await receiver.close();
-});
+after(() => receiver.close());
+const quorum2App = createApp({ pool: db.pool, config: loadConfig({ ...env, FERRY_LOG_LEVEL: 'silent', FERRY_APPROVAL_QUORUM: '2' }), runtime });
 
-const db = await testDatabase();
-const env = {
-  FERRY_DATA_DIR: '.ferry/test-api',
-  FERRY_CALLBACK_SECRET: SECRET,
-  FERRY_CALLBACK_ALLOWED_NETWORKS: LOOPBACK_NETWORKS,
-  FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
-  FERRY_LOG_LEVEL: 'silent',
-};
-const config = loadConfig(env);
-runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: true });
-const app = createApp({ pool: db.pool, config, runtime });
-const quorum2App = createApp({ pool: db.pool, config: loadConfig({ ...env, FERRY_APPROVAL_QUORUM: '2' }), runtime });
-
-const tokens = {
-  requester: await createToken(db.pool, { name: 'requester-1', role: 'requester' }),
-  requester2: await createToken(db.pool, { name: 'requester-2', role: 'requester' }),
-  approver: await createToken(db.pool, { name: 'approver-1', role: 'approver' }),
-  approver2: await createToken(db.pool, { name: 'approver-2', role: 'approver' }),
-  operator: await createToken(db.pool, { name: 'operator-1', role: 'operator' }),
-  admin: await createToken(db.pool, { name: 'admin-1', role: 'admin' }),
-  viewer: await createToken(db.pool, { name: 'viewer-1', role: 'viewer' }),
+const tokens = await createTokens(db.pool, {
+  requester: 'requester',
+  requester2: { name: 'requester-2', role: 'requester' },
+  approver: 'approver',
+  approver2: { name: 'approver-2', role: 'approver' },
+  operator: 'operator',
+  admin: 'admin',
+  viewer: 'viewer',
   // A second token of approver-1's principal: a second credential, not a second person.
-  approverAgain: await createToken(db.pool, { name: 'approver-1.again', role: 'approver', principal: 'approver-1' }),
+  approverAgain: { name: 'approver-1.again', role: 'approver', principal: 'approver-1' },
   // requester-1 also holds an approver token: it may approve others' movements, never its own.
-  requesterAsApprover: await createToken(db.pool, { name: 'requester-1.approver', role: 'approver', principal: 'requester-1' }),
-};
+  requesterAsApprover: { name: 'requester-1.approver', role: 'approver', principal: 'requester-1' },
+});
 type Who = keyof typeof tokens;
 
 const call = (method: string, path: string, who: Who, body?: unknown, headers: Record<string, string> = {}, target = app): Promise<Reply> =>
@@ -68,11 +50,6 @@ const call = (method: string, path: string, who: Who, body?: unknown, headers: R
 
 /** Proposes, approves (a second token) and finalizes a template; its live version. */
 const live = (def: unknown) => makeTemplateLive(app, db.pool, def, { proposer: tokens.operator.token, approver: tokens.approver.token });
-
-function expectStatus(r: Reply, status: number, code?: string) {
-  assert.equal(r.status, status, JSON.stringify(r.body));
-  if (code) assert.equal(r.body.error.code, code, r.body.error.message);
-}
 
 const transfer = {
   template_key: 'usdc-transfer',
@@ -242,12 +219,11 @@ describe('a movement from creation to completion', () => {
     expectStatus(log, 200);
     assert.equal(log.body.transitions.length, 3);
     assert.ok(log.body.next_cursor);
-    const all: any[] = [...log.body.transitions];
-    for (let cursor = log.body.next_cursor; cursor; ) {
-      const page = await call('GET', `/v3/movements/${id}/transitions?limit=3&cursor=${cursor}`, 'viewer');
-      all.push(...page.body.transitions);
-      cursor = page.body.next_cursor;
-    }
+    const { items: all } = await collectPages(async (cursor) => {
+      const page = await call('GET', `/v3/movements/${id}/transitions?limit=3${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
+      expectStatus(page, 200);
+      return { items: page.body.transitions as any[], next: page.body.next_cursor };
+    });
     assert.equal(new Set(all.map((t) => t.id)).size, all.length, 'each transition on one page only');
     // The creation has no state before it: from_state is null (as /inspect shows it).
     const movementLog = all.filter((t) => t.entity_type === 'request').map((t) => `${t.from_state ?? '(none)'}>${t.to_state}`);
@@ -496,15 +472,12 @@ describe('listing, registry, callbacks and audit', () => {
     expectStatus(all, 200);
     const total = all.body.movements.length;
     assert.ok(total >= 10);
-    const seen: string[] = [];
-    let cursor: string | null = null;
-    do {
-      const page: Reply = await call('GET', `/v3/movements?limit=3${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
+    const { items: seen } = await collectPages(async (cursor) => {
+      const page = await call('GET', `/v3/movements?limit=3${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
       expectStatus(page, 200);
       assert.ok(page.body.movements.length <= 3);
-      seen.push(...page.body.movements.map((m: { id: string }) => m.id));
-      cursor = page.body.next_cursor;
-    } while (cursor);
+      return { items: page.body.movements.map((m: { id: string }) => m.id as string), next: page.body.next_cursor };
+    });
     assert.equal(seen.length, total);
     assert.equal(new Set(seen).size, total);
     assert.deepEqual(seen, all.body.movements.map((m: { id: string }) => m.id));
@@ -517,7 +490,7 @@ describe('listing, registry, callbacks and audit', () => {
   });
 
   test('registry roster, and the expected signer identity set through the API', async () => {
-    await refreshRegistryHealth(db.pool, runtime!.deps.executors, runtime!.deps.signers);
+    await refreshRegistryHealth(db.pool, runtime.deps.executors, runtime.deps.signers);
     const executors = await call('GET', '/v3/executors', 'viewer');
     expectStatus(executors, 200);
     assert.ok(executors.body.executors.some((e: { executor_key: string }) => e.executor_key === 'exec.sim.action'));
@@ -561,17 +534,16 @@ describe('listing, registry, callbacks and audit', () => {
     while ((await promoteAuditBatch(db.pool)) > 0);
     const actions = new Set<string>();
     const approvers = new Set<string>();
-    let cursor: string | null = null;
-    do {
-      const page: Reply = await call('GET', `/v3/audit-events?limit=50${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
+    const { items: events } = await collectPages(async (cursor) => {
+      const page = await call('GET', `/v3/audit-events?limit=50${cursor ? `&cursor=${cursor}` : ''}`, 'viewer');
       expectStatus(page, 200);
-      for (const e of page.body.events) {
-        actions.add(e.action);
-        if (e.action === 'movement.approve') approvers.add(`${e.actor} ${e.actor_name}`);
-        if (!e.actor.startsWith('principal:')) assert.equal(e.actor_name, e.actor);
-      }
-      cursor = page.body.next_cursor;
-    } while (cursor);
+      return { items: page.body.events as any[], next: page.body.next_cursor };
+    });
+    for (const e of events) {
+      actions.add(e.action);
+      if (e.action === 'movement.approve') approvers.add(`${e.actor} ${e.actor_name}`);
+      if (!e.actor.startsWith('principal:')) assert.equal(e.actor_name, e.actor);
+    }
     for (const action of [
       'template.save',
       'movement.create',

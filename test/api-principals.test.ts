@@ -7,40 +7,23 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
-import { loadConfig } from '../src/config.ts';
-import { createApp } from '../src/http/app.ts';
-import { log } from '../src/log.ts';
+import { describe, test } from 'node:test';
 import { promoteAuditBatch } from '../src/persistence/audit.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { migrationsDir } from '../src/persistence/migrate.ts';
 import { authenticateToken, createToken } from '../src/persistence/tokens.ts';
-import { testDatabase } from './helpers/db.ts';
-import { callApi, type Reply } from './helpers/http.ts';
+import { appForFile } from './helpers/app.ts';
+import { callApi, expectStatus, type Reply } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 
-let runtime: Runtime | undefined;
-after(async () => {
-  await runtime?.stop();
-});
-
-const db = await testDatabase();
-const config = loadConfig({ FERRY_DATA_DIR: '.ferry/test-api-principals', FERRY_LOG_LEVEL: 'silent' });
 // Workers off: the tests only need the API's writes.
-runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: false });
-const app = createApp({ pool: db.pool, config, runtime });
+const { db, app } = await appForFile({ FERRY_DATA_DIR: '.ferry/test-api-principals' }, { workers: false });
 
 const admin = await createToken(db.pool, { name: 'root', role: 'admin' });
 const operator = await createToken(db.pool, { name: 'ops', role: 'operator' });
 const viewer = await createToken(db.pool, { name: 'watcher', role: 'viewer' });
 
 const call = (method: string, path: string, token: string, body?: unknown): Promise<Reply> => callApi(app, method, path, token, body);
-
-function expectStatus(r: Reply, status: number, code?: string) {
-  assert.equal(r.status, status, JSON.stringify(r.body));
-  if (code) assert.equal(r.body.error.code, code, r.body.error.message);
-}
 
 async function auditEvents(): Promise<any[]> {
   while ((await promoteAuditBatch(db.pool)) > 0);

@@ -16,6 +16,8 @@ import {
 } from '../src/persistence/audit.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { testDatabase } from './helpers/db.ts';
+import { collectPages } from './helpers/pages.ts';
+import { within } from './helpers/wait.ts';
 
 const { pool } = await testDatabase();
 
@@ -126,7 +128,7 @@ test('concurrent writers and concurrent promoters build one gap-free chain that 
     }
   });
   await writing;
-  const movedByPromoters = (await Promise.all(promoters)).reduce((a, b) => a + b, 0);
+  const movedByPromoters = (await within('the promoters to empty the outbox', Promise.all(promoters))).reduce((a, b) => a + b, 0);
 
   const committed = (writers - writers / 5) * perWriter;
   assert.equal(written.length, committed);
@@ -243,15 +245,10 @@ test('a recorded head detects a removed tail that the chain alone cannot', async
 
 test('listAuditEvents pages by id in both directions and filters by entity', async () => {
   const total = (await pool.query('SELECT count(*)::int AS n FROM audit_events')).rows[0].n as number;
-  const seen: number[] = [];
-  let cursor: string | null = null;
-  let pages = 0;
-  do {
+  const { items: seen, pages } = await collectPages(async (cursor) => {
     const page = await listAuditEvents(pool, { limit: 97, cursor });
-    seen.push(...page.events.map((e) => e.id));
-    cursor = page.next_cursor;
-    pages++;
-  } while (cursor);
+    return { items: page.events.map((e) => e.id), next: page.next_cursor };
+  });
   assert.deepEqual(seen, Array.from({ length: total }, (_, i) => i + 1));
   assert.equal(pages, Math.ceil(total / 97));
 

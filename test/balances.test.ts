@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
-import { createServer, type AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { serve, type ServerType } from '@hono/node-server';
 import pino from 'pino';
 import { getAddress, type Address, type Hex } from 'viem';
 import { PGBOSS_SCHEMA } from '../src/actors/boss.ts';
@@ -19,6 +17,9 @@ import { snapshotsOf } from '../src/persistence/balances.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { testDatabase } from './helpers/db.ts';
+import { serveApp } from './helpers/http.ts';
+import { freePort } from './helpers/net.ts';
+import { collectPages } from './helpers/pages.ts';
 import { waitFor } from './helpers/wait.ts';
 import { deploySnapshotToken } from './helpers/snapshot-token.ts';
 
@@ -48,17 +49,9 @@ let config: FerryConfig;
 let deps: BalanceSweepDeps;
 const db = await testDatabase();
 
-async function deadPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 before(async () => {
   [anvilA, anvilB] = await Promise.all([startAnvil({ chainId: CHAIN_A }), startAnvil({ chainId: CHAIN_B })]);
-  deadUrl = `http://127.0.0.1:${await deadPort()}/rpc?apikey=${SECRET}`;
+  deadUrl = `http://127.0.0.1:${await freePort()}/rpc?apikey=${SECRET}`;
   token = await deploySnapshotToken(anvilA.url, ANVIL_DEV_KEY, 6, SUPPLY);
   await anvilB.rpc('anvil_setBalance', [COLD, '0x1234']);
   const file = parseConfigFile(`
@@ -213,15 +206,10 @@ test('GET /v3/balances: latest per wallet, asset and chain, exact amounts, filte
   assert.deepEqual((await getBalances('?asset=tusd')).body.balances.map((b: any) => b.wallet), [hot]);
   assert.deepEqual((await getBalances('?chain=sim&asset=USDC')).body.balances.map((b: any) => b.wallet), ['sim-broken', 'sim-treasury']);
 
-  const seen: string[] = [];
-  let cursor: string | null = null;
-  let pages = 0;
-  do {
+  const { items: seen, pages } = await collectPages(async (cursor) => {
     const page: any = (await getBalances(`?limit=3${cursor ? `&cursor=${cursor}` : ''}`)).body;
-    seen.push(...page.balances.map((b: any) => `${b.chain} ${b.wallet} ${b.asset}`));
-    cursor = page.next_cursor;
-    pages++;
-  } while (cursor && pages < 10);
+    return { items: page.balances.map((b: any) => `${b.chain} ${b.wallet} ${b.asset}`), next: page.next_cursor };
+  }, 10);
   assert.equal(pages, 3);
   assert.deepEqual(seen, all.body.balances.map((b: any) => `${b.chain} ${b.wallet} ${b.asset}`));
 
@@ -314,10 +302,7 @@ test('retention: the same sweep deletes snapshots and watch rows older than the 
 });
 
 test('ferry balances prints the table, stale balances marked with their error class', async () => {
-  let server: ServerType | undefined;
-  const url = await new Promise<string>((resolve) => {
-    server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, (info) => resolve(`http://127.0.0.1:${info.port}`));
-  });
+  const { url, stop } = await serveApp(app);
   try {
     const out: string[] = [];
     const err: string[] = [];
@@ -340,7 +325,7 @@ test('ferry balances prints the table, stale balances marked with their error cl
     assert.equal(await runCli(['balances', '--address', '0x0000000000000000000000000000000000000042'], { env, io }), 0);
     assert.deepEqual(out, ['No balance matches.']);
   } finally {
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    await stop();
   }
 });
 

@@ -137,80 +137,6 @@ test('two claimers draining one batch-sized backlog never claim a node twice', a
   assert.deepEqual(report, { nodes: 48, submits: 48, keysSubmittedTwice: 0, nodesClaimedTwice: 0, nodesWithRetries: 0 });
 });
 
-test('a dispatcher paused after prepare, whose node recovery released and another dispatcher completed, has its writes refused', async (t) => {
-  const db = await scratchDatabase(t);
-  const normal = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS: '30' });
-  // The first dispatcher's executor: the sim lane, but prepare() waits on a gate before answering,
-  // and marks the action it prepared so the record shows whose it is.
-  const providerPool = createPool(db.url, 2, 'ferry-sim-provider', { allowExitOnIdle: true });
-  t.after(() => providerPool.end());
-  const sim = new SimExecutor(SIM_ACTION_KEY, 'action', providerPool);
-  let prepared!: () => void;
-  const reachedPrepare = new Promise<void>((r) => (prepared = r));
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  let stalledSubmits = 0;
-  const gated: Executor = {
-    executorKey: sim.executorKey,
-    lane: sim.lane,
-    preflight: (c) => sim.preflight(c),
-    prepare: async (c) => {
-      const result = await sim.prepare(c);
-      prepared();
-      await gate;
-      return { ...result, prepared_action: { ...result.prepared_action!, prepared_action_id: 'stalled-dispatcher' } };
-    },
-    preSubmitCheck: (c) => sim.preSubmitCheck(c),
-    submit: (c, p, o) => {
-      stalledSubmits++;
-      return sim.submit(c, p, o);
-    },
-    observe: (c) => sim.observe(c),
-    recover: (c) => sim.recover(c),
-  };
-  const executors = new ExecutorRegistry();
-  executors.register(gated);
-  const stalled: WorkerDeps = { ...normal, executors };
-
-  const [m] = await approvedSingleNodes(db.pool, 1, 'batch-fencing');
-  const first = dispatchBatch(stalled, { limit: 1 });
-  await reachedPrepare;
-  const claimedByFirst = (await getNode(db.pool, m.nodeId))!;
-  assert.equal(claimedByFirst.node_state, 'PREPARING');
-  assert.ok(claimedByFirst.claim_token);
-
-  // The first dispatcher is idle past the grace (backdated, not waited for): recovery releases it.
-  await db.pool.query(`UPDATE request_nodes SET updated_at = now() - interval '1 hour' WHERE id = $1`, [m.nodeId]);
-  await recoverBatch(normal);
-  const released = (await getNode(db.pool, m.nodeId))!;
-  assert.equal(released.node_state, 'READY');
-  assert.equal(released.error_code, 'DISPATCH_ABANDONED');
-  assert.equal(released.claim_token, null);
-
-  // A second dispatcher claims it under a new lease and completes it.
-  await drain(normal);
-  const done = await snapshot(db.pool, m.movementId);
-  assert.equal(done.request.request_state, 'COMPLETED');
-  assert.equal(done.byKey.only.node_state, 'COMPLETED');
-  const logBefore = await transitionsOfEntity(db.pool, m.nodeId);
-
-  // The first dispatcher resumes: its PREPARED is refused, it never submits.
-  release();
-  assert.equal(await first, 1);
-  assert.equal(stalledSubmits, 0, 'the stalled dispatcher never called submit()');
-  assert.deepEqual(await transitionsOfEntity(db.pool, m.nodeId), logBefore, 'nothing of the stalled dispatch was written');
-  const { rows: submits } = await db.pool.query(`SELECT idempotency_key FROM sim_side_effects WHERE request_node_id = $1 AND call = 'submit'`, [m.nodeId]);
-  assert.equal(submits.length, 1, 'submitted once');
-  const { rows: actions } = await db.pool.query(
-    `SELECT attempt_no, content_inline FROM artifacts WHERE request_node_id = $1 AND artifact_type = 'prepared_action'`,
-    [m.nodeId],
-  );
-  assert.equal(actions.length, 1, 'one prepared action on record');
-  const action = JSON.parse(actions[0].content_inline);
-  assert.notEqual(action.prepared_action_id, 'stalled-dispatcher', 'the prepared action on record is the one the second dispatcher submitted');
-  assert.equal(`${m.nodeId}:${actions[0].attempt_no}`, submits[0].idempotency_key);
-});
-
 /** The sim lane with a prepare() that waits on a gate and marks what it prepared. */
 function gatedSim(pool: Pool, mark: string) {
   const sim = new SimExecutor(SIM_ACTION_KEY, 'action', pool);
@@ -241,6 +167,55 @@ function gatedSim(pool: Pool, mark: string) {
   executors.register(executor);
   return { executors, reachedPrepare, release, state };
 }
+
+test('a dispatcher paused after prepare, whose node recovery released and another dispatcher completed, has its writes refused', async (t) => {
+  const db = await scratchDatabase(t);
+  const normal = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS: '30' });
+  // The first dispatcher's executor: the sim lane, but prepare() waits on a gate before answering,
+  // and marks the action it prepared so the record shows whose it is.
+  const providerPool = createPool(db.url, 2, 'ferry-sim-provider', { allowExitOnIdle: true });
+  t.after(() => providerPool.end());
+  const gated = gatedSim(providerPool, 'stalled-dispatcher');
+  const stalled: WorkerDeps = { ...normal, executors: gated.executors };
+
+  const [m] = await approvedSingleNodes(db.pool, 1, 'batch-fencing');
+  const first = dispatchBatch(stalled, { limit: 1 });
+  await gated.reachedPrepare;
+  const claimedByFirst = (await getNode(db.pool, m.nodeId))!;
+  assert.equal(claimedByFirst.node_state, 'PREPARING');
+  assert.ok(claimedByFirst.claim_token);
+
+  // The first dispatcher is idle past the grace (backdated, not waited for): recovery releases it.
+  await db.pool.query(`UPDATE request_nodes SET updated_at = now() - interval '1 hour' WHERE id = $1`, [m.nodeId]);
+  await recoverBatch(normal);
+  const released = (await getNode(db.pool, m.nodeId))!;
+  assert.equal(released.node_state, 'READY');
+  assert.equal(released.error_code, 'DISPATCH_ABANDONED');
+  assert.equal(released.claim_token, null);
+
+  // A second dispatcher claims it under a new lease and completes it.
+  await drain(normal);
+  const done = await snapshot(db.pool, m.movementId);
+  assert.equal(done.request.request_state, 'COMPLETED');
+  assert.equal(done.byKey.only.node_state, 'COMPLETED');
+  const logBefore = await transitionsOfEntity(db.pool, m.nodeId);
+
+  // The first dispatcher resumes: its PREPARED is refused, it never submits.
+  gated.release();
+  assert.equal(await first, 1);
+  assert.equal(gated.state.submits, 0, 'the stalled dispatcher never called submit()');
+  assert.deepEqual(await transitionsOfEntity(db.pool, m.nodeId), logBefore, 'nothing of the stalled dispatch was written');
+  const { rows: submits } = await db.pool.query(`SELECT idempotency_key FROM sim_side_effects WHERE request_node_id = $1 AND call = 'submit'`, [m.nodeId]);
+  assert.equal(submits.length, 1, 'submitted once');
+  const { rows: actions } = await db.pool.query(
+    `SELECT attempt_no, content_inline FROM artifacts WHERE request_node_id = $1 AND artifact_type = 'prepared_action'`,
+    [m.nodeId],
+  );
+  assert.equal(actions.length, 1, 'one prepared action on record');
+  const action = JSON.parse(actions[0].content_inline);
+  assert.notEqual(action.prepared_action_id, 'stalled-dispatcher', 'the prepared action on record is the one the second dispatcher submitted');
+  assert.equal(`${m.nodeId}:${actions[0].attempt_no}`, submits[0].idempotency_key);
+});
 
 test('a stalled dispatcher that resumes while another dispatch holds the node cannot land its PREPARED', async (t) => {
   const db = await scratchDatabase(t);

@@ -21,6 +21,7 @@ import {
 } from '../src/persistence/callbacks.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { collectPages } from './helpers/pages.ts';
 import { loopbackDestinations } from './helpers/destinations.ts';
 import { classifyAddress, destinationPolicy, literalRefusal } from '../src/callbacks/destinations.ts';
 import { CallbackReceiver, type Received } from './helpers/receiver.ts';
@@ -550,15 +551,10 @@ describe('the outbox', () => {
     const ids: string[] = [];
     for (let i = 0; i < 7; i++) ids.push(await newCallback(request, `event_${i}`, { withJob: false }));
 
-    const seen: string[] = [];
-    let cursor: string | null = null;
-    let pages = 0;
-    do {
+    const { items: seen, pages } = await collectPages(async (cursor) => {
       const page = await listCallbacks(db.pool, { movementId: request.id, status: 'pending', limit: 3, cursor });
-      seen.push(...page.callbacks.map((c) => c.id));
-      cursor = page.nextCursor;
-      pages++;
-    } while (cursor);
+      return { items: page.callbacks.map((c) => c.id), next: page.nextCursor };
+    });
     assert.deepEqual(seen, ids);
     assert.equal(pages, 3);
     assert.deepEqual((await callbacksForMovement(db.pool, request.id)).map((c) => c.id), ids);

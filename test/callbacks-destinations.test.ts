@@ -6,66 +6,38 @@
 import assert from 'node:assert/strict';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { serve } from '@hono/node-server';
 import { deliverCallbackOnce, type CallbackDeliveryDeps } from '../src/actors/callback-delivery.ts';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { enqueueCallback, type CallbackMovementRow } from '../src/callbacks/outbox.ts';
 import { ferrySignature, signatureV1 } from '../src/callbacks/signing.ts';
 import { loadConfig } from '../src/config.ts';
 import { runCli } from '../src/cli/run.ts';
 import { createApp } from '../src/http/app.ts';
-import { log } from '../src/log.ts';
 import { callbacksForMovement, getCallback } from '../src/persistence/callbacks.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { getMovement } from '../src/persistence/movements.ts';
-import { createToken } from '../src/persistence/tokens.ts';
-import { testDatabase } from './helpers/db.ts';
-import { LOOPBACK_NETWORKS, loopbackDestinations } from './helpers/destinations.ts';
-import { callApi, type Reply } from './helpers/http.ts';
+import { appForFile, FAST_WORKERS } from './helpers/app.ts';
+import { loopbackDestinations } from './helpers/destinations.ts';
+import { callApi, callerFor, expectStatus, serveApp, type Reply } from './helpers/http.ts';
 import { CallbackReceiver, verifyFerrySignature, verifyReceived } from './helpers/receiver.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
+import { createTokens } from './helpers/tokens.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const INSTANCE_SECRET = 'destinations-test-instance-secret-0123';
 
-let runtime: Runtime | undefined;
+const env = { FERRY_DATA_DIR: '.ferry/test-destinations', FERRY_CALLBACK_SECRET: INSTANCE_SECRET, FERRY_LOG_LEVEL: 'silent', ...FAST_WORKERS };
+const { db, runtime, app } = await appForFile(env, { workers: true });
 const rxA = await new CallbackReceiver().listen();
 const rxB = await new CallbackReceiver().listen();
 const rxLegacy = await new CallbackReceiver().listen();
 after(async () => {
-  await runtime?.stop();
   for (const r of [rxA, rxB, rxLegacy]) await r.close();
 });
 
-const db = await testDatabase();
-const env = {
-  FERRY_DATA_DIR: '.ferry/test-destinations',
-  FERRY_CALLBACK_SECRET: INSTANCE_SECRET,
-  FERRY_CALLBACK_ALLOWED_NETWORKS: LOOPBACK_NETWORKS,
-  FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
-  FERRY_LOG_LEVEL: 'silent',
-};
-const config = loadConfig(env);
-runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: true });
-const app = createApp({ pool: db.pool, config, runtime });
-
-const tokens = {
-  requester: await createToken(db.pool, { name: 'requester-1', role: 'requester' }),
-  approver: await createToken(db.pool, { name: 'approver-1', role: 'approver' }),
-  operator: await createToken(db.pool, { name: 'operator-1', role: 'operator' }),
-  admin: await createToken(db.pool, { name: 'admin-1', role: 'admin' }),
-  viewer: await createToken(db.pool, { name: 'viewer-1', role: 'viewer' }),
-};
+const tokens = await createTokens(db.pool, { requester: 'requester', approver: 'approver', operator: 'operator', admin: 'admin', viewer: 'viewer' });
 type Who = keyof typeof tokens;
-const call = (method: string, path: string, who: Who, body?: unknown): Promise<Reply> => callApi(app, method, path, tokens[who].token, body);
-
-function expectStatus(r: Reply, status: number, code?: string) {
-  assert.equal(r.status, status, r.text);
-  if (code) assert.equal(r.body.error.code, code, r.body.error.message);
-}
+const call = callerFor(app, tokens);
 
 /** Every answer and audit row so far, to prove no secret leaked into them. */
 const answers: string[] = [];
@@ -384,9 +356,7 @@ describe('destinations through the API', () => {
 describe('ferry callbacks destinations', () => {
   test('create, list, show, rotate-secret and disable through the API, printing each secret once', async () => {
     // The CLI is a client of the HTTP API: serve the app on loopback for it.
-    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
-    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const { url, stop } = await serveApp(app);
     try {
       const ferry = async (args: string[], who: Who = 'operator') => {
         const out: string[] = [];
@@ -428,7 +398,7 @@ describe('ferry callbacks destinations', () => {
       const usage = await ferry(['callbacks', 'destinations', 'rotate-secret', 'cli-receiver', '--overlap-seconds', 'soon']);
       assert.equal(usage.code, 2);
     } finally {
-      server.close();
+      await stop();
     }
   });
 });

@@ -3,13 +3,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { createPublicClient, createWalletClient, http, parseEther, type Address, type Hex, type PublicClient } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { createPublicClient, createWalletClient, http, parseEther, type Hex, type PublicClient } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import type { CexAccountConfig } from '../src/config-file.ts';
 import { CEX_DEPOSIT_OBSERVE_KEY, CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSERVE_KEY, createCexLane } from '../src/executors/cex/index.ts';
 import type { Pool } from '../src/persistence/db.ts';
-import { ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_DEV_KEY, freshAddress, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -37,7 +37,7 @@ let anvil: Anvil;
 let chain: PublicClient;
 let exA: BinanceEmulator;
 let exB: BinanceEmulator;
-const depositAddressB = fresh();
+const depositAddressB = freshAddress();
 
 before(async () => {
   anvil = await startAnvil();
@@ -46,7 +46,7 @@ before(async () => {
     apiKey: CREDS.EXA_KEY,
     apiSecret: CREDS.EXA_SECRET,
     rpcUrl: anvil.url,
-    depositAddress: fresh(),
+    depositAddress: freshAddress(),
     hotWalletKey: ANVIL_DEV_KEY,
     balances: { ETH: '100' },
   });
@@ -64,10 +64,6 @@ after(async () => {
   await exB?.stop();
   await anvil?.stop();
 });
-
-function fresh(): Address {
-  return privateKeyToAccount(generatePrivateKey()).address;
-}
 
 function accounts(over: Partial<CexAccountConfig> = {}): CexAccountConfig[] {
   return [
@@ -197,7 +193,7 @@ test('cex_to_chain: withdraw on A, follow it to the chain, A pays on anvil, B cr
 test('accept-then-drop: the exchange records the withdrawal, the answer is lost; recovery finds it by withdrawOrderId, never withdraws again', async (t) => {
   const db = await scratchDatabase(t);
   const { deps } = cexDeps(db.pool);
-  const to = fresh();
+  const to = freshAddress();
   exA.fault({ path: APPLY, fault: { kind: 'drop_after_accept' }, times: 1 });
   const id = await approvedMovement(deps, cexToChain('cex-drop'), { asset: 'ETH', amount: '0.25', destination: { address: to } });
 
@@ -217,7 +213,7 @@ test('accept-then-drop: the exchange records the withdrawal, the answer is lost;
 test('a slow answer past the client timeout: UNKNOWN (CEX_TIMEOUT), recovered from the history, one withdrawal', async (t) => {
   const db = await scratchDatabase(t);
   const { deps } = cexDeps(db.pool, { account: { timeout_ms: 1000 } });
-  const to = fresh();
+  const to = freshAddress();
   exA.fault({ path: APPLY, fault: { kind: 'delay', ms: 2000 }, times: 1 });
   const id = await approvedMovement(deps, cexToChain('cex-slow'), { asset: 'ETH', amount: '0.125', destination: { address: to } });
 
@@ -233,7 +229,7 @@ test('a slow answer past the client timeout: UNKNOWN (CEX_TIMEOUT), recovered fr
 test('a 5xx the exchange did not act on: UNKNOWN (CEX_UNAVAILABLE); not in the history past the grace, a new attempt; one withdrawal', async (t) => {
   const db = await scratchDatabase(t);
   const { deps } = cexDeps(db.pool, { notFoundAfterSeconds: 1 });
-  const to = fresh();
+  const to = freshAddress();
   exA.fault({ path: APPLY, fault: { kind: 'status', status: 500 }, times: 1 });
   const id = await approvedMovement(deps, cexToChain('cex-500'), { asset: 'ETH', amount: '0.0625', destination: { address: to } });
 
@@ -253,7 +249,7 @@ test('insufficient balance and an invalid address FAIL with their codes, and not
   const db = await scratchDatabase(t);
   const { deps } = cexDeps(db.pool);
   const countBefore = exA.withdrawals.length;
-  const poor = await approvedMovement(deps, cexToChain('cex-poor'), { asset: 'ETH', amount: '500', destination: { address: fresh() } });
+  const poor = await approvedMovement(deps, cexToChain('cex-poor'), { asset: 'ETH', amount: '500', destination: { address: freshAddress() } });
   const bad = await approvedMovement(deps, cexToChain('cex-bad-address'), { asset: 'ETH', amount: '0.01', destination: { address: '0x1234' } });
 
   const p = await until(deps, poor, 'the poor movement to finish', finished);
@@ -267,7 +263,7 @@ test('insufficient balance and an invalid address FAIL with their codes, and not
   // The exchange's own refusal at submit (-4026, ccxt's BadRequest on a non-binance.com URL) maps the same way.
   const lane = createCexLane(accounts(), undefined, { env: CREDS })!;
   const [action] = lane.executors;
-  const payload = JSON.stringify({ account: 'exa', coin: 'ETH', network: 'ETH', address: fresh(), address_tag: null, amount: '500', withdraw_order_id: `direct-${Date.now()}`, prepared_at_ms: Date.now() });
+  const payload = JSON.stringify({ account: 'exa', coin: 'ETH', network: 'ETH', address: freshAddress(), address_tag: null, amount: '500', withdraw_order_id: `direct-${Date.now()}`, prepared_at_ms: Date.now() });
   const r = await action.submit({} as never, { prepared_action_id: 'x', action_type: 'cex_withdrawal', payload_format: 'cex_withdrawal_json', payload, payload_hash: 'h', signing_required: false, provider_hints: {}, expires_at: null });
   assert.equal(r.next_state, 'FAILED');
   assert.equal(r.error_code, 'CEX_INSUFFICIENT_BALANCE');
@@ -278,7 +274,7 @@ test('insufficient balance and an invalid address FAIL with their codes, and not
 test('a rate limit before submit defers the node to at least the exchange\'s Retry-After (dispatch_after), without a request meanwhile', async (t) => {
   const db = await scratchDatabase(t);
   const { deps, urls, lane } = cexDeps(db.pool);
-  const to = fresh();
+  const to = freshAddress();
   const seenBefore = exA.requests.length;
   exA.fault({ fault: { kind: 'status', status: 429, retryAfterSeconds: 120 }, times: 1 });
   const id = await approvedMovement(deps, cexToChain('cex-429-pre'), { asset: 'ETH', amount: '0.03', destination: { address: to } });
@@ -310,7 +306,7 @@ test('a rate limit before submit defers the node to at least the exchange\'s Ret
 test('a rate-limited withdraw/apply: nothing withdrawn, the next attempt starts no sooner than Retry-After', async (t) => {
   const db = await scratchDatabase(t);
   const { deps } = cexDeps(db.pool);
-  const to = fresh();
+  const to = freshAddress();
   const seenBefore = exA.requests.length;
   exA.fault({ path: APPLY, fault: { kind: 'status', status: 429, retryAfterSeconds: 2 }, times: 1 });
   const id = await approvedMovement(deps, cexToChain('cex-429-submit'), { asset: 'ETH', amount: '0.02', destination: { address: to } });
@@ -351,7 +347,7 @@ test('a repeated withdrawOrderId is refused by the exchange (CEX_REJECTED); the 
   const lane = createCexLane(accounts(), undefined, { env: CREDS })!;
   const [action] = lane.executors;
   const orderId = `repeat-${Date.now()}`;
-  const payload = JSON.stringify({ account: 'exa', coin: 'ETH', network: 'ETH', address: fresh(), address_tag: null, amount: '0.001', withdraw_order_id: orderId, prepared_at_ms: Date.now() });
+  const payload = JSON.stringify({ account: 'exa', coin: 'ETH', network: 'ETH', address: freshAddress(), address_tag: null, amount: '0.001', withdraw_order_id: orderId, prepared_at_ms: Date.now() });
   const prepared = { prepared_action_id: 'x', action_type: 'cex_withdrawal', payload_format: 'cex_withdrawal_json', payload, payload_hash: 'h', signing_required: false, provider_hints: {}, expires_at: null };
   assert.equal((await action.submit({} as never, prepared)).next_state, 'COMPLETED');
   const again = await action.submit({} as never, prepared);
@@ -364,7 +360,7 @@ test('an observer read the exchange refuses (stale clock) keeps the node observi
   const lane = createCexLane(accounts(), undefined, { env: CREDS })!;
   const [action, observer] = lane.executors;
   const orderId = `observe-${Date.now()}`;
-  const payload = JSON.stringify({ account: 'exa', coin: 'ETH', network: 'ETH', address: fresh(), address_tag: null, amount: '0.002', withdraw_order_id: orderId, prepared_at_ms: Date.now() });
+  const payload = JSON.stringify({ account: 'exa', coin: 'ETH', network: 'ETH', address: freshAddress(), address_tag: null, amount: '0.002', withdraw_order_id: orderId, prepared_at_ms: Date.now() });
   const sent = await action.submit({} as never, { prepared_action_id: 'x', action_type: 'cex_withdrawal', payload_format: 'cex_withdrawal_json', payload, payload_hash: 'h', signing_required: false, provider_hints: {}, expires_at: null });
   assert.equal(sent.next_state, 'COMPLETED');
   const ctx = { node_config: {}, intent: {}, resolved_bindings: { executor: { executor_key: CEX_WITHDRAWAL_OBSERVE_KEY, account: 'exa' }, signer: null }, provider_context: sent.provider_refs } as never;
@@ -397,7 +393,7 @@ test('ccxt is confined to the account\'s base_url; signatures and stale timestam
 
   const wrong = createCexLane(accounts(), undefined, { env: { ...CREDS, EXA_SECRET: 'not-the-secret' } })!;
   const [action] = wrong.executors;
-  const ctx = { node_config: { coin: 'ETH' }, intent: { asset: 'ETH', amount: '1', destination: { address: fresh() } }, resolved_bindings: { executor: { executor_key: 'x', account: 'exa' }, signer: null }, provider_context: {}, request_node_id: 'n', attempt_no: 1, action_type: 'cex_withdrawal' } as never;
+  const ctx = { node_config: { coin: 'ETH' }, intent: { asset: 'ETH', amount: '1', destination: { address: freshAddress() } }, resolved_bindings: { executor: { executor_key: 'x', account: 'exa' }, signer: null }, provider_context: {}, request_node_id: 'n', attempt_no: 1, action_type: 'cex_withdrawal' } as never;
   await assert.rejects(action.preflight(ctx), (err: Error & { code?: string }) => err.code === 'CEX_AUTH_REJECTED' && /-1022/.test(err.message) && !err.message.includes('not-the-secret'));
 
   exA.clockSkewMs = 60_000;
@@ -411,7 +407,7 @@ test('ccxt is confined to the account\'s base_url; signatures and stale timestam
 test('SIGKILL of the worker while the exchange holds an accepted withdraw/apply: the next worker recovers it, one withdrawal, funds on chain', async (t) => {
   const db = await scratchDatabase(t);
   const { deps } = cexDeps(db.pool);
-  const to = fresh();
+  const to = freshAddress();
   // The worker processes read the exchange account from the config file, its key and secret from the environment.
   const dir = mkdtempSync(join(tmpdir(), 'ferry-cex-'));
   const configFile = join(dir, 'ferry.yaml');

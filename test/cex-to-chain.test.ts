@@ -12,8 +12,8 @@ import { log } from '../src/log.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { CEX_TO_CHAIN_TEMPLATE_KEY, cexToChainTemplate } from '../scripts/sandbox/templates.ts';
 import { erc20Payout, startBinanceEmulator, type BinanceEmulator } from './emulators/binance.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
-import { deployToken, sendCall, tokenBalance, type DeployedToken } from './helpers/contracts.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, type Anvil } from './helpers/anvil.ts';
+import { sendCall, tokenBalance, usdcChainForFile, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -34,9 +34,8 @@ let usdc: DeployedToken;
 let exchange: BinanceEmulator;
 const exchangeHot = wallet();
 
-localChainForFile(async (local) => {
-  ({ anvil, chain } = local);
-  usdc = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
+usdcChainForFile(async (local) => {
+  ({ anvil, chain, usdc } = local);
   await fund(exchangeHot.address, 1_000_000_000n);
   exchange = await startBinanceEmulator({
     apiKey: CREDS.EX_KEY,

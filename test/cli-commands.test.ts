@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import pg from 'pg';
 import { writeAudit } from '../src/persistence/audit.ts';
@@ -12,34 +10,16 @@ import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
 import { dropDatabase, withDatabase } from '../scripts/lib/test-databases.ts';
 import { authenticateToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
+import { runCliProcess, startCliProcess, type CliRun } from './helpers/cli.ts';
 import { freePort } from './helpers/net.ts';
+import { waitFor, within } from './helpers/wait.ts';
 
 const { url, pool } = await testDatabase();
-const root = fileURLToPath(new URL('..', import.meta.url));
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+/** Runs the CLI as a user would, in its own process (on this file's database unless `env` says otherwise). */
+const ferry = (args: string[], env: NodeJS.ProcessEnv = { DATABASE_URL: url }, entry?: string[]) => runCliProcess(args, env, entry);
 
-/** Runs the CLI as a user would, in its own process. */
-function ferry(args: string[], env: NodeJS.ProcessEnv = { DATABASE_URL: url }, entry = ['--import', 'tsx', 'src/cli/index.ts']): Promise<Run> {
-  const base = { ...process.env };
-  delete base.DATABASE_URL;
-  delete base.TEST_DATABASE_URL;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...entry, ...args], { cwd: root, env: { ...base, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 0), stdout, stderr }));
-  });
-}
-
-const noStack = (r: Run) => assert.doesNotMatch(r.stdout + r.stderr, /\n\s+at .+:\d+/, 'no stack trace');
+const noStack = (r: CliRun) => assert.doesNotMatch(r.stdout + r.stderr, /\n\s+at .+:\d+/, 'no stack trace');
 
 test('tokens create prints a token once, and it authenticates', async () => {
   const r = await ferry(['tokens', 'create', '--name', 'x', '--role', 'admin']);
@@ -310,32 +290,19 @@ async function createDatabaseFromScratch(): Promise<{ url: string; drop(): Promi
 }
 
 test('start runs Ferry (as npm start does) until SIGTERM, then stops it and exits 0', async () => {
-  const base = { ...process.env };
-  delete base.TEST_DATABASE_URL;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'start'], {
-    cwd: root,
-    env: { ...base, DATABASE_URL: url, HOST: '127.0.0.1', PORT: '0', FERRY_LOG_LEVEL: 'info', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-cli-start-')) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stderr!.on('data', (d) => (stderr += d));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  const running = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (d) => {
-      stdout += d;
-      const m = /"url":"(http:\/\/[^"]+)"[^\n]*"msg":"ferry listening/.exec(stdout);
-      if (m) resolve(m[1]);
-    });
-    child.on('close', () => reject(new Error(`start exited early: ${stderr}${stdout}`)));
+  const dataDir = mkdtempSync(join(tmpdir(), 'ferry-cli-start-'));
+  const start = startCliProcess(['start'], { DATABASE_URL: url, HOST: '127.0.0.1', PORT: '0', FERRY_LOG_LEVEL: 'info', FERRY_DATA_DIR: dataDir });
+  const running = await waitFor('`ferry start` to listen', () => {
+    if (start.child.exitCode !== null) throw new Error(`start exited early: ${start.errors()}${start.output()}`);
+    return /"url":"(http:\/\/[^"]+)"[^\n]*"msg":"ferry listening/.exec(start.output())?.[1];
   });
   const health = await fetch(new URL('/healthz', running));
   assert.equal(health.status, 200);
-  child.kill('SIGTERM');
-  assert.equal(await exited, 0, stderr);
-  assert.match(stdout, /ferry stopped/);
+  start.child.kill('SIGTERM');
+  const stopped = await within('`ferry start` to exit on SIGTERM', start.done);
+  assert.equal(stopped.code, 0, stopped.stderr);
+  assert.match(stopped.stdout, /ferry stopped/);
 });
-
 
 async function probe(port: number): Promise<void> {
   const c = new pg.Client({ host: '127.0.0.1', port, user: 'ferry', database: 'ferry', connectionTimeoutMillis: 2000 });

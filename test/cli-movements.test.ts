@@ -1,19 +1,15 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { after, test } from 'node:test';
-import { startFerry, type RunningFerry } from '../src/main.ts';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
-import { log } from '../src/log.ts';
+import { test } from 'node:test';
 import { createToken } from '../src/persistence/tokens.ts';
 import { finalizeProposal } from '../src/services/template-proposals.ts';
 import { loadConfig } from '../src/config.ts';
 import { getProposal } from '../src/persistence/template-proposals.ts';
-import { testDatabase } from './helpers/db.ts';
+import { startCliProcess } from './helpers/cli.ts';
+import { ferryForFile } from './helpers/ferry.ts';
+import { deadUrl } from './helpers/net.ts';
 import { waitFor } from './helpers/wait.ts';
 
 /**
@@ -21,19 +17,7 @@ import { waitFor } from './helpers/wait.ts';
  * against a running Ferry with its workers, on a test database.
  */
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-let runtime: Runtime | undefined;
-let ferry: RunningFerry | undefined;
-after(async () => {
-  await ferry?.stop();
-});
-const db = await testDatabase();
-ferry = await startFerry(
-  { DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-cli-')), FERRY_LOG_LEVEL: 'silent' },
-  {
-    startRuntime: async (r) => (runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true })),
-  },
-);
+const { db, ferry } = await ferryForFile({}, { runtime: 'workers' });
 const tokens = {
   operator: (await createToken(db.pool, { name: 'cli-operator', role: 'operator' })).token,
   requester: (await createToken(db.pool, { name: 'cli-requester', role: 'requester' })).token,
@@ -41,31 +25,9 @@ const tokens = {
   viewer: (await createToken(db.pool, { name: 'cli-viewer', role: 'viewer' })).token,
 };
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function start(args: string[], token: string | null, env: Record<string, string> = {}) {
-  const base = { ...process.env };
-  for (const k of ['DATABASE_URL', 'TEST_DATABASE_URL', 'FERRY_URL', 'FERRY_TOKEN']) delete base[k];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], {
-    cwd: root,
-    env: { ...base, FERRY_URL: ferry!.url, ...(token ? { FERRY_TOKEN: token } : {}), ...env },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const done = new Promise<Run>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 0), stdout, stderr }));
-  });
-  return { child, done, output: () => stdout };
-}
-
-const ferryCli = (args: string[], token: string | null, env?: Record<string, string>) => start(args, token, env).done;
+/** `ferry <args>` against this file's Ferry, with `token` (or none) as FERRY_TOKEN. */
+const start = (args: string[], token: string | null) => startCliProcess(args, { FERRY_URL: ferry.url, ...(token ? { FERRY_TOKEN: token } : {}) });
+const ferryCli = (args: string[], token: string | null) => start(args, token).done;
 
 const dir = mkdtempSync(join(tmpdir(), 'ferry-cli-templates-'));
 const yamlFile = join(dir, 'transfer.yaml');
@@ -253,13 +215,7 @@ test('bad arguments exit 2; an unreachable Ferry or a refused token exit 1 with 
   assert.equal(refused.code, 1);
   assert.match(refused.stderr, /UNAUTHENTICATED: .*check --token or FERRY_TOKEN/);
 
-  const port = await new Promise<number>((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const p = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(p));
-    });
-  });
-  const down = await ferryCli(['movements', 'list', '--url', `http://127.0.0.1:${port}`], tokens.viewer);
+  const down = await ferryCli(['movements', 'list', '--url', await deadUrl()], tokens.viewer);
   assert.equal(down.code, 1);
   assert.match(down.stderr, /cannot reach Ferry at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
   for (const r of [noToken, badIntent, unknown, refused, down]) assert.doesNotMatch(r.stderr, /\n\s+at .+:\d+/, 'no stack trace');

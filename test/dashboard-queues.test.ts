@@ -1,29 +1,18 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { after, test } from 'node:test';
-import { QUEUES, startBoss, stopBoss } from '../src/actors/boss.ts';
-import { loadConfig } from '../src/config.ts';
-import { createApp } from '../src/http/app.ts';
+import { test } from 'node:test';
+import { QUEUES } from '../src/actors/boss.ts';
 import { DASHBOARD_COOKIE } from '../src/http/dashboard.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { testDatabase } from './helpers/db.ts';
+import { dashboardAppForFile } from './helpers/app.ts';
 
 /**
  * The pg-boss dashboard mounted in Ferry, against Ferry's own pg-boss schema: it lists Ferry's queues
  * and opens a job, and only operators and admins get in.
  */
 
-// Registered before testDatabase()'s own hook, so the dashboard's pools close before the database goes.
-let boss: Awaited<ReturnType<typeof startBoss>> | undefined;
-after(async () => {
-  // The dashboard's pools are this app's own; closing it closes them.
-  await app.close();
-  if (boss) await stopBoss(boss);
-});
-const db = await testDatabase();
-boss = await startBoss(db.url, { supervise: false, schedule: false });
-const app = createApp({ pool: db.pool, config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-dashboard' }) });
+const { db, boss, app } = await dashboardAppForFile({ FERRY_DATA_DIR: '.ferry/test-dashboard' });
 const token = async (role: string) => (await createToken(db.pool, { name: `dash-${role}`, role })).token;
 const operator = await token('operator');
 const viewer = await token('viewer');

@@ -7,31 +7,15 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { after, test } from 'node:test';
-import { serve, type ServerType } from '@hono/node-server';
-import { QUEUES, startBoss, stopBoss } from '../src/actors/boss.ts';
-import { loadConfig } from '../src/config.ts';
-import { createApp } from '../src/http/app.ts';
+import { test } from 'node:test';
+import { QUEUES } from '../src/actors/boss.ts';
 import { DASHBOARD_COOKIE } from '../src/http/dashboard.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
-import { testDatabase } from './helpers/db.ts';
+import { dashboardAppForFile } from './helpers/app.ts';
+import { serveApp } from './helpers/http.ts';
 
-let boss: Awaited<ReturnType<typeof startBoss>> | undefined;
-let srv: ServerType | undefined;
-after(async () => {
-  if (srv) await new Promise<void>((resolve) => srv!.close(() => resolve()));
-  // The dashboard's pools are this app's own; closing it closes them.
-  await app.close();
-  if (boss) await stopBoss(boss);
-});
-const db = await testDatabase();
-boss = await startBoss(db.url, { supervise: false, schedule: false });
-const app = createApp({ pool: db.pool, config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-dashboard-sessions', FERRY_LOG_LEVEL: 'silent' }) });
-srv = await new Promise<ServerType>((resolve) => {
-  const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
-});
-const port = (srv.address() as AddressInfo).port;
+const { db, boss, app } = await dashboardAppForFile({ FERRY_DATA_DIR: '.ferry/test-dashboard-sessions' });
+const { port } = await serveApp(app);
 
 interface Answer {
   status: number;

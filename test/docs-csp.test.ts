@@ -4,13 +4,12 @@
  * policy violation (while an injected inline script is blocked, so the policy is in force).
  */
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
-import { after, test } from 'node:test';
-import { serve, type ServerType } from '@hono/node-server';
+import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { browserAvailable, browserFixture, openBrowser } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';
+import { serveApp } from './helpers/http.ts';
 
 const held = browserFixture();
 const db = await testDatabase();
@@ -50,11 +49,7 @@ test('/docs carries a policy of self-hosted assets only, and the page references
 });
 
 if (browserAvailable('/docs in a browser under its policy')) {
-  const srv: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
-  });
-  after(() => new Promise<void>((resolve) => srv.close(() => resolve())));
-  const base = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+  const { url: base } = await serveApp(app);
 
   test('in a browser, Swagger UI renders the document without a policy violation', async () => {
     const browser = await openBrowser(base);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pino from 'pino';
-import { createPublicClient, HttpRequestError, http, type Address, type PublicClient } from 'viem';
+import { createPublicClient, HttpRequestError, http, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { ConfigError, loadConfig } from '../src/config.ts';

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { erc20Abi, keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../src/executors/evm/index.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { withTransaction } from '../src/persistence/db.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
-import { deployToken, sendCall, tokenBalance, type DeployedToken } from './helpers/contracts.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, freshAddress, type Anvil } from './helpers/anvil.ts';
+import { sendCall, tokenBalance, usdcChainForFile, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { writeConfigFile } from './helpers/evm.ts';
 import { collectingDeps, seedMovement } from './helpers/fixtures.ts';
@@ -26,10 +26,7 @@ let anvil: Anvil;
 let chain: PublicClient;
 let usdc: DeployedToken;
 
-localChainForFile(async (local) => {
-  ({ anvil, chain } = local);
-  usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
-});
+usdcChainForFile((local) => void ({ anvil, chain, usdc } = local));
 
 const WORKER_ENV = {
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=1',
@@ -60,7 +57,7 @@ for (const [mode, label] of [
       tokens: [{ chain_id: ANVIL_CHAIN_ID, symbol: 'USDC', address: usdc.address, decimals: 6 }],
     });
     const env = { ...WORKER_ENV, FERRY_CONFIG_FILE: config, HOT_1_KEY: key };
-    const to = privateKeyToAccount(generatePrivateKey()).address;
+    const to = freshAddress();
     const template = plan(`erc20-kill-${label}`, [
       { node_key: 'pay', node_kind: 'action', action_type: 'erc20_transfer', executor_binding: EVM_ERC20_TRANSFER_KEY, signer_binding: 'hot_1', config: { token: 'USDC', to } },
     ]);

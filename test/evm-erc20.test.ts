@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { erc20Abi, parseEventLogs, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { fromBaseUnits, toBaseUnits } from '../src/executors/evm/amounts.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../src/executors/evm/index.ts';
@@ -11,11 +10,11 @@ import { SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { reservationsOfWallet } from '../src/persistence/evm-nonces.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
-import { deployToken, sendCall, tokenBalance, type DeployedToken } from './helpers/contracts.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, freshAddress, type Anvil } from './helpers/anvil.ts';
+import { deployToken, sendCall, tokenBalance, usdcChainForFile, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { configuredDeps } from './helpers/evm.ts';
-import { approvedMovement, drain, plan, snapshot } from './helpers/runtime.ts';
+import { approvedMovement, dispatchUntilIdle, drain, plan, snapshot } from './helpers/runtime.ts';
 
 /**
  * exec.evm.erc20_transfer against a real anvil and real test tokens (test/contracts, compiled
@@ -27,10 +26,7 @@ let anvil: Anvil;
 let chain: PublicClient;
 let usdc: DeployedToken;
 
-localChainForFile(async (local) => {
-  ({ anvil, chain } = local);
-  usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
-});
+usdcChainForFile((local) => void ({ anvil, chain, usdc } = local));
 
 const ENV = { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=0.001' };
 
@@ -41,10 +37,6 @@ async function hotWallet(funding: Array<[DeployedToken, bigint]> = []): Promise<
   await anvil.rpc('anvil_setBalance', [address, '0x56BC75E2D63100000']); // 100 ETH
   for (const [token, amount] of funding) await sendCall(chain, anvil.url, ANVIL_DEV_KEY, token, 'mint', [address, amount]);
   return { key, address };
-}
-
-function recipient(): Address {
-  return privateKeyToAccount(generatePrivateKey()).address;
 }
 
 async function laneDeps(pool: Pool, wallet: { key: Hex }, tokens: Array<Record<string, unknown>> = []): Promise<WorkerDeps> {
@@ -93,7 +85,7 @@ test('an ERC-20 transfer runs to COMPLETED: exact amount on chain, one Transfer 
   const db = await scratchDatabase(t);
   const wallet = await hotWallet([[usdc, 1_000_000_000n]]);
   const deps = await laneDeps(db.pool, wallet);
-  const to = recipient();
+  const to = freshAddress();
   const id = await approvedMovement(deps, erc20Plan('erc20-ok', { token: 'USDC' }), { asset: 'USDC', amount: '100.25', destination: { address: to } });
 
   await drain(deps);
@@ -128,7 +120,7 @@ test('a balance too small is refused before anything is prepared or signed', asy
   const db = await scratchDatabase(t);
   const wallet = await hotWallet([[usdc, 10_000_000n]]);
   const deps = await laneDeps(db.pool, wallet);
-  const to = recipient();
+  const to = freshAddress();
   const id = await approvedMovement(deps, erc20Plan('erc20-poor', { token: usdc.address, to, amount: '10.000001' }), { asset: 'USDC', amount: '1' });
   await drain(deps);
   const node = (await snapshot(db.pool, id)).byKey.pay;
@@ -155,7 +147,7 @@ test('decimals are read from the chain and pinned: an 18-decimal token moves a l
     { chain_id: ANVIL_CHAIN_ID, symbol: 'BIG', address: big.address, decimals: 18 },
     { chain_id: ANVIL_CHAIN_ID, symbol: 'WRONG', address: big.address, decimals: 6 },
   ]);
-  const to = recipient();
+  const to = freshAddress();
   const ok = await approvedMovement(deps, erc20Plan('erc20-big', { token: 'BIG', to }), { asset: 'BIG', amount: '123456789.123456789012345678' });
   const cases = [
     { key: 'erc20-wrong-list', config: { token: 'WRONG', to, amount: '1' }, code: 'EVM_TOKEN_DECIMALS_MISMATCH' },
@@ -164,7 +156,7 @@ test('decimals are read from the chain and pinned: an 18-decimal token moves a l
     { key: 'erc20-zero', config: { token: 'USDC', to, amount: '0.000' }, code: 'EVM_INVALID_AMOUNT' },
     { key: 'erc20-float', config: { token: 'USDC', to, amount: 1.5 }, code: 'EVM_INVALID_AMOUNT' },
     { key: 'erc20-unknown', config: { token: 'DAI', to, amount: '1' }, code: 'EVM_UNKNOWN_TOKEN' },
-    { key: 'erc20-no-contract', config: { token: recipient(), to, amount: '1' }, code: 'EVM_INVALID_TOKEN' },
+    { key: 'erc20-no-contract', config: { token: freshAddress(), to, amount: '1' }, code: 'EVM_INVALID_TOKEN' },
     { key: 'erc20-bad-to', config: { token: 'USDC', to: '0x1234', amount: '1' }, code: 'EVM_INVALID_ADDRESS' },
     { key: 'erc20-other-chain', config: { token: 'USDC', to, amount: '1', chain_id: 1 }, code: 'EVM_CHAIN_NOT_CONFIGURED' },
   ];
@@ -204,7 +196,7 @@ test('a transfer that reverts on chain FAILS with the receipt as proof; the toke
   const signers = new SignerRegistry();
   signers.register(pausing);
   const deps = { ...base, signers };
-  const to = recipient();
+  const to = freshAddress();
   const id = await approvedMovement(deps, erc20Plan('erc20-revert', { token: pausable.address, to, amount: '20' }), { asset: 'PAUSE', amount: '20' });
   await drain(deps);
 
@@ -233,7 +225,7 @@ test('a successful receipt without the expected Transfer event is not taken as p
   const silent = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { contract: 'SilentToken', symbol: 'SILENT', decimals: 6 });
   const wallet = await hotWallet([[silent, 5_000_000n]]);
   const deps = await laneDeps(db.pool, wallet, [{ chain_id: ANVIL_CHAIN_ID, symbol: 'SILENT', address: silent.address, decimals: 6 }]);
-  const id = await approvedMovement(deps, erc20Plan('erc20-silent', { token: silent.address, to: recipient(), amount: '1' }), { asset: 'S', amount: '1' });
+  const id = await approvedMovement(deps, erc20Plan('erc20-silent', { token: silent.address, to: freshAddress(), amount: '1' }), { asset: 'S', amount: '1' });
   await drain(deps);
   const node = (await snapshot(db.pool, id)).byKey.pay;
   assert.equal(node.node_state, 'UNKNOWN');
@@ -247,7 +239,7 @@ test('ERC-20 transfers from one wallet dispatched concurrently take contiguous n
   const wallet = await hotWallet([[usdc, 1_000_000_000n]]);
   const deps = await laneDeps(db.pool, wallet);
   const first = await nonceOf(wallet.address);
-  const recipients = Array.from({ length: MOVEMENTS }, () => recipient());
+  const recipients = Array.from({ length: MOVEMENTS }, () => freshAddress());
   const ids: string[] = [];
   for (const [i, to] of recipients.entries()) {
     ids.push(await approvedMovement(deps, erc20Plan('erc20-many', { token: 'USDC' }), { asset: 'USDC', amount: `1.${i + 1}`, destination: { address: to } }));
@@ -255,10 +247,7 @@ test('ERC-20 transfers from one wallet dispatched concurrently take contiguous n
 
   // Four dispatch slots at once, as FERRY_NODE_DISPATCH_CONCURRENCY=4 would run them: every
   // prepare reads the same pending count, and only the reservation table tells them apart.
-  const slot = async () => {
-    while (await dispatchOne(deps));
-  };
-  await Promise.all(Array.from({ length: 4 }, slot));
+  await Promise.all(Array.from({ length: 4 }, () => dispatchUntilIdle(deps)));
   await drain(deps);
 
   const nonces: number[] = [];

@@ -1,14 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { keccak256, parseTransaction, type Address, type Hex, type PublicClient } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
-import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
+import { createEvmLane, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import { capFees, nextVersion } from '../src/executors/evm/fee-bump.ts';
 import { decodeSignedTx } from '../src/executors/evm/signed-tx.ts';
 import type { Executor } from '../src/executors/protocol.ts';
@@ -16,12 +13,12 @@ import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, freshAddress, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { dyingInSubmit } from './helpers/evm.ts';
+import { dyingInSubmit, nativeTransferPlan, writeConfigFile } from './helpers/evm.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
-import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 /**
  * Fee bumping against a real chain: a transfer whose fee cap fell under the base fee (raised on
@@ -41,7 +38,6 @@ localChainForFile(async (local) => {
 });
 
 const BUMP_AFTER_SECONDS = 30;
-const freshRecipient = (): Address => privateKeyToAccount(generatePrivateKey()).address;
 const latestNonce = () => chain.getTransactionCount({ address: ANVIL_DEV_ADDRESS, blockTag: 'latest' });
 
 function evmDeps(pool: Pool, opts: { capWei?: bigint | null; wrap?: (real: EvmNativeTransferExecutor) => Executor } = {}): WorkerDeps {
@@ -58,19 +54,6 @@ function evmDeps(pool: Pool, opts: { capWei?: bigint | null; wrap?: (real: EvmNa
   executors.register(opts.wrap ? opts.wrap(executor) : executor);
   signers.register(signer);
   return { ...base, executors, signers };
-}
-
-function transferPlan(key: string, to: Address, valueWei: string) {
-  return plan(key, [
-    {
-      node_key: 'pay',
-      node_kind: 'action',
-      action_type: 'evm_native_transfer',
-      executor_binding: { executor_key: EVM_NATIVE_TRANSFER_KEY },
-      signer_binding: { signer_key: 'evm_local', chain_id: ANVIL_CHAIN_ID },
-      config: { to, value_wei: valueWei },
-    },
-  ]);
 }
 
 async function versionsOf(pool: Pool, nodeId: string, attemptNo: number): Promise<Hex[]> {
@@ -101,7 +84,7 @@ const setNextBaseFee = (wei: bigint) => anvil.rpc('anvil_setNextBlockBaseFeePerG
  * times the version's fee cap: anvil drops a transaction that can no longer pay the base fee.
  */
 async function stuckTransfer(deps: WorkerDeps, pool: Pool, key: string, to: Address, value: string, opts: { evicted?: boolean } = {}) {
-  const id = await approvedMovement(deps, transferPlan(key, to, value), { asset: 'ETH', amount: '1' });
+  const id = await approvedMovement(deps, nativeTransferPlan(key, { to, value_wei: value }), { asset: 'ETH', amount: '1' });
   assert.equal(await dispatchOne(deps), true);
   const node = (await snapshot(pool, id)).byKey.pay;
   assert.equal(node.node_state, 'SUBMITTED');
@@ -126,7 +109,7 @@ async function stuckTransfer(deps: WorkerDeps, pool: Pool, key: string, to: Addr
 test('a transfer stuck under the base fee is replaced with the same nonce and higher fees; the replacement is mined, exactly once', async (t) => {
   const db = await scratchDatabase(t);
   const deps = evmDeps(db.pool);
-  const to = freshRecipient();
+  const to = freshAddress();
   const first = await latestNonce();
   const { id, node, v1, maxFee } = await stuckTransfer(deps, db.pool, 'evm-bump', to, '31337', { evicted: true });
 
@@ -162,7 +145,7 @@ test('at the policy cap no further version is signed and the node reports EVM_FE
   // Room for the first version, not for a 20% bump of it.
   const cap = estimate.maxFeePerGas + 1n;
   const deps = evmDeps(db.pool, { capWei: cap });
-  const to = freshRecipient();
+  const to = freshAddress();
   const { id, node, v1, maxFee } = await stuckTransfer(deps, db.pool, 'evm-cap', to, '99');
   assert.ok(maxFee <= cap, 'the first version respects the cap');
 
@@ -192,7 +175,7 @@ for (const when of ['before_broadcast', 'after_broadcast'] as const) {
     });
     const crashing = evmDeps(db.pool, { wrap: dying.wrap });
     const deps = evmDeps(db.pool);
-    const to = freshRecipient();
+    const to = freshAddress();
     const first = await latestNonce();
     const { id, node, v1 } = await stuckTransfer(crashing, db.pool, `evm-bump-crash-${when}`, to, '2024');
 
@@ -237,26 +220,11 @@ for (const when of ['before_broadcast', 'after_broadcast'] as const) {
 
 test('SIGKILL of a worker process right after it stored a fee-bumped version: exactly one transfer lands, another process completes the movement', async (t) => {
   const db = await scratchDatabase(t);
-  const dir = mkdtempSync(join(tmpdir(), 'ferry-fee-bump-'));
-  const configFile = join(dir, 'ferry.yaml');
   // The chain and its signer from the configuration file: its fee policy applies to the lane.
-  writeFileSync(
-    configFile,
-    [
-      'evm:',
-      '  chains:',
-      `    - chain_id: ${ANVIL_CHAIN_ID}`,
-      `      rpc_url: ${anvil.url}`,
-      '      fee_bump_after_seconds: 1',
-      '      fee_bump_percent: 20',
-      '  signers:',
-      '    - key: evm_local',
-      '      kind: local_key',
-      '      private_key_env: FERRY_TEST_EVM_KEY',
-      `      chains: [${ANVIL_CHAIN_ID}]`,
-      '',
-    ].join('\n'),
-  );
+  const configFile = writeConfigFile({
+    chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: anvil.url, fee_bump_after_seconds: 1, fee_bump_percent: 20 }],
+    signers: [{ key: 'evm_local', kind: 'local_key', private_key_env: 'FERRY_TEST_EVM_KEY', chains: [ANVIL_CHAIN_ID] }],
+  });
   const env = {
     FERRY_TEST_EVM_KEY: ANVIL_DEV_KEY,
     FERRY_CONFIG_FILE: configFile,
@@ -264,10 +232,10 @@ test('SIGKILL of a worker process right after it stored a fee-bumped version: ex
     FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
     FERRY_DB_POOL_MAX: '4',
   };
-  const to = freshRecipient();
+  const to = freshAddress();
   const first = await latestNonce();
   const deps = runtimeDeps(db.pool);
-  const id = await approvedMovement(deps, transferPlan('evm-bump-sigkill', to, '8080'), { asset: 'ETH', amount: '1' });
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-bump-sigkill', { to, value_wei: '8080' }), { asset: 'ETH', amount: '1' });
   const nodeId = (await snapshot(db.pool, id)).byKey.pay.id;
 
   // Nothing is mined: the first version stays pending and the worker replaces it after a second.
@@ -305,7 +273,7 @@ test('SIGKILL of a worker process right after it stored a fee-bumped version: ex
 test('the next version keeps every field but the fees, beats every earlier version, follows the estimate and stops at the cap', async () => {
   const dev = privateKeyToAccount(ANVIL_DEV_KEY);
   const gwei = 1_000_000_000n;
-  const base = { type: 'eip1559' as const, chainId: ANVIL_CHAIN_ID, nonce: 7, to: freshRecipient(), value: 5n, gas: 60_000n, data: '0xa9059cbb' as Hex };
+  const base = { type: 'eip1559' as const, chainId: ANVIL_CHAIN_ID, nonce: 7, to: freshAddress(), value: 5n, gas: 60_000n, data: '0xa9059cbb' as Hex };
   const signedWith = async (maxFeePerGas: bigint, maxPriorityFeePerGas: bigint) => {
     const d = await decodeSignedTx(await dev.signTransaction({ ...base, maxFeePerGas, maxPriorityFeePerGas }));
     assert.ok(d.ok);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
-import { http, keccak256, type Address, type Hex, type PublicClient } from 'viem';
+import { test } from 'node:test';
+import { keccak256, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
@@ -14,10 +14,10 @@ import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, freshAddress, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { dyingInSubmit } from './helpers/evm.ts';
-import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { dyingInSubmit, nativeTransferPlan } from './helpers/evm.ts';
+import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 /**
  * The EVM lane against a real chain (anvil on loopback, a block per transaction): a transfer runs
@@ -44,23 +44,6 @@ function evmDeps(pool: Pool, executorOverride?: (real: EvmNativeTransferExecutor
   executors.register(executorOverride ? executorOverride(executor) : executor);
   signers.register(signer);
   return { ...base, executors, signers };
-}
-
-function freshRecipient(): Address {
-  return privateKeyToAccount(generatePrivateKey()).address;
-}
-
-function transferPlan(key: string, config: Record<string, unknown> = {}, signerBinding: Record<string, unknown> = {}) {
-  return plan(key, [
-    {
-      node_key: 'pay',
-      node_kind: 'action',
-      action_type: 'evm_native_transfer',
-      executor_binding: { executor_key: EVM_NATIVE_TRANSFER_KEY },
-      signer_binding: { signer_key: 'evm_local', chain_id: ANVIL_CHAIN_ID, ...signerBinding },
-      config,
-    },
-  ]);
 }
 
 const senderNonce = () => chain.getTransactionCount({ address: ANVIL_DEV_ADDRESS, blockTag: 'pending' });
@@ -92,9 +75,9 @@ async function attemptArtifacts(pool: Pool, nodeId: string, attemptNo: number) {
 test('a transfer runs to COMPLETED: the recipient gets exactly the value, the node carries the hash, the receipt is proof', async (t) => {
   const db = await scratchDatabase(t);
   const deps = evmDeps(db.pool);
-  const to = freshRecipient();
+  const to = freshAddress();
   const nonceBefore = await senderNonce();
-  const id = await approvedMovement(deps, transferPlan('evm-ok'), { asset: 'ETH', amount: '1234567', destination: { address: to.toLowerCase() } });
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-ok'), { asset: 'ETH', amount: '1234567', destination: { address: to.toLowerCase() } });
 
   await drain(deps);
 
@@ -129,8 +112,8 @@ test('a transfer runs to COMPLETED: the recipient gets exactly the value, the no
 test('with confirmations 3 the node observes until two more blocks are mined', async (t) => {
   const db = await scratchDatabase(t);
   const deps = evmDeps(db.pool);
-  const to = freshRecipient();
-  const id = await approvedMovement(deps, transferPlan('evm-conf', { to, value_wei: '777', confirmations: 3 }), { asset: 'ETH', amount: '1' });
+  const to = freshAddress();
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-conf', { to, value_wei: '777', confirmations: 3 }), { asset: 'ETH', amount: '1' });
 
   await drain(deps);
   let node = (await snapshot(db.pool, id)).byKey.pay;
@@ -158,9 +141,9 @@ for (const when of ['after_broadcast', 'before_broadcast'] as const) {
     const dying = dyingInSubmit(when, { label: 'the broadcast', reason: 'the process died in submit()' });
     const crashing = evmDeps(db.pool, dying.wrap);
     const deps = evmDeps(db.pool);
-    const to = freshRecipient();
+    const to = freshAddress();
     const nonceBefore = await senderNonce();
-    const id = await approvedMovement(deps, transferPlan(`evm-crash-${when}`, { to, value_wei: '5000' }), { asset: 'ETH', amount: '5000' });
+    const id = await approvedMovement(deps, nativeTransferPlan(`evm-crash-${when}`, { to, value_wei: '5000' }), { asset: 'ETH', amount: '5000' });
 
     const inflight = dispatchOne(crashing);
     await dying.reached;
@@ -205,12 +188,12 @@ test('preflight refuses a bad address, a zero value and a chain mismatch, with t
     { key: 'evm-zero-address', config: { to: '0x0000000000000000000000000000000000000000', value_wei: '1' }, binding: {}, code: 'EVM_INVALID_ADDRESS' },
     // A mixed-case address whose checksum is wrong is a typo, not an address.
     { key: 'evm-bad-checksum', config: { to: '0xF39fd6e51aad88F6F4ce6aB8827279cffFb92266', value_wei: '1' }, binding: {}, code: 'EVM_INVALID_ADDRESS' },
-    { key: 'evm-zero-value', config: { to: freshRecipient(), value_wei: '0' }, binding: {}, code: 'EVM_INVALID_VALUE' },
-    { key: 'evm-fraction', config: { to: freshRecipient(), value_wei: '1.5' }, binding: {}, code: 'EVM_INVALID_VALUE' },
-    { key: 'evm-other-chain', config: { to: freshRecipient(), value_wei: '1' }, binding: { chain_id: 1 }, code: 'EVM_CHAIN_MISMATCH' },
+    { key: 'evm-zero-value', config: { to: freshAddress(), value_wei: '0' }, binding: {}, code: 'EVM_INVALID_VALUE' },
+    { key: 'evm-fraction', config: { to: freshAddress(), value_wei: '1.5' }, binding: {}, code: 'EVM_INVALID_VALUE' },
+    { key: 'evm-other-chain', config: { to: freshAddress(), value_wei: '1' }, binding: { chain_id: 1 }, code: 'EVM_CHAIN_MISMATCH' },
   ];
   const ids = [];
-  for (const c of cases) ids.push(await approvedMovement(deps, transferPlan(c.key, c.config, c.binding), { asset: 'ETH', amount: '1' }));
+  for (const c of cases) ids.push(await approvedMovement(deps, nativeTransferPlan(c.key, c.config, c.binding), { asset: 'ETH', amount: '1' }));
   await drain(deps);
   for (const [i, c] of cases.entries()) {
     const s = await snapshot(db.pool, ids[i]);
@@ -224,7 +207,7 @@ test('insufficient funds is refused at broadcast, a reverted transfer fails with
   const db = await scratchDatabase(t);
   const deps = evmDeps(db.pool);
   const nonceBefore = await senderNonce();
-  const poorId = await approvedMovement(deps, transferPlan('evm-poor', { to: freshRecipient(), value_wei: (10n ** 30n).toString() }), { asset: 'ETH', amount: '1' });
+  const poorId = await approvedMovement(deps, nativeTransferPlan('evm-poor', { to: freshAddress(), value_wei: (10n ** 30n).toString() }), { asset: 'ETH', amount: '1' });
   await drain(deps);
   const poor = (await snapshot(db.pool, poorId)).byKey.pay;
   assert.equal(poor.node_state, 'FAILED');
@@ -232,9 +215,9 @@ test('insufficient funds is refused at broadcast, a reverted transfer fails with
   assert.equal(await senderNonce(), nonceBefore, 'the refused transaction took no nonce');
 
   // A recipient whose code reverts: the transaction is mined, and fails.
-  const contract = freshRecipient();
+  const contract = freshAddress();
   await anvil.rpc('anvil_setCode', [contract, '0x60006000fd']);
-  const revertId = await approvedMovement(deps, transferPlan('evm-revert', { to: contract, value_wei: '10' }), { asset: 'ETH', amount: '1' });
+  const revertId = await approvedMovement(deps, nativeTransferPlan('evm-revert', { to: contract, value_wei: '10' }), { asset: 'ETH', amount: '1' });
   await drain(deps);
   const reverted = (await snapshot(db.pool, revertId)).byKey.pay;
   assert.equal(reverted.node_state, 'FAILED');
@@ -265,13 +248,13 @@ test('submit refuses signed bytes that are not the prepared transaction, before 
     resolved_bindings: { executor: { executor_key: EVM_NATIVE_TRANSFER_KEY }, signer: { signer_key: 'evm_local' } },
     risk_controls: {},
     prior_artifacts: [],
-    node_config: { to: freshRecipient(), value_wei: '1' },
+    node_config: { to: freshAddress(), value_wei: '1' },
     provider_context: {},
     timeout_policy: {},
   } satisfies ExecutionContext;
   const nonceBefore = await senderNonce();
   const one = (await executor.prepare(ctx)).prepared_action!;
-  const other = (await executor.prepare({ ...ctx, node_config: { to: freshRecipient(), value_wei: '2' } })).prepared_action!;
+  const other = (await executor.prepare({ ...ctx, node_config: { to: freshAddress(), value_wei: '2' } })).prepared_action!;
   const signOf = (p: PreparedAction) => signer.sign(signRequestFor(p));
   const swapped = await executor.submit(ctx, one, { signResult: await signOf(other) });
   assert.equal(swapped.next_state, 'FAILED');
@@ -294,7 +277,7 @@ test('submit refuses signed bytes that are not the prepared transaction, before 
 
 test('an unreachable RPC defers instead of failing; only named refusals are certain', async () => {
   const down = new EvmNativeTransferExecutor({ rpcUrl: 'http://127.0.0.1:9', from: ANVIL_DEV_ADDRESS, rpcTimeoutMs: 2000 });
-  const ctx = { node_config: { to: freshRecipient(), value_wei: '1' }, intent: {}, resolved_bindings: { executor: { executor_key: 'x' }, signer: null } } as unknown as ExecutionContext;
+  const ctx = { node_config: { to: freshAddress(), value_wei: '1' }, intent: {}, resolved_bindings: { executor: { executor_key: 'x' }, signer: null } } as unknown as ExecutionContext;
   await assert.rejects(down.preflight(ctx), (e: Error & { code?: string }) => e.name === 'TemporaryMovementError' && e.code === 'EVM_RPC_UNAVAILABLE');
 
   assert.deepEqual(classifyBroadcastError(new Error('nonce too low')), { kind: 'refused', code: 'EVM_NONCE_TOO_LOW', detail: 'nonce too low' });
@@ -333,9 +316,9 @@ test('a transaction dropped from the mempool is sent again, same bytes; one whos
   const dev = privateKeyToAccount(ANVIL_DEV_KEY);
 
   // Dropped, nonce still free: observe reports UNKNOWN, recovery re-broadcasts the stored bytes.
-  const to = freshRecipient();
+  const to = freshAddress();
   const nonceBefore = await senderNonce();
-  const id = await approvedMovement(deps, transferPlan('evm-dropped', { to, value_wei: '42' }), { asset: 'ETH', amount: '1' });
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-dropped', { to, value_wei: '42' }), { asset: 'ETH', amount: '1' });
   assert.equal(await dispatchOne(deps), true);
   let node = (await snapshot(db.pool, id)).byKey.pay;
   assert.equal(node.node_state, 'SUBMITTED');
@@ -354,13 +337,13 @@ test('a transaction dropped from the mempool is sent again, same bytes; one whos
   assert.equal(await senderNonce(), nonceBefore + 1);
 
   // Dropped, and the nonce spent by another transaction: this one can never be mined.
-  const victim = freshRecipient();
-  const lostId = await approvedMovement(deps, transferPlan('evm-replaced', { to: victim, value_wei: '43' }), { asset: 'ETH', amount: '1' });
+  const victim = freshAddress();
+  const lostId = await approvedMovement(deps, nativeTransferPlan('evm-replaced', { to: victim, value_wei: '43' }), { asset: 'ETH', amount: '1' });
   assert.equal(await dispatchOne(deps), true);
   const lost = (await snapshot(db.pool, lostId)).byKey.pay;
   await anvil.rpc('anvil_dropTransaction', [lost.provider_refs.tx_hash]);
   const fees = await chain.estimateFeesPerGas();
-  const other = await dev.signTransaction({ type: 'eip1559', chainId: ANVIL_CHAIN_ID, nonce: lost.provider_refs.nonce as number, to: freshRecipient(), value: 1n, gas: 21000n, ...fees });
+  const other = await dev.signTransaction({ type: 'eip1559', chainId: ANVIL_CHAIN_ID, nonce: lost.provider_refs.nonce as number, to: freshAddress(), value: 1n, gas: 21000n, ...fees });
   await chain.sendRawTransaction({ serializedTransaction: other });
   await anvil.mine(1);
   await drain(deps);

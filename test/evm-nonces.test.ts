@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { keccak256, type Address, type Hex, type PublicClient } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { runEvmNonceReaper } from '../src/actors/evm-nonce-reaper.ts';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
-import { createEvmLane, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
+import { createEvmLane, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import type { ExecutionContext, Executor } from '../src/executors/protocol.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { FatalMovementError } from '../src/executors/errors.ts';
@@ -14,12 +13,13 @@ import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
 import { reservationsOfWallet } from '../src/persistence/evm-nonces.ts';
 import { log } from '../src/log.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, freshAddress, localChainForFile, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps, seedMovement } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
-import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { nativeTransferPlan } from './helpers/evm.ts';
+import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 /**
  * The nonce manager and the nonce reaper against a real chain (anvil on loopback): many
@@ -38,20 +38,6 @@ localChainForFile((local) => {
 
 const WALLET = { chainId: ANVIL_CHAIN_ID, sender: ANVIL_DEV_ADDRESS };
 const senderNonce = (blockTag: 'pending' | 'latest' = 'pending') => chain.getTransactionCount({ address: ANVIL_DEV_ADDRESS, blockTag });
-const freshRecipient = (): Address => privateKeyToAccount(generatePrivateKey()).address;
-
-function transferPlan(key: string, config: Record<string, unknown>, signerKey = 'evm_local') {
-  return plan(key, [
-    {
-      node_key: 'pay',
-      node_kind: 'action',
-      action_type: 'evm_native_transfer',
-      executor_binding: { executor_key: EVM_NATIVE_TRANSFER_KEY },
-      signer_binding: { signer_key: signerKey, chain_id: ANVIL_CHAIN_ID },
-      config,
-    },
-  ]);
-}
 
 /** In-process deps with the EVM lane on the shared nonce manager, and a signer that always refuses. */
 function evmDeps(pool: Pool, wrap?: (real: EvmNativeTransferExecutor) => Executor): WorkerDeps & { nonces: EvmNonceManager } {
@@ -86,10 +72,10 @@ test('30 transfers from one hot wallet, dispatched concurrently by 2 processes: 
   const db = await scratchDatabase(t);
   const MOVEMENTS = 30;
   const first = await senderNonce();
-  const recipients = Array.from({ length: MOVEMENTS }, () => freshRecipient());
+  const recipients = Array.from({ length: MOVEMENTS }, () => freshAddress());
   const ids: string[] = [];
   for (const [i, to] of recipients.entries()) {
-    const { request } = await seedMovement(db.pool, transferPlan('evm-many', { to, value_wei: String(1000 + i) }), { intent: { asset: 'ETH', amount: '1' } });
+    const { request } = await seedMovement(db.pool, nativeTransferPlan('evm-many', { to, value_wei: String(1000 + i) }), { intent: { asset: 'ETH', amount: '1' } });
     ids.push(request.id);
   }
   const env = {
@@ -173,9 +159,9 @@ test('reaper, re-broadcast arm: a transaction dropped before it was mined is sen
   const deps = evmDeps(db.pool);
   await anvil.rpc('evm_setAutomine', [false]);
   t.after(() => anvil.rpc('evm_setAutomine', [true]));
-  const to = freshRecipient();
+  const to = freshAddress();
   const first = await senderNonce();
-  const id = await approvedMovement(deps, transferPlan('evm-reap-resend', { to, value_wei: '4242' }), { asset: 'ETH', amount: '1' });
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-reap-resend', { to, value_wei: '4242' }), { asset: 'ETH', amount: '1' });
   assert.equal(await dispatchOne(deps), true);
   const node = (await snapshot(db.pool, id)).byKey.pay;
   assert.equal(node.node_state, 'SUBMITTED');
@@ -208,15 +194,15 @@ test('reaper, gap-fill arm: a nonce never signed is filled with a zero-value sel
   const first = await senderNonce();
 
   // A: its nonce is reserved at prepare, then the signer refuses: no bytes exist for that nonce.
-  const lostId = await approvedMovement(deps, transferPlan('evm-reap-lost', { to: freshRecipient(), value_wei: '1' }, 'evm_broken'), { asset: 'ETH', amount: '1' });
+  const lostId = await approvedMovement(deps, nativeTransferPlan('evm-reap-lost', { to: freshAddress(), value_wei: '1' }, { signer_key: 'evm_broken' }), { asset: 'ETH', amount: '1' });
   assert.equal(await dispatchOne(deps), true);
   const lost = (await snapshot(db.pool, lostId)).byKey.pay;
   assert.equal(lost.node_state, 'FAILED');
   assert.equal(lost.error_code, 'SIGNER_UNAVAILABLE');
 
   // B: the next nonce; its transaction waits on the node behind the gap.
-  const to = freshRecipient();
-  const id = await approvedMovement(deps, transferPlan('evm-reap-behind', { to, value_wei: '777' }), { asset: 'ETH', amount: '1' });
+  const to = freshAddress();
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-reap-behind', { to, value_wei: '777' }), { asset: 'ETH', amount: '1' });
   await drain(deps, 3);
   let node = (await snapshot(db.pool, id)).byKey.pay;
   assert.equal(node.provider_refs.nonce, first + 1, 'B took the nonce above the reserved one');
@@ -252,8 +238,8 @@ test('reaper, gap-fill arm: stored bytes the chain refuses for good (fee cap und
   await anvil.rpc('evm_setAutomine', [false]);
   t.after(() => anvil.rpc('evm_setAutomine', [true]));
   const first = await senderNonce('latest');
-  const to = freshRecipient();
-  const id = await approvedMovement(deps, transferPlan('evm-reap-unusable', { to, value_wei: '313' }), { asset: 'ETH', amount: '1' });
+  const to = freshAddress();
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-reap-unusable', { to, value_wei: '313' }), { asset: 'ETH', amount: '1' });
   assert.equal(await dispatchOne(deps), true);
   const node = (await snapshot(db.pool, id)).byKey.pay;
   assert.equal(node.node_state, 'SUBMITTED');
@@ -288,7 +274,7 @@ test('reaper, release arm: the wallet\'s highest nonce, never signed, is given b
   const db = await scratchDatabase(t);
   const deps = evmDeps(db.pool);
   const first = await senderNonce();
-  const lostId = await approvedMovement(deps, transferPlan('evm-reap-top', { to: freshRecipient(), value_wei: '1' }, 'evm_broken'), { asset: 'ETH', amount: '1' });
+  const lostId = await approvedMovement(deps, nativeTransferPlan('evm-reap-top', { to: freshAddress(), value_wei: '1' }, { signer_key: 'evm_broken' }), { asset: 'ETH', amount: '1' });
   await drain(deps);
   assert.equal((await snapshot(db.pool, lostId)).byKey.pay.node_state, 'FAILED');
 
@@ -297,8 +283,8 @@ test('reaper, release arm: the wallet\'s highest nonce, never signed, is given b
   assert.equal(report.released, 1);
   assert.equal(report.filled, 0, 'no transaction needed');
 
-  const to = freshRecipient();
-  const id = await approvedMovement(deps, transferPlan('evm-reap-next', { to, value_wei: '55' }), { asset: 'ETH', amount: '1' });
+  const to = freshAddress();
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-reap-next', { to, value_wei: '55' }), { asset: 'ETH', amount: '1' });
   await drain(deps);
   const node = (await snapshot(db.pool, id)).byKey.pay;
   assert.equal(node.node_state, 'COMPLETED');
@@ -351,8 +337,8 @@ test('a nonce reclaimed while its attempt waits between signing and submit is ne
     }),
   );
   const first = await senderNonce();
-  const to = freshRecipient();
-  const id = await approvedMovement(deps, transferPlan('evm-reclaimed', { to, value_wei: '606' }), { asset: 'ETH', amount: '1' });
+  const to = freshAddress();
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-reclaimed', { to, value_wei: '606' }), { asset: 'ETH', amount: '1' });
   const inflight = dispatchOne(deps);
   await reached;
   const stalled = (await snapshot(db.pool, id)).byKey.pay;

@@ -5,8 +5,8 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { EVM_BALANCE_OBSERVE_KEY, EVM_ERC20_TRANSFER_KEY, EVM_FINALITY_OBSERVE_KEY } from '../src/executors/evm/index.ts';
 import type { Pool } from '../src/persistence/db.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, localChainForFile, type Anvil } from './helpers/anvil.ts';
-import { deployToken, sendCall, type DeployedToken } from './helpers/contracts.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, freshAddress, type Anvil } from './helpers/anvil.ts';
+import { sendCall, usdcChainForFile, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { configuredDeps } from './helpers/evm.ts';
 import { approvedMovement, drain, plan, snapshot } from './helpers/runtime.ts';
@@ -21,16 +21,11 @@ let anvil: Anvil;
 let chain: PublicClient;
 let usdc: DeployedToken;
 
-localChainForFile(async (local) => {
-  ({ anvil, chain } = local);
-  usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
+usdcChainForFile(async (local) => {
+  ({ anvil, chain, usdc } = local);
   // Balances are read a confirmation below the head: let that block already hold the token.
   await local.anvil.mine(1);
 });
-
-function address(): Address {
-  return privateKeyToAccount(generatePrivateKey()).address;
-}
 
 async function deps(pool: Pool, chainExtra: Record<string, unknown> = {}, walletKey?: Hex): Promise<WorkerDeps> {
   return configuredDeps(
@@ -68,7 +63,7 @@ async function sendEth(to: Address, value = 1n): Promise<Hex> {
 test('evm_balance waits for a token deposit, counted once it is deep enough', async (t) => {
   const db = await scratchDatabase(t);
   const d = await deps(db.pool);
-  const holder = address();
+  const holder = freshAddress();
   const id = await approvedMovement(d, observePlan('watch-usdc', EVM_BALANCE_OBSERVE_KEY, { address: holder, token: 'USDC', amount: '5', confirmations: 2 }), {
     asset: 'USDC',
     amount: '5',
@@ -101,7 +96,7 @@ test('evm_balance waits for a token deposit, counted once it is deep enough', as
 test('evm_balance on the native coin, in "receives" mode: the balance must grow by the amount', async (t) => {
   const db = await scratchDatabase(t);
   const d = await deps(db.pool);
-  const holder = address();
+  const holder = freshAddress();
   await anvil.rpc('anvil_setBalance', [holder, '0xde0b6b3a7640000']); // 1 ETH already there
   const id = await approvedMovement(d, observePlan('watch-eth', EVM_BALANCE_OBSERVE_KEY, { address: holder, token: 'native', amount: '0.000000000000000002', mode: 'receives' }), {
     asset: 'ETH',
@@ -126,7 +121,7 @@ test('evm_finality follows a predecessor\'s transaction ($ref) to N confirmation
   await anvil.rpc('anvil_setBalance', [wallet, '0xde0b6b3a7640000']);
   await sendCall(chain, anvil.url, ANVIL_DEV_KEY, usdc, 'mint', [wallet, 10_000_000n]);
   const d = await deps(db.pool, {}, key);
-  const to = address();
+  const to = freshAddress();
   const template = plan(
     'pay-then-final',
     [
@@ -161,7 +156,7 @@ test('a receipt taken away by a reorg sends evm_finality back to waiting, never 
   const db = await scratchDatabase(t);
   const d = await deps(db.pool);
   const snap = await anvil.rpc<string>('evm_snapshot');
-  const to = address();
+  const to = freshAddress();
   const hash = await sendEth(to, 7n);
   const raw = await anvil.rpc<Hex>('eth_getRawTransactionByHash', [hash]);
   const id = await approvedMovement(d, observePlan('final-reorg', EVM_FINALITY_OBSERVE_KEY, { tx_hash: hash, confirmations: 3 }), { asset: 'ETH', amount: '1' });
@@ -196,7 +191,7 @@ test('a receipt taken away by a reorg sends evm_finality back to waiting, never 
 test('with finality "finalized" the node waits for the finalized block tag; a reverted transaction fails; a bad hash is refused', async (t) => {
   const db = await scratchDatabase(t);
   const d = await deps(db.pool, { finality: 'finalized' });
-  const hash = await sendEth(address(), 3n);
+  const hash = await sendEth(freshAddress(), 3n);
   const id = await approvedMovement(d, observePlan('final-tag', EVM_FINALITY_OBSERVE_KEY, { tx_hash: hash }), { asset: 'ETH', amount: '1' });
   await drain(d);
   await anvil.mine(10);
@@ -209,7 +204,7 @@ test('with finality "finalized" the node waits for the finalized block tag; a re
   assert.equal(node.node_state, 'COMPLETED');
   assert.equal(node.provider_state, 'finalized');
 
-  const reverter = address();
+  const reverter = freshAddress();
   await anvil.rpc('anvil_setCode', [reverter, '0x60006000fd']);
   const key = generatePrivateKey();
   const from = privateKeyToAccount(key);

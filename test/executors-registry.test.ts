@@ -6,42 +6,14 @@ import {
   SignerNotRegisteredError,
 } from '../src/executors/errors.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
-import type { ExecutionContext, PreparedAction, SignResult } from '../src/executors/protocol.ts';
+import type { SignResult } from '../src/executors/protocol.ts';
 import { bindingExtras, ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { NoopSigner } from '../src/executors/signers/noop.ts';
+import { executionContext, preparedAction } from './helpers/protocol.ts';
 
-const ctx = {
-  protocol_version: '1.0',
-  request_id: 'r1',
-  request_node_id: 'n1',
-  compiled_plan_hash: 'sha256:x',
-  template_key: 't',
-  template_version: 1,
-  node_key: 'a',
-  node_kind: 'action',
-  action_type: 'sim',
-  attempt_no: 1,
-  intent: {},
-  input_params: {},
-  resolved_bindings: { executor: { executor_key: 'exec.a' }, signer: null },
-  risk_controls: {},
-  prior_artifacts: [],
-  node_config: {},
-  provider_context: {},
-  timeout_policy: {},
-  idempotency_key: 'n1:1',
-} satisfies ExecutionContext;
+const ctx = executionContext('exec.a', { action_type: 'sim' });
 
-const prepared: PreparedAction = {
-  prepared_action_id: 'p1',
-  action_type: 'sim',
-  payload_format: 'json',
-  payload: '{}',
-  payload_hash: 'sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a',
-  signing_required: false,
-  provider_hints: {},
-  expires_at: null,
-};
+const prepared = preparedAction({ prepared_action_id: 'p1', action_type: 'sim' });
 
 describe('ExecutorRegistry', () => {
   const a = new LocalExecutorAdapter({ executorKey: 'exec.a', handler: {} });

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { FatalMovementError, TemporaryMovementError } from '../src/executors/errors.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';
-import type { ExecutionContext, PreparedAction, SignRequest } from '../src/executors/protocol.ts';
+import type { SignRequest } from '../src/executors/protocol.ts';
 import { RemoteExecutorProxy } from '../src/executors/remote-proxy.ts';
 import { RemoteSignerProxy } from '../src/executors/signers/remote-proxy.ts';
+import { deadUrl, listenOnLoopback, type Listening } from './helpers/net.ts';
+import { executionContext, preparedAction } from './helpers/protocol.ts';
 
 /**
  * A loopback peer speaking the reference protocol. Each test sets what an endpoint answers; the
@@ -20,13 +21,13 @@ interface Seen {
   body: unknown;
 }
 
-let server: Server;
+let listening: Listening;
 let baseUrl: string;
 let replies: Record<string, Reply> = {};
 let seen: Seen[] = [];
 
 before(async () => {
-  server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+  const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');
@@ -36,61 +37,20 @@ before(async () => {
     res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
     res.end(reply.raw ?? (reply.body === undefined ? '' : JSON.stringify(reply.body)));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  listening = await listenOnLoopback(server);
+  baseUrl = `${listening.url}/v1`;
 });
 
-after(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
+after(() => listening.stop());
 
 beforeEach(() => {
   replies = {};
   seen = [];
 });
 
-/** A URL on which nothing listens: a port we held and released. */
-async function deadUrl(): Promise<string> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((resolve) => s.close(resolve));
-  return `http://127.0.0.1:${port}`;
-}
+const ctx = executionContext('exec.remote', { template_key: 'cex_transfer', node_key: 'withdraw', action_type: 'cex_withdrawal', intent: { asset: 'USDC', amount: '5' } });
 
-const ctx: ExecutionContext = {
-  protocol_version: '1.0',
-  request_id: 'req-1',
-  request_node_id: 'node-1',
-  compiled_plan_hash: 'sha256:plan',
-  template_key: 'cex_transfer',
-  template_version: 1,
-  node_key: 'withdraw',
-  node_kind: 'action',
-  action_type: 'cex_withdrawal',
-  attempt_no: 1,
-  intent: { asset: 'USDC', amount: '5' },
-  input_params: {},
-  resolved_bindings: { executor: { executor_key: 'exec.remote' }, signer: null },
-  risk_controls: {},
-  prior_artifacts: [],
-  node_config: {},
-  provider_context: {},
-  timeout_policy: {},
-  idempotency_key: 'node-1:1',
-};
-
-const prepared: PreparedAction = {
-  prepared_action_id: 'pa-1',
-  action_type: 'cex_withdrawal',
-  payload_format: 'json',
-  payload: '{"amount":"5"}',
-  payload_hash: payloadHash('{"amount":"5"}'),
-  signing_required: false,
-  provider_hints: {},
-  expires_at: null,
-};
+const prepared = preparedAction({ action_type: 'cex_withdrawal', payload: '{"amount":"5"}' });
 
 const proxy = (opts: Partial<ConstructorParameters<typeof RemoteExecutorProxy>[0]> = {}) =>
   new RemoteExecutorProxy({ executorKey: 'exec.remote', baseUrl, token: 'secret-token', timeoutMs: 2_000, ...opts });

@@ -6,7 +6,7 @@ import { ConfigError, loadConfig } from '../src/config.ts';
 import { parseConfigFile } from '../src/config-file.ts';
 import { FatalMovementError, TemporaryMovementError } from '../src/executors/errors.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
-import type { ExecutionContext, PreparedAction, SignRequest } from '../src/executors/protocol.ts';
+import type { SignRequest } from '../src/executors/protocol.ts';
 import { RemoteExecutorProxy } from '../src/executors/remote-proxy.ts';
 import { RemoteSignerProxy } from '../src/executors/signers/remote-proxy.ts';
 import { createPool } from '../src/persistence/db.ts';
@@ -17,6 +17,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify as yaml } from 'yaml';
+import { executionContext, preparedAction } from './helpers/protocol.ts';
 
 /**
  * The executor host and the signer host (src/hosts) in this process, on loopback, spoken to by
@@ -28,39 +29,9 @@ const TOKEN = 'host-test-token-0123456789abcdef';
 const lines: string[] = [];
 const log = pino({ level: 'trace' }, { write: (l: string) => void lines.push(l) });
 
-const ctx = (key: string, over: Partial<ExecutionContext> = {}): ExecutionContext => ({
-  protocol_version: '1.0',
-  request_id: 'req-1',
-  request_node_id: 'node-1',
-  compiled_plan_hash: 'sha256:plan',
-  template_key: 't',
-  template_version: 1,
-  node_key: 'a',
-  node_kind: 'action',
-  action_type: 'x',
-  attempt_no: 1,
-  intent: {},
-  input_params: {},
-  resolved_bindings: { executor: { executor_key: key }, signer: null },
-  risk_controls: {},
-  prior_artifacts: [],
-  node_config: {},
-  provider_context: {},
-  timeout_policy: {},
-  idempotency_key: 'node-1:1',
-  ...over,
-});
+const ctx = executionContext;
 
-const prepared: PreparedAction = {
-  prepared_action_id: 'pa-1',
-  action_type: 'x',
-  payload_format: 'json',
-  payload: '{}',
-  payload_hash: 'sha256:' + '1'.repeat(64),
-  signing_required: false,
-  provider_hints: {},
-  expires_at: null,
-};
+const prepared = preparedAction({ payload_hash: 'sha256:' + '1'.repeat(64) });
 
 let host: ListeningHost;
 let signer: ListeningHost;

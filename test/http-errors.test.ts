@@ -4,10 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { after, test } from 'node:test';
-import { serve } from '@hono/node-server';
 import { OpenAPIHono, createRoute, z as oz } from '@hono/zod-openapi';
 import { bearerAuth } from 'hono/bearer-auth';
 import { HTTPException } from 'hono/http-exception';
@@ -21,6 +19,8 @@ import { log } from '../src/log.ts';
 import { createPool } from '../src/persistence/db.ts';
 import { createEmptyDatabase, dropDatabase } from '../scripts/lib/test-databases.ts';
 import { testDatabase } from './helpers/db.ts';
+import { serveApp } from './helpers/http.ts';
+import { within } from './helpers/wait.ts';
 
 const db = await testDatabase();
 const MAX_BODY = 1024;
@@ -294,10 +294,7 @@ test('readyz is 503 DATABASE_UNAVAILABLE when the database does not answer', asy
 });
 
 test('a 413 for a large body closes the connection instead of offering keep-alive on a socket about to close', async () => {
-  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
-  await once(server, 'listening');
-  after(() => server.close());
-  const { port } = server.address() as AddressInfo;
+  const { port } = await serveApp(app);
 
   // A client that streams a large body slowly, as the fuzzer did: it reads the answer, then the end
   // of the connection, never a reset.
@@ -317,7 +314,7 @@ test('a 413 for a large body closes the connection instead of offering keep-aliv
     socket.write(chunk);
     await new Promise((r) => setImmediate(r));
   }
-  const { error } = await closed;
+  const { error } = await within('the server to close the connection', closed);
   // A write already on its way when the server closed may fail with EPIPE; a reset that loses the
   // answer may not.
   assert.ok(error === null || (error as NodeJS.ErrnoException).code === 'EPIPE', `connection reset: ${error?.message}`);

@@ -4,9 +4,7 @@
  * may hold only FERRY_STREAM_MAX_PER_TOKEN streams at once (the next is 429 TOO_MANY_STREAMS).
  */
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
-import { after, test } from 'node:test';
-import { serve, type ServerType } from '@hono/node-server';
+import { test } from 'node:test';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
@@ -14,6 +12,7 @@ import { withTransaction } from '../src/persistence/db.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { collectingDeps, seedMovement, threeNodeTemplate } from './helpers/fixtures.ts';
+import { serveApp } from './helpers/http.ts';
 import { openSse, type SseReader } from './helpers/sse.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -27,17 +26,7 @@ const config = loadConfig({
 const app = createApp({ pool: db.pool, config });
 /** This app's open event streams (each app counts only its own). */
 const openEventStreams = () => app.eventStreams.size;
-const srv: ServerType = await new Promise((resolve) => {
-  const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
-});
-after(
-  () =>
-    new Promise<void>((resolve) => {
-      srv.close(() => resolve());
-      (srv as import('node:http').Server).closeAllConnections();
-    }),
-);
-const base = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+const { url: base } = await serveApp(app);
 const { request } = await seedMovement(db.pool, threeNodeTemplate('events-tokens'));
 
 const events = (token: string) => openSse(`${base}/inspect/movements/${request.id}/events`, { Authorization: `Bearer ${token}` });
@@ -71,10 +60,7 @@ test('revoking a token ends its open stream; another token\'s stream stays live'
   await withTransaction(db.pool, (c) =>
     deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
   );
-  let m;
-  do m = await b.next();
-  while (m.event !== 'transition');
-  assert.equal(JSON.parse(m.data!).event_type, 'APPROVE');
+  assert.equal(JSON.parse((await b.nextEvent('transition')).data!).event_type, 'APPROVE');
 
   // A reconnect with the revoked token is refused like any other request.
   const again = await events(doomed.token);

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
-import { after, test } from 'node:test';
-import { serve, type ServerType } from '@hono/node-server';
+import { test } from 'node:test';
 import { Hono } from 'hono';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { installErrorHandling } from '../src/http/errors.ts';
@@ -10,7 +8,9 @@ import { withTransaction } from '../src/persistence/db.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { collectingDeps, seedMovement, threeNodeTemplate } from './helpers/fixtures.ts';
-import { waitFor, within } from './helpers/wait.ts';
+import { serveApp } from './helpers/http.ts';
+import { openSse } from './helpers/sse.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * The live stream over a real HTTP server, as a browser reads it. The safety-net poll is set far
@@ -26,18 +26,9 @@ async function server(stream: Partial<StreamOptions>): Promise<{ url: string; st
   installErrorHandling(app);
   const streams = new EventStreams();
   app.route('/', inspectRoutes({ pool: db.pool, stream, streams }));
-  const srv: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
-  });
-  after(
-    () =>
-      new Promise<void>((resolve) => {
-        srv.close(() => resolve());
-        // Streams a failed test left open must not keep the file running.
-        (srv as import('node:http').Server).closeAllConnections();
-      }),
-  );
-  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`, streams };
+  // Streams a failed test left open are cut when the file ends, so they cannot keep it running.
+  const { url } = await serveApp(app);
+  return { url, streams };
 }
 
 const liveServer = await server({ pollMs: 600_000, heartbeatMs: 600_000 });
@@ -46,63 +37,15 @@ const live = liveServer.url;
 const chatty = chattyServer.url;
 const openEventStreams = () => liveServer.streams.size + chattyServer.streams.size;
 
-interface Message {
-  event?: string;
-  id?: string;
-  data?: string;
-  comment?: string;
-}
-
-/** An SSE reader: next() resolves with the next message or comment. */
+/** The movement's event stream, as a browser reads it; nextTransition() passes over heartbeats. */
 async function open(base: string, movementId: string, headers: Record<string, string> = {}, query = '') {
-  const ctl = new AbortController();
-  const res = await fetch(`${base}/inspect/movements/${movementId}/events${query}`, {
-    headers: { Authorization: `Bearer ${token}`, ...headers },
-    signal: ctl.signal,
-  });
-  assert.equal(res.status, 200);
-  assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = '';
-  const queue: Message[] = [];
-  // A liveness bound, so a stream that never delivers fails the test instead of hanging it.
-  const next = (): Promise<Message> => within('the next message on the stream', read(), 20_000);
-  const read = async (): Promise<Message> => {
-    while (queue.length === 0) {
-      const cut = buffer.indexOf('\n\n');
-      if (cut >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const m: Message = {};
-        for (const line of block.split('\n')) {
-          if (line.startsWith(':')) m.comment = line.slice(1).trim();
-          else {
-            const i = line.indexOf(':');
-            (m as any)[line.slice(0, i)] = line.slice(i + 1).trimStart();
-          }
-        }
-        queue.push(m);
-        continue;
-      }
-      const { value, done } = await reader.read();
-      if (done) throw new Error('stream ended');
-      buffer += value;
-    }
-    return queue.shift()!;
+  const s = await openSse(`${base}/inspect/movements/${movementId}/events${query}`, { Authorization: `Bearer ${token}`, ...headers });
+  assert.equal(s.status, 200, JSON.stringify(s.error));
+  const nextTransition = async () => {
+    const m = await s.nextEvent('transition');
+    return { sseId: Number(m.id), t: JSON.parse(m.data!) };
   };
-  // Bounded as a whole: on a stream with heartbeats, next() alone would never time out.
-  const nextTransition = () =>
-    within(
-      'the next transition on the stream',
-      (async () => {
-        for (;;) {
-          const m = await next();
-          if (m.event === 'transition') return { sseId: Number(m.id), t: JSON.parse(m.data!) };
-        }
-      })(),
-      20_000,
-    );
-  return { next, nextTransition, close: () => ctl.abort() };
+  return { ...s, nextTransition };
 }
 
 test('the stream replays the log, then pushes each transition as it commits', async () => {
@@ -208,9 +151,7 @@ test('shutdown ends every open stream of its own app at once, and no other app\'
   assert.equal(liveServer.streams.size, 0);
   for (const s of streams.slice(0, 2)) {
     // What was already sent is still readable; then the stream ends.
-    await assert.rejects(async () => {
-      for (;;) await s.next();
-    }, /stream ended/);
+    await s.untilClosed();
   }
   // The other app's stream is untouched: still open, still heartbeating.
   assert.equal(chattyServer.streams.size, 1);
@@ -224,7 +165,5 @@ test('shutdown ends every open stream of its own app at once, and no other app\'
 
   await chattyServer.streams.end();
   assert.equal(openEventStreams(), 0);
-  await assert.rejects(async () => {
-    for (;;) await other.next();
-  }, /stream ended/);
+  await other.untilClosed();
 });

@@ -6,79 +6,29 @@
  * Postgres, the CLI as a separate process.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { reconcileWithProviders } from '../src/actors/provider-reconciliation.ts';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
-import { startFerry, type RunningFerry } from '../src/main.ts';
-import { log } from '../src/log.ts';
 import { callbacksForMovement } from '../src/persistence/callbacks.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
-import { createToken } from '../src/persistence/tokens.ts';
-import { testDatabase } from './helpers/db.ts';
-import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
-import { callApi, type Reply } from './helpers/http.ts';
-import { waitFor } from './helpers/wait.ts';
+import { FAST_WORKERS } from './helpers/app.ts';
+import { runCliProcess } from './helpers/cli.ts';
+import { ferryForFile } from './helpers/ferry.ts';
+import { callerFor, expectStatus } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
+import { createTokens } from './helpers/tokens.ts';
+import { waitFor } from './helpers/wait.ts';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-let runtime: Runtime | undefined;
-let ferry: RunningFerry | undefined;
-after(async () => {
-  await ferry?.stop();
+const { db, ferry, runtime } = await ferryForFile({ ...FAST_WORKERS, FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.2' }, { runtime: 'workers' });
+const tokens = await createTokens(db.pool, {
+  operator: { name: 'ops-alice', role: 'operator' },
+  operator2: { name: 'ops-bob', role: 'operator' },
+  requester: { name: 'req', role: 'requester' },
+  approver: { name: 'appr', role: 'approver' },
+  viewer: { name: 'view', role: 'viewer' },
 });
-const db = await testDatabase();
-ferry = await startFerry(
-  {
-    DATABASE_URL: db.url,
-    HOST: '127.0.0.1',
-    PORT: '0',
-    FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-manual-')),
-    FERRY_LOG_LEVEL: 'silent',
-    FERRY_CALLBACK_ALLOWED_NETWORKS: LOOPBACK_NETWORKS,
-    FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-    FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
-    FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.2',
-  },
-  {
-    startRuntime: async (r) => (runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: true })),
-  },
-);
-const tokens = {
-  operator: await createToken(db.pool, { name: 'ops-alice', role: 'operator' }),
-  operator2: await createToken(db.pool, { name: 'ops-bob', role: 'operator' }),
-  requester: await createToken(db.pool, { name: 'req', role: 'requester' }),
-  approver: await createToken(db.pool, { name: 'appr', role: 'approver' }),
-  viewer: await createToken(db.pool, { name: 'view', role: 'viewer' }),
-};
 type Who = keyof typeof tokens;
-const call = (method: string, path: string, who: Who, body?: unknown): Promise<Reply> => callApi(ferry!.url, method, path, tokens[who].token, body);
-
-function expectStatus(r: Reply, status: number, code?: string) {
-  assert.equal(r.status, status, JSON.stringify(r.body));
-  if (code) assert.equal(r.body.error.code, code, r.body.error.message);
-}
-
-function cli(args: string[], who: Who): Promise<{ code: number; stdout: string; stderr: string }> {
-  const base = { ...process.env };
-  for (const k of ['DATABASE_URL', 'TEST_DATABASE_URL', 'FERRY_URL', 'FERRY_TOKEN']) delete base[k];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], {
-    cwd: root,
-    env: { ...base, FERRY_URL: ferry!.url, FERRY_TOKEN: tokens[who].token },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
-  });
-}
+const call = callerFor(ferry.url, tokens);
+const cli = (args: string[], who: Who) => runCliProcess(args, { FERRY_URL: ferry.url, FERRY_TOKEN: tokens[who].token });
 
 const NEEDS_PERSON = { next_state: 'UNKNOWN', error_code: 'SIM_NEEDS_PERSON', error_detail: 'the provider lost track', manual_intervention_required: true };
 
@@ -91,7 +41,7 @@ async function template(key: string, submit: unknown[]) {
     ],
     edges: [{ from: 'pay', to: 'after' }],
   };
-  await makeTemplateLive(ferry!.url, db.pool, tpl, { proposer: tokens.operator.token, approver: tokens.approver.token });
+  await makeTemplateLive(ferry.url, db.pool, tpl, { proposer: tokens.operator.token, approver: tokens.approver.token });
 }
 
 async function stuckMovement(key: string) {

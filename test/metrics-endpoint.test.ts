@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import { deliverCallbackOnce } from '../src/actors/callback-delivery.ts';
 import { enqueueCallback } from '../src/callbacks/outbox.ts';
@@ -14,6 +12,8 @@ import { createToken } from '../src/persistence/tokens.ts';
 import { testDatabase } from './helpers/db.ts';
 import { loopbackDestinations } from './helpers/destinations.ts';
 import { seedMovement, singleNodeTemplate, threeNodeTemplate } from './helpers/fixtures.ts';
+import { deadUrl } from './helpers/net.ts';
+import { CallbackReceiver } from './helpers/receiver.ts';
 import { approvedMovement, drain, runtimeDeps } from './helpers/runtime.ts';
 
 const db = await testDatabase();
@@ -158,19 +158,10 @@ test('counters and gauges match a movement run to completion', async () => {
 });
 
 test('callback deliveries are counted by outcome', async () => {
-  const received: string[] = [];
-  const receiver = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      received.push(req.url ?? '');
-      res.end('ok');
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
-  after(() => new Promise<void>((r) => receiver.close(() => r())));
-  const port = (receiver.address() as AddressInfo).port;
+  const receiver = await new CallbackReceiver().listen();
+  after(() => receiver.close());
 
-  const { request } = await seedMovement(db.pool, singleNodeTemplate('metrics-callbacks'), { callbackUrl: `http://127.0.0.1:${port}/cb` });
+  const { request } = await seedMovement(db.pool, singleNodeTemplate('metrics-callbacks'), { callbackUrl: receiver.url('/cb') });
   const row = (await getMovement(db.pool, request.id))!;
   const write = (url: string) =>
     withTransaction(db.pool, (c) =>
@@ -179,15 +170,11 @@ test('callback deliveries are counted by outcome', async () => {
   const deps = { pool: db.pool, secret: 'metrics-test-secret-0123456789', timeoutMs: 5000, destinations: loopbackDestinations() };
 
   const before = await scrape();
-  const sent = await write(`http://127.0.0.1:${port}/cb`);
+  const sent = await write(receiver.url('/cb'));
   assert.equal(await deliverCallbackOnce(deps, sent), 'sent');
   assert.equal(await deliverCallbackOnce(deps, sent), 'skipped');
   // A closed port: the attempt fails and a retry is scheduled.
-  const closed = createServer();
-  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
-  const deadPort = (closed.address() as AddressInfo).port;
-  await new Promise<void>((r) => closed.close(() => r()));
-  const failing = await write(`http://127.0.0.1:${deadPort}/cb`);
+  const failing = await write(await deadUrl('/cb'));
   assert.equal(await deliverCallbackOnce(deps, failing), 'retry');
   const later = await scrape();
 
@@ -196,5 +183,5 @@ test('callback deliveries are counted by outcome', async () => {
   assert.equal(delta('skipped'), 1);
   assert.equal(delta('retry'), 1);
   assert.equal(delta('dlq'), 0);
-  assert.deepEqual(received, ['/cb']);
+  assert.deepEqual(receiver.received.map((r) => r.url), ['/cb']);
 });

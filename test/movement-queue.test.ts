@@ -4,28 +4,21 @@
  * dead-letter queue with its reason; a failure worth retrying is left to pg-boss.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { consumeMovementRequest, MOVEMENT_QUEUE, MOVEMENT_QUEUE_DLQ, sendMovementRequest } from '../src/actors/movement-queue.ts';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
-import { loadConfig } from '../src/config.ts';
-import { log } from '../src/log.ts';
 import { createPool, withTransaction } from '../src/persistence/db.ts';
 import { saveTemplate } from '../src/persistence/templates.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { parseTemplateDefinition } from '../src/plan/template-schema.ts';
-import { testDatabase } from './helpers/db.ts';
+import { runtimeForFile } from './helpers/app.ts';
+import { runCliProcess } from './helpers/cli.ts';
 import { singleNodeTemplate } from './helpers/fixtures.ts';
 import { waitFor } from './helpers/wait.ts';
 
-let runtime: Runtime | undefined;
-after(async () => {
-  await runtime?.stop();
-});
-const db = await testDatabase();
-const config = loadConfig({ FERRY_DATA_DIR: '.ferry/test-movement-queue', FERRY_LOG_LEVEL: 'silent', FERRY_CALLBACK_SECRET: 'movement-queue-secret-0123' });
-runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: true });
+const { db, config, runtime } = await runtimeForFile(
+  { FERRY_DATA_DIR: '.ferry/test-movement-queue', FERRY_CALLBACK_SECRET: 'movement-queue-secret-0123' },
+  { workers: true },
+);
 const boss = runtime.boss;
 
 await withTransaction(db.pool, (c) => saveTemplate(c, parseTemplateDefinition(singleNodeTemplate('queue.pay')), 'test'));
@@ -100,26 +93,14 @@ test('a failure worth retrying is thrown back to pg-boss, not dead-lettered', as
   after(() => broken.end());
   const dlqBefore = (await db.pool.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE name = $1`, [MOVEMENT_QUEUE_DLQ])).rows[0].n;
   await assert.rejects(
-    consumeMovementRequest({ pool: broken, config, transitions: runtime!.deps.transitions }, boss, { id: 'local', data: { ...base, idempotency_key: 'queue-transient' } }),
+    consumeMovementRequest({ pool: broken, config, transitions: runtime.deps.transitions }, boss, { id: 'local', data: { ...base, idempotency_key: 'queue-transient' } }),
     (err: Error & { code?: string }) => err.code === 'ECONNREFUSED' || /ECONNREFUSED/.test(String(err)),
   );
   assert.equal((await db.pool.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE name = $1`, [MOVEMENT_QUEUE_DLQ])).rows[0].n, dlqBefore);
 });
 
 test('`ferry queue send` places a message that a worker turns into a movement', async () => {
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: db.url, FERRY_LOG_LEVEL: 'silent' };
-  delete env.TEST_DATABASE_URL;
-  const run = (args: string[]) =>
-    new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], { cwd: root, env });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
-    });
+  const run = (args: string[]) => runCliProcess(args, { DATABASE_URL: db.url, FERRY_LOG_LEVEL: 'silent' });
   const sent = await run(['queue', 'send', '--template', 'queue.pay', '--intent', '{"asset":"USDC","amount":"7"}', '--requested-by', 'upstream-treasury', '--idempotency-key', 'queue-cli-1', '--json']);
   assert.equal(sent.code, 0, sent.stderr);
   const { job_id } = JSON.parse(sent.stdout);

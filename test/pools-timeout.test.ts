@@ -5,30 +5,13 @@
  * limit.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { startFerry, type RunningFerry } from '../src/main.ts';
-import { testDatabase } from './helpers/db.ts';
+import { test } from 'node:test';
+import { ferryForFile } from './helpers/ferry.ts';
 
-const db = await testDatabase();
-let ferry: RunningFerry | undefined;
-after(async () => {
-  await ferry?.stop();
-});
-
-ferry = await startFerry(
+const { ferry } = await ferryForFile(
+  { FERRY_API_STATEMENT_TIMEOUT_MS: '300', FERRY_WORKER_STATEMENT_TIMEOUT_MS: '20000' },
   {
-    DATABASE_URL: db.url,
-    HOST: '127.0.0.1',
-    PORT: '0',
-    FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-pools-')),
-    FERRY_LOG_LEVEL: 'silent',
-    FERRY_API_STATEMENT_TIMEOUT_MS: '300',
-    FERRY_WORKER_STATEMENT_TIMEOUT_MS: '20000',
-  },
-  {
+    runtime: 'none',
     // A route that runs a slow statement on the API's pool, as a heavy read would.
     routes: [
       (app, deps) => {
@@ -42,25 +25,25 @@ ferry = await startFerry(
 );
 
 test('each pool has its own statement_timeout and application_name', async () => {
-  assert.notEqual(ferry!.workerPool, ferry!.pool, 'the worker loops run here, on a pool of their own');
-  const api = await ferry!.pool.query("SELECT current_setting('statement_timeout') AS t, current_setting('application_name') AS app");
-  const workers = await ferry!.workerPool.query("SELECT current_setting('statement_timeout') AS t, current_setting('application_name') AS app");
+  assert.notEqual(ferry.workerPool, ferry.pool, 'the worker loops run here, on a pool of their own');
+  const api = await ferry.pool.query("SELECT current_setting('statement_timeout') AS t, current_setting('application_name') AS app");
+  const workers = await ferry.workerPool.query("SELECT current_setting('statement_timeout') AS t, current_setting('application_name') AS app");
   assert.deepEqual(api.rows[0], { t: '300ms', app: 'ferry' });
   assert.deepEqual(workers.rows[0], { t: '20s', app: 'ferry-worker' });
 });
 
 test('a slow statement through the API is cancelled and answered 503 DATABASE_TIMEOUT; the workers are unaffected', async () => {
   // Without the timeout this request would wait 30 s; the signal turns a hang into a failure.
-  const res = await fetch(`${ferry!.url}/test/slow`, { signal: AbortSignal.timeout(15_000) });
+  const res = await fetch(`${ferry.url}/test/slow`, { signal: AbortSignal.timeout(15_000) });
   assert.equal(res.status, 503);
   const body = (await res.json()) as { error: { code: string; message: string } };
   assert.equal(body.error.code, 'DATABASE_TIMEOUT');
   assert.doesNotMatch(body.error.message, /pg_sleep|canceling/, 'the driver text stays inside');
 
   // The same statement length is fine on the workers' pool, whose limit is its own.
-  const slept = await ferry!.workerPool.query('SELECT pg_sleep(0.6) AS done');
+  const slept = await ferry.workerPool.query('SELECT pg_sleep(0.6) AS done');
   assert.equal(slept.rowCount, 1);
   // The API keeps serving: the cancelled statement returned its connection in good shape.
-  const ready = await fetch(`${ferry!.url}/readyz`);
+  const ready = await fetch(`${ferry.url}/readyz`);
   assert.equal(ready.status, 200, await ready.text());
 });

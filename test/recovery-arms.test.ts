@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { beforeEach, describe, test } from 'node:test';
-import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { recoverBatch, recoveryArms } from '../src/actors/recovery.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import { scratchDatabase, type TestDb } from './helpers/db.ts';
-import { approvedMovement, dispatchByHand, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { approvedMovement, dispatchByHand, dispatchUntilIdle, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 /**
  * Recovery's lane arms (src/actors/recovery.ts): cctp, evm, cex, and the rest, each claiming up to
@@ -56,7 +55,7 @@ const probePlan = (lane: Lane) => plan(`arm-${lane}-${n++}`, [{ node_key: 'a', n
 /** A movement whose one node of `lane` is UNKNOWN after a submit whose answer was lost. */
 async function unknownNode(d: ReturnType<typeof probeDeps>, lane: Lane): Promise<{ movementId: string; nodeId: string }> {
   const movementId = await approvedMovement(d.deps, probePlan(lane));
-  while (await dispatchOne(d.deps));
+  await dispatchUntilIdle(d.deps);
   const node = (await snapshot(d.deps.pool, movementId)).byKey.a;
   assert.equal(node.node_state, 'UNKNOWN');
   return { movementId, nodeId: node.id };

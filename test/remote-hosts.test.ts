@@ -15,7 +15,8 @@ import { seedMovement, collectingDeps } from './helpers/fixtures.ts';
 import { freePort } from './helpers/net.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { startRpcProxy, type RpcProxy } from './helpers/rpc-proxy.ts';
-import { plan, snapshot } from './helpers/runtime.ts';
+import { nativeTransferPlan } from './helpers/evm.ts';
+import { snapshot } from './helpers/runtime.ts';
 import { waitFor } from './helpers/wait.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
@@ -137,16 +138,7 @@ let n = 0;
 /** A movement paying `eth` (the lane's amounts are in wei) to a fresh address from the hot wallet, approved. */
 async function transfer(eth: string): Promise<{ id: string; nodeId: string; to: Address }> {
   const to = privateKeyToAccount(generatePrivateKey()).address;
-  const template = plan(`remote-${n++}`, [
-    {
-      node_key: 'pay',
-      node_kind: 'action',
-      action_type: 'evm_native_transfer',
-      executor_binding: { executor_key: EVM_NATIVE_TRANSFER_KEY },
-      signer_binding: { signer_key: 'hot', chain_id: ANVIL_CHAIN_ID },
-      config: { confirmations: 1 },
-    },
-  ]);
+  const template = nativeTransferPlan(`remote-${n++}`, { confirmations: 1 }, { signer_key: 'hot' });
   const deps = collectingDeps();
   const { request, nodes } = await seedMovement(db.pool, template, { intent: { asset: 'ETH', amount: parseEther(eth).toString(), destination: { address: to } } });
   await withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }));
@@ -199,43 +191,34 @@ test('the hosts refuse a request without the right bearer token', async () => {
   assert.equal(preflight.status, 400);
 });
 
-test('the executor host down: the node is deferred, nothing is sent; once it is back the movement completes with one transaction', async () => {
-  await stopHost(execHost);
+/**
+ * With one host down, a transfer's node is deferred with `code` and nothing is sent; with the host
+ * back (and the deferral's wait over) the movement completes with one transaction.
+ */
+async function deferredWhileDown(host: 'executor' | 'signer', code: string, amount: string): Promise<void> {
+  await stopHost(host === 'executor' ? execHost : signHost);
   const nonce = await sentBy();
-  const m = await transfer('0.25');
+  const m = await transfer(amount);
   const deferred = await waitFor('the node to be deferred', async () => {
     const node = (await snapshot(db.pool, m.id)).byKey.pay;
     return node.node_state === 'READY' && node.error_code ? node : null;
   });
-  assert.equal(deferred.error_code, 'REMOTE_EXECUTOR_UNREACHABLE');
+  assert.equal(deferred.error_code, code);
   assert.equal(await sentBy(), nonce);
 
-  await startExecutorHost();
+  await (host === 'executor' ? startExecutorHost() : startSignerHost());
   await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() WHERE id = $1`, [m.nodeId]); // the deferral's wait is over
   const s = await done(m.id);
   assert.equal(s.request.request_state, 'COMPLETED');
-  assert.equal(await chain.getBalance({ address: m.to }), parseEther('0.25'));
+  assert.equal(await chain.getBalance({ address: m.to }), parseEther(amount));
   assert.equal((await sentBy()) - nonce, 1, 'one transaction');
-});
+}
 
-test('the signer host down: the node is deferred at signing, nothing is sent; once it is back the movement completes with one transaction', async () => {
-  await stopHost(signHost);
-  const nonce = await sentBy();
-  const m = await transfer('0.125');
-  const deferred = await waitFor('the node to be deferred', async () => {
-    const node = (await snapshot(db.pool, m.id)).byKey.pay;
-    return node.node_state === 'READY' && node.error_code ? node : null;
-  });
-  assert.equal(deferred.error_code, 'REMOTE_SIGNER_UNREACHABLE');
-  assert.equal(await sentBy(), nonce);
+test('the executor host down: the node is deferred, nothing is sent; once it is back the movement completes with one transaction', () =>
+  deferredWhileDown('executor', 'REMOTE_EXECUTOR_UNREACHABLE', '0.25'));
 
-  await startSignerHost();
-  await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() WHERE id = $1`, [m.nodeId]);
-  const s = await done(m.id);
-  assert.equal(s.request.request_state, 'COMPLETED');
-  assert.equal(await chain.getBalance({ address: m.to }), parseEther('0.125'));
-  assert.equal((await sentBy()) - nonce, 1, 'one transaction');
-});
+test('the signer host down: the node is deferred at signing, nothing is sent; once it is back the movement completes with one transaction', () =>
+  deferredWhileDown('signer', 'REMOTE_SIGNER_UNREACHABLE', '0.125'));
 
 test("the executor host dies inside submit, after its broadcast: UNKNOWN, recovered once the host is back; one transaction, no second submit", async () => {
   const nonce = await sentBy();

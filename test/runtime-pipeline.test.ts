@@ -4,7 +4,6 @@ import { generatePrivateKey } from 'viem/accounts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
-import type { WorkerDeps } from '../src/actors/execution.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private-key-evm.ts';
 import { artifactsOfMovement } from '../src/persistence/artifacts.ts';

@@ -53,14 +53,17 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 
   const approved = await shell(ready.commands[1].replace('<movement id>', id));
   assert.match(approved.stdout, /Approved plan/);
 
-  const done = await waitFor(
-    'the movement to finish',
-    async () => {
-      const r = await api(ready.url, ready.tokens.admin, 'GET', `/v3/movements/${id}`);
-      return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(r.body?.movement?.state) ? r.body : null;
-    },
-    120_000,
-  );
+  /** The movement once it is COMPLETED, FAILED or MANUAL_INTERVENTION, as the API shows it. */
+  const finished = (what: string, movementId: string) =>
+    waitFor(
+      what,
+      async () => {
+        const r = await api(ready.url, ready.tokens.admin, 'GET', `/v3/movements/${movementId}`);
+        return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(r.body?.movement?.state) ? r.body : null;
+      },
+      120_000,
+    );
+  const done = await finished('the movement to finish', id);
   assert.equal(done.movement.state, 'COMPLETED', JSON.stringify(done.nodes));
   assert.deepEqual(done.nodes.map((n: { node_key: string; state?: string; node_state?: string }) => n.node_key).sort(), ['finality', 'transfer']);
 
@@ -74,14 +77,7 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 
   const bridgeId = /Created movement ([0-9a-f-]{36})/.exec(bridged.stdout)?.[1];
   assert.ok(bridgeId, bridged.stdout + bridged.stderr);
   await shell(ready.cctp_commands[1].replace('<movement id>', bridgeId));
-  const bridgedDone = await waitFor(
-    'the cctp_bridge movement to finish',
-    async () => {
-      const r = await api(ready.url, ready.tokens.admin, 'GET', `/v3/movements/${bridgeId}`);
-      return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(r.body?.movement?.state) ? r.body : null;
-    },
-    120_000,
-  );
+  const bridgedDone = await finished('the cctp_bridge movement to finish', bridgeId);
   assert.equal(bridgedDone.movement.state, 'COMPLETED', JSON.stringify(bridgedDone.nodes));
   const remote = createPublicClient({ transport: http(ready.chain_remote.rpc_url, { retryCount: 0 }) });
   const minted = await remote.readContract({ address: ready.cctp.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });

@@ -62,9 +62,10 @@ describe('decodeEffect', () => {
 
 describe('checkEvmTransaction', () => {
   test('accepts exactly the expected native transfer and ERC-20 transfer', () => {
-    checkEvmTransaction(native(ALICE, 1000n), nativeEffect, scope);
-    checkEvmTransaction(native(ALICE.toUpperCase().replace('0X', '0x'), 1000n), nativeEffect, scope);
-    checkEvmTransaction(transfer(ALICE, 100_250_000n), tokenEffect, scope);
+    // checkEvmTransaction returns nothing and throws its refusal: accepted is not throwing.
+    assert.doesNotThrow(() => checkEvmTransaction(native(ALICE, 1000n), nativeEffect, scope));
+    assert.doesNotThrow(() => checkEvmTransaction(native(ALICE.toUpperCase().replace('0X', '0x'), 1000n), nativeEffect, scope), 'the address in any case');
+    assert.doesNotThrow(() => checkEvmTransaction(transfer(ALICE, 100_250_000n), tokenEffect, scope));
   });
 
   test('default deny: without an expected effect nothing is signed, and the reason is named', () => {

@@ -16,7 +16,8 @@ import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { ANVIL_CHAIN_ID, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { approvedMovement, drain, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { nativeTransferPlan } from './helpers/evm.ts';
+import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
 import { derSignature, startKmsEmulator, type KmsEmulator } from './emulators/kms.ts';
 
 /**
@@ -203,17 +204,7 @@ describe('the KMS signer in the runtime, on anvil', () => {
     signers.register(signer);
     return { ...base, executors, signers };
   }
-  const transfer = (key: string, to: Address) =>
-    plan(key, [
-      {
-        node_key: 'pay',
-        node_kind: 'action',
-        action_type: 'evm_native_transfer',
-        executor_binding: { executor_key: EVM_NATIVE_TRANSFER_KEY },
-        signer_binding: { signer_key: 'kms_hot', chain_id: ANVIL_CHAIN_ID },
-        config: { to, value_wei: '4242' },
-      },
-    ]);
+  const transfer = (key: string, to: Address) => nativeTransferPlan(key, { to, value_wei: '4242' }, { signer_key: 'kms_hot' });
 
   test('a transfer signed by KMS is accepted and mined: sender is the KMS address, the recipient gets the value', async (t) => {
     const db = await scratchDatabase(t);

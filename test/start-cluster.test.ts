@@ -12,7 +12,7 @@ import { createEmptyDatabase, dropDatabase, withDatabase } from '../scripts/lib/
 import { createToken } from '../src/persistence/tokens.ts';
 import { callApi } from './helpers/http.ts';
 import { exited } from './helpers/processes.ts';
-import { waitFor } from './helpers/wait.ts';
+import { waitFor, within } from './helpers/wait.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 
 /**
@@ -52,7 +52,7 @@ test('npm start with two worker processes runs a movement through the API to COM
   });
   const pool = createPool(url, 2);
   try {
-    base = await listening;
+    base = await within('ferry to listen', listening);
     const token = async (role: string) => (await createToken(pool, { name: `${role}-${randomBytes(2).toString('hex')}`, role })).token;
     const [adminToken, requester, approver] = [await token('admin'), await token('requester'), await token('approver')];
     const call = (path: string, bearer: string, body?: unknown) => callApi(base, body === undefined ? 'GET' : 'POST', path, bearer, body);

@@ -15,6 +15,7 @@ import { EMBEDDED_PORT_FILE } from '../src/persistence/embedded-port.ts';
 import { createEmptyDatabase, dropDatabase } from '../scripts/lib/test-databases.ts';
 import { childEnv, collectJsonLines, repoRoot } from './helpers/ferry-process.ts';
 import { freePort, portRefuses } from './helpers/net.ts';
+import { within } from './helpers/wait.ts';
 
 interface Started {
   child: ChildProcess;
@@ -40,10 +41,10 @@ function spawnFerry(extra: Record<string, string>, command: [string, ...string[]
   return { child, lines, stderr: () => stderr, exit };
 }
 
-/** Waits for the one line that says where Ferry listens; fails if the process exits first. */
+/** Waits for the one line that says where Ferry listens; fails if the process exits first, or after 60 s. */
 async function listening(started: Started): Promise<{ url: string; line: Record<string, unknown> }> {
   const find = () => started.lines.find((l) => typeof l.url === 'string' && typeof l.msg === 'string' && l.msg.startsWith('ferry listening'));
-  const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
+  const line = await within('ferry to listen', new Promise<Record<string, unknown>>((resolve, reject) => {
     const check = () => {
       const found = find();
       if (found) {
@@ -56,7 +57,7 @@ async function listening(started: Started): Promise<{ url: string; line: Record<
       if (!find()) reject(new Error(`ferry exited (${code ?? signal}) before listening:\n${started.stderr()}\n${JSON.stringify(started.lines)}`));
     });
     check();
-  });
+  }));
   return { url: line.url as string, line };
 }
 

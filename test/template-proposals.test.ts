@@ -5,8 +5,7 @@
  * Times come from injected clocks standing at the windows' edges: nothing sleeps.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
+import { describe, test } from 'node:test';
 import {
   approveProposal,
   challengeProposal,
@@ -17,43 +16,29 @@ import {
   replayProposal,
   type ProposalDeps,
 } from '../src/services/template-proposals.ts';
-import { loadConfig } from '../src/config.ts';
 import { installDemoTemplate, DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
 import { FerryError } from '../src/errors.ts';
-import { createApp } from '../src/http/app.ts';
-import { log } from '../src/log.ts';
 import { getProposal, proposalTransitions } from '../src/persistence/template-proposals.ts';
 import { getTemplate } from '../src/persistence/templates.ts';
-import { createToken } from '../src/persistence/tokens.ts';
 import { parseTemplateDefinition, type TemplateDefinition } from '../src/plan/template-schema.ts';
-import { testDatabase } from './helpers/db.ts';
-import { callApi, type Reply } from './helpers/http.ts';
+import { appForFile } from './helpers/app.ts';
+import { callerFor, expectStatus } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
+import { createTokens } from './helpers/tokens.ts';
 
-let runtime: Runtime | undefined;
-after(async () => {
-  await runtime?.stop();
+const { db, config, app } = await appForFile({ FERRY_DATA_DIR: '.ferry/test-proposals' }, { workers: false });
+
+const tokens = await createTokens(db.pool, {
+  operator: 'operator',
+  operator2: { name: 'operator-2', role: 'operator' },
+  approver: 'approver',
+  admin: 'admin',
+  requester: 'requester',
+  viewer: 'viewer',
 });
-const db = await testDatabase();
-const config = loadConfig({ FERRY_DATA_DIR: '.ferry/test-proposals', FERRY_LOG_LEVEL: 'silent' });
-runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: false });
-const app = createApp({ pool: db.pool, config, runtime });
-
-const tokens = {
-  operator: await createToken(db.pool, { name: 'operator-1', role: 'operator' }),
-  operator2: await createToken(db.pool, { name: 'operator-2', role: 'operator' }),
-  approver: await createToken(db.pool, { name: 'approver-1', role: 'approver' }),
-  admin: await createToken(db.pool, { name: 'admin-1', role: 'admin' }),
-  requester: await createToken(db.pool, { name: 'requester-1', role: 'requester' }),
-  viewer: await createToken(db.pool, { name: 'viewer-1', role: 'viewer' }),
-};
 type Who = keyof typeof tokens;
 const actor = (who: Who) => `token:${tokens[who].id}`;
-const call = (method: string, path: string, who: Who, body?: unknown): Promise<Reply> => callApi(app, method, path, tokens[who].token, body);
-function expectStatus(r: Reply, status: number, code?: string) {
-  assert.equal(r.status, status, r.text);
-  if (code) assert.equal(r.body.error.code, code, r.body.error.message);
-}
+const call = callerFor(app, tokens);
 
 const template = (key: string, actionType = 'sweep') => ({
   template_key: key,

@@ -5,27 +5,19 @@
  * redacted) appear.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import { after, test } from 'node:test';
 import { runLoop } from '../src/actors/loop-runner.ts';
-import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { sweepDefinitions } from '../src/actors/sweeps.ts';
 import { redactSecrets, WorkerRoster } from '../src/actors/worker-roster.ts';
 import { log } from '../src/log.ts';
-import { startFerry, type RunningFerry } from '../src/main.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { testDatabase } from './helpers/db.ts';
+import { runCliProcess } from './helpers/cli.ts';
+import { ferryForFile } from './helpers/ferry.ts';
 import { callApi } from './helpers/http.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-let runtime: Runtime | undefined;
-let ferry: RunningFerry | undefined;
 const children: ChildProcess[] = [];
 after(async () => {
   for (const c of children) {
@@ -34,19 +26,12 @@ after(async () => {
       await exited(c);
     }
   }
-  await ferry?.stop();
 });
-const db = await testDatabase();
-ferry = await startFerry(
-  { DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-workers-')), FERRY_LOG_LEVEL: 'silent' },
-  {
-    // The API process runs no workers: the two worker processes below are the ones listed.
-    startRuntime: async (r) => (runtime = await startRuntime({ pool: r.pool, config: r.config, databaseUrl: r.databaseUrl, log, workers: false })),
-  },
-);
+// The API process runs no workers: the two worker processes below are the ones listed.
+const { db, ferry } = await ferryForFile({}, { runtime: 'api' });
 const viewer = (await createToken(db.pool, { name: 'workers-viewer', role: 'viewer' })).token;
 const workersNow = async () => {
-  const r = await callApi(ferry!.url, 'GET', '/v3/workers', viewer);
+  const r = await callApi(ferry.url, 'GET', '/v3/workers', viewer);
   assert.equal(r.status, 200, r.text);
   return r.body.workers as any[];
 };
@@ -92,17 +77,7 @@ test('two processes: every worker listed with its switch and interval; a disable
   assert.equal(still.last_run_at, null);
   assert.equal(still.status, 'disabled');
 
-  const out = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
-    const base = { ...process.env };
-    for (const k of ['DATABASE_URL', 'TEST_DATABASE_URL', 'FERRY_URL', 'FERRY_TOKEN']) delete base[k];
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'workers'], { cwd: root, env: { ...base, FERRY_URL: ferry!.url, FERRY_TOKEN: viewer } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
-  });
+  const out = await runCliProcess(['workers'], { FERRY_URL: ferry.url, FERRY_TOKEN: viewer });
   assert.equal(out.code, 0, out.stderr);
   const lines = out.stdout.split('\n');
   assert.match(lines[0], /^PROCESS\s+WORKER\s+KIND\s+ENABLED\s+EVERY\s+STATUS/);

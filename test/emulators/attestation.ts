@@ -1,5 +1,4 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import {
   concatHex,
   encodeAbiParameters,
@@ -14,6 +13,7 @@ import {
 } from 'viem';
 import { sign } from 'viem/accounts';
 import { decodeMessage, messageTransmitterAbi } from '../../src/executors/cctp/message.ts';
+import { listenOnLoopback } from '../helpers/net.ts';
 
 /**
  * A loopback stand-in for Circle's attestation service (Iris v2), reading the source chains itself:
@@ -118,12 +118,6 @@ export async function startAttestationEmulator(opts: AttestationEmulatorOptions)
     return { status: 200, body: { messages } };
   }
 
-  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, '127.0.0.1', resolve));
-  emu.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  emu.stop = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
+  ({ url: emu.url, stop: emu.stop } = await listenOnLoopback(server, opts.port));
   return emu;
 }

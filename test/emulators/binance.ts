@@ -1,6 +1,6 @@
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { listenOnLoopback, type Listening } from '../helpers/net.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createPublicClient, createWalletClient, erc20Abi, formatUnits, http, parseUnits, type Hex, type PublicClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -171,7 +171,7 @@ export class BinanceEmulator {
   readonly applies: Array<{ withdrawOrderId: string | null; accepted: boolean }> = [];
   /** The emulator's clock offset, in ms (a test can make the client's timestamps look stale). */
   clockSkewMs = 0;
-  #server: Server | null = null;
+  #server: Listening | null = null;
   #url = '';
   #faults: ScriptedFault[] = [];
   #balances = new Map<string, bigint>();
@@ -198,9 +198,8 @@ export class BinanceEmulator {
   async start(): Promise<this> {
     // Deposits made before the emulator started are not this exchange's business.
     this.#scannedTo = await this.#chain.getBlockNumber();
-    this.#server = createServer((req, res) => void this.#handle(req, res));
-    await new Promise<void>((resolve) => this.#server!.listen(0, '127.0.0.1', resolve));
-    this.#url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    this.#server = await listenOnLoopback(createServer((req, res) => void this.#handle(req, res)));
+    this.#url = this.#server.url;
     return this;
   }
 
@@ -209,8 +208,7 @@ export class BinanceEmulator {
     this.#held.clear();
     await Promise.allSettled([...this.#payouts.values()]);
     if (!this.#server) return;
-    this.#server.closeAllConnections();
-    await new Promise<void>((resolve) => this.#server!.close(() => resolve()));
+    await this.#server.stop();
     this.#server = null;
   }
 

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { bytesToHex, hexToBytes, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, sign } from 'viem/accounts';
+import { listenOnLoopback } from '../helpers/net.ts';
 
 /**
  * A loopback AWS KMS for tests, speaking the real JSON 1.1 protocol for the two calls an EVM
@@ -130,10 +130,9 @@ export async function startKmsEmulator(opts: { privateKey?: Hex; region?: string
     }
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { url, stop } = await listenOnLoopback(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     region,
     accessKeyId,
     secretAccessKey,
@@ -143,11 +142,7 @@ export async function startKmsEmulator(opts: { privateKey?: Hex; region?: string
     requests,
     script: (...faults) => void queued.push(...faults),
     always: (fault) => void (standing = fault),
-    stop: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    stop,
   };
 }
 

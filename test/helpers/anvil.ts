@@ -3,7 +3,8 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { after, before } from 'node:test';
-import { createPublicClient, http, type PublicClient } from 'viem';
+import { createPublicClient, http, type Address, type PublicClient } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { freePort } from './net.ts';
 import { waitFor } from './wait.ts';
 
@@ -127,3 +128,8 @@ function anvilBinary(): string {
   return join(dirname(require.resolve('@foundry-rs/anvil/package.json')), 'bin.mjs');
 }
 
+
+/** A new address nobody holds the key of: a recipient with nothing yet. */
+export function freshAddress(): Address {
+  return privateKeyToAccount(generatePrivateKey()).address;
+}

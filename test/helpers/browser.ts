@@ -9,20 +9,24 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
-export const CHROMIUM = '/usr/bin/chromium';
+/** Debian's Chromium; FERRY_TEST_CHROMIUM points elsewhere (e.g. at nothing, to see the CI rule at work). */
+export const CHROMIUM = process.env.FERRY_TEST_CHROMIUM || '/usr/bin/chromium';
+
+/** Whether this runs in CI: CI set to anything but empty, 0 or false (CI=true, CI=1). */
+export const IN_CI = !['', '0', 'false'].includes((process.env.CI ?? '').toLowerCase());
 
 /** Where tests keep screenshots (not committed). */
 export const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url);
 
 /**
  * Whether this file's browser tests can run. Without Chromium it registers one test named `name`
- * instead: skipped on a developer's machine, failed under CI=true (CI must not pass a browser test
- * it never ran). Call at the top of the file and register the real tests only when it says true.
+ * instead: skipped on a developer's machine, failed in CI (CI must not pass a browser test it never
+ * ran). Call at the top of the file and register the real tests only when it says true.
  */
 export function browserAvailable(name: string): boolean {
   if (existsSync(CHROMIUM)) return true;
   const missing = `no Chromium at ${CHROMIUM}; install Debian's chromium package (apt-get install -y chromium) to run it`;
-  if (process.env.CI === 'true') test(name, () => assert.fail(`CI=true: ${missing}`));
+  if (IN_CI) test(name, () => assert.fail(`CI=${process.env.CI}: a browser test must run in CI, and ${missing}`));
   else test(name, { skip: missing }, () => {});
   return false;
 }

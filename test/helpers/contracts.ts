@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import solc from 'solc';
 import { createWalletClient, http, type Abi, type Address, type Hex, type PublicClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { ANVIL_DEV_KEY, localChainForFile, type LocalChain } from './anvil.ts';
 
 /**
  * The Solidity test contracts (test/contracts/*.sol), compiled with the pinned `solc` npm package.
@@ -108,4 +109,20 @@ export async function tokenBalance(chain: PublicClient, token: DeployedToken, ow
 function walletFor(chain: PublicClient, rpcUrl: string, key: Hex) {
   void chain;
   return createWalletClient({ account: privateKeyToAccount(key), transport: http(rpcUrl, { retryCount: 0 }) });
+}
+
+export interface UsdcChain extends LocalChain {
+  /** A TestToken named USDC with 6 decimals, deployed by anvil's dev account. */
+  usdc: DeployedToken;
+}
+
+/**
+ * A fresh anvil for the whole test file with a test USDC deployed on it: started in before(), where
+ * `ready` then receives the handles (and may do more, e.g. mine), and stopped in after().
+ */
+export function usdcChainForFile(ready: (local: UsdcChain) => void | Promise<void>): void {
+  localChainForFile(async (local) => {
+    const usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
+    await ready({ ...local, usdc });
+  });
 }

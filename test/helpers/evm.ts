@@ -5,11 +5,13 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { configuredRegistries } from '../../src/actors/runtime.ts';
 import type { WorkerDeps } from '../../src/actors/execution.ts';
-import { loadConfig } from '../../src/config.ts';
+import { EVM_NATIVE_TRANSFER_KEY } from '../../src/executors/evm/index.ts';
 import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../../src/executors/protocol.ts';
 import { log } from '../../src/log.ts';
 import type { Pool } from '../../src/persistence/db.ts';
-import { runtimeDeps } from './runtime.ts';
+import type { TemplateDefinitionInput } from '../../src/plan/template-schema.ts';
+import { ANVIL_CHAIN_ID } from './anvil.ts';
+import { plan, runtimeDeps } from './runtime.ts';
 
 /**
  * The EVM lane as the runtime builds it from a FERRY_CONFIG_FILE: a YAML file written to a fresh
@@ -85,4 +87,22 @@ export function dyingInSubmit(
       },
     });
   return { wrap, reached: reachedP, die: () => die(new Error(opts.reason)) };
+}
+
+/**
+ * A one-node plan, `pay`: a native transfer on anvil's chain by the EVM native-transfer executor,
+ * signed by evm_local; `config` is the node's (to, value_wei, confirmations...), `signerBinding`
+ * changes the signer or the chain.
+ */
+export function nativeTransferPlan(key: string, config: Record<string, unknown> = {}, signerBinding: Record<string, unknown> = {}): TemplateDefinitionInput {
+  return plan(key, [
+    {
+      node_key: 'pay',
+      node_kind: 'action',
+      action_type: 'evm_native_transfer',
+      executor_binding: { executor_key: EVM_NATIVE_TRANSFER_KEY },
+      signer_binding: { signer_key: 'evm_local', chain_id: ANVIL_CHAIN_ID, ...signerBinding },
+      config,
+    },
+  ]);
 }

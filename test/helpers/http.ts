@@ -1,4 +1,9 @@
 /** Calling Ferry's HTTP API from a test: an in-process app (app.request) or a server at a base URL. */
+import assert from 'node:assert/strict';
+import type { Server } from 'node:http';
+import { after } from 'node:test';
+import { createAdaptorServer } from '@hono/node-server';
+import { listenOnLoopback, type Listening } from './net.ts';
 
 export interface Reply {
   status: number;
@@ -36,4 +41,29 @@ export async function callApi(
     // not JSON: the text says what came
   }
   return { status: res.status, body: parsed, text };
+}
+
+/** Asserts an answer's status (the body as the message) and, when given, its error code. */
+export function expectStatus(r: Reply, status: number, code?: string): void {
+  assert.equal(r.status, status, r.text);
+  if (code) assert.equal(r.body?.error?.code, code, r.body?.error?.message ?? r.text);
+}
+
+/**
+ * `call(method, path, who, body?, headers?)` for a test file's named tokens: callApi on `target`
+ * with the bearer token of `tokens[who]`.
+ */
+export function callerFor<K extends string>(target: InProcessApp | string, tokens: Record<K, { token: string }>) {
+  return (method: string, path: string, who: K, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> =>
+    callApi(target, method, path, tokens[who].token, body, headers);
+}
+
+/**
+ * Serves an app's fetch handler over real HTTP on a free loopback port (for a CLI, a browser or
+ * raw sockets). Stopped when the file ends, or earlier by `stop()`; open streams are cut.
+ */
+export async function serveApp(app: { fetch: (req: Request) => Response | Promise<Response> }): Promise<Listening> {
+  const listening = await listenOnLoopback(createAdaptorServer({ fetch: app.fetch }) as Server);
+  after(() => listening.stop());
+  return listening;
 }

@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { within } from './wait.ts';
 
 export interface Received {
+  /** The request's path and query. */
+  url: string;
   headers: IncomingHttpHeaders;
   body: Buffer;
 }
@@ -31,7 +33,7 @@ export class CallbackReceiver {
       this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', async () => {
-        this.received.push({ headers: req.headers, body: Buffer.concat(chunks) });
+        this.received.push({ url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) });
         for (const w of this.waiters.splice(0)) w();
         if (this.gate) await this.gate;
         this.inFlight--;

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOnLoopback } from './net.ts';
 
 /**
  * A JSON-RPC pass-through on loopback in front of a real node, able to swallow the broadcast: in
@@ -47,13 +47,7 @@ export async function startRpcProxy(target: string, mode: ProxyMode): Promise<Rp
     res.writeHead(answer.status, { 'content-type': 'application/json' });
     res.end(text);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  proxy.stop = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
+  ({ url: proxy.url, stop: proxy.stop } = await listenOnLoopback(server));
   return proxy;
 }
 

@@ -42,11 +42,19 @@ export async function approvedMovement(deps: WorkerDeps, template: TemplateDefin
   return request.id;
 }
 
+/**
+ * Dispatches until no node is ready, as one dispatch slot would; returns how many were dispatched.
+ * Bounded: a node that is ready again after every dispatch fails the test instead of spinning.
+ */
+export async function dispatchUntilIdle(deps: WorkerDeps, max = 1000): Promise<number> {
+  for (let n = 0; n < max; n++) if (!(await dispatchOne(deps))) return n;
+  throw new Error(`still a node to dispatch after ${max} dispatches`);
+}
+
 /** Runs dispatcher, observer and recovery until nothing moves (bounded), like the loops would. */
 export async function drain(deps: WorkerDeps, rounds = 50): Promise<void> {
   for (let i = 0; i < rounds; i++) {
-    let moved = 0;
-    while (await dispatchOne(deps)) moved++;
+    let moved = await dispatchUntilIdle(deps);
     moved += await observeBatch(deps);
     moved += await recoverBatch(deps);
     if (moved === 0) return;

@@ -14,6 +14,11 @@ export interface SseReader {
   error: any;
   /** The next message or comment; rejects with 'stream ended' when the server closed the stream. */
   next(timeoutMs?: number): Promise<SseMessage>;
+  /**
+   * The next message of type `event`, passing over the others (heartbeats, say); bounded as a
+   * whole, since on a stream with heartbeats next() alone would never time out.
+   */
+  nextEvent(event: string, timeoutMs?: number): Promise<SseMessage>;
   /** Reads until the server closes the stream; every message seen on the way. */
   untilClosed(timeoutMs?: number): Promise<SseMessage[]>;
   close(): void;
@@ -31,7 +36,7 @@ export async function openSse(url: string, headers: Record<string, string>): Pro
       error = text;
     }
     const fail = () => Promise.reject(new Error(`not a stream: HTTP ${res.status}`));
-    return { status: res.status, error, next: fail, untilClosed: fail, close: () => ctl.abort() };
+    return { status: res.status, error, next: fail, nextEvent: fail, untilClosed: fail, close: () => ctl.abort() };
   }
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
@@ -60,6 +65,17 @@ export async function openSse(url: string, headers: Record<string, string>): Pro
     status: res.status,
     error: null,
     next: (timeoutMs = 20_000) => within('the next message on the stream', read(), timeoutMs),
+    nextEvent: (event, timeoutMs = 20_000) =>
+      within(
+        `the next ${event} on the stream`,
+        (async () => {
+          for (;;) {
+            const m = await read();
+            if (m.event === event) return m;
+          }
+        })(),
+        timeoutMs,
+      ),
     untilClosed: (timeoutMs = 20_000) =>
       within(
         'the server to close the stream',
