@@ -93,6 +93,20 @@ const CANDIDATES_PER_ROW = 4;
 const BY_DUE_IDS = `n.id = ANY (ARRAY(SELECT node_id FROM due)) AND r.id = ANY (ARRAY(SELECT request_id FROM due))`;
 
 /**
+ * The lock step after a walk `due`: node and request rows still at the versions the walk read,
+ * locked in `order`, skipping rows another claimer holds; `$1` is the claim's limit.
+ */
+const LOCK_DUE = (order: string) => `
+     SELECT n.id AS node_id
+       FROM due
+       JOIN request_nodes n ON n.id = due.node_id AND n.row_version = due.node_version
+       JOIN movement_requests r ON r.id = due.request_id AND r.row_version = due.request_version
+      WHERE ${BY_DUE_IDS}
+      ORDER BY ${order}
+      LIMIT $1
+      FOR UPDATE OF n, r SKIP LOCKED`;
+
+/**
  * Up to `limit` READY nodes, oldest request first, at most one per request, none of a request that
  * already has a node in dispatch. The caller moves them to PREPARING in the same transaction.
  *
@@ -116,15 +130,7 @@ export async function claimDispatchBatch(db: Queryable, limit: number): Promise<
                              LIMIT 1) f
         WHERE r.request_state IN ('APPROVED', 'EXECUTING') AND ${NO_SIBLING_IN_DISPATCH}
         ORDER BY r.created_at, r.id
-        LIMIT $2)
-     SELECT n.id AS node_id
-       FROM due
-       JOIN request_nodes n ON n.id = due.node_id AND n.row_version = due.node_version
-       JOIN movement_requests r ON r.id = due.request_id AND r.row_version = due.request_version
-      WHERE ${BY_DUE_IDS}
-      ORDER BY due.created_at, due.request_id
-      LIMIT $1
-      FOR UPDATE OF n, r SKIP LOCKED`,
+        LIMIT $2)${LOCK_DUE('due.created_at, due.request_id')}`,
     [limit, limit * CANDIDATES_PER_ROW],
   );
   return firstPerRequest(await readLocked(db, rows));
@@ -147,15 +153,7 @@ export async function claimObserveBatch(db: Queryable, limit: number): Promise<C
                              OFFSET 0) f
         WHERE r.request_state = 'EXECUTING'
         ORDER BY r.created_at, r.id, f.created_at, f.node_key
-        LIMIT $2)
-     SELECT n.id AS node_id
-       FROM due
-       JOIN request_nodes n ON n.id = due.node_id AND n.row_version = due.node_version
-       JOIN movement_requests r ON r.id = due.request_id AND r.row_version = due.request_version
-      WHERE ${BY_DUE_IDS}
-      ORDER BY due.created_at, due.request_id, due.node_created_at, due.node_key
-      LIMIT $1
-      FOR UPDATE OF n, r SKIP LOCKED`,
+        LIMIT $2)${LOCK_DUE('due.created_at, due.request_id, due.node_created_at, due.node_key')}`,
     [limit, limit * CANDIDATES_PER_ROW],
   );
   return readLocked(db, rows);
