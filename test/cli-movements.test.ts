@@ -150,7 +150,7 @@ test('create, watch live while a second person approves, then list and show', as
 
   const listed = await ferryCli(['movements', 'list', '--state', 'completed'], tokens.viewer);
   assert.equal(listed.code, 0, listed.stderr);
-  assert.match(listed.stdout, /^ID\s+STATE\s+TEMPLATE\s+STEPS DONE\s+CREATED\s+BY/);
+  assert.match(listed.stdout, /^ID\s+STATE\s+TEMPLATE\s+NODES DONE\s+CREATED\s+BY/);
   assert.match(listed.stdout, new RegExp(`${id}\\s+COMPLETED\\s+cli\\.transfer v1\\s+3/3\\s+\\S+\\s+cli-requester`));
   const pending = await ferryCli(['movements', 'list', '--state', 'PENDING_APPROVAL', '--json'], tokens.viewer);
   assert.ok(!JSON.parse(pending.stdout).some((m: any) => m.id === id));

@@ -33,6 +33,15 @@ test('movements run by the runtime replay exactly; tampering is reported as drif
   assert.deepEqual(await driftAudits(db.pool), []);
   assert.equal((await reconcileBatch(deps)).checked, 0, 'unchanged movements are not checked again');
 
+  // The mark is the checked snapshot's time, the same on the movement and on every node it covered.
+  const marks = await db.pool.query(
+    `SELECT r.reconciled_at AS movement_mark, n.reconciled_at AS node_mark, n.xmin::text AS xmin, n.node_key
+       FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id WHERE r.id = $1`,
+    [ids[0]],
+  );
+  for (const m of marks.rows) assert.equal(m.node_mark.getTime(), m.movement_mark.getTime(), m.node_key);
+  const xminBefore = Object.fromEntries(marks.rows.map((m) => [m.node_key, m.xmin]));
+
   // A state written around the machines.
   const tampered = (await snapshot(db.pool, ids[0])).byKey.confirm;
   await db.pool.query(`UPDATE request_nodes SET node_state = 'FAILED', updated_at = now() WHERE id = $1`, [tampered.id]);
@@ -45,6 +54,10 @@ test('movements run by the runtime replay exactly; tampering is reported as drif
 
   const second = await reconcileBatch(deps);
   assert.deepEqual(second, { checked: 2, drifted: 2, budgetExhausted: false });
+  const after = await db.pool.query(`SELECT node_key, xmin::text AS xmin FROM request_nodes WHERE request_id = $1`, [ids[0]]);
+  const xminAfter = Object.fromEntries(after.rows.map((m) => [m.node_key, m.xmin]));
+  assert.equal(xminAfter.pay, xminBefore.pay, 'a node marked since its last change is not rewritten');
+  assert.notEqual(xminAfter.confirm, xminBefore.confirm, 'the changed node carries the new mark');
   const audits = await driftAudits(db.pool);
   assert.equal(audits.length, 2);
   const byEntity = Object.fromEntries(audits.map((a) => [a.entity_id, a.details]));

@@ -11,11 +11,10 @@ import {
   claimCallback,
   listStrandedCallbacks,
   nextPendingCallback,
-  transactionNow,
   type AttemptRef,
   type CallbackRow,
 } from '../persistence/callbacks.ts';
-import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
+import { transactionNow, withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
 import { QUEUES } from './boss.ts';
 import { runBudget } from '../run-budget.ts';
 

@@ -88,13 +88,12 @@ const FILL_GAS = 21_000n;
 export async function runEvmNonceReaper(deps: EvmNonceReaperDeps, opts: EvmNonceReaperOptions): Promise<EvmNonceReaperReport> {
   const runTime = runBudget(opts.maxRunMs);
   const report: EvmNonceReaperReport = { wallets: 0, settled: 0, rebroadcast: 0, filled: 0, released: 0, pending: 0, skipped: 0, budgetExhausted: false };
-  const overBudget = () => runTime.spent();
   let budget = opts.batchSize;
   const pool = deps.nonces.pool;
 
   for (const w of await openWallets(pool, 100)) {
     if (budget <= 0) break;
-    if (overBudget()) {
+    if (runTime.spent()) {
       report.budgetExhausted = true;
       break;
     }
@@ -115,7 +114,7 @@ export async function runEvmNonceReaper(deps: EvmNonceReaperDeps, opts: EvmNonce
     }
     report.settled += await closeConsumed(pool, w, latest);
     for (const row of await stuckReservations(pool, w, latest, deps.stuckSeconds, budget)) {
-      if (overBudget()) {
+      if (runTime.spent()) {
         report.budgetExhausted = true;
         break;
       }
@@ -276,7 +275,6 @@ async function usableVersions(pool: EvmNonceManager['pool'], w: WalletKey, row: 
   }
   return out;
 }
-
 
 type Sent = { ok: true } | { ok: false; kind: 'refused' | 'uncertain'; code: string; detail: string };
 

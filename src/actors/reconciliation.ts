@@ -4,7 +4,7 @@ import { replayLog, type LoggedStep, type ReplayResult } from '../machines/repla
 import { initialMovementContext, movementMachine } from '../machines/movement-machine.ts';
 import { reconciliationTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
-import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
+import { transactionNow, withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
 import {
   getMovement,
   markReconciled,
@@ -107,7 +107,7 @@ export async function reconcileBatch(
       if (!request) return null;
       const nodes = await nodesOfMovement(client, id);
       const log = await fullLog(client, id);
-      return { request, drifts: reconcileMovement(request, nodes, log) };
+      return { request, checkedAt: await transactionNow(client), drifts: reconcileMovement(request, nodes, log) };
     });
     if (!found) continue;
     report.checked++;
@@ -121,7 +121,7 @@ export async function reconcileBatch(
           details: { request_id: id, node_key: drift.node_key, seq: drift.seq, reason: drift.reason },
         });
       }
-      await markReconciled(client, id);
+      await markReconciled(client, id, found.checkedAt);
     });
     if (found.drifts.length > 0) report.drifted++;
     reconciliationTotal.inc({ result: found.drifts.length > 0 ? 'drift' : 'consistent' });

@@ -230,7 +230,7 @@ const list: CliCommand = {
     const { movements } = await callApi(apiTarget(ctx), 'GET', `/inspect/movements?${query}`);
     printList(ctx, movements, {
       empty: state ? `No movements in ${state.toUpperCase()}.` : 'No movements yet.',
-      columns: ['ID', 'STATE', 'TEMPLATE', 'STEPS DONE', 'CREATED', 'BY'],
+      columns: ['ID', 'STATE', 'TEMPLATE', 'NODES DONE', 'CREATED', 'BY'],
       row: (m: any) => [
         m.id,
         m.state,
@@ -264,7 +264,7 @@ const show: CliCommand = {
     const nodes = [...d.nodes].sort((a, b) => (layer.get(a.node_key) ?? 0) - (layer.get(b.node_key) ?? 0));
     ctx.out(
       table(
-        ['STEP', 'STATE', 'ATTEMPT', 'EXECUTOR', 'AFTER', 'ERROR'],
+        ['NODE', 'STATE', 'ATTEMPT', 'EXECUTOR', 'AFTER', 'ERROR'],
         nodes.map((n) => [
           n.node_key,
           n.state,
@@ -324,14 +324,14 @@ const MARK: Record<string, string> = {
   BLOCKED: ' .. ',
 };
 
-/** The terminal view: one line per step, redrawn in place on a terminal. */
+/** The terminal view: one line per node, redrawn in place on a terminal. */
 function progressView(d: MovementDetail, movementState: string, states: Map<string, string>, last: TransitionView | null): string[] {
   const layer = new Map(d.plan.nodes.map((n) => [n.key, n.layer]));
   const keys = d.plan.nodes.map((n) => n.key).sort((a, b) => (layer.get(a) ?? 0) - (layer.get(b) ?? 0));
   const width = Math.max(...keys.map((k) => k.length));
   const done = keys.filter((k) => ['COMPLETED', 'SKIPPED'].includes(states.get(k) ?? '')).length;
   return [
-    `movement ${d.movement.id}  ${d.movement.template_key} v${d.movement.template_version}  ${movementState}  (${done}/${keys.length} steps done)`,
+    `movement ${d.movement.id}  ${d.movement.template_key} v${d.movement.template_version}  ${movementState}  (${done}/${keys.length} nodes done)`,
     ...keys.map((k) => {
       const s = states.get(k) ?? '?';
       return `  [${MARK[s] ?? ' >> '}] ${k.padEnd(width)}  ${s}`;

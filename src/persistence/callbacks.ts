@@ -214,12 +214,6 @@ export async function writeCallbackLifecycle(
   return rows[0];
 }
 
-/** The transaction's time, for events built outside a row lock (the stranded sweep). */
-export async function transactionNow(db: Queryable): Promise<Date> {
-  const { rows } = await db.query<{ now: Date }>('SELECT now() AS now');
-  return rows[0].now;
-}
-
 /** The oldest pending callback of a request: the one whose turn it is. */
 export async function nextPendingCallback(db: Queryable, movementId: string): Promise<CallbackRow | null> {
   const { rows } = await db.query<CallbackRow>(

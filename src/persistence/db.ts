@@ -85,6 +85,16 @@ export async function withSavepoint<T>(client: Client, name: string, fn: () => P
 }
 
 /** Resolves when the database answers a trivial query. */
+/**
+ * The transaction's time (`now()`: when it started, the same for every statement in it), for work
+ * that must name the moment its reads saw: the stranded-callback sweep's events, the reconciliation
+ * mark of what a snapshot checked.
+ */
+export async function transactionNow(db: Queryable): Promise<Date> {
+  const { rows } = await db.query<{ now: Date }>('SELECT now() AS now');
+  return rows[0].now;
+}
+
 export async function ping(db: Queryable): Promise<void> {
   await db.query('SELECT 1');
 }

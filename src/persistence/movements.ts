@@ -333,7 +333,13 @@ export async function reconciliationCandidates(db: Queryable, limit: number): Pr
  * Marks a movement and its nodes as checked, with one time. The movement row first: it is the lock
  * every writer of its nodes takes first (group-commit.ts).
  */
-export async function markReconciled(db: Queryable, movementId: string): Promise<void> {
-  await db.query('UPDATE movement_requests SET reconciled_at = now() WHERE id = $1', [movementId]);
-  await db.query('UPDATE request_nodes SET reconciled_at = now() WHERE request_id = $1', [movementId]);
+export async function markReconciled(db: Queryable, movementId: string, checkedAt: Date): Promise<void> {
+  // checkedAt is the snapshot the check read: a change committed after it stays due (updated_at >
+  // checkedAt) instead of being marked as checked. Nodes already marked since their last change
+  // are left alone (no row rewritten, no lock taken on them).
+  await db.query('UPDATE movement_requests SET reconciled_at = $2 WHERE id = $1', [movementId, checkedAt]);
+  await db.query(
+    'UPDATE request_nodes SET reconciled_at = $2 WHERE request_id = $1 AND (reconciled_at IS NULL OR reconciled_at < updated_at)',
+    [movementId, checkedAt],
+  );
 }

@@ -285,7 +285,7 @@ function drawListRow(li, m) {
   const nodes = li.querySelector('.nodes');
   nodes.dataset.done = String(done);
   nodes.dataset.total = String(total);
-  nodes.textContent = `${done}/${total} steps done - ${new Date(m.created_at).toLocaleString()}`;
+  nodes.textContent = `${done}/${total} nodes done - ${new Date(m.created_at).toLocaleString()}`;
 }
 
 /** The open movement's request state and per-state step counts at the live end of its log, when the page has it. */
