@@ -19,7 +19,7 @@ import { collectingDeps, seedMovement } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
 import { waitFor } from './helpers/wait.ts';
 import { nativeTransferPlan } from './helpers/evm.ts';
-import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { approvedMovement, dispatchUntilIdle, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 /**
  * The nonce manager and the nonce reaper against a real chain (anvil on loopback): many
@@ -367,4 +367,73 @@ test('a nonce reclaimed while its attempt waits between signing and submit is ne
   }
   assert.equal(await chain.getBalance({ address: to }), 606n, 'paid exactly once');
   assert.equal(await senderNonce('latest'), first + 1);
+});
+
+test('signed but never sent, its nonce filled by the reaper and the filler mined first: recovery makes a new attempt, never FAILED, and the transfer is paid once', async (t) => {
+  const db = await scratchDatabase(t);
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let paused!: () => void;
+  const reached = new Promise<void>((r) => (paused = r));
+  // A's first attempt is signed and committed SUBMITTING, then its process stalls before the
+  // broadcast (as one that died there would): its bytes never leave.
+  const stalling = evmDeps(db.pool, (real) =>
+    Object.assign(Object.create(real) as Executor, {
+      executorKey: real.executorKey,
+      lane: real.lane,
+      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
+      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
+      submit: real.submit.bind(real),
+      observe: (ctx: ExecutionContext) => real.observe(ctx),
+      recover: (ctx: ExecutionContext) => real.recover(ctx),
+      preSubmitCheck: async (ctx: ExecutionContext) => {
+        paused();
+        await gate;
+        return real.preSubmitCheck(ctx);
+      },
+    }),
+  );
+  const deps = evmDeps(db.pool);
+  const first = await senderNonce();
+  const toA = freshAddress();
+  const a = await approvedMovement(deps, nativeTransferPlan('evm-reclaimed-filled', { to: toA, value_wei: '4242' }), { asset: 'ETH', amount: '1' });
+  const inflight = dispatchOne(stalling);
+  await reached;
+  const stalled = (await snapshot(db.pool, a)).byKey.pay;
+  assert.equal(stalled.node_state, 'SUBMITTING');
+  assert.ok((await artifactsOfNodes(db.pool, [stalled.id])).some((x) => x.artifact_type === 'signature'), 'A was signed');
+
+  // B takes the nonce above A's and waits behind the gap (dispatched only: recovery is held up).
+  const toB = freshAddress();
+  const b = await approvedMovement(deps, nativeTransferPlan('evm-above-reclaimed', { to: toB, value_wei: '1717' }), { asset: 'ETH', amount: '1' });
+  await dispatchUntilIdle(deps);
+  assert.equal((await snapshot(db.pool, b)).byKey.pay.provider_refs.nonce, first + 1);
+
+  // The reaper reclaims A's nonce (never cleared to broadcast) and fills it; the filler is mined,
+  // and B with it.
+  await backdate(db.pool, first);
+  assert.equal((await reap(deps)).filled, 1);
+  await waitFor('the filler and B to be mined', async () => (await senderNonce('latest')) === first + 2, 30_000);
+
+  // Recovery now finds A's nonce used on chain. Its attempt sent nothing: a new attempt pays.
+  await drain(deps);
+  const done = (await snapshot(db.pool, a)).byKey.pay;
+  assert.equal(done.node_state, 'COMPLETED', `A completed (was ${done.node_state} ${done.error_code ?? ''})`);
+  assert.equal(done.attempt_no, 2, 'as a new attempt');
+  assert.equal(done.provider_refs.nonce, first + 2);
+  const recovered = (
+    await db.pool.query(`SELECT to_state, event_payload FROM transitions WHERE entity_id = $1 AND event_type = 'RECOVERED' ORDER BY seq`, [stalled.id])
+  ).rows;
+  assert.equal(recovered.length, 1, 'recovery resolved the first attempt once');
+  assert.equal(recovered[0].to_state, 'READY', 'as nothing done, not FAILED');
+  assert.match(JSON.stringify(recovered[0].event_payload), /EVM_NONCE_RECLAIMED/);
+  assert.equal(await chain.getBalance({ address: toA }), 4242n, 'A paid exactly once');
+  assert.equal(await chain.getBalance({ address: toB }), 1717n, 'B paid once');
+  assert.equal(await senderNonce('latest'), first + 3, 'filler, B and A\'s second attempt: nothing else');
+
+  // The stalled process's late continuation sends nothing: its nonce is gone and its lease too.
+  release();
+  await inflight;
+  assert.equal(await senderNonce('pending'), first + 3);
+  assert.equal(await chain.getBalance({ address: toA }), 4242n);
 });

@@ -67,6 +67,22 @@ export async function reservationOfAttemptAnyChain(db: Queryable, sender: string
   return rows[0] ?? null;
 }
 
+/**
+ * Whether the reaper took the attempt's nonce back before any version of it was cleared for
+ * broadcast: a released or filled row and no row of the attempt that was ever cleared. Then no byte
+ * of the attempt left Ferry (every send passes clearForBroadcast, which the reaper's takeover
+ * excludes under the wallet lock), so the attempt did nothing, however the nonce was used since.
+ */
+export async function reclaimedBeforeBroadcast(db: Queryable, sender: string, requestNodeId: string, attemptNo: number): Promise<boolean> {
+  const { rows } = await db.query<{ reclaimed: boolean }>(
+    `SELECT bool_or(status IN ('released', 'filled')) AND bool_and(broadcast_at IS NULL AND status IN ('released', 'filled')) AS reclaimed
+       FROM evm_nonce_reservations
+      WHERE sender = $1 AND request_node_id = $2 AND attempt_no = $3`,
+    [sender, requestNodeId, attemptNo],
+  );
+  return rows[0]?.reclaimed === true;
+}
+
 /** Highest nonce any live (not released) row of the wallet holds; null when none. */
 export async function highestLiveNonce(db: Queryable, w: WalletKey): Promise<number | null> {
   const { rows } = await db.query<{ nonce: number }>(

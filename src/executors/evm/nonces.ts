@@ -10,6 +10,7 @@ import {
   lockWallet,
   lowestReusableGap,
   markBroadcast,
+  reclaimedBeforeBroadcast,
   reservationOfAttempt,
   reservationOfAttemptAnyChain,
   setStatus,
@@ -151,6 +152,15 @@ export class EvmNonceManager {
   async reservationOf(sender: Address, requestNodeId: string, attemptNo: number): Promise<NonceRow | null> {
     try {
       return await reservationOfAttemptAnyChain(this.#pool, sender.toLowerCase(), requestNodeId, attemptNo);
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  /** The reaper reclaimed the attempt's nonce before any version was cleared for broadcast (see the query). */
+  async reclaimedBeforeBroadcast(sender: Address, requestNodeId: string, attemptNo: number): Promise<boolean> {
+    try {
+      return await reclaimedBeforeBroadcast(this.#pool, sender.toLowerCase(), requestNodeId, attemptNo);
     } catch (err) {
       throw unavailable(err);
     }

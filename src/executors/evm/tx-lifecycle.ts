@@ -284,6 +284,14 @@ export class EvmTxLifecycle {
     const txs = await this.attemptTxs(ctx);
     if (!txs.ok) return txs.result;
     const status = await this.status(txs.txs, need, check);
+    // A nonce used on chain says nothing about this attempt when the reaper reclaimed it before
+    // any version was cleared for broadcast: the filler (or another attempt) used it, and this
+    // attempt never sent a byte. It is a new attempt's to pay (READY), never FAILED: which of
+    // the two the chain mined first must not decide whether the approved transfer is paid.
+    if (status?.error_code === 'EVM_NONCE_CONSUMED' && this.nonces && (await this.nonces.reclaimedBeforeBroadcast(this.from, ctx.request_node_id, ctx.attempt_no))) {
+      const tx = txs.txs.at(-1)!;
+      return result({ next_state: 'READY', provider_refs: txRefs(tx), error_code: 'EVM_NONCE_RECLAIMED', error_detail: `nonce ${tx.nonce} was reclaimed before ${tx.hash} was cleared for broadcast; nothing of this attempt reached the chain` });
+    }
     if (status) return status;
     const tx = txs.txs.at(-1)!;
     if (this.nonces) {
