@@ -4,6 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import pino from 'pino';
 import { scratchDatabase } from './helpers/db.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { withTransaction } from '../src/persistence/db.ts';
+import { seedMovement } from './helpers/fixtures.ts';
 import { approvedMovement, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
 
 /** Structured logs: worker lines about a node say which request, node, worker and attempt. */
@@ -76,4 +79,54 @@ test('FERRY_LOG_LEVEL sets the level, from the first line on', () => {
   const line = JSON.parse(run('info').stdout.trim().split('\n')[0]);
   assert.equal(line.service, 'ferry');
   assert.equal(typeof line.time, 'string', 'ISO timestamps');
+});
+
+test('one info line per committed transition: movement, node, from, to, attempt and the provider\'s reference; none for a rolled-back one', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const { lines, logger } = capture();
+  deps.transitions.log = logger;
+  const id = await approvedMovement(deps, plan('transition-lines', [simNode('pay', {}), simNode('sweep', {})], [{ from: 'pay', to: 'sweep' }]));
+  await drain(deps);
+  const s = await snapshot(db.pool, id);
+  assert.equal(s.request.request_state, 'COMPLETED');
+
+  const nodeLines = lines.filter((l) => l.msg === 'node transition');
+  const logged = await db.pool.query(`SELECT entity_id, from_state, to_state FROM transitions WHERE request_id = $1 AND entity_type = 'node' ORDER BY id`, [id]);
+  // Every one after the nodes' creation (written when the movement was created, not by the batch).
+  const delivered = logged.rows.filter((r) => r.from_state !== '');
+  assert.ok(delivered.length >= 8);
+  for (const r of delivered) {
+    assert.ok(
+      nodeLines.some((l) => l.node_id === r.entity_id && l.from === r.from_state && l.to === r.to_state),
+      `a line for ${r.from_state} -> ${r.to_state} of ${r.entity_id}: ${JSON.stringify(nodeLines)}`,
+    );
+  }
+  for (const l of nodeLines) {
+    assert.equal(l.level, 30, 'at info');
+    assert.equal(l.movement_id, id);
+    assert.ok(['pay', 'sweep'].includes(l.node_key));
+    assert.equal(typeof l.attempt, 'number');
+    assert.ok(!('event_payload' in l), 'no provider answer in the line');
+  }
+  const completed = nodeLines.filter((l) => l.to === 'COMPLETED');
+  assert.equal(completed.length, 2);
+  for (const l of completed) assert.equal(l.provider_ref, s.byKey[l.node_key].provider_ref_id, 'the provider\'s reference');
+  assert.ok(lines.some((l) => l.msg === 'movement transition' && l.movement_id === id && l.to === 'COMPLETED'));
+
+  // A transaction that rolls back after its transition leaves no line.
+  const { request: pending } = await seedMovement(db.pool, plan('transition-lines-rolled-back', [simNode('pay', {})]), { createdBy: 'requester' });
+  const before = lines.length;
+  await assert.rejects(
+    withTransaction(db.pool, async (c) => {
+      await deliverMovementEvent(c, pending.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: deps.transitions });
+      throw new Error('rolled back');
+    }),
+    /rolled back/,
+  );
+  assert.equal(lines.length, before, 'nothing logged for the rolled-back approval');
+  await withTransaction(db.pool, (c) =>
+    deliverMovementEvent(c, pending.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: deps.transitions }),
+  );
+  assert.ok(lines.slice(before).some((l) => l.msg === 'movement transition' && l.movement_id === pending.id && l.to === 'APPROVED'), 'the committed one is');
 });

@@ -37,7 +37,8 @@ const INTERVALS: Record<string, number> = {
 };
 
 const ENV = {
-  FERRY_LOG_LEVEL: 'info',
+  // "sweep run started" is a debug line (sweeps run every few seconds; people read the info lines).
+  FERRY_LOG_LEVEL: 'debug',
   FERRY_EXPIRATION_CHECK_INTERVAL_SECONDS: String(INTERVALS.expiration_checker),
   FERRY_AUDIT_PROMOTER_INTERVAL_SECONDS: String(INTERVALS.audit_outbox_promoter),
   FERRY_RECONCILIATION_INTERVAL_SECONDS: String(INTERVALS.reconciliation),

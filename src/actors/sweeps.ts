@@ -450,7 +450,7 @@ async function runSweepJob(
     // The successor first, so the chain survives this run dying. Dropped when one already waits.
     await ctx.boss.send(queue, { trigger: 'chain' }, { startAfter: new Date(Date.now() + plan.everySeconds * 1000) });
   }
-  ctx.log.info({ worker: def.name, job_id: job.id, trigger, process_id: ctx.processId, pid: process.pid }, 'sweep run started');
+  ctx.log.debug({ worker: def.name, job_id: job.id, trigger, process_id: ctx.processId, pid: process.pid }, 'sweep run started');
   const started = performance.now();
   try {
     const outcome = await def.run(ctx.deps, settings);
@@ -459,7 +459,8 @@ async function runSweepJob(
     workerRunSeconds.observe({ worker: def.name }, ms / 1000);
     if (outcome.items > 0) workerItemsTotal.inc({ worker: def.name }, outcome.items);
     if (outcome.budget_exhausted) sweepBudgetExhaustedTotal.inc({ worker: def.name });
-    const level = outcome.budget_exhausted ? 'warn' : outcome.items > 0 ? 'info' : 'debug';
+    // Sweeps run every few seconds: at debug, unless a run could not finish its work in its budget.
+    const level = outcome.budget_exhausted ? 'warn' : 'debug';
     ctx.log[level]({ worker: def.name, job_id: job.id, ...outcome, duration_ms: Math.round(ms) }, 'sweep run finished');
     return { ...outcome, trigger, process_id: ctx.processId, duration_ms: Math.round(ms) };
   } catch (err) {

@@ -19,7 +19,9 @@ import { transitionsTotal } from '../metrics.ts';
 import type { NewArtifact } from '../persistence/artifacts.ts';
 import { writeAudit, type AuditEntry } from '../persistence/audit.ts';
 import { attemptKey } from '../ids.ts';
-import type { Client, Queryable } from '../persistence/db.ts';
+import { afterCommit, type Client, type Queryable } from '../persistence/db.ts';
+import { log as rootLog } from '../log.ts';
+import type { Logger } from 'pino';
 import {
   lockMovements,
   writeGroup,
@@ -59,6 +61,8 @@ export type CallbackSink = (client: Queryable, input: CallbackInput) => Promise<
 
 export interface TransitionDeps {
   callbacks: CallbackSink;
+  /** Where the one info line per committed transition goes; unset: Ferry's logger. */
+  log?: Logger;
 }
 
 export interface DeliverOptions {
@@ -277,6 +281,26 @@ interface QueuedCallback {
 const SETTLED = new Set(['COMPLETED', 'SKIPPED']);
 const TERMINAL_OR_WAITING = new Set(['BLOCKED', 'COMPLETED', 'SKIPPED', 'CANCELLED', 'FAILED']);
 const IN_DISPATCH = new Set(['PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING']);
+
+/**
+ * What a person following a movement in the log needs of one transition: which movement and node,
+ * from and to, the attempt, and where the provider has it (transaction hash or provider reference),
+ * with the error code when there is one. Never the event payload (it may hold provider answers).
+ */
+function transitionLine(t: NewTransitionRow, node: NodeRow | undefined): Record<string, unknown> {
+  const line: Record<string, unknown> = { entity: t.entity_type, movement_id: t.request_id, from: t.from_state, to: t.to_state, event: t.event_type, actor: t.actor };
+  if (t.entity_type !== 'node' || !node) return line;
+  const refs = (node.provider_refs ?? {}) as Record<string, unknown>;
+  return {
+    ...line,
+    node_id: t.entity_id,
+    node_key: t.node_key,
+    attempt: node.attempt_no,
+    ...(typeof refs.tx_hash === 'string' ? { tx_hash: refs.tx_hash } : {}),
+    ...(node.provider_ref_id ? { provider_ref: node.provider_ref_id } : {}),
+    ...(node.error_code ? { error_code: node.error_code } : {}),
+  };
+}
 
 class Batch {
   readonly requests = new Map<string, Entity<MovementRow>>();
@@ -577,6 +601,14 @@ class Batch {
       this.transitions[i].id = l.id;
       this.transitions[i].at = l.at;
     });
+    // One info line per committed transition, for people reading the log (see transitionLine).
+    const transitionLog = this.opts.deps.log ?? rootLog;
+    if (transitionLog.isLevelEnabled('info')) {
+      const lines = this.transitions.map((t) => transitionLine(t.row, t.row.entity_type === 'node' ? this.nodes.get(t.row.entity_id)?.row : undefined));
+      afterCommit(client, () => {
+        for (const line of lines) transitionLog.info({ component: 'transitions', ...line }, line.entity === 'node' ? 'node transition' : 'movement transition');
+      });
+    }
     for (const cb of this.callbacks) {
       await this.opts.deps.callbacks(client, {
         request: this.movementRow(cb.movementId),

@@ -42,6 +42,18 @@ export function createPool(
  * Runs fn inside one transaction on a dedicated client. Commits when fn resolves, rolls back when
  * it throws. Keep fn short: no external calls while row locks are held.
  */
+const commitHooks = new WeakMap<Client, Array<() => void>>();
+
+/**
+ * Runs `fn` once the transaction `client` is in has committed (withTransaction's), never when it
+ * rolls back: for what must only say what is durable (log lines of transitions). Outside
+ * withTransaction nothing runs it. `fn` must not throw; if it does, the error is dropped.
+ */
+export function afterCommit(client: Client, fn: () => void): void {
+  const hooks = commitHooks.get(client);
+  if (hooks) hooks.push(fn);
+}
+
 export async function withTransaction<T>(pool: Pool, fn: (client: Client) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   // A checked-out client whose server goes away between two queries (while a worker awaits a
@@ -49,6 +61,8 @@ export async function withTransaction<T>(pool: Pool, fn: (client: Client) => Pro
   const onError = () => {};
   client.on('error', onError);
   let result: T;
+  const hooks: Array<() => void> = [];
+  commitHooks.set(client, hooks);
   try {
     await client.query('BEGIN');
     result = await fn(client);
@@ -56,6 +70,7 @@ export async function withTransaction<T>(pool: Pool, fn: (client: Client) => Pro
     await client.query('COMMIT');
     end();
   } catch (err) {
+    commitHooks.delete(client);
     // A connection that cannot even roll back (the server restarted, the socket died) must not go
     // back to the pool, or every later checkout would fail on it.
     const broken = await client.query('ROLLBACK').then(
@@ -66,8 +81,16 @@ export async function withTransaction<T>(pool: Pool, fn: (client: Client) => Pro
     client.release(broken ? (err as Error) : undefined);
     throw err;
   }
+  commitHooks.delete(client);
   client.off('error', onError);
   client.release();
+  for (const hook of hooks) {
+    try {
+      hook();
+    } catch {
+      // A log line that could not be written changes nothing that was committed.
+    }
+  }
   return result;
 }
 
