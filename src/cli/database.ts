@@ -5,7 +5,7 @@ import { loadConfig } from '../config.ts';
 import { createPool, ping, type Pool } from '../persistence/db.ts';
 import type { EmbeddedServer } from '../persistence/embedded.ts';
 import { EMBEDDED_APP_ROLE, prepareDatabase } from '../persistence/roles.ts';
-import { resolveEmbeddedPort } from '../persistence/embedded-port.ts';
+import { rememberNewPort, resolveEmbeddedPort } from '../persistence/embedded-port.ts';
 import { migrate, pendingMigrations } from '../persistence/migrate.ts';
 import type { PgBoss } from 'pg-boss';
 import { startBoss, stopBoss } from '../actors/boss.ts';
@@ -76,9 +76,9 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
   try {
     // Loaded only here: the package hooks process signals and exit as soon as it is imported.
     const { startEmbeddedPostgres } = await import('../persistence/embedded.ts');
-    server = await startEmbeddedPostgres({ dataDir, port });
+    server = await startEmbeddedPostgres({ dataDir, port, nextPort: config.embeddedPgPort === undefined ? () => rememberNewPort(dataDir) : undefined });
   } catch (err) {
-    throw new CliError(`could not start the embedded PostgreSQL in ${dataDir} on port ${port}: ${message(err)}`);
+    throw new CliError(`could not start the embedded PostgreSQL in ${dataDir}: ${message(err)}`);
   }
   try {
     if (mode === 'require-migrated') await prepareDatabase({ ownerUrl: server.url, appUrl: server.appUrl, setup: true, migrate: (url) => migrate(url) });

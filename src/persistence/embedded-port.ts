@@ -18,8 +18,9 @@ export const EMBEDDED_PORT_FILE = 'pg-port';
  *   checkout's Ferry, any other program), a free loopback port, remembered in the data folder so
  *   the next start (and the CLI) finds the same server again.
  *
- * A port found free may be taken by someone else before PostgreSQL binds it; start-up then fails
- * with the server's own words, as it would for an explicit port.
+ * A port found free may be taken by someone else before PostgreSQL binds it: the start then binds
+ * again on a new port (see `rememberNewPort` and startEmbeddedPostgres's `nextPort`), except for an
+ * explicit port, whose clash fails with the server's own words.
  */
 export async function resolveEmbeddedPort(
   dataDir: string,
@@ -29,12 +30,25 @@ export async function resolveEmbeddedPort(
   if (explicit !== undefined) return explicit;
   const root = resolve(dataDir);
   const file = join(root, EMBEDDED_PORT_FILE);
-  const remembered = rememberedPort(file);
-  const wanted = remembered ?? defaultPort;
-  if (ownServerPort(root) === wanted || (await portIsFree(wanted))) return wanted;
+  // The folder's own server, running (the sandbox's, started on an explicit port; or one a killed
+  // Ferry left behind): its port, so a CLI command finds it and start-up can take it over.
+  const own = ownServerPort(root);
+  if (own !== undefined) return own;
+  const wanted = rememberedPort(file) ?? defaultPort;
+  if (await portIsFree(wanted)) return wanted;
+  return rememberNewPort(root);
+}
+
+/**
+ * A free loopback port for the data folder's server, remembered in the folder. Used when the
+ * resolved port was free when looked at but taken when PostgreSQL bound it (two first starts at the
+ * same moment): the start binds again on this one instead of failing.
+ */
+export async function rememberNewPort(dataDir: string): Promise<number> {
+  const root = resolve(dataDir);
   const picked = await freeLoopbackPort();
   mkdirSync(root, { recursive: true });
-  writeFileSync(file, `${picked}\n`);
+  writeFileSync(join(root, EMBEDDED_PORT_FILE), `${picked}\n`);
   return picked;
 }
 
@@ -48,7 +62,7 @@ function rememberedPort(file: string): number | undefined {
  * The port this data folder's PostgreSQL listens on while it runs: the fourth line of
  * postmaster.pid, when the process named on its first line is alive.
  */
-function ownServerPort(root: string): number | undefined {
+export function ownServerPort(root: string): number | undefined {
   const pidFile = join(root, 'pg', 'postmaster.pid');
   if (!existsSync(pidFile)) return undefined;
   const lines = readFileSync(pidFile, 'utf8').split('\n');

