@@ -235,3 +235,43 @@ test("the exchange's own refusals map to the same codes when they come (-4021, -
   }
   assert.ok(ex.requests.some((r) => r.path === APPLY && r.status === 400));
 });
+
+test('exact decimals, and the resolution rule: one network per value, or a refusal naming the candidates', async () => {
+  const { compareDecimal, decimalOf, isMultipleOf, sameDecimal } = await import('../src/executors/cex/decimal.ts');
+  const { checkWithdrawal, resolveNetwork } = await import('../src/executors/cex/networks.ts');
+  assert.ok(isMultipleOf('1.12345678', '0.00000001') && !isMultipleOf('1.123456789', '0.00000001') && !isMultipleOf('1.125', '0.01') && isMultipleOf('3', '0.5'));
+  assert.ok(!isMultipleOf('1', '0'), 'a zero step is no step');
+  assert.ok(sameDecimal('1.10', '1.1') && !sameDecimal('1.12345678', '1.123456780000001'));
+  assert.equal(compareDecimal('0.9999999999999999999', '1'), -1);
+  assert.deepEqual([decimalOf(1e-8), decimalOf(0.000001), decimalOf(0.1), decimalOf(10), decimalOf('1e-8')], ['0.00000001', '0.000001', '0.1', '10', undefined]);
+
+  const lane = createCexLane([account()], undefined, { env: CREDS })!;
+  const acct = lane.accounts.get('net')!;
+  // A value that is one network's code and another's id matches two networks: refused, not guessed.
+  const stub = {
+    currencies: { XYZ: { networks: { AAA: { id: 'BBB', withdraw: true, precision: 0.01 }, BBB: { id: 'CCC', withdraw: true, precision: 0.01 } } } },
+    networkCodeToId: (v: string) => v,
+    networkIdToCode: (v: string) => v,
+  } as unknown as Exchange;
+  const ambiguous = resolveNetwork(stub, acct, 'XYZ', 'BBB');
+  assert.ok(!ambiguous.ok && ambiguous.code === 'CEX_NETWORK_AMBIGUOUS' && /AAA \(id BBB\), BBB \(id CCC\)/.test(ambiguous.detail));
+  // ccxt sending another id for the code than the exchange lists: refused.
+  const skewed = { ...stub, networkCodeToId: () => 'ZZZ' } as unknown as Exchange;
+  const mismatch = resolveNetwork(skewed, acct, 'XYZ', 'AAA', { direct: true });
+  assert.ok(!mismatch.ok && mismatch.code === 'CEX_NETWORK_MISMATCH');
+  // Two networks and none marked default: the node must name one.
+  const none = resolveNetwork(stub, acct, 'XYZ', null);
+  assert.ok(!none.ok && none.code === 'CEX_NETWORK_MISSING');
+
+  // With ccxt's data from the emulator: every spelling of BSC lands on BEP20, and ERC20's maximum is checked.
+  const client = await acct.client();
+  await client.loadMarkets();
+  for (const v of ['BSC', 'BEP20']) {
+    const r = resolveNetwork(client, acct, 'USDT', v, { direct: true });
+    assert.ok(r.ok && r.network.code === 'BEP20' && r.network.id === 'BSC' && r.network.step === '0.00000001', v);
+  }
+  const erc20 = resolveNetwork(client, acct, 'USDT', 'ETH', { direct: true });
+  assert.ok(erc20.ok && erc20.network.code === 'ERC20');
+  assert.equal(checkWithdrawal(client, acct, 'USDT', erc20.network, '2000000')?.code, 'CEX_AMOUNT_ABOVE_MAXIMUM');
+  assert.equal(checkWithdrawal(client, acct, 'USDT', erc20.network, '2.000001'), null);
+});

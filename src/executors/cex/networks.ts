@@ -51,14 +51,28 @@ function networksOf(ex: Exchange, coin: string): CoinNetwork[] {
       code,
       id: String(n.id ?? code),
       withdrawEnabled: n.withdraw,
+      step: stepOf(n, info),
       // The exchange's own strings first (exact), ccxt's parsed numbers otherwise.
-      step: decimalOf(info.withdrawIntegerMultiple) ?? decimalOf(n.precision),
       min: decimalOf(info.withdrawMin) ?? decimalOf(n.limits?.withdraw?.min),
       max: decimalOf(info.withdrawMax) ?? decimalOf(n.limits?.withdraw?.max),
       fee: decimalOf(info.withdrawFee) ?? decimalOf(n.fee),
       isDefault: info.isDefault === true,
     };
   });
+}
+
+/**
+ * The withdraw step ccxt rounds with: its parsed `precision` (withdrawIntegerMultiple, else
+ * withdrawInternalMin, a zero taken as none), as the exchange's exact text when that is the same
+ * number. None when ccxt has none (then only ccxt's own currencyToPrecision result is compared).
+ */
+function stepOf(n: CcxtNetwork, info: Record<string, unknown>): string | undefined {
+  if (typeof n.precision !== 'number' || !(n.precision > 0)) return undefined;
+  for (const key of ['withdrawIntegerMultiple', 'withdrawInternalMin']) {
+    const text = decimalOf(info[key]);
+    if (text !== undefined && Number(text) === n.precision) return text;
+  }
+  return decimalOf(n.precision);
 }
 
 const listed = (nets: CoinNetwork[]) => nets.map((n) => `${n.code} (id ${n.id})`).join(', ') || 'none';
