@@ -149,6 +149,9 @@ const SimBalanceSchema = z
   .strict()
   .refine((b) => (b.amount.split('.')[1] ?? '').length <= b.decimals, { path: ['amount'], message: 'more fractional digits than decimals' });
 
+/** A network as the exchange (BSC, OPTIMISM) or ccxt (BEP20, OP) names it: letters, digits, "_", "-", ".". */
+const NETWORK_REF = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
 /** One exchange account of the CEX lane (docs/cex-lane.md); its key and secret come from the environment. */
 const CexAccountSchema = z
   .object({
@@ -158,8 +161,12 @@ const CexAccountSchema = z
     base_url: z.string().url(),
     api_key_env: z.string().regex(ENV_NAME, 'an environment variable name'),
     api_secret_env: z.string().regex(ENV_NAME, 'an environment variable name'),
-    /** Ferry's network names to the exchange's network ids (e.g. `ethereum: ETH`). */
-    networks: z.record(z.string().min(1), z.string().min(1)).optional(),
+    /**
+     * Ferry's network names to networks of the exchange, each given as the exchange's network id
+     * (`bsc: BSC`) or ccxt's unified network code (`bsc: BEP20`); resolved against the exchange's
+     * currencies when ccxt first loads them (docs/cex-lane.md, "Networks").
+     */
+    networks: z.record(z.string().min(1).max(64), z.string().regex(NETWORK_REF, 'an exchange network id (e.g. BSC) or a ccxt network code (e.g. BEP20)')).optional(),
     /** Timeout of one exchange request, in milliseconds. */
     timeout_ms: z.number().int().positive().default(10_000),
   })

@@ -49,6 +49,13 @@ test('a cex account parses with its defaults; bad entries are named, never echoe
   assert.ok(!inline.ok);
   assert.match(inline.reason, /^cex\.accounts\[0\]\.api_secret_env: an environment variable name$/);
   assert.ok(!inline.reason.includes(SECRET));
+  // A network is an exchange id (ETH) or a ccxt code (ERC20); anything else stops start naming the entry.
+  const spaced = parseConfigFile(ACCOUNT.replace('networks: { ethereum: ETH }', 'networks: { ethereum: "ERC 20" }'));
+  assert.ok(!spaced.ok);
+  assert.match(spaced.reason, /^cex\.accounts\[0\]\.networks\.ethereum: an exchange network id \(e\.g\. BSC\) or a ccxt network code/);
+  const both = parseConfigFile(ACCOUNT.replace('networks: { ethereum: ETH }', 'networks: { ethereum: ERC20, bsc: BSC, bep20: BEP20 }'));
+  assert.ok(both.ok);
+  assert.deepEqual(both.file.cex.accounts[0]!.networks, { ethereum: 'ERC20', bsc: 'BSC', bep20: 'BEP20' });
 });
 
 test('an unset key or secret variable stops start naming the variable; the lane registers its three executors', async () => {

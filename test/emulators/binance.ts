@@ -15,6 +15,12 @@ import { privateKeyToAccount } from 'viem/accounts';
  * - `GET /api/v3/time`, `/api/v3/exchangeInfo`, `/api/v3/account`, `/sapi/v1/capital/config/getall`,
  *   `/sapi/v1/capital/deposit/address`, `/sapi/v1/capital/deposit/hisrec`,
  *   `/sapi/v1/capital/withdraw/history`, `POST /sapi/v1/capital/withdraw/apply`;
+ * - a coin has one or more networks (`networkList` of capital/config/getall in Binance's shape, each
+ *   with its own withdrawIntegerMultiple, withdrawMin/Max, withdrawFee and withdrawEnable); a
+ *   withdraw/apply names one (`network`, else the coin's default) and is refused like Binance
+ *   refuses it: an unknown or suspended network -4019, an amount that is not a multiple of the
+ *   network's withdrawIntegerMultiple -4021 (checked on the decimal text, never rounded), below its
+ *   withdrawMin -4022;
  * - an accepted withdrawal is paid on the local chain by a pluggable payout function (default: a
  *   native-coin transfer from the hot wallet); its hash appears as `txId` once sent, and its status
  *   goes 4 (processing) -> 6 (completed) once mined, 5 (failure) when the payout fails or reverts;
@@ -30,15 +36,31 @@ import { privateKeyToAccount } from 'viem/accounts';
  * an HTTP status with Retry-After, a server error, a slow answer.
  */
 
-export interface EmulatorCoin {
-  coin: string;
+/** One network of a coin, as Binance lists it in capital/config/getall's `networkList`. */
+export interface EmulatorNetwork {
+  /** Binance's network id, e.g. 'ETH', 'BSC', 'TRX', 'OPTIMISM'. */
   network: string;
-  decimals: number;
+  /** Display name, e.g. 'BNB Smart Chain (BEP20)'. */
+  name?: string;
+  isDefault?: boolean;
+  withdrawEnable?: boolean;
+  depositEnable?: boolean;
   withdrawFee?: string;
   withdrawMin?: string;
   withdrawMax?: string;
   /** The step withdrawal amounts must be a multiple of, e.g. '0.00000001'. */
   withdrawIntegerMultiple?: string;
+}
+
+/**
+ * A coin: either several `networks`, or (the short form) one network given by `network` and the
+ * withdraw fields beside it. `decimals` is the emulator's ledger and payout precision.
+ */
+export interface EmulatorCoin extends Omit<EmulatorNetwork, 'network'> {
+  coin: string;
+  decimals: number;
+  network?: string;
+  networks?: EmulatorNetwork[];
 }
 
 export interface PayoutRequest {
@@ -119,6 +141,23 @@ export interface SeenRequest {
 }
 
 const DEFAULT_COINS: EmulatorCoin[] = [{ coin: 'ETH', network: 'ETH', decimals: 18, withdrawFee: '0', withdrawMin: '0.000001', withdrawMax: '1000', withdrawIntegerMultiple: '0.00000001' }];
+
+/** A coin's networks, the short form expanded; the first is the default unless one says isDefault. */
+function networksOf(c: EmulatorCoin): Required<EmulatorNetwork>[] {
+  const list = c.networks ?? [{ ...c, network: c.network ?? c.coin }];
+  const hasDefault = list.some((n) => n.isDefault);
+  return list.map((n, i) => ({
+    network: n.network,
+    name: n.name ?? n.network,
+    isDefault: hasDefault ? n.isDefault === true : i === 0,
+    withdrawEnable: n.withdrawEnable ?? true,
+    depositEnable: n.depositEnable ?? true,
+    withdrawFee: n.withdrawFee ?? '0',
+    withdrawMin: n.withdrawMin ?? '0',
+    withdrawMax: n.withdrawMax ?? '1000000',
+    withdrawIntegerMultiple: n.withdrawIntegerMultiple ?? '0.00000001',
+  }));
+}
 const MAX_RECV_WINDOW = 60_000;
 const DEFAULT_RECV_WINDOW = 5_000;
 const SEVEN_DAYS_MS = 7 * 86_400_000;
@@ -304,28 +343,43 @@ export class BinanceEmulator {
         return this.#coins.map((c) => ({
           coin: c.coin,
           name: c.coin,
-          isLegalMoney: false,
-          trading: true,
-          depositAllEnable: true,
-          withdrawAllEnable: true,
+          depositAllEnable: networksOf(c).some((n) => n.depositEnable),
+          withdrawAllEnable: networksOf(c).some((n) => n.withdrawEnable),
           free: this.balance(c.coin),
           locked: '0',
-          networkList: [
-            {
-              network: c.network,
-              coin: c.coin,
-              name: c.network,
-              isDefault: true,
-              depositEnable: true,
-              withdrawEnable: true,
-              withdrawFee: c.withdrawFee ?? '0',
-              withdrawMin: c.withdrawMin ?? '0',
-              withdrawMax: c.withdrawMax ?? '1000000',
-              withdrawIntegerMultiple: c.withdrawIntegerMultiple ?? '0.00000001',
-              depositDust: '0',
-              minConfirm: this.opts.depositConfirmations ?? 1,
-            },
-          ],
+          freeze: '0',
+          withdrawing: '0',
+          ipoing: '0',
+          ipoable: '0',
+          storage: '0',
+          isLegalMoney: false,
+          trading: true,
+          networkList: networksOf(c).map((n) => ({
+            network: n.network,
+            coin: c.coin,
+            withdrawIntegerMultiple: n.withdrawIntegerMultiple,
+            isDefault: n.isDefault,
+            depositEnable: n.depositEnable,
+            withdrawEnable: n.withdrawEnable,
+            depositDesc: '',
+            withdrawDesc: n.withdrawEnable ? '' : 'Wallet Maintenance, Withdrawal Suspended',
+            specialTips: '',
+            specialWithdrawTips: '',
+            name: n.name,
+            resetAddressStatus: false,
+            addressRegex: '^(0x)[0-9A-Fa-f]{40}$',
+            addressRule: '',
+            memoRegex: '',
+            withdrawFee: n.withdrawFee,
+            withdrawMin: n.withdrawMin,
+            withdrawMax: n.withdrawMax,
+            depositDust: '0',
+            minConfirm: this.opts.depositConfirmations ?? 1,
+            unLockConfirm: 0,
+            sameAddress: false,
+            estimatedArrivalTime: 5,
+            busy: false,
+          })),
         }));
       case 'GET /sapi/v1/capital/deposit/address':
         return { coin: params.get('coin'), address: this.opts.depositAddress, tag: '', url: '' };
@@ -367,8 +421,13 @@ export class BinanceEmulator {
     const record = (accepted: boolean) => this.applies.push({ withdrawOrderId, accepted });
     const coin = this.#coins.find((c) => c.coin === params.get('coin'));
     if (!coin) return record(false), reject(-4018, "We don't have this asset.");
-    const network = params.get('network') ?? coin.network;
-    if (network !== coin.network) return record(false), reject(-4019, 'Current asset is not open for withdrawal.');
+    const networks = networksOf(coin);
+    // Without `network`, Binance uses the coin's default network.
+    const net = params.has('network') ? networks.find((n) => n.network === params.get('network')) : networks.find((n) => n.isDefault);
+    // Not confirmed: the code Binance gives an unknown or suspended network. -4019 and its message
+    // are Binance's for an asset closed for withdrawal (its error table, as quoted by ccxt 4.5.84).
+    if (!net || !net.withdrawEnable) return record(false), reject(-4019, 'Current asset is not open for withdrawal.');
+    const network = net.network;
     const address = params.get('address') ?? '';
     if (!/^0x[0-9a-fA-F]{40}$/.test(address)) return record(false), reject(-4007, 'Address validation is not passed.');
     if (withdrawOrderId && this.withdrawals.some((w) => w.withdrawOrderId === withdrawOrderId)) {
@@ -376,9 +435,17 @@ export class BinanceEmulator {
     }
     const amountText = params.get('amount') ?? '';
     if (!/^[0-9]+(\.[0-9]+)?$/.test(amountText)) return record(false), reject(-1100, "Illegal characters found in parameter 'amount'.");
+    // The step is checked exactly on the decimal text, before any conversion could round it.
+    // -4021's message is Binance's template ("Asset withdrawal must be an %s multiple of %s."); what
+    // its two placeholders hold is not documented: here the network and its withdrawIntegerMultiple.
+    if (!multipleOf(amountText, net.withdrawIntegerMultiple)) {
+      return record(false), reject(-4021, `Asset withdrawal must be an ${network} multiple of ${net.withdrawIntegerMultiple}.`);
+    }
+    // The ledger keeps `decimals` digits; parseUnits would round a longer amount (a test set-up error).
+    if ((amountText.split('.')[1]?.length ?? 0) > coin.decimals) throw new Error(`${amountText} has more digits than the emulated ${coin.coin} ledger (${coin.decimals})`);
     const amount = this.#units(coin.coin, amountText);
-    if (amount < this.#units(coin.coin, coin.withdrawMin ?? '0')) return record(false), reject(-4022, `Not less than the minimum pick-up quantity ${coin.withdrawMin}.`);
-    const fee = this.#units(coin.coin, coin.withdrawFee ?? '0');
+    if (amount < this.#units(coin.coin, net.withdrawMin)) return record(false), reject(-4022, `Not less than the minimum pick-up quantity ${net.withdrawMin}.`);
+    const fee = this.#units(coin.coin, net.withdrawFee);
     const free = this.#balances.get(coin.coin) ?? 0n;
     if (free < amount + fee) return record(false), reject(-4026, 'You have insufficient balance.');
     this.#balances.set(coin.coin, free - amount - fee);
@@ -426,7 +493,7 @@ export class BinanceEmulator {
       .map((w) => ({
         id: w.id,
         amount: w.amount,
-        transactionFee: this.#coins.find((c) => c.coin === w.coin)?.withdrawFee ?? '0',
+        transactionFee: networksOf(this.#coins.find((c) => c.coin === w.coin)!).find((n) => n.network === w.network)?.withdrawFee ?? '0',
         coin: w.coin,
         status: w.status,
         address: w.address,
@@ -494,7 +561,7 @@ export class BinanceEmulator {
         this.deposits.push({
           id: String(this.#nextId++),
           coin: native.coin,
-          network: native.network,
+          network: networksOf(native)[0]!.network,
           address: this.opts.depositAddress,
           amount: formatUnits(tx.value, native.decimals),
           txId: tx.hash,
@@ -528,6 +595,17 @@ export class BinanceEmulator {
   #format(coin: string, units: bigint): string {
     return formatUnits(units, this.#coins.find((c) => c.coin === coin)?.decimals ?? 18);
   }
+}
+
+/** Whether decimal text `amount` is a whole multiple of decimal text `step`, exactly. */
+function multipleOf(amount: string, step: string): boolean {
+  const scale = Math.max(amount.split('.')[1]?.length ?? 0, step.split('.')[1]?.length ?? 0);
+  const units = (v: string) => {
+    const [i, f = ''] = v.split('.');
+    return BigInt(i! + f.padEnd(scale, '0'));
+  };
+  const s = units(step);
+  return s > 0n && units(amount) % s === 0n;
 }
 
 function reject(code: number, msg: string): never {

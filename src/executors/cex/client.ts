@@ -1,6 +1,8 @@
 import type { Exchange } from 'ccxt';
 import type { CexAccountConfig } from '../../config-file.ts';
 import { ConfigError } from '../../config.ts';
+import { FatalMovementError } from '../errors.ts';
+import { sameDecimal } from './decimal.ts';
 
 /**
  * One exchange account as the CEX lane uses it: a ccxt client whose every endpoint points at the
@@ -12,6 +14,12 @@ import { ConfigError } from '../../config.ts';
  * handleErrors()/handleHttpStatusCode() hooks (they receive that response's status, headers and
  * body) and attached to the error ccxt throws: race-free, unlike `last_response_headers`, which
  * one instance shares between concurrent calls.
+ *
+ * The last guard before money moves: fetch() lets a withdraw/apply request out only when it carries
+ * exactly the coin, network id and amount submit() checked and approved for its withdrawOrderId
+ * (`approved`), and records what it sent. Whatever ccxt did to the request between that check and
+ * the wire (rounding, a network code turned into another id), the exchange never receives an
+ * amount other than the approved one.
  *
  * ccxt (every exchange of it) takes seconds to load, so it is imported on an account's first call,
  * never by a process that has no exchange account.
@@ -37,8 +45,10 @@ export interface CexAccount {
   key: string;
   exchange: 'binance';
   baseUrl: string;
-  /** Ferry's network names to the exchange's network ids. */
+  /** Ferry's network names to the exchange's network ids or ccxt's network codes (networks.ts). */
   networks: Record<string, string>;
+  /** The withdrawals submit() approved, by withdrawOrderId, while its withdraw() call runs. */
+  approved: Map<string, ApprovedWithdrawal>;
   /** The account's ccxt client, made on first use. */
   client(): Promise<Exchange>;
   /** Replaces every occurrence of the credentials in a text (for error details and logs). */
@@ -46,6 +56,17 @@ export interface CexAccount {
   /** Until when (ms) the exchange asked us to stay away (Retry-After of a 429/418); 0: not asked. */
   blockedUntilMs: number;
 }
+
+export interface ApprovedWithdrawal {
+  coin: string;
+  /** The exchange's network id. */
+  network: string;
+  amount: string;
+  /** What went on the wire, once fetch() let the request out. */
+  sent?: { coin: string; network: string | null; amount: string; address: string | null };
+}
+
+export const WITHDRAW_APPLY_PATH = '/sapi/v1/capital/withdraw/apply';
 
 /** What a failed call told us, taken from its own response. */
 export interface ResponseFacts {
@@ -76,6 +97,7 @@ export function createCexAccount(entry: CexAccountConfig, env: NodeJS.ProcessEnv
   const secret = required(entry.api_secret_env);
   const base = new URL(entry.base_url);
   const baseUrl = entry.base_url.replace(/\/+$/, '');
+  const approved = new Map<string, ApprovedWithdrawal>();
   const make = async (): Promise<Exchange> => {
     const ccxt = await loadCcxt();
     const client = new ccxt.binance({
@@ -113,6 +135,13 @@ export function createCexAccount(entry: CexAccountConfig, env: NodeJS.ProcessEnv
       if (new URL(url).origin !== base.origin) {
         return Promise.reject(new ccxt.ExchangeError(`refusing to contact ${new URL(url).origin}: account ${entry.key} talks only to its base_url`));
       }
+      if (new URL(url).pathname.endsWith(WITHDRAW_APPLY_PATH)) {
+        try {
+          guardApply(approved, url, body);
+        } catch (err) {
+          return Promise.reject(err);
+        }
+      }
       hooks.onRequest?.(url);
       return origFetch(url, method, headers, body);
     };
@@ -141,6 +170,7 @@ export function createCexAccount(entry: CexAccountConfig, env: NodeJS.ProcessEnv
     exchange: entry.exchange,
     baseUrl,
     networks: entry.networks ?? {},
+    approved,
     client: () => (made ??= make()),
     redact: (text) => {
       let out = text.replace(/signature=[0-9a-fA-F]+/g, 'signature=[redacted]');
@@ -149,6 +179,33 @@ export function createCexAccount(entry: CexAccountConfig, env: NodeJS.ProcessEnv
     },
     blockedUntilMs: 0,
   };
+}
+
+/** Refuses (before a byte is sent) a withdraw/apply that is not exactly an approved withdrawal. */
+function guardApply(approved: Map<string, ApprovedWithdrawal>, url: string, body: unknown): void {
+  // ccxt sends withdraw/apply's signed parameters as the form body (rawencode: not percent-encoded).
+  const params = new URLSearchParams(typeof body === 'string' ? body : '');
+  for (const [k, v] of new URL(url).searchParams) if (!params.has(k)) params.set(k, v);
+  const orderId = params.get('withdrawOrderId');
+  const expected = orderId ? approved.get(orderId) : undefined;
+  const sent = { coin: params.get('coin') ?? '', network: params.get('network'), amount: params.get('amount') ?? '', address: params.get('address') };
+  if (!expected) {
+    throw new FatalMovementError('CEX_WITHDRAWAL_UNAPPROVED', `refusing a withdraw/apply for withdrawOrderId ${orderId ?? '(none)'}: no approved withdrawal has it; nothing was sent`, { withdraw_order_id: orderId });
+  }
+  if (sent.coin !== expected.coin || sent.network !== expected.network) {
+    throw new FatalMovementError('CEX_NETWORK_MISMATCH', `refusing a withdraw/apply of ${sent.coin} on ${sent.network}: ${expected.coin} on ${expected.network} was approved; nothing was sent`, {
+      network: expected.network,
+      would_send_network: sent.network,
+    });
+  }
+  if (!sameDecimal(sent.amount, expected.amount)) {
+    throw new FatalMovementError('CEX_AMOUNT_PRECISION', `refusing a withdraw/apply of ${sent.amount} ${sent.coin}: ${expected.amount} was approved; nothing was sent`, {
+      network: expected.network,
+      approved: expected.amount,
+      would_send: sent.amount,
+    });
+  }
+  expected.sent = sent;
 }
 
 function annotate(err: unknown, facts: ResponseFacts): unknown {

@@ -32,12 +32,6 @@ export function lookupAccount(accounts: Accounts, ctx: ExecutionContext): { ok: 
   return { ok: true, account };
 }
 
-/** The exchange's network id for a node's network name (the account's map, else the name itself). */
-export function networkId(account: CexAccount, network: string | undefined): string | undefined {
-  if (!network) return undefined;
-  return account.networks[network] ?? network;
-}
-
 /** The prepared action this attempt recorded (committed with SUBMITTING, before submit()). */
 export function preparedOf(ctx: ExecutionContext): PreparedAction | null {
   const a = [...(ctx.attempt_artifacts ?? [])].reverse().find((x) => x.artifact_type === 'prepared_action');

@@ -14,11 +14,24 @@ export type CexFailure =
   | { kind: 'invalid_address'; code: 'CEX_INVALID_ADDRESS'; detail: string }
   | { kind: 'rate_limited'; code: 'CEX_RATE_LIMITED'; detail: string; retryAfterSeconds: number }
   | { kind: 'uncertain'; code: 'CEX_UNAVAILABLE' | 'CEX_TIMEOUT'; detail: string }
-  | { kind: 'rejected'; code: 'CEX_AUTH_REJECTED' | 'CEX_REJECTED'; detail: string };
+  | { kind: 'rejected'; code: 'CEX_AUTH_REJECTED' | 'CEX_REJECTED' | WithdrawRefusalCode; detail: string };
+
+type WithdrawRefusalCode = 'CEX_WITHDRAW_DISABLED' | 'CEX_AMOUNT_PRECISION' | 'CEX_AMOUNT_BELOW_MINIMUM';
 
 const INSUFFICIENT = new Set([-4024, -4025, -4026]);
 const BAD_ADDRESS = new Set([-4007, -4033, -4034, -4035]);
 const AUTH = new Set([-1021, -1022, -2014, -2015]);
+/**
+ * Binance's withdraw refusals that Ferry's own checks should have caught first (messages as in
+ * Binance's error table, quoted by ccxt 4.5.84): -4019 "Current asset is not open for withdrawal.",
+ * -4021 "Asset withdrawal must be an %s multiple of %s.", -4022 "Not less than the minimum pick-up
+ * quantity %s.".
+ */
+const WITHDRAW_REFUSALS = new Map<number, WithdrawRefusalCode>([
+  [-4019, 'CEX_WITHDRAW_DISABLED'],
+  [-4021, 'CEX_AMOUNT_PRECISION'],
+  [-4022, 'CEX_AMOUNT_BELOW_MINIMUM'],
+]);
 /** When the exchange rate-limits without saying for how long. */
 export const DEFAULT_RETRY_AFTER_SECONDS = 60;
 
@@ -42,6 +55,8 @@ export function classifyCexError(err: unknown, account: Pick<CexAccount, 'redact
   }
   if (status !== undefined && status >= 500) return { kind: 'uncertain', code: 'CEX_UNAVAILABLE', detail };
   if (is('RequestTimeout')) return { kind: 'uncertain', code: 'CEX_TIMEOUT', detail };
+  const refusal = code !== undefined ? WITHDRAW_REFUSALS.get(code) : undefined;
+  if (refusal) return { kind: 'rejected', code: refusal, detail };
   if ((code !== undefined && AUTH.has(code)) || is('AuthenticationError')) return { kind: 'rejected', code: 'CEX_AUTH_REJECTED', detail };
   // A 4xx answer is a refusal; no answer at all (network error, reset, dropped socket) is not.
   if (status !== undefined && status >= 400) return { kind: 'rejected', code: 'CEX_REJECTED', detail };

@@ -1,3 +1,4 @@
+import type { Exchange } from 'ccxt';
 import { attemptKey } from '../../ids.ts';
 import { payloadHash } from '../payload-hash.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
@@ -8,7 +9,6 @@ import {
   exchangeCall,
   failed,
   lookupAccount,
-  networkId,
   payloadOf,
   positiveDecimal,
   preparedOf,
@@ -17,7 +17,10 @@ import {
   throwIfBlocked,
   type Accounts,
 } from './common.ts';
-import type { CexAccount } from './client.ts';
+import type { ApprovedWithdrawal, CexAccount } from './client.ts';
+import { FatalMovementError } from '../errors.ts';
+import { sameDecimal } from './decimal.ts';
+import { checkWithdrawal, resolveNetwork, type CoinNetwork, type Refusal } from './networks.ts';
 
 export const CEX_WITHDRAWAL_ACTION_KEY = 'exec.cex.withdrawal_action';
 /** Binance accepts a withdrawOrderId lookup over at most 7 days. */
@@ -28,7 +31,13 @@ const LOOKUP_BACKDATE_MS = 3_600_000;
 export interface WithdrawalRequest {
   account: string;
   coin: string;
+  /**
+   * Before prepare: the node's network name (mapped through the account's networks); in the
+   * prepared payload: the exchange's network id it resolved to.
+   */
   network: string | null;
+  /** ccxt's unified code of that network (what withdraw() is given); null in older payloads. */
+  network_code?: string | null;
   address: string;
   address_tag: string | null;
   amount: string;
@@ -70,25 +79,9 @@ export class CexWithdrawalActionExecutor implements Executor {
   }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const spec = this.#spec(ctx);
-    if (!spec.ok) return spec.result;
-    const { account, request } = spec;
-    const ex = await account.client();
-    // Currencies and networks (capital/config/getall) and the spot exchangeInfo, then the balance.
-    await exchangeCall(account, 'loading currencies', () => ex.loadMarkets());
-    const currency = ex.currencies[request.coin];
-    if (!currency) return failed('CEX_ASSET_UNKNOWN', `${account.key} has no currency ${request.coin}`);
-    if (request.network) {
-      const networks = Object.values(currency.networks ?? {}) as Array<{ id?: string; withdraw?: boolean; limits?: { withdraw?: { min?: number; max?: number } } }>;
-      const net = networks.find((n) => n.id === request.network);
-      if (!net) return failed('CEX_NETWORK_UNKNOWN', `${account.key} lists no network ${request.network} for ${request.coin}`);
-      if (net.withdraw === false) return failed('CEX_WITHDRAW_DISABLED', `${account.key} has withdrawals of ${request.coin} on ${request.network} disabled`);
-      const amount = Number(request.amount);
-      const min = net.limits?.withdraw?.min;
-      const max = net.limits?.withdraw?.max;
-      if (min !== undefined && amount < min) return failed('CEX_AMOUNT_OUT_OF_RANGE', `${request.amount} ${request.coin} is below the minimum withdrawal ${min}`);
-      if (max !== undefined && max > 0 && amount > max) return failed('CEX_AMOUNT_OUT_OF_RANGE', `${request.amount} ${request.coin} is above the maximum withdrawal ${max}`);
-    }
+    const checked = await this.#checked(ctx);
+    if (!checked.ok) return checked.result;
+    const { account, request, ex } = checked;
     const balance = await exchangeCall(account, 'reading the balance', () => ex.fetchBalance());
     const free = Number((balance.free as unknown as Record<string, number | undefined>)[request.coin] ?? 0);
     if (free < Number(request.amount)) {
@@ -98,22 +91,40 @@ export class CexWithdrawalActionExecutor implements Executor {
   }
 
   async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const spec = this.#spec(ctx);
-    if (!spec.ok) return spec.result;
-    const payload = JSON.stringify(spec.request);
+    const checked = await this.#checked(ctx);
+    if (!checked.ok) return checked.result;
+    const payload = JSON.stringify(checked.request);
     return result({
       next_state: 'SUBMITTING',
       prepared_action: {
-        prepared_action_id: `cex-${spec.request.withdraw_order_id}`,
+        prepared_action_id: `cex-${checked.request.withdraw_order_id}`,
         action_type: ctx.action_type,
         payload_format: 'cex_withdrawal_json',
         payload,
         payload_hash: payloadHash(payload),
         // Authenticated with the account's API key, not a signature of ours.
         signing_required: false,
-        provider_hints: { account: spec.account.key, withdraw_order_id: spec.request.withdraw_order_id },
+        provider_hints: { account: checked.account.key, withdraw_order_id: checked.request.withdraw_order_id },
       },
     });
+  }
+
+  /**
+   * The node's request with its network resolved against the exchange's currencies (loaded by
+   * ccxt: capital/config/getall and the spot exchangeInfo) and the amount checked for that network.
+   */
+  async #checked(ctx: ExecutionContext): Promise<{ ok: true; account: CexAccount; request: WithdrawalRequest; ex: Exchange } | { ok: false; result: ExecutionResult }> {
+    const spec = this.#spec(ctx);
+    if (!spec.ok) return spec;
+    const { account, request } = spec;
+    const ex = await account.client();
+    await exchangeCall(account, 'loading currencies', () => ex.loadMarkets());
+    if (!ex.currencies[request.coin]) return { ok: false, result: failed('CEX_ASSET_UNKNOWN', `${account.key} has no currency ${request.coin}`) };
+    const net = resolveNetwork(ex, account, request.coin, request.network);
+    if (!net.ok) return { ok: false, result: refused(net) };
+    const refusal = checkWithdrawal(ex, account, request.coin, net.network, request.amount);
+    if (refusal) return { ok: false, result: refused(refusal) };
+    return { ok: true, account, ex, request: { ...request, network: net.network.id, network_code: net.network.code } };
   }
 
   async submit(_ctx: ExecutionContext, prepared: PreparedAction): Promise<ExecutionResult> {
@@ -127,13 +138,42 @@ export class CexWithdrawalActionExecutor implements Executor {
       // Nothing was sent: recovery lets the node try again once the wait is over.
       return rateLimited(request, Math.max(1, Math.ceil((account.blockedUntilMs - Date.now()) / 1000)), (err as Error).message);
     }
+    let ex: Exchange;
     try {
-      const params: Record<string, unknown> = { withdrawOrderId: request.withdraw_order_id };
-      if (request.network) params.network = request.network;
-      // ccxt truncates the amount to the network's withdrawIntegerMultiple; it takes the decimal string.
-      const tx = await (await account.client()).withdraw(request.coin, request.amount as unknown as number, request.address, request.address_tag ?? undefined, params);
-      return accepted(request, String(tx.id), 'accepted');
+      ex = await account.client();
+      await ex.loadMarkets();
     } catch (err) {
+      // Nothing was sent: a failed read of the currencies never withdraws.
+      const failure = classify(account, err);
+      if (failure.kind === 'rate_limited') return rateLimited(request, failure.retryAfterSeconds, failure.detail);
+      if (failure.kind === 'uncertain') return notSent(request, failure.code, NOT_SENT_RETRY_SECONDS, failure.detail);
+      return failed(failure.code, failure.detail, { provider_state: 'refused', provider_refs: refs(request) });
+    }
+    // Checked again here, with the currencies this process holds now: the request goes out only on
+    // the network it names, with exactly the approved amount.
+    const net = resolveNetwork(ex, account, request.coin, request.network_code ?? request.network, { direct: true });
+    if (!net.ok) return refused(net, request);
+    if (request.network !== null && net.network.id !== request.network) {
+      return refused({ ok: false, code: 'CEX_NETWORK_MISMATCH', detail: `the prepared network ${request.network} resolves to ${net.network.code} (id ${net.network.id})`, details: { network: request.network, network_code: net.network.code } }, request);
+    }
+    const refusal = checkWithdrawal(ex, account, request.coin, net.network, request.amount);
+    if (refusal) return refused(refusal, request);
+    if (account.approved.has(request.withdraw_order_id)) {
+      return result({ next_state: 'UNKNOWN', provider_state: 'submit_in_flight', provider_refs: refs(request), error_code: 'CEX_WITHDRAWAL_IN_FLIGHT', error_detail: `a withdraw call for ${request.withdraw_order_id} is already running in this process` });
+    }
+    const approval: ApprovedWithdrawal = { coin: request.coin, network: net.network.id, amount: request.amount };
+    account.approved.set(request.withdraw_order_id, approval);
+    try {
+      const params: Record<string, unknown> = { withdrawOrderId: request.withdraw_order_id, network: net.network.code };
+      // ccxt takes the decimal string; the amount is already exact for the network (checked above,
+      // and again by the client's fetch() against what ccxt actually puts on the wire).
+      const tx = await ex.withdraw(request.coin, request.amount as unknown as number, request.address, request.address_tag ?? undefined, params);
+      return accepted(request, String(tx.id), 'accepted', net.network, approval.sent);
+    } catch (err) {
+      if (err instanceof FatalMovementError) {
+        // The client's last guard refused the request before a byte was sent.
+        return failed(err.code, err.message, { provider_state: 'refused', provider_refs: { ...refs(request), ...err.details } });
+      }
       const failure = classify(account, err);
       switch (failure.kind) {
         case 'insufficient_balance':
@@ -151,6 +191,8 @@ export class CexWithdrawalActionExecutor implements Executor {
             error_detail: failure.detail,
           });
       }
+    } finally {
+      account.approved.delete(request.withdraw_order_id);
     }
   }
 
@@ -185,19 +227,32 @@ export class CexWithdrawalActionExecutor implements Executor {
           provider_refs: { ...refs(request), exchange_withdrawal_id: String(mine.id) },
         });
       }
-      return accepted(request, String(mine.id), 'recovered');
+      // The exchange's record of the amount (Binance's history `amount`, taken as the amount
+      // withdrawn) must be the approved one; anything else is for a person to look at.
+      const listedAmount = str(mine.amount) ?? str((mine.info as Record<string, unknown>).amount);
+      if (listedAmount !== undefined && !sameDecimal(listedAmount, request.amount)) {
+        return result({
+          next_state: 'UNKNOWN',
+          provider_refs: { ...refs(request), exchange_withdrawal_id: String(mine.id), exchange_amount: listedAmount },
+          error_code: 'CEX_AMOUNT_MISMATCH',
+          error_detail: `withdrawal ${mine.id} lists ${listedAmount} ${request.coin}, ${request.amount} was approved`,
+          manual_intervention_required: true,
+        });
+      }
+      return accepted(request, String(mine.id), 'recovered', null, listedAmount ? { coin: request.coin, network: str((mine.info as Record<string, unknown>).network) ?? request.network, amount: listedAmount, address: str(mine.address) ?? null } : undefined);
     }
     const refusal = refusalOf(ctx);
     const now = Date.now();
     if (refusal) {
+      const what = refusal.code === 'CEX_RATE_LIMITED' ? 'the exchange refused the attempt (rate limit)' : `nothing was sent (${refusal.code})`;
       if (now >= refusal.retry_at_ms) {
-        return result({ next_state: 'READY', provider_refs: refs(request), error_code: 'CEX_RATE_LIMITED', error_detail: 'the exchange refused the attempt (rate limit); the wait is over' });
+        return result({ next_state: 'READY', provider_refs: refs(request), error_code: refusal.code, error_detail: `${what}; the wait is over` });
       }
       return result({
         next_state: 'UNKNOWN',
         provider_refs: refs(request),
-        error_code: 'CEX_RATE_LIMITED',
-        error_detail: `the exchange refused the attempt (rate limit); retry after ${new Date(refusal.retry_at_ms).toISOString()}`,
+        error_code: refusal.code,
+        error_detail: `${what}; retry after ${new Date(refusal.retry_at_ms).toISOString()}`,
         retry_after_seconds: Math.ceil((refusal.retry_at_ms - now) / 1000),
       });
     }
@@ -244,7 +299,7 @@ export class CexWithdrawalActionExecutor implements Executor {
       request: {
         account: account.key,
         coin,
-        network: networkId(account, str(cfg.network) ?? str(intent.network)) ?? null,
+        network: str(cfg.network) ?? str(intent.network) ?? null,
         address,
         address_tag: str(cfg.address_tag) ?? null,
         amount: amount!,
@@ -255,36 +310,56 @@ export class CexWithdrawalActionExecutor implements Executor {
   }
 }
 
+type Sent = { coin: string; network: string | null; amount: string; address: string | null };
+
 function refs(r: WithdrawalRequest): Record<string, unknown> {
-  return { account: r.account, withdraw_order_id: r.withdraw_order_id, coin: r.coin, network: r.network, amount: r.amount, address: r.address };
+  return { account: r.account, withdraw_order_id: r.withdraw_order_id, coin: r.coin, network: r.network, network_code: r.network_code ?? null, amount: r.amount, address: r.address };
 }
 
-function accepted(r: WithdrawalRequest, id: string, how: 'accepted' | 'recovered'): ExecutionResult {
-  return result({ next_state: 'COMPLETED', provider_state: how, provider_refs: { ...refs(r), exchange_withdrawal_id: id }, proof: { exchange_withdrawal_id: id, withdraw_order_id: r.withdraw_order_id } });
+/** provider_refs.amount and .network are what went out: the request on the wire (or the exchange's record of it). */
+function accepted(r: WithdrawalRequest, id: string, how: 'accepted' | 'recovered', network: CoinNetwork | null, sent: Sent | undefined): ExecutionResult {
+  const out = { ...refs(r), ...(network ? { network: network.id, network_code: network.code } : {}), ...(sent ? { amount: sent.amount, network: sent.network } : {}), exchange_withdrawal_id: id };
+  return result({ next_state: 'COMPLETED', provider_state: how, provider_refs: out, proof: { exchange_withdrawal_id: id, withdraw_order_id: r.withdraw_order_id } });
+}
+
+/** A check of ours refused the withdrawal: FAILED, nothing was sent; the facts in provider_refs. */
+function refused(refusal: Refusal, r?: WithdrawalRequest): ExecutionResult {
+  return failed(refusal.code, refusal.detail, { provider_state: 'refused', provider_refs: { ...(r ? refs(r) : {}), ...refusal.details } });
 }
 
 const REFUSAL_ARTIFACT = 'cex_submit_refusal';
+/** After a currency load that failed without an answer in submit (nothing sent): try again after this. */
+const NOT_SENT_RETRY_SECONDS = 5;
 
 /** The exchange refused before acting; the refusal is kept with the attempt for recover(). */
 function rateLimited(r: WithdrawalRequest, retryAfterSeconds: number, detail: string): ExecutionResult {
-  const content = JSON.stringify({ kind: 'rate_limited', retry_after_seconds: retryAfterSeconds, retry_at_ms: Date.now() + retryAfterSeconds * 1000 });
+  return notSent(r, 'CEX_RATE_LIMITED', retryAfterSeconds, detail, 'rate_limited');
+}
+
+/**
+ * Nothing was sent (a rate limit, or the currencies could not be read in submit): UNKNOWN, with the
+ * refusal kept with the attempt, so recover() confirms the withdrawal is absent and lets the node
+ * try again once `retryAfterSeconds` have passed.
+ */
+function notSent(r: WithdrawalRequest, code: string, retryAfterSeconds: number, detail: string, providerState = 'not_sent'): ExecutionResult {
+  const content = JSON.stringify({ kind: providerState, code, retry_after_seconds: retryAfterSeconds, retry_at_ms: Date.now() + retryAfterSeconds * 1000 });
   return result({
     next_state: 'UNKNOWN',
-    provider_state: 'rate_limited',
+    provider_state: providerState,
     provider_refs: refs(r),
-    error_code: 'CEX_RATE_LIMITED',
+    error_code: code,
     error_detail: detail,
     retry_after_seconds: retryAfterSeconds,
     generated_artifacts: [{ artifact_type: REFUSAL_ARTIFACT, content_format: 'json', content_inline: content, artifact_metadata: {}, artifact_digest: null, content_uri: null }],
   });
 }
 
-function refusalOf(ctx: ExecutionContext): { retry_at_ms: number } | null {
+function refusalOf(ctx: ExecutionContext): { retry_at_ms: number; code: string } | null {
   const a = [...(ctx.attempt_artifacts ?? [])].reverse().find((x) => x.artifact_type === REFUSAL_ARTIFACT);
   if (!a?.content_inline) return null;
   try {
-    const v = JSON.parse(a.content_inline) as { retry_at_ms?: unknown };
-    return typeof v.retry_at_ms === 'number' ? { retry_at_ms: v.retry_at_ms } : null;
+    const v = JSON.parse(a.content_inline) as { retry_at_ms?: unknown; code?: unknown };
+    return typeof v.retry_at_ms === 'number' ? { retry_at_ms: v.retry_at_ms, code: typeof v.code === 'string' ? v.code : 'CEX_RATE_LIMITED' } : null;
   } catch {
     return null;
   }
