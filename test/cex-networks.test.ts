@@ -237,7 +237,8 @@ test("the exchange's own refusals map to the same codes when they come (-4021, -
 });
 
 test('exact decimals, and the resolution rule: one network per value, or a refusal naming the candidates', async () => {
-  const { compareDecimal, decimalOf, isMultipleOf, sameDecimal } = await import('../src/executors/cex/decimal.ts');
+  const { addDecimal, compareDecimal, decimalOf, isMultipleOf, sameDecimal } = await import('../src/executors/cex/decimal.ts');
+  assert.deepEqual([addDecimal('8.91', '0.09'), addDecimal('1', '0.00000001'), addDecimal('0.5', '0.5'), addDecimal('x', '1')], ['9.00', '1.00000001', '1.0', null]);
   const { checkWithdrawal, resolveNetwork } = await import('../src/executors/cex/networks.ts');
   assert.ok(isMultipleOf('1.12345678', '0.00000001') && !isMultipleOf('1.123456789', '0.00000001') && !isMultipleOf('1.125', '0.01') && isMultipleOf('3', '0.5'));
   assert.ok(!isMultipleOf('1', '0'), 'a zero step is no step');

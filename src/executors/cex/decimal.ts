@@ -35,6 +35,17 @@ export function sameDecimal(a: string, b: string): boolean {
   return compareDecimal(a, b) === 0;
 }
 
+/** a + b, exactly; null when either side is not a decimal string. */
+export function addDecimal(a: string, b: string): string | null {
+  const x = parse(a);
+  const y = parse(b);
+  if (!x || !y) return null;
+  const [p, q] = align(x, y);
+  const scale = Math.max(x.scale, y.scale);
+  const digits = (p + q).toString().padStart(scale + 1, '0');
+  return scale === 0 ? digits : `${digits.slice(0, -scale)}.${digits.slice(-scale)}`;
+}
+
 /** Whether `amount` is a whole multiple of `step` (a positive decimal); false when either is malformed. */
 export function isMultipleOf(amount: string, step: string): boolean {
   const x = parse(amount);

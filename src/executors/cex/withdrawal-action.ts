@@ -19,7 +19,7 @@ import {
 } from './common.ts';
 import type { ApprovedWithdrawal, CexAccount } from './client.ts';
 import { FatalMovementError } from '../errors.ts';
-import { sameDecimal } from './decimal.ts';
+import { addDecimal, decimalOf, sameDecimal } from './decimal.ts';
 import { checkWithdrawal, resolveNetwork, type CoinNetwork, type Refusal } from './networks.ts';
 
 export const CEX_WITHDRAWAL_ACTION_KEY = 'exec.cex.withdrawal_action';
@@ -227,10 +227,15 @@ export class CexWithdrawalActionExecutor implements Executor {
           provider_refs: { ...refs(request), exchange_withdrawal_id: String(mine.id) },
         });
       }
-      // The exchange's record of the amount (Binance's history `amount`, taken as the amount
-      // withdrawn) must be the approved one; anything else is for a person to look at.
-      const listedAmount = str(mine.amount) ?? str((mine.info as Record<string, unknown>).amount);
-      if (listedAmount !== undefined && !sameDecimal(listedAmount, request.amount)) {
+      // The exchange's record of the amount must be the approved one; anything else is for a
+      // person to look at. Binance's history lists `amount` beside `transactionFee`, and whether
+      // `amount` is before or after the fee is not settled by its documentation: either reading
+      // that gives the approved amount counts as it.
+      const info = mine.info as Record<string, unknown>;
+      const listedAmount = str(mine.amount) ?? str(info.amount);
+      const listedFee = decimalOf(info.transactionFee) ?? decimalOf(mine.fee?.cost);
+      const grossOfFee = listedAmount !== undefined && listedFee !== undefined ? addDecimal(listedAmount, listedFee) : null;
+      if (listedAmount !== undefined && !sameDecimal(listedAmount, request.amount) && !(grossOfFee !== null && sameDecimal(grossOfFee, request.amount))) {
         return result({
           next_state: 'UNKNOWN',
           provider_refs: { ...refs(request), exchange_withdrawal_id: String(mine.id), exchange_amount: listedAmount },
