@@ -123,17 +123,13 @@ export class CctpBurnExecutor extends EvmContractCallExecutor<Pinned> {
     if (args.maxFee >= required) return null;
     const units = (v: bigint) => `${fromBaseUnits(v, decimals)} (${v} base units)`;
     const why = quoted !== null && quoted >= onChain ? `Circle's fast-transfer fee of ${quotedBps} bps` : `the TokenMessengerV2's minimum fee (getMinFeeAmount)`;
-    return result({
-      next_state: 'FAILED',
-      error_code: 'CCTP_MAX_FEE_TOO_LOW',
-      error_detail: `the approved max fee ${units(args.maxFee)} is below the ${units(required)} that ${why} requires for ${r.amountText}; approve a plan with a higher max_fee or max_fee_bps`,
-      provider_refs: {
-        max_fee_required_base_units: required.toString(),
-        max_fee_approved_base_units: args.maxFee.toString(),
-        min_fee_amount_base_units: onChain.toString(),
-        ...(quoted !== null ? { fee_quote_base_units: quoted.toString(), fee_quote_bps: quotedBps } : {}),
-      },
-    });
+    // The figures close the detail in a fixed form: a preflight refusal records only its code and detail.
+    const quote = quoted !== null ? ` fee_quote_bps=${quotedBps} fee_quote_base_units=${quoted}` : '';
+    return failed(
+      'CCTP_MAX_FEE_TOO_LOW',
+      `the approved max fee ${units(args.maxFee)} is below the ${units(required)} that ${why} requires for ${r.amountText}; approve a plan with a higher max_fee or max_fee_bps ` +
+        `[required_base_units=${required} approved_base_units=${args.maxFee} min_fee_amount_base_units=${onChain}${quote}]`,
+    );
   }
 
   protected async call(ctx: ExecutionContext): Promise<Parsed<ContractCall>> {
