@@ -249,6 +249,40 @@ test('a burn executor raising the max fee above the approved one in its transact
   assert.equal(events.filter((e) => e.action === 'signer.refused' && e.details.rule === 'call_data').length, 1);
 });
 
+test('the chain minimum rising between preflight and prepare: the gas estimate\'s "Insufficient max fee" fails the burn with CCTP_MAX_FEE_TOO_LOW, nothing signed', async (t) => {
+  const db = await scratchDatabase(t);
+  t.after(() => write(w.source, ANVIL_DEV_KEY, w.source.messenger, 'setMinFee', [0n]));
+  // Preflight passes at minFee 0; the minimum is raised before prepare runs.
+  const raising = (real: Executor): Executor =>
+    ({
+      executorKey: real.executorKey,
+      lane: real.lane,
+      checkPlan: (ctx, p) => real.checkPlan!(ctx, p),
+      preflight: async (ctx) => {
+        const r = await real.preflight(ctx);
+        await write(w.source, ANVIL_DEV_KEY, w.source.messenger, 'setMinFee', [1_000n]);
+        return r;
+      },
+      prepare: (ctx) => real.prepare(ctx),
+      preSubmitCheck: (ctx) => real.preSubmitCheck!(ctx),
+      submit: (ctx, p, o) => real.submit(ctx, p, o),
+      observe: (ctx) => real.observe(ctx),
+      recover: (ctx) => real.recover(ctx),
+    }) satisfies Executor;
+  const deps = await cctpDeps(db.pool, (real) => {
+    const r = new ExecutorRegistry();
+    for (const e of real.all()) r.register(e.executorKey === CCTP_BURN_KEY ? raising(e) : e);
+    return r;
+  });
+  const before = await cctpEvents(w);
+  const id = await approvedMovement(deps, bridge('fee-raised'), { asset: 'USDC', amount: '10', destination: { address: fresh() } });
+  const s = await runToEnd(deps, id);
+  assert.equal(s.byKey.burn.error_code, 'CCTP_MAX_FEE_TOO_LOW');
+  assert.match(String(s.byKey.burn.error_detail), /Insufficient max fee/);
+  assert.ok(!(await burnStates(db.pool, id)).includes('AWAITING_SIGNATURE'));
+  assert.equal((await cctpEvents(w)).burns.length, before.burns.length, 'nothing burned');
+});
+
 test('max fee arithmetic: max_fee in token units, max_fee_bps rounded up, quotes in both shapes; the expected effect binds the same fee', () => {
   assert.deepEqual(maxFeeOf({}, 10_000_000n, 6), { ok: true, value: { maxFee: 0n, basis: 'default' } });
   assert.deepEqual(maxFeeOf({ max_fee: '0.05' }, 10_000_000n, 6), { ok: true, value: { maxFee: 50_000n, basis: 'max_fee' } });
