@@ -283,6 +283,33 @@ test('the chain minimum rising between preflight and prepare: the gas estimate\'
   assert.equal((await cctpEvents(w)).burns.length, before.burns.length, 'nothing burned');
 });
 
+test("an attested message whose fee exceeds the burn's max fee, or whose cap is not the burn's: the attestation node FAILS (CCTP_MESSAGE_MISMATCH), nothing minted", async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = await cctpDeps(db.pool);
+  w.iris.feeExecutedOverride = 2_001n;
+  t.after(() => void (w.iris.feeExecutedOverride = null));
+  const to = fresh();
+  const before = await cctpEvents(w);
+  const id = await approvedMovement(deps, bridge('fee-rogue', { maxFee: '0.002' }), { asset: 'USDC', amount: '10', destination: { address: to } });
+  const s = await runToEnd(deps, id);
+  assert.equal(s.byKey.burn.node_state, 'COMPLETED');
+  assert.equal(s.byKey.attestation.node_state, 'FAILED');
+  assert.equal(s.byKey.attestation.error_code, 'CCTP_MESSAGE_MISMATCH');
+  assert.match(String(s.byKey.attestation.error_detail), /attested fee 2001 exceeds the burn's max fee 2000/);
+  assert.equal(s.request.request_state, 'MANUAL_INTERVENTION', 'burned, not minted: an operator decides');
+  assert.equal((await cctpEvents(w)).mints.length, before.mints.length, 'nothing received');
+  assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 0n);
+
+  // A message whose cap is not the burn's (a fee of 0.5 USDC would then pass the contract's check).
+  w.iris.feeExecutedOverride = null;
+  w.iris.maxFeeOverride = 500_000n;
+  t.after(() => void (w.iris.maxFeeOverride = null));
+  const capped = await runToEnd(deps, await approvedMovement(deps, bridge('fee-rogue-cap', { maxFee: '0.002' }), { asset: 'USDC', amount: '10', destination: { address: fresh() } }));
+  assert.equal(capped.byKey.attestation.error_code, 'CCTP_MESSAGE_MISMATCH');
+  assert.match(String(capped.byKey.attestation.error_detail), /caps the fee at 500000, the burn at 2000/);
+  assert.equal((await cctpEvents(w)).mints.length, before.mints.length, 'nothing received');
+});
+
 test('max fee arithmetic: max_fee in token units, max_fee_bps rounded up, quotes in both shapes; the expected effect binds the same fee', () => {
   assert.deepEqual(maxFeeOf({}, 10_000_000n, 6), { ok: true, value: { maxFee: 0n, basis: 'default' } });
   assert.deepEqual(maxFeeOf({ max_fee: '0.05' }, 10_000_000n, 6), { ok: true, value: { maxFee: 50_000n, basis: 'max_fee' } });

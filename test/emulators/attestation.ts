@@ -34,7 +34,8 @@ import { listenOnLoopback } from '../helpers/net.ts';
  * maxFee and feeExecuted, as Iris's does.
  *
  * Scriptable: `signerKey` signs with another key (a wrong attester); `fault` answers a status
- * (5xx, or 429 with Retry-After) for the next `times` requests; `fees` is the quote served and applied.
+ * (5xx, or 429 with Retry-After) for the next `times` requests; `fees` is the quote served and applied;
+ * `feeExecutedOverride` and `maxFeeOverride` attest a fee or a cap of their own (a rogue attester).
  */
 
 export interface AttestationSource {
@@ -65,6 +66,10 @@ export interface AttestationEmulator {
   url: string;
   /** The fee quote served by /v2/burn/USDC/fees and applied to the burns attested (for every route). */
   fees: FeeQuote[];
+  /** A rogue attester: writes this feeExecuted into every burn message, whatever its maxFee (null: the quote's). */
+  feeExecutedOverride: bigint | null;
+  /** A rogue attester: writes this maxFee into every burn message (null: the burn's own). */
+  maxFeeOverride: bigint | null;
   fastConfirmations: number;
   /** Requests served, by path and query. */
   requests: string[];
@@ -87,6 +92,8 @@ export async function startAttestationEmulator(opts: AttestationEmulatorOptions)
       { finalityThreshold: 1000, minimumFee: 1 },
       { finalityThreshold: 2000, minimumFee: 0 },
     ],
+    feeExecutedOverride: null,
+    maxFeeOverride: null,
     fault: null,
     stop: async () => {},
   };
@@ -144,6 +151,7 @@ export async function startAttestationEmulator(opts: AttestationEmulatorOptions)
         let message = concatHex([sliceHex(raw, 0, 12), nonce, sliceHex(raw, 44, 144), numberToHex(level.finality, { size: 4 }), sliceHex(raw, 148)]);
         const decoded = decodeMessage(message);
         if (decoded?.burn) message = concatHex([sliceHex(message, 0, 148 + 164), numberToHex(level.fee, { size: 32 }), sliceHex(message, 148 + 196)]);
+        if (decoded?.burn && emu.maxFeeOverride !== null) message = concatHex([sliceHex(message, 0, 148 + 132), numberToHex(emu.maxFeeOverride, { size: 32 }), sliceHex(message, 148 + 164)]);
         const signature = await sign({ hash: keccak256(message), privateKey: emu.signerKey ?? opts.attesterKey });
         const b = decoded?.burn;
         return {
@@ -179,6 +187,7 @@ export async function startAttestationEmulator(opts: AttestationEmulatorOptions)
       return milli ?? 0n;
     };
     if (!m?.burn) return { finality: 2000, fee: 0n };
+    if (emu.feeExecutedOverride !== null) return { finality: m.minFinalityThreshold <= 1000 ? 1000 : 2000, fee: emu.feeExecutedOverride };
     const fast = feeOfMilliBps(m.burn.amount, quote(1000));
     if (m.minFinalityThreshold <= 1000 && m.burn.maxFee >= fast) return { finality: 1000, fee: fast };
     const standard = feeOfMilliBps(m.burn.amount, quote(2000));
