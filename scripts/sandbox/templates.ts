@@ -34,7 +34,13 @@ export function usdcTransferTemplate(opts: { chainId: number; signerKey: string;
 /**
  * `cctp_bridge`: burn USDC on the source chain (CCTP v2 depositForBurn), wait for Circle's
  * attestation of the burn's message, receive it on the destination chain (receiveMessage mints to
- * intent.destination.address), then check the recipient holds intent.amount there.
+ * intent.destination.address), then check the recipient holds what the attested message mints
+ * (intent.amount less the fee Circle executed, at most the approved max fee).
+ *
+ * The burn's max fee and finality are in the plan the approver sees: `max_fee` (token units, "0" by
+ * default) or `max_fee_bps` (of the amount, rounded up), and `min_finality_threshold` (2000
+ * standard by default, 1000 fast). A chain minimum or a fast-transfer quote above the approved max
+ * fee fails the burn before anything is signed (docs/cctp-lane.md).
  */
 export function cctpBridgeTemplate(opts: {
   sourceChainId: number;
@@ -45,9 +51,15 @@ export function cctpBridgeTemplate(opts: {
   token?: string;
   decimals?: number;
   templateKey?: string;
+  /** The burn's max fee in token units (default "0"); or maxFeeBps, basis points of the amount. */
+  maxFee?: string;
+  maxFeeBps?: string;
+  /** 2000 standard (default) or 1000 fast. */
+  minFinalityThreshold?: number;
 }): Record<string, unknown> {
   const token = opts.token ?? 'USDC';
   const decimals = opts.decimals ?? 6;
+  const fee = opts.maxFeeBps !== undefined ? { max_fee_bps: opts.maxFeeBps } : { max_fee: opts.maxFee ?? '0' };
   return {
     template_key: opts.templateKey ?? 'cctp_bridge',
     description: 'CCTP v2: burn on the source chain, attestation, mint on the destination chain, balance check there.',
@@ -58,7 +70,7 @@ export function cctpBridgeTemplate(opts: {
         action_type: 'cctp_burn',
         executor_binding: 'exec.cctp.burn',
         signer_binding: { signer_key: opts.signerKey, chain_id: opts.sourceChainId },
-        config: { chain_id: opts.sourceChainId, destination_chain_id: opts.destinationChainId, token, decimals },
+        config: { chain_id: opts.sourceChainId, destination_chain_id: opts.destinationChainId, token, decimals, ...fee, min_finality_threshold: opts.minFinalityThreshold ?? 2000 },
       },
       {
         node_key: 'attestation',
@@ -80,7 +92,8 @@ export function cctpBridgeTemplate(opts: {
         node_kind: 'observe',
         action_type: 'chain_receive',
         executor_binding: { executor_key: EVM_BALANCE_OBSERVE_KEY, chain_id: opts.destinationChainId },
-        config: { token, decimals },
+        // What the attested message mints: the amount less the fee executed (never more than max fee).
+        config: { token, decimals, amount: '$ref:attestation.amount_received' },
       },
     ],
     edges: [

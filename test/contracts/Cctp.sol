@@ -6,8 +6,11 @@ pragma solidity 0.8.37;
 /// emitting MessageSent(bytes) in the v2 message layout, receiveMessage checking the attesters'
 /// ECDSA signatures over keccak256(message), the destination domain, the destination caller and
 /// the nonce (usedNonces), then minting through the TokenMessenger. One contract pair per chain;
-/// the TokenMinter's role is folded into the TokenMessenger. Fees and hooks are not implemented
-/// (feeExecuted is taken from the attested message, hookData must be empty).
+/// the TokenMinter's role is folded into the TokenMessenger. Fees follow Circle's TokenMessengerV2
+/// (src/v2/TokenMessengerV2.sol, BaseTokenMessenger.sol): a minimum fee `minFee` in 1/1000 bps
+/// (MIN_FEE_MULTIPLIER 10_000_000) set by the min fee controller, getMinFeeAmount, "Insufficient
+/// max fee" at depositForBurn, and at the mint the attested feeExecuted (<= maxFee, < amount)
+/// minted to `feeRecipient`, the rest to the recipient. Hooks are not implemented.
 
 interface ICctpTestToken {
     function transferFrom(address from, address to, uint256 value) external returns (bool);
@@ -99,7 +102,6 @@ contract MessageTransmitterV2 {
         if (finalityThresholdExecuted >= 2000) {
             require(IMessageHandlerV2(recipient).handleReceiveFinalizedMessage(sourceDomain, sender, finalityThresholdExecuted, body), "handleReceiveFinalizedMessage() failed");
         } else {
-            require(finalityThresholdExecuted >= 500, "Invalid finality threshold");
             require(IMessageHandlerV2(recipient).handleReceiveUnfinalizedMessage(sourceDomain, sender, finalityThresholdExecuted, body), "handleReceiveUnfinalizedMessage() failed");
         }
         emit MessageReceived(msg.sender, sourceDomain, nonce, sender, finalityThresholdExecuted, body);
@@ -129,7 +131,14 @@ contract MessageTransmitterV2 {
 contract TokenMessengerV2 is IMessageHandlerV2 {
     MessageTransmitterV2 public immutable localMessageTransmitter;
     uint32 public constant messageBodyVersion = 1;
+    /// The lowest finality TokenMessengerV2 accepts (FinalityThresholds.sol).
+    uint32 internal constant TOKEN_MESSENGER_MIN_FINALITY_THRESHOLD = 500;
+    /// minFee is in 1/1000 basis points: the fee fraction is minFee / MIN_FEE_MULTIPLIER.
+    uint256 public constant MIN_FEE_MULTIPLIER = 10_000_000;
     address public owner;
+    address public feeRecipient;
+    address public minFeeController;
+    uint256 public minFee;
     mapping(uint32 => bytes32) public remoteTokenMessengers;
     /// keccak256(remoteDomain, remoteToken) -> the local token minted for it.
     mapping(bytes32 => address) public remoteTokensToLocalTokens;
@@ -147,10 +156,63 @@ contract TokenMessengerV2 is IMessageHandlerV2 {
         bytes hookData
     );
     event MintAndWithdraw(address indexed mintRecipient, uint256 amount, address indexed mintToken, uint256 feeCollected);
+    event FeeRecipientSet(address feeRecipient);
+    event MinFeeControllerSet(address minFeeController);
+    event MinFeeSet(uint256 minFee);
 
+    /// Circle's initialize() takes the roles and minFee_; here the deployer holds every role and minFee starts at 0.
     constructor(MessageTransmitterV2 transmitter) {
         localMessageTransmitter = transmitter;
         owner = msg.sender;
+        _setFeeRecipient(msg.sender);
+        _setMinFeeController(msg.sender);
+        _setMinFee(0);
+    }
+
+    function setFeeRecipient(address _feeRecipient) external {
+        require(msg.sender == owner, "Ownable: caller is not the owner");
+        _setFeeRecipient(_feeRecipient);
+    }
+
+    function setMinFeeController(address _minFeeController) external {
+        require(msg.sender == owner, "Ownable: caller is not the owner");
+        _setMinFeeController(_minFeeController);
+    }
+
+    function setMinFee(uint256 _minFee) external {
+        require(msg.sender == minFeeController, "Caller is not the min fee controller");
+        _setMinFee(_minFee);
+    }
+
+    /// The minimum fee of a burn of `amount`: 0 without a minFee, else _calcMinFeeAmount (amount must exceed 1).
+    function getMinFeeAmount(uint256 amount) external view returns (uint256) {
+        if (minFee == 0) return 0;
+        require(amount > 1, "Amount too low");
+        return _calcMinFeeAmount(amount);
+    }
+
+    /// floor(amount * minFee / MIN_FEE_MULTIPLIER), at least 1. Assumes minFee > 0.
+    function _calcMinFeeAmount(uint256 _amount) internal view returns (uint256) {
+        uint256 _minFeeAmount = (_amount * minFee) / MIN_FEE_MULTIPLIER;
+        return _minFeeAmount == 0 ? 1 : _minFeeAmount;
+    }
+
+    function _setFeeRecipient(address _feeRecipient) internal {
+        require(_feeRecipient != address(0), "Zero address not allowed");
+        feeRecipient = _feeRecipient;
+        emit FeeRecipientSet(_feeRecipient);
+    }
+
+    function _setMinFeeController(address _minFeeController) internal {
+        require(_minFeeController != address(0), "Zero address not allowed");
+        minFeeController = _minFeeController;
+        emit MinFeeControllerSet(_minFeeController);
+    }
+
+    function _setMinFee(uint256 _minFee) internal {
+        require(_minFee < MIN_FEE_MULTIPLIER, "Min fee too high");
+        minFee = _minFee;
+        emit MinFeeSet(_minFee);
     }
 
     function addRemoteTokenMessenger(uint32 domain, bytes32 tokenMessenger) external {
@@ -175,6 +237,10 @@ contract TokenMessengerV2 is IMessageHandlerV2 {
         require(amount > 0, "Amount must be nonzero");
         require(mintRecipient != bytes32(0), "Mint recipient must be nonzero");
         require(maxFee < amount, "Max fee must be less than amount");
+        if (minFee > 0) {
+            // Implicitly constrains amount to be greater than 1: 0 < minFeeAmount <= maxFee < amount.
+            require(maxFee >= _calcMinFeeAmount(amount), "Insufficient max fee");
+        }
         bytes32 destinationTokenMessenger = remoteTokenMessengers[destinationDomain];
         require(destinationTokenMessenger != bytes32(0), "No TokenMessenger for domain");
         require(ICctpTestToken(burnToken).transferFrom(msg.sender, address(this), amount), "Transfer operation failed");
@@ -197,7 +263,8 @@ contract TokenMessengerV2 is IMessageHandlerV2 {
         return _mint(remoteDomain, sender, messageBody);
     }
 
-    function handleReceiveUnfinalizedMessage(uint32 remoteDomain, bytes32 sender, uint32, bytes calldata messageBody) external returns (bool) {
+    function handleReceiveUnfinalizedMessage(uint32 remoteDomain, bytes32 sender, uint32 finalityThresholdExecuted, bytes calldata messageBody) external returns (bool) {
+        require(finalityThresholdExecuted >= TOKEN_MESSENGER_MIN_FINALITY_THRESHOLD, "Unsupported finality threshold");
         return _mint(remoteDomain, sender, messageBody);
     }
 
@@ -213,11 +280,13 @@ contract TokenMessengerV2 is IMessageHandlerV2 {
         uint256 feeExecuted = uint256(bytes32(body[164:196]));
         uint256 expirationBlock = uint256(bytes32(body[196:228]));
         require(expirationBlock == 0 || expirationBlock > block.number, "Message expired and must be re-signed");
-        require(feeExecuted <= maxFee, "Fee equals or exceeds max fee");
-        require(feeExecuted < amount, "Fee equals or exceeds amount");
+        require(feeExecuted == 0 || feeExecuted < amount, "Fee equals or exceeds amount");
+        require(feeExecuted <= maxFee, "Fee exceeds max fee");
         address localToken = remoteTokensToLocalTokens[keccak256(abi.encodePacked(remoteDomain, burnToken))];
         require(localToken != address(0), "Mint token not supported");
+        // The fee is taken at the mint: amount - fee to the recipient, the fee to feeRecipient.
         ICctpTestToken(localToken).mint(mintRecipient, amount - feeExecuted);
+        if (feeExecuted > 0) ICctpTestToken(localToken).mint(feeRecipient, feeExecuted);
         emit MintAndWithdraw(mintRecipient, amount - feeExecuted, localToken, feeExecuted);
         return true;
     }

@@ -1,11 +1,12 @@
 import { isHex, type Hex } from 'viem';
 import { Agent, request } from 'undici';
 import type { CctpConfig } from '../../config-file.ts';
+import { fromBaseUnits } from '../evm/amounts.ts';
 import type { EvmChains } from '../evm/chains.ts';
 import { failed, manual, preparedWatch, result } from '../evm/tx-lifecycle.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
 import { CCTP_ATTESTATION_KEY, cctpOfChainId } from './common.ts';
-import { attestationSigners, decodeMessage } from './message.ts';
+import { attestationSigners, decodeMessage, type DecodedMessage } from './message.ts';
 
 /** Circle blocks a client for 5 minutes after too many requests; without a Retry-After, wait that long. */
 const RATE_LIMIT_DEFAULT_SECONDS = 300;
@@ -19,7 +20,7 @@ interface Watch {
 }
 
 /** One answer of the attestation service, classified. */
-type IrisAnswer =
+export type IrisAnswer =
   | { kind: 'ok'; body: unknown }
   | { kind: 'not_found' }
   | { kind: 'rate_limited'; retryAfter: number }
@@ -27,7 +28,8 @@ type IrisAnswer =
   | { kind: 'rejected'; status: number; detail: string };
 
 /**
- * A client of Circle's attestation service (Iris v2): `GET /v2/messages/{sourceDomain}?transactionHash=`.
+ * A client of Circle's attestation service (Iris v2): `GET /v2/messages/{sourceDomain}?transactionHash=`
+ * and the fee quote `GET /v2/burn/USDC/fees/{sourceDomain}/{destinationDomain}`.
  * It never throws: every answer, and every failure to get one, is a value.
  */
 export class IrisClient {
@@ -41,8 +43,17 @@ export class IrisClient {
     this.#agent = new Agent({ connect: { timeout: cfg.timeout_ms } });
   }
 
-  async messages(sourceDomain: number, txHash: Hex): Promise<IrisAnswer> {
-    const url = `${this.#base}/v2/messages/${sourceDomain}?transactionHash=${txHash}`;
+  messages(sourceDomain: number, txHash: Hex): Promise<IrisAnswer> {
+    return this.#get(`/v2/messages/${sourceDomain}?transactionHash=${txHash}`);
+  }
+
+  /** Circle's fee quote for a route: `[{finalityThreshold, minimumFee}]`, minimumFee in bps. */
+  fees(sourceDomain: number, destinationDomain: number): Promise<IrisAnswer> {
+    return this.#get(`/v2/burn/USDC/fees/${sourceDomain}/${destinationDomain}`);
+  }
+
+  async #get(path: string): Promise<IrisAnswer> {
+    const url = `${this.#base}${path}`;
     try {
       const res = await request(url, { method: 'GET', headers: { accept: 'application/json' }, dispatcher: this.#agent, headersTimeout: this.#timeoutMs, bodyTimeout: this.#timeoutMs });
       const text = await res.body.text();
@@ -154,9 +165,15 @@ export class CctpAttestationObserver implements Executor {
         attestation: item.attestation,
         nonce: decoded.nonce,
         destination_domain: decoded.destinationDomain,
-        ...(decoded.burn ? { mint_recipient: decoded.burn.mintRecipient, amount_base_units: decoded.burn.amount.toString() } : {}),
+        finality_threshold_executed: decoded.finalityThresholdExecuted,
+        ...(decoded.burn ? burnRefs(decoded.burn, ctx.provider_context.decimals) : {}),
       },
-      proof: { attestation_signers: signers, nonce: decoded.nonce, finality_threshold_executed: decoded.finalityThresholdExecuted },
+      proof: {
+        attestation_signers: signers,
+        nonce: decoded.nonce,
+        finality_threshold_executed: decoded.finalityThresholdExecuted,
+        ...(decoded.burn ? { fee_executed_base_units: decoded.burn.feeExecuted.toString() } : {}),
+      },
     });
   }
 
@@ -190,6 +207,24 @@ export class CctpAttestationObserver implements Executor {
   }
 }
 
+/**
+ * What the attested burn will mint: amount - feeExecuted to the recipient (the destination's
+ * TokenMessengerV2 mints exactly that, and the fee to its feeRecipient). In token units too when
+ * the burn reported its decimals, for the balance check to `$ref` (amount_received).
+ */
+function burnRefs(burn: NonNullable<DecodedMessage['burn']>, decimals: unknown): Record<string, unknown> {
+  const received = burn.amount - burn.feeExecuted;
+  const units = typeof decimals === 'number' && Number.isInteger(decimals) && decimals >= 0;
+  return {
+    mint_recipient: burn.mintRecipient,
+    amount_base_units: burn.amount.toString(),
+    max_fee_base_units: burn.maxFee.toString(),
+    fee_executed_base_units: burn.feeExecuted.toString(),
+    amount_received_base_units: received.toString(),
+    ...(units ? { fee_executed: fromBaseUnits(burn.feeExecuted, decimals), amount_received: fromBaseUnits(received, decimals) } : {}),
+  };
+}
+
 /** The attested message must be the burn the predecessor made (when it reported one). */
 function againstBurn(ctx: ExecutionContext, m: NonNullable<ReturnType<typeof decodeMessage>>): string | null {
   const p = ctx.provider_context;
@@ -202,6 +237,13 @@ function againstBurn(ctx: ExecutionContext, m: NonNullable<ReturnType<typeof dec
   }
   if (typeof p.destination_domain === 'number' && p.destination_domain !== m.destinationDomain) {
     return `the attested message goes to domain ${m.destinationDomain}, the burn to ${p.destination_domain}`;
+  }
+  if (typeof p.max_fee_base_units === 'string' && p.max_fee_base_units !== m.burn.maxFee.toString()) {
+    return `the attested message caps the fee at ${m.burn.maxFee}, the burn at ${p.max_fee_base_units}`;
+  }
+  // The destination would refuse it ("Fee exceeds max fee", "Fee equals or exceeds amount").
+  if (m.burn.feeExecuted > m.burn.maxFee || (m.burn.feeExecuted > 0n && m.burn.feeExecuted >= m.burn.amount)) {
+    return `the attested fee ${m.burn.feeExecuted} exceeds the burn's max fee ${m.burn.maxFee} or its amount ${m.burn.amount}`;
   }
   return null;
 }

@@ -1,17 +1,23 @@
-import { erc20Abi, parseEventLogs, zeroAddress, type Address, type TransactionReceipt } from 'viem';
+import { ContractFunctionExecutionError, erc20Abi, parseEventLogs, zeroAddress, type Address, type TransactionReceipt } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
 import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
-import { fromBaseUnits, toBaseUnits } from '../evm/amounts.ts';
+import { fromBaseUnits } from '../evm/amounts.ts';
 import type { EvmChain, EvmChains } from '../evm/chains.ts';
 import { EvmContractCallExecutor, type ContractCall, type EvmContractCallOptions } from '../evm/contract-call.ts';
 import { addressOf, amountOf, recipientOf, tokenOf, type Parsed } from '../evm/token-config.ts';
+import { errorDetail } from '../evm/rpc-errors.ts';
 import { failed, firstHints, result, type ReceiptCheck } from '../evm/tx-lifecycle.ts';
+import { TemporaryMovementError } from '../errors.ts';
+import type { IrisClient } from './attestation.ts';
 import { CCTP_BURN_KEY, CCTP_LANE, cctpOf, cctpOfChainId, type CctpChain } from './common.ts';
+import { feeOfMilliBps, maxFeeOf, quotedMilliBps, type MaxFeeBasis } from './fees.ts';
 import { encodeDepositForBurn, FINALITY_FINALIZED, messageTransmitterAbi, tokenMessengerAbi, type BurnArgs } from './message.ts';
 
 export interface CctpBurnOptions extends EvmContractCallOptions {
   chains: EvmChains;
   tokens: readonly EvmTokenConfig[];
+  /** Circle's attestation service, for the fee quote of a fast transfer (null: none configured). */
+  iris?: IrisClient | null;
 }
 
 /** What one burn is, resolved against the configuration and the chain: what prepare pins. */
@@ -20,6 +26,7 @@ interface Resolved {
   args: BurnArgs;
   decimals: number;
   amountText: string;
+  maxFeeBasis: MaxFeeBasis;
 }
 
 /** The burn as prepare pinned it (provider_hints). */
@@ -31,6 +38,9 @@ interface Pinned {
   mintRecipient: Address;
   destinationDomain: number;
   sourceDomain: number;
+  decimals: number | null;
+  maxFee: bigint | null;
+  minFinalityThreshold: number | null;
 }
 
 /**
@@ -46,11 +56,13 @@ export class CctpBurnExecutor extends EvmContractCallExecutor<Pinned> {
   readonly lane = CCTP_LANE;
   readonly #chains: EvmChains;
   readonly #tokens: readonly EvmTokenConfig[];
+  readonly #iris: IrisClient | null;
 
   constructor(opts: CctpBurnOptions) {
     super(opts);
     this.#chains = opts.chains;
     this.#tokens = opts.tokens;
+    this.#iris = opts.iris ?? null;
   }
 
   protected async check(ctx: ExecutionContext): Promise<ExecutionResult | null> {
@@ -74,7 +86,50 @@ export class CctpBurnExecutor extends EvmContractCallExecutor<Pinned> {
         `${this.from} allows the TokenMessengerV2 ${source.tokenMessenger} ${fromBaseUnits(allowance, decimals)} of token ${args.burnToken}, the burn needs ${r.value.amountText}; approve it first`,
       );
     }
-    return null;
+    return this.#feeShortfall(r.value);
+  }
+
+  /**
+   * The approved max fee against what the chain and Circle require now: the messenger's
+   * getMinFeeAmount(amount) (the contract refuses less: "Insufficient max fee") and, for a fast
+   * transfer, Circle's quote for the route (less is attested as a standard transfer). Below
+   * either, the burn FAILS here, before anything is signed: the fee the approver fixed is never
+   * raised behind their back.
+   */
+  async #feeShortfall(r: Resolved): Promise<ExecutionResult | null> {
+    const { args, source, decimals } = r;
+    let onChain: bigint;
+    try {
+      onChain = await this.chain.client.readContract({ address: source.tokenMessenger, abi: tokenMessengerAbi, functionName: 'getMinFeeAmount', args: [args.amount] });
+    } catch (err) {
+      if (!(err instanceof ContractFunctionExecutionError)) return this.tx.read('getMinFeeAmount', () => Promise.reject(err));
+      // "Amount too low": a minimum fee is set and 1 base unit cannot carry a fee below itself.
+      if (args.amount <= 1n) onChain = 1n;
+      else return failed('CCTP_MIN_FEE_UNREADABLE', `the TokenMessengerV2 ${source.tokenMessenger} does not answer getMinFeeAmount(${args.amount}): ${errorDetail(err)}`);
+    }
+    let quoted: bigint | null = null;
+    let quotedBps: string | null = null;
+    if (args.minFinalityThreshold < FINALITY_FINALIZED) {
+      if (!this.#iris) return failed('CCTP_INVALID_CONFIG', `a fast transfer (min_finality_threshold ${args.minFinalityThreshold}) needs Circle's fee quote: configure cctp.attestation_url`);
+      const answer = await this.#iris.fees(source.domain, args.destinationDomain);
+      if (answer.kind === 'rate_limited') throw new TemporaryMovementError('CCTP_FEE_QUOTE_UNAVAILABLE', `the fee quote is rate limited; asking again in ${answer.retryAfter} s`, { retry_after_seconds: answer.retryAfter });
+      if (answer.kind !== 'ok') throw new TemporaryMovementError('CCTP_FEE_QUOTE_UNAVAILABLE', `no fee quote for ${source.domain} -> ${args.destinationDomain}: ${'detail' in answer ? answer.detail : answer.kind}`);
+      const milli = quotedMilliBps(answer.body, args.minFinalityThreshold);
+      if (milli === null) throw new TemporaryMovementError('CCTP_FEE_QUOTE_UNAVAILABLE', `the fee quote for ${source.domain} -> ${args.destinationDomain} has no entry for finality ${args.minFinalityThreshold}`);
+      quoted = feeOfMilliBps(args.amount, milli);
+      quotedBps = (Number(milli) / 1000).toString();
+    }
+    const required = quoted !== null && quoted > onChain ? quoted : onChain;
+    if (args.maxFee >= required) return null;
+    const units = (v: bigint) => `${fromBaseUnits(v, decimals)} (${v} base units)`;
+    const why = quoted !== null && quoted >= onChain ? `Circle's fast-transfer fee of ${quotedBps} bps` : `the TokenMessengerV2's minimum fee (getMinFeeAmount)`;
+    // The figures close the detail in a fixed form: a preflight refusal records only its code and detail.
+    const quote = quoted !== null ? ` fee_quote_bps=${quotedBps} fee_quote_base_units=${quoted}` : '';
+    return failed(
+      'CCTP_MAX_FEE_TOO_LOW',
+      `the approved max fee ${units(args.maxFee)} is below the ${units(required)} that ${why} requires for ${r.amountText}; approve a plan with a higher max_fee or max_fee_bps ` +
+        `[required_base_units=${required} approved_base_units=${args.maxFee} min_fee_amount_base_units=${onChain}${quote}]`,
+    );
   }
 
   protected async call(ctx: ExecutionContext): Promise<Parsed<ContractCall>> {
@@ -99,9 +154,15 @@ export class CctpBurnExecutor extends EvmContractCallExecutor<Pinned> {
           mint_recipient: args.mintRecipient.toLowerCase(),
           destination_caller: args.destinationCaller.toLowerCase(),
           max_fee_base_units: args.maxFee.toString(),
+          max_fee: fromBaseUnits(args.maxFee, r.value.decimals),
+          max_fee_basis: r.value.maxFeeBasis,
           min_finality_threshold: args.minFinalityThreshold,
         },
-        reverts: (detail) => failed('CCTP_BURN_WOULD_REVERT', `depositForBurn of ${amountText} reverts: ${detail}`),
+        reverts: (detail) =>
+          // The minimum changed between preflight and prepare: the same refusal as preflight's.
+          /Insufficient max fee/.test(detail)
+            ? failed('CCTP_MAX_FEE_TOO_LOW', `depositForBurn of ${amountText} reverts: the approved max fee ${fromBaseUnits(args.maxFee, r.value.decimals)} is below the chain's minimum (${detail})`)
+            : failed('CCTP_BURN_WOULD_REVERT', `depositForBurn of ${amountText} reverts: ${detail}`),
       },
     };
   }
@@ -121,6 +182,9 @@ export class CctpBurnExecutor extends EvmContractCallExecutor<Pinned> {
           mintRecipient: String(h.mint_recipient) as Address,
           destinationDomain: Number(h.destination_domain),
           sourceDomain: Number(h.source_domain),
+          decimals: typeof h.decimals === 'number' ? h.decimals : null,
+          maxFee: typeof h.max_fee_base_units === 'string' ? BigInt(h.max_fee_base_units) : null,
+          minFinalityThreshold: typeof h.min_finality_threshold === 'number' ? h.min_finality_threshold : null,
         },
       };
     } catch {
@@ -132,12 +196,25 @@ export class CctpBurnExecutor extends EvmContractCallExecutor<Pinned> {
     return burnCheck(p, this.from);
   }
 
-  /** The burn's facts for its successors (the attestation node reads tx_hash and source_domain). */
+  /**
+   * The burn's facts for its successors: the attestation node reads tx_hash and source_domain, and
+   * checks the attested message against the amount, recipient, domain and max fee; decimals let it
+   * state what arrives (amount - feeExecuted) in token units.
+   */
   protected override settle(r: ExecutionResult, p: Pinned): ExecutionResult {
     if (!r.provider_refs.tx_hash) return r;
     return {
       ...r,
-      provider_refs: { ...r.provider_refs, source_domain: p.sourceDomain, destination_domain: p.destinationDomain, amount_base_units: p.amount.toString(), mint_recipient: p.mintRecipient },
+      provider_refs: {
+        ...r.provider_refs,
+        source_domain: p.sourceDomain,
+        destination_domain: p.destinationDomain,
+        amount_base_units: p.amount.toString(),
+        mint_recipient: p.mintRecipient,
+        ...(p.decimals !== null ? { decimals: p.decimals } : {}),
+        ...(p.maxFee !== null ? { max_fee_base_units: p.maxFee.toString() } : {}),
+        ...(p.minFinalityThreshold !== null ? { min_finality_threshold: p.minFinalityThreshold } : {}),
+      },
     };
   }
 
@@ -148,22 +225,23 @@ export class CctpBurnExecutor extends EvmContractCallExecutor<Pinned> {
     const amount = await this.tokenAmount(token, spec.value.amountText);
     if (!amount.ok) return amount;
     const { decimals } = amount.value;
-    const maxFee = toBaseUnits(spec.value.maxFeeText, decimals);
-    if (!maxFee.ok) return { ok: false, code: 'CCTP_INVALID_CONFIG', detail: `max_fee: ${maxFee.detail}` };
-    if (maxFee.value >= amount.value.amount) return { ok: false, code: 'CCTP_MAX_FEE_INVALID', detail: `max_fee ${spec.value.maxFeeText} must be less than the amount ${spec.value.amountText}` };
+    // From the approved config and amount only, as the signer's expected effect computes it.
+    const fee = maxFeeOf(ctx.node_config, amount.value.amount, decimals);
+    if (!fee.ok) return fee;
     return {
       ok: true,
       value: {
         source: spec.value.source,
         decimals,
         amountText: spec.value.amountText,
+        maxFeeBasis: fee.value.basis,
         args: {
           amount: amount.value.amount,
           destinationDomain: spec.value.destinationDomain,
           mintRecipient: spec.value.mintRecipient,
           burnToken: token.address,
           destinationCaller: spec.value.destinationCaller,
-          maxFee: maxFee.value,
+          maxFee: fee.value.maxFee,
           minFinalityThreshold: spec.value.minFinalityThreshold,
         },
       },
@@ -182,7 +260,6 @@ export function burnSpec(
   destinationDomain: number;
   token: { address: Address; decimals: number | null };
   amountText: string;
-  maxFeeText: string;
   mintRecipient: Address;
   destinationCaller: Address;
   minFinalityThreshold: number;
@@ -205,8 +282,6 @@ export function burnSpec(
     if (!c.ok) return c;
     caller = c.value;
   }
-  const maxFee = cfg.max_fee ?? '0';
-  if (typeof maxFee !== 'string' && typeof maxFee !== 'number') return { ok: false, code: 'CCTP_INVALID_CONFIG', detail: 'max_fee must be a decimal string in token units' };
   const threshold = cfg.min_finality_threshold ?? FINALITY_FINALIZED;
   if (typeof threshold !== 'number' || !Number.isInteger(threshold) || threshold < 500 || threshold > FINALITY_FINALIZED) {
     return { ok: false, code: 'CCTP_INVALID_CONFIG', detail: 'min_finality_threshold must be an integer from 500 to 2000 (1000 confirmed, 2000 finalized)' };
@@ -219,7 +294,6 @@ export function burnSpec(
       destinationDomain: destination.value,
       token: { address: lower(token.value.address), decimals: token.value.decimals },
       amountText: amount.value,
-      maxFeeText: String(maxFee),
       mintRecipient: lower(recipient.value),
       destinationCaller: lower(caller),
       minFinalityThreshold: threshold,

@@ -7,7 +7,7 @@ import { failed } from '../evm/tx-lifecycle.ts';
 import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
 import type { ExecutorRegistry } from '../registry.ts';
 import { checkBurnCallerAlignment } from './alignment.ts';
-import { CctpAttestationObserver } from './attestation.ts';
+import { CctpAttestationObserver, IrisClient } from './attestation.ts';
 import { CctpBurnExecutor, destinationDomainOf } from './burn.ts';
 import { CCTP_BURN_KEY, CCTP_LANE, CCTP_MINT_KEY } from './common.ts';
 import { CctpMintExecutor } from './mint.ts';
@@ -22,10 +22,17 @@ export { decodeMessage, encodeDepositForBurn, messageTransmitterAbi, tokenMessen
 /** The burn's registry entry: the EVM router, plus the caller-alignment check against the approved plan. */
 class CctpBurnRouter extends EvmChainRouter {
   readonly #lane: EvmLane;
+  readonly #iris: IrisClient | null;
 
-  constructor(opts: EvmRouterOptions, lane: EvmLane) {
+  constructor(opts: EvmRouterOptions, lane: EvmLane, iris: IrisClient | null) {
     super(opts);
     this.#lane = lane;
+    this.#iris = iris;
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    await this.#iris?.close();
   }
 
   async checkPlan(ctx: ExecutionContext, plan: unknown): Promise<ExecutionResult | null> {
@@ -51,15 +58,18 @@ export function registerCctpLane(
   const nonces = deps.nonces ?? null;
   const tokens = file.evm.tokens;
   const chains = evm.chains;
+  // The burns' own client of the attestation service, for fast-transfer fee quotes.
+  const iris = file.cctp ? new IrisClient(file.cctp) : null;
   const burn = new CctpBurnRouter(
     {
       executorKey: CCTP_BURN_KEY,
       lane: CCTP_LANE,
       chains,
       wallets: evm.wallets,
-      make: (chain, from) => new CctpBurnExecutor({ chain, chains, from: from!, tokens, nonces, feeBump: feeBumpOfChain(chain.config) }),
+      make: (chain, from) => new CctpBurnExecutor({ chain, chains, from: from!, tokens, nonces, feeBump: feeBumpOfChain(chain.config), iris }),
     },
     evm,
+    iris,
   );
   const mint = new EvmChainRouter({
     executorKey: CCTP_MINT_KEY,

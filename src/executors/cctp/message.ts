@@ -11,6 +11,9 @@ import { encodeFunctionData, hexToBigInt, hexToNumber, isHex, keccak256, pad, pa
 
 export const tokenMessengerAbi = parseAbi([
   'function depositForBurn(uint256 amount, uint32 destinationDomain, bytes32 mintRecipient, address burnToken, bytes32 destinationCaller, uint256 maxFee, uint32 minFinalityThreshold)',
+  'function getMinFeeAmount(uint256 amount) view returns (uint256)',
+  'function minFee() view returns (uint256)',
+  'event MintAndWithdraw(address indexed mintRecipient, uint256 amount, address indexed mintToken, uint256 feeCollected)',
   'event DepositForBurn(address indexed burnToken, uint256 amount, address indexed depositor, bytes32 mintRecipient, uint32 destinationDomain, bytes32 destinationTokenMessenger, bytes32 destinationCaller, uint256 maxFee, uint32 indexed minFinalityThreshold, bytes hookData)',
 ]);
 

@@ -6,7 +6,7 @@ import { failed, manual, result, type ReceiptCheck } from '../evm/tx-lifecycle.t
 import { TemporaryMovementError } from '../errors.ts';
 import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
 import { CCTP_LANE, CCTP_MINT_KEY, cctpOf, type CctpChain } from './common.ts';
-import { attestationSigners, decodeMessage, messageTransmitterAbi, type DecodedMessage } from './message.ts';
+import { addressOfWord, attestationSigners, decodeMessage, messageTransmitterAbi, tokenMessengerAbi, type DecodedMessage } from './message.ts';
 
 export type { EvmContractCallOptions as CctpMintOptions } from '../evm/contract-call.ts';
 
@@ -63,7 +63,7 @@ export class CctpMintExecutor extends EvmContractCallExecutor<MintInput> {
           destination_domain: cctp.domain,
           source_domain: decoded.sourceDomain,
           message_nonce: decoded.nonce,
-          ...(decoded.burn ? { mint_recipient: decoded.burn.mintRecipient, amount_base_units: decoded.burn.amount.toString() } : {}),
+          ...mintRefs(input.value),
         },
         reverts: async (detail) => {
           // Received meanwhile: the next dispatch's preflight sees the used nonce.
@@ -85,6 +85,7 @@ export class CctpMintExecutor extends EvmContractCallExecutor<MintInput> {
   /** Reverted because another transaction received the message first: minted all the same. */
   protected override async settle(r: ExecutionResult, input: MintInput): Promise<ExecutionResult> {
     if (r.next_state === 'FAILED' && (await this.#received(input))) return this.#alreadyReceived(input, r);
+    if (r.next_state === 'COMPLETED') return { ...r, provider_refs: { ...r.provider_refs, ...mintRefs(input) } };
     return r;
   }
 
@@ -122,7 +123,7 @@ export class CctpMintExecutor extends EvmContractCallExecutor<MintInput> {
     return result({
       next_state: 'COMPLETED',
       provider_state: 'already_received',
-      provider_refs: { ...(own?.provider_refs ?? {}), message_nonce: input.decoded.nonce, destination_domain: input.cctp.domain },
+      provider_refs: { ...(own?.provider_refs ?? {}), message_nonce: input.decoded.nonce, destination_domain: input.cctp.domain, ...mintRefs(input) },
       proof: { ...(own?.proof ?? {}), message_nonce: input.decoded.nonce, nonce_used: true },
       error_code: own ? 'CCTP_NONCE_USED' : null,
       error_detail: own ? `this attempt's transaction failed, but message nonce ${input.decoded.nonce} is used: the message was received by another transaction` : null,
@@ -161,6 +162,23 @@ export class CctpMintExecutor extends EvmContractCallExecutor<MintInput> {
   }
 }
 
+/**
+ * What a received burn message mints, from the attested message itself (whoever received it): the
+ * destination's TokenMessengerV2 mints amount - feeExecuted to the recipient and feeExecuted to its
+ * fee recipient, and refuses a fee above the burn's max fee.
+ */
+function mintRefs(input: MintInput): Record<string, unknown> {
+  const b = input.decoded.burn;
+  if (!b) return {};
+  return {
+    mint_recipient: b.mintRecipient,
+    amount_base_units: b.amount.toString(),
+    max_fee_base_units: b.maxFee.toString(),
+    fee_executed_base_units: b.feeExecuted.toString(),
+    amount_received_base_units: (b.amount - b.feeExecuted).toString(),
+  };
+}
+
 /** A successful receipt must carry MessageReceived for this nonce from the transmitter. */
 function receivedCheck(input: MintInput): ReceiptCheck {
   return (receipt: TransactionReceipt, proof: Record<string, unknown>) => {
@@ -170,6 +188,13 @@ function receivedCheck(input: MintInput): ReceiptCheck {
     if (logs.length > 0) {
       proof.message_nonce = input.decoded.nonce;
       proof.message_received_log_index = logs[0]!.logIndex;
+      // The message's recipient is the destination TokenMessengerV2: its MintAndWithdraw says what was minted.
+      const messenger = addressOfWord(input.decoded.recipient);
+      const minted = parseEventLogs({ abi: tokenMessengerAbi, eventName: 'MintAndWithdraw', logs: receipt.logs, strict: true }).find((l) => l.address.toLowerCase() === messenger);
+      if (minted) {
+        proof.amount_minted_base_units = minted.args.amount.toString();
+        proof.fee_collected_base_units = minted.args.feeCollected.toString();
+      }
       return null;
     }
     return result({

@@ -1,5 +1,6 @@
 import { getAddress, isAddress, toFunctionSelector, zeroAddress } from 'viem';
 import type { ConfigFile } from '../../config-file.ts';
+import { maxFeeOf } from '../cctp/fees.ts';
 import { DEPOSIT_FOR_BURN_SIGNATURE, encodeDepositForBurn, RECEIVE_MESSAGE_SIGNATURE } from '../cctp/message.ts';
 import { bindingExtras, bindingKey } from '../registry.ts';
 import type { ExpectedEffect } from '../protocol.ts';
@@ -132,7 +133,8 @@ function derive({ plan, nodeKey, intent, evm }: ExpectedEffectInput): ExpectedEf
 // --- CCTP lane ---
 /**
  * depositForBurn on the chain's TokenMessengerV2 with every argument fixed by the plan: amount,
- * destination domain, mint recipient, burn token, destination caller, max fee, finality. The
+ * destination domain, mint recipient, burn token, destination caller, max fee (max_fee, or
+ * max_fee_bps of the amount rounded up; cctp/fees.ts), finality. The
  * signer compares the whole calldata, so the executor cannot burn more, or for someone else.
  */
 function cctpBurnEffect(config: Record<string, unknown>, intent: Record<string, unknown>, chainId: number, evm: ConfigFile['evm']): ExpectedEffect {
@@ -155,8 +157,10 @@ function cctpBurnEffect(config: Record<string, unknown>, intent: Record<string, 
   const recipient = address(plain(config.mint_recipient ?? destinationOf(intent), 'mint recipient'), 'mint recipient');
   const rawCaller = plain(config.destination_caller, 'config.destination_caller');
   const caller = rawCaller === undefined || rawCaller === null ? zeroAddress : address(rawCaller, 'config.destination_caller');
-  const rawFee = plain(config.max_fee ?? '0', 'config.max_fee');
-  const maxFee = rawFee === '0' || rawFee === 0 ? 0n : BigInt(toBaseUnits(rawFee, decimals));
+  // max_fee or max_fee_bps of the approved amount (ceil), 0 when neither: as the executor computes it.
+  const fee = maxFeeOf({ max_fee: plain(config.max_fee, 'config.max_fee'), max_fee_bps: plain(config.max_fee_bps, 'config.max_fee_bps') }, amount, decimals);
+  if (!fee.ok) unavailable(`config: ${fee.detail}`);
+  const maxFee = fee.ok ? fee.value.maxFee : 0n;
   const threshold = plain(config.min_finality_threshold ?? 2000, 'config.min_finality_threshold');
   if (typeof threshold !== 'number' || !Number.isInteger(threshold)) unavailable('config.min_finality_threshold is not an integer');
   const data = encodeDepositForBurn({
