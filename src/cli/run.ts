@@ -3,7 +3,6 @@ import { ConfigError } from '../config.ts';
 import { isFerryError } from '../errors.ts';
 import { CliError, UsageError, type CliCommand, type CliContext, type CliIO } from './command.ts';
 import { commands as defaultCommands } from './commands.ts';
-import { withCliDatabase } from './database.ts';
 
 /** Exit codes: 0 success, 1 the command failed (or found a problem), 2 bad arguments. */
 export const EXIT_OK = 0;
@@ -118,7 +117,8 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
         return typeof v === 'string' ? v : undefined;
       },
       flag: (name) => values[name] === true,
-      withDatabase: (fn, mode) => withCliDatabase(env, fn, mode),
+      // Loaded by the commands that open the database only (pg, migrations, pg-boss).
+      withDatabase: async (fn, mode) => (await import('./database.ts')).withCliDatabase(env, fn, mode),
     };
     return (await command.run(ctx)) ?? EXIT_OK;
   } catch (err) {

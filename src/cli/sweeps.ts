@@ -1,10 +1,17 @@
-import { findSweep, requestSweepRun, sweepDefinitions, sweepStatuses } from '../actors/sweeps.ts';
 import { loadConfig } from '../config.ts';
 import { FerryError } from '../errors.ts';
 import { CliError, UsageError, type CliCommand } from './command.ts';
-import { withBoss } from './database.ts';
 import { printedJson, printList } from './format.ts';
 import { operatorName } from './operator.ts';
+
+/**
+ * The sweeps and pg-boss, loaded by the commands that use them: every lane's code comes with the
+ * sweep table, and `ferry --help` or an API command should not wait for it.
+ */
+async function loadSweeps() {
+  const [sweeps, database] = await Promise.all([import('../actors/sweeps.ts'), import('./database.ts')]);
+  return { ...sweeps, withBoss: database.withBoss };
+}
 
 const run: CliCommand = {
   path: ['sweeps', 'run'],
@@ -14,6 +21,7 @@ const run: CliCommand = {
   options: { by: { type: 'string' }, json: { type: 'boolean' } },
   async run(ctx) {
     const name = ctx.positionals[0];
+    const { findSweep, requestSweepRun, sweepDefinitions, withBoss } = await loadSweeps();
     try {
       findSweep(name);
     } catch {
@@ -41,6 +49,7 @@ const list: CliCommand = {
   options: { json: { type: 'boolean' } },
   async run(ctx) {
     const config = loadConfig(ctx.env);
+    const { sweepStatuses, withBoss } = await loadSweeps();
     const statuses = await withBoss(ctx, ({ pool }, boss) => sweepStatuses({ pool, boss, config }));
     printList(ctx, statuses, {
       columns: ['SWEEP', 'ENABLED', 'EVERY', 'SCHEDULE', 'LAST RUN', 'OUTCOME', 'MS', 'NEXT DUE'],
