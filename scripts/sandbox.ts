@@ -22,6 +22,7 @@ import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
 import { cctpBridgeTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
 import { sandboxCctp } from './sandbox/cctp.ts';
+import { freshSandboxData } from './sandbox/fresh-data.ts';
 
 const CHAIN_ID = 31337;
 /** anvil's development account 0 (deploys and mints) and 1 (the hot wallet); 2 receives. */
@@ -135,6 +136,10 @@ async function main(): Promise<void> {
   process.on('SIGHUP', () => void stop(0));
 
   try {
+    // New chains every run: with an embedded database, a new Ferry too (see freshSandboxData).
+    if (!process.env.DATABASE_URL && (await freshSandboxData(ctx.dataDir)) === 'reset') {
+      ctx.log(`fresh chains: emptied ${ctx.dataDir}, which held the last run's data`);
+    }
     await sandbox.start();
   } catch (err) {
     console.error((err as Error).message);
