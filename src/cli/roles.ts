@@ -1,5 +1,4 @@
 import { loadConfig } from '../config.ts';
-import { applyStatements, asScript, EMBEDDED_APP_ROLE, setupStatements, urlRole } from '../persistence/roles.ts';
 import { CliError, UsageError, type CliCommand } from './command.ts';
 
 /** The embedded server's bootstrap superuser, which owns and migrates there. */
@@ -11,6 +10,7 @@ const setupRoles: CliCommand = {
   usage: '[--owner-role NAME] [--app-role NAME] [--schema NAME] [--apply]',
   options: { 'owner-role': { type: 'string' }, 'app-role': { type: 'string' }, schema: { type: 'string' }, apply: { type: 'boolean' } },
   async run(ctx) {
+    const { applyStatements, asScript, EMBEDDED_APP_ROLE, setupStatements, urlRole } = await import('../persistence/roles.ts');
     const config = loadConfig(ctx.env);
     const embedded = !config.databaseUrl;
     // Defaults: the owner is FERRY_DATABASE_OWNER_URL's role (else DATABASE_URL's, the role that

@@ -1,5 +1,3 @@
-import { migrate } from '../persistence/migrate.ts';
-import { prepareDatabase } from '../persistence/roles.ts';
 import type { CliCommand } from './command.ts';
 
 
@@ -8,6 +6,7 @@ const migrateCommand: CliCommand = {
   summary: 'apply pending database migrations',
   usage: '',
   async run(ctx) {
+    const [{ migrate }, { prepareDatabase }] = await Promise.all([import('../persistence/migrate.ts'), import('../persistence/roles.ts')]);
     // Over the direct connection: the migrations' advisory lock is session state a pooler would lose.
     // As the owner when there is one (FERRY_DATABASE_OWNER_URL, the embedded superuser), which then
     // grants the application role its rights on what the migrations made (src/persistence/roles.ts).
