@@ -204,15 +204,6 @@ export async function authenticateToken(db: Queryable, token: string): Promise<A
   return { id: row.id, name: row.name, role: row.role, principalId: row.principalId, principalName: row.principalName };
 }
 
-/** The usable token of that name: how queue messages name who asks. */
-export async function activeTokenByName(db: Queryable, name: string): Promise<AuthenticatedToken | null> {
-  const { rows } = await db.query<AuthenticatedToken>(
-    `SELECT ${AUTH_COLUMNS} FROM api_tokens t JOIN principals p ON p.id = t.principal_id WHERE t.name = $1 AND ${USABLE}`,
-    [name],
-  );
-  return rows[0] ?? null;
-}
-
 /** Whether any usable admin token exists; start-up uses it to tell a new operator how to make one. */
 export async function hasAdminToken(db: Queryable): Promise<boolean> {
   const { rows } = await db.query<{ exists: boolean }>(
