@@ -179,8 +179,11 @@ describe('people, not tokens', () => {
 test('migration 0080 gives every existing token a principal of its name, so upgrades keep working', async () => {
   const sql = await readFile(join(migrationsDir, '0080_principals.sql'), 'utf8');
   const [up, down] = sql.split('-- Down Migration');
+  // Tables added after 0080 that point at principals go first and come back after it.
+  const [laterUp, laterDown] = (await readFile(join(migrationsDir, '0190_queue_credentials.sql'), 'utf8')).split('-- Down Migration');
   await withTransaction(db.pool, async (c) => {
     // A database as an older Ferry left it: no principals; tokens named, one name reused after a revoke.
+    await c.query(laterDown!);
     await c.query('DELETE FROM api_tokens');
     await c.query('DELETE FROM principals');
     await c.query(down!);
@@ -191,6 +194,7 @@ test('migration 0080 gives every existing token a principal of its name, so upgr
          ('ivo', 'approver', 'h3', now(), NULL)`,
     );
     await c.query(up!);
+    await c.query(laterUp!);
   });
   const { rows } = await db.pool.query<{ name: string; principal: string; kind: string }>(
     `SELECT t.name, p.name AS principal, p.kind FROM api_tokens t JOIN principals p ON p.id = t.principal_id ORDER BY t.created_at`,
