@@ -139,6 +139,12 @@ const fields = {
   // Template proposals (docs/operations.md, "Template proposals"): the review window (PROPOSED ->
   // EXPIRED), the challenge window after approval (APPROVED -> FINALIZED), and their two sweeps.
   // Windows under 60 s are refused unless FERRY_TEMPLATE_SHORT_WINDOWS=true (development only).
+  // Credential proposals (docs/security.md, "Credentials under four-eyes"): how long a proposed
+  // principal or token waits for a second admin's confirmation before it can only expire.
+  // Queued movement orders (docs/operations.md, "Movement queue"): how long after it was signed an
+  // order may be placed on the queue; older (or more than a minute ahead) is dead-lettered.
+  FERRY_QUEUE_ORDER_MAX_AGE_SECONDS: ['queueOrderMaxAgeSeconds', z.coerce.number().int().min(10).max(86_400).default(300)],
+  FERRY_CREDENTIAL_REVIEW_WINDOW_SECONDS: ['credentialReviewWindowSeconds', z.coerce.number().int().min(60).max(30 * 24 * 3600).default(24 * 3600)],
   FERRY_TEMPLATE_REVIEW_WINDOW_SECONDS: ['templateReviewWindowSeconds', z.coerce.number().int().min(0).default(7 * 24 * 3600)],
   FERRY_TEMPLATE_CHALLENGE_WINDOW_SECONDS: ['templateChallengeWindowSeconds', z.coerce.number().int().min(0).default(3600)],
   FERRY_TEMPLATE_SHORT_WINDOWS: ['templateShortWindows', bool.default(false)],

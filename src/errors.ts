@@ -55,6 +55,13 @@ export const errorStatus = {
   CHALLENGE_WINDOW_OPEN: 409,
   /** Only the proposer withdraws a proposal. */
   NOT_PROPOSER: 403,
+
+  // Queued movement orders (src/actors/movement-queue.ts): never an HTTP answer, the reason of a
+  // dead-lettered order.
+  /** The order is not signed by a usable queue credential of the principal it names. */
+  QUEUE_ORDER_UNAUTHENTICATED: 401,
+  /** The order's issued_at lies outside the replay window around its job's creation. */
+  QUEUE_ORDER_EXPIRED: 401,
 } as const;
 
 export type ErrorCode = keyof typeof errorStatus;

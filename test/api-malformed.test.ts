@@ -84,6 +84,9 @@ const finalizedProposal = (await call('GET', '/v3/template-proposals?template_ke
 const destination = (await call('POST', '/v3/callback-destinations', tokens.operator.token, { name: 'fuzz-target', url: 'http://127.0.0.1:9/cb' })).destination;
 await call('POST', `/v3/callback-destinations/${destination.id}/disable`, tokens.operator.token, {});
 
+// A credential proposal decided already (rejected): confirming or rejecting it again is refused.
+const decidedCredential = (await call('POST', '/v3/principals', tokens.admin.token, { name: 'fuzz-principal' })).proposal;
+await call('POST', `/v3/credential-proposals/${decidedCredential.id}/reject`, tokens.admin.token, {});
 const UNKNOWN = '00000000-0000-4000-8000-000000000000';
 const HASH = `sha256:${'0'.repeat(64)}`;
 
@@ -545,6 +548,10 @@ const fuzzBase: Record<string, BaseRequest> = {
   'POST /v3/tokens': { path: {}, body: { principal: 'nobody-here', role: 'viewer' }, safeTarget: true },
   'GET /v3/tokens': { path: {}, query: { principal: 'admin-m', include_revoked: 'true' } },
   'POST /v3/tokens/{token}/revoke': { path: { token: 'revoked-m' }, body: {}, safeTarget: true },
+  'GET /v3/credential-proposals': { path: {}, query: { state: 'REJECTED', limit: '5' } },
+  'GET /v3/credential-proposals/{id}': { path: { id: decidedCredential.id } },
+  'POST /v3/credential-proposals/{id}/confirm': { path: { id: decidedCredential.id }, body: {}, safeTarget: true },
+  'POST /v3/credential-proposals/{id}/reject': { path: { id: decidedCredential.id }, body: { reason: 'no' }, safeTarget: true },
   'POST /v3/callback-destinations': { path: {}, body: { name: 'fuzz-target', url: 'http://127.0.0.1:9/cb' }, safeTarget: true },
   'GET /v3/callback-destinations': { path: {} },
   'GET /v3/callback-destinations/{id}': { path: { id: destination.id } },

@@ -59,6 +59,10 @@ const expectedOperations = [
   'post /v3/tokens',
   'get /v3/tokens',
   'post /v3/tokens/{token}/revoke',
+  'get /v3/credential-proposals',
+  'get /v3/credential-proposals/{id}',
+  'post /v3/credential-proposals/{id}/confirm',
+  'post /v3/credential-proposals/{id}/reject',
   // Reconciliation drifts and manual-intervention resolutions.
   'get /v3/reconciliation',
   'get /v3/movements/{id}/resolutions',

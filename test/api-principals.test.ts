@@ -20,10 +20,19 @@ import { makeTemplateLive } from './helpers/templates.ts';
 const { db, app } = await appForFile({ FERRY_DATA_DIR: '.ferry/test-api-principals' }, { workers: false });
 
 const admin = await createToken(db.pool, { name: 'root', role: 'admin' });
+// A second admin: principals and tokens for others are made by two (src/services/credential-proposals.ts).
+const admin2 = await createToken(db.pool, { name: 'root2', role: 'admin' });
 const operator = await createToken(db.pool, { name: 'ops', role: 'operator' });
 const viewer = await createToken(db.pool, { name: 'watcher', role: 'viewer' });
 
 const call = (method: string, path: string, token: string, body?: unknown): Promise<Reply> => callApi(app, method, path, token, body);
+
+/** root proposes, root2 confirms: the confirming answer (what was created, a token's secret), or the refusal. */
+async function byTwo(path: string, body: unknown): Promise<Reply> {
+  const proposed = await call('POST', path, admin.token, body);
+  if (proposed.status !== 202) return proposed;
+  return call('POST', `/v3/credential-proposals/${proposed.body.proposal.id}/confirm`, admin2.token);
+}
 
 async function auditEvents(): Promise<any[]> {
   while ((await promoteAuditBatch(db.pool)) > 0);
@@ -40,23 +49,23 @@ await makeTemplateLive(app, db.pool, {
 
 describe('the admin API', () => {
   test('create a principal and its tokens, list them, revoke one, disable the principal; each change is audited by name', async () => {
-    const p = await call('POST', '/v3/principals', admin.token, { name: 'erin', kind: 'person' });
-    expectStatus(p, 201);
+    const p = await byTwo('/v3/principals', { name: 'erin', kind: 'person' });
+    expectStatus(p, 200);
     assert.equal(p.body.principal.name, 'erin');
     assert.equal(p.body.principal.actor, `principal:${p.body.principal.id}`);
     expectStatus(await call('POST', '/v3/principals', admin.token, { name: 'erin' }), 400, 'VALIDATION_FAILED');
     expectStatus(await call('POST', '/v3/principals', admin.token, { name: 'bad name' }), 400, 'VALIDATION_FAILED');
 
     const expiresAt = new Date(Date.now() + 7 * 86_400_000).toISOString();
-    const t = await call('POST', '/v3/tokens', admin.token, { principal: 'erin', role: 'requester', expires_at: expiresAt });
-    expectStatus(t, 201);
+    const t = await byTwo('/v3/tokens', { principal: 'erin', role: 'requester', expires_at: expiresAt });
+    expectStatus(t, 200);
     assert.equal(t.body.token.name, 'erin.requester');
     assert.equal(t.body.token.principal_name, 'erin');
     assert.equal(t.body.token.expires_at, expiresAt);
     assert.match(t.body.secret, /^fy_[A-Za-z0-9_-]{43}$/);
     assert.equal((await authenticateToken(db.pool, t.body.secret))?.principalName, 'erin');
-    const t2 = await call('POST', '/v3/tokens', admin.token, { principal: p.body.principal.id, role: 'viewer', name: 'erin-laptop' });
-    expectStatus(t2, 201);
+    const t2 = await byTwo('/v3/tokens', { principal: p.body.principal.id, role: 'viewer', name: 'erin-laptop' });
+    expectStatus(t2, 200);
 
     expectStatus(await call('POST', '/v3/tokens', admin.token, { principal: 'nobody', role: 'viewer' }), 404, 'NOT_FOUND');
     expectStatus(await call('POST', '/v3/tokens', admin.token, { principal: 'erin', role: 'root' }), 400, 'VALIDATION_FAILED');
@@ -86,12 +95,17 @@ describe('the admin API', () => {
     assert.ok(!listed.body.principals.some((x: any) => x.name === 'erin'));
     assert.ok((await call('GET', '/v3/principals?include_disabled=true', admin.token)).body.principals.some((x: any) => x.name === 'erin'));
 
-    const events = (await auditEvents()).filter((e) => ['principal.create', 'principal.disable', 'token.create', 'token.revoke'].includes(e.action) && e.actor_name === 'root');
-    assert.deepEqual(
-      events.map((e) => `${e.action} ${e.details.name}`),
-      ['principal.create erin', 'token.create erin.requester', 'token.create erin-laptop', 'token.revoke erin-laptop', 'principal.disable erin'],
+    const events = (await auditEvents()).filter(
+      (e) => ['principal.create', 'principal.disable', 'token.create', 'token.revoke'].includes(e.action) && ['root', 'root2'].includes(e.actor_name),
     );
-    for (const e of events) assert.equal(e.actor, `principal:${admin.principal_id}`, 'the actor is the admin principal, its name beside it');
+    assert.deepEqual(
+      events.map((e) => `${e.action} ${e.details.name} ${e.actor_name}`),
+      ['principal.create erin root2', 'token.create erin.requester root2', 'token.create erin-laptop root2', 'token.revoke erin-laptop root', 'principal.disable erin root'],
+      'what two admins made is recorded as the confirmer, the proposer beside it',
+    );
+    const actorOf = { root: `principal:${admin.principal_id}`, root2: `principal:${admin2.principal_id}` } as Record<string, string>;
+    for (const e of events) assert.equal(e.actor, actorOf[e.actor_name], 'the actor is the admin principal, its name beside it');
+    for (const e of events.slice(0, 3)) assert.equal(e.details.proposed_by, `principal:${admin.principal_id}`);
     assert.equal(events[1].entity_id, t.body.token.id);
     assert.equal(events[1].details.expires_at, expiresAt);
     const text = JSON.stringify(events);
@@ -109,8 +123,8 @@ describe('the admin API', () => {
 
 describe('people, not tokens', () => {
   test('API answers and the audit trail name the principal, not the token that was used', async () => {
-    await call('POST', '/v3/principals', admin.token, { name: 'frank' });
-    const laptop = (await call('POST', '/v3/tokens', admin.token, { principal: 'frank', role: 'requester', name: 'frank-laptop' })).body;
+    await byTwo('/v3/principals', { name: 'frank' });
+    const laptop = (await byTwo('/v3/tokens', { principal: 'frank', role: 'requester', name: 'frank-laptop' })).body;
     const m = await call('POST', '/v3/movements', laptop.secret, { template_key: 'pair', intent: { n: 1 } });
     expectStatus(m, 201);
     assert.equal(m.body.movement.created_by, `principal:${laptop.token.principal_id}`);
@@ -122,9 +136,9 @@ describe('people, not tokens', () => {
   });
 
   test("an Idempotency-Key is the principal's: a retry through another of its tokens returns the first movement", async () => {
-    await call('POST', '/v3/principals', admin.token, { name: 'hal', kind: 'service' });
-    const a = (await call('POST', '/v3/tokens', admin.token, { principal: 'hal', role: 'requester', name: 'hal-a' })).body;
-    const b = (await call('POST', '/v3/tokens', admin.token, { principal: 'hal', role: 'requester', name: 'hal-b' })).body;
+    await byTwo('/v3/principals', { name: 'hal', kind: 'service' });
+    const a = (await byTwo('/v3/tokens', { principal: 'hal', role: 'requester', name: 'hal-a' })).body;
+    const b = (await byTwo('/v3/tokens', { principal: 'hal', role: 'requester', name: 'hal-b' })).body;
     const body = { template_key: 'pair', intent: { n: 3 } };
     const first = await callApi(app, 'POST', '/v3/movements', a.secret, body, { 'idempotency-key': 'hal-1' });
     expectStatus(first, 201);
@@ -136,9 +150,9 @@ describe('people, not tokens', () => {
   });
 
   test('a row from before principals (token:<id>) shows its principal and still counts as that principal', async () => {
-    await call('POST', '/v3/principals', admin.token, { name: 'gail' });
-    const asRequester = (await call('POST', '/v3/tokens', admin.token, { principal: 'gail', role: 'requester' })).body;
-    const asApprover = (await call('POST', '/v3/tokens', admin.token, { principal: 'gail', role: 'approver' })).body;
+    await byTwo('/v3/principals', { name: 'gail' });
+    const asRequester = (await byTwo('/v3/tokens', { principal: 'gail', role: 'requester' })).body;
+    const asApprover = (await byTwo('/v3/tokens', { principal: 'gail', role: 'approver' })).body;
     const m = (await call('POST', '/v3/movements', asRequester.secret, { template_key: 'pair', intent: { n: 2 } })).body.movement;
     // Backdate the row to how an older Ferry recorded it: the token, not the principal.
     await db.pool.query('UPDATE movement_requests SET created_by = $2 WHERE id = $1', [m.id, `token:${asRequester.token.id}`]);
@@ -165,8 +179,11 @@ describe('people, not tokens', () => {
 test('migration 0080 gives every existing token a principal of its name, so upgrades keep working', async () => {
   const sql = await readFile(join(migrationsDir, '0080_principals.sql'), 'utf8');
   const [up, down] = sql.split('-- Down Migration');
+  // Tables added after 0080 that point at principals go first and come back after it.
+  const [laterUp, laterDown] = (await readFile(join(migrationsDir, '0190_queue_credentials.sql'), 'utf8')).split('-- Down Migration');
   await withTransaction(db.pool, async (c) => {
     // A database as an older Ferry left it: no principals; tokens named, one name reused after a revoke.
+    await c.query(laterDown!);
     await c.query('DELETE FROM api_tokens');
     await c.query('DELETE FROM principals');
     await c.query(down!);
@@ -177,6 +194,7 @@ test('migration 0080 gives every existing token a principal of its name, so upgr
          ('ivo', 'approver', 'h3', now(), NULL)`,
     );
     await c.query(up!);
+    await c.query(laterUp!);
   });
   const { rows } = await db.pool.query<{ name: string; principal: string; kind: string }>(
     `SELECT t.name, p.name AS principal, p.kind FROM api_tokens t JOIN principals p ON p.id = t.principal_id ORDER BY t.created_at`,

@@ -83,8 +83,8 @@ test('revoking by name or id stops authentication; unknown or already revoked is
   await assert.rejects(revokeToken(pool, byId.id), NotFoundError);
   await assert.rejects(revokeToken(pool, 'nobody'), NotFoundError);
   await assert.rejects(revokeToken(pool, '00000000-0000-4000-8000-000000000000'), NotFoundError);
-  // A revoked name can be given to a new token.
-  const again = await createToken(pool, { name: 'dave', role: 'viewer' });
+  // A revoked name can be given to a new token (of the principal named, never landed on by the bare name).
+  const again = await createToken(pool, { name: 'dave', role: 'viewer', principal: 'dave' });
   assert.equal((await authenticateToken(pool, again.token))?.role, 'viewer');
 });
 
@@ -97,7 +97,9 @@ test('bad names, unknown roles and duplicate active names are refused with VALID
   await refused(createToken(pool, { name: 'x'.repeat(65), role: 'viewer' }), 'name');
   await refused(createToken(pool, { name: '11111111-2222-4333-8444-555555555555', role: 'viewer' }), 'name');
   await createToken(pool, { name: 'grace', role: 'viewer' });
-  await refused(createToken(pool, { name: 'grace', role: 'admin' }), 'name');
+  await refused(createToken(pool, { name: 'grace', role: 'admin', principal: 'grace' }), 'name');
+  // A bare name that is a principal's is refused rather than landing on that principal.
+  await refused(createToken(pool, { name: 'grace', role: 'admin' }), 'principal');
   const { rows } = await pool.query(`SELECT count(*)::int AS n FROM api_tokens WHERE name IN ('frank', 'grace')`);
   assert.equal(rows[0].n, 1, 'nothing half-written');
 });

@@ -8,7 +8,8 @@ import { writeAudit } from '../src/persistence/audit.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
 import { dropDatabase, withDatabase } from '../scripts/lib/test-databases.ts';
-import { authenticateToken } from '../src/persistence/tokens.ts';
+import { authenticateToken, createToken } from '../src/persistence/tokens.ts';
+import { proposePrincipal } from '../src/services/credential-proposals.ts';
 import { testDatabase } from './helpers/db.ts';
 import { runCliProcess, startCliProcess, type CliRun } from './helpers/cli.ts';
 import { freePort } from './helpers/net.ts';
@@ -165,6 +166,27 @@ test('tokens create by name alone still works (the principal of that name is mad
     [r.id, r.principal_id],
   );
   assert.deepEqual(rows.map((x) => `${x.actor} ${x.action}`), ['cli:ops-ann principal.create', 'cli:ops-ann token.create']);
+  // A bare name that is a principal's never lands on it: the principal must be named.
+  const landed = await ferry(['tokens', 'create', '--name', 'dora', '--role', 'approver']);
+  assert.equal(landed.code, 2, landed.stderr);
+  assert.match(landed.stderr, /a principal named dora exists/);
+  assert.equal((await pool.query(`SELECT count(*)::int AS n FROM api_tokens t JOIN principals p ON p.id = t.principal_id WHERE p.name = 'dora'`)).rows[0].n, 1);
+});
+
+test('credentials confirm: the CLI (database access) is the second person for an admin proposal', async () => {
+  // What a lone admin proposed through the API (POST /v3/principals answers 202 with this proposal).
+  const solo = await createToken(pool, { name: 'solo-admin', role: 'admin' });
+  const proposal = await proposePrincipal({ pool, config: { credentialReviewWindowSeconds: 3600 } }, { name: 'eve', kind: 'person' }, `principal:${solo.principal_id}`);
+  const listed = await ferry(['credentials', 'list']);
+  assert.match(listed.stdout, new RegExp(`${proposal!.id}\\s+PROPOSED\\s+principal eve \\(person\\)`));
+  const ok = await ferry(['credentials', 'confirm', proposal!.id, '--by', 'ops-ann']);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /created principal "eve"/);
+  const again = await ferry(['credentials', 'confirm', proposal!.id]);
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /CONFIRMED/);
+  const { rows } = await pool.query(`SELECT actor FROM audit_outbox WHERE action = 'principal.create' AND details->>'name' = 'eve'`);
+  assert.deepEqual(rows.map((r) => r.actor), ['cli:ops-ann']);
 });
 
 test('bad arguments exit 2 with a usage message and no stack trace', async () => {

@@ -30,6 +30,22 @@ import {
   type ProposalEvent,
 } from '../src/machines/template-proposal-machine.ts';
 import { getProposal, proposalTransitions } from '../src/persistence/template-proposals.ts';
+import {
+  confirmCredentialProposal,
+  credentialContextFromRow,
+  expireCredentialProposal,
+  proposePrincipal,
+  rejectCredentialProposal,
+  replayCredentialProposal,
+} from '../src/services/credential-proposals.ts';
+import {
+  credentialProposalMachine,
+  credentialProposalRules,
+  credentialRefusalOf,
+  initialCredentialProposalContext,
+  type CredentialProposalEvent,
+} from '../src/machines/credential-proposal-machine.ts';
+import { credentialProposalTransitions, getCredentialProposal } from '../src/persistence/credential-proposals.ts';
 import { callbackContextFromRow, recordAttemptOutcome, recordStrandedRequeues, redriveCallback } from '../src/callbacks/lifecycle.ts';
 import { callbackMachine, initialCallbackContext, type CallbackEvent } from '../src/machines/callback-delivery-machine.ts';
 import { claimCallback, getCallback, insertCallback } from '../src/persistence/callbacks.ts';
@@ -333,6 +349,63 @@ for (const system of proposalInputs) {
   });
 }
 
+// --- The credential proposal machine: generated paths replayed through its service on real Postgres.
+
+const K_T0 = Date.parse('2034-06-01T00:00:00.000Z');
+const K_REVIEW_S = 3600;
+const kAt = (ms: number) => new Date(K_T0 + ms).toISOString();
+const credentialEvents = (): CredentialProposalEvent[] => [
+  { type: 'CONFIRM', by: 'principal:confirmer', at: kAt(1000) },
+  { type: 'CONFIRM', by: 'principal:proposer', at: kAt(1000) },
+  { type: 'CONFIRM', by: 'principal:confirmer', at: kAt(K_REVIEW_S * 1000) },
+  { type: 'REJECT', by: 'principal:proposer', at: kAt(2000), reason: 'withdrawn' },
+  { type: 'REJECT', by: 'principal:confirmer', at: kAt(2000), reason: null },
+  { type: 'EXPIRE', at: kAt(K_REVIEW_S * 1000 - 1) },
+  { type: 'EXPIRE', at: kAt(K_REVIEW_S * 1000) },
+];
+const credentialPaths = coveringPaths(credentialProposalMachine, {
+  input: initialCredentialProposalContext({ proposedBy: 'principal:proposer', reviewExpiresAt: kAt(K_REVIEW_S * 1000) }),
+  events: credentialEvents as (s: unknown) => EventObject[],
+  serializeState: (s) => String(s.value),
+});
+const credentialConfig = { credentialReviewWindowSeconds: K_REVIEW_S };
+
+describe('credential proposal machine: generated paths', () => {
+  for (const path of credentialPaths) {
+    test(path.name, async () => {
+      const name = `gen-principal-${counter++}`;
+      const at = (e: { at: string }) => ({ pool: db.pool, config: credentialConfig, now: () => new Date(e.at) });
+      const id = (await proposePrincipal({ pool: db.pool, config: credentialConfig, now: () => new Date(K_T0) }, { name, kind: 'person' }, 'principal:proposer')).id;
+      for (const step of path.steps) {
+        const e = step.event as CredentialProposalEvent;
+        if (e.type === 'CONFIRM') await confirmCredentialProposal(at(e), id, e.by);
+        else if (e.type === 'REJECT') await rejectCredentialProposal(at(e), id, e.by, e.reason);
+        else await expireCredentialProposal(at(e), id);
+        const row = (await getCredentialProposal(db.pool, id))!;
+        assert.equal(row.proposal_state, step.to.value, `after ${e.type}`);
+        assert.deepEqual(credentialContextFromRow(row), step.to.context, `context after ${e.type}`);
+      }
+      const last = path.steps.at(-1)!.to;
+      const log = await credentialProposalTransitions(db.pool, id);
+      assert.deepEqual(log.map((t) => t.seq), log.map((_, i) => i), 'transition log has no gap or duplicate');
+      const replay = replayCredentialProposal(log);
+      assert.ok(replay.ok, JSON.stringify(replay));
+      assert.deepEqual(replay.ok && replay.context, last.context, 'the log replays to the stored context');
+      const made = await db.pool.query('SELECT count(*)::int AS n FROM principals WHERE name = $1', [name]);
+      assert.equal(made.rows[0].n, last.value === 'CONFIRMED' ? 1 : 0, 'the principal exists exactly when CONFIRMED');
+    });
+  }
+});
+
+test('credentialRefusalOf names the same rules as the credential proposal machine guards', () => {
+  for (const t of definedTransitions(credentialProposalMachine)) {
+    const ctx = initialCredentialProposalContext({ proposedBy: 'p', reviewExpiresAt: kAt(1000) });
+    const rules = (t.guard ?? '').replace(/^and\(|\)$/g, '').split(', ').filter(Boolean);
+    for (const rule of rules) assert.ok(rule in credentialProposalRules, `${transitionKey(t)}: ${rule} is a rule`);
+    assert.notEqual(credentialRefusalOf(t.from as any, ctx, { type: t.event, at: kAt(0), by: 'x', reason: null } as any), 'state', `${transitionKey(t)} is taken in ${t.from}`);
+  }
+});
+
 // --- The callback delivery machine: generated paths replayed through the callback lifecycle service
 // (src/callbacks/lifecycle.ts, what the delivery worker, the redrive and the stranded sweep call) on
 // real Postgres. Callback rows keep no transition log; the row is compared after every step.
@@ -457,7 +530,7 @@ test('refusalOf names the same rules as the proposal machine guards', () => {
   }
 });
 
-test('generated paths take every transition of both machines', () => {
+test('generated paths take every transition of every machine', () => {
   const check = (machine: Parameters<typeof definedTransitions>[0], paths: ModelPath[]) => {
     const walked = walkedTransitions(paths);
     const missing = definedTransitions(machine).map(transitionKey).filter((k) => !walked.has(k));
@@ -466,6 +539,7 @@ test('generated paths take every transition of both machines', () => {
   check(nodeMachine, [...nodePaths.values()].flat());
   check(movementMachine, [...movementPaths.values()].flat());
   check(proposalMachine, [...proposalPaths.values()].flat());
+  check(credentialProposalMachine, credentialPaths);
   check(callbackMachine, [...callbackPaths.values()].flat());
 });
 

@@ -1,6 +1,7 @@
 import { auditCommands } from './audit.ts';
 import { balanceCommands } from './balances.ts';
 import { callbackDestinationCommands } from './callback-destinations.ts';
+import { credentialCommands } from './credentials.ts';
 import { hostCommands } from './hosts.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
@@ -22,6 +23,7 @@ export const commands: CliCommand[] = [
   ...systemCommands,
   ...principalCommands,
   ...tokenCommands,
+  ...credentialCommands,
   ...auditCommands,
   ...templateCommands,
   ...movementCommands,

@@ -73,6 +73,20 @@ export interface CreateTokenInput {
   expiresAt?: Date | null;
 }
 
+/** A token named like an existing principal without naming a principal: refused, never landed on it. */
+export function bareNameTaken(name: string): ValidationError {
+  return new ValidationError(
+    `a principal named ${name} exists; a token without a principal makes a new one, so name the principal to give ${name} a token`,
+    { field: 'principal', principal: name },
+  );
+}
+
+/** Whether an active (not revoked) token has this name: names are unique among them. */
+export async function activeTokenNameTaken(db: Queryable, name: string): Promise<boolean> {
+  const { rows } = await db.query('SELECT 1 FROM api_tokens WHERE name = $1 AND revoked_at IS NULL', [name]);
+  return rows.length > 0;
+}
+
 /**
  * Inserts a token. Call it inside a transaction when a principal may be created with it (the
  * service in src/services/principals.ts does, and writes the audit event beside it).
@@ -93,6 +107,9 @@ export async function createToken(client: Queryable, input: CreateTokenInput): P
   let principalCreated = false;
   if (input.principal === undefined) {
     ({ principal, created: principalCreated } = await ensurePrincipal(client, input.name));
+    // A bare name makes a new principal, never a credential of an existing one: whoever gives a token
+    // to someone who exists must say so (`principal`), where it is checked and audited as such.
+    if (!principalCreated) throw bareNameTaken(input.name);
   } else {
     const found = await findPrincipal(client, input.principal);
     if (!found) throw new NotFoundError('principal', input.principal);
@@ -185,15 +202,6 @@ export async function authenticateToken(db: Queryable, token: string): Promise<A
     );
   }
   return { id: row.id, name: row.name, role: row.role, principalId: row.principalId, principalName: row.principalName };
-}
-
-/** The usable token of that name: how queue messages name who asks. */
-export async function activeTokenByName(db: Queryable, name: string): Promise<AuthenticatedToken | null> {
-  const { rows } = await db.query<AuthenticatedToken>(
-    `SELECT ${AUTH_COLUMNS} FROM api_tokens t JOIN principals p ON p.id = t.principal_id WHERE t.name = $1 AND ${USABLE}`,
-    [name],
-  );
-  return rows[0] ?? null;
 }
 
 /** Whether any usable admin token exists; start-up uses it to tell a new operator how to make one. */

@@ -46,4 +46,13 @@ export function can(role: Role, permission: Permission): boolean {
   return grants[role]?.includes(permission) ?? false;
 }
 
+/**
+ * Whether a token of this role can decide for others: approve a movement or a template proposal, or
+ * administer who may act. Through the API, such a token is issued only by two admins (one proposes,
+ * another confirms: src/services/credential-proposals.ts), even to oneself.
+ */
+export function roleDecides(role: Role): boolean {
+  return can(role, 'movement.approve') || can(role, 'template.approve') || can(role, 'token.admin');
+}
+
 export { roles, type Role };

@@ -1,14 +1,25 @@
 import { NotFoundError, ValidationError } from '../errors.ts';
 import { writeAudit } from '../persistence/audit.ts';
-import { withTransaction, type Pool } from '../persistence/db.ts';
+import { withTransaction, type Client, type Pool, type Queryable } from '../persistence/db.ts';
 import {
+  assertName,
   insertPrincipal,
   markPrincipalDisabled,
   findPrincipal,
   selectPrincipals,
   type PrincipalInfo,
 } from '../persistence/principals.ts';
-import { createToken, listTokens, revokeToken, type CreatedToken, type TokenInfo } from '../persistence/tokens.ts';
+import {
+  activeTokenNameTaken,
+  bareNameTaken,
+  createToken,
+  isRole,
+  listTokens,
+  revokeToken,
+  roles,
+  type CreatedToken,
+  type TokenInfo,
+} from '../persistence/tokens.ts';
 
 /**
  * Principals and their tokens: the one home for every change to who may act. The API
@@ -35,14 +46,14 @@ export function parseDuration(text: string, field = 'expires_in'): number {
   return ms;
 }
 
-function assertFutureExpiry(expiresAt: Date | null | undefined): void {
+export function assertFutureExpiry(expiresAt: Date | null | undefined): void {
   if (expiresAt == null) return;
   if (!Number.isFinite(expiresAt.getTime())) throw new ValidationError('expires_at must be a valid time', { field: 'expires_at' });
   if (expiresAt.getTime() <= Date.now()) throw new ValidationError('expires_at must be in the future', { field: 'expires_at' });
   if (expiresAt.getTime() > Date.now() + MAX_EXPIRY_MS) throw new ValidationError('expires_at must be at most 10 years ahead', { field: 'expires_at' });
 }
 
-function principalDetails(p: PrincipalInfo) {
+export function principalDetails(p: PrincipalInfo) {
   return { name: p.name, kind: p.kind };
 }
 
@@ -56,12 +67,27 @@ function tokenDetails(t: TokenInfo) {
   };
 }
 
+/**
+ * Creates a principal and its audit event inside the caller's transaction; `extra` joins the audit
+ * details (a confirmed credential proposal names itself and its proposer there).
+ */
+export async function insertPrincipalAudited(
+  client: Client,
+  input: { name: string; kind: string },
+  actor: string,
+  extra: Record<string, unknown> = {},
+): Promise<PrincipalInfo> {
+  const principal = await insertPrincipal(client, input);
+  await writeAudit(client, { actor, action: 'principal.create', entity_type: 'principal', entity_id: principal.id, details: { ...principalDetails(principal), ...extra } });
+  return principal;
+}
+
+/**
+ * Creates a principal directly. Only the CLI calls this (database access is the root of trust); the
+ * API proposes it instead (src/services/credential-proposals.ts), for a second admin to confirm.
+ */
 export async function createPrincipal(pool: Pool, input: { name: string; kind: string }, actor: string): Promise<PrincipalInfo> {
-  return withTransaction(pool, async (client) => {
-    const principal = await insertPrincipal(client, input);
-    await writeAudit(client, { actor, action: 'principal.create', entity_type: 'principal', entity_id: principal.id, details: principalDetails(principal) });
-    return principal;
-  });
+  return withTransaction(pool, (client) => insertPrincipalAudited(client, input, actor));
 }
 
 /** Disables a principal (by id or name): each of its tokens is refused from then on, exactly as a revoked one. */
@@ -90,29 +116,77 @@ export interface CreateApiTokenInput {
   expiresAt?: Date | null;
 }
 
-/** Creates a token; the result carries the secret, which nothing else ever shows again. */
-export async function createApiToken(pool: Pool, input: CreateApiTokenInput, actor: string): Promise<CreatedToken & { principal_created: boolean }> {
+/** What a token request resolves to before anything is written: its principal (if named) and its name. */
+export interface ResolvedTokenInput {
+  principal: PrincipalInfo | null;
+  name: string;
+  role: string;
+  expiresAt: Date | null;
+}
+
+/**
+ * Checks a token request and resolves its principal and name: the principal must exist and not be
+ * disabled; without one, the name must not be a principal's (a bare name never lands on someone
+ * who exists); the role is known; the name is free among active tokens; the expiry is ahead.
+ */
+export async function resolveTokenInput(db: Queryable, input: CreateApiTokenInput): Promise<ResolvedTokenInput> {
   assertFutureExpiry(input.expiresAt);
+  if (!isRole(input.role)) {
+    throw new ValidationError(`unknown role ${JSON.stringify(input.role)}; expected one of ${roles.join(', ')}`, { field: 'role', allowed: [...roles] });
+  }
+  let principal: PrincipalInfo | null = null;
+  if (input.principal !== undefined) {
+    principal = await findPrincipal(db, input.principal);
+    if (!principal) throw new NotFoundError('principal', input.principal);
+    if (principal.disabled_at) throw new ValidationError(`principal ${principal.name} is disabled; it cannot be given tokens`, { field: 'principal' });
+  }
+  const name = input.name ?? (principal ? `${principal.name}.${input.role}` : undefined);
+  if (name === undefined) throw new ValidationError('a token needs a name or a principal', { field: 'name' });
+  assertName('token', name);
+  if (!principal) {
+    assertName('principal', name);
+    if (await findPrincipal(db, name)) throw bareNameTaken(name);
+  }
+  if (await activeTokenNameTaken(db, name)) {
+    throw new ValidationError(`an active token named ${name} already exists; revoke it or pick another name`, { field: 'name' });
+  }
+  return { principal, name, role: input.role, expiresAt: input.expiresAt ?? null };
+}
+
+/**
+ * Creates a token and its audit events inside the caller's transaction (a principal created with a
+ * bare name gets its own). `extra` joins the audit details.
+ */
+export async function insertTokenAudited(
+  client: Client,
+  input: { principal?: string; name: string; role: string; expiresAt: Date | null },
+  actor: string,
+  extra: Record<string, unknown> = {},
+): Promise<CreatedToken & { principal_created: boolean }> {
+  assertFutureExpiry(input.expiresAt);
+  const created = await createToken(client, input);
+  if (created.principal_created) {
+    await writeAudit(client, {
+      actor,
+      action: 'principal.create',
+      entity_type: 'principal',
+      entity_id: created.principal_id,
+      details: { name: created.principal_name, kind: 'person', with_token: created.name, ...extra },
+    });
+  }
+  await writeAudit(client, { actor, action: 'token.create', entity_type: 'token', entity_id: created.id, details: { ...tokenDetails(created), ...extra } });
+  return created;
+}
+
+/**
+ * Creates a token directly; the result carries the secret, which nothing else ever shows again. The
+ * CLI calls this (database access is the root of trust), and the API for what one admin may do
+ * alone: a token of its own principal whose role decides nothing (src/services/credential-proposals.ts).
+ */
+export async function createApiToken(pool: Pool, input: CreateApiTokenInput, actor: string): Promise<CreatedToken & { principal_created: boolean }> {
   return withTransaction(pool, async (client) => {
-    let name = input.name;
-    if (input.principal !== undefined) {
-      const principal = await findPrincipal(client, input.principal);
-      if (!principal) throw new NotFoundError('principal', input.principal);
-      name ??= `${principal.name}.${input.role}`;
-    }
-    if (name === undefined) throw new ValidationError('a token needs a name or a principal', { field: 'name' });
-    const created = await createToken(client, { name, role: input.role, principal: input.principal, expiresAt: input.expiresAt ?? null });
-    if (created.principal_created) {
-      await writeAudit(client, {
-        actor,
-        action: 'principal.create',
-        entity_type: 'principal',
-        entity_id: created.principal_id,
-        details: { name: created.principal_name, kind: 'person', with_token: created.name },
-      });
-    }
-    await writeAudit(client, { actor, action: 'token.create', entity_type: 'token', entity_id: created.id, details: tokenDetails(created) });
-    return created;
+    const r = await resolveTokenInput(client, input);
+    return insertTokenAudited(client, { principal: r.principal?.id, name: r.name, role: r.role, expiresAt: r.expiresAt }, actor);
   });
 }
 

@@ -3,6 +3,7 @@ import { auditRoutes } from './audit.ts';
 import { balanceRoutes } from './balances.ts';
 import { callbackRoutes } from './callbacks.ts';
 import { callbackDestinationRoutes } from './callback-destinations.ts';
+import { credentialProposalRoutes } from './credential-proposals.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
 import { principalRoutes } from './principals.ts';
@@ -36,6 +37,7 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', templateProposalRoutes(ctx));
   // Principals and tokens (token.admin).
   app.route('/', principalRoutes(ctx));
+  app.route('/', credentialProposalRoutes(ctx));
   // Reconciliation drifts and manual-intervention resolutions.
   app.route('/', operationsRoutes(ctx));
   return app;

@@ -1,9 +1,13 @@
 import { principalActor, type PrincipalInfo } from '../../persistence/principals.ts';
 import type { TokenInfo } from '../../persistence/tokens.ts';
-import { createApiToken, createPrincipal, disablePrincipal, listApiTokens, listPrincipals, revokeApiToken } from '../../services/principals.ts';
+import { proposePrincipal, requestToken } from '../../services/credential-proposals.ts';
+import { disablePrincipal, listApiTokens, listPrincipals, revokeApiToken } from '../../services/principals.ts';
+import { actorNames } from '../actor-names.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
+import { credentialProposalView, proposalActors } from './credential-proposals.ts';
 import {
   CreatePrincipalBody,
+  CredentialProposalResultSchema,
   CreateTokenBody,
   CreatedTokenSchema,
   PrincipalListQuery,
@@ -21,9 +25,12 @@ import {
 import { apiRoute, readRoute } from './route.ts';
 
 /**
- * Who may act: principals and their tokens, for admins (token.admin). Every change goes through the
- * service in src/services/principals.ts, which writes the audit event in the same transaction. A
- * token's secret appears once, in the answer that creates it.
+ * Who may act: principals and their tokens, for admins (token.admin). Every change goes through a
+ * service, which writes the audit event in the same transaction. Creating a principal, a token for
+ * someone else, or a token of a role that approves or administers is proposed (202) for a second
+ * admin to confirm (/v3/credential-proposals, src/services/credential-proposals.ts); a token of
+ * one's own that decides nothing is made at once (201). A token's secret appears once, in the
+ * answer that creates it.
  */
 
 const tags = ['Principals'];
@@ -32,10 +39,10 @@ const createPrincipalRoute = apiRoute({
   method: 'post',
   path: '/principals',
   tags,
-  summary: 'Create a principal: a person or a service that holds tokens (audited)',
+  summary: 'Propose a principal (a person or a service that holds tokens); a second admin confirms it (audited)',
   permission: 'token.admin',
   request: { body: jsonBody(CreatePrincipalBody) },
-  responses: { 201: jsonResponse(PrincipalResultSchema, 'The new principal') },
+  responses: { 202: jsonResponse(CredentialProposalResultSchema, 'The proposal; the principal exists once another admin confirms it') },
 });
 
 const listPrincipalsRoute = readRoute({
@@ -62,10 +69,14 @@ const createTokenRoute = apiRoute({
   method: 'post',
   path: '/tokens',
   tags,
-  summary: 'Create a token of a principal; its secret is in this answer only (audited)',
+  summary: "Create a token of one's own principal whose role decides nothing (201), or propose any other token for a second admin (202) (audited)",
   permission: 'token.admin',
   request: { body: jsonBody(CreateTokenBody) },
-  responses: { 201: jsonResponse(CreatedTokenSchema, 'The token and, once, its secret'), ...notFound },
+  responses: {
+    201: jsonResponse(CreatedTokenSchema, 'The token and, once, its secret'),
+    202: jsonResponse(CredentialProposalResultSchema, 'The proposal; the token is made, and its secret shown, when another admin confirms it'),
+    ...notFound,
+  },
 });
 
 const listTokensRoute = readRoute({
@@ -89,7 +100,7 @@ const revokeTokenRoute = apiRoute({
   responses: { 200: jsonResponse(TokenResultSchema, 'The revoked token'), ...notFound },
 });
 
-function principalView(p: PrincipalInfo) {
+export function principalView(p: PrincipalInfo) {
   return {
     id: p.id,
     name: p.name,
@@ -100,7 +111,7 @@ function principalView(p: PrincipalInfo) {
   };
 }
 
-function tokenView(t: TokenInfo) {
+export function tokenView(t: TokenInfo) {
   return {
     id: t.id,
     name: t.name,
@@ -117,9 +128,14 @@ function tokenView(t: TokenInfo) {
 export function principalRoutes(ctx: V3Context) {
   const app = resourceApp();
 
+  const deps = () => ({ pool: ctx.pool, config: ctx.config });
+  const proposed = async (p: Parameters<typeof credentialProposalView>[0]) => ({
+    proposal: credentialProposalView(p, await actorNames(ctx.pool, proposalActors(p))),
+  });
+
   app.openapi(createPrincipalRoute, async (c) => {
-    const principal = await createPrincipal(ctx.pool, c.req.valid('json'), actorOf(c));
-    return c.json({ principal: principalView(principal) }, 201);
+    const proposal = await proposePrincipal(deps(), c.req.valid('json'), actorOf(c));
+    return c.json(await proposed(proposal), 202);
   });
 
   app.openapi(listPrincipalsRoute, async (c) => {
@@ -135,12 +151,13 @@ export function principalRoutes(ctx: V3Context) {
 
   app.openapi(createTokenRoute, async (c) => {
     const body = c.req.valid('json');
-    const created = await createApiToken(
-      ctx.pool,
+    const r = await requestToken(
+      deps(),
       { principal: body.principal, role: body.role, name: body.name, expiresAt: body.expires_at === undefined ? null : new Date(body.expires_at) },
-      actorOf(c),
+      { actor: actorOf(c), principalId: c.get('principal').principalId },
     );
-    return c.json({ token: tokenView(created), secret: created.token }, 201);
+    if (r.outcome === 'proposed') return c.json(await proposed(r.proposal), 202);
+    return c.json({ token: tokenView(r.token), secret: r.token.token }, 201);
   });
 
   app.openapi(listTokensRoute, async (c) => {

@@ -668,6 +668,58 @@ export const CreatedTokenSchema = z
   })
   .openapi('CreatedToken');
 export const TokenListSchema = z.object({ tokens: z.array(TokenSchema) }).openapi('TokenList');
+
+// Credential proposals (/v3/credential-proposals; token.admin): principals and tokens two admins make.
+
+export const credentialProposalStateList = ['PROPOSED', 'CONFIRMED', 'REJECTED', 'EXPIRED'] as const;
+export const CredentialProposalIdParams = z.object({ id: idParam('id', 'Credential proposal id') });
+export const CredentialProposalListQuery = z.object({
+  state: z.enum(credentialProposalStateList).optional(),
+  limit: pageLimit(200, 50),
+});
+export const RejectCredentialBody = z
+  .strictObject({ reason: z.string().trim().min(1).max(2000).optional() })
+  .openapi('RejectCredentialProposalRequest');
+
+export const CredentialProposalSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    operation: z.enum(['principal.create', 'token.create']),
+    subject: z.string().openapi({ description: 'The principal the change is about (its name)' }),
+    request: z
+      .object({
+        name: z.string(),
+        kind: z.string().optional(),
+        principal: z.string().optional().openapi({ description: 'The principal id a token is for; absent: a new principal of the token name' }),
+        role: z.string().optional(),
+        expires_at: nullableTime.optional(),
+      })
+      .openapi({ description: 'What confirmation creates; never a secret' }),
+    state: z.enum(credentialProposalStateList),
+    proposed_by: z.string(),
+    proposed_by_name: z.string(),
+    review_expires_at: isoTime,
+    decided_by: z.string().nullable(),
+    decided_by_name: z.string().nullable(),
+    decided_at: nullableTime,
+    reason: z.string().nullable(),
+    result_id: z.string().nullable().openapi({ description: 'The principal or token the confirmation created' }),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .openapi('CredentialProposal');
+export const CredentialProposalResultSchema = z
+  .object({ proposal: CredentialProposalSchema })
+  .openapi('CredentialProposalResult', { description: 'A change that waits for a second admin to confirm it' });
+export const CredentialProposalListSchema = z.object({ proposals: z.array(CredentialProposalSchema) }).openapi('CredentialProposalList');
+export const CredentialConfirmedSchema = z
+  .object({
+    proposal: CredentialProposalSchema,
+    principal: PrincipalSchema.optional(),
+    token: TokenSchema.optional(),
+    secret: z.string().optional().openapi({ description: "A confirmed token's bearer secret: in this answer only, to hand to its principal" }),
+  })
+  .openapi('CredentialProposalConfirmed');
 // Callback destinations (/v3/callback-destinations)
 
 export const DestinationRefParams = z.object({
