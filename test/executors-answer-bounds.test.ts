@@ -4,6 +4,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { dispatchUntilIdle } from './helpers/runtime.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
+import { classifyCexError } from '../src/executors/cex/errors.ts';
 import { FatalMovementError } from '../src/executors/errors.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import { boundText, ExecutionResultSchema, parseExecutionResult, RESULT_BOUNDS } from '../src/executors/protocol.ts';
@@ -171,6 +172,16 @@ describe('the bounds of a result, wherever the executor runs', () => {
     replies['POST /observe'] = { status: 200, body: { next_state: 'OBSERVING', artifacts: Array.from({ length: 10_000 }, () => ({ artifact_type: 1 })) } };
     await assert.rejects(p.observe(ctx), (e: unknown) => e instanceof FatalMovementError && e.code === 'REMOTE_EXECUTOR_INVALID_RESPONSE' && e.message.length < 4_000);
     await p.close();
+  });
+});
+
+describe('exchange errors', () => {
+  test("a node's exchange error keeps the endpoint, not the account's base_url or the signed query", () => {
+    const baseUrl = 'https://proxy.internal.example:8443/binance-prod-7f3a';
+    const err = new Error(`binance POST ${baseUrl}/sapi/v1/capital/withdraw/apply?coin=ETH&amount=5&timestamp=1&signature=abc123 400 Bad Request {"code":-4026,"msg":"x"}`);
+    const failure = classifyCexError(err, { baseUrl, redact: (t) => t });
+    assert.match(failure.detail, /POST \/sapi\/v1\/capital\/withdraw\/apply 400 Bad Request/);
+    assert.doesNotMatch(failure.detail, /proxy\.internal|binance-prod-7f3a|8443|signature|amount=5/);
   });
 });
 
