@@ -3,9 +3,13 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { dispatchUntilIdle } from './helpers/runtime.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
+import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
 import { observeBatch } from '../src/actors/observer.ts';
+import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
+import { listExecutors } from '../src/persistence/registry.ts';
 import { classifyCexError } from '../src/executors/cex/errors.ts';
 import { FatalMovementError } from '../src/executors/errors.ts';
+import { JsonHttpClient } from '../src/executors/http-json.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import { boundText, ExecutionResultSchema, parseExecutionResult, RESULT_BOUNDS } from '../src/executors/protocol.ts';
 import { RemoteExecutorProxy } from '../src/executors/remote-proxy.ts';
@@ -24,6 +28,10 @@ import { createTokens } from './helpers/tokens.ts';
  * stored for it stays a few kilobytes. Fields of an answer within the limit are bounded
  * (RESULT_BOUNDS) wherever the executor runs.
  */
+
+// First, before any test or hook is registered: a top-level await between suites would let the
+// suites above it finish, and the file's after hooks run, before the ones below it are registered.
+const db: TestDb = await testDatabase();
 
 const MB = 1024 * 1024;
 const hugeDetail = () => 'x'.repeat(20 * MB);
@@ -115,6 +123,13 @@ describe('the answer size limit', () => {
     await p.close();
   });
 
+  test("the remote signers' client has the same default limit, under its own code", async () => {
+    const client = new JsonHttpClient({ baseUrl: listening.url, timeoutMs: 5_000, codePrefix: 'REMOTE_SIGNER' });
+    replies['POST /sign'] = { status: 200, body: { signature: 's'.repeat(2 * MB), signature_format: 'evm_signed_tx', signer_ref: 'x' } };
+    await assert.rejects(client.call('POST', '/sign', {}), (e: unknown) => e instanceof FatalMovementError && e.code === 'REMOTE_SIGNER_ANSWER_TOO_LARGE');
+    await client.close();
+  });
+
   test('an error answer over the limit keeps its status meaning, with a short excerpt', async () => {
     const p = proxy();
     replies['POST /observe'] = { status: 503, raw: 'e'.repeat(3 * MB) };
@@ -185,8 +200,6 @@ describe('exchange errors', () => {
   });
 });
 
-const db: TestDb = await testDatabase();
-
 describe('what a hostile executor leaves in the tables', () => {
   let deps: WorkerDeps;
   const KEY = 'exec.remote.hostile';
@@ -222,7 +235,7 @@ describe('what a hostile executor leaves in the tables', () => {
     const id = await approvedMovement(deps, template('hostile_prepare'));
     await dispatchUntilIdle(deps);
     const pay = (await snapshot(db.pool, id)).byKey.pay!;
-    assert.equal(pay.node_state, 'FAILED');
+    assert.equal(pay.node_state, 'FAILED', `${pay.error_code}: ${pay.error_detail}`);
     assert.equal(pay.error_code, 'EXECUTOR_ANSWER_TOO_LARGE');
     assert.ok((await transitionBytes(id)) < 8 * 1024, `transitions hold ${await transitionBytes(id)} bytes`);
     assert.ok((await movementAnswerBytes(id)) < 16 * 1024);
@@ -242,7 +255,7 @@ describe('what a hostile executor leaves in the tables', () => {
     const id = await approvedMovement(deps, template('hostile_submit'));
     await dispatchUntilIdle(deps);
     const pay = (await snapshot(db.pool, id)).byKey.pay!;
-    assert.equal(pay.node_state, 'UNKNOWN');
+    assert.equal(pay.node_state, 'UNKNOWN', `${pay.error_code}: ${pay.error_detail}`);
     assert.equal(pay.error_code, 'REMOTE_SUBMIT_OUTCOME_UNKNOWN');
     assert.match(pay.error_detail ?? '', /EXECUTOR_ANSWER_TOO_LARGE/);
     assert.deepEqual(pay.provider_refs, {});
@@ -256,7 +269,8 @@ describe('what a hostile executor leaves in the tables', () => {
     replies['POST /observe'] = { status: 200, body: { next_state: 'OBSERVING', error_code: 'STILL_PENDING', error_detail: 'p'.repeat(100 * 1024) } };
     const id = await approvedMovement(deps, template('verbose_observe'));
     await dispatchUntilIdle(deps);
-    assert.equal((await snapshot(db.pool, id)).byKey.pay!.node_state, 'SUBMITTED');
+    const submitted = (await snapshot(db.pool, id)).byKey.pay!;
+    assert.equal(submitted.node_state, 'SUBMITTED', `${submitted.error_code}: ${submitted.error_detail}`);
     await observeBatch(deps);
     const pay = (await snapshot(db.pool, id)).byKey.pay!;
     assert.equal(pay.node_state, 'OBSERVING');
@@ -264,5 +278,21 @@ describe('what a hostile executor leaves in the tables', () => {
     assert.match(pay.error_detail!, /\[truncated, 102400 characters\]$/);
     assert.deepEqual(pay.provider_refs, { id: 'w-7' });
     assert.ok((await transitionBytes(id)) < 16 * 1024, `transitions hold ${await transitionBytes(id)} bytes`);
+  });
+});
+
+describe('health answers', () => {
+  test('a health answer over the JSON bound is stored as its size; its text made storable', async () => {
+    const executors = new ExecutorRegistry();
+    executors.register(new LocalExecutorAdapter({ executorKey: 'exec.verbose', handler: { health: () => ({ ok: true, blob: 'h'.repeat(100 * 1024) }) } }));
+    executors.register(new LocalExecutorAdapter({ executorKey: 'exec.nul', handler: { health: () => ({ ok: true, note: 'a\u0000b' }) } }));
+    executors.register(new LocalExecutorAdapter({ executorKey: 'exec.loud', handler: { health: () => Promise.reject(new Error('e'.repeat(50_000))) } }));
+    await refreshRegistryHealth(db.pool, executors, new SignerRegistry(), { timeoutMs: 2_000 });
+    const rows = Object.fromEntries((await listExecutors(db.pool)).map((r) => [r.executor_key, r]));
+    assert.equal(rows['exec.verbose']!.health_state, 'up');
+    assert.deepEqual(rows['exec.verbose']!.health_detail, { oversized: true, bytes: Buffer.byteLength(JSON.stringify({ ok: true, blob: 'h'.repeat(100 * 1024) })) });
+    assert.deepEqual(rows['exec.nul']!.health_detail, { ok: true, note: 'a\ufffdb' });
+    assert.equal(rows['exec.loud']!.health_state, 'down');
+    assert.equal(String((rows['exec.loud']!.health_detail as { error: string }).error).length, RESULT_BOUNDS.detailChars);
   });
 });

@@ -81,7 +81,8 @@ const boundedJsonObject = (what: string) =>
     })
     .transform((v) => wellFormedJson(v) as Record<string, unknown>);
 
-function wellFormedJson(value: unknown): unknown {
+/** JSON whose strings (keys included) PostgreSQL can store: NUL and unpaired surrogates become U+FFFD. */
+export function wellFormedJson(value: unknown): unknown {
   if (typeof value === 'string') return storable(value);
   if (Array.isArray(value)) return value.map(wellFormedJson);
   if (value !== null && typeof value === 'object') {
