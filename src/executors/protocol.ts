@@ -58,6 +58,14 @@ const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF
 const storable = (s: string) => s.replace(UNSTORABLE, '\uFFFD');
 
 const byteLength = (s: string) => Buffer.byteLength(s, 'utf8');
+// What a value takes as JSON; 0 for one JSON cannot hold (a bigint), which storing it refuses anyway.
+const jsonBytes = (v: unknown) => {
+  try {
+    return byteLength(JSON.stringify(v) ?? '');
+  } catch {
+    return 0;
+  }
+};
 
 const boundedText = (max: number) => z.string().transform((s) => boundText(s, max));
 const boundedNullableText = (max: number) => boundedText(max).nullable().default(null);
@@ -74,7 +82,7 @@ const cappedString = (maxBytes: number, what: string) =>
 const boundedJsonObject = (what: string) =>
   jsonObject
     .check((ctx) => {
-      const size = byteLength(JSON.stringify(ctx.value));
+      const size = jsonBytes(ctx.value);
       if (size > RESULT_BOUNDS.jsonBytes) {
         ctx.issues.push({ code: 'custom', input: ctx.value, message: `${what} is ${size} bytes of JSON, over ${RESULT_BOUNDS.jsonBytes}`, params: { [TOO_LARGE_ISSUE]: true } });
       }
