@@ -97,6 +97,8 @@ const fields = {
   FERRY_EXECUTOR_HEALTH_ENABLED: ['healthEnabled', bool.default(true)],
   FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: ['healthIntervalSeconds', seconds(60)],
   FERRY_EXECUTOR_HEALTH_TIMEOUT_MS: ['healthTimeoutMs', count(10_000)],
+  // Largest answer read from a remote executor; past it the answer is refused (EXECUTOR_ANSWER_TOO_LARGE).
+  FERRY_EXECUTOR_ANSWER_MAX_BYTES: ['executorAnswerMaxBytes', z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(1024 * 1024)],
   FERRY_AUDIT_PROMOTER_ENABLED: ['auditEnabled', bool.default(true)],
   FERRY_AUDIT_PROMOTER_INTERVAL_SECONDS: ['auditIntervalSeconds', seconds(1)],
   FERRY_AUDIT_PROMOTER_BATCH_SIZE: ['auditBatchSize', count(500)],

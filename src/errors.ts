@@ -28,6 +28,7 @@ export const errorStatus = {
   /** A token already holds as many open event streams as FERRY_STREAM_MAX_PER_TOKEN allows. */
   TOO_MANY_STREAMS: 429,
   CALLBACK_HOST_NOT_ALLOWED: 422,
+  CALLBACK_ADDRESS_NOT_ALLOWED: 422,
   CALLBACK_NOT_REDRIVABLE: 409,
   // Registered callback destinations (src/services/callback-destinations.ts)
   CALLBACK_DESTINATION_EXISTS: 409,

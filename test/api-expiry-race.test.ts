@@ -9,13 +9,14 @@ import { test } from 'node:test';
 import { expirePendingMovements } from '../src/actors/expiry.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { appForFile } from './helpers/app.ts';
+import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
 import { callApi } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 
 const RACES = 100;
 
 // Workers off: the test itself plays the expiry sweep, aimed at each boundary.
-const { db, runtime, app } = await appForFile({ FERRY_DATA_DIR: '.ferry/test-api-race', FERRY_APPROVAL_TTL_SECONDS: '6' }, { workers: false });
+const { db, runtime, app } = await appForFile({ FERRY_DATA_DIR: '.ferry/test-api-race', FERRY_APPROVAL_TTL_SECONDS: '6', FERRY_CALLBACK_ALLOWED_NETWORKS: LOOPBACK_NETWORKS }, { workers: false });
 const requester = await createToken(db.pool, { name: 'requester', role: 'requester' });
 const approver = await createToken(db.pool, { name: 'approver', role: 'approver' });
 

@@ -9,6 +9,7 @@ import { after, test } from 'node:test';
 import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { loadConfig } from '../src/config.ts';
+import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';
 import { createApp } from '../src/http/app.ts';
 import { log } from '../src/log.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
@@ -24,7 +25,8 @@ after(async () => {
 });
 
 const db = await testDatabase();
-const env = { FERRY_DATA_DIR: '.ferry/test-api-malformed', FERRY_LOG_LEVEL: 'silent' };
+// The fixtures' callback URLs are loopback ones (never delivered: workers are off); allowed, as an operator would.
+const env = { FERRY_DATA_DIR: '.ferry/test-api-malformed', FERRY_LOG_LEVEL: 'silent', FERRY_CALLBACK_ALLOWED_NETWORKS: LOOPBACK_NETWORKS };
 const config = loadConfig(env);
 // Workers off: nothing in the background may touch the tables between the two checksums.
 runtime = await startRuntime({ pool: db.pool, config, databaseUrl: db.url, log, workers: false });
@@ -269,6 +271,15 @@ add({
   status: 422,
   code: 'CALLBACK_HOST_NOT_ALLOWED',
   target: restricted,
+});
+add({
+  name: 'create: callback address private, outside the allowed networks',
+  method: 'POST',
+  path: mv,
+  token: req,
+  body: { template_key: 'shape', intent: {}, callback_url: 'http://10.0.0.1/cb' },
+  status: 422,
+  code: 'CALLBACK_ADDRESS_NOT_ALLOWED',
 });
 add({ name: 'create: Idempotency-Key too long', method: 'POST', path: mv, token: req, body: { template_key: 'shape', intent: {} }, headers: { 'Idempotency-Key': 'k'.repeat(201) }, status: 400, code: 'VALIDATION_FAILED' });
 add({ name: 'create: Idempotency-Key reused with another body', method: 'POST', path: mv, token: req, body: { template_key: 'shape', intent: { other: true } }, headers: { 'Idempotency-Key': 'fixture-key' }, status: 409, code: 'IDEMPOTENCY_KEY_REUSED' });

@@ -13,6 +13,7 @@ import { promoteAuditBatch, verifyAuditChain } from '../src/persistence/audit.ts
 import { callbacksForMovement } from '../src/persistence/callbacks.ts';
 import { appForFile, FAST_WORKERS } from './helpers/app.ts';
 import { callApi, expectStatus, type Reply } from './helpers/http.ts';
+import { deadUrl } from './helpers/net.ts';
 import { CallbackReceiver } from './helpers/receiver.ts';
 import { collectPages } from './helpers/pages.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
@@ -351,6 +352,40 @@ describe('what each role sees', () => {
     }
     const plain = await create({ template_key: 'usdc-transfer', intent: { n: 10 } });
     assert.equal(plain.movement.callback_configured, false);
+  });
+
+  test("a delivery's error and HTTP status are shown to operators and admins only; others see the coarse status", async () => {
+    // A port nothing listens on: each attempt records connection_refused, which says the port is closed.
+    const created = await create({ template_key: 'usdc-transfer', intent: { n: 11 }, callback_url: await deadUrl('/cb') });
+    const id = created.movement.id;
+    expectStatus(await call('POST', `/v3/movements/${id}/approve`, 'approver', { compiled_plan_hash: created.movement.compiled_plan_hash }), 200);
+    await waitFor('a failed callback attempt', async () => (await callbacksForMovement(db.pool, id)).some((r) => r.last_error !== null));
+    for (const who of ['viewer', 'requester', 'approver'] as const) {
+      const r = await call('GET', `/v3/callbacks?movement_id=${id}`, who);
+      expectStatus(r, 200);
+      const failed = r.body.callbacks.filter((c: { attempts: number }) => c.attempts > 0);
+      assert.ok(failed.length > 0, who);
+      for (const c of failed) {
+        assert.equal(c.last_error, null, who);
+        assert.equal(c.last_status_code, null, who);
+        assert.ok(['pending', 'dlq'].includes(c.status), who);
+      }
+      assert.ok(!JSON.stringify(r.body).includes('connection_refused'), who);
+    }
+    for (const who of ['operator', 'admin'] as const) {
+      const r = await call('GET', `/v3/callbacks?movement_id=${id}`, who);
+      assert.ok(r.body.callbacks.some((c: { last_error: string | null }) => c.last_error === 'connection_refused'), who);
+    }
+  });
+
+  test('a raw callback_url whose literal address a delivery would refuse is a 422 at creation', async () => {
+    for (const url of ['http://10.1.2.3/cb', 'http://169.254.169.254/latest/meta-data/', 'http://[64:ff9b::a9fe:a9fe]/x', 'http://[fd00::1]/cb']) {
+      const r = await call('POST', '/v3/movements', 'requester', { template_key: 'usdc-transfer', intent: { n: 12 }, callback_url: url });
+      expectStatus(r, 422, 'CALLBACK_ADDRESS_NOT_ALLOWED');
+      assert.equal(r.body.error.details.rule, 'FERRY_CALLBACK_ALLOWED_NETWORKS');
+    }
+    // Loopback is in this file's FERRY_CALLBACK_ALLOWED_NETWORKS: accepted, as at delivery.
+    expectStatus(await call('POST', '/v3/movements', 'requester', { template_key: 'usdc-transfer', intent: { n: 13 }, callback_url: 'http://127.0.0.1:9/cb' }), 201);
   });
 });
 

@@ -357,8 +357,31 @@ describe('destinations a callback may reach', () => {
       ['255.255.255.255', 'reserved'],
       ['93.184.216.34', null],
       ['2606:4700::1111', null],
+      // IPv6 forms that embed an IPv4 address are that address: IPv4-compatible (::/96),
+      // NAT64 (64:ff9b::/96), 6to4 (2002::/16), IPv4-translated (::ffff:0:0:0/96).
+      ['::7f00:1', 'loopback'],
+      ['::10.1.2.3', 'private'],
+      ['64:ff9b::7f00:1', 'loopback'],
+      ['64:ff9b::169.254.169.254', 'link_local'],
+      ['64:ff9b::5db8:d822', null],
+      ['2002:7f00:1::', 'loopback'],
+      ['2002:a9fe:a9fe:1::1', 'link_local'],
+      ['2002:c0a8:101::1', 'private'],
+      ['2002:5db8:d822::1', null],
+      ['::ffff:0:7f00:1', 'loopback'],
+      ['::ffff:0:172.20.0.1', 'private'],
+      ['::ffff:0:5db8:d822', null],
     ];
     for (const [address, cls] of cases) assert.equal(classifyAddress(address), cls, address);
+  });
+
+  test('an IPv4 address in an IPv6 form is refused at delivery, and allowed by the IPv4 network that holds it', () => {
+    assert.equal(literalRefusal(strict, new URL('http://[64:ff9b::7f00:1]:9/x')), 'loopback');
+    assert.equal(literalRefusal(strict, new URL('http://[2002:a9fe:a9fe::]/latest/meta-data/')), 'link_local');
+    const internal = destinationPolicy({ callbackAllowedNetworks: ['10.20.0.0/16'] });
+    after(() => internal.dispatcher.close());
+    assert.equal(literalRefusal(internal, new URL('http://[::ffff:0:10.20.0.5]/x')), null);
+    assert.equal(literalRefusal(internal, new URL('http://[64:ff9b::10.21.0.5]/x')), 'private');
   });
 
   test('loopback, link-local and names resolving to them are refused unless allowed; the receiver hears nothing', async () => {

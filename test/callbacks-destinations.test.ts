@@ -310,6 +310,11 @@ describe('destinations through the API', () => {
     const allowList = createApp({ pool: db.pool, config: loadConfig({ ...env, FERRY_CALLBACK_ALLOWED_HOSTS: 'hooks.example.com' }), runtime });
     const r = await callApi(allowList, 'POST', '/v3/callback-destinations', tokens.operator.token, { name: 'not-listed', url: rxA.url() });
     expectStatus(r, 422, 'CALLBACK_HOST_NOT_ALLOWED');
+    // A literal address deliveries would refuse (outside FERRY_CALLBACK_ALLOWED_NETWORKS) is refused now.
+    const literal = await call('POST', '/v3/callback-destinations', 'operator', { name: 'metadata', url: 'http://169.254.169.254/latest/' });
+    expectStatus(literal, 422, 'CALLBACK_ADDRESS_NOT_ALLOWED');
+    assert.equal(literal.body.error.details.address_class, 'link_local');
+    expectStatus(await call('POST', '/v3/callback-destinations', 'operator', { name: 'nat64-loop', url: 'http://[64:ff9b::10.0.0.1]/x' }), 422, 'CALLBACK_ADDRESS_NOT_ALLOWED');
   });
 
   test('secrets appear only in their one-time reveal: not in lists, shows, audit events or later answers', async () => {

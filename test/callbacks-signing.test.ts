@@ -122,15 +122,20 @@ describe('callback payload', () => {
 });
 
 describe('callback URL policy', () => {
-  test('accepts http and https, any host when no list is set', () => {
-    assert.equal(assertCallbackUrlAllowed('https://hooks.example.com/ferry').hostname, 'hooks.example.com');
-    assert.equal(assertCallbackUrlAllowed('http://127.0.0.1:8080/cb').port, '8080');
+  const open = {};
+  const loopback = { callbackAllowedNetworks: ['127.0.0.0/8', '::1/128'] };
+
+  test('accepts http and https, any host name when no list is set', () => {
+    assert.equal(assertCallbackUrlAllowed('https://hooks.example.com/ferry', open).hostname, 'hooks.example.com');
+    assert.equal(assertCallbackUrlAllowed('http://127.0.0.1:8080/cb', loopback).port, '8080');
+    // A name is checked when a delivery resolves it, not here.
+    assert.ok(assertCallbackUrlAllowed('http://localhost/x', open));
   });
 
   test('refuses malformed URLs and other schemes as VALIDATION_FAILED', () => {
     for (const bad of ['not a url', '', '/relative/path', 'ftp://example.com/x', 'file:///etc/passwd', 'javascript:alert(1)', 'mailto:a@b.c']) {
       assert.throws(
-        () => assertCallbackUrlAllowed(bad),
+        () => assertCallbackUrlAllowed(bad, open),
         (e: unknown) => e instanceof FerryError && e.code === 'VALIDATION_FAILED' && e.httpStatus === 400,
         bad,
       );
@@ -138,20 +143,61 @@ describe('callback URL policy', () => {
   });
 
   test('with an allow-list, only listed hosts pass (case-insensitive)', () => {
-    const allowed = ['hooks.example.com', '127.0.0.1', '::1'];
+    const allowed = { callbackAllowedHosts: ['hooks.example.com', '127.0.0.1', '::1'] };
     assert.ok(assertCallbackUrlAllowed('https://HOOKS.Example.com/x', allowed));
     assert.ok(assertCallbackUrlAllowed('https://hooks.example.com./x', allowed));
+    // A listed host is delivered to whatever it is, a literal loopback address included.
     assert.ok(assertCallbackUrlAllowed('http://127.0.0.1:3000/x', allowed));
     assert.ok(assertCallbackUrlAllowed('http://[::1]:3000/x', allowed));
-    assert.ok(assertCallbackUrlAllowed('https://hooks.example.com/x', ['HOOKS.EXAMPLE.COM']));
-    for (const bad of ['https://evil.example.com/x', 'https://hooks.example.com.evil.net/x', 'https://example.com/x', 'http://localhost/x']) {
+    assert.ok(assertCallbackUrlAllowed('https://hooks.example.com/x', { callbackAllowedHosts: ['HOOKS.EXAMPLE.COM'] }));
+    for (const bad of ['https://evil.example.com/x', 'https://hooks.example.com.evil.net/x', 'https://example.com/x', 'http://localhost/x', 'http://10.0.0.1/x']) {
       assert.throws(
         () => assertCallbackUrlAllowed(bad, allowed),
-        (e: unknown) => e instanceof FerryError && e.code === 'CALLBACK_HOST_NOT_ALLOWED' && e.httpStatus === 422,
+        (e: unknown) => e instanceof FerryError && e.code === 'CALLBACK_HOST_NOT_ALLOWED' && e.httpStatus === 422 && e.details.rule === 'FERRY_CALLBACK_ALLOWED_HOSTS',
         bad,
       );
     }
-    assert.throws(() => assertCallbackUrlAllowed('https://hooks.example.com/x', []), /not in the allowed hosts/);
+    assert.throws(() => assertCallbackUrlAllowed('https://hooks.example.com/x', { callbackAllowedHosts: [] }), /not in the allowed hosts/);
+  });
+
+  test('a literal address a delivery would refuse is refused at creation, by the same rules', () => {
+    const cases: Array<[string, string]> = [
+      ['http://127.0.0.1:8080/cb', 'loopback'],
+      ['http://2130706433/cb', 'loopback'], // the URL parser's reading of 127.0.0.1
+      ['http://0x7f.1/cb', 'loopback'],
+      ['http://[::1]/cb', 'loopback'],
+      ['http://[::ffff:127.0.0.1]/cb', 'loopback'],
+      ['http://[64:ff9b::7f00:1]/cb', 'loopback'],
+      ['http://[2002:7f00:1::1]/cb', 'loopback'],
+      ['http://169.254.169.254/latest/meta-data/', 'link_local'],
+      ['http://[2002:a9fe:a9fe::]/x', 'link_local'],
+      ['http://10.1.2.3/cb', 'private'],
+      ['http://[::ffff:0:10.1.2.3]/cb', 'private'],
+      ['http://[::192.168.1.1]/cb', 'private'],
+      ['http://[fd00::1]/cb', 'unique_local'],
+      ['http://0.0.0.0/cb', 'unspecified'],
+    ];
+    for (const [url, cls] of cases) {
+      assert.throws(
+        () => assertCallbackUrlAllowed(url, open),
+        (e: unknown) =>
+          e instanceof FerryError &&
+          e.code === 'CALLBACK_ADDRESS_NOT_ALLOWED' &&
+          e.httpStatus === 422 &&
+          e.details.address_class === cls &&
+          e.details.rule === 'FERRY_CALLBACK_ALLOWED_NETWORKS',
+        url,
+      );
+    }
+    // A network an operator allowed is accepted, in IPv4 and its IPv6 forms alike.
+    const internal = { callbackAllowedNetworks: ['10.20.0.0/16'] };
+    assert.ok(assertCallbackUrlAllowed('http://10.20.0.5/cb', internal));
+    assert.ok(assertCallbackUrlAllowed('http://[64:ff9b::a14:5]/cb', internal));
+    assert.throws(() => assertCallbackUrlAllowed('http://10.21.0.5/cb', internal), /CALLBACK_ADDRESS_NOT_ALLOWED|not in FERRY_CALLBACK_ALLOWED_NETWORKS/);
+    // Public literals, in any form, pass.
+    for (const url of ['http://8.8.8.8/cb', 'http://[2606:4700::1]/cb', 'http://[64:ff9b::808:808]/cb', 'http://[2002:808:808::1]/cb']) {
+      assert.ok(assertCallbackUrlAllowed(url, open), url);
+    }
   });
 });
 

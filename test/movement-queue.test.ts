@@ -78,6 +78,7 @@ test('messages that can never succeed are dead-lettered with their reason and cr
     ['no idempotency key', signed({ ...base }), 'VALIDATION_FAILED'],
     ['not an object', 'create a movement please', 'VALIDATION_FAILED'],
     ['callback to a bad scheme', signed({ ...base, callback_url: 'ftp://127.0.0.1/x', idempotency_key: 'queue-bad-4' }), 'VALIDATION_FAILED'],
+    ['callback to a private address', signed({ ...base, callback_url: 'http://10.0.0.1/x', idempotency_key: 'queue-bad-5' }), 'CALLBACK_ADDRESS_NOT_ALLOWED'],
     ['an unregistered callback destination', signed({ ...base, callback_destination: 'nobody-listens', idempotency_key: 'queue-bad-dest' }), 'CALLBACK_DESTINATION_UNKNOWN'],
   ];
   await waitFor('the first message of the key', async () => ((await movementsWithKey('queue-reused')).length === 1 ? true : null));

@@ -272,7 +272,7 @@ async function prepareOne(deps: WorkerDeps, d: CarriedClaim, built: ExecutionCon
   } catch (err) {
     if (err instanceof FerryInfraError) return { items: [deferInfra(deps, d, err, err.cause_)] };
     if (err instanceof TemporaryMovementError) {
-      return { items: [item(d, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: err.message, retryAt: retryAt(err) })] };
+      return { items: [item(d, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: errorText(err), retryAt: retryAt(err) })] };
     }
     return failPreparing(isMovementError(err) ? err.code : 'PREPARE_ERROR', errorText(err));
   }
@@ -328,7 +328,7 @@ async function sign(
   } catch (err) {
     if (err instanceof FerryInfraError) return { failed: deferInfra(deps, d, err, err.cause_) };
     if (err instanceof TemporaryMovementError) {
-      return { failed: item(d, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: err.message, retryAt: retryAt(err) }) };
+      return { failed: item(d, { type: 'DISPATCH_DEFERRED', errorCode: err.code, errorDetail: errorText(err), retryAt: retryAt(err) }) };
     }
     const code = isMovementError(err) ? err.code : 'SIGNING_ERROR';
     // The refusal is audited in the commit that records it.

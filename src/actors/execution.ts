@@ -1,6 +1,6 @@
 import type { FerryConfig } from '../config.ts';
 import { buildExecutionContext } from '../executors/context.ts';
-import type { ExecutionContext, ExecutionResult, PreparedAction } from '../executors/protocol.ts';
+import { boundText, RESULT_BOUNDS, type ExecutionContext, type ExecutionResult, type PreparedAction } from '../executors/protocol.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import type { Logger } from '../log.ts';
 import { infraCauseOf } from '../executors/infra.ts';
@@ -135,7 +135,7 @@ export function outcomeOf(result: ExecutionResult, allowed: readonly OutcomeStat
 }
 
 export function errorOutcome(state: OutcomeState, code: string, detail: string): ExecutorOutcome {
-  return { nextState: state, errorCode: code, errorDetail: detail };
+  return { nextState: state, errorCode: boundText(code, RESULT_BOUNDS.codeChars), errorDetail: boundText(detail, RESULT_BOUNDS.detailChars) };
 }
 
 function providerRefIdOf(result: ExecutionResult): string | null {
@@ -176,8 +176,9 @@ export function resultArtifacts(node: NodeRow, attemptNo: number, result: Execut
   return out;
 }
 
+/** An error's message as a node's error_detail: bounded as an executor's own error_detail is (RESULT_BOUNDS). */
 export function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  return boundText(err instanceof Error ? err.message : String(err), RESULT_BOUNDS.detailChars);
 }
 
 export interface ProviderAnswer {

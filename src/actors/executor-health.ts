@@ -1,4 +1,4 @@
-import type { Executor, Signer } from '../executors/protocol.ts';
+import { boundText, RESULT_BOUNDS, wellFormedJson, type Executor, type Signer } from '../executors/protocol.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { withTransaction, type Pool } from '../persistence/db.ts';
 import {
@@ -97,7 +97,10 @@ async function probe(target: { health?: () => Promise<Record<string, unknown> | 
     const code = (err as { code?: unknown })?.code;
     return {
       state: 'down',
-      detail: { error: err instanceof Error ? err.message : String(err), ...(typeof code === 'string' ? { code } : {}) },
+      detail: {
+        error: boundText(err instanceof Error ? err.message : String(err), RESULT_BOUNDS.detailChars),
+        ...(typeof code === 'string' ? { code: boundText(code, RESULT_BOUNDS.codeChars) } : {}),
+      },
       result: null,
     };
   } finally {
@@ -119,9 +122,14 @@ class HealthTimeoutError extends Error {
 }
 
 // health() answers are free-form; keep what JSON can hold (bigints as strings) and drop the rest.
+// A remote host's answer is stored and shown by GET /v3/executors: one over the bound of an
+// executor result's JSON fields (RESULT_BOUNDS) is replaced by its size.
 function jsonSafe(value: Record<string, unknown>): Record<string, unknown> {
   try {
-    const out = JSON.parse(JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
+    const text = JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
+    const bytes = Buffer.byteLength(text ?? '', 'utf8');
+    if (bytes > RESULT_BOUNDS.jsonBytes) return { oversized: true, bytes };
+    const out = wellFormedJson(JSON.parse(text)) as Record<string, unknown>;
     return out && typeof out === 'object' && !Array.isArray(out) ? out : { value: out };
   } catch {
     return { unserializable: true };

@@ -84,7 +84,7 @@ export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegi
  */
 export async function configuredRegistries(
   providerPool: Pool,
-  config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'>,
+  config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'> & Partial<Pick<FerryConfig, 'executorAnswerMaxBytes'>>,
   deps: { env?: NodeJS.ProcessEnv; log: Logger },
 ): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null }> {
   const registries = defaultRegistries(providerPool);
@@ -98,7 +98,7 @@ export async function configuredRegistries(
   // The CCTP lane on the EVM lane's chains that have a cctp entry (docs/cctp-lane.md).
   registerCctpLane(config.file, lane, registries.executors, { log: deps.log, nonces: evmNonces });
   // Remote executors (remote.executors) last: a key a local lane already serves is refused.
-  registerRemoteExecutors(config.file.remote, registries.executors, deps.env ?? process.env);
+  registerRemoteExecutors(config.file.remote, registries.executors, deps.env ?? process.env, config.executorAnswerMaxBytes);
   return { ...registries, evmNonces: lane ? evmNonces : null };
 }
 

@@ -46,16 +46,51 @@ for (const [cls, family, net, prefix] of RANGES) {
 export function classifyAddress(address: string): AddressClass | null {
   const family = isIP(address);
   if (family === 0) throw new TypeError(`not an IP address: ${address}`);
-  let ip = address;
-  let type: 'ipv4' | 'ipv6' = family === 4 ? 'ipv4' : 'ipv6';
-  // An IPv4-mapped IPv6 address (::ffff:127.0.0.1) reaches the IPv4 host.
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) {
-    ip = mapped[1]!;
-    type = 'ipv4';
+  if (family === 6) {
+    // :: and ::1 first: they are in ::/96 too, but are IPv6's own unspecified and loopback.
+    for (const [cls, list] of blocked) if (list.check(address, 'ipv6')) return cls;
+    // An IPv6 form that embeds an IPv4 address reaches (or is translated to) that IPv4 host.
+    const v4 = embeddedIpv4(address);
+    return v4 === null ? null : classifyAddress(v4);
   }
-  for (const [cls, list] of blocked) if (list.check(ip, type)) return cls;
+  for (const [cls, list] of blocked) if (list.check(address, 'ipv4')) return cls;
   return null;
+}
+
+/**
+ * The IPv4 address an IPv6 address stands for, or null: IPv4-mapped (::ffff:a.b.c.d),
+ * IPv4-translated (::ffff:0:a.b.c.d), IPv4-compatible (::a.b.c.d, deprecated but still routed by
+ * some stacks), NAT64 (64:ff9b::a.b.c.d, RFC 6052) and 6to4 (2002:AABB:CCDD::/48, RFC 3056).
+ */
+export function embeddedIpv4(address: string): string | null {
+  const g = ipv6Groups(address);
+  if (!g) return null;
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
+  if (zero(0, 5) && g[5] === 0xffff) return v4(g[6]!, g[7]!);
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return v4(g[6]!, g[7]!);
+  if (zero(0, 6)) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x2002) return v4(g[1]!, g[2]!);
+  return null;
+}
+
+/** The eight 16-bit groups of an IPv6 address (`::` expanded, a trailing dotted quad read), or null. */
+function ipv6Groups(address: string): number[] | null {
+  if (isIP(address) !== 6) return null;
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (quad) {
+    const [a, b, c, d] = quad.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, quad.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head = '', tail] = text.split('::');
+  const parts = (t: string) => (t === '' ? [] : t.split(':').map((h) => parseInt(h, 16)));
+  const left = parts(head);
+  const right = tail === undefined ? [] : parts(tail);
+  const fill = tail === undefined ? 0 : 8 - left.length - right.length;
+  const groups = [...left, ...Array<number>(fill).fill(0), ...right];
+  return groups.length === 8 && groups.every((x) => Number.isInteger(x) && x >= 0 && x <= 0xffff) ? groups : null;
 }
 
 export interface DestinationRules {
@@ -70,15 +105,25 @@ export interface DestinationPolicy extends DestinationRules {
   dispatcher: Dispatcher;
 }
 
-/** The policy from FERRY_CALLBACK_ALLOWED_HOSTS and FERRY_CALLBACK_ALLOWED_NETWORKS. */
-export function destinationPolicy(config: { callbackAllowedHosts?: string[]; callbackAllowedNetworks?: string[] }): DestinationPolicy {
+export interface DestinationSettings {
+  callbackAllowedHosts?: string[];
+  callbackAllowedNetworks?: string[];
+}
+
+/** The rules of FERRY_CALLBACK_ALLOWED_HOSTS and FERRY_CALLBACK_ALLOWED_NETWORKS: one rule set for creation and delivery. */
+export function destinationRules(config: DestinationSettings): DestinationRules {
   const allowedNetworks = new BlockList();
   for (const cidr of config.callbackAllowedNetworks ?? []) {
     const parsed = parseCidr(cidr);
     if (!parsed) throw new TypeError(`not a network: ${cidr}`);
     allowedNetworks.addSubnet(parsed.address, parsed.prefix, parsed.family);
   }
-  const rules: DestinationRules = { allowedHosts: (config.callbackAllowedHosts ?? []).map(normalizeHost), allowedNetworks };
+  return { allowedHosts: (config.callbackAllowedHosts ?? []).map(normalizeHost), allowedNetworks };
+}
+
+/** The policy from FERRY_CALLBACK_ALLOWED_HOSTS and FERRY_CALLBACK_ALLOWED_NETWORKS. */
+export function destinationPolicy(config: DestinationSettings): DestinationPolicy {
+  const rules = destinationRules(config);
   return { ...rules, dispatcher: new Agent({ connect: { lookup: guardedLookup(rules) } }) };
 }
 
@@ -116,7 +161,10 @@ export function refusal(policy: DestinationRules, host: string, address: string)
   const cls = classifyAddress(address);
   if (cls === null) return null;
   const family = isIP(address) === 4 ? 'ipv4' : 'ipv6';
-  return policy.allowedNetworks.check(address, family) ? null : cls;
+  if (policy.allowedNetworks.check(address, family)) return null;
+  // An IPv6 form of an IPv4 address is as allowed as that address (64:ff9b::a0a:1 as 10.10.0.1).
+  const v4 = family === 'ipv6' ? embeddedIpv4(address) : null;
+  return v4 !== null && classifyAddress(v4) === cls && policy.allowedNetworks.check(v4, 'ipv4') ? null : cls;
 }
 
 /**

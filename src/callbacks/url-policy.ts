@@ -1,12 +1,17 @@
 import { FerryError, ValidationError } from '../errors.ts';
-import { normalizeHost } from './destinations.ts';
+import { destinationRules, literalRefusal, normalizeHost, type DestinationSettings } from './destinations.ts';
 
 /**
- * Checked when a movement is created with a callback_url: only http(s), and when an allow-list is
- * configured (FERRY_CALLBACK_ALLOWED_HOSTS) the hostname must be on it. An empty list allows nothing.
- * Returns the parsed URL.
+ * Checked when a movement is created with a callback_url and when a callback destination is
+ * registered: only http(s); when an allow-list is configured (FERRY_CALLBACK_ALLOWED_HOSTS) the
+ * hostname must be on it (an empty list allows nothing); and a literal address must be one a
+ * delivery may connect to, by the delivery's own rules (destinations.ts: loopback, private,
+ * link-local... refused unless FERRY_CALLBACK_ALLOWED_NETWORKS or the host list names it), so a
+ * URL that could never be delivered to is refused now rather than dead-lettered later. A name is
+ * checked when a delivery resolves it. Returns the parsed URL.
  */
-export function assertCallbackUrlAllowed(url: string, allowedHosts?: string[]): URL {
+export function assertCallbackUrlAllowed(url: string, settings: DestinationSettings): URL {
+  const allowedHosts = settings.callbackAllowedHosts;
   // The URL parser would quietly drop these, and the stored URL would differ from the one used.
   if (url !== url.trim() || /[\s\u0000-\u001f\u007f]/.test(url)) {
     throw new ValidationError('callback_url must not contain spaces or control characters', { field: 'callback_url' });
@@ -36,8 +41,17 @@ export function assertCallbackUrlAllowed(url: string, allowedHosts?: string[]): 
       throw new FerryError('CALLBACK_HOST_NOT_ALLOWED', `callback host ${parsed.hostname} is not in the allowed hosts`, {
         field: 'callback_url',
         host: parsed.hostname,
+        rule: 'FERRY_CALLBACK_ALLOWED_HOSTS',
       });
     }
+  }
+  const blocked = literalRefusal(destinationRules(settings), parsed);
+  if (blocked) {
+    throw new FerryError(
+      'CALLBACK_ADDRESS_NOT_ALLOWED',
+      `callback address ${parsed.hostname} is ${blocked.replace('_', '-')}, and not in FERRY_CALLBACK_ALLOWED_NETWORKS`,
+      { field: 'callback_url', host: parsed.hostname, address_class: blocked, rule: 'FERRY_CALLBACK_ALLOWED_NETWORKS' },
+    );
   }
   return parsed;
 }

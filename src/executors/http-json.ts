@@ -1,4 +1,4 @@
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { FatalMovementError, TemporaryMovementError } from './errors.ts';
 
 /**
@@ -19,7 +19,14 @@ export interface JsonHttpClientOptions {
   timeoutMs?: number;
   /** Prefix of the error codes, e.g. REMOTE_EXECUTOR -> REMOTE_EXECUTOR_UNREACHABLE. */
   codePrefix: string;
+  /** Largest answer body read, in bytes; default DEFAULT_ANSWER_MAX_BYTES. */
+  maxAnswerBytes?: number;
+  /** Code of the error for a 2xx answer over maxAnswerBytes; default <prefix>_ANSWER_TOO_LARGE. */
+  tooLargeCode?: string;
 }
+
+/** 1 MiB: far above any honest protocol answer, far below what would flood the transition log. */
+export const DEFAULT_ANSWER_MAX_BYTES = 1024 * 1024;
 
 export interface JsonResponse {
   status: number;
@@ -37,6 +44,8 @@ export class JsonHttpClient {
   readonly #timeoutMs: number;
   readonly #prefix: string;
   readonly #agent: Agent;
+  readonly #maxBytes: number;
+  readonly #tooLargeCode: string;
 
   constructor(opts: JsonHttpClientOptions) {
     let url: URL;
@@ -50,6 +59,8 @@ export class JsonHttpClient {
     this.#token = opts.token;
     this.#timeoutMs = opts.timeoutMs ?? 30_000;
     this.#prefix = opts.codePrefix;
+    this.#maxBytes = opts.maxAnswerBytes ?? DEFAULT_ANSWER_MAX_BYTES;
+    this.#tooLargeCode = opts.tooLargeCode ?? `${opts.codePrefix}_ANSWER_TOO_LARGE`;
     this.#agent = new Agent({ connect: { timeout: this.#timeoutMs } });
   }
 
@@ -71,7 +82,7 @@ export class JsonHttpClient {
     const target = `${this.baseUrl}${path}`;
 
     let status: number;
-    let text: string;
+    let answer: BoundedBody;
     let retryAfter: string | string[] | undefined;
     try {
       const res = await request(target, {
@@ -84,7 +95,7 @@ export class JsonHttpClient {
       });
       status = res.statusCode;
       retryAfter = res.headers['retry-after'];
-      text = await res.body.text();
+      answer = await readBounded(res.body, res.headers['content-length'], this.#maxBytes);
     } catch (err) {
       const code = transportCode(err);
       const delivered = !notDeliveredCodes.has(code);
@@ -97,6 +108,8 @@ export class JsonHttpClient {
       );
     }
 
+    // An error answer only lends an excerpt to the message, so an oversized one keeps its status.
+    const text = answer.text;
     const excerpt = text.slice(0, MAX_BODY_EXCERPT);
     // 408 and 429 turn the request away unprocessed; a 5xx may come from a handler that failed midway.
     if (status === 408 || status === 429 || status >= 500) {
@@ -110,6 +123,14 @@ export class JsonHttpClient {
         status,
         body: excerpt,
         may_have_acted: false,
+      });
+    }
+    if (answer.overLimit) {
+      // Refused, not truncated: a cut JSON document is no answer. The peer may have acted (submit).
+      throw new FatalMovementError(this.#tooLargeCode, `${method} ${target} answered more than ${this.#maxBytes} bytes`, {
+        status,
+        limit_bytes: this.#maxBytes,
+        may_have_acted: true,
       });
     }
     if (text.trim() === '') return { status, json: undefined };
@@ -127,6 +148,38 @@ export class JsonHttpClient {
   async close(): Promise<void> {
     await this.#agent.close();
   }
+}
+
+interface BoundedBody {
+  /** What was read, at most the limit. */
+  text: string;
+  /** The body was longer than the limit (announced or read); reading stopped there. */
+  overLimit: boolean;
+}
+
+/**
+ * Reads a body up to `maxBytes` and stops there: an answer announced longer is not read at all,
+ * one that streams past the limit is cut off (the connection is destroyed, nothing more is buffered).
+ */
+async function readBounded(body: Dispatcher.ResponseData['body'], contentLength: string | string[] | undefined, maxBytes: number): Promise<BoundedBody> {
+  const announced = Number(Array.isArray(contentLength) ? contentLength[0] : contentLength);
+  if (Number.isFinite(announced) && announced > maxBytes) {
+    body.destroy();
+    return { text: '', overLimit: true };
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buf = chunk as Buffer;
+    if (size + buf.length > maxBytes) {
+      chunks.push(buf.subarray(0, maxBytes - size));
+      body.destroy();
+      return { text: Buffer.concat(chunks).toString('utf8'), overLimit: true };
+    }
+    chunks.push(buf);
+    size += buf.length;
+  }
+  return { text: Buffer.concat(chunks).toString('utf8'), overLimit: false };
 }
 
 function transportCode(err: unknown): string {

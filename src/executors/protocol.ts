@@ -12,6 +12,97 @@ export const PROTOCOL_VERSION = '1.0';
 
 const jsonObject = z.record(z.string(), z.unknown());
 const nullableString = z.string().nullable().default(null);
+
+/**
+ * What a single executor result may carry into Ferry's tables, logs and API answers. An executor
+ * is a peer, possibly hostile (a remote executor host): its free text is cut to size, and a
+ * structured field over its bound is refused, never cut (a cut provider reference would point at
+ * nothing, and Ferry would observe the wrong thing). Both executors in this process and remote
+ * ones pass through ExecutionResultSchema, so this is the one place the bounds hold.
+ */
+export const RESULT_BOUNDS = {
+  /** error_detail: characters kept, the truncation marker included. */
+  detailChars: 4096,
+  /** error_code, provider_state: characters kept. */
+  codeChars: 256,
+  /** provider_refs, proof, provider_hints, artifact_metadata: serialized JSON, bytes. */
+  jsonBytes: 16 * 1024,
+  /** A generated artifact's content_inline, bytes. */
+  inlineBytes: 64 * 1024,
+  /** A prepared action's payload, bytes (an EVM node refuses transactions over 128 KiB anyway). */
+  payloadBytes: 256 * 1024,
+  /** Entries of artifacts and generated_artifacts. */
+  artifacts: 32,
+} as const;
+
+/** Marks a zod issue as a bound exceeded, so a parser can tell it from a malformed answer. */
+export const TOO_LARGE_ISSUE = 'executor_answer_too_large';
+
+/**
+ * Text safe to store: at most `max` characters, ending in a marker that says how long it was when
+ * it was cut; NUL characters and unpaired surrogates (PostgreSQL refuses both) become U+FFFD.
+ */
+export function boundText(text: string, max: number): string {
+  let s = storable(text);
+  if (s.length <= max) return s;
+  const marker = `… [truncated, ${text.length} characters]`;
+  let cut = Math.max(0, max - marker.length);
+  // Never split a surrogate pair: half of one is what PostgreSQL refuses.
+  if (cut > 0 && /[\uD800-\uDBFF]/.test(s[cut - 1]!)) cut--;
+  s = s.slice(0, cut) + marker;
+  return s;
+}
+
+// NUL, a high surrogate not followed by a low one, a low one not preceded by a high one.
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const storable = (s: string) => s.replace(UNSTORABLE, '\uFFFD');
+
+const byteLength = (s: string) => Buffer.byteLength(s, 'utf8');
+// What a value takes as JSON; 0 for one JSON cannot hold (a bigint), which storing it refuses anyway.
+const jsonBytes = (v: unknown) => {
+  try {
+    return byteLength(JSON.stringify(v) ?? '');
+  } catch {
+    return 0;
+  }
+};
+
+const boundedText = (max: number) => z.string().transform((s) => boundText(s, max));
+const boundedNullableText = (max: number) => boundedText(max).nullable().default(null);
+
+/** A string refused over `maxBytes` (content that cannot be cut: payloads, inline artifacts). */
+const cappedString = (maxBytes: number, what: string) =>
+  z.string().check((ctx) => {
+    if (byteLength(ctx.value) > maxBytes) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: `${what} is over ${maxBytes} bytes`, params: { [TOO_LARGE_ISSUE]: true } });
+    }
+  });
+
+/** A JSON object refused when its serialization is over the bound; its strings made safe to store. */
+const boundedJsonObject = (what: string) =>
+  jsonObject
+    .check((ctx) => {
+      const size = jsonBytes(ctx.value);
+      if (size > RESULT_BOUNDS.jsonBytes) {
+        ctx.issues.push({ code: 'custom', input: ctx.value, message: `${what} is ${size} bytes of JSON, over ${RESULT_BOUNDS.jsonBytes}`, params: { [TOO_LARGE_ISSUE]: true } });
+      }
+    })
+    .transform((v) => wellFormedJson(v) as Record<string, unknown>);
+
+/** JSON whose strings (keys included) PostgreSQL can store: NUL and unpaired surrogates become U+FFFD. */
+export function wellFormedJson(value: unknown): unknown {
+  if (typeof value === 'string') return storable(value);
+  if (Array.isArray(value)) return value.map(wellFormedJson);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [wellFormedJson(k) as string, wellFormedJson(v)]));
+  }
+  return value;
+}
+
+/** True when the answer was refused for size (a field over its bound), not for its shape. */
+export function isTooLarge(error: z.ZodError): boolean {
+  return error.issues.some((i) => i.code === 'custom' && (i.params as Record<string, unknown> | undefined)?.[TOO_LARGE_ISSUE] === true);
+}
 // Reference peers serialise datetimes as ISO 8601, with or without an offset.
 const isoDateTime = z.iso.datetime({ offset: true, local: true });
 
@@ -35,26 +126,42 @@ export const PreparedActionSchema = z.object({
   prepared_action_id: z.string().min(1),
   action_type: z.string().min(1),
   payload_format: z.string().min(1),
-  payload: nullableString,
+  payload: cappedString(RESULT_BOUNDS.payloadBytes, 'prepared_action.payload').nullable().default(null),
   payload_hash: z.string().min(1),
   signing_required: z.boolean(),
-  provider_hints: jsonObject.default({}),
+  provider_hints: boundedJsonObject('prepared_action.provider_hints').default({}),
   expires_at: isoDateTime.nullable().default(null),
 });
 export type PreparedAction = z.output<typeof PreparedActionSchema>;
 export type PreparedActionInput = z.input<typeof PreparedActionSchema>;
 
+/** A generated artifact as an executor returns it: GeneratedArtifactSchema within RESULT_BOUNDS. */
+const ResultArtifactSchema = GeneratedArtifactSchema.extend({
+  artifact_type: boundedText(RESULT_BOUNDS.codeChars).pipe(z.string().min(1)),
+  content_format: boundedText(RESULT_BOUNDS.codeChars).pipe(z.string().min(1)).default('json'),
+  content_inline: cappedString(RESULT_BOUNDS.inlineBytes, 'generated_artifacts[].content_inline').nullable().default(null),
+  content_uri: cappedString(RESULT_BOUNDS.codeChars * 8, 'generated_artifacts[].content_uri').nullable().default(null),
+  artifact_metadata: boundedJsonObject('generated_artifacts[].artifact_metadata').default({}),
+});
+
+const boundedList = <T extends z.ZodType>(item: T, what: string) =>
+  z.array(item).check((ctx) => {
+    if (ctx.value.length > RESULT_BOUNDS.artifacts) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: `${what} has ${ctx.value.length} entries, over ${RESULT_BOUNDS.artifacts}`, params: { [TOO_LARGE_ISSUE]: true } });
+    }
+  });
+
 export const ExecutionResultSchema = z.object({
   next_state: z.enum(nodeStates),
-  provider_state: nullableString,
-  provider_refs: jsonObject.default({}),
-  proof: jsonObject.default({}),
-  error_code: nullableString,
-  error_detail: nullableString,
+  provider_state: boundedNullableText(RESULT_BOUNDS.codeChars),
+  provider_refs: boundedJsonObject('provider_refs').default({}),
+  proof: boundedJsonObject('proof').default({}),
+  error_code: boundedNullableText(RESULT_BOUNDS.codeChars),
+  error_detail: boundedNullableText(RESULT_BOUNDS.detailChars),
   retry_after_seconds: z.number().int().nonnegative().nullable().default(null),
   manual_intervention_required: z.boolean().default(false),
-  artifacts: z.array(ArtifactRefSchema).default([]),
-  generated_artifacts: z.array(GeneratedArtifactSchema).default([]),
+  artifacts: boundedList(ArtifactRefSchema, 'artifacts').default([]),
+  generated_artifacts: boundedList(ResultArtifactSchema, 'generated_artifacts').default([]),
   prepared_action: PreparedActionSchema.nullable().default(null),
 });
 export type ExecutionResult = z.output<typeof ExecutionResultSchema>;
@@ -177,9 +284,9 @@ export const SignResultSchema = z.object({
 export type SignResult = z.output<typeof SignResultSchema>;
 
 const probeCommon = {
-  provider_state: nullableString,
-  provider_refs: jsonObject.default({}),
-  proof: jsonObject.default({}),
+  provider_state: boundedNullableText(RESULT_BOUNDS.codeChars),
+  provider_refs: boundedJsonObject('provider_refs').default({}),
+  proof: boundedJsonObject('proof').default({}),
   retry_after_seconds: z.number().int().nonnegative().nullable().default(null),
 };
 
@@ -196,7 +303,7 @@ export type ChainFinalityProbeResult = z.output<typeof ChainFinalityProbeResultS
 export const ProtocolProbeResultSchema = z.object({
   completed: z.boolean(),
   ...probeCommon,
-  generated_artifacts: z.array(GeneratedArtifactSchema).default([]),
+  generated_artifacts: boundedList(ResultArtifactSchema, 'generated_artifacts').default([]),
 });
 export type ProtocolProbeResult = z.output<typeof ProtocolProbeResultSchema>;
 
@@ -249,12 +356,21 @@ export interface Signer {
 export function parseExecutionResult(value: unknown, source: string): ExecutionResult {
   const parsed = ExecutionResultSchema.safeParse(value);
   if (parsed.success) return parsed.data;
-  throw new FatalMovementError('EXECUTOR_INVALID_RESULT', `${source} returned an invalid ExecutionResult: ${describeIssues(parsed.error)}`, {
-    issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
+  const code = isTooLarge(parsed.error) ? EXECUTOR_ANSWER_TOO_LARGE : 'EXECUTOR_INVALID_RESULT';
+  throw new FatalMovementError(code, `${source} returned an invalid ExecutionResult: ${describeIssues(parsed.error)}`, {
+    issues: parsed.error.issues.slice(0, MAX_ISSUES).map((i) => ({ path: i.path.join('.'), message: i.message })),
   });
 }
 
-/** One line naming each invalid field, for error messages. */
+/** The code of an executor answer refused for its size: over the transport limit, or a field over RESULT_BOUNDS. */
+export const EXECUTOR_ANSWER_TOO_LARGE = 'EXECUTOR_ANSWER_TOO_LARGE';
+
+// An answer with a million bad entries must not make a million-line error message.
+const MAX_ISSUES = 10;
+
+/** One line naming each invalid field (the first few), for error messages. */
 export function describeIssues(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+  const shown = error.issues.slice(0, MAX_ISSUES).map((i) => `${i.path.slice(0, 8).join('.') || '(root)'}: ${i.message.slice(0, 200)}`);
+  const more = error.issues.length - shown.length;
+  return shown.join('; ') + (more > 0 ? `; and ${more} more` : '');
 }

@@ -13,9 +13,21 @@ import { RemoteSignerProxy } from './signers/remote-proxy.ts';
  * the entry and the variable, never a value. Makes no call.
  * @throws ConfigError naming the entry.
  */
-export function registerRemoteExecutors(remote: ConfigFile['remote'] | undefined, executors: ExecutorRegistry, env: NodeJS.ProcessEnv): RemoteExecutorProxy[] {
+export function registerRemoteExecutors(
+  remote: ConfigFile['remote'] | undefined,
+  executors: ExecutorRegistry,
+  env: NodeJS.ProcessEnv,
+  maxAnswerBytes?: number,
+): RemoteExecutorProxy[] {
   return (remote?.executors ?? []).map((entry, i) => {
-    const proxy = new RemoteExecutorProxy({ executorKey: entry.key, baseUrl: entry.url, token: token(entry, `remote.executors[${i}]`, env), timeoutMs: entry.timeout_ms, lane: laneOf(entry.key) });
+    const proxy = new RemoteExecutorProxy({
+      executorKey: entry.key,
+      baseUrl: entry.url,
+      token: token(entry, `remote.executors[${i}]`, env),
+      timeoutMs: entry.timeout_ms,
+      lane: laneOf(entry.key),
+      maxAnswerBytes,
+    });
     add(() => executors.register(proxy), `remote.executors[${i}] (${entry.key})`, 'executor');
     return proxy;
   });

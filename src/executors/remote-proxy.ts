@@ -2,7 +2,9 @@ import { FatalMovementError, MovementError } from './errors.ts';
 import { JsonHttpClient } from './http-json.ts';
 import {
   describeIssues,
+  EXECUTOR_ANSWER_TOO_LARGE,
   ExecutionResultSchema,
+  isTooLarge,
   type ExecutionContext,
   type ExecutionResult,
   type Executor,
@@ -17,11 +19,17 @@ export interface RemoteExecutorOptions {
   token?: string;
   timeoutMs?: number;
   lane?: string;
+  /** Largest answer read (FERRY_EXECUTOR_ANSWER_MAX_BYTES); a longer one is EXECUTOR_ANSWER_TOO_LARGE. */
+  maxAnswerBytes?: number;
 }
 
 /**
  * An executor living in another process, spoken to over the reference HTTP protocol:
  * POST /preflight (204 = no objection), /prepare, /submit, /observe, /recover, /cancel; GET /health.
+ *
+ * Answers are read up to a size limit and refused past it (EXECUTOR_ANSWER_TOO_LARGE), before
+ * any of it is parsed, logged or stored; the fields of an answer within it are bounded by
+ * ExecutionResultSchema (RESULT_BOUNDS), as those of an executor in this process are.
  *
  * submit() is special: once the request may have reached the remote side (timeout after sending,
  * connection lost, 5xx, an unreadable answer), money may have moved, so it reports UNKNOWN for
@@ -35,7 +43,14 @@ export class RemoteExecutorProxy implements Executor {
   constructor(opts: RemoteExecutorOptions) {
     this.executorKey = opts.executorKey;
     this.lane = opts.lane ?? 'remote';
-    this.#http = new JsonHttpClient({ baseUrl: opts.baseUrl, token: opts.token, timeoutMs: opts.timeoutMs, codePrefix: 'REMOTE_EXECUTOR' });
+    this.#http = new JsonHttpClient({
+      baseUrl: opts.baseUrl,
+      token: opts.token,
+      timeoutMs: opts.timeoutMs,
+      codePrefix: 'REMOTE_EXECUTOR',
+      maxAnswerBytes: opts.maxAnswerBytes,
+      tooLargeCode: EXECUTOR_ANSWER_TOO_LARGE,
+    });
   }
 
   get baseUrl(): string {
@@ -98,8 +113,9 @@ export class RemoteExecutorProxy implements Executor {
   #parse(method: string, json: unknown): ExecutionResult {
     const parsed = ExecutionResultSchema.safeParse(json);
     if (parsed.success) return parsed.data;
+    // A field over its bound (RESULT_BOUNDS) is refused like an answer over the transport limit.
     throw new FatalMovementError(
-      'REMOTE_EXECUTOR_INVALID_RESPONSE',
+      isTooLarge(parsed.error) ? EXECUTOR_ANSWER_TOO_LARGE : 'REMOTE_EXECUTOR_INVALID_RESPONSE',
       `executor ${this.executorKey} /${method} answered an invalid ExecutionResult: ${describeIssues(parsed.error)}`,
       { may_have_acted: true },
     );

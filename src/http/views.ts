@@ -38,10 +38,13 @@ export const isoOrNull = (d: Date | string | null | undefined) => (d == null ? n
 /**
  * What the caller may see beyond the movement itself. A callback URL says where an upstream system
  * listens (and may carry a path secret), so only those who run deliveries see it; everyone else
- * learns whether one is configured.
+ * learns whether one is configured. A delivery's error class and HTTP status say which hosts and
+ * ports inside the allowed networks answer (a port scanner for whoever picks the URL), so they too
+ * are shown only to those who run deliveries; everyone else sees the coarse status.
  */
 export interface Audience {
   callbackUrls: boolean;
+  callbackErrors: boolean;
 }
 
 export function movementSummaryView(r: MovementSummaryRow, audience: Audience, names: ActorNames): z.infer<typeof MovementSummarySchema> {
@@ -246,8 +249,8 @@ export function callbackView(c: CallbackRow, audience: Audience): z.infer<typeof
     redrive_count: c.redrive_count,
     next_attempt_at: iso(c.next_attempt_at),
     last_attempt_at: isoOrNull(c.last_attempt_at),
-    last_status_code: c.last_status_code,
-    last_error: c.last_error,
+    last_status_code: audience.callbackErrors ? c.last_status_code : null,
+    last_error: audience.callbackErrors ? c.last_error : null,
     sent_at: isoOrNull(c.sent_at),
     callback_timestamp: Number(c.callback_timestamp),
     callback_nonce: c.callback_nonce,

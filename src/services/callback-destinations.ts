@@ -54,7 +54,7 @@ export async function createDestination(
   input: { actor: string; name: string; url: string },
 ): Promise<DestinationWithSecret> {
   assertDestinationName(input.name);
-  assertCallbackUrlAllowed(input.url, deps.config.callbackAllowedHosts);
+  assertCallbackUrlAllowed(input.url, deps.config);
   const secret = newSecret();
   const destination = await withTransaction(deps.pool, async (client) => {
     const inserted = await insertDestination(client, { name: input.name, url: input.url, createdBy: input.actor });

@@ -119,7 +119,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
   if (input.callbackUrl && input.callbackDestination) {
     throw new ValidationError('give callback_url or callback_destination, not both', { field: 'callback_destination' });
   }
-  if (input.callbackUrl) assertCallbackUrlAllowed(input.callbackUrl, deps.config.callbackAllowedHosts);
+  if (input.callbackUrl) assertCallbackUrlAllowed(input.callbackUrl, deps.config);
 
   try {
     return await withTransaction(deps.pool, async (client) => {

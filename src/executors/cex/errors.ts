@@ -35,13 +35,14 @@ const WITHDRAW_REFUSALS = new Map<number, WithdrawRefusalCode>([
 /** When the exchange rate-limits without saying for how long. */
 export const DEFAULT_RETRY_AFTER_SECONDS = 60;
 
-export function classifyCexError(err: unknown, account: Pick<CexAccount, 'redact'>): CexFailure {
+export function classifyCexError(err: unknown, account: Pick<CexAccount, 'redact' | 'baseUrl'>): CexFailure {
   const facts = responseFacts(err);
   const ccxt = ccxtIfLoaded();
   const is = (name: 'DDoSProtection' | 'RateLimitExceeded' | 'InsufficientFunds' | 'InvalidAddress' | 'RequestTimeout' | 'AuthenticationError' | 'NetworkError' | 'BaseError') =>
     ccxt !== null && err instanceof ccxt[name];
   const raw = err instanceof Error ? err.message : String(err);
-  const detail = account.redact(facts.exchangeCode !== undefined ? `exchange code ${facts.exchangeCode}: ${facts.exchangeMsg ?? ''} (${raw})` : raw).slice(0, 1000);
+  const text = facts.exchangeCode !== undefined ? `exchange code ${facts.exchangeCode}: ${facts.exchangeMsg ?? ''} (${raw})` : raw;
+  const detail = account.redact(withoutBaseUrl(text, account.baseUrl)).slice(0, 1000);
   const code = facts.exchangeCode;
   const status = facts.httpStatus;
   if (status === 429 || status === 418 || code === -1003 || is('DDoSProtection') || is('RateLimitExceeded')) {
@@ -62,4 +63,13 @@ export function classifyCexError(err: unknown, account: Pick<CexAccount, 'redact
   if (status !== undefined && status >= 400) return { kind: 'rejected', code: 'CEX_REJECTED', detail };
   if (is('NetworkError') || !is('BaseError')) return { kind: 'uncertain', code: 'CEX_UNAVAILABLE', detail };
   return { kind: 'rejected', code: 'CEX_REJECTED', detail };
+}
+
+/**
+ * ccxt's messages carry the URL it called: the account's base_url (whose host and path prefix may
+ * name an internal proxy) and a query of signed parameters. A node's error keeps the endpoint only.
+ */
+function withoutBaseUrl(text: string, baseUrl: string): string {
+  const stripped = baseUrl ? text.split(baseUrl).join('') : text;
+  return stripped.replace(/(^|\s)(\/[^\s?]*)\?\S*/g, '$1$2');
 }

@@ -43,7 +43,9 @@ const createRouteDef = apiRoute({
   responses: {
     201: jsonResponse(DestinationSecretSchema, 'Registered; store the secret now'),
     ...conflict('A destination with this name exists (CALLBACK_DESTINATION_EXISTS)'),
-    ...unprocessable('The URL\'s host is not allowed (CALLBACK_HOST_NOT_ALLOWED)'),
+    ...unprocessable(
+      'The URL\'s host is not allowed (CALLBACK_HOST_NOT_ALLOWED), or is a loopback, private or link-local address outside the allowed networks (CALLBACK_ADDRESS_NOT_ALLOWED)',
+    ),
   },
 });
 

@@ -77,5 +77,7 @@ export function actorOf(c: Context<AuthEnv>): string {
 
 /** What the caller's role may see in the views (see Audience). */
 export function audienceOf(c: Context<AuthEnv>): Audience {
-  return { callbackUrls: can(c.get('principal').role, 'callback.redrive') };
+  // Both go to the roles that run deliveries (operator, admin): the callback.redrive permission.
+  const operates = can(c.get('principal').role, 'callback.redrive');
+  return { callbackUrls: operates, callbackErrors: operates };
 }
