@@ -16,7 +16,8 @@ import { createInputOf, createMovement, type MovementServiceDeps } from '../serv
  * answered, since nobody waits for a response:
  *
  * - a message that can never succeed (it does not parse, names an unknown template or principal,
- *   the principal may not create movements, the key was used for another body) is copied to the
+ *   the principal may not create movements, its intent does not match the template's intent schema
+ *   or a node's token, the key was used for another body) is copied to the
  *   dead-letter queue with its reason, and its job completes: retrying would change nothing;
  * - anything else (the database is unreachable, the runtime is stopping) fails the job, and pg-boss
  *   retries it with backoff, then dead-letters it after `retryLimit` attempts.
@@ -55,6 +56,8 @@ const PERMANENT: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'VALIDATION_FAILED',
   'BAD_REQUEST',
   'INVALID_TEMPLATE',
+  'INTENT_INVALID',
+  'INEXACT_NUMBER',
   'NOT_FOUND',
   'FORBIDDEN',
   'IDEMPOTENCY_KEY_REUSED',

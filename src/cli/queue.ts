@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ZodError } from 'zod';
 import { MovementRequestMessage, sendMovementRequest } from '../actors/movement-queue.ts';
 import { UsageError, type CliCommand } from './command.ts';
+import { refuseInexactNumbers } from './json-number.ts';
 import { printedJson } from './format.ts';
 import { withBoss } from './database.ts';
 
@@ -14,6 +15,7 @@ function jsonObject(name: string, text: string | undefined): Record<string, unkn
     throw new UsageError(`--${name} must be JSON`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new UsageError(`--${name} must be a JSON object`);
+  refuseInexactNumbers(name, text);
   return value as Record<string, unknown>;
 }
 

@@ -273,6 +273,9 @@ export const TemplateVersionSchema = z
     version: z.number().int(),
     graph_hash: z.string(),
     risk_controls: anyObject,
+    intent_schema: anyObject.nullable().openapi({
+      description: 'What an intent of this version may hold (null: the template declares no intent schema; see IntentSchema in TemplateDefinition)',
+    }),
     created_by: z.string(),
     created_by_name: actorName,
     created_at: isoTime,
