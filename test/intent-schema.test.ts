@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { consumeMovementRequest, ensureMovementQueues } from '../src/actors/movement-queue.ts';
 import { planNodeFields } from '../src/plan/compile.ts';
+import { compileOptionsOf } from '../src/services/movements.ts';
 import { compilePlan, compiledPlanHash, graphHash } from '../src/plan/compile.ts';
 import { inexactNumbers, isExact } from '../src/plan/exact-json.ts';
 import { parseTemplateDefinition } from '../src/plan/template-schema.ts';
@@ -293,6 +294,33 @@ test('the templates Ferry ships declare schemas that accept their documented int
   assert.ok(sandbox.intent_schema);
   compilePlan(versionOf(sandbox), { asset: 'USDC', amount: '25', destination: { address: RECIPIENT } });
   assert.throws(() => compilePlan(versionOf(sandbox), { asset: 'DAI', amount: '1', destination: { address: RECIPIENT } }), (e: any) => e.details?.rule === 'allowed');
+});
+
+test('a token fixed by address is held to the intent through evm.tokens; a native transfer refuses a token', () => {
+  const USDC_ADDRESS = '0x' + '11'.repeat(20);
+  const options = compileOptionsOf({
+    file: { evm: { tokens: [{ chain_id: 8453, symbol: 'USDC', address: USDC_ADDRESS, decimals: 6 }] } } as never,
+  });
+  const byAddress = parseTemplateDefinition({
+    template_key: 'by.address',
+    nodes: [{ node_key: 'send', node_kind: 'action', action_type: 'erc20_transfer', executor_binding: 'exec.evm.erc20_transfer', config: { chain_id: 8453, token: USDC_ADDRESS } }],
+  });
+  compilePlan(versionOf(byAddress), { asset: 'USDC', amount: '1' }, {}, undefined, options);
+  assert.throws(
+    () => compilePlan(versionOf(byAddress), { asset: 'DAI', amount: '1' }, {}, undefined, options),
+    (e: any) => e.code === 'INTENT_INVALID' && e.details.rule === 'asset_binding_mismatch' && e.details.bound_token === USDC_ADDRESS,
+  );
+  // An address Ferry does not know is left to the executors: nothing to compare it with.
+  compilePlan(versionOf(byAddress), { asset: 'DAI', amount: '1' });
+  const native = parseTemplateDefinition({
+    template_key: 'native',
+    nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'native_transfer', executor_binding: 'exec.evm.native_transfer', config: { chain_id: 8453 } }],
+  });
+  compilePlan(versionOf(native), { asset: 'ETH', amount: '1' }, {}, undefined, options);
+  assert.throws(
+    () => compilePlan(versionOf(native), { asset: 'USDC', amount: '1' }, {}, undefined, options),
+    (e: any) => e.code === 'INTENT_INVALID' && e.details.rule === 'asset_binding_mismatch' && e.details.bound_token === 'native',
+  );
 });
 
 test('the number scan reports exactly the numbers JSON.parse would change, by path', () => {

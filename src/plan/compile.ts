@@ -1,7 +1,7 @@
 import { InvalidTemplateError, ValidationError } from '../errors.ts';
 import { compareCodeUnits, sha256Tagged } from './canonical-json.ts';
 import { roots } from './graph.ts';
-import { checkAssetBindings, checkIntentNumbers, validateIntent, type TokenSymbolOf } from './intent-check.ts';
+import { checkAssetBindings, checkIntentNumbers, validateIntent, type IsTokenSymbol, type TokenSymbolOf } from './intent-check.ts';
 import { intentSchemaSchema, type IntentSchema } from './intent-schema.ts';
 import { isBoundedJson, MAX_JSON_DEPTH } from './json.ts';
 import type { ExecutorBinding, JsonObject, SignerBinding, TemplateDefinition } from './template-schema.ts';
@@ -80,6 +80,7 @@ export function sortEdges(edges: ReadonlyArray<{ from: string; to: string }>): A
 /** What compilation may know beyond the plan: how to name a token address a node fixes (evm.tokens). */
 export interface CompileOptions {
   tokenSymbolOf?: TokenSymbolOf;
+  isTokenSymbol?: IsTokenSymbol;
 }
 
 /**
@@ -117,7 +118,7 @@ export function compilePlan(
   const schema = canonicalIntentSchema(version.intent_schema);
   if (schema) validateIntent(schema, intent);
   checkIntentNumbers(intent, inputParams);
-  checkAssetBindings(version.nodes, intent, options.tokenSymbolOf);
+  checkAssetBindings(version.nodes, intent, options.tokenSymbolOf, options.isTokenSymbol);
 
   const byKey = new Map(version.nodes.map((n) => [n.node_key, n]));
   const nodes: CompiledNode[] = order.map((key) => {

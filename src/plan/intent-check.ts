@@ -247,6 +247,11 @@ function extra(binding: unknown, key: string): unknown {
 
 /** Tells an ERC-20 address's symbol on a chain (from evm.tokens); undefined when Ferry does not know it. */
 export type TokenSymbolOf = (address: string, chainId: number | null) => string | undefined;
+/** Tells whether a symbol is an ERC-20 Ferry knows on a chain (evm.tokens), so not the chain's native coin. */
+export type IsTokenSymbol = (symbol: string, chainId: number | null) => boolean;
+
+/** The EVM lane's native transfer (src/executors/evm/index.ts): it moves the chain's coin, never a token. */
+const NATIVE_TRANSFER_EXECUTOR = 'exec.evm.native_transfer';
 
 /**
  * The intent's asset against every token a node fixes: a node bound to USDC moves USDC whatever the
@@ -258,10 +263,24 @@ export function checkAssetBindings(
   nodes: Parameters<typeof boundTokens>[0],
   intent: Readonly<Record<string, unknown>>,
   symbolOf: TokenSymbolOf = () => undefined,
+  isTokenSymbol: IsTokenSymbol = () => false,
 ): void {
   const asset = intent.asset;
   if (typeof asset !== 'string') return;
   const isAddress = (s: string) => EVM_ADDRESS.test(s);
+  for (const node of nodes) {
+    const key = typeof node.executor_binding === 'string' ? node.executor_binding : extra(node.executor_binding, 'executor_key');
+    if (key !== NATIVE_TRANSFER_EXECUTOR || node.config?.contract_call !== undefined) continue;
+    // A native transfer sends intent.amount of the coin: an intent for a token it would pay in the coin.
+    if (isAddress(asset) || isTokenSymbol(asset, chainIdOf(node))) {
+      throw new IntentInvalidError(
+        'asset',
+        'asset_binding_mismatch',
+        `intent refused: intent field "asset" is the token "${asset}", but node "${node.node_key}" is a native transfer; it would send the chain's coin, not ${asset}`,
+        { node_key: node.node_key, bound_field: 'executor_binding', bound_token: 'native', asset },
+      );
+    }
+  }
   for (const bound of boundTokens(nodes)) {
     let agrees: boolean | null;
     if (isAddress(bound.token)) {

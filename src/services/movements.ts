@@ -111,7 +111,8 @@ export function movementFingerprint(input: Omit<CreateMovementInput, 'actor' | '
 
 /**
  * What compilation needs from the configuration: the symbols of the token addresses in evm.tokens,
- * so a node bound to a token by address is held to the intent's asset as one bound by symbol is.
+ * so a node bound to a token by address is held to the intent's asset as one bound by symbol is, and
+ * which symbols are tokens (a native transfer cannot move them).
  */
 export function compileOptionsOf(config: Partial<Pick<FerryConfig, 'file'>>): CompileOptions {
   const tokens = config.file?.evm.tokens ?? [];
@@ -122,6 +123,7 @@ export function compileOptionsOf(config: Partial<Pick<FerryConfig, 'file'>>): Co
       const symbols = new Set(matches.map((t) => t.symbol));
       return symbols.size === 1 ? [...symbols][0] : undefined;
     },
+    isTokenSymbol: (symbol, chainId) => tokens.some((t) => t.symbol.toUpperCase() === symbol.toUpperCase() && (chainId === null || t.chain_id === chainId)),
   };
 }
 
