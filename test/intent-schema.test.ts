@@ -296,6 +296,30 @@ test('the templates Ferry ships declare schemas that accept their documented int
   assert.throws(() => compilePlan(versionOf(sandbox), { asset: 'DAI', amount: '1', destination: { address: RECIPIENT } }), (e: any) => e.details?.rule === 'allowed');
 });
 
+test('decimals per asset: each asset has its own, and an amount without its asset is refused', () => {
+  const def = parseTemplateDefinition({
+    template_key: 'two.assets',
+    nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'pay', executor_binding: 'exec.sim.action' }],
+    intent_schema: {
+      fields: { asset: { type: 'asset', allowed: ['USDC', 'DAI'], required: false }, amount: { type: 'amount', decimals: { USDC: 6, DAI: 18 }, max: '1000' } },
+    },
+  });
+  const v = versionOf(def);
+  compilePlan(v, { asset: 'DAI', amount: '1.123456789012345678' });
+  const refused = (intent: Record<string, unknown>) => {
+    try {
+      compilePlan(v, intent);
+    } catch (e: any) {
+      return [e.details.field, e.details.rule];
+    }
+    return null;
+  };
+  assert.deepEqual(refused({ asset: 'USDC', amount: '1.1234567' }), ['amount', 'decimals']);
+  assert.deepEqual(refused({ amount: '1.1234567' }), ['amount', 'decimals']);
+  assert.deepEqual(refused({ asset: 'WBTC', amount: '1' }), ['asset', 'allowed']);
+  assert.deepEqual(refused({ asset: 'DAI', amount: '1000.000000000000000001' }), ['amount', 'max']);
+});
+
 test('a token fixed by address is held to the intent through evm.tokens; a native transfer refuses a token', () => {
   const USDC_ADDRESS = '0x' + '11'.repeat(20);
   const options = compileOptionsOf({
@@ -317,6 +341,13 @@ test('a token fixed by address is held to the intent through evm.tokens; a nativ
     nodes: [{ node_key: 'pay', node_kind: 'action', action_type: 'native_transfer', executor_binding: 'exec.evm.native_transfer', config: { chain_id: 8453 } }],
   });
   compilePlan(versionOf(native), { asset: 'ETH', amount: '1' }, {}, undefined, options);
+  // A balance observation of the chain's coin (`token: native`) takes the coin by any name, not a token.
+  const watch = parseTemplateDefinition({
+    template_key: 'watch.native',
+    nodes: [{ node_key: 'watch', node_kind: 'observe', action_type: 'chain_balance', executor_binding: 'exec.observe.evm_balance', config: { chain_id: 8453, token: 'native' } }],
+  });
+  compilePlan(versionOf(watch), { asset: 'ETH', amount: '1' }, {}, undefined, options);
+  assert.throws(() => compilePlan(versionOf(watch), { asset: 'USDC', amount: '1' }, {}, undefined, options), (e: any) => e.details?.rule === 'asset_binding_mismatch');
   assert.throws(
     () => compilePlan(versionOf(native), { asset: 'USDC', amount: '1' }, {}, undefined, options),
     (e: any) => e.code === 'INTENT_INVALID' && e.details.rule === 'asset_binding_mismatch' && e.details.bound_token === 'native',

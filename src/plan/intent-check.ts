@@ -46,7 +46,9 @@ export function intentProblems(schema: IntentSchema, intent: Readonly<Record<str
       if (field.required) problems.push({ field: name, rule: 'required', message: `intent field "${name}" is required (${field.type})` });
       continue;
     }
-    const problem = fieldProblem(name, field, value, asset && assetOk ? (intent[asset[0]] as string) : null, asset !== null);
+    // An asset given but refused is reported on its own field; an amount then has no decimals to check.
+    const assetRefused = asset !== null && intent[asset[0]] !== undefined && !assetOk;
+    const problem = fieldProblem(name, field, value, asset && assetOk ? (intent[asset[0]] as string) : null, assetRefused);
     if (problem) problems.push(problem);
   }
   return problems;
@@ -65,7 +67,7 @@ function refuse(problems: IntentProblem[]): void {
   throw new IntentInvalidError(field, rule, `intent refused: ${message}${more}`, { ...extra, problems });
 }
 
-function fieldProblem(name: string, field: IntentField, value: unknown, asset: string | null, hasAssetField: boolean): IntentProblem | null {
+function fieldProblem(name: string, field: IntentField, value: unknown, asset: string | null, assetRefused: boolean): IntentProblem | null {
   const p = (rule: string, message: string, extra: Record<string, unknown> = {}): IntentProblem => ({ field: name, rule, message: `intent field "${name}" ${message}`, ...extra });
   switch (field.type) {
     case 'asset':
@@ -73,7 +75,7 @@ function fieldProblem(name: string, field: IntentField, value: unknown, asset: s
       if (!field.allowed.includes(value)) return p('allowed', `is "${value}", which this template does not move (allowed: ${field.allowed.join(', ')})`, { allowed: field.allowed });
       return null;
     case 'amount':
-      return amountProblem(name, field, value, asset, hasAssetField);
+      return amountProblem(name, field, value, asset, assetRefused);
     case 'evm_address':
       return evmAddressProblem(name, addressOf(value), field.checksum);
     case 'venue_address': {
@@ -111,7 +113,7 @@ function fieldProblem(name: string, field: IntentField, value: unknown, asset: s
   }
 }
 
-function amountProblem(name: string, field: AmountField, value: unknown, asset: string | null, hasAssetField: boolean): IntentProblem | null {
+function amountProblem(name: string, field: AmountField, value: unknown, asset: string | null, assetRefused: boolean): IntentProblem | null {
   const p = (rule: string, message: string, extra: Record<string, unknown> = {}): IntentProblem => ({ field: name, rule, message: `intent field "${name}" ${message}`, ...extra });
   if (typeof value === 'number') return p('type', `must be a decimal string, not a JSON number (${HINT_STRING})`, { hint: HINT_STRING });
   if (typeof value !== 'string') return p('type', 'must be a decimal string such as "100.25"');
@@ -122,8 +124,8 @@ function amountProblem(name: string, field: AmountField, value: unknown, asset: 
   let decimals: number;
   if (typeof field.decimals === 'number') decimals = field.decimals;
   else if (asset !== null && field.decimals[asset] !== undefined) decimals = field.decimals[asset];
-  // The asset itself is refused on its own field; its decimals are unknown, so nothing more to say here.
-  else return hasAssetField ? null : p('decimals', 'has no decimals for this asset');
+  // A refused asset is reported on its own field; without any asset the decimals are unknown.
+  else return assetRefused ? null : p('decimals', 'cannot be checked without the asset whose decimals it has; give the asset');
   const digits = fractionDigits(value);
   if (digits > decimals) {
     return p('decimals', `is "${value}", which has ${digits} fractional digits; ${asset ?? 'this asset'} has ${decimals}`, { decimals, ...(asset ? { asset } : {}) });
@@ -283,7 +285,11 @@ export function checkAssetBindings(
   }
   for (const bound of boundTokens(nodes)) {
     let agrees: boolean | null;
-    if (isAddress(bound.token)) {
+    if (bound.token.toLowerCase() === 'native') {
+      // The chain's coin (an EVM balance observation's `token: native`): whatever the intent calls
+      // it (ETH, native), only a token is another asset.
+      agrees = !(isAddress(asset) || isTokenSymbol(asset, bound.chain_id));
+    } else if (isAddress(bound.token)) {
       if (isAddress(asset)) agrees = bound.token.toLowerCase() === asset.toLowerCase();
       else {
         const known = symbolOf(bound.token, bound.chain_id);

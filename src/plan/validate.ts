@@ -234,7 +234,8 @@ function intentSchemaRuleProblems(def: PlanShape): TemplateProblem[] {
   if (asset) {
     const allowed = new Set(asset[1].allowed.map((a) => a.toUpperCase()));
     for (const bound of boundTokens(def.nodes)) {
-      if (/^0x[0-9a-fA-F]{40}$/.test(bound.token) || allowed.has(bound.token.toUpperCase())) continue;
+      // An address or the chain's coin is named differently in the intent; only symbols compare here.
+      if (/^0x[0-9a-fA-F]{40}$/.test(bound.token) || bound.token.toLowerCase() === 'native' || allowed.has(bound.token.toUpperCase())) continue;
       problems.push({
         rule: 'ASSET_BINDING_MISMATCH',
         message: `node "${bound.node_key}" is bound to ${bound.token} (${bound.field}), which intent_schema field "${asset[0]}" does not allow (${asset[1].allowed.join(', ')})`,
