@@ -110,7 +110,7 @@ export function compilePlan(
   if (graphHashOf(version.nodes, version.edges, version.risk_controls, version.intent_schema) !== version.graph_hash) {
     throw new InvalidTemplateError(
       'GRAPH_HASH_DRIFT',
-      `template "${version.template_key}" version ${version.version} no longer matches its recorded graph hash; its stored nodes or edges were changed after it was saved`,
+      `template "${version.template_key}" version ${version.version} no longer matches its recorded graph hash; its stored nodes, edges or intent schema were changed after it was saved`,
       { template_key: version.template_key, template_version: version.version },
     );
   }

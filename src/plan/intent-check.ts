@@ -1,4 +1,5 @@
-import { getAddress } from 'viem';
+// viem/utils, not viem: the whole package costs a second to load, and plan code is loaded by the CLI.
+import { getAddress } from 'viem/utils';
 import { FerryError, IntentInvalidError } from '../errors.ts';
 import {
   DECIMAL_PATTERN,
