@@ -8,6 +8,10 @@ export const errorStatus = {
   MALFORMED_JSON: 400,
   BAD_REQUEST: 400,
   INVALID_TEMPLATE: 422,
+  /** An intent its template's intent schema (or a node's fixed token) does not accept; details.field and details.rule say which. */
+  INTENT_INVALID: 422,
+  /** A JSON number that cannot be kept exactly (an integer beyond 2^53-1, more digits than a double holds). */
+  INEXACT_NUMBER: 422,
   UNAUTHENTICATED: 401,
   FORBIDDEN: 403,
   FOUR_EYES_VIOLATION: 403,
@@ -141,6 +145,17 @@ export class ValidationError extends FerryError {
 export class InvalidTemplateError extends FerryError {
   constructor(rule: string, message: string, details: Record<string, unknown> = {}) {
     super('INVALID_TEMPLATE', message, { rule, ...details });
+  }
+}
+
+/**
+ * An intent refused at creation: `field` names the intent field (dotted below it: destination.tag),
+ * `rule` the rule it broke (required, unknown_field, type, format, decimals, min, max, positive,
+ * allowed, checksum, zero_address, asset_binding_mismatch, ...).
+ */
+export class IntentInvalidError extends FerryError {
+  constructor(field: string, rule: string, message: string, details: Record<string, unknown> = {}) {
+    super('INTENT_INVALID', message, { field, rule, ...details });
   }
 }
 

@@ -206,6 +206,13 @@ test('bad arguments exit 2; an unreachable Ferry or a refused token exit 1 with 
   assert.match(badIntent.stderr, /--intent must be JSON/);
   const arrayIntent = await ferryCli(['movements', 'create', '--template', 'cli.transfer', '--intent', '[1]'], tokens.requester);
   assert.equal(arrayIntent.code, 2);
+  // A number JSON.parse would round is refused before it is sent; a float amount by the API.
+  const bigNumber = await ferryCli(['movements', 'create', '--template', 'cli.transfer', '--intent', '{"asset":"USDC","amount":"1","ref":12345678901234567890}'], tokens.requester);
+  assert.equal(bigNumber.code, 2, bigNumber.stderr);
+  assert.match(bigNumber.stderr, /--intent: ref is the number 12345678901234567890, which JSON cannot carry exactly; write it as a string/);
+  const floatAmount = await ferryCli(['movements', 'create', '--template', 'cli.transfer', '--intent', '{"asset":"USDC","amount":1.5}'], tokens.requester);
+  assert.equal(floatAmount.code, 1, floatAmount.stderr);
+  assert.match(floatAmount.stderr, /INTENT_INVALID: .*"amount"/);
   const badId = await ferryCli(['movements', 'show', 'not-an-id'], tokens.viewer);
   assert.equal(badId.code, 2);
   const unknown = await ferryCli(['movements', 'show', '00000000-0000-0000-0000-000000000000'], tokens.viewer);

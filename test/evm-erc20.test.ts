@@ -161,7 +161,8 @@ test('decimals are read from the chain and pinned: an 18-decimal token moves a l
     { key: 'erc20-other-chain', config: { token: 'USDC', to, amount: '1', chain_id: 1 }, code: 'EVM_CHAIN_NOT_CONFIGURED' },
   ];
   const ids: string[] = [];
-  for (const c of cases) ids.push(await approvedMovement(deps, erc20Plan(c.key, c.config), { asset: 'X', amount: '1' }));
+  // No asset in the intent: each node fixes its own token, and an intent naming another is refused at creation.
+  for (const c of cases) ids.push(await approvedMovement(deps, erc20Plan(c.key, c.config), { amount: '1' }));
   await drain(deps);
 
   const s = await snapshot(db.pool, ok);

@@ -2,6 +2,21 @@ import { CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSERVE_KEY } from '../../src
 import { EVM_BALANCE_OBSERVE_KEY, EVM_ERC20_TRANSFER_KEY, EVM_FINALITY_OBSERVE_KEY } from '../../src/executors/evm/index.ts';
 
 /**
+ * The intent every sandbox template takes (docs/templates.md, "Intent schema"): the token it is
+ * bound to and nothing else, an amount with that token's decimals, and, where the intent names the
+ * recipient, an EVM address. Anything else is refused when the movement is created.
+ */
+export function tokenIntentSchema(token: string, decimals: number, opts: { destination: boolean }): Record<string, unknown> {
+  return {
+    fields: {
+      asset: { type: 'asset', allowed: [token] },
+      amount: { type: 'amount', decimals, min: decimals >= 2 ? '0.01' : '1', max: '1000000' },
+      ...(opts.destination ? { destination: { type: 'evm_address' } } : {}),
+    },
+  };
+}
+
+/**
  * `usdc.transfer`: send USDC from the sandbox hot wallet to intent.destination.address, then wait
  * until that transaction has `confirmations` blocks.
  */
@@ -27,6 +42,7 @@ export function usdcTransferTemplate(opts: { chainId: number; signerKey: string;
       },
     ],
     edges: [{ from: 'transfer', to: 'finality' }],
+    intent_schema: tokenIntentSchema('USDC', 6, { destination: true }),
   };
 }
 
@@ -101,6 +117,7 @@ export function cctpBridgeTemplate(opts: {
       { from: 'attestation', to: 'mint' },
       { from: 'mint', to: 'arrived' },
     ],
+    intent_schema: tokenIntentSchema(token, decimals, { destination: true }),
   };
 }
 // --- end CCTP lane ---
@@ -169,5 +186,6 @@ export function cexToChainTemplate(opts: CexToChainTemplateOptions): Record<stri
       { from: 'withdrawal_observe', to: 'deposit_observe' },
       { from: 'deposit_observe', to: 'sweep' },
     ],
+    intent_schema: tokenIntentSchema(opts.token, opts.decimals, { destination: false }),
   };
 }

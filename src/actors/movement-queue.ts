@@ -18,8 +18,9 @@ import { unauthenticatedOrder, verifyMovementOrder } from '../services/queue-cre
  *
  * - a message that can never succeed (it does not parse, is not signed by a queue credential of
  *   the principal it names, was signed too long before it was queued, names an unknown template,
- *   the key was used for another body) is copied to the dead-letter queue with its reason, and its
- *   job completes: retrying would change nothing. A refused signature or age is audited too;
+ *   its intent does not match the template's intent schema or a node's token, the key was used for
+ *   another body) is copied to the dead-letter queue with its reason, and its job completes:
+ *   retrying would change nothing. A refused signature or age is audited too;
  * - anything else (the database is unreachable, the runtime is stopping) fails the job, and pg-boss
  *   retries it with backoff, then dead-letters it after `retryLimit` attempts.
  *
@@ -66,6 +67,8 @@ const PERMANENT: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'VALIDATION_FAILED',
   'BAD_REQUEST',
   'INVALID_TEMPLATE',
+  'INTENT_INVALID',
+  'INEXACT_NUMBER',
   'NOT_FOUND',
   'FORBIDDEN',
   'IDEMPOTENCY_KEY_REUSED',

@@ -9,6 +9,7 @@ import type { ParseArgsOptionsConfig } from 'node:util';
 import { request } from 'undici';
 import { isUuid } from '../ids.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
+import { refuseInexactNumbers } from './json-number.ts';
 import { printedJson, printList, table } from './format.ts';
 
 export const DEFAULT_URL = 'http://127.0.0.1:3000';
@@ -90,8 +91,10 @@ export function jsonObjectOption(ctx: CliContext, name: string): Record<string, 
     throw new UsageError(`--${name} must be JSON: ${(err as Error).message}`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new UsageError(`--${name} must be a JSON object`);
+  refuseInexactNumbers(name, raw);
   return value as Record<string, unknown>;
 }
+
 
 
 function movementId(ctx: CliContext): string {

@@ -4,6 +4,7 @@ import { ZodError } from 'zod';
 import { MovementRequestMessage, sendMovementRequest } from '../actors/movement-queue.ts';
 import { createQueueCredential, queueCredentials, revokeQueueCredential, signMovementOrder, type QueueCredentialInfo } from '../services/queue-credentials.ts';
 import { CliError, NAME_OR_ID, nameOrId, UsageError, type CliCommand, type CliContext } from './command.ts';
+import { refuseInexactNumbers } from './json-number.ts';
 import { printedJson, printList } from './format.ts';
 import { withBoss } from './database.ts';
 import { operatorName } from './operator.ts';
@@ -38,6 +39,7 @@ function jsonObject(name: string, text: string | undefined): Record<string, unkn
     throw new UsageError(`--${name} must be JSON`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new UsageError(`--${name} must be a JSON object`);
+  refuseInexactNumbers(name, text);
   return value as Record<string, unknown>;
 }
 

@@ -186,6 +186,7 @@ export function templateVersionView(v: TemplateVersionRecord, names: ActorNames)
     version: v.version,
     graph_hash: v.graph_hash,
     risk_controls: v.risk_controls,
+    intent_schema: v.intent_schema ?? null,
     created_by: v.created_by,
     created_by_name: names(v.created_by),
     created_at: iso(v.created_at),

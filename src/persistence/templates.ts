@@ -225,6 +225,7 @@ function toRecord(row: VersionRow): TemplateVersionRecord {
     version: row.version,
     graph_hash: row.graph_hash,
     risk_controls: row.risk_controls,
+    intent_schema: row.definition.intent_schema ?? null,
     created_by: row.created_by,
     created_at: row.created_at,
     nodes: row.nodes.map((n) => ({

@@ -1,6 +1,8 @@
 import { InvalidTemplateError, ValidationError } from '../errors.ts';
 import { compareCodeUnits, sha256Tagged } from './canonical-json.ts';
 import { roots } from './graph.ts';
+import { checkAssetBindings, checkIntentNumbers, validateIntent, type IsTokenSymbol, type TokenSymbolOf } from './intent-check.ts';
+import { intentSchemaSchema, type IntentSchema } from './intent-schema.ts';
 import { isBoundedJson, MAX_JSON_DEPTH } from './json.ts';
 import type { ExecutorBinding, JsonObject, SignerBinding, TemplateDefinition } from './template-schema.ts';
 import type { CompiledNode, CompiledPlan, PlanNodeFields, TemplateVersionRecord } from './types.ts';
@@ -28,16 +30,36 @@ export function planNodeFields(n: NodeInput): PlanNodeFields {
 }
 
 /**
- * The identity of a template's behaviour: nodes (sorted by key), edges (sorted) and risk controls.
+ * The identity of a template's behaviour: nodes (sorted by key), edges (sorted), risk controls and,
+ * when the template declares one, its intent schema (in canonical form: defaults filled in, so
+ * `{type: evm_address}` and the same with `required: true` are one schema). A template without a
+ * schema hashes exactly as before schemas existed, so its versions keep their hashes.
  * Left out on purpose: description (wording is not behaviour) and timeout_policy (operational
  * timing that operators tune without it counting as a new plan; it stays outside both hashes).
  */
 export function graphHash(def: TemplateDefinition): string {
-  return graphHashOf(def.nodes, def.edges, def.risk_controls);
+  return graphHashOf(def.nodes, def.edges, def.risk_controls, def.intent_schema);
 }
 
-function graphHashOf(nodes: readonly NodeInput[], edges: ReadonlyArray<{ from: string; to: string }>, riskControls: unknown): string {
+/** The canonical form of an intent schema (what is hashed), or null for none; throws on a bad one. */
+export function canonicalIntentSchema(schema: unknown): IntentSchema | null {
+  if (schema === undefined || schema === null) return null;
+  const parsed = intentSchemaSchema.safeParse(schema);
+  if (!parsed.success) {
+    throw new InvalidTemplateError('INTENT_SCHEMA_INVALID', `intent_schema: ${parsed.error.issues[0]!.message}`, { node_keys: [] });
+  }
+  return parsed.data;
+}
+
+function graphHashOf(
+  nodes: readonly NodeInput[],
+  edges: ReadonlyArray<{ from: string; to: string }>,
+  riskControls: unknown,
+  intentSchema?: unknown,
+): string {
+  const schema = canonicalIntentSchema(intentSchema);
   return sha256Tagged({
+    ...(schema ? { intent_schema: schema } : {}),
     nodes: [...nodes]
       .sort((a, b) => compareCodeUnits(a.node_key, b.node_key))
       .map((n) => {
@@ -55,10 +77,20 @@ export function sortEdges(edges: ReadonlyArray<{ from: string; to: string }>): A
     .sort((a, b) => compareCodeUnits(a.from, b.from) || compareCodeUnits(a.to, b.to));
 }
 
+/** What compilation may know beyond the plan: how to name a token address a node fixes (evm.tokens). */
+export interface CompileOptions {
+  tokenSymbolOf?: TokenSymbolOf;
+  isTokenSymbol?: IsTokenSymbol;
+}
+
 /**
  * Compiles a saved template version for one request (intent and input params must be plain JSON
  * objects; anything else is refused as VALIDATION_FAILED). Deterministic: the same version, intent and
  * input params give the same plan and the same compiled_plan_hash in any process.
+ *
+ * The intent is checked first (intent-check.ts): against the version's intent schema when it has
+ * one, against every token a node fixes, and for numbers that were not kept exactly. A refusal is
+ * INTENT_INVALID (or INEXACT_NUMBER) naming the field and the rule.
  *
  * The version is re-validated (a stored plan edited behind Ferry's back must not run) and, when a
  * catalog is given, its bindings are checked against what is registered now, since an executor may
@@ -69,18 +101,24 @@ export function compilePlan(
   intent: Readonly<Record<string, unknown>>,
   inputParams: Readonly<Record<string, unknown>> = {},
   known?: BindingCatalog,
+  options: CompileOptions = {},
 ): CompiledPlan {
   requireJsonObject('intent', intent);
   requireJsonObject('input_params', inputParams);
 
   const { graph, order } = known ? validateTemplate(version, known) : validateTemplateStructure(version);
-  if (graphHashOf(version.nodes, version.edges, version.risk_controls) !== version.graph_hash) {
+  if (graphHashOf(version.nodes, version.edges, version.risk_controls, version.intent_schema) !== version.graph_hash) {
     throw new InvalidTemplateError(
       'GRAPH_HASH_DRIFT',
-      `template "${version.template_key}" version ${version.version} no longer matches its recorded graph hash; its stored nodes or edges were changed after it was saved`,
+      `template "${version.template_key}" version ${version.version} no longer matches its recorded graph hash; its stored nodes, edges or intent schema were changed after it was saved`,
       { template_key: version.template_key, template_version: version.version },
     );
   }
+
+  const schema = canonicalIntentSchema(version.intent_schema);
+  if (schema) validateIntent(schema, intent);
+  checkIntentNumbers(intent, inputParams);
+  checkAssetBindings(version.nodes, intent, options.tokenSymbolOf, options.isTokenSymbol);
 
   const byKey = new Map(version.nodes.map((n) => [n.node_key, n]));
   const nodes: CompiledNode[] = order.map((key) => {

@@ -15,6 +15,8 @@ export interface TemplateDiff {
   };
   edges: { added: Array<{ from: string; to: string }>; removed: Array<{ from: string; to: string }> };
   risk_controls: { from: unknown; to: unknown } | null;
+  /** What intents the template takes, before and after (null: unchanged; from or to null: no schema). */
+  intent_schema: { from: unknown; to: unknown } | null;
 }
 
 const NODE_FIELDS = ['node_kind', 'action_type', 'executor_binding', 'signer_binding', 'config', 'timeout_policy', 'retryable'] as const;
@@ -43,6 +45,8 @@ export function diffTemplates(live: TemplateDefinition | null, proposed: Templat
   const descTo = proposed.description ?? descFrom;
   const riskFrom = live?.risk_controls ?? {};
   const riskTo = proposed.risk_controls ?? {};
+  const schemaFrom = live?.intent_schema ?? null;
+  const schemaTo = proposed.intent_schema ?? null;
   return {
     description: descFrom === descTo ? null : { from: descFrom, to: descTo },
     nodes: {
@@ -55,5 +59,6 @@ export function diffTemplates(live: TemplateDefinition | null, proposed: Templat
       removed: sorted([...edgesBefore.keys()].filter((k) => !edgesAfter.has(k))).map((k) => edgesBefore.get(k)!),
     },
     risk_controls: canonicalJson(riskFrom) === canonicalJson(riskTo) ? null : { from: riskFrom, to: riskTo },
+    intent_schema: canonicalJson(schemaFrom) === canonicalJson(schemaTo) ? null : { from: schemaFrom, to: schemaTo },
   };
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors.ts';
+import { intentSchemaSchema } from './intent-schema.ts';
 import { jsonObjectSchema, jsonValueSchema, type JsonValue } from './json.ts';
 
 export type { JsonObject, JsonValue } from './json.ts';
@@ -69,6 +70,8 @@ export const templateDefinitionSchema = z.strictObject({
   nodes: z.array(nodeDefinitionSchema).max(MAX_NODES, `a plan has at most ${MAX_NODES} nodes`),
   edges: z.array(edgeDefinitionSchema).max(MAX_EDGES, `a plan has at most ${MAX_EDGES} edges`).default([]),
   risk_controls: jsonObjectSchema.optional(),
+  /** What an intent of this template may hold (src/plan/intent-schema.ts, docs/templates.md). */
+  intent_schema: intentSchemaSchema.optional(),
 });
 
 export type TemplateDefinition = z.output<typeof templateDefinitionSchema>;

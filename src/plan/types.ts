@@ -1,3 +1,4 @@
+import type { IntentSchema } from './intent-schema.ts';
 import type { ExecutorBinding, JsonObject, NodeKind, SignerBinding } from './template-schema.ts';
 
 /** What a node of a plan is, as a template version and a compiled plan both hold it (planNodeFields). */
@@ -27,6 +28,8 @@ export interface TemplateVersionRecord {
   version: number;
   graph_hash: string;
   risk_controls: JsonObject;
+  /** What an intent of this version may hold; absent or null when the template declares no schema. */
+  intent_schema?: IntentSchema | null;
   created_by: string;
   created_at: Date;
   /** Ordered by position. */

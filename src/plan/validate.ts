@@ -2,6 +2,8 @@ import { InvalidTemplateError } from '../errors.ts';
 import { executorKeyOf, signerKeyOf } from './bindings.ts';
 import { compareCodeUnits } from './canonical-json.ts';
 import { ancestors, buildGraph, connectedComponents, findCycle, topologicalOrder, type PlanGraph } from './graph.ts';
+import { boundTokens } from './intent-check.ts';
+import { assetFieldOf, intentSchemaProblems, intentSchemaSchema } from './intent-schema.ts';
 import { NODE_KEY_PATTERN } from './template-schema.ts';
 
 /**
@@ -24,6 +26,8 @@ export const templateRules = [
   'UNKNOWN_EXECUTOR_BINDING',
   'UNKNOWN_SIGNER_BINDING',
   'MISSING_EXECUTOR_BINDING',
+  'INTENT_SCHEMA_INVALID',
+  'ASSET_BINDING_MISMATCH',
 ] as const;
 export type TemplateRule = (typeof templateRules)[number];
 
@@ -49,6 +53,8 @@ export interface PlanShape {
     config?: Readonly<Record<string, unknown>>;
   }>;
   edges: ReadonlyArray<{ from: string; to: string }>;
+  /** The intent schema, if the template declares one (unknown: a stored version is checked again). */
+  intent_schema?: unknown;
 }
 
 export interface ValidatedPlan {
@@ -128,6 +134,7 @@ export function validateTemplateStructure(def: PlanShape): ValidatedPlan {
     }
     problems.push(...malformedRefs(node.node_key, node.config ?? {}));
   }
+  problems.push(...intentSchemaRuleProblems(def));
 
   const seenEdges = new Set<string>();
   for (const { from, to } of def.edges) {
@@ -207,6 +214,36 @@ export function validateTemplateStructure(def: PlanShape): ValidatedPlan {
   }
   refuseIfAny(def, problems);
   return { graph, order };
+}
+
+/**
+ * The intent schema's own rules (bounds, decimals, one asset field) and its agreement with the
+ * nodes: a node that fixes a token symbol the schema does not allow could never run an intent the
+ * schema accepts as that intent says (it would move its own token).
+ */
+function intentSchemaRuleProblems(def: PlanShape): TemplateProblem[] {
+  if (def.intent_schema === undefined || def.intent_schema === null) return [];
+  const parsed = intentSchemaSchema.safeParse(def.intent_schema);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const at = ['intent_schema', ...issue.path.map(String)].join('.');
+    return [{ rule: 'INTENT_SCHEMA_INVALID', message: `${at}: ${issue.message}`, node_keys: [] }];
+  }
+  const problems: TemplateProblem[] = intentSchemaProblems(parsed.data).map((message) => ({ rule: 'INTENT_SCHEMA_INVALID', message, node_keys: [] }));
+  const asset = assetFieldOf(parsed.data);
+  if (asset) {
+    const allowed = new Set(asset[1].allowed.map((a) => a.toUpperCase()));
+    for (const bound of boundTokens(def.nodes)) {
+      // An address or the chain's coin is named differently in the intent; only symbols compare here.
+      if (/^0x[0-9a-fA-F]{40}$/.test(bound.token) || bound.token.toLowerCase() === 'native' || allowed.has(bound.token.toUpperCase())) continue;
+      problems.push({
+        rule: 'ASSET_BINDING_MISMATCH',
+        message: `node "${bound.node_key}" is bound to ${bound.token} (${bound.field}), which intent_schema field "${asset[0]}" does not allow (${asset[1].allowed.join(', ')})`,
+        node_keys: [bound.node_key],
+      });
+    }
+  }
+  return problems;
 }
 
 /** Top-level "$ref:" values that do not parse, and "$ref:" strings nested where nothing resolves them. */

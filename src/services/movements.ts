@@ -21,7 +21,7 @@ import {
 import { actorAliases } from '../persistence/principals.ts';
 import { getTemplateVersion } from '../persistence/templates.ts';
 import { canonicalJson } from '../plan/canonical-json.ts';
-import { compilePlan, compiledPlanHash } from '../plan/compile.ts';
+import { compilePlan, compiledPlanHash, type CompileOptions } from '../plan/compile.ts';
 import type { CompiledPlan } from '../plan/types.ts';
 import type { BindingCatalog } from '../plan/validate.ts';
 import { startMovement } from './start-movement.ts';
@@ -37,7 +37,7 @@ import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../
 
 export interface MovementServiceDeps {
   pool: Pool;
-  config: Pick<FerryConfig, 'approvalTtlSeconds' | 'approvalQuorum' | 'callbackAllowedHosts'>;
+  config: Pick<FerryConfig, 'approvalTtlSeconds' | 'approvalQuorum' | 'callbackAllowedHosts'> & Partial<Pick<FerryConfig, 'file'>>;
   transitions: TransitionDeps;
   /** The registered executors and signers; a plan bound to anything else is refused at creation. */
   bindings?: BindingCatalog;
@@ -109,6 +109,24 @@ export function movementFingerprint(input: Omit<CreateMovementInput, 'actor' | '
   return createHash('sha256').update(canonicalJson(body), 'utf8').digest('hex');
 }
 
+/**
+ * What compilation needs from the configuration: the symbols of the token addresses in evm.tokens,
+ * so a node bound to a token by address is held to the intent's asset as one bound by symbol is, and
+ * which symbols are tokens (a native transfer cannot move them).
+ */
+export function compileOptionsOf(config: Partial<Pick<FerryConfig, 'file'>>): CompileOptions {
+  const tokens = config.file?.evm.tokens ?? [];
+  return {
+    tokenSymbolOf: (address, chainId) => {
+      const matches = tokens.filter((t) => t.address.toLowerCase() === address.toLowerCase() && (chainId === null || t.chain_id === chainId));
+      // Without a chain, an address listed under two symbols names no one asset.
+      const symbols = new Set(matches.map((t) => t.symbol));
+      return symbols.size === 1 ? [...symbols][0] : undefined;
+    },
+    isTokenSymbol: (symbol, chainId) => tokens.some((t) => t.symbol.toUpperCase() === symbol.toUpperCase() && (chainId === null || t.chain_id === chainId)),
+  };
+}
+
 export async function createMovement(deps: MovementServiceDeps, input: CreateMovementInput): Promise<CreatedMovement> {
   const fingerprint = movementFingerprint(input);
   const key = input.idempotencyKey ?? null;
@@ -129,7 +147,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
         throw new NotFoundError('template', what);
       }
       const inputParams = input.inputParams ?? {};
-      const plan = compilePlan(version, input.intent, inputParams, deps.bindings);
+      const plan = compilePlan(version, input.intent, inputParams, deps.bindings, compileOptionsOf(deps.config));
       const destination = input.callbackDestination ? await destinationForMovement(client, input.callbackDestination) : null;
       const expiresAt = new Date(Date.now() + deps.config.approvalTtlSeconds * 1000).toISOString();
       const started = await startMovement(client, {

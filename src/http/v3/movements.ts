@@ -57,7 +57,9 @@ const createMovementRoute = apiRoute({
     ...notFound,
     ...conflict('The Idempotency-Key was used with a different body (IDEMPOTENCY_KEY_REUSED), or the callback destination is disabled (CALLBACK_DESTINATION_DISABLED)'),
     ...unprocessable(
-      'The plan cannot compile (INVALID_TEMPLATE), the callback host is not allowed (CALLBACK_HOST_NOT_ALLOWED), ' +
+      'The plan cannot compile (INVALID_TEMPLATE), the intent does not match the template\'s intent schema or a node\'s token ' +
+        '(INTENT_INVALID; details.field and details.rule say which), a number cannot be kept exactly (INEXACT_NUMBER), ' +
+        'the callback host is not allowed (CALLBACK_HOST_NOT_ALLOWED), ' +
         'the callback URL is a loopback, private or link-local address outside the allowed networks (CALLBACK_ADDRESS_NOT_ALLOWED) ' +
         'or no callback destination has that name or id (CALLBACK_DESTINATION_UNKNOWN)',
     ),

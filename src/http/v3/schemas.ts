@@ -140,7 +140,11 @@ export const CreateMovementBody = z
   .strictObject({
     template_key: templateKeySchema,
     template_version: z.number().int().min(1).max(2_147_483_647).optional(),
-    intent: jsonObjectSchema,
+    intent: jsonObjectSchema.meta({
+      description:
+        'What to move, as the template\'s intent_schema allows (docs/templates.md); amounts are decimal strings ("100.25"). ' +
+        'An intent the schema or a node\'s token refuses is 422 INTENT_INVALID; a number JSON cannot carry exactly is 422 INEXACT_NUMBER.',
+    }),
     input_params: jsonObjectSchema.optional(),
     callback_url: z.string().min(1).max(2048).optional().openapi({ format: 'uri' }),
     callback_destination: z
@@ -273,6 +277,9 @@ export const TemplateVersionSchema = z
     version: z.number().int(),
     graph_hash: z.string(),
     risk_controls: anyObject,
+    intent_schema: anyObject.nullable().openapi({
+      description: 'What an intent of this version may hold (null: the template declares no intent schema; see IntentSchema in TemplateDefinition)',
+    }),
     created_by: z.string(),
     created_by_name: actorName,
     created_at: isoTime,

@@ -1,4 +1,5 @@
 import { NotFoundError } from '../../errors.ts';
+import { compileOptionsOf } from '../../services/movements.ts';
 import { proposeTemplate } from '../../services/template-proposals.ts';
 import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions } from '../../persistence/templates.ts';
 import { compilePlan } from '../../plan/compile.ts';
@@ -80,7 +81,11 @@ const compileRoute = apiRoute({
   responses: {
     200: jsonResponse(CompilePreviewSchema, 'The plan a movement with this intent would run'),
     ...notFound,
-    ...unprocessable('The stored template no longer validates, or binds an executor that is no longer registered (INVALID_TEMPLATE)'),
+    ...unprocessable(
+      'The stored template no longer validates, or binds an executor that is no longer registered (INVALID_TEMPLATE); ' +
+        'the intent does not match the template\'s intent schema or a node\'s token (INTENT_INVALID; details.field and details.rule say which), ' +
+        'or a number in it cannot be kept exactly (INEXACT_NUMBER)',
+    ),
   },
 });
 
@@ -132,7 +137,7 @@ export function templateRoutes(ctx: V3Context) {
     if (!version) {
       throw new NotFoundError('template', body.template_version === undefined ? key : `${key}@${body.template_version}`);
     }
-    const plan = compilePlan(version, body.intent, body.input_params ?? {}, ctx.bindingsIfRunning());
+    const plan = compilePlan(version, body.intent, body.input_params ?? {}, ctx.bindingsIfRunning(), compileOptionsOf(ctx.config));
     return c.json({ compiled_plan_hash: plan.compiled_plan_hash, compiled_plan: plan as unknown as Record<string, unknown> }, 200);
   });
 

@@ -1,5 +1,7 @@
 import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
+import { FerryError } from '../../errors.ts';
+import { inexactNumbers } from '../../plan/exact-json.ts';
 import { validationError, type ValidationIssue, type ValidationTarget } from '../errors.ts';
 
 /**
@@ -7,6 +9,9 @@ import { validationError, type ValidationIssue, type ValidationTarget } from '..
  * refuses an unpaired UTF-16 surrogate ("\ud800"). Such input would otherwise reach the database and
  * fail there as a 500, after other work in the transaction. This guard refuses it up front as 400
  * VALIDATION_FAILED naming where it was, for the path, the query string and JSON bodies alike.
+ *
+ * It is also where every /v3 JSON body is first read as text, so it refuses numbers the parse would
+ * round (422 INEXACT_NUMBER): the one place where the digits the client sent are still known.
  */
 
 const MESSAGE = 'text must not contain NUL characters or unpaired UTF-16 surrogates';
@@ -46,12 +51,32 @@ async function jsonBodyOf(c: Context): Promise<unknown> {
   if (!/^application\/([\w.-]+\+)?json\b/i.test(c.req.header('content-type') ?? '')) return undefined;
   const text = await c.req.text();
   if (text.trim() === '') return undefined;
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     // Not JSON: the route's validator answers MALFORMED_JSON.
     return undefined;
   }
+  refuseInexactNumbers(text);
+  return value;
+}
+
+/**
+ * Amounts are decimal strings end to end: a number JSON.parse would round (12345678901234567890,
+ * 0.10000000000000000001) is refused here, where the text is still at hand, naming where it was,
+ * rather than stored, shown and hashed as another number.
+ */
+function refuseInexactNumbers(text: string): void {
+  const found = inexactNumbers(text);
+  if (found.length === 0) return;
+  const [first] = found;
+  const field = first!.path || '(body)';
+  throw new FerryError(
+    'INEXACT_NUMBER',
+    `${field} is the JSON number ${first!.source.slice(0, 80)}, which cannot be kept exactly (JSON numbers are doubles: at most 15-17 significant digits, whole numbers up to 2^53-1); send it as a string, e.g. "${first!.source.slice(0, 80)}"`,
+    { field, rule: 'inexact_number', source: first!.source.slice(0, 200), problems: found.map((f) => ({ field: f.path || '(body)', source: f.source.slice(0, 200) })) },
+  );
 }
 
 export const refuseUnstorableText = createMiddleware(async (c, next) => {
