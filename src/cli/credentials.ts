@@ -1,6 +1,8 @@
 import { loadConfig } from '../config.ts';
 import type { CredentialProposalRow } from '../persistence/credential-proposals.ts';
-import { confirmCredentialProposal, listCredentialProposalRows, rejectCredentialProposal } from '../services/credential-proposals.ts';
+import type { Pool } from '../persistence/db.ts';
+// The service (its machine, persistence and audit) loads in the commands that use it.
+const service = () => import('../services/credential-proposals.ts');
 import { UsageError, type CliCommand, type CliContext } from './command.ts';
 import { printedJson, printList } from './format.ts';
 import { operatorName } from './operator.ts';
@@ -19,7 +21,7 @@ function describe(p: CredentialProposalRow): string {
   return p.operation === 'principal.create' ? `principal ${r.name} (${r.kind})` : `token ${r.name} of ${p.subject} (role ${r.role})`;
 }
 
-const deps = (ctx: CliContext, pool: Parameters<typeof listCredentialProposalRows>[0]) => ({ pool, config: loadConfig(ctx.env) });
+const deps = (ctx: CliContext, pool: Pool) => ({ pool, config: loadConfig(ctx.env) });
 
 const list: CliCommand = {
   path: ['credentials', 'list'],
@@ -27,6 +29,7 @@ const list: CliCommand = {
   usage: '[--all] [--json]',
   options: { all: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(ctx) {
+    const { listCredentialProposalRows } = await service();
     const rows = await ctx.withDatabase(({ pool }) => listCredentialProposalRows(pool, { state: ctx.flag('all') ? undefined : 'PROPOSED', limit: 200 }));
     printList(ctx, rows, {
       empty: 'No credential proposals.',
@@ -46,6 +49,7 @@ const confirm: CliCommand = {
     const id = ctx.positionals[0];
     if (!id) throw new UsageError('give the proposal id');
     const actor = operatorName(ctx);
+    const { confirmCredentialProposal } = await service();
     const r = await ctx.withDatabase(({ pool }) => confirmCredentialProposal(deps(ctx, pool), id, actor));
     if (printedJson(ctx, { proposal: r.proposal, principal: r.principal, token: r.token })) return;
     if (r.principal) ctx.out(`Confirmed: created principal "${r.principal.name}" (${r.principal.kind}, id ${r.principal.id}).`);
@@ -69,6 +73,7 @@ const reject: CliCommand = {
     const id = ctx.positionals[0];
     if (!id) throw new UsageError('give the proposal id');
     const actor = operatorName(ctx);
+    const { rejectCredentialProposal } = await service();
     const row = await ctx.withDatabase(({ pool }) => rejectCredentialProposal(deps(ctx, pool), id, actor, ctx.option('reason') ?? null));
     if (!printedJson(ctx, row)) ctx.out(`Rejected credential proposal ${row.id} (${describe(row)}).`);
   },

@@ -1,5 +1,6 @@
 import { principalKinds, type PrincipalInfo } from '../persistence/principals.ts';
-import { createPrincipal, disablePrincipal, listPrincipals } from '../services/principals.ts';
+// The service loads in the commands that use it, not for --help.
+const service = () => import('../services/principals.ts');
 import { NAME_OR_ID, nameOrId, UsageError, type CliCommand } from './command.ts';
 import { printedJson, printList } from './format.ts';
 import { operatorName } from './operator.ts';
@@ -21,6 +22,7 @@ const create: CliCommand = {
     if (!name) throw new UsageError('--name is required');
     if (!(principalKinds as readonly string[]).includes(kind)) throw new UsageError(`unknown kind "${kind}"; choose one of: ${principalKinds.join(', ')}`);
     const actor = operatorName(ctx);
+    const { createPrincipal } = await service();
     const created = await ctx.withDatabase(({ pool }) => createPrincipal(pool, { name, kind }, actor));
     if (!printedJson(ctx, created)) ctx.out(`Created principal "${created.name}" (${created.kind}, id ${created.id}). Give it tokens with: ferry tokens create --principal ${created.name} --role ROLE`);
   },
@@ -32,6 +34,7 @@ const list: CliCommand = {
   usage: '[--all] [--json]',
   options: { all: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(ctx) {
+    const { listPrincipals } = await service();
     const principals = await ctx.withDatabase(({ pool }) => listPrincipals(pool, { includeDisabled: ctx.flag('all') }));
     printList(ctx, principals, {
       empty: 'No principals. Create one with: ferry principals create --name NAME',
@@ -49,6 +52,7 @@ const disable: CliCommand = {
   async run(ctx) {
     const ref = nameOrId(ctx);
     const actor = operatorName(ctx);
+    const { disablePrincipal } = await service();
     const disabled = await ctx.withDatabase(({ pool }) => disablePrincipal(pool, ref, actor));
     if (!printedJson(ctx, disabled)) ctx.out(`Disabled principal "${disabled.name}" (id ${disabled.id}); its tokens no longer authenticate.`);
   },

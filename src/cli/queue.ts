@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { ZodError } from 'zod';
-import { MovementRequestMessage, sendMovementRequest } from '../actors/movement-queue.ts';
-import { createQueueCredential, queueCredentials, revokeQueueCredential, signMovementOrder, type QueueCredentialInfo } from '../services/queue-credentials.ts';
+import type { MovementRequestMessage } from '../actors/movement-queue.ts';
+import type { QueueCredentialInfo } from '../services/queue-credentials.ts';
 import { CliError, NAME_OR_ID, nameOrId, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { refuseInexactNumbers } from './json-number.ts';
 import { printedJson, printList } from './format.ts';
-import { withBoss } from './database.ts';
 import { operatorName } from './operator.ts';
 
 /**
@@ -15,6 +14,11 @@ import { operatorName } from './operator.ts';
  * those keys (database access: the root of trust, audited as `cli:<user>`). The key is read from
  * --key-file or FERRY_QUEUE_KEY, never from the command line (a process list shows arguments).
  */
+
+// The queue consumer and the credential service (pg-boss, the services, the plan compiler) load in
+// the commands that use them, never for `ferry --help` or another command.
+const queueModule = () => import('../actors/movement-queue.ts');
+const credentials = () => import('../services/queue-credentials.ts');
 
 async function queueKey(ctx: CliContext): Promise<string> {
   const file = ctx.option('key-file');
@@ -73,6 +77,7 @@ const send: CliCommand = {
     };
     let message: MovementRequestMessage;
     try {
+      const [{ MovementRequestMessage }, { signMovementOrder }] = await Promise.all([queueModule(), credentials()]);
       message = MovementRequestMessage.parse(signMovementOrder(draft, key));
     } catch (err) {
       if (!(err instanceof ZodError)) throw new UsageError((err as Error).message);
@@ -80,6 +85,7 @@ const send: CliCommand = {
       const flag = { template_key: 'template', requested_by: 'requested-by', intent: 'intent' }[String(issue.path[0])] ?? String(issue.path[0]);
       throw new UsageError(`--${flag}: ${issue.message}`);
     }
+    const [{ sendMovementRequest }, { withBoss }] = await Promise.all([queueModule(), import('./database.ts')]);
     const jobId = await withBoss(ctx, (_db, boss) => sendMovementRequest(boss, message));
     if (printedJson(ctx, { job_id: jobId, idempotency_key: message.idempotency_key })) return;
     ctx.out(`Queued as job ${jobId} (idempotency key ${message.idempotency_key}); a worker creates the movement.`);
@@ -95,6 +101,7 @@ const createCredential: CliCommand = {
     const principal = ctx.option('principal');
     if (!principal) throw new UsageError('--principal is required');
     const out = ctx.option('out');
+    const { createQueueCredential } = await credentials();
     const created = await ctx.withDatabase(({ pool }) => createQueueCredential(pool, { principal, name: ctx.option('name') }, operatorName(ctx)));
     const { key, ...info } = created;
     if (out !== undefined) {
@@ -122,6 +129,7 @@ const listCredentials: CliCommand = {
   usage: '[--all] [--json]',
   options: { all: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(ctx) {
+    const { queueCredentials } = await credentials();
     const rows = await ctx.withDatabase(({ pool }) => queueCredentials(pool, { includeRevoked: ctx.flag('all') }));
     printList(ctx, rows, {
       empty: 'No queue credentials. Create one with: ferry queue credentials create --principal PRINCIPAL',
@@ -138,6 +146,7 @@ const revokeCredential: CliCommand = {
   options: { ...NAME_OR_ID.options, by: { type: 'string' }, json: { type: 'boolean' } },
   async run(ctx) {
     const ref = nameOrId(ctx, 'a queue credential id');
+    const { revokeQueueCredential } = await credentials();
     const revoked = await ctx.withDatabase(({ pool }) => revokeQueueCredential(pool, ref, operatorName(ctx)));
     if (!printedJson(ctx, revoked)) ctx.out(`Revoked queue credential "${revoked.name}" of principal "${revoked.principal_name}".`);
   },

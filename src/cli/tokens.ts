@@ -1,5 +1,6 @@
 import { roles, isRole, type TokenInfo } from '../persistence/tokens.ts';
-import { createApiToken, listApiTokens, parseDuration, revokeApiToken } from '../services/principals.ts';
+// The service (its persistence and audit) loads in the commands that write or read, not for --help.
+const principals = () => import('../services/principals.ts');
 import { NAME_OR_ID, nameOrId, UsageError, type CliCommand } from './command.ts';
 import { printedJson, printList } from './format.ts';
 import { operatorName } from './operator.ts';
@@ -33,12 +34,13 @@ const create: CliCommand = {
     let expiresAt: Date | null = null;
     if (expiresIn !== undefined) {
       try {
-        expiresAt = new Date(Date.now() + parseDuration(expiresIn, '--expires-in'));
+        expiresAt = new Date(Date.now() + (await principals()).parseDuration(expiresIn, '--expires-in'));
       } catch (err) {
         throw new UsageError((err as Error).message);
       }
     }
     const actor = operatorName(ctx);
+    const { createApiToken } = await principals();
     const created = await ctx.withDatabase(({ pool }) => createApiToken(pool, { name, principal, role, expiresAt }, actor));
     const { principal_created: _, ...shown } = created;
     if (printedJson(ctx, shown)) return;
@@ -65,6 +67,7 @@ const list: CliCommand = {
   options: { all: { type: 'boolean' }, principal: { type: 'string' }, json: { type: 'boolean' } },
   async run(ctx) {
     const principal = ctx.option('principal');
+    const { listApiTokens } = await principals();
     const tokens = await ctx.withDatabase(({ pool }) => listApiTokens(pool, { includeRevoked: ctx.flag('all'), principal }));
     printList(ctx, tokens, {
       empty: 'No tokens. Create one with: ferry tokens create --principal PRINCIPAL --role ROLE',
@@ -91,6 +94,7 @@ const revoke: CliCommand = {
   async run(ctx) {
     const ref = nameOrId(ctx, 'a token id');
     const actor = operatorName(ctx);
+    const { revokeApiToken } = await principals();
     const revoked = await ctx.withDatabase(({ pool }) => revokeApiToken(pool, ref, actor));
     if (!printedJson(ctx, revoked)) ctx.out(`Revoked token "${revoked.name}" of principal "${revoked.principal_name}" (role ${revoked.role}, id ${revoked.id}).`);
   },
