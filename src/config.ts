@@ -130,6 +130,10 @@ const fields = {
   // Development only: the key lives in process memory (see docs/evm-lane.md).
   FERRY_EVM_SIGNER_KEY: ['evmSignerKey', z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'expected 0x and 64 hex digits').optional()],
   FERRY_EVM_CONFIRMATIONS: ['evmConfirmations', count(1)],
+  // Replacements (fee bumps) an EVM signer signs per attempt, and how far above the original's fee
+  // per gas a replacement may go (docs/signing.md, "Replacements").
+  FERRY_EVM_MAX_REPLACEMENTS: ['evmMaxReplacements', z.coerce.number().int().min(0).max(50).default(5)],
+  FERRY_EVM_MAX_FEE_BUMP_FACTOR: ['evmMaxFeeBumpFactor', z.coerce.number().min(1).max(100).default(4)],
   // The EVM nonce reaper (docs/evm-lane.md, "Nonces").
   FERRY_EVM_NONCE_REAPER_ENABLED: ['evmNonceReaperEnabled', bool.default(true)],
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: ['evmNonceReaperIntervalSeconds', seconds(60)],

@@ -3,6 +3,7 @@ import { ConfigError } from '../config.ts';
 import type { ConfigFile, RemoteExecutorConfig, RemoteSignerConfig } from '../config-file.ts';
 import type { ExecutorRegistry, SignerRegistry } from './registry.ts';
 import { RemoteExecutorProxy } from './remote-proxy.ts';
+import type { ReplacementLimits } from './signers/evm-policy.ts';
 import { RemoteSignerProxy } from './signers/remote-proxy.ts';
 
 /**
@@ -22,14 +23,19 @@ export function registerRemoteExecutors(remote: ConfigFile['remote'] | undefined
 }
 
 /** The signers half of the above (registered before the EVM lane, whose wallets may be remote signers). */
-export function registerRemoteSigners(remote: ConfigFile['remote'] | undefined, signers: SignerRegistry, env: NodeJS.ProcessEnv): RemoteSignerProxy[] {
+export function registerRemoteSigners(
+  remote: ConfigFile['remote'] | undefined,
+  signers: SignerRegistry,
+  env: NodeJS.ProcessEnv,
+  replacements?: ReplacementLimits,
+): RemoteSignerProxy[] {
   return (remote?.signers ?? []).map((entry, i) => {
     const proxy = new RemoteSignerProxy({
       signerKey: entry.key,
       baseUrl: entry.url,
       token: token(entry, `remote.signers[${i}]`, env),
       timeoutMs: entry.timeout_ms,
-      evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors } : undefined,
+      evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors, replacements } : undefined,
     });
     add(() => signers.register(proxy), `remote.signers[${i}] (${entry.key})`, 'signer');
     return proxy;

@@ -4,6 +4,7 @@ import type { ConfigFile, EvmChainConfig, EvmSignerConfig } from '../../config-f
 import type { Logger } from '../../log.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { remoteEvmWallets } from '../remote-config.ts';
+import { replacementLimitsOf } from '../signers/evm-policy.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
 import { chainFromConfig, createChainClient, EvmChains, type EvmChain } from './chains.ts';
 import { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
@@ -67,6 +68,8 @@ export interface EvmLaneConfig {
   evmRpcUrl?: string;
   evmSignerKey?: string;
   evmConfirmations?: number;
+  evmMaxReplacements?: number;
+  evmMaxFeeBumpFactor?: number;
 }
 
 export interface EvmLane {
@@ -101,6 +104,7 @@ export async function registerEvmLane(
   const chainList: EvmChain[] = evm.chains.map(chainFromConfig);
   const signerEntries: Array<{ entry: EvmSignerConfig; index: number }> = evm.signers.map((entry, index) => ({ entry, index }));
   const wallets = new Map<string, EvmWallet>();
+  const replacements = replacementLimitsOf(config);
 
   if (config.evmRpcUrl && config.evmSignerKey) {
     const legacy = await legacyChain(config.evmRpcUrl, config.evmConfirmations ?? 1, deps.pollSeconds);
@@ -111,7 +115,7 @@ export async function registerEvmLane(
       throw new ConfigError('FERRY_EVM_SIGNER_KEY', `defines signer ${EVM_LOCAL_SIGNER_KEY}, which FERRY_CONFIG_FILE also lists`);
     }
     chainList.push(legacy);
-    const signer = new LocalPrivateKeySignerEvm({ signerKey: EVM_LOCAL_SIGNER_KEY, privateKey: config.evmSignerKey, chains: [legacy.chainId] });
+    const signer = new LocalPrivateKeySignerEvm({ signerKey: EVM_LOCAL_SIGNER_KEY, privateKey: config.evmSignerKey, chains: [legacy.chainId], replacements });
     registries.signers.register(signer);
     wallets.set(EVM_LOCAL_SIGNER_KEY, { signerKey: EVM_LOCAL_SIGNER_KEY, address: signer.address as Address, chains: [legacy.chainId] });
   }
@@ -127,7 +131,7 @@ export async function registerEvmLane(
     if (!PRIVATE_KEY.test(value)) throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold 0x and 64 hex digits (value hidden)`);
     let signer: LocalPrivateKeySignerEvm;
     try {
-      signer = new LocalPrivateKeySignerEvm({ signerKey: entry.key, privateKey: value, chains: entry.chains, executors: entry.executors });
+      signer = new LocalPrivateKeySignerEvm({ signerKey: entry.key, privateKey: value, chains: entry.chains, executors: entry.executors, replacements });
     } catch {
       throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold a valid secp256k1 key (value hidden)`);
     }
@@ -136,7 +140,7 @@ export async function registerEvmLane(
   }
   const kms: ConfiguredEvmSigner[] = await createAwsKmsEvmSigners(
     signerEntries.filter((s) => s.entry.kind === 'aws_kms').map((s) => s.entry),
-    { env: deps.env, log: deps.log },
+    { env: deps.env, log: deps.log, replacements },
   );
   for (const k of kms) {
     registries.signers.register(k.signer);
@@ -176,14 +180,14 @@ export async function registerEvmLane(
           confirmations: chain.confirmations,
           pollSeconds: chain.pollSeconds,
           nonces,
-          feeBump: feeBumpOfChain(chain.config),
+          feeBump: { ...feeBumpOfChain(chain.config), limits: replacements },
         }),
     }),
     new EvmChainRouter({
       executorKey: EVM_ERC20_TRANSFER_KEY,
       chains,
       wallets,
-      make: (chain, from) => new EvmErc20TransferExecutor({ chain, from: from!, tokens, nonces, feeBump: feeBumpOfChain(chain.config) }),
+      make: (chain, from) => new EvmErc20TransferExecutor({ chain, from: from!, tokens, nonces, feeBump: { ...feeBumpOfChain(chain.config), limits: replacements } }),
     }),
     new EvmChainRouter({ executorKey: EVM_BALANCE_OBSERVE_KEY, chains, wallets: null, make: (chain) => new EvmBalanceObserver(chain, tokens) }),
     new EvmChainRouter({ executorKey: EVM_FINALITY_OBSERVE_KEY, chains, wallets: null, make: (chain) => new EvmFinalityObserver(chain) }),

@@ -70,7 +70,7 @@ export class EvmTxLifecycle {
     this.feeCap = opts.feeBump?.capWei ?? null;
     this.feeBump =
       opts.feeBump?.afterSeconds !== undefined && this.nonces
-        ? { afterSeconds: opts.feeBump.afterSeconds, percent: opts.feeBump.percent ?? 20, capWei: this.feeCap }
+        ? { afterSeconds: opts.feeBump.afterSeconds, percent: opts.feeBump.percent ?? 20, capWei: this.feeCap, limits: opts.feeBump.limits }
         : null;
   }
 
