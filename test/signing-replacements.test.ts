@@ -1,18 +1,13 @@
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { encodeFunctionData, erc20Abi, parseTransaction, serializeTransaction, type Address, type Hex, type TransactionSerializable } from 'viem';
+import { parseTransaction, serializeTransaction, type Address, type Hex, type TransactionSerializable } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import type { WorkerDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
-import { ConfigFileSchema } from '../src/config-file.ts';
 import { FatalMovementError } from '../src/executors/errors.ts';
 import { ERC20_TRANSFER_EXECUTOR } from '../src/executors/evm/expected-effect.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';
-import type { ExecutionContext, ExpectedEffect, PreparedAction, Signer, SignRequest } from '../src/executors/protocol.ts';
-import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
-import { RemoteExecutorProxy } from '../src/executors/remote-proxy.ts';
-import { checkReplacement, replacementLimitsOf } from '../src/executors/signers/evm-policy.ts';
+import type { ExpectedEffect, SignRequest } from '../src/executors/protocol.ts';
+import { checkReplacement } from '../src/executors/signers/evm-policy.ts';
 import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private-key-evm.ts';
 import { RemoteSignerProxy } from '../src/executors/signers/remote-proxy.ts';
 import { listenHost, type ListeningHost } from '../src/hosts/common.ts';
@@ -22,11 +17,11 @@ import { artifactsOfNodes, insertArtifacts } from '../src/persistence/artifacts.
 import { listAuditEvents, promoteAuditBatch } from '../src/persistence/audit.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY } from './helpers/anvil.ts';
+import { ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY } from './helpers/anvil.ts';
 import { sendCall, tokenBalance, usdcChainForFile, type UsdcChain } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { listenOnLoopback, type Listening } from './helpers/net.ts';
-import { approvedMovement, backdateNodes, dispatchUntilIdle, plan, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { hostileDeps, hostileExecutor, transferData, usdcPlan, USDC_AMOUNT, type Variant } from './helpers/hostile-executor.ts';
+import { approvedMovement, backdateNodes, dispatchUntilIdle, snapshot } from './helpers/runtime.ts';
 
 /**
  * Replacements are the same payment. A hostile remote executor (a loopback server speaking the
@@ -45,116 +40,9 @@ usdcChainForFile(async (l) => {
 });
 
 const CAP_WEI = 500_000_000_000n;
-const AMOUNT = 100_000_000n; // 100 USDC
+const AMOUNT = USDC_AMOUNT;
 const ATTACKER = privateKeyToAccount(generatePrivateKey()).address.toLowerCase() as Address;
 const fresh = () => privateKeyToAccount(generatePrivateKey()).address.toLowerCase() as Address;
-const transferData = (to: Address, amount: bigint) => encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] });
-
-/** What /observe proposes, from the original transaction and the number of the look (1, 2...). */
-type Variant = (original: TransactionSerializable & { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }, look: number) => TransactionSerializable;
-
-interface HostileExecutor {
-  url: string;
-  /** Transaction hashes /submit broadcast, and the errors of those the chain refused. */
-  broadcasts: string[];
-  refusedBroadcasts: string[];
-  stop(): Promise<void>;
-}
-
-/** The hostile executor: an honest /prepare and /submit, an /observe that proposes `variant`. */
-async function hostileExecutor(recipient: Address, variant: Variant): Promise<HostileExecutor> {
-  let original: (TransactionSerializable & { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }) | null = null;
-  let looks = 0;
-  const broadcasts: string[] = [];
-  const refusedBroadcasts: string[] = [];
-  const prepared = (ctx: ExecutionContext, tx: TransactionSerializable, id: string): PreparedAction => {
-    const payload = serializeTransaction(tx as never);
-    return { prepared_action_id: id, action_type: ctx.action_type, payload_format: 'evm_raw_tx', payload, payload_hash: payloadHash(payload), signing_required: true, provider_hints: {}, expires_at: null };
-  };
-  const handle = async (path: string, body: Record<string, unknown>): Promise<[number, unknown]> => {
-    switch (path) {
-      case '/preflight':
-        return [204, undefined];
-      case '/prepare': {
-        const ctx = body as unknown as ExecutionContext;
-        const fees = await local.chain.estimateFeesPerGas();
-        const nonce = await local.chain.getTransactionCount({ address: ANVIL_DEV_ADDRESS, blockTag: 'pending' });
-        original = {
-          type: 'eip1559',
-          chainId: ANVIL_CHAIN_ID,
-          nonce,
-          to: local.usdc.address,
-          value: 0n,
-          data: transferData(recipient, AMOUNT),
-          gas: 100_000n,
-          maxFeePerGas: fees.maxFeePerGas,
-          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-        };
-        return [200, { next_state: 'SUBMITTING', prepared_action: prepared(ctx, original, 'hostile-v1') }];
-      }
-      case '/submit': {
-        const signed = (body.sign_result as { signature: Hex }).signature;
-        try {
-          broadcasts.push(await local.chain.request({ method: 'eth_sendRawTransaction', params: [signed] }));
-          return [200, { next_state: 'SUBMITTED', provider_refs: { tx_hash: broadcasts.at(-1) } }];
-        } catch (err) {
-          refusedBroadcasts.push((err as Error).message.split('\n')[0]!);
-          return [200, { next_state: 'FAILED', error_code: 'BROADCAST_REFUSED' }];
-        }
-      }
-      case '/observe': {
-        looks++;
-        const ctx = body as unknown as ExecutionContext;
-        return [200, { next_state: 'OBSERVING', provider_state: 'pending', prepared_action: prepared(ctx, variant(original!, looks), `hostile-look-${looks}`) }];
-      }
-      case '/recover':
-        return [200, { next_state: 'OBSERVING' }];
-      default:
-        return [404, { error: 'no such endpoint' }];
-    }
-  };
-  const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
-    const [status, answer] = await handle(req.url ?? '', text ? (JSON.parse(text) as Record<string, unknown>) : {});
-    res.writeHead(status, { 'content-type': 'application/json' });
-    res.end(answer === undefined ? '' : JSON.stringify(answer, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
-  });
-  const listening: Listening = await listenOnLoopback(server);
-  return { url: listening.url, broadcasts, refusedBroadcasts, stop: () => listening.stop() };
-}
-
-/** Runtime deps with the hostile executor bound as the ERC-20 executor and a local signer counting its requests. */
-function hostileDeps(pool: Pool, url: string, env: Record<string, string> = {}): WorkerDeps & { signRequests: SignRequest[] } {
-  const base = runtimeDeps(pool, env);
-  const executors = new ExecutorRegistry();
-  executors.register(new RemoteExecutorProxy({ executorKey: ERC20_TRANSFER_EXECUTOR, baseUrl: url, timeoutMs: 10_000, lane: 'evm' }));
-  const key = new LocalPrivateKeySignerEvm({ signerKey: 'evm_local', privateKey: ANVIL_DEV_KEY, replacements: replacementLimitsOf(base.config) });
-  const signRequests: SignRequest[] = [];
-  const counting: Signer = { signerKey: key.signerKey, sign: (req) => (signRequests.push(req), key.sign(req)) };
-  const signers = new SignerRegistry();
-  signers.register(counting);
-  const file = ConfigFileSchema.parse({
-    evm: {
-      chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: local.anvil.url, max_fee_per_gas_cap_wei: CAP_WEI.toString() }],
-      tokens: [{ chain_id: ANVIL_CHAIN_ID, symbol: 'USDC', address: local.usdc.address, decimals: 6 }],
-    },
-  });
-  return { ...base, config: { ...base.config, file }, executors, signers, signRequests };
-}
-
-const usdcPlan = (key: string) =>
-  plan(key, [
-    {
-      node_key: 'pay',
-      node_kind: 'action',
-      action_type: 'evm_erc20_transfer',
-      executor_binding: { executor_key: ERC20_TRANSFER_EXECUTOR },
-      signer_binding: { signer_key: 'evm_local', chain_id: ANVIL_CHAIN_ID },
-      config: { token: 'USDC', decimals: 6 },
-    },
-  ]);
 
 const latestNonce = () => local.chain.getTransactionCount({ address: ANVIL_DEV_ADDRESS, blockTag: 'latest' });
 
@@ -169,9 +57,9 @@ async function nodeAudits(pool: Pool, nodeId: string) {
  */
 async function attack(t: { after: (fn: () => Promise<void>) => void }, pool: Pool, variant: Variant, opts: { looks?: number; env?: Record<string, string> } = {}) {
   const recipient = fresh();
-  const hostile = await hostileExecutor(recipient, variant);
+  const hostile = await hostileExecutor(local, recipient, { observe: variant });
   t.after(() => hostile.stop());
-  const deps = hostileDeps(pool, hostile.url, opts.env);
+  const deps = hostileDeps(pool, local, hostile.url, { env: opts.env });
   const nonceBefore = await latestNonce();
   const id = await approvedMovement(deps, usdcPlan(`replacements-${Date.now()}-${Math.random()}`), { asset: 'USDC', amount: '100', destination: { address: recipient } });
   await dispatchUntilIdle(deps);
@@ -272,9 +160,9 @@ test('real fee bumps are signed up to FERRY_EVM_MAX_REPLACEMENTS, each audited; 
 test('the dispatcher signs no second original for an attempt that already holds a signature', async (t) => {
   const db = await scratchDatabase(t);
   const recipient = fresh();
-  const hostile = await hostileExecutor(recipient, (o) => o);
+  const hostile = await hostileExecutor(local, recipient, { observe: (o) => o });
   t.after(() => hostile.stop());
-  const deps = hostileDeps(db.pool, hostile.url);
+  const deps = hostileDeps(db.pool, local, hostile.url);
   const nonceBefore = await latestNonce();
   const id = await approvedMovement(deps, usdcPlan(`replacements-attempt-${Date.now()}`), { asset: 'USDC', amount: '100', destination: { address: recipient } });
   const node = (await snapshot(db.pool, id)).byKey.pay;

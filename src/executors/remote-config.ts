@@ -3,7 +3,7 @@ import { ConfigError } from '../config.ts';
 import type { ConfigFile, RemoteExecutorConfig, RemoteSignerConfig } from '../config-file.ts';
 import type { ExecutorRegistry, SignerRegistry } from './registry.ts';
 import { RemoteExecutorProxy } from './remote-proxy.ts';
-import type { ReplacementLimits } from './signers/evm-policy.ts';
+import type { SignerPolicyOptions } from './signers/evm-policy.ts';
 import { RemoteSignerProxy } from './signers/remote-proxy.ts';
 
 /**
@@ -27,7 +27,7 @@ export function registerRemoteSigners(
   remote: ConfigFile['remote'] | undefined,
   signers: SignerRegistry,
   env: NodeJS.ProcessEnv,
-  replacements?: ReplacementLimits,
+  policy: SignerPolicyOptions = {},
 ): RemoteSignerProxy[] {
   return (remote?.signers ?? []).map((entry, i) => {
     const proxy = new RemoteSignerProxy({
@@ -35,7 +35,7 @@ export function registerRemoteSigners(
       baseUrl: entry.url,
       token: token(entry, `remote.signers[${i}]`, env),
       timeoutMs: entry.timeout_ms,
-      evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors, replacements } : undefined,
+      evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors, ...policy } : undefined,
     });
     add(() => signers.register(proxy), `remote.signers[${i}] (${entry.key})`, 'signer');
     return proxy;

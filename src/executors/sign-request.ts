@@ -16,12 +16,14 @@ export function buildSignRequest(input: {
   /** The request's compiled plan, as approved. */
   plan: unknown;
   evm: ConfigFile['evm'];
+  /** FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI, for the chain of FERRY_EVM_RPC_URL (see deriveExpectedEffect). */
+  fallbackFeeCapWei?: string;
   /** For a replacement: the attempt's original version, from Ferry's own records (see ReplacedVersionSchema). */
   replaces?: ReplacedVersion;
 }): SignRequest {
   const { ctx, prepared } = input;
   const destination = ctx.intent.destination;
-  const derived = deriveExpectedEffect({ plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm });
+  const derived = deriveExpectedEffect({ plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei });
   return {
     protocol_version: ctx.protocol_version,
     request_id: ctx.request_id,

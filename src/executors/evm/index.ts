@@ -4,7 +4,7 @@ import type { ConfigFile, EvmChainConfig, EvmSignerConfig } from '../../config-f
 import type { Logger } from '../../log.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { remoteEvmWallets } from '../remote-config.ts';
-import { replacementLimitsOf } from '../signers/evm-policy.ts';
+import { feeCapsOf, replacementLimitsOf } from '../signers/evm-policy.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
 import { chainFromConfig, createChainClient, EvmChains, type EvmChain } from './chains.ts';
 import { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
@@ -54,7 +54,8 @@ export function createEvmLane(
     nonces: opts.nonces,
     feeBump: opts.feeBump,
   });
-  opts.nonces?.registerWallet({ address: executor.from, client: executor.client, signer });
+  // The reaper's gap filler is signed only under a fee cap: the lane's, when it has one.
+  opts.nonces?.registerWallet({ address: executor.from, client: executor.client, signer, feeCapWei: opts.feeBump?.capWei ?? null });
   if (registries) {
     registries.executors.register(executor);
     registries.signers.register(signer);
@@ -70,6 +71,7 @@ export interface EvmLaneConfig {
   evmConfirmations?: number;
   evmMaxReplacements?: number;
   evmMaxFeeBumpFactor?: number;
+  evmMaxFeePerGasCapWei?: string;
 }
 
 export interface EvmLane {
@@ -105,9 +107,15 @@ export async function registerEvmLane(
   const signerEntries: Array<{ entry: EvmSignerConfig; index: number }> = evm.signers.map((entry, index) => ({ entry, index }));
   const wallets = new Map<string, EvmWallet>();
   const replacements = replacementLimitsOf(config);
+  // Each signer's own fee caps: the chains of this configuration (a signer host's own, there).
+  const feeCaps = feeCapsOf(evm);
 
   if (config.evmRpcUrl && config.evmSignerKey) {
-    const legacy = await legacyChain(config.evmRpcUrl, config.evmConfirmations ?? 1, deps.pollSeconds);
+    if (config.evmMaxFeePerGasCapWei === undefined) {
+      throw new ConfigError('FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI', 'is required with FERRY_EVM_RPC_URL and FERRY_EVM_SIGNER_KEY');
+    }
+    const legacy = await legacyChain(config.evmRpcUrl, config.evmConfirmations ?? 1, deps.pollSeconds, config.evmMaxFeePerGasCapWei);
+    feeCaps.set(legacy.chainId, BigInt(config.evmMaxFeePerGasCapWei));
     if (chainList.some((c) => c.chainId === legacy.chainId)) {
       throw new ConfigError('FERRY_EVM_RPC_URL', `serves chain ${legacy.chainId}, which FERRY_CONFIG_FILE also lists; configure it in one place`);
     }
@@ -115,7 +123,7 @@ export async function registerEvmLane(
       throw new ConfigError('FERRY_EVM_SIGNER_KEY', `defines signer ${EVM_LOCAL_SIGNER_KEY}, which FERRY_CONFIG_FILE also lists`);
     }
     chainList.push(legacy);
-    const signer = new LocalPrivateKeySignerEvm({ signerKey: EVM_LOCAL_SIGNER_KEY, privateKey: config.evmSignerKey, chains: [legacy.chainId], replacements });
+    const signer = new LocalPrivateKeySignerEvm({ signerKey: EVM_LOCAL_SIGNER_KEY, privateKey: config.evmSignerKey, chains: [legacy.chainId], replacements, feeCaps });
     registries.signers.register(signer);
     wallets.set(EVM_LOCAL_SIGNER_KEY, { signerKey: EVM_LOCAL_SIGNER_KEY, address: signer.address as Address, chains: [legacy.chainId] });
   }
@@ -131,7 +139,7 @@ export async function registerEvmLane(
     if (!PRIVATE_KEY.test(value)) throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold 0x and 64 hex digits (value hidden)`);
     let signer: LocalPrivateKeySignerEvm;
     try {
-      signer = new LocalPrivateKeySignerEvm({ signerKey: entry.key, privateKey: value, chains: entry.chains, executors: entry.executors, replacements });
+      signer = new LocalPrivateKeySignerEvm({ signerKey: entry.key, privateKey: value, chains: entry.chains, executors: entry.executors, replacements, feeCaps });
     } catch {
       throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold a valid secp256k1 key (value hidden)`);
     }
@@ -140,7 +148,7 @@ export async function registerEvmLane(
   }
   const kms: ConfiguredEvmSigner[] = await createAwsKmsEvmSigners(
     signerEntries.filter((s) => s.entry.kind === 'aws_kms').map((s) => s.entry),
-    { env: deps.env, log: deps.log, replacements },
+    { env: deps.env, log: deps.log, policy: { replacements, feeCaps } },
   );
   for (const k of kms) {
     registries.signers.register(k.signer);
@@ -201,7 +209,7 @@ export async function registerEvmLane(
 }
 
 /** The chain behind FERRY_EVM_RPC_URL, its id asked at start. */
-async function legacyChain(rpcUrl: string, confirmations: number, pollSeconds = 1): Promise<EvmChain> {
+async function legacyChain(rpcUrl: string, confirmations: number, pollSeconds = 1, capWei?: string): Promise<EvmChain> {
   const label = 'FERRY_EVM_RPC_URL';
   const client = createChainClient(rpcUrl, { label });
   let chainId: number;
@@ -218,6 +226,7 @@ async function legacyChain(rpcUrl: string, confirmations: number, pollSeconds = 
     poll_seconds: pollSeconds,
     rpc_timeout_ms: 10_000,
     fee_bump_percent: 20,
+    ...(capWei === undefined ? {} : { max_fee_per_gas_cap_wei: capWei }),
   };
   return { chainId, label: `chain ${chainId}`, client, confirmations, finality: 'confirmations', pollSeconds, config };
 }

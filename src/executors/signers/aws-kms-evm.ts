@@ -35,6 +35,7 @@ export interface AwsKmsEvmSignerOptions {
   chains?: readonly number[];
   executors?: readonly string[];
   replacements?: ReplacementLimits;
+  feeCaps?: ReadonlyMap<number, bigint>;
 }
 
 /**
@@ -71,7 +72,7 @@ export class AwsKmsEvmSigner implements Signer {
       defaultsMode: 'standard',
       requestHandler: { requestTimeout: timeout, connectionTimeout: timeout },
     });
-    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors, replacements: opts.replacements };
+    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors, replacements: opts.replacements, feeCaps: opts.feeCaps };
   }
 
   /** The key's address, lowercase; read once from GetPublicKey (again after a failed read). */

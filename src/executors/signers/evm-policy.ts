@@ -23,6 +23,11 @@ export interface EvmSignerScope {
   executors?: readonly string[];
   /** Bounds of replacements (fee bumps); unset: DEFAULT_REPLACEMENT_LIMITS. */
   replacements?: ReplacementLimits;
+  /**
+   * The signer's OWN fee caps (maxFeePerGas, wei) by chain id, from its own configuration: the
+   * lower of its cap and the request's applies, so a caller cannot raise it (a signer host).
+   */
+  feeCaps?: ReadonlyMap<number, bigint>;
 }
 
 /** How far a replacement may go (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR). */
@@ -36,6 +41,16 @@ export interface ReplacementLimits {
 export const DEFAULT_REPLACEMENT_LIMITS: ReplacementLimits = { maxReplacements: 5, maxFeeBumpFactor: 4 };
 
 /** The limits a configuration gives (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR), defaults for what it leaves unset. */
+/** What a signer's configuration adds to its scope: replacement bounds and its own fee caps. */
+export type SignerPolicyOptions = Pick<EvmSignerScope, 'replacements' | 'feeCaps'>;
+
+/** Fee caps by chain id from a configuration's evm.chains and evm.fee_caps (a signer's own caps). */
+export function feeCapsOf(evm: { chains: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei?: string }>; fee_caps?: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei: string }> }): Map<number, bigint> {
+  const caps = new Map<number, bigint>();
+  for (const c of [...evm.chains, ...(evm.fee_caps ?? [])]) if (c.max_fee_per_gas_cap_wei !== undefined) caps.set(c.chain_id, BigInt(c.max_fee_per_gas_cap_wei));
+  return caps;
+}
+
 export function replacementLimitsOf(config: { evmMaxReplacements?: number; evmMaxFeeBumpFactor?: number }): ReplacementLimits {
   return {
     maxReplacements: config.evmMaxReplacements ?? DEFAULT_REPLACEMENT_LIMITS.maxReplacements,
@@ -124,7 +139,7 @@ export function checkEvmTransaction(
   if (scope.chains && !scope.chains.includes(effect.chain_id)) {
     throw violation('chain_not_served', `signer ${scope.signerKey} does not sign for chain ${effect.chain_id}`);
   }
-  checkFeeCap(tx, expected);
+  checkFeeCap(tx, expected, scope);
 
   const want = BigInt(expected.amount_base_units);
   if (expected.call) {
@@ -184,16 +199,28 @@ export function checkNonceFill(tx: TransactionSerializable, expected: ExpectedEf
   if (effect.kind !== 'native') throw violation('nonce_fill', `a nonce gap filler is a plain transfer; this transaction is a ${describe(effect)}`);
   same('to', effect.to, expected.to, 'recipient');
   same('amount', effect.amount.toString(), '0', 'amount (wei)');
-  checkFeeCap(tx, expected);
+  checkFeeCap(tx, expected, scope);
 }
 
-function checkFeeCap(tx: TransactionSerializable, expected: ExpectedEffect): void {
-  if (expected.max_fee_per_gas_cap_wei === undefined) return;
-  const cap = BigInt(expected.max_fee_per_gas_cap_wei);
+/**
+ * The fee per gas within the cap: the expected effect's (the chain's cap from the approving
+ * configuration; none: refused, a key with no cap can be made to pay any fee), lowered to the
+ * signer's own cap for the chain when it has one.
+ */
+function checkFeeCap(tx: TransactionSerializable, expected: ExpectedEffect, scope: EvmSignerScope): void {
+  if (expected.max_fee_per_gas_cap_wei === undefined) {
+    throw violation(
+      'fee_cap_missing',
+      `the expected effect names no fee cap for chain ${expected.chain_id}: set evm.chains[].max_fee_per_gas_cap_wei (or evm.fee_caps, or FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI for the chain of FERRY_EVM_RPC_URL)`,
+    );
+  }
+  const requested = BigInt(expected.max_fee_per_gas_cap_wei);
+  const own = scope.feeCaps?.get(expected.chain_id);
+  const cap = own !== undefined && own < requested ? own : requested;
   const offered = (tx as { maxFeePerGas?: bigint }).maxFeePerGas ?? (tx as { gasPrice?: bigint }).gasPrice;
   if (offered === undefined) throw violation('fee_cap', 'the transaction names no fee per gas');
   if (offered > cap) {
-    throw violation('fee_cap', `the transaction offers ${offered} wei per gas, above the chain's cap of ${cap}`, {
+    throw violation('fee_cap', `the transaction offers ${offered} wei per gas, above the ${cap === own ? "signer's own" : "chain's"} cap of ${cap}`, {
       expected: cap.toString(),
       actual: offered.toString(),
     });

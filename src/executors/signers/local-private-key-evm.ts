@@ -15,6 +15,8 @@ export interface LocalPrivateKeySignerOptions {
   executors?: readonly string[];
   /** Replacement bounds (FERRY_EVM_MAX_REPLACEMENTS...); unset: the defaults. */
   replacements?: ReplacementLimits;
+  /** Its own fee caps by chain id (see EvmSignerScope.feeCaps). */
+  feeCaps?: ReadonlyMap<number, bigint>;
 }
 
 /**
@@ -42,7 +44,7 @@ export class LocalPrivateKeySignerEvm implements Signer {
       throw new FatalMovementError('SIGNER_KEY_INVALID', `signer ${opts.signerKey}: private key is not a valid secp256k1 key`);
     }
     this.address = this.#account.address.toLowerCase() as Hex;
-    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors, replacements: opts.replacements };
+    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors, replacements: opts.replacements, feeCaps: opts.feeCaps };
   }
 
   async getAddress(): Promise<Hex> {

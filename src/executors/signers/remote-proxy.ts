@@ -1,7 +1,7 @@
 import { FatalMovementError } from '../errors.ts';
 import { JsonHttpClient } from '../http-json.ts';
 import { describeIssues, SignResultSchema, type Signer, type SignRequest, type SignResult } from '../protocol.ts';
-import { checkExecutorAllowed, EVM_NONCE_FILL_ACTION, type EvmSignerScope, type ReplacementLimits } from './evm-policy.ts';
+import { checkExecutorAllowed, EVM_NONCE_FILL_ACTION, type EvmSignerScope, type SignerPolicyOptions } from './evm-policy.ts';
 import { checkEvmRawTxRequest } from './evm-signing.ts';
 import { checkSignRequest } from './integrity.ts';
 
@@ -15,7 +15,7 @@ export interface RemoteSignerOptions {
    * request's expected effect) before the request leaves the process. The remote signer receives
    * `executor_key` and `expected_effect` either way and must apply the same policy itself.
    */
-  evmPolicy?: { chains?: readonly number[]; executors?: readonly string[]; replacements?: ReplacementLimits };
+  evmPolicy?: { chains?: readonly number[]; executors?: readonly string[] } & SignerPolicyOptions;
 }
 
 /**
