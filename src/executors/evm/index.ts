@@ -4,7 +4,7 @@ import type { ConfigFile, EvmChainConfig, EvmSignerConfig } from '../../config-f
 import type { Logger } from '../../log.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { remoteEvmWallets } from '../remote-config.ts';
-import { feeCapsOf, replacementLimitsOf } from '../signers/evm-policy.ts';
+import { feeCapsOf, replacementLimitsOf, type ReplacementLimits } from '../signers/evm-policy.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
 import { chainFromConfig, createChainClient, EvmChains, type EvmChain } from './chains.ts';
 import { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
@@ -78,6 +78,8 @@ export interface EvmLane {
   chains: EvmChains;
   wallets: Map<string, EvmWallet>;
   executorKeys: string[];
+  /** What the signers allow a replacement (their fee bumpers stop there too). */
+  replacements: ReplacementLimits;
 }
 
 const PRIVATE_KEY = /^0x[0-9a-fA-F]{64}$/;
@@ -205,7 +207,7 @@ export async function registerEvmLane(
     { chains: chains.all().map((c) => c.chainId), signers: [...wallets.keys()], executors: routers.map((r) => r.executorKey) },
     'evm lane configured',
   );
-  return { chains, wallets, executorKeys: routers.map((r) => r.executorKey) };
+  return { chains, wallets, executorKeys: routers.map((r) => r.executorKey), replacements };
 }
 
 /** The chain behind FERRY_EVM_RPC_URL, its id asked at start. */
