@@ -15,6 +15,7 @@ import { z } from 'zod';
  *       name: local
  *       rpc_url: http://127.0.0.1:8545
  *       confirmations: 2
+ *       max_fee_per_gas_cap_wei: "100000000000"   # required: a signer signs for this chain
  *   signers:
  *     - key: hot_wallet_1
  *       kind: local_key
@@ -55,7 +56,10 @@ const ChainSchema = z
     fee_bump_after_seconds: z.number().positive().optional(),
     /** Each replacement raises both fee fields by at least this percentage (nodes need >= 10). */
     fee_bump_percent: z.number().int().min(10).max(1000).default(20),
-    /** Policy cap: no version of a transaction may offer more than this maxFeePerGas, in wei. */
+    /**
+     * Policy cap: no version of a transaction may offer more than this maxFeePerGas, in wei.
+     * Required when a signer signs for the chain (docs/signing.md, "Fee caps").
+     */
     max_fee_per_gas_cap_wei: z.string().regex(WEI, 'a whole number of wei, as a string').optional(),
     /** The chain's CCTP v2 domain and contracts (docs/cctp-lane.md); unset: no CCTP on this chain. */
     cctp: z.lazy(() => CctpChainSchema).optional(),
@@ -116,6 +120,17 @@ const SignerSchema = z
     if (s.kind === 'local_key' && !s.private_key_env) ctx.addIssue({ code: 'custom', path: ['private_key_env'], message: 'required for kind local_key' });
     if (s.kind === 'aws_kms' && !s.kms) ctx.addIssue({ code: 'custom', path: ['kms'], message: 'required for kind aws_kms' });
   });
+
+/**
+ * The fee cap of a chain Ferry does not reach itself (no RPC here: its executor or signer is a
+ * remote host), so that the expected effect of its nodes still carries one.
+ */
+const FeeCapSchema = z
+  .object({
+    chain_id: z.number().int().positive(),
+    max_fee_per_gas_cap_wei: z.string().regex(WEI, 'a whole number of wei, as a string'),
+  })
+  .strict();
 
 const TokenSchema = z
   .object({
@@ -240,6 +255,7 @@ export const ConfigFileSchema = z
         signers: z.array(SignerSchema).default([]),
         tokens: z.array(TokenSchema).default([]),
         watch: z.array(WatchSchema).default([]),
+        fee_caps: z.array(FeeCapSchema).default([]),
       })
       .strict()
       .superRefine((evm, ctx) => {
@@ -248,6 +264,19 @@ export const ConfigFileSchema = z
           if (ids.has(c.chain_id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'chain_id'], message: `chain ${c.chain_id} is listed twice` });
           ids.add(c.chain_id);
         });
+        evm.fee_caps.forEach((c, i) => {
+          if (ids.has(c.chain_id)) ctx.addIssue({ code: 'custom', path: ['fee_caps', i, 'chain_id'], message: `chain ${c.chain_id} is listed in evm.chains or twice here: give its cap in one place` });
+        });
+        // Every chain a signer signs for has a fee cap: a key with none can be made to pay any fee.
+        evm.signers.forEach((s) => {
+          for (const id of s.chains) {
+            const i = evm.chains.findIndex((c) => c.chain_id === id);
+            if (i >= 0 && evm.chains[i]!.max_fee_per_gas_cap_wei === undefined) {
+              ctx.addIssue({ code: 'custom', path: ['chains', i, 'max_fee_per_gas_cap_wei'], message: `required: signer ${s.key} signs for chain ${id}` });
+            }
+          }
+        });
+        const tokenChains = new Set([...ids, ...evm.fee_caps.map((c) => c.chain_id)]);
         const domains = new Set<number>();
         evm.chains.forEach((c, i) => {
           if (!c.cctp) return;
@@ -264,7 +293,7 @@ export const ConfigFileSchema = z
         });
         const tokens = new Set<string>();
         evm.tokens.forEach((t, i) => {
-          if (!ids.has(t.chain_id)) ctx.addIssue({ code: 'custom', path: ['tokens', i, 'chain_id'], message: `chain ${t.chain_id} is not in evm.chains` });
+          if (!tokenChains.has(t.chain_id)) ctx.addIssue({ code: 'custom', path: ['tokens', i, 'chain_id'], message: `chain ${t.chain_id} is not in evm.chains (nor evm.fee_caps)` });
           const k = `${t.chain_id}:${t.symbol}`;
           if (tokens.has(k)) ctx.addIssue({ code: 'custom', path: ['tokens', i, 'symbol'], message: `token ${t.symbol} is listed twice on chain ${t.chain_id}` });
           tokens.add(k);
@@ -273,7 +302,7 @@ export const ConfigFileSchema = z
           if (!ids.has(w.chain_id)) ctx.addIssue({ code: 'custom', path: ['watch', i, 'chain_id'], message: `chain ${w.chain_id} is not in evm.chains` });
         });
       })
-      .default({ chains: [], signers: [], tokens: [], watch: [] }),
+      .default({ chains: [], signers: [], tokens: [], watch: [], fee_caps: [] }),
     cctp: CctpSchema.optional(),
     sim: z
       .object({ balances: z.array(SimBalanceSchema).default([]) })
@@ -281,7 +310,22 @@ export const ConfigFileSchema = z
       .default({ balances: [] }),
     remote: RemoteSchema.default({ executors: [], signers: [] }),
   })
-  .strict();
+  .strict()
+  .superRefine((file, ctx) => {
+    // A remote signer's chains need a fee cap too, from evm.chains or evm.fee_caps.
+    file.remote.signers.forEach((s, i) => {
+      (s.chains ?? []).forEach((id, j) => {
+        if (feeCapOf(file.evm, id) === undefined) {
+          ctx.addIssue({ code: 'custom', path: ['remote', 'signers', i, 'chains', j], message: `chain ${id} has no fee cap: set evm.chains[].max_fee_per_gas_cap_wei or an evm.fee_caps entry` });
+        }
+      });
+    });
+  });
+
+/** The fee cap the configuration gives a chain (its evm.chains entry, else evm.fee_caps), in wei; undefined: none. */
+export function feeCapOf(evm: { chains: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei?: string }>; fee_caps: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei: string }> }, chainId: number): string | undefined {
+  return evm.chains.find((c) => c.chain_id === chainId)?.max_fee_per_gas_cap_wei ?? evm.fee_caps.find((c) => c.chain_id === chainId)?.max_fee_per_gas_cap_wei;
+}
 
 export type ConfigFile = z.output<typeof ConfigFileSchema>;
 export type EvmChainConfig = ConfigFile['evm']['chains'][number];

@@ -132,6 +132,13 @@ const fields = {
   // Development only: the key lives in process memory (see docs/evm-lane.md).
   FERRY_EVM_SIGNER_KEY: ['evmSignerKey', z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'expected 0x and 64 hex digits').optional()],
   FERRY_EVM_CONFIRMATIONS: ['evmConfirmations', count(1)],
+  // The fee cap (maxFeePerGas, wei) of the chain of FERRY_EVM_RPC_URL, which the configuration file
+  // does not list; required with FERRY_EVM_SIGNER_KEY (docs/signing.md, "Fee caps").
+  FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: ['evmMaxFeePerGasCapWei', z.string().regex(/^[0-9]+$/, 'a whole number of wei').optional()],
+  // Replacements (fee bumps) an EVM signer signs per attempt, and how far above the original's fee
+  // per gas a replacement may go (docs/signing.md, "Replacements").
+  FERRY_EVM_MAX_REPLACEMENTS: ['evmMaxReplacements', z.coerce.number().int().min(0).max(50).default(5)],
+  FERRY_EVM_MAX_FEE_BUMP_FACTOR: ['evmMaxFeeBumpFactor', z.coerce.number().min(1).max(100).default(4)],
   // The EVM nonce reaper (docs/evm-lane.md, "Nonces").
   FERRY_EVM_NONCE_REAPER_ENABLED: ['evmNonceReaperEnabled', bool.default(true)],
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: ['evmNonceReaperIntervalSeconds', seconds(60)],
@@ -244,6 +251,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
     if (value < 60 && !out.templateShortWindows) {
       throw new ConfigError(name, `(${value}): windows under 60 seconds need FERRY_TEMPLATE_SHORT_WINDOWS=true (development only)`);
     }
+  }
+  // A key that signs with no fee cap can be made to pay any fee: no start without one.
+  if (out.evmRpcUrl && out.evmSignerKey && out.evmMaxFeePerGasCapWei === undefined) {
+    throw new ConfigError('FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI', 'is required with FERRY_EVM_RPC_URL and FERRY_EVM_SIGNER_KEY: the most wei per gas the key may offer on that chain');
   }
   if (out.configFile) {
     const read = readConfigFile(out.configFile as string);

@@ -124,7 +124,7 @@ export const evmNonceReaperTotal = counter(
 
 export const evmReplacementsTotal = counter(
   'ferry_evm_replacements_total',
-  'Fee-bumped versions of submitted transactions, by result (sent, not_sent, stale, signing_failed).',
+  'Fee-bumped versions of submitted transactions, by result (sent, not_sent, stale, signing_failed, refused).',
   ['result'],
 );
 

@@ -15,7 +15,7 @@ import { createApp } from '../src/http/app.ts';
 import { registry } from '../src/metrics.ts';
 import { snapshotsOf } from '../src/persistence/balances.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, startAnvil, type Anvil, TEST_FEE_CAP_WEI } from './helpers/anvil.ts';
 import { testDatabase } from './helpers/db.ts';
 import { serveApp } from './helpers/http.ts';
 import { freePort } from './helpers/net.ts';
@@ -57,8 +57,8 @@ before(async () => {
   const file = parseConfigFile(`
 evm:
   chains:
-    - { chain_id: ${CHAIN_A}, rpc_url: "${anvilA.url}", rpc_timeout_ms: 5000 }
-    - { chain_id: ${CHAIN_B}, rpc_url: "${anvilB.url}", rpc_timeout_ms: 5000 }
+    - { chain_id: ${CHAIN_A}, rpc_url: "${anvilA.url}", rpc_timeout_ms: 5000, max_fee_per_gas_cap_wei: "${TEST_FEE_CAP_WEI}" }
+    - { chain_id: ${CHAIN_B}, rpc_url: "${anvilB.url}", rpc_timeout_ms: 5000, max_fee_per_gas_cap_wei: "${TEST_FEE_CAP_WEI}" }
     - { chain_id: ${CHAIN_DEAD}, rpc_url: "${deadUrl}", rpc_timeout_ms: 2000 }
   signers:
     - { key: hot_a, kind: local_key, private_key_env: BALANCE_TEST_HOT_KEY, chains: [${CHAIN_A}, ${CHAIN_B}] }
@@ -137,11 +137,11 @@ test('the watch list: signers on their chains, watch entries, tokens of each cha
 });
 
 test('the legacy single chain joins once its RPC tells its chain id', async () => {
-  const legacyConfig = { ...loadConfig({ FERRY_DATA_DIR: '.ferry/test-balances', FERRY_EVM_RPC_URL: anvilA.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY }) };
+  const legacyConfig = { ...loadConfig({ FERRY_DATA_DIR: '.ferry/test-balances', FERRY_EVM_RPC_URL: anvilA.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY, FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: TEST_FEE_CAP_WEI }) };
   const legacyDeps = createBalanceSnapshotDeps({ pool: db.pool, config: legacyConfig, log: testLog, env: {} });
   assert.deepEqual((await legacyDeps.targets()).map((t) => [t.chain, t.wallet, t.asset, t.label]), [[A, hot, 'native', 'evm_local']]);
   // An RPC that does not answer: nothing to watch yet, and it is asked again on the next run.
-  const downConfig = loadConfig({ FERRY_DATA_DIR: '.ferry/test-balances', FERRY_EVM_RPC_URL: deadUrl, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY });
+  const downConfig = loadConfig({ FERRY_DATA_DIR: '.ferry/test-balances', FERRY_EVM_RPC_URL: deadUrl, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY, FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: TEST_FEE_CAP_WEI });
   const downDeps = createBalanceSnapshotDeps({ pool: db.pool, config: downConfig, log: testLog, env: {} });
   assert.deepEqual(await downDeps.targets(), []);
   assert.ok(logLines.some((l) => l.includes('FERRY_EVM_RPC_URL chain did not tell its chain id') && l.includes('RPC_UNREACHABLE')));

@@ -28,8 +28,8 @@ function config(extra: Record<string, unknown> = {}): ConfigFile {
     stringify({
       evm: {
         chains: [
-          { chain_id: 1, rpc_url: 'http://127.0.0.1:1', cctp: { domain: 0, token_messenger: MESSENGER_A, message_transmitter: TRANSMITTER_A } },
-          { chain_id: 8453, rpc_url: 'http://127.0.0.1:2', cctp: { domain: 6, token_messenger: MESSENGER_B, message_transmitter: TRANSMITTER_B } },
+          { chain_id: 1, rpc_url: 'http://127.0.0.1:1', max_fee_per_gas_cap_wei: '100000000000', cctp: { domain: 0, token_messenger: MESSENGER_A, message_transmitter: TRANSMITTER_A } },
+          { chain_id: 8453, rpc_url: 'http://127.0.0.1:2', max_fee_per_gas_cap_wei: '100000000000', cctp: { domain: 6, token_messenger: MESSENGER_B, message_transmitter: TRANSMITTER_B } },
         ],
         signers: [{ key: 'hot', kind: 'local_key', private_key_env: 'HOT', chains: [1, 8453] }],
         tokens: [{ chain_id: 1, symbol: 'USDC', address: USDC_A, decimals: 6 }],
@@ -65,7 +65,7 @@ test('config: a chain cctp entry and the attestation service are read; a bad one
     stringify({
       evm: {
         chains: [
-          { chain_id: 1, rpc_url: 'http://127.0.0.1:1', cctp: { domain: 0, token_messenger: MESSENGER_A, message_transmitter: TRANSMITTER_A } },
+          { chain_id: 1, rpc_url: 'http://127.0.0.1:1', max_fee_per_gas_cap_wei: '100000000000', cctp: { domain: 0, token_messenger: MESSENGER_A, message_transmitter: TRANSMITTER_A } },
           { chain_id: 2, rpc_url: 'http://127.0.0.1:2', cctp: { domain: 0, token_messenger: MESSENGER_B, message_transmitter: TRANSMITTER_B } },
         ],
       },
@@ -73,7 +73,7 @@ test('config: a chain cctp entry and the attestation service are read; a bad one
   );
   assert.equal(dup.ok, false);
   assert.match((dup as { reason: string }).reason, /evm\.chains\[1\]\.cctp\.domain: CCTP domain 0 is listed twice/);
-  const bad = parseConfigFile(stringify({ evm: { chains: [{ chain_id: 1, rpc_url: 'http://127.0.0.1:1', cctp: { domain: 0, token_messenger: 'nope', message_transmitter: TRANSMITTER_A } }] } }));
+  const bad = parseConfigFile(stringify({ evm: { chains: [{ chain_id: 1, rpc_url: 'http://127.0.0.1:1', max_fee_per_gas_cap_wei: '100000000000', cctp: { domain: 0, token_messenger: 'nope', message_transmitter: TRANSMITTER_A } }] } }));
   assert.match((bad as { reason: string }).reason, /^evm\.chains\[0\]\.cctp\.token_messenger:/);
   const url = parseConfigFile(stringify({ cctp: { attestation_url: 'not a url' } }));
   assert.match((url as { reason: string }).reason, /^cctp\.attestation_url:/);

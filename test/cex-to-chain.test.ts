@@ -12,7 +12,7 @@ import { log } from '../src/log.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { CEX_TO_CHAIN_TEMPLATE_KEY, cexToChainTemplate } from '../scripts/sandbox/templates.ts';
 import { erc20Payout, startBinanceEmulator, type BinanceEmulator } from './emulators/binance.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, TEST_FEE_CAP_WEI, type Anvil } from './helpers/anvil.ts';
 import { sendCall, tokenBalance, usdcChainForFile, type DeployedToken } from './helpers/contracts.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
@@ -68,7 +68,7 @@ async function laneDeps(pool: Pool, receiving: { key: Hex }): Promise<WorkerDeps
     file,
     yaml({
       evm: {
-        chains: [{ chain_id: ANVIL_CHAIN_ID, name: 'local', rpc_url: anvil.url, poll_seconds: 0.001 }],
+        chains: [{ chain_id: ANVIL_CHAIN_ID, name: 'local', rpc_url: anvil.url, poll_seconds: 0.001, max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }],
         signers: [{ key: 'receiving', kind: 'local_key', private_key_env: 'RECEIVING_KEY', chains: [ANVIL_CHAIN_ID] }],
         tokens: [{ chain_id: ANVIL_CHAIN_ID, symbol: 'USDC', address: usdc.address, decimals: 6 }],
       },

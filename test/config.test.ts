@@ -51,8 +51,8 @@ test('the configuration file adds chains, signers and tokens', () => {
     [
       'evm:',
       '  chains:',
-      '    - { chain_id: 31337, name: local, rpc_url: "http://127.0.0.1:8545", confirmations: 2 }',
-      '    - { chain_id: 31338, rpc_url: "http://127.0.0.1:8546", finality: finalized }',
+      '    - { chain_id: 31337, name: local, rpc_url: "http://127.0.0.1:8545", confirmations: 2, max_fee_per_gas_cap_wei: "100000000000" }',
+      '    - { chain_id: 31338, rpc_url: "http://127.0.0.1:8546", finality: finalized, max_fee_per_gas_cap_wei: "100000000000" }',
       '  signers:',
       '    - { key: hot_1, kind: local_key, private_key_env: HOT_1_KEY, chains: [31337, 31338] }',
       '  tokens:',
@@ -66,7 +66,7 @@ test('the configuration file adds chains, signers and tokens', () => {
   assert.equal(c.file.evm.chains[1]!.finality, 'finalized');
   assert.deepEqual(c.file.evm.signers[0]!.chains, [31337, 31338]);
   assert.equal(c.file.evm.tokens[0]!.decimals, 6);
-  assert.deepEqual(loadConfig({}).file.evm, { chains: [], signers: [], tokens: [], watch: [] });
+  assert.deepEqual(loadConfig({}).file.evm, { chains: [], signers: [], tokens: [], watch: [], fee_caps: [] });
   assert.deepEqual(loadConfig({}).file.sim, { balances: [] });
 });
 

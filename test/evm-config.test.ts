@@ -12,7 +12,7 @@ import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
 import { listExecutors } from '../src/persistence/registry.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { createToken } from '../src/persistence/tokens.ts';
-import { ANVIL_CHAIN_ID, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, startAnvil, type Anvil, TEST_FEE_CAP_WEI } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { configuredDeps, writeConfigFile } from './helpers/evm.ts';
 import { api, listeningUrl, spawnFerry, stopChild } from './helpers/ferry-process.ts';
@@ -123,9 +123,9 @@ test('aws_kms entries become signers with their KMS address; a KMS that cannot b
     return true;
   });
 
-  const legacy = { FERRY_CONFIG_FILE: file, FERRY_EVM_RPC_URL: one.url, FERRY_EVM_SIGNER_KEY: generatePrivateKey() };
+  const legacy = { FERRY_CONFIG_FILE: file, FERRY_EVM_RPC_URL: one.url, FERRY_EVM_SIGNER_KEY: generatePrivateKey(), FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: TEST_FEE_CAP_WEI };
   await assert.rejects(configuredRegistries(db.pool, loadConfig(legacy), { env: legacy, log }), /FERRY_EVM_RPC_URL.*31337.*FERRY_CONFIG_FILE/);
-  const dead = { FERRY_EVM_RPC_URL: LEAKY_URL, FERRY_EVM_SIGNER_KEY: generatePrivateKey() };
+  const dead = { FERRY_EVM_RPC_URL: LEAKY_URL, FERRY_EVM_SIGNER_KEY: generatePrivateKey(), FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: TEST_FEE_CAP_WEI };
   await assert.rejects(configuredRegistries(db.pool, loadConfig(dead), { env: dead, log }), (e: Error) => {
     assert.match(e.message, /FERRY_EVM_RPC_URL did not answer eth_chainId/);
     for (const s of SECRETS) assert.ok(!e.message.includes(s));

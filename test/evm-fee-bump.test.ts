@@ -80,8 +80,9 @@ const setNextBaseFee = (wei: bigint) => anvil.rpc('anvil_setNextBlockBaseFeePerG
 
 /**
  * Sends a transfer and leaves its first version pending (nothing is mined); its broadcast time is
- * then aged past the bump threshold. With `evicted`, a block is first mined with a base fee ten
- * times the version's fee cap: anvil drops a transaction that can no longer pay the base fee.
+ * then aged past the bump threshold. With `evicted`, a block is first mined with a base fee twice
+ * the version's fee cap: anvil drops a transaction that can no longer pay the base fee (and the
+ * replacement that can stays within FERRY_EVM_MAX_FEE_BUMP_FACTOR of it).
  */
 async function stuckTransfer(deps: WorkerDeps, pool: Pool, key: string, to: Address, value: string, opts: { evicted?: boolean } = {}) {
   const id = await approvedMovement(deps, nativeTransferPlan(key, { to, value_wei: value }), { asset: 'ETH', amount: '1' });
@@ -91,7 +92,7 @@ async function stuckTransfer(deps: WorkerDeps, pool: Pool, key: string, to: Addr
   const [v1] = await versionsOf(pool, node.id, node.attempt_no);
   const maxFee = parseTransaction(v1!).maxFeePerGas!;
   if (opts.evicted) {
-    await setNextBaseFee(maxFee * 10n);
+    await setNextBaseFee(maxFee * 2n);
     await anvil.mine(1);
     assert.equal(await hasReceipt(keccak256(v1!)), false, 'the base fee is above the first version\'s cap');
     assert.equal(await isPending(keccak256(v1!)), false, 'the node dropped it');
@@ -294,10 +295,15 @@ test('the next version keeps every field but the fees, beats every earlier versi
   assert.equal(next.replaces, v2.hash);
   assert.equal(next.version, 3);
 
-  const chasing = nextVersion([v1], { maxFeePerGas: 50n * gwei, maxPriorityFeePerGas: 3n * gwei }, policy);
+  const wide = { ...policy, limits: { maxReplacements: 5, maxFeeBumpFactor: 10 } };
+  const chasing = nextVersion([v1], { maxFeePerGas: 50n * gwei, maxPriorityFeePerGas: 3n * gwei }, wide);
   assert.equal(chasing?.kind === 'replace' && chasing.maxFeePerGas, 50n * gwei, 'the chain\'s estimate when it is higher');
+  const bounded = nextVersion([v1], { maxFeePerGas: 50n * gwei, maxPriorityFeePerGas: 3n * gwei }, policy);
+  assert.equal(bounded?.kind === 'replace' && bounded.maxFeePerGas, 40n * gwei, 'at most FERRY_EVM_MAX_FEE_BUMP_FACTOR (default 4) times the first version');
+  const many = nextVersion([v1, v2, v2, v2, v2, v2], low, policy);
+  assert.equal(many?.kind, 'cap_reached', 'no more than FERRY_EVM_MAX_REPLACEMENTS (default 5) replacements are proposed');
 
-  const capped = nextVersion([v1], { maxFeePerGas: 50n * gwei, maxPriorityFeePerGas: 3n * gwei }, { ...policy, capWei: 20n * gwei });
+  const capped = nextVersion([v1], { maxFeePerGas: 50n * gwei, maxPriorityFeePerGas: 3n * gwei }, { ...wide, capWei: 20n * gwei });
   assert.equal(capped?.kind === 'replace' && capped.maxFeePerGas, 20n * gwei, 'up to the cap');
   const stuck = nextVersion([v1, v2], low, { ...policy, capWei: 35n * gwei });
   assert.equal(stuck?.kind, 'cap_reached', 'a step smaller than the bump percentage would be refused: stop');

@@ -14,7 +14,7 @@ import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, freshAddress, localChainForFile, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, freshAddress, localChainForFile, type Anvil, TEST_FEE_CAP_WEI } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { dyingInSubmit, nativeTransferPlan } from './helpers/evm.ts';
 import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
@@ -64,6 +64,7 @@ function signRequestFor(p: PreparedAction) {
       asset: 'native' as const,
       to: String(p.provider_hints.to),
       amount_base_units: String(p.provider_hints.value_wei),
+      max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI,
     },
   };
 }
@@ -294,7 +295,7 @@ test('the runtime registers the EVM lane only when both an RPC URL and a signer 
   assert.deepEqual(await only({}), { executor: false, signer: false });
   assert.deepEqual(await only({ FERRY_EVM_RPC_URL: anvil.url }), { executor: false, signer: false });
   assert.deepEqual(await only({ FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY }), { executor: false, signer: false });
-  const env = { FERRY_EVM_RPC_URL: anvil.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY, FERRY_EVM_CONFIRMATIONS: '2' };
+  const env = { FERRY_EVM_RPC_URL: anvil.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY, FERRY_EVM_CONFIRMATIONS: '2', FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: TEST_FEE_CAP_WEI };
   const both = await configuredRegistries(db.pool, loadConfig(env), { env, log });
   const router = both.executors.get(EVM_NATIVE_TRANSFER_KEY) as EvmChainRouter;
   assert.equal(router.lane, 'evm');
@@ -305,6 +306,9 @@ test('the runtime registers the EVM lane only when both an RPC URL and a signer 
   assert.ok(target.ok);
   assert.equal((target.executor as EvmNativeTransferExecutor).from, ANVIL_DEV_ADDRESS);
   assert.throws(() => loadConfig({ FERRY_EVM_SIGNER_KEY: '0x1234' }), /FERRY_EVM_SIGNER_KEY/);
+  // The key of the single chain signs only with a fee cap: no start without one.
+  assert.throws(() => loadConfig({ FERRY_EVM_RPC_URL: anvil.url, FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY }), /FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI is required/);
+  assert.throws(() => loadConfig({ ...env, FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: '1e9' }), /FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI/);
   assert.throws(() => loadConfig({ FERRY_EVM_CONFIRMATIONS: '0' }), /FERRY_EVM_CONFIRMATIONS/);
 });
 

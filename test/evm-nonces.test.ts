@@ -13,7 +13,7 @@ import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
 import { reservationsOfWallet } from '../src/persistence/evm-nonces.ts';
 import { log } from '../src/log.ts';
-import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, freshAddress, localChainForFile, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, ANVIL_DEV_ADDRESS, ANVIL_DEV_KEY, freshAddress, localChainForFile, type Anvil, TEST_FEE_CAP_WEI } from './helpers/anvil.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps, seedMovement } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
@@ -45,7 +45,7 @@ function evmDeps(pool: Pool, wrap?: (real: EvmNativeTransferExecutor) => Executo
   const nonces = new EvmNonceManager(pool);
   const executors = new ExecutorRegistry();
   const signers = new SignerRegistry();
-  const { executor, signer } = createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, pollSeconds: 0, nonces });
+  const { executor, signer } = createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, pollSeconds: 0, nonces, feeBump: { capWei: BigInt(TEST_FEE_CAP_WEI) } });
   executors.register(wrap ? wrap(executor) : executor);
   signers.register(signer);
   signers.register({
@@ -81,6 +81,7 @@ test('30 transfers from one hot wallet, dispatched concurrently by 2 processes: 
   const env = {
     FERRY_EVM_RPC_URL: anvil.url,
     FERRY_EVM_SIGNER_KEY: ANVIL_DEV_KEY,
+    FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: TEST_FEE_CAP_WEI,
     FERRY_NODE_DISPATCH_CONCURRENCY: '4',
     FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.5',
     FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.5',
@@ -148,7 +149,7 @@ test('30 transfers from one hot wallet, dispatched concurrently by 2 processes: 
   // transfers were under way, may have settled some already).
   const open = rows.filter((r) => r.closed_at === null).length;
   const nonces = new EvmNonceManager(db.pool);
-  createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, nonces });
+  createEvmLane({ rpcUrl: anvil.url, signerPrivateKey: ANVIL_DEV_KEY, nonces, feeBump: { capWei: BigInt(TEST_FEE_CAP_WEI) } });
   const report = await reap({ nonces });
   assert.equal(report.settled, open);
   assert.ok((await reservationsOfWallet(db.pool, WALLET)).every((r) => r.status === 'confirmed' && r.closed_at !== null));

@@ -8,7 +8,7 @@ import { createPublicClient, http, parseEther, type Address, type Hex, type Publ
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { stringify as yaml } from 'yaml';
 import { EVM_NATIVE_TRANSFER_KEY } from '../src/executors/evm/index.ts';
-import { ANVIL_CHAIN_ID, startAnvil, type Anvil } from './helpers/anvil.ts';
+import { ANVIL_CHAIN_ID, startAnvil, TEST_FEE_CAP_WEI, type Anvil } from './helpers/anvil.ts';
 import { scratchDatabase, type TestDb } from './helpers/db.ts';
 import { collectJsonLines, spawnScript, stopChild, type ChildFerry } from './helpers/ferry-process.ts';
 import { seedMovement, collectingDeps } from './helpers/fixtures.ts';
@@ -58,7 +58,7 @@ async function startExecutorHost(): Promise<void> {
   // The executor host knows the chain (through a proxy the test can make swallow answers) and the
   // hot wallet's address, not its key: the signature comes from the signer host, through Ferry.
   const config = file('executor-host.yaml', {
-    evm: { chains: [{ chain_id: ANVIL_CHAIN_ID, name: 'local', rpc_url: rpc.url, poll_seconds: 0.2, rpc_timeout_ms: 20_000 }] },
+    evm: { chains: [{ chain_id: ANVIL_CHAIN_ID, name: 'local', rpc_url: rpc.url, poll_seconds: 0.2, rpc_timeout_ms: 20_000, max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }] },
     remote: { signers: [{ key: 'hot', url: `http://127.0.0.1:${signPort}`, address: HOT, chains: [ANVIL_CHAIN_ID] }] },
   });
   execHost = spawnScript('src/cli/index.ts', { DATABASE_URL: db.url, FERRY_CONFIG_FILE: config, FERRY_EXECUTOR_HOST_TOKEN: EXEC_TOKEN }, ['executor-host', '--executor', EVM_NATIVE_TRANSFER_KEY, '--port', String(execPort)]);
@@ -68,7 +68,7 @@ async function startExecutorHost(): Promise<void> {
 async function startSignerHost(): Promise<void> {
   const config = file('signer-host.yaml', {
     evm: {
-      chains: [{ chain_id: ANVIL_CHAIN_ID, name: 'local', rpc_url: anvil.url }],
+      chains: [{ chain_id: ANVIL_CHAIN_ID, name: 'local', rpc_url: anvil.url, max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }],
       signers: [{ key: 'hot', kind: 'local_key', private_key_env: 'HOT_KEY', chains: [ANVIL_CHAIN_ID], executors: [EVM_NATIVE_TRANSFER_KEY] }],
     },
   });
@@ -101,6 +101,8 @@ before(async () => {
   await startExecutorHost();
   // The worker holds no key and no chain: only where the hosts are, and their tokens.
   const config = file('ferry.yaml', {
+    // Ferry reaches no chain itself here: the chain's fee cap still binds what it has signed.
+    evm: { fee_caps: [{ chain_id: ANVIL_CHAIN_ID, max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }] },
     remote: {
       executors: [{ key: EVM_NATIVE_TRANSFER_KEY, url: `http://127.0.0.1:${execPort}`, token_env: 'EXEC_TOKEN', timeout_ms: 3000 }],
       signers: [{ key: 'hot', url: `http://127.0.0.1:${signPort}`, token_env: 'SIGN_TOKEN', timeout_ms: 3000 }],

@@ -34,8 +34,10 @@ const transfer = (to: string, amount: bigint, extra: Partial<TransactionSerializ
 const approve = (spender: string, amount: bigint): TransactionSerializable =>
   ({ ...base, to: TOKEN, value: 0n, data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [spender as Hex, amount] }) }) as TransactionSerializable;
 
-const nativeEffect: ExpectedEffect = { chain_id: 8453, asset: 'native', to: ALICE, amount_base_units: '1000' };
-const tokenEffect: ExpectedEffect = { chain_id: 8453, asset: TOKEN, to: ALICE, amount_base_units: '100250000', token_method: 'transfer' };
+// Every expected effect carries its chain's fee cap (without one the signer refuses: fee_cap_missing).
+const CAP = '50000000000';
+const nativeEffect: ExpectedEffect = { chain_id: 8453, asset: 'native', to: ALICE, amount_base_units: '1000', max_fee_per_gas_cap_wei: CAP };
+const tokenEffect: ExpectedEffect = { chain_id: 8453, asset: TOKEN, to: ALICE, amount_base_units: '100250000', token_method: 'transfer', max_fee_per_gas_cap_wei: CAP };
 
 function refusedWith(rule: string) {
   return (err: unknown) => {
@@ -94,7 +96,7 @@ describe('checkEvmTransaction', () => {
   });
 
   test('ERC-20 approve: signed only when the plan expects an approve of that spender and amount', () => {
-    const approveEffect: ExpectedEffect = { chain_id: 8453, asset: TOKEN, to: SPENDER, amount_base_units: '9', token_method: 'approve' };
+    const approveEffect: ExpectedEffect = { chain_id: 8453, asset: TOKEN, to: SPENDER, amount_base_units: '9', token_method: 'approve', max_fee_per_gas_cap_wei: CAP };
     checkEvmTransaction(approve(SPENDER, 9n), approveEffect, scope);
     assert.throws(() => checkEvmTransaction(approve(MALLORY, 9n), approveEffect, scope), refusedWith('to'));
     assert.throws(() => checkEvmTransaction(approve(SPENDER, 2n ** 256n - 1n), approveEffect, scope), refusedWith('amount'));
@@ -112,6 +114,7 @@ describe('checkEvmTransaction', () => {
       to: TOKEN,
       amount_base_units: '0',
       call: { method: 'deposit(uint256,address)', selector: toFunctionSelector('deposit(uint256,address)') },
+      max_fee_per_gas_cap_wei: CAP,
     };
     checkEvmTransaction(deposit, callEffect, scope);
     const withdraw = native(TOKEN, 0n, { data: encodeFunctionData({ abi, functionName: 'withdraw', args: [5n] }) });
@@ -128,6 +131,27 @@ describe('checkEvmTransaction', () => {
     assert.throws(() => checkEvmTransaction(native(ALICE, 1000n, { maxFeePerGas: 2_000_000_001n }), capped, scope), refusedWith('fee_cap'));
     const legacy = { type: 'legacy', chainId: 8453, nonce: 1, to: ALICE, value: 1000n, gas: 21_000n, gasPrice: 3_000_000_000n } as TransactionSerializable;
     assert.throws(() => checkEvmTransaction(legacy, capped, scope), refusedWith('fee_cap'));
+  });
+
+  test('an expected effect without a fee cap is refused; the signer\'s own cap lowers the request\'s, never raises it', () => {
+    const { max_fee_per_gas_cap_wei: _cap, ...uncapped } = nativeEffect;
+    assert.throws(() => checkEvmTransaction(native(ALICE, 1000n), uncapped, scope), refusedWith('fee_cap_missing'));
+    const own = { signerKey: 'hot', feeCaps: new Map([[8453, 1_000_000_000n]]) };
+    // The request says 50 gwei; the signer's own configuration says 1 gwei for this chain.
+    assert.throws(() => checkEvmTransaction(native(ALICE, 1000n), nativeEffect, own), (err: unknown) => {
+      refusedWith('fee_cap')(err);
+      assert.equal((err as FatalMovementError).details.expected, '1000000000');
+      assert.match((err as FatalMovementError).message, /signer's own cap/);
+      return true;
+    });
+    checkEvmTransaction(native(ALICE, 1000n, { maxFeePerGas: 1_000_000_000n }), nativeEffect, own);
+    // A higher own cap does not raise the request's.
+    const generous = { signerKey: 'hot', feeCaps: new Map([[8453, 10n ** 15n]]) };
+    assert.throws(() => checkEvmTransaction(native(ALICE, 1000n, { maxFeePerGas: 50_000_000_001n }), nativeEffect, generous), refusedWith('fee_cap'));
+    // Another chain's own cap does not apply.
+    checkEvmTransaction(native(ALICE, 1000n), nativeEffect, { signerKey: 'hot', feeCaps: new Map([[1, 1n]]) });
+    // The gap filler too.
+    assert.throws(() => checkNonceFill(native(ALICE, 0n), { chain_id: 8453, asset: 'native', to: ALICE, amount_base_units: '0' }, scope, ALICE), refusedWith('fee_cap_missing'));
   });
 
   test('a delegation (EIP-7702) is never signed', () => {
@@ -245,7 +269,7 @@ describe('the nonce gap filler and fee-bumped versions', () => {
   const self = privateKeyToAccount(key).address.toLowerCase();
   // The signer serves one executor only: a filler is signed all the same, under its own rule.
   const signer = new LocalPrivateKeySignerEvm({ signerKey: 'hot', privateKey: key, chains: [8453], executors: ['exec.evm.erc20_transfer'] });
-  const fillEffect: ExpectedEffect = { chain_id: 8453, asset: 'native', to: self, amount_base_units: '0' };
+  const fillEffect: ExpectedEffect = { chain_id: 8453, asset: 'native', to: self, amount_base_units: '0', max_fee_per_gas_cap_wei: CAP };
   const fillRequest = (tx: TransactionSerializable, effect: ExpectedEffect | null = fillEffect, action = EVM_NONCE_FILL_ACTION): SignRequest => {
     const payload = serializeTransaction(tx as never);
     return {

@@ -24,7 +24,7 @@ const unsignedTx = serializeTransaction({
   maxPriorityFeePerGas: 1_000_000n,
 });
 /** What the approved plan lets unsignedTx do. */
-const expected_effect = { chain_id: 8453, asset: 'native' as const, to, amount_base_units: '1000000' };
+const expected_effect = { chain_id: 8453, asset: 'native' as const, to, amount_base_units: '1000000', max_fee_per_gas_cap_wei: '500000000000' };
 
 const typedData = {
   domain: { name: 'Ferry Test', version: '1', chainId: 1, verifyingContract: '0x2222222222222222222222222222222222222222' },

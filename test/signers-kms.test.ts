@@ -57,7 +57,7 @@ function kmsSigner(overrides: Partial<ConstructorParameters<typeof AwsKmsEvmSign
 const RECIPIENT = '0x1111111111111111111111111111111111111111';
 const tx = (nonce = 0) =>
   serializeTransaction({ type: 'eip1559', chainId: ANVIL_CHAIN_ID, nonce, to: RECIPIENT, value: 1000n, gas: 21_000n, maxFeePerGas: 10n ** 10n, maxPriorityFeePerGas: 1n });
-const effect: ExpectedEffect = { chain_id: ANVIL_CHAIN_ID, asset: 'native', to: RECIPIENT, amount_base_units: '1000' };
+const effect: ExpectedEffect = { chain_id: ANVIL_CHAIN_ID, asset: 'native', to: RECIPIENT, amount_base_units: '1000', max_fee_per_gas_cap_wei: '500000000000' };
 
 function request(payload: string, extra: Partial<SignRequest> = {}): SignRequest {
   return {
@@ -277,7 +277,7 @@ describe('the KMS signer in the runtime, on anvil', () => {
 describe('createSignerFromConfig', () => {
   const entries = ConfigFileSchema.parse({
     evm: {
-      chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: 'http://127.0.0.1:1' }],
+      chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: 'http://127.0.0.1:1', max_fee_per_gas_cap_wei: '500000000000' }],
       signers: [
         { key: 'dev', kind: 'local_key', private_key_env: 'DEV_KEY', chains: [ANVIL_CHAIN_ID], executors: [EVM_NATIVE_TRANSFER_KEY] },
         {

@@ -1,4 +1,4 @@
-import { startAnvil, type Anvil } from '../../test/helpers/anvil.ts';
+import { startAnvil, TEST_FEE_CAP_WEI as SANDBOX_FEE_CAP_WEI, type Anvil } from '../../test/helpers/anvil.ts';
 import type { SandboxChain, SandboxComponent, SandboxContext } from './component.ts';
 
 /** A local EVM chain: anvil on loopback, a block every `blockTimeSeconds`, listed in evm.chains. */
@@ -14,7 +14,8 @@ export function localChain(opts: { chainId: number; name: string; port?: number;
       anvil = await startAnvil({ chainId: opts.chainId, port: opts.port, blockTimeSeconds: opts.blockTimeSeconds ?? 1 });
       chain = { chainId: opts.chainId, name: opts.name, rpcUrl: anvil.url };
       ctx.chains.push(chain);
-      ctx.config.chains.push({ chain_id: opts.chainId, name: opts.name, rpc_url: anvil.url, confirmations: opts.confirmations ?? 1, poll_seconds: 1 });
+      // Every chain a signer signs for needs a fee cap: 500 gwei, far above what anvil asks.
+      ctx.config.chains.push({ chain_id: opts.chainId, name: opts.name, rpc_url: anvil.url, confirmations: opts.confirmations ?? 1, poll_seconds: 1, max_fee_per_gas_cap_wei: SANDBOX_FEE_CAP_WEI });
       ctx.facts[`chain_${opts.name}`] = { chain_id: opts.chainId, rpc_url: anvil.url };
     },
     async stop() {

@@ -5,6 +5,7 @@ import { FatalMovementError, TemporaryMovementError, isMovementError } from '../
 import { FerryInfraError, infraCauseOf } from '../executors/infra.ts';
 import type { ExecutionContext, Executor, PreparedAction, SignResult } from '../executors/protocol.ts';
 import { buildSignRequest, signingRefusalAudit } from '../executors/sign-request.ts';
+import { violation } from '../executors/signers/evm-policy.ts';
 import type { NodeEvent } from '../machines/node-machine.ts';
 import { addSeconds } from '../machines/observe-policy.ts';
 import type { NewArtifact } from '../persistence/artifacts.ts';
@@ -310,8 +311,17 @@ async function sign(
     return { failed: item(d, { type: 'SIGNING_FAILED', errorCode: 'MISSING_SIGNER_BINDING', errorDetail: 'missing signer binding' }) };
   }
   try {
+    // One original per attempt: the SUBMITTING commit stores the original's signature and starts
+    // the attempt (the machine's beginSubmitAttempt), so the attempt being prepared here cannot
+    // have one. Records that say otherwise are refused rather than signed over: a second distinct
+    // payload for the same attempt would be a second payment (docs/signing.md, "One effect per
+    // attempt"). A version signed before a crash, whose SUBMITTING never committed, left nothing
+    // here and nothing left the process: preparing the attempt again is safe.
+    if ((ctx.attempt_artifacts ?? []).some((a) => a.artifact_type === 'signature')) {
+      throw violation('attempt_already_signed', `attempt ${ctx.attempt_no} already holds a signed version; another is signed only as its replacement`);
+    }
     const signer = deps.signers.get(node.signer_binding as never);
-    const request = buildSignRequest({ ctx, prepared, plan: d.request.compiled_plan, evm: deps.config.file.evm });
+    const request = buildSignRequest({ ctx, prepared, plan: d.request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei });
     const result = await signer.sign(request);
     const artifact: NewArtifact = {
       request_id: node.request_id,

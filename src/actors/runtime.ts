@@ -1,3 +1,4 @@
+import { feeCapsOf, replacementLimitsOf } from '../executors/signers/evm-policy.ts';
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { PgBoss } from 'pg-boss';
@@ -84,12 +85,12 @@ export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegi
  */
 export async function configuredRegistries(
   providerPool: Pool,
-  config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'> & Partial<Pick<FerryConfig, 'executorAnswerMaxBytes'>>,
+  config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'> & Partial<Pick<FerryConfig, 'executorAnswerMaxBytes' | 'evmMaxReplacements' | 'evmMaxFeeBumpFactor' | 'evmMaxFeePerGasCapWei'>>,
   deps: { env?: NodeJS.ProcessEnv; log: Logger },
 ): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null }> {
   const registries = defaultRegistries(providerPool);
   // Remote signers (remote.signers) first: the EVM lane may send from their wallets.
-  registerRemoteSigners(config.file.remote, registries.signers, deps.env ?? process.env);
+  registerRemoteSigners(config.file.remote, registries.signers, deps.env ?? process.env, { replacements: replacementLimitsOf(config), feeCaps: feeCapsOf(config.file.evm) });
   // Nonce reservations use the providers' pool, never the runtime's (see EvmNonceManager).
   const evmNonces = new EvmNonceManager(providerPool);
   const lane = await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log, nonces: evmNonces });

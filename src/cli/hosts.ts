@@ -10,6 +10,7 @@ import { registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { registerRemoteSigners } from '../executors/remote-config.ts';
 import { RemoteExecutorProxy } from '../executors/remote-proxy.ts';
+import { feeCapsOf, replacementLimitsOf } from '../executors/signers/evm-policy.ts';
 import { RemoteSignerProxy } from '../executors/signers/remote-proxy.ts';
 import { executorHostApp } from '../hosts/executor-host.ts';
 import { listenHost, MIN_HOST_TOKEN_LENGTH } from '../hosts/common.ts';
@@ -89,7 +90,7 @@ const signerHost: CliCommand = {
     const log = rootLog.child({ host: 'signer' });
     // Only the signers: no database, no executors (nothing here is contacted until a request comes).
     const registries = { executors: new ExecutorRegistry(), signers: new SignerRegistry() };
-    registerRemoteSigners(config.file.remote, registries.signers, ctx.env);
+    registerRemoteSigners(config.file.remote, registries.signers, ctx.env, { replacements: replacementLimitsOf(config), feeCaps: feeCapsOf(config.file.evm) });
     await registerEvmLane(config, registries, { env: ctx.env, log, nonces: null });
     if (!registries.signers.has(key)) throw new CliError(`no signer ${key} (configured: ${registries.signers.keys().join(', ') || 'none'})`);
     const signer = registries.signers.get(key);

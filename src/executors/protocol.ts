@@ -258,6 +258,21 @@ export const ExpectedEffectSchema = z.object({
 });
 export type ExpectedEffect = z.output<typeof ExpectedEffectSchema>;
 
+/**
+ * Ferry's addition: what a replacement (a fee bump of a submitted transaction) replaces. The runtime
+ * reads it from its own database (the attempt's first signed prepared action), never from the
+ * executor that proposed the replacement; the signer refuses a replacement that differs from it in
+ * anything but bounded, non-decreasing fees (evm-policy.ts checkReplacement).
+ */
+export const ReplacedVersionSchema = z.object({
+  /** The original version's payload (for `evm_raw_tx`, the unsigned serialized transaction). */
+  payload: z.string().min(1),
+  payload_hash: z.string().min(1),
+  /** 1 for the first replacement of the attempt, 2 for the second...; the signer bounds it. */
+  replacement_no: z.number().int().positive(),
+});
+export type ReplacedVersion = z.output<typeof ReplacedVersionSchema>;
+
 export const SignRequestSchema = z.object({
   protocol_version: z.string().min(1),
   request_id: z.string().min(1),
@@ -273,6 +288,8 @@ export const SignRequestSchema = z.object({
   expected_effect: ExpectedEffectSchema.nullable().optional(),
   /** Why no expected effect could be derived, for the refusal's message. */
   expected_effect_unavailable: z.string().nullable().optional(),
+  /** Ferry's addition: set exactly when the payload replaces the attempt's original version (see ReplacedVersionSchema). */
+  replaces: ReplacedVersionSchema.nullable().optional(),
 });
 export type SignRequest = z.output<typeof SignRequestSchema>;
 

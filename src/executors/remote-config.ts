@@ -3,6 +3,7 @@ import { ConfigError } from '../config.ts';
 import type { ConfigFile, RemoteExecutorConfig, RemoteSignerConfig } from '../config-file.ts';
 import type { ExecutorRegistry, SignerRegistry } from './registry.ts';
 import { RemoteExecutorProxy } from './remote-proxy.ts';
+import type { SignerPolicyOptions } from './signers/evm-policy.ts';
 import { RemoteSignerProxy } from './signers/remote-proxy.ts';
 
 /**
@@ -34,14 +35,19 @@ export function registerRemoteExecutors(
 }
 
 /** The signers half of the above (registered before the EVM lane, whose wallets may be remote signers). */
-export function registerRemoteSigners(remote: ConfigFile['remote'] | undefined, signers: SignerRegistry, env: NodeJS.ProcessEnv): RemoteSignerProxy[] {
+export function registerRemoteSigners(
+  remote: ConfigFile['remote'] | undefined,
+  signers: SignerRegistry,
+  env: NodeJS.ProcessEnv,
+  policy: SignerPolicyOptions = {},
+): RemoteSignerProxy[] {
   return (remote?.signers ?? []).map((entry, i) => {
     const proxy = new RemoteSignerProxy({
       signerKey: entry.key,
       baseUrl: entry.url,
       token: token(entry, `remote.signers[${i}]`, env),
       timeoutMs: entry.timeout_ms,
-      evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors } : undefined,
+      evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors, ...policy } : undefined,
     });
     add(() => signers.register(proxy), `remote.signers[${i}] (${entry.key})`, 'signer');
     return proxy;

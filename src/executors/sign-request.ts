@@ -2,7 +2,7 @@ import type { ConfigFile } from '../config-file.ts';
 import type { AuditEntry } from '../persistence/audit.ts';
 import { isMovementError } from './errors.ts';
 import { deriveExpectedEffect } from './evm/expected-effect.ts';
-import type { ExecutionContext, PreparedAction, SignRequest } from './protocol.ts';
+import type { ExecutionContext, PreparedAction, ReplacedVersion, SignRequest } from './protocol.ts';
 
 /**
  * The SignRequest the dispatcher sends for a prepared action. Besides the reference protocol's
@@ -16,10 +16,14 @@ export function buildSignRequest(input: {
   /** The request's compiled plan, as approved. */
   plan: unknown;
   evm: ConfigFile['evm'];
+  /** FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI, for the chain of FERRY_EVM_RPC_URL (see deriveExpectedEffect). */
+  fallbackFeeCapWei?: string;
+  /** For a replacement: the attempt's original version, from Ferry's own records (see ReplacedVersionSchema). */
+  replaces?: ReplacedVersion;
 }): SignRequest {
   const { ctx, prepared } = input;
   const destination = ctx.intent.destination;
-  const derived = deriveExpectedEffect({ plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm });
+  const derived = deriveExpectedEffect({ plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei });
   return {
     protocol_version: ctx.protocol_version,
     request_id: ctx.request_id,
@@ -42,6 +46,7 @@ export function buildSignRequest(input: {
     executor_key: ctx.resolved_bindings.executor.executor_key,
     expected_effect: derived.ok ? derived.effect : null,
     expected_effect_unavailable: derived.ok ? null : derived.reason,
+    ...(input.replaces ? { replaces: input.replaces } : {}),
   };
 }
 
@@ -50,10 +55,15 @@ export function buildSignRequest(input: {
  * transaction): who refused, for which executor, and which policy rule failed. The details hold
  * codes, addresses and amounts only, never key material.
  */
-export function signingRefusalAudit(ctx: ExecutionContext, err: unknown, code: string): AuditEntry {
+export function signingRefusalAudit(
+  ctx: ExecutionContext,
+  err: unknown,
+  code: string,
+  opts: { actor?: string; details?: Record<string, unknown> } = {},
+): AuditEntry {
   const details = isMovementError(err) ? err.details : {};
   return {
-    actor: 'worker:dispatcher',
+    actor: opts.actor ?? 'worker:dispatcher',
     action: 'signer.refused',
     entity_type: 'movement_node',
     entity_id: ctx.request_node_id,
@@ -67,6 +77,7 @@ export function signingRefusalAudit(ctx: ExecutionContext, err: unknown, code: s
       ...(typeof details.rule === 'string' ? { rule: details.rule } : {}),
       ...(typeof details.expected === 'string' || typeof details.expected === 'number' ? { expected: details.expected } : {}),
       ...(typeof details.actual === 'string' || typeof details.actual === 'number' ? { actual: details.actual } : {}),
+      ...opts.details,
     },
   };
 }

@@ -18,6 +18,11 @@ import { waitFor } from './wait.ts';
 export const ANVIL_DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80' as const;
 export const ANVIL_DEV_ADDRESS = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266' as const;
 export const ANVIL_CHAIN_ID = 31337;
+/**
+ * The fee cap (maxFeePerGas, wei) the test configurations give a chain a signer signs for: 500 gwei,
+ * far above what anvil asks, so only a test about the cap meets it.
+ */
+export const TEST_FEE_CAP_WEI = '500000000000';
 
 export interface Anvil {
   url: string;

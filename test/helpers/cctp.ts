@@ -5,7 +5,7 @@ import { createWalletClient, http, maxUint256, pad, type Abi, type Address, type
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { stringify } from 'yaml';
 import { startAttestationEmulator, type AttestationEmulator } from '../emulators/attestation.ts';
-import { ANVIL_DEV_KEY, startLocalChain, type Anvil } from './anvil.ts';
+import { ANVIL_DEV_KEY, startLocalChain, TEST_FEE_CAP_WEI, type Anvil } from './anvil.ts';
 import { compileContracts, deployToken, sendCall, type DeployedToken } from './contracts.ts';
 
 /**
@@ -129,6 +129,7 @@ export function cctpConfigFile(w: CctpWorld, opts: { rpc?: { source?: string; de
     chain_id: d.chainId,
     rpc_url: rpc,
     poll_seconds: 0.2,
+    max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI,
     cctp: { domain: d.domain, token_messenger: d.messenger.address, message_transmitter: d.transmitter.address },
   });
   const config = {

@@ -10,7 +10,7 @@ import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '
 import { log } from '../../src/log.ts';
 import type { Pool } from '../../src/persistence/db.ts';
 import type { TemplateDefinitionInput } from '../../src/plan/template-schema.ts';
-import { ANVIL_CHAIN_ID } from './anvil.ts';
+import { ANVIL_CHAIN_ID, TEST_FEE_CAP_WEI } from './anvil.ts';
 import { plan, runtimeDeps } from './runtime.ts';
 
 /**
@@ -24,11 +24,16 @@ export interface EvmFileInput {
   tokens?: Array<Record<string, unknown>>;
 }
 
-/** Writes the configuration file; returns its path. */
+/**
+ * Writes the configuration file; returns its path. A chain that names no fee cap gets
+ * TEST_FEE_CAP_WEI (every chain a signer signs for needs one); `max_fee_per_gas_cap_wei: undefined`
+ * leaves it without.
+ */
 export function writeConfigFile(evm: EvmFileInput): string {
   const dir = mkdtempSync(join(tmpdir(), 'ferry-config-'));
   const path = join(dir, 'ferry.yaml');
-  writeFileSync(path, stringify({ evm }));
+  const chains = evm.chains.map((c) => ('max_fee_per_gas_cap_wei' in c ? c : { ...c, max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }));
+  writeFileSync(path, stringify({ evm: { ...evm, chains } }));
   return path;
 }
 

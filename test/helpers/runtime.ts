@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.ts';
 import { log } from '../../src/log.ts';
 import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { getMovement, nodesOfMovement } from '../../src/persistence/movements.ts';
+import { TEST_FEE_CAP_WEI } from './anvil.ts';
 import { collectingDeps, seedMovement } from './fixtures.ts';
 import { exited, spawnWorker } from './processes.ts';
 import { waitFor } from './wait.ts';
@@ -24,7 +25,8 @@ export function runtimeDeps(pool: Pool, env: Record<string, string> = {}): Worke
   const transitions = collectingDeps();
   return {
     pool,
-    config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-runtime', ...env }),
+    // The fee cap of a chain the (absent) configuration file does not list: the signers' chains in tests.
+    config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-runtime', FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: TEST_FEE_CAP_WEI, ...env }),
     executors,
     signers,
     transitions,

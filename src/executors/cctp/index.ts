@@ -66,7 +66,7 @@ export function registerCctpLane(
       lane: CCTP_LANE,
       chains,
       wallets: evm.wallets,
-      make: (chain, from) => new CctpBurnExecutor({ chain, chains, from: from!, tokens, nonces, feeBump: feeBumpOfChain(chain.config), iris }),
+      make: (chain, from) => new CctpBurnExecutor({ chain, chains, from: from!, tokens, nonces, feeBump: { ...feeBumpOfChain(chain.config), limits: evm.replacements }, iris }),
     },
     evm,
     iris,
@@ -76,7 +76,7 @@ export function registerCctpLane(
     lane: CCTP_LANE,
     chains,
     wallets: evm.wallets,
-    make: (chain, from) => new CctpMintExecutor({ chain, from: from!, nonces, feeBump: feeBumpOfChain(chain.config) }),
+    make: (chain, from) => new CctpMintExecutor({ chain, from: from!, nonces, feeBump: { ...feeBumpOfChain(chain.config), limits: evm.replacements } }),
   });
   const executors = [burn, mint, ...(file.cctp ? [new CctpAttestationObserver(file.cctp, chains)] : [])];
   for (const e of executors) registry.register(e);

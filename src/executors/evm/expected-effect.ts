@@ -1,5 +1,5 @@
 import { getAddress, isAddress, toFunctionSelector, zeroAddress } from 'viem';
-import type { ConfigFile } from '../../config-file.ts';
+import { feeCapOf, type ConfigFile } from '../../config-file.ts';
 import { maxFeeOf } from '../cctp/fees.ts';
 import { DEPOSIT_FOR_BURN_SIGNATURE, encodeDepositForBurn, RECEIVE_MESSAGE_SIGNATURE } from '../cctp/message.ts';
 import { bindingExtras, bindingKey } from '../registry.ts';
@@ -31,6 +31,11 @@ export interface ExpectedEffectInput {
   intent: Record<string, unknown>;
   /** Ferry's `config.file.evm`. */
   evm: ConfigFile['evm'];
+  /**
+   * FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: the cap of a chain the file lists neither in evm.chains nor
+   * in evm.fee_caps (the single chain of FERRY_EVM_RPC_URL).
+   */
+  fallbackFeeCapWei?: string;
 }
 
 interface PlanNode {
@@ -60,13 +65,16 @@ export function deriveExpectedEffect(input: ExpectedEffectInput): ExpectedEffect
   }
 }
 
-function derive({ plan, nodeKey, intent, evm }: ExpectedEffectInput): ExpectedEffect {
+function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffectInput): ExpectedEffect {
   const node = planNode(plan, nodeKey);
   const config = node.config ?? {};
   const executorKey = bindingKey(node.executor_binding, 'executor_key');
   const chainId = chainIdOf(node, config, evm);
   const chain = evm.chains.find((c) => c.chain_id === chainId);
-  const cap = chain?.max_fee_per_gas_cap_wei;
+  // Listed chains take their own cap (none: the signer refuses, fee_cap_missing); the fallback is
+  // only for a chain the file does not list at all.
+  const listed = chain !== undefined || (evm.fee_caps ?? []).some((c) => c.chain_id === chainId);
+  const cap = listed ? feeCapOf({ chains: evm.chains, fee_caps: evm.fee_caps ?? [] }, chainId) : fallbackFeeCapWei;
   const withCap = (e: ExpectedEffect): ExpectedEffect => (cap === undefined ? e : { ...e, max_fee_per_gas_cap_wei: cap });
 
   // A contract call the plan names explicitly: that method on that contract, nothing else.

@@ -1,4 +1,5 @@
 import { parseTransaction, serializeTransaction, type Hex } from 'viem';
+import { DEFAULT_REPLACEMENT_LIMITS, type ReplacementLimits } from '../signers/evm-policy.ts';
 import type { SignedTx } from './signed-tx.ts';
 
 /**
@@ -16,6 +17,12 @@ export interface FeeBumpPolicy {
   percent: number;
   /** No version may offer more than this maxFeePerGas; null: no cap. */
   capWei: bigint | null;
+  /**
+   * What the signer allows a replacement (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR
+   * over the first version's maxFeePerGas); unset: the signer's defaults. Proposing beyond them
+   * would only be refused.
+   */
+  limits?: ReplacementLimits;
 }
 
 export type Replacement =
@@ -48,6 +55,14 @@ export function nextVersion(
 ): Replacement | null {
   const top = topVersion(versions);
   if (!top) return null;
+  const limits = policy.limits ?? DEFAULT_REPLACEMENT_LIMITS;
+  if (versions.length - 1 >= limits.maxReplacements) {
+    return { kind: 'cap_reached', maxFeePerGas: top.maxFeePerGas, detail: `${versions.length - 1} replacements, the most the signer allows (FERRY_EVM_MAX_REPLACEMENTS)` };
+  }
+  const first = feesOf(versions[0]!.raw);
+  const factorCap = first ? (first.maxFeePerGas * BigInt(Math.round(limits.maxFeeBumpFactor * 1000))) / 1000n : null;
+  const capWei = factorCap !== null && (policy.capWei === null || factorCap < policy.capWei) ? factorCap : policy.capWei;
+  policy = { ...policy, capWei };
   let maxFee = ceilPercent(top.maxFeePerGas, policy.percent);
   let tip = ceilPercent(top.maxPriorityFeePerGas, policy.percent);
   if (estimate.maxFeePerGas > maxFee) maxFee = estimate.maxFeePerGas;

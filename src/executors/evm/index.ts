@@ -4,6 +4,7 @@ import type { ConfigFile, EvmChainConfig, EvmSignerConfig } from '../../config-f
 import type { Logger } from '../../log.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { remoteEvmWallets } from '../remote-config.ts';
+import { feeCapsOf, replacementLimitsOf, type ReplacementLimits } from '../signers/evm-policy.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
 import { chainFromConfig, createChainClient, EvmChains, type EvmChain } from './chains.ts';
 import { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
@@ -53,7 +54,8 @@ export function createEvmLane(
     nonces: opts.nonces,
     feeBump: opts.feeBump,
   });
-  opts.nonces?.registerWallet({ address: executor.from, client: executor.client, signer });
+  // The reaper's gap filler is signed only under a fee cap: the lane's, when it has one.
+  opts.nonces?.registerWallet({ address: executor.from, client: executor.client, signer, feeCapWei: opts.feeBump?.capWei ?? null });
   if (registries) {
     registries.executors.register(executor);
     registries.signers.register(signer);
@@ -67,12 +69,17 @@ export interface EvmLaneConfig {
   evmRpcUrl?: string;
   evmSignerKey?: string;
   evmConfirmations?: number;
+  evmMaxReplacements?: number;
+  evmMaxFeeBumpFactor?: number;
+  evmMaxFeePerGasCapWei?: string;
 }
 
 export interface EvmLane {
   chains: EvmChains;
   wallets: Map<string, EvmWallet>;
   executorKeys: string[];
+  /** What the signers allow a replacement (their fee bumpers stop there too). */
+  replacements: ReplacementLimits;
 }
 
 const PRIVATE_KEY = /^0x[0-9a-fA-F]{64}$/;
@@ -101,9 +108,16 @@ export async function registerEvmLane(
   const chainList: EvmChain[] = evm.chains.map(chainFromConfig);
   const signerEntries: Array<{ entry: EvmSignerConfig; index: number }> = evm.signers.map((entry, index) => ({ entry, index }));
   const wallets = new Map<string, EvmWallet>();
+  const replacements = replacementLimitsOf(config);
+  // Each signer's own fee caps: the chains of this configuration (a signer host's own, there).
+  const feeCaps = feeCapsOf(evm);
 
   if (config.evmRpcUrl && config.evmSignerKey) {
-    const legacy = await legacyChain(config.evmRpcUrl, config.evmConfirmations ?? 1, deps.pollSeconds);
+    if (config.evmMaxFeePerGasCapWei === undefined) {
+      throw new ConfigError('FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI', 'is required with FERRY_EVM_RPC_URL and FERRY_EVM_SIGNER_KEY');
+    }
+    const legacy = await legacyChain(config.evmRpcUrl, config.evmConfirmations ?? 1, deps.pollSeconds, config.evmMaxFeePerGasCapWei);
+    feeCaps.set(legacy.chainId, BigInt(config.evmMaxFeePerGasCapWei));
     if (chainList.some((c) => c.chainId === legacy.chainId)) {
       throw new ConfigError('FERRY_EVM_RPC_URL', `serves chain ${legacy.chainId}, which FERRY_CONFIG_FILE also lists; configure it in one place`);
     }
@@ -111,7 +125,7 @@ export async function registerEvmLane(
       throw new ConfigError('FERRY_EVM_SIGNER_KEY', `defines signer ${EVM_LOCAL_SIGNER_KEY}, which FERRY_CONFIG_FILE also lists`);
     }
     chainList.push(legacy);
-    const signer = new LocalPrivateKeySignerEvm({ signerKey: EVM_LOCAL_SIGNER_KEY, privateKey: config.evmSignerKey, chains: [legacy.chainId] });
+    const signer = new LocalPrivateKeySignerEvm({ signerKey: EVM_LOCAL_SIGNER_KEY, privateKey: config.evmSignerKey, chains: [legacy.chainId], replacements, feeCaps });
     registries.signers.register(signer);
     wallets.set(EVM_LOCAL_SIGNER_KEY, { signerKey: EVM_LOCAL_SIGNER_KEY, address: signer.address as Address, chains: [legacy.chainId] });
   }
@@ -127,7 +141,7 @@ export async function registerEvmLane(
     if (!PRIVATE_KEY.test(value)) throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold 0x and 64 hex digits (value hidden)`);
     let signer: LocalPrivateKeySignerEvm;
     try {
-      signer = new LocalPrivateKeySignerEvm({ signerKey: entry.key, privateKey: value, chains: entry.chains, executors: entry.executors });
+      signer = new LocalPrivateKeySignerEvm({ signerKey: entry.key, privateKey: value, chains: entry.chains, executors: entry.executors, replacements, feeCaps });
     } catch {
       throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold a valid secp256k1 key (value hidden)`);
     }
@@ -136,7 +150,7 @@ export async function registerEvmLane(
   }
   const kms: ConfiguredEvmSigner[] = await createAwsKmsEvmSigners(
     signerEntries.filter((s) => s.entry.kind === 'aws_kms').map((s) => s.entry),
-    { env: deps.env, log: deps.log },
+    { env: deps.env, log: deps.log, policy: { replacements, feeCaps } },
   );
   for (const k of kms) {
     registries.signers.register(k.signer);
@@ -176,14 +190,14 @@ export async function registerEvmLane(
           confirmations: chain.confirmations,
           pollSeconds: chain.pollSeconds,
           nonces,
-          feeBump: feeBumpOfChain(chain.config),
+          feeBump: { ...feeBumpOfChain(chain.config), limits: replacements },
         }),
     }),
     new EvmChainRouter({
       executorKey: EVM_ERC20_TRANSFER_KEY,
       chains,
       wallets,
-      make: (chain, from) => new EvmErc20TransferExecutor({ chain, from: from!, tokens, nonces, feeBump: feeBumpOfChain(chain.config) }),
+      make: (chain, from) => new EvmErc20TransferExecutor({ chain, from: from!, tokens, nonces, feeBump: { ...feeBumpOfChain(chain.config), limits: replacements } }),
     }),
     new EvmChainRouter({ executorKey: EVM_BALANCE_OBSERVE_KEY, chains, wallets: null, make: (chain) => new EvmBalanceObserver(chain, tokens) }),
     new EvmChainRouter({ executorKey: EVM_FINALITY_OBSERVE_KEY, chains, wallets: null, make: (chain) => new EvmFinalityObserver(chain) }),
@@ -193,11 +207,11 @@ export async function registerEvmLane(
     { chains: chains.all().map((c) => c.chainId), signers: [...wallets.keys()], executors: routers.map((r) => r.executorKey) },
     'evm lane configured',
   );
-  return { chains, wallets, executorKeys: routers.map((r) => r.executorKey) };
+  return { chains, wallets, executorKeys: routers.map((r) => r.executorKey), replacements };
 }
 
 /** The chain behind FERRY_EVM_RPC_URL, its id asked at start. */
-async function legacyChain(rpcUrl: string, confirmations: number, pollSeconds = 1): Promise<EvmChain> {
+async function legacyChain(rpcUrl: string, confirmations: number, pollSeconds = 1, capWei?: string): Promise<EvmChain> {
   const label = 'FERRY_EVM_RPC_URL';
   const client = createChainClient(rpcUrl, { label });
   let chainId: number;
@@ -214,6 +228,7 @@ async function legacyChain(rpcUrl: string, confirmations: number, pollSeconds = 
     poll_seconds: pollSeconds,
     rpc_timeout_ms: 10_000,
     fee_bump_percent: 20,
+    ...(capWei === undefined ? {} : { max_fee_per_gas_cap_wei: capWei }),
   };
   return { chainId, label: `chain ${chainId}`, client, confirmations, finality: 'confirmations', pollSeconds, config };
 }

@@ -3,11 +3,13 @@ import type { EvmSignerConfig } from '../../config-file.ts';
 import type { Logger } from '../../log.ts';
 import { ConfigError } from '../../config.ts';
 import type { Signer } from '../protocol.ts';
+import type { SignerPolicyOptions } from '../signers/evm-policy.ts';
 import { createSignerFromConfig } from '../signers/from-config.ts';
 
 export interface KmsSignerHookDeps {
   env: NodeJS.ProcessEnv;
   log: Logger;
+  policy?: SignerPolicyOptions;
 }
 
 export interface ConfiguredEvmSigner {
@@ -27,7 +29,7 @@ export interface ConfiguredEvmSigner {
 export async function createAwsKmsEvmSigners(entries: readonly EvmSignerConfig[], deps: KmsSignerHookDeps): Promise<ConfiguredEvmSigner[]> {
   const out: ConfiguredEvmSigner[] = [];
   for (const entry of entries) {
-    const signer = createSignerFromConfig(entry, deps.env);
+    const signer = createSignerFromConfig(entry, deps.env, deps.policy);
     let address: Address;
     try {
       address = (await signer.getAddress()) as Address;

@@ -70,7 +70,7 @@ export class EvmTxLifecycle {
     this.feeCap = opts.feeBump?.capWei ?? null;
     this.feeBump =
       opts.feeBump?.afterSeconds !== undefined && this.nonces
-        ? { afterSeconds: opts.feeBump.afterSeconds, percent: opts.feeBump.percent ?? 20, capWei: this.feeCap }
+        ? { afterSeconds: opts.feeBump.afterSeconds, percent: opts.feeBump.percent ?? 20, capWei: this.feeCap, limits: opts.feeBump.limits }
         : null;
   }
 
@@ -343,11 +343,13 @@ export class EvmTxLifecycle {
 
   async #receiptResult(tx: SignedTx, receipt: TransactionReceipt, need: Finality, check?: ReceiptCheck): Promise<ExecutionResult> {
     const proof: Record<string, unknown> = receiptProof(tx.hash, receipt);
+    // The fee the sender paid, from the moment the transaction is mined (a reverted one pays too).
+    const paid = { fee_paid_wei: feePaidWei(receipt) };
     if (receipt.status !== 'success') {
       return result({
         next_state: 'FAILED',
         provider_state: 'reverted',
-        provider_refs: txRefs(tx),
+        provider_refs: { ...txRefs(tx), ...paid },
         proof,
         error_code: 'EVM_TX_REVERTED',
         error_detail: `transaction ${tx.hash} reverted in block ${receipt.blockNumber}`,
@@ -360,14 +362,14 @@ export class EvmTxLifecycle {
       return result({
         next_state: 'OBSERVING',
         provider_state: 'mined',
-        provider_refs: { ...txRefs(tx), confirmations: reached.confirmations },
+        provider_refs: { ...txRefs(tx), ...paid, confirmations: reached.confirmations },
         retry_after_seconds: this.#retry(),
       });
     }
     return result({
       next_state: 'COMPLETED',
       provider_state: need.finalized ? 'finalized' : 'confirmed',
-      provider_refs: { ...txRefs(tx), block_number: Number(receipt.blockNumber), confirmations: reached.confirmations },
+      provider_refs: { ...txRefs(tx), ...paid, block_number: Number(receipt.blockNumber), confirmations: reached.confirmations },
       proof: { ...proof, confirmations: reached.confirmations, ...(need.finalized ? { finalized: true } : {}) },
     });
   }
@@ -483,8 +485,17 @@ export function receiptProof(hash: Hex, receipt: TransactionReceipt): Record<str
     block_hash: receipt.blockHash,
     gas_used: receipt.gasUsed.toString(),
     effective_gas_price: receipt.effectiveGasPrice.toString(),
+    fee_paid_wei: feePaidWei(receipt),
     status: receipt.status,
   };
+}
+
+/**
+ * What the transaction cost its sender in wei: gasUsed x effectiveGasPrice from the receipt (the
+ * execution fee; the L1 data fee of a rollup, reported separately by its nodes, is not included).
+ */
+export function feePaidWei(receipt: Pick<TransactionReceipt, 'gasUsed' | 'effectiveGasPrice'>): string {
+  return (receipt.gasUsed * receipt.effectiveGasPrice).toString();
 }
 
 export function txRefs(tx: SignedTx): Record<string, unknown> {

@@ -4,7 +4,7 @@ import { bytesToHex, hexToBytes, keccak256, recoverAddress, serializeTransaction
 import { publicKeyToAddress } from 'viem/accounts';
 import { FatalMovementError, MovementError, TemporaryMovementError } from '../errors.ts';
 import type { Signer, SignRequest, SignResult } from '../protocol.ts';
-import type { EvmSignerScope } from './evm-policy.ts';
+import type { EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
 import { signEvmRequest } from './evm-signing.ts';
 
 /** The order of the secp256k1 group; a signature's s above half of it is flipped (EIP-2 low-s). */
@@ -34,6 +34,8 @@ export interface AwsKmsEvmSignerOptions {
   maxAttempts?: number;
   chains?: readonly number[];
   executors?: readonly string[];
+  replacements?: ReplacementLimits;
+  feeCaps?: ReadonlyMap<number, bigint>;
 }
 
 /**
@@ -70,7 +72,7 @@ export class AwsKmsEvmSigner implements Signer {
       defaultsMode: 'standard',
       requestHandler: { requestTimeout: timeout, connectionTimeout: timeout },
     });
-    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors };
+    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors, replacements: opts.replacements, feeCaps: opts.feeCaps };
   }
 
   /** The key's address, lowercase; read once from GetPublicKey (again after a failed read). */

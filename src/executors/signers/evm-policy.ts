@@ -21,6 +21,41 @@ export interface EvmSignerScope {
   chains?: readonly number[];
   /** Executor keys the signer serves; unset: every executor. */
   executors?: readonly string[];
+  /** Bounds of replacements (fee bumps); unset: DEFAULT_REPLACEMENT_LIMITS. */
+  replacements?: ReplacementLimits;
+  /**
+   * The signer's OWN fee caps (maxFeePerGas, wei) by chain id, from its own configuration: the
+   * lower of its cap and the request's applies, so a caller cannot raise it (a signer host).
+   */
+  feeCaps?: ReadonlyMap<number, bigint>;
+}
+
+/** How far a replacement may go (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR). */
+export interface ReplacementLimits {
+  /** Replacements per attempt; the n-th replacement is signed only when n <= this. */
+  maxReplacements: number;
+  /** A replacement's fee per gas may be at most this many times the original's. */
+  maxFeeBumpFactor: number;
+}
+
+export const DEFAULT_REPLACEMENT_LIMITS: ReplacementLimits = { maxReplacements: 5, maxFeeBumpFactor: 4 };
+
+/** The limits a configuration gives (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR), defaults for what it leaves unset. */
+/** What a signer's configuration adds to its scope: replacement bounds and its own fee caps. */
+export type SignerPolicyOptions = Pick<EvmSignerScope, 'replacements' | 'feeCaps'>;
+
+/** Fee caps by chain id from a configuration's evm.chains and evm.fee_caps (a signer's own caps). */
+export function feeCapsOf(evm: { chains: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei?: string }>; fee_caps?: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei: string }> }): Map<number, bigint> {
+  const caps = new Map<number, bigint>();
+  for (const c of [...evm.chains, ...(evm.fee_caps ?? [])]) if (c.max_fee_per_gas_cap_wei !== undefined) caps.set(c.chain_id, BigInt(c.max_fee_per_gas_cap_wei));
+  return caps;
+}
+
+export function replacementLimitsOf(config: { evmMaxReplacements?: number; evmMaxFeeBumpFactor?: number }): ReplacementLimits {
+  return {
+    maxReplacements: config.evmMaxReplacements ?? DEFAULT_REPLACEMENT_LIMITS.maxReplacements,
+    maxFeeBumpFactor: config.evmMaxFeeBumpFactor ?? DEFAULT_REPLACEMENT_LIMITS.maxFeeBumpFactor,
+  };
 }
 
 /** What a transaction does, read from its fields and calldata alone. */
@@ -104,7 +139,7 @@ export function checkEvmTransaction(
   if (scope.chains && !scope.chains.includes(effect.chain_id)) {
     throw violation('chain_not_served', `signer ${scope.signerKey} does not sign for chain ${effect.chain_id}`);
   }
-  checkFeeCap(tx, expected);
+  checkFeeCap(tx, expected, scope);
 
   const want = BigInt(expected.amount_base_units);
   if (expected.call) {
@@ -164,16 +199,28 @@ export function checkNonceFill(tx: TransactionSerializable, expected: ExpectedEf
   if (effect.kind !== 'native') throw violation('nonce_fill', `a nonce gap filler is a plain transfer; this transaction is a ${describe(effect)}`);
   same('to', effect.to, expected.to, 'recipient');
   same('amount', effect.amount.toString(), '0', 'amount (wei)');
-  checkFeeCap(tx, expected);
+  checkFeeCap(tx, expected, scope);
 }
 
-function checkFeeCap(tx: TransactionSerializable, expected: ExpectedEffect): void {
-  if (expected.max_fee_per_gas_cap_wei === undefined) return;
-  const cap = BigInt(expected.max_fee_per_gas_cap_wei);
+/**
+ * The fee per gas within the cap: the expected effect's (the chain's cap from the approving
+ * configuration; none: refused, a key with no cap can be made to pay any fee), lowered to the
+ * signer's own cap for the chain when it has one.
+ */
+function checkFeeCap(tx: TransactionSerializable, expected: ExpectedEffect, scope: EvmSignerScope): void {
+  if (expected.max_fee_per_gas_cap_wei === undefined) {
+    throw violation(
+      'fee_cap_missing',
+      `the expected effect names no fee cap for chain ${expected.chain_id}: set evm.chains[].max_fee_per_gas_cap_wei (or evm.fee_caps, or FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI for the chain of FERRY_EVM_RPC_URL)`,
+    );
+  }
+  const requested = BigInt(expected.max_fee_per_gas_cap_wei);
+  const own = scope.feeCaps?.get(expected.chain_id);
+  const cap = own !== undefined && own < requested ? own : requested;
   const offered = (tx as { maxFeePerGas?: bigint }).maxFeePerGas ?? (tx as { gasPrice?: bigint }).gasPrice;
   if (offered === undefined) throw violation('fee_cap', 'the transaction names no fee per gas');
   if (offered > cap) {
-    throw violation('fee_cap', `the transaction offers ${offered} wei per gas, above the chain's cap of ${cap}`, {
+    throw violation('fee_cap', `the transaction offers ${offered} wei per gas, above the ${cap === own ? "signer's own" : "chain's"} cap of ${cap}`, {
       expected: cap.toString(),
       actual: offered.toString(),
     });
@@ -196,4 +243,65 @@ function describe(effect: DecodedEffect): string {
     case 'deploy':
       return 'contract deployment';
   }
+}
+
+type FeeFields = { maxFeePerGas?: bigint; maxPriorityFeePerGas?: bigint; gasPrice?: bigint; accessList?: unknown };
+
+/**
+ * A replacement (fee bump) is the same payment as the attempt's original version: same chain,
+ * nonce, recipient, value, calldata (byte for byte), gas limit, transaction type and access list.
+ * Only the fee fields may differ, each at least the original's and the fee per gas at most
+ * `maxFeeBumpFactor` times the original's; the chain's fee cap is checked on the replacement by
+ * checkEvmTransaction. `replacementNo` (1 for the first replacement of the attempt) must be within
+ * `maxReplacements`. Pure: both transactions are decoded from bytes the caller checked.
+ * @throws FatalMovementError SIGNER_POLICY_VIOLATION, rule `replacement_*`
+ */
+export function checkReplacement(tx: TransactionSerializable, original: TransactionSerializable, replacementNo: number, limits: ReplacementLimits = DEFAULT_REPLACEMENT_LIMITS): void {
+  if (!Number.isInteger(replacementNo) || replacementNo < 1 || replacementNo > limits.maxReplacements) {
+    throw violation('replacement_limit', `replacement ${replacementNo} of this attempt is over the limit of ${limits.maxReplacements}`, {
+      expected: limits.maxReplacements,
+      actual: replacementNo,
+    });
+  }
+  const keep = (rule: string, what: string, a: unknown, b: unknown) => {
+    if (a === b) return;
+    throw violation(rule, `a replacement keeps the original's ${what}: it is ${String(b)}, the original's ${String(a)}`, { expected: String(a), actual: String(b) });
+  };
+  keep('replacement_tx_type', 'transaction type', original.type, tx.type);
+  keep('replacement_chain_id', 'chain id', original.chainId, tx.chainId);
+  keep('replacement_nonce', 'nonce', original.nonce, tx.nonce);
+  keep('replacement_to', 'recipient', original.to?.toLowerCase(), tx.to?.toLowerCase());
+  keep('replacement_value', 'value', original.value ?? 0n, tx.value ?? 0n);
+  keep('replacement_data', 'calldata', (original.data ?? '0x').toLowerCase(), (tx.data ?? '0x').toLowerCase());
+  keep('replacement_gas', 'gas limit', original.gas, tx.gas);
+  const o = original as FeeFields;
+  const r = tx as FeeFields;
+  keep('replacement_access_list', 'access list', accessListKey(o.accessList), accessListKey(r.accessList));
+
+  const fields = tx.type === 'eip1559' ? (['maxFeePerGas', 'maxPriorityFeePerGas'] as const) : (['gasPrice'] as const);
+  for (const field of fields) {
+    const before = o[field];
+    const after = r[field];
+    if (before === undefined || after === undefined) throw violation('replacement_fee_decrease', `the ${field} of the original or the replacement is missing`);
+    if (after < before) {
+      throw violation('replacement_fee_decrease', `a replacement never lowers ${field}: ${after} wei, the original's ${before}`, { expected: before.toString(), actual: after.toString() });
+    }
+  }
+  // The fee per gas bounds what the transaction can cost (gas limit x fee per gas); the tip is
+  // bounded by it (a node refuses a tip above maxFeePerGas).
+  const field = tx.type === 'eip1559' ? 'maxFeePerGas' : 'gasPrice';
+  const bound = (o[field]! * BigInt(Math.round(limits.maxFeeBumpFactor * 1000))) / 1000n;
+  if (r[field]! > bound) {
+    throw violation('replacement_bump_factor', `a replacement offers ${r[field]} wei per gas, over ${limits.maxFeeBumpFactor} times the original's ${o[field]}`, {
+      expected: bound.toString(),
+      actual: r[field]!.toString(),
+    });
+  }
+}
+
+function accessListKey(list: unknown): string {
+  if (!Array.isArray(list) || list.length === 0) return '[]';
+  return JSON.stringify(
+    list.map((e: { address?: string; storageKeys?: string[] }) => [String(e.address ?? '').toLowerCase(), (e.storageKeys ?? []).map((k) => k.toLowerCase())]),
+  );
 }

@@ -1,7 +1,7 @@
 import { isHex, parseTransaction, type Hex, type TransactionSerializable } from 'viem';
 import { FatalMovementError } from '../errors.ts';
 import type { SignRequest, SignResult } from '../protocol.ts';
-import { checkEvmTransaction, checkExecutorAllowed, checkNonceFill, EVM_NONCE_FILL_ACTION, violation, type EvmSignerScope } from './evm-policy.ts';
+import { checkEvmTransaction, checkExecutorAllowed, checkNonceFill, checkReplacement, EVM_NONCE_FILL_ACTION, violation, type EvmSignerScope } from './evm-policy.ts';
 import { checkSignRequest } from './integrity.ts';
 
 /** What differs between EVM signers: where the key is and how a transaction gets its signature. */
@@ -26,14 +26,13 @@ export async function signEvmRequest(
   signerRef: (address: Hex) => string,
 ): Promise<SignResult> {
   const r = checkSignRequest(req);
-  // The nonce reaper's gap filler comes from no executor; its own, narrower rule applies.
-  const fill = r.signing_intent.action === EVM_NONCE_FILL_ACTION;
-  if (!fill) checkExecutorAllowed(r, scope);
+  if (r.payload_format !== 'evm_raw_tx' && r.signing_intent.action !== EVM_NONCE_FILL_ACTION) checkExecutorAllowed(r, scope);
   switch (r.payload_format) {
     case 'evm_raw_tx': {
-      const tx = parseUnsignedTransaction(r.payload);
-      if (fill) checkNonceFill(tx, r.expected_effect, scope, await backend.getAddress());
-      else checkEvmTransaction(tx, r.expected_effect, scope, r.expected_effect_unavailable);
+      // The address only for the gap filler's rule: a KMS signer reads it with a call, and a
+      // refused request must make none.
+      const sender = r.signing_intent.action === EVM_NONCE_FILL_ACTION ? await backend.getAddress() : null;
+      const tx = checkEvmRawTxRequest(r, scope, sender);
       const signature = await backend.signTransaction(tx);
       return { signature, signature_format: 'evm_signed_tx', signer_ref: signerRef(await backend.getAddress()) };
     }
@@ -44,6 +43,35 @@ export async function signEvmRequest(
         payload_format: r.payload_format,
       });
   }
+}
+
+/**
+ * The whole policy for an `evm_raw_tx` request whose integrity checkSignRequest established; returns
+ * the transaction to sign. The nonce reaper's gap filler comes from no executor: its own, narrower
+ * rule applies, and it is never a replacement. Any other transaction needs the executor allowlist
+ * and must do what the expected effect says; a replacement (`replaces` set by the runtime from its
+ * own records) must besides be the same payment as the original, which itself must pass the same
+ * check. `sender`: the signer's address, null where it is not known (a proxy in front of a remote
+ * signer, which checks the filler's sender itself).
+ * @throws FatalMovementError SIGNER_POLICY_VIOLATION or SIGNER_PAYLOAD_INVALID
+ */
+export function checkEvmRawTxRequest(r: SignRequest, scope: EvmSignerScope, sender: string | null): TransactionSerializable {
+  const fill = r.signing_intent.action === EVM_NONCE_FILL_ACTION;
+  if (!fill) checkExecutorAllowed(r, scope);
+  const tx = parseUnsignedTransaction(r.payload);
+  if (fill) {
+    if (r.replaces) throw violation('nonce_fill', 'a nonce gap filler is never a replacement');
+    checkNonceFill(tx, r.expected_effect, scope, sender);
+    return tx;
+  }
+  if (r.replaces) {
+    // The replacement rules first: their refusal says how the version differs from the original.
+    const original = parseUnsignedTransaction(r.replaces.payload);
+    checkReplacement(tx, original, r.replaces.replacement_no, scope.replacements);
+    checkEvmTransaction(original, r.expected_effect, scope, r.expected_effect_unavailable);
+  }
+  checkEvmTransaction(tx, r.expected_effect, scope, r.expected_effect_unavailable);
+  return tx;
 }
 
 /** The payload as an unsigned transaction with a chain id, or SIGNER_PAYLOAD_INVALID. */

@@ -1,6 +1,7 @@
 import { ConfigError } from '../../config.ts';
 import type { EvmSignerConfig } from '../../config-file.ts';
 import { AwsKmsEvmSigner } from './aws-kms-evm.ts';
+import type { SignerPolicyOptions } from './evm-policy.ts';
 import { LocalPrivateKeySignerEvm } from './local-private-key-evm.ts';
 
 export type EvmSignerFromConfig = LocalPrivateKeySignerEvm | AwsKmsEvmSigner;
@@ -12,8 +13,8 @@ export type EvmSignerFromConfig = LocalPrivateKeySignerEvm | AwsKmsEvmSigner;
  * a KMS signer reads its address on first use (getAddress()).
  * @throws ConfigError naming the variable (never its value) when a variable is unset or unusable.
  */
-export function createSignerFromConfig(entry: EvmSignerConfig, env: NodeJS.ProcessEnv = process.env): EvmSignerFromConfig {
-  const scope = { chains: entry.chains, executors: entry.executors };
+export function createSignerFromConfig(entry: EvmSignerConfig, env: NodeJS.ProcessEnv = process.env, policy: SignerPolicyOptions = {}): EvmSignerFromConfig {
+  const scope = { chains: entry.chains, executors: entry.executors, ...policy };
   const required = (name: string): string => {
     const value = env[name];
     if (value === undefined || value === '') throw new ConfigError(name, `is not set (evm.signers ${entry.key} needs it)`);

@@ -27,5 +27,11 @@ export function checkSignRequest(req: unknown): SignRequest {
       computed_hash: actual,
     });
   }
+  if (r.replaces && payloadHash(r.replaces.payload) !== r.replaces.payload_hash) {
+    throw new FatalMovementError('SIGNER_PAYLOAD_HASH_MISMATCH', 'the replaced version does not hash to its payload_hash', {
+      payload_hash: r.replaces.payload_hash,
+      computed_hash: payloadHash(r.replaces.payload),
+    });
+  }
   return r;
 }

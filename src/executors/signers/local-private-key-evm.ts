@@ -2,7 +2,7 @@ import { isHex, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { FatalMovementError } from '../errors.ts';
 import type { Signer, SignRequest, SignResult } from '../protocol.ts';
-import type { EvmSignerScope } from './evm-policy.ts';
+import type { EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
 import { signEvmRequest } from './evm-signing.ts';
 
 export interface LocalPrivateKeySignerOptions {
@@ -13,6 +13,10 @@ export interface LocalPrivateKeySignerOptions {
   chains?: readonly number[];
   /** Executor keys it serves (evm.signers[].executors); unset: every executor. */
   executors?: readonly string[];
+  /** Replacement bounds (FERRY_EVM_MAX_REPLACEMENTS...); unset: the defaults. */
+  replacements?: ReplacementLimits;
+  /** Its own fee caps by chain id (see EvmSignerScope.feeCaps). */
+  feeCaps?: ReadonlyMap<number, bigint>;
 }
 
 /**
@@ -40,7 +44,7 @@ export class LocalPrivateKeySignerEvm implements Signer {
       throw new FatalMovementError('SIGNER_KEY_INVALID', `signer ${opts.signerKey}: private key is not a valid secp256k1 key`);
     }
     this.address = this.#account.address.toLowerCase() as Hex;
-    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors };
+    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors, replacements: opts.replacements, feeCaps: opts.feeCaps };
   }
 
   async getAddress(): Promise<Hex> {

@@ -1,8 +1,8 @@
 import { FatalMovementError } from '../errors.ts';
 import { JsonHttpClient } from '../http-json.ts';
 import { describeIssues, SignResultSchema, type Signer, type SignRequest, type SignResult } from '../protocol.ts';
-import { checkEvmTransaction, checkExecutorAllowed, checkNonceFill, EVM_NONCE_FILL_ACTION, type EvmSignerScope } from './evm-policy.ts';
-import { parseUnsignedTransaction } from './evm-signing.ts';
+import { checkExecutorAllowed, EVM_NONCE_FILL_ACTION, type EvmSignerScope, type SignerPolicyOptions } from './evm-policy.ts';
+import { checkEvmRawTxRequest } from './evm-signing.ts';
 import { checkSignRequest } from './integrity.ts';
 
 export interface RemoteSignerOptions {
@@ -15,7 +15,7 @@ export interface RemoteSignerOptions {
    * request's expected effect) before the request leaves the process. The remote signer receives
    * `executor_key` and `expected_effect` either way and must apply the same policy itself.
    */
-  evmPolicy?: { chains?: readonly number[]; executors?: readonly string[] };
+  evmPolicy?: { chains?: readonly number[]; executors?: readonly string[] } & SignerPolicyOptions;
 }
 
 /**
@@ -36,14 +36,10 @@ export class RemoteSignerProxy implements Signer {
   async sign(req: SignRequest): Promise<SignResult> {
     const checked = checkSignRequest(req);
     if (this.#scope) {
-      const fill = checked.signing_intent.action === EVM_NONCE_FILL_ACTION;
-      if (!fill) checkExecutorAllowed(checked, this.#scope);
-      if (checked.payload_format === 'evm_raw_tx') {
-        const tx = parseUnsignedTransaction(checked.payload);
-        // The remote signer knows its own address and checks the filler's sender itself.
-        if (fill) checkNonceFill(tx, checked.expected_effect, this.#scope, null);
-        else checkEvmTransaction(tx, checked.expected_effect, this.#scope, checked.expected_effect_unavailable);
-      }
+      // The remote signer knows its own address and checks the filler's sender itself.
+      if (checked.payload_format === 'evm_raw_tx') checkEvmRawTxRequest(checked, this.#scope, null);
+      else if (checked.signing_intent.action !== EVM_NONCE_FILL_ACTION) checkExecutorAllowed(checked, this.#scope);
+      // (typed data goes on unchecked here: the remote signer refuses it without its own policy)
     }
     const res = await this.#http.call('POST', '/sign', checked);
     const parsed = SignResultSchema.safeParse(res.json);
