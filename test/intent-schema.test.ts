@@ -210,6 +210,9 @@ test('the queue dead-letters an intent its template refuses, with the same code,
   await ensureMovementQueues(runtime.boss);
   const { createToken } = await import('../src/persistence/tokens.ts');
   await createToken(db.pool, { name: 'queue-requester', role: 'requester' });
+  // Orders on the queue are signed by a queue credential of the principal they name.
+  const { createQueueCredential, signMovementOrder } = await import('../src/services/queue-credentials.ts');
+  const { key } = await createQueueCredential(db.pool, { principal: 'queue-requester' }, 'cli:test');
   const base = { template_key: 'usdc.transfer', requested_by: 'queue-requester' };
   const cases: Array<[string, Record<string, unknown>, string, string, string]> = [
     ['usdc.transfer', { asset: 'DAI', amount: '1', destination: RECIPIENT }, 'INTENT_INVALID', 'asset', 'allowed'],
@@ -221,7 +224,7 @@ test('the queue dead-letters an intent its template refuses, with the same code,
   const before = await movementCount();
   for (const [i, [template_key, intent, code, field, rule]] of cases.entries()) {
     const data = { ...base, template_key, intent, idempotency_key: `intent-queue-${i}` };
-    const out = await consumeMovementRequest(deps, runtime.boss, { id: `job-${i}`, data });
+    const out = await consumeMovementRequest(deps, runtime.boss, { id: `job-${i}`, data: signMovementOrder(data, key) });
     assert.equal(out.outcome, 'dead_lettered', JSON.stringify(intent));
     if (out.outcome !== 'dead_lettered') continue;
     assert.equal(out.reason.code, code);
@@ -231,7 +234,7 @@ test('the queue dead-letters an intent its template refuses, with the same code,
   assert.equal(await movementCount(), before);
   const ok = await consumeMovementRequest(deps, runtime.boss, {
     id: 'job-ok',
-    data: { ...base, intent: { asset: 'USDC', amount: '2', destination: RECIPIENT }, idempotency_key: 'intent-queue-ok' },
+    data: signMovementOrder({ ...base, intent: { asset: 'USDC', amount: '2', destination: RECIPIENT }, idempotency_key: 'intent-queue-ok' }, key),
   });
   assert.equal(ok.outcome, 'created');
 });
