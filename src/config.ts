@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseCidr } from './callbacks/destinations.ts';
+import { parseCidr } from './callbacks/cidr.ts';
 import { EMPTY_CONFIG_FILE, readConfigFile, type ConfigFile } from './config-file.ts';
 
 /**

@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { parseCidr } from './cidr.ts';
 import { Agent, type Dispatcher } from 'undici';
 
 /**
@@ -134,17 +135,6 @@ export function destinationPolicy(config: DestinationSettings): DestinationPolic
 export function literalRefusal(policy: DestinationRules, url: URL): AddressClass | null {
   const host = normalizeHost(url.hostname);
   return isIP(host) ? refusal(policy, host, host) : null;
-}
-
-/** `10.0.0.0/8`, `fd00::/8`, or a single address (a /32 or /128). */
-export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
-  const [address = '', prefixText] = text.trim().split('/');
-  const family = isIP(address);
-  if (family === 0) return null;
-  const max = family === 4 ? 32 : 128;
-  const prefix = prefixText === undefined ? max : /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
-  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) return null;
-  return { address, prefix, family: family === 4 ? 'ipv4' : 'ipv6' };
 }
 
 export class DestinationBlockedError extends Error {

@@ -1,16 +1,20 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { readCheckpoint, signCheckpoint } from '../audit-checkpoint.ts';
 import { loadConfig } from '../config.ts';
-import { auditChainHead, promoteAuditBatch, verifyAuditChain, type ChainHead } from '../persistence/audit.ts';
+import type { ChainHead } from '../persistence/audit.ts';
 import type { Pool } from '../persistence/db.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { printedJson } from './format.ts';
 
 const BATCH = 500;
 
+/** The audit chain's SQL (and the pool behind it), loaded by these commands only. */
+const chain = () => import('../persistence/audit.ts');
+
 /** Moves every pending outbox row onto the chain; returns how many. */
 async function drainOutbox(pool: Pool): Promise<number> {
   let total = 0;
+  const { promoteAuditBatch } = await chain();
   for (;;) {
     const moved = await promoteAuditBatch(pool, BATCH);
     total += moved;
@@ -34,7 +38,7 @@ const verify: CliCommand = {
     const { promoted, result } = await ctx.withDatabase(async ({ pool }) => {
       // Verify what the API has acknowledged, not only what the promoter happened to move already.
       const promoted = await drainOutbox(pool);
-      return { promoted, result: await verifyAuditChain(pool, { checkpoint }) };
+      return { promoted, result: await (await chain()).verifyAuditChain(pool, { checkpoint }) };
     });
     if (!printedJson(ctx, { ...result, promoted })) {
       ctx.out(result.ok ? `audit chain ok (${result.checked} events)` : `audit chain BROKEN at event ${result.broken!.id}: ${result.broken!.reason} (${result.checked} events verified before it)`);
@@ -51,7 +55,7 @@ const head: CliCommand = {
   async run(ctx) {
     const found = await ctx.withDatabase(async ({ pool }) => {
       await drainOutbox(pool);
-      return auditChainHead(pool);
+      return (await chain()).auditChainHead(pool);
     });
     if (!printedJson(ctx, found)) ctx.out(found ? `${found.id}:${found.hash}` : 'the audit chain is empty');
   },
@@ -87,7 +91,7 @@ const checkpointExport: CliCommand = {
     const key = checkpointKey(ctx);
     const found = await ctx.withDatabase(async ({ pool }) => {
       await drainOutbox(pool);
-      return auditChainHead(pool);
+      return (await chain()).auditChainHead(pool);
     });
     if (!found) throw new CliError('the audit chain is empty: nothing to checkpoint yet');
     const checkpoint = signCheckpoint(found, key, new Date());

@@ -4,19 +4,40 @@
  * their own. Both read FERRY_CONFIG_FILE like Ferry does, require their bearer token
  * (FERRY_EXECUTOR_HOST_TOKEN / FERRY_SIGNER_HOST_TOKEN) and run until SIGINT or SIGTERM.
  */
-import { configuredRegistries } from '../actors/runtime.ts';
 import { loadConfig } from '../config.ts';
-import { registerEvmLane } from '../executors/evm/index.ts';
-import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
-import { registerRemoteSigners } from '../executors/remote-config.ts';
-import { RemoteExecutorProxy } from '../executors/remote-proxy.ts';
-import { feeCapsOf, replacementLimitsOf } from '../executors/signers/evm-policy.ts';
-import { RemoteSignerProxy } from '../executors/signers/remote-proxy.ts';
-import { executorHostApp } from '../hosts/executor-host.ts';
-import { listenHost, MIN_HOST_TOKEN_LENGTH } from '../hosts/common.ts';
-import { signerHostApp } from '../hosts/signer-host.ts';
 import { log as rootLog } from '../log.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
+
+/** The lanes, registries and host servers: loaded by the two host commands only (viem, the KMS client...). */
+async function hostModules() {
+  const [runtime, evm, registry, remoteConfig, remoteProxy, policy, signerProxy, executorHost, common, signerHost] = await Promise.all([
+    import('../actors/runtime.ts'),
+    import('../executors/evm/index.ts'),
+    import('../executors/registry.ts'),
+    import('../executors/remote-config.ts'),
+    import('../executors/remote-proxy.ts'),
+    import('../executors/signers/evm-policy.ts'),
+    import('../executors/signers/remote-proxy.ts'),
+    import('../hosts/executor-host.ts'),
+    import('../hosts/common.ts'),
+    import('../hosts/signer-host.ts'),
+  ]);
+  return {
+    configuredRegistries: runtime.configuredRegistries,
+    registerEvmLane: evm.registerEvmLane,
+    ExecutorRegistry: registry.ExecutorRegistry,
+    SignerRegistry: registry.SignerRegistry,
+    registerRemoteSigners: remoteConfig.registerRemoteSigners,
+    RemoteExecutorProxy: remoteProxy.RemoteExecutorProxy,
+    feeCapsOf: policy.feeCapsOf,
+    replacementLimitsOf: policy.replacementLimitsOf,
+    RemoteSignerProxy: signerProxy.RemoteSignerProxy,
+    executorHostApp: executorHost.executorHostApp,
+    listenHost: common.listenHost,
+    MIN_HOST_TOKEN_LENGTH: common.MIN_HOST_TOKEN_LENGTH,
+    signerHostApp: signerHost.signerHostApp,
+  };
+}
 
 const listenOptions = { host: { type: 'string' }, port: { type: 'string' } } as const;
 
@@ -28,7 +49,7 @@ function listenAddress(ctx: CliContext, defaultPort: number): { host: string; po
   return { host, port };
 }
 
-function requiredToken(value: string | undefined, variable: string): string {
+function requiredToken(value: string | undefined, variable: string, MIN_HOST_TOKEN_LENGTH: number): string {
   if (!value || value.length < MIN_HOST_TOKEN_LENGTH) throw new CliError(`${variable} must be set to a token of at least ${MIN_HOST_TOKEN_LENGTH} characters: a host never serves without one`);
   return value;
 }
@@ -56,7 +77,8 @@ const executorHost: CliCommand = {
     if (keys.length === 0) throw new UsageError('name at least one --executor to serve');
     const { host, port } = listenAddress(ctx, 3101);
     const config = loadConfig(ctx.env);
-    const token = requiredToken(config.executorHostToken, 'FERRY_EXECUTOR_HOST_TOKEN');
+    const { configuredRegistries, RemoteExecutorProxy, executorHostApp, listenHost, MIN_HOST_TOKEN_LENGTH } = await hostModules();
+    const token = requiredToken(config.executorHostToken, 'FERRY_EXECUTOR_HOST_TOKEN', MIN_HOST_TOKEN_LENGTH);
     const log = rootLog.child({ host: 'executor' });
     // The lanes need the database for what they share with Ferry (the simulation ledger, EVM nonce reservations).
     return ctx.withDatabase(async (db) => {
@@ -86,7 +108,9 @@ const signerHost: CliCommand = {
     if (!key) throw new UsageError('name the --signer to serve');
     const { host, port } = listenAddress(ctx, 3102);
     const config = loadConfig(ctx.env);
-    const token = requiredToken(config.signerHostToken, 'FERRY_SIGNER_HOST_TOKEN');
+    const m = await hostModules();
+    const { ExecutorRegistry, SignerRegistry, registerRemoteSigners, registerEvmLane, RemoteSignerProxy, signerHostApp, listenHost, feeCapsOf, replacementLimitsOf } = m;
+    const token = requiredToken(config.signerHostToken, 'FERRY_SIGNER_HOST_TOKEN', m.MIN_HOST_TOKEN_LENGTH);
     const log = rootLog.child({ host: 'signer' });
     // Only the signers: no database, no executors (nothing here is contacted until a request comes).
     const registries = { executors: new ExecutorRegistry(), signers: new SignerRegistry() };

@@ -6,7 +6,6 @@
  * Where: --url, else FERRY_URL, else http://127.0.0.1:3000. Who: --token, else FERRY_TOKEN.
  */
 import type { ParseArgsOptionsConfig } from 'node:util';
-import { request } from 'undici';
 import { isUuid } from '../ids.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { refuseInexactNumbers } from './json-number.ts';
@@ -53,6 +52,7 @@ export async function callApi<T = any>(
 ): Promise<T> {
   let res;
   try {
+    const { request } = await import('undici');
     res = await request(`${target.url}${path}`, {
       method: method as 'GET',
       headers: {
@@ -384,6 +384,7 @@ const watch: CliCommand = {
     while (!END_STATES.has(movementState)) {
       let res;
       try {
+        const { request } = await import('undici');
         res = await request(`${target.url}/inspect/movements/${id}/events`, {
           headers: { authorization: `Bearer ${target.token}`, accept: 'text/event-stream', 'last-event-id': String(lastId) },
         });
