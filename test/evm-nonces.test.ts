@@ -57,6 +57,36 @@ function evmDeps(pool: Pool, wrap?: (real: EvmNativeTransferExecutor) => Executo
   return { ...base, executors, signers, nonces };
 }
 
+/**
+ * Wraps the lane's executor so that attempt 1 stalls in its pre-submit check (a slow or dying
+ * process: signed and committed SUBMITTING, nothing broadcast) until `release()`; `reached`
+ * resolves when it got there.
+ */
+function stallBeforeBroadcast() {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let paused!: () => void;
+  const reached = new Promise<void>((r) => (paused = r));
+  const wrap = (real: EvmNativeTransferExecutor): Executor =>
+    Object.assign(Object.create(real) as Executor, {
+      executorKey: real.executorKey,
+      lane: real.lane,
+      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
+      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
+      submit: real.submit.bind(real),
+      observe: (ctx: ExecutionContext) => real.observe(ctx),
+      recover: (ctx: ExecutionContext) => real.recover(ctx),
+      preSubmitCheck: async (ctx: ExecutionContext) => {
+        if (ctx.attempt_no === 1) {
+          paused();
+          await gate;
+        }
+        return real.preSubmitCheck(ctx);
+      },
+    });
+  return { wrap, reached, release };
+}
+
 const reap = (deps: { nonces: EvmNonceManager }) =>
   runEvmNonceReaper({ nonces: deps.nonces, stuckSeconds: 60, log: log.child({ test: true }) }, { batchSize: 20, maxRunMs: 0 });
 
@@ -314,29 +344,9 @@ test('a reservation is idempotent per attempt, and a released gap below the high
 
 test('a nonce reclaimed while its attempt waits between signing and submit is never sent: the node is prepared again and pays once', async (t) => {
   const db = await scratchDatabase(t);
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  let paused!: () => void;
-  const reached = new Promise<void>((r) => (paused = r));
   // The attempt stalls in its pre-submit check (a slow process) until the test lets it go on.
-  const deps = evmDeps(db.pool, (real) =>
-    Object.assign(Object.create(real) as Executor, {
-      executorKey: real.executorKey,
-      lane: real.lane,
-      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
-      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
-      submit: real.submit.bind(real),
-      observe: (ctx: ExecutionContext) => real.observe(ctx),
-      recover: (ctx: ExecutionContext) => real.recover(ctx),
-      preSubmitCheck: async (ctx: ExecutionContext) => {
-        if (ctx.attempt_no === 1) {
-          paused();
-          await gate;
-        }
-        return real.preSubmitCheck(ctx);
-      },
-    }),
-  );
+  const { wrap, reached, release } = stallBeforeBroadcast();
+  const deps = evmDeps(db.pool, wrap);
   const first = await senderNonce();
   const to = freshAddress();
   const id = await approvedMovement(deps, nativeTransferPlan('evm-reclaimed', { to, value_wei: '606' }), { asset: 'ETH', amount: '1' });
@@ -372,28 +382,10 @@ test('a nonce reclaimed while its attempt waits between signing and submit is ne
 
 test('signed but never sent, its nonce filled by the reaper and the filler mined first: recovery makes a new attempt, never FAILED, and the transfer is paid once', async (t) => {
   const db = await scratchDatabase(t);
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  let paused!: () => void;
-  const reached = new Promise<void>((r) => (paused = r));
   // A's first attempt is signed and committed SUBMITTING, then its process stalls before the
   // broadcast (as one that died there would): its bytes never leave.
-  const stalling = evmDeps(db.pool, (real) =>
-    Object.assign(Object.create(real) as Executor, {
-      executorKey: real.executorKey,
-      lane: real.lane,
-      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
-      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
-      submit: real.submit.bind(real),
-      observe: (ctx: ExecutionContext) => real.observe(ctx),
-      recover: (ctx: ExecutionContext) => real.recover(ctx),
-      preSubmitCheck: async (ctx: ExecutionContext) => {
-        paused();
-        await gate;
-        return real.preSubmitCheck(ctx);
-      },
-    }),
-  );
+  const { wrap, reached, release } = stallBeforeBroadcast();
+  const stalling = evmDeps(db.pool, wrap);
   const deps = evmDeps(db.pool);
   const first = await senderNonce();
   const toA = freshAddress();
