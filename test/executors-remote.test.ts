@@ -218,6 +218,22 @@ describe('RemoteSignerProxy', () => {
     await down.close();
   });
 
+  test('with the EVM policy, typed data is refused before it leaves the process, as the local signers refuse it', async () => {
+    const s = new RemoteSignerProxy({ signerKey: 'remote_evm', baseUrl, token: 'sig-token', timeoutMs: 2_000, evmPolicy: {} });
+    replies['POST /v1/sign'] = { status: 200, body: { signature: '0xsigned', signature_format: 'eip712_signature', signer_ref: 'remote:x' } };
+    const typed = JSON.stringify({ domain: { name: 'USD Coin', chainId: 1 }, primaryType: 'Permit', message: { spender: '0x' + '3'.repeat(40), value: '1' } });
+    const request: SignRequest = {
+      ...signRequest,
+      payload_format: 'eip712',
+      payload: typed,
+      payload_hash: payloadHash(typed),
+      signing_intent: { ...signRequest.signing_intent, allowed_payload_hash: payloadHash(typed) },
+    };
+    await assert.rejects(s.sign(request), (e: unknown) => e instanceof FatalMovementError && e.code === 'SIGNER_POLICY_VIOLATION' && e.details.rule === 'typed_data_not_allowed');
+    assert.equal(seen.length, 0, 'nothing was sent to the remote signer');
+    await s.close();
+  });
+
   test('health GETs /health', async () => {
     const s = signer();
     replies['GET /v1/health'] = { status: 200, body: { ok: true, signer_address: '0x' + 'ab'.repeat(20) } };

@@ -209,6 +209,22 @@ describe('deriveExpectedEffect', () => {
     // A generic contract_call cannot stand in for it: the spender and amount would go unchecked.
     const generic = derive({ executor_binding: 'exec.cctp.approve', config: { contract_call: { contract: TOKEN, method: 'approve(address,uint256)' } } });
     assert.ok(!generic.ok && /cannot name an ERC-20 transfer or approve/.test(generic.reason));
+    // Nor any other call that hands someone else the wallet's tokens, or sends them with a callback.
+    for (const method of [
+      'increaseAllowance(address,uint256)',
+      'permit(address,address,uint256,uint256,uint8,bytes32,bytes32)',
+      'permit(address,address,uint256,uint256,bool,uint8,bytes32,bytes32)',
+      'transferAndCall(address,uint256,bytes)',
+      'approveAndCall(address,uint256,bytes)',
+      'setApprovalForAll(address,bool)',
+      'authorizeOperator(address)',
+      'approve(address,address,uint160,uint48)',
+    ]) {
+      const r = derive({ executor_binding: 'exec.cctp.approve', config: { contract_call: { contract: TOKEN, method } } });
+      assert.ok(!r.ok && r.reason.includes(`cannot name ${method}`), `${method}: ${JSON.stringify(r)}`);
+    }
+    // An ordinary call still derives (the burn above).
+    assert.ok(derive({ executor_binding: 'exec.custom', config: { chain_id: 8453, contract_call: { contract: SPENDER, method: 'deposit(uint256,address)' } } }).ok);
   });
 
   test('nothing is derived from what only an executor would say; each refusal names its reason', () => {

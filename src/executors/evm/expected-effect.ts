@@ -48,6 +48,29 @@ interface PlanNode {
 const REF_PREFIX = '$ref:';
 /** transfer(address,uint256), approve(address,uint256), transferFrom(address,address,uint256). */
 const ERC20_METHOD_SELECTORS = new Set(['0xa9059cbb', '0x095ea7b3', '0x23b872dd']);
+/**
+ * Calls that let someone else spend or move the wallet's tokens, or send them with a callback: a
+ * plan can never approve them as a generic contract_call, since the signer would check only the
+ * method, never the spender, the amount or what the callback does. An allowance the plan needs
+ * goes through config.token_approval, whose spender and amount the signer checks.
+ */
+const ALLOWANCE_GRANTING_SELECTORS = new Map(
+  [
+    'increaseAllowance(address,uint256)',
+    'permit(address,address,uint256,uint256,uint8,bytes32,bytes32)', // EIP-2612
+    'permit(address,address,uint256,uint256,bool,uint8,bytes32,bytes32)', // DAI
+    'transferAndCall(address,uint256,bytes)', // ERC-677, ERC-1363
+    'transferAndCall(address,uint256)', // ERC-1363
+    'transferFromAndCall(address,address,uint256,bytes)', // ERC-1363
+    'transferFromAndCall(address,address,uint256)', // ERC-1363
+    'approveAndCall(address,uint256,bytes)', // ERC-1363
+    'approveAndCall(address,uint256)', // ERC-1363
+    'setApprovalForAll(address,bool)', // ERC-721, ERC-1155
+    'authorizeOperator(address)', // ERC-777
+    'send(address,uint256,bytes)', // ERC-777
+    'approve(address,address,uint160,uint48)', // Permit2
+  ].map((signature) => [toFunctionSelector(signature), signature] as const),
+);
 const WHOLE = /^[0-9]+$/;
 const DECIMAL = /^([0-9]+)(?:\.([0-9]+))?$/;
 
@@ -93,6 +116,10 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffec
     }
     if (ERC20_METHOD_SELECTORS.has(selector)) {
       unavailable('config.contract_call cannot name an ERC-20 transfer or approve (their arguments would go unchecked): use an erc20 transfer node or config.token_approval');
+    }
+    const granting = ALLOWANCE_GRANTING_SELECTORS.get(selector as `0x${string}`);
+    if (granting) {
+      unavailable(`config.contract_call cannot name ${granting}: it lets another account spend or move the wallet's tokens with arguments the signer does not check (use config.token_approval for an allowance)`);
     }
     const value = call.value_wei === undefined ? '0' : whole(plain(call.value_wei, 'config.contract_call.value_wei'), 'config.contract_call.value_wei');
     return withCap({ chain_id: chainId, asset: 'native', to: contract, amount_base_units: value, call: { method: method as string, selector } });

@@ -69,6 +69,11 @@ export function violation(rule: string, message: string, details: Record<string,
   return new FatalMovementError(SIGNER_POLICY_VIOLATION, message, { rule, ...details });
 }
 
+/** Typed data (EIP-712) has no approval-bound policy in Ferry: every EVM signer, and the proxy in front of a remote one, refuses it. */
+export function typedDataRefused(signerKey: string): FatalMovementError {
+  return violation('typed_data_not_allowed', `signer ${signerKey} signs no typed data: it has no approval-bound policy`);
+}
+
 /** The allowlist of executor keys (and the presence of an executor key when there is one). */
 export function checkExecutorAllowed(req: SignRequest, scope: EvmSignerScope): void {
   if (!scope.executors) return;

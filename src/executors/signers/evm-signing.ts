@@ -1,7 +1,7 @@
 import { isHex, parseTransaction, type Hex, type TransactionSerializable } from 'viem';
 import { FatalMovementError } from '../errors.ts';
 import type { SignRequest, SignResult } from '../protocol.ts';
-import { checkEvmTransaction, checkExecutorAllowed, checkNonceFill, checkReplacement, EVM_NONCE_FILL_ACTION, violation, type EvmSignerScope } from './evm-policy.ts';
+import { checkEvmTransaction, checkExecutorAllowed, checkNonceFill, checkReplacement, EVM_NONCE_FILL_ACTION, typedDataRefused, violation, type EvmSignerScope } from './evm-policy.ts';
 import { checkSignRequest } from './integrity.ts';
 
 /** What differs between EVM signers: where the key is and how a transaction gets its signature. */
@@ -37,7 +37,7 @@ export async function signEvmRequest(
       return { signature, signature_format: 'evm_signed_tx', signer_ref: signerRef(await backend.getAddress()) };
     }
     case 'eip712':
-      throw violation('typed_data_not_allowed', `signer ${scope.signerKey} signs no typed data: it has no approval-bound policy`);
+      throw typedDataRefused(scope.signerKey);
     default:
       throw new FatalMovementError('SIGNER_PAYLOAD_FORMAT_UNSUPPORTED', `signer ${scope.signerKey} cannot sign payload_format ${r.payload_format}`, {
         payload_format: r.payload_format,

@@ -1,7 +1,7 @@
 import { FatalMovementError } from '../errors.ts';
 import { JsonHttpClient } from '../http-json.ts';
 import { describeIssues, SignResultSchema, type Signer, type SignRequest, type SignResult } from '../protocol.ts';
-import { checkExecutorAllowed, EVM_NONCE_FILL_ACTION, type EvmSignerScope, type SignerPolicyOptions } from './evm-policy.ts';
+import { checkExecutorAllowed, EVM_NONCE_FILL_ACTION, typedDataRefused, type EvmSignerScope, type SignerPolicyOptions } from './evm-policy.ts';
 import { checkEvmRawTxRequest } from './evm-signing.ts';
 import { checkSignRequest } from './integrity.ts';
 
@@ -38,8 +38,10 @@ export class RemoteSignerProxy implements Signer {
     if (this.#scope) {
       // The remote signer knows its own address and checks the filler's sender itself.
       if (checked.payload_format === 'evm_raw_tx') checkEvmRawTxRequest(checked, this.#scope, null);
+      // Typed data has no approval-bound policy in Ferry (a permit signed for any spender is an
+      // allowance): refused here as by the local signers, never left to the remote's judgement.
+      else if (checked.payload_format === 'eip712') throw typedDataRefused(this.signerKey);
       else if (checked.signing_intent.action !== EVM_NONCE_FILL_ACTION) checkExecutorAllowed(checked, this.#scope);
-      // (typed data goes on unchecked here: the remote signer refuses it without its own policy)
     }
     const res = await this.#http.call('POST', '/sign', checked);
     const parsed = SignResultSchema.safeParse(res.json);
