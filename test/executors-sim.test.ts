@@ -234,7 +234,15 @@ describe('signing', () => {
     assert.equal(tx.chainId, 8453);
     assert.equal(tx.to, dest);
     // The sim's calldata is not an ERC-20 call: the plan would have to name that call.
-    const expected_effect = { chain_id: 8453, asset: 'native' as const, to: dest, amount_base_units: '0', call: { method: 'sim', selector: tx.data!.slice(0, 10) } };
+    const expected_effect = {
+      chain_id: 8453,
+      asset: 'native' as const,
+      to: dest,
+      amount_base_units: '0',
+      call: { method: 'sim', selector: tx.data!.slice(0, 10) },
+      // Every EVM signature needs the chain's fee cap in its expected effect.
+      max_fee_per_gas_cap_wei: (tx.maxFeePerGas ?? tx.gasPrice ?? 0n).toString(),
+    };
     const signResult = await signer.sign({ ...signRequestFor(ctx, p), expected_effect });
     assert.equal((await recoverTransactionAddress({ serializedTransaction: signResult.signature as never })).toLowerCase(), signer.address);
     const r = await action.submit(ctx, p, { signResult });
