@@ -7,8 +7,10 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { QUEUES } from '../src/actors/boss.ts';
+import { loadConfig } from '../src/config.ts';
+import { createApp } from '../src/http/app.ts';
 import { DASHBOARD_COOKIE } from '../src/http/dashboard.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { dashboardAppForFile } from './helpers/app.ts';
@@ -193,4 +195,26 @@ test('changing a job through the dashboard: an operator is refused, an admin\'s 
   const refusedData = await send('POST', `${path}.data`, { ...form, cookie: op.cookie }, new URLSearchParams({ intent: 'resume' }).toString());
   assert.equal(refusedData.status, 403);
   assert.equal(await jobState(jobId), 'cancelled');
+});
+
+test('failed sign-ins and bearer tokens are throttled per address: 429 with Retry-After, the token not looked up', async () => {
+  // An app of its own (its own throttle), so the other tests' sign-ins from 127.0.0.1 are untouched.
+  const strict = createApp({ pool: db.pool, config: loadConfig({ FERRY_LOG_LEVEL: 'silent', FERRY_AUTH_FAILURE_LIMIT: '2' }) });
+  after(() => strict.close());
+  const { port: strictPort } = await serveApp(strict);
+  const post = (token: string) =>
+    fetch(`http://127.0.0.1:${strictPort}/dashboard/login`, { method: 'POST', headers: form, body: new URLSearchParams({ token }), redirect: 'manual' });
+  assert.equal((await post('fy_wrong-1')).status, 401);
+  const viaBearer = await fetch(`http://127.0.0.1:${strictPort}/dashboard/queues`, { headers: { authorization: 'Bearer fy_wrong-2' } });
+  assert.equal(viaBearer.status, 401);
+  const throttled = await post(admin.token);
+  assert.equal(throttled.status, 429, 'even a valid token: the address is over its limit');
+  assert.equal(throttled.headers.get('retry-after'), '60');
+  assert.equal(throttled.headers.get('set-cookie'), null, 'no session');
+  assert.match(await throttled.text(), /Too many failed sign-ins/);
+  const api = await fetch(`http://127.0.0.1:${strictPort}/dashboard/queues`, { headers: { authorization: `Bearer ${admin.token}` } });
+  assert.equal(api.status, 429);
+  assert.equal(((await api.json()) as any).error.code, 'AUTH_THROTTLED');
+  // The shared app's own throttle saw none of this.
+  assert.equal((await signIn(admin.token)).cookie.startsWith(`${DASHBOARD_COOKIE}=`), true);
 });
