@@ -14,7 +14,8 @@
  *
  * Reading is for roles granting 'dashboard' (operator, admin). Anything that changes pg-boss state
  * (every request but GET and HEAD: retry, cancel, resume, delete a job, send one, edit queues and
- * schedules) needs 'dashboard.jobs' (admin) and is audited before it is passed on
+ * schedules) needs 'dashboard.jobs' (admin) and is audited once the dashboard answered, with what
+ * it did: applied, refused, failed, or unverified for changes Ferry cannot check
  * (src/services/dashboard-actions.ts).
  *
  * The dashboard package bundles the pg-boss release whose schema it reads (12.33.2, schema 42);
@@ -24,7 +25,7 @@ import { createDashboardHandler, type DashboardHandler } from '@pg-boss/dashboar
 import { Hono, type Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { PGBOSS_SCHEMA } from '../actors/boss.ts';
-import { recordDashboardAction } from '../services/dashboard-actions.ts';
+import { performDashboardAction } from '../services/dashboard-actions.ts';
 import { APP_NAMES } from '../connection-budget.ts';
 import { errorStatus, FerryError, NotFoundError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
@@ -303,7 +304,13 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
           role: who.role,
         });
       }
-      await recordDashboardAction(deps.pool, { actor: principalActor(who.principalId), ...(await describeChange(c)) });
+      // Recorded once the dashboard answered, with what it did (src/services/dashboard-actions.ts).
+      const action = { actor: principalActor(who.principalId), ...(await describeChange(c)) };
+      await performDashboardAction(deps.pool, deps.schema ?? PGBOSS_SCHEMA, action, async () => {
+        await next();
+        return c.res;
+      });
+      return;
     }
     await next();
   };
