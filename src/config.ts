@@ -127,6 +127,11 @@ const fields = {
   FERRY_APPROVAL_TTL_SECONDS: ['approvalTtlSeconds', count(300)],
   FERRY_APPROVAL_QUORUM: ['approvalQuorum', count(1)],
   FERRY_MAX_BODY_BYTES: ['maxBodyBytes', count(256 * 1024)],
+  // Failed authentications per client address and window before that address gets 429 AUTH_THROTTLED
+  // (src/http/auth-throttle.ts), and how many addresses one API process keeps count of.
+  FERRY_AUTH_FAILURE_LIMIT: ['authFailureLimit', count(20)],
+  FERRY_AUTH_FAILURE_WINDOW_SECONDS: ['authFailureWindowSeconds', count(60)],
+  FERRY_AUTH_FAILURE_MAX_ADDRESSES: ['authFailureMaxAddresses', count(10_000)],
   FERRY_DEMO_TEMPLATE: ['demoTemplate', bool.optional()],
   FERRY_EVM_RPC_URL: ['evmRpcUrl', z.string().url().optional()],
   // Development only: the key lives in process memory (see docs/evm-lane.md).

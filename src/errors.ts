@@ -29,6 +29,8 @@ export const errorStatus = {
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  /** Too many failed authentications from the caller's address (FERRY_AUTH_FAILURE_LIMIT); Retry-After says when to try again. */
+  AUTH_THROTTLED: 429,
   /** A token already holds as many open event streams as FERRY_STREAM_MAX_PER_TOKEN allows. */
   TOO_MANY_STREAMS: 429,
   CALLBACK_HOST_NOT_ALLOWED: 422,

@@ -78,6 +78,12 @@ export const movementQueueMessagesTotal = counter(
   ['outcome'],
 );
 
+export const authFailuresTotal = counter(
+  'ferry_auth_failures_total',
+  'Failed bearer-token authentications on the HTTP API, by result (refused: the credential was checked and failed; throttled: its address was over the limit, nothing was checked).',
+  ['result'],
+);
+
 export const nodesByState = gauge('ferry_nodes', 'Request nodes by state (read from the database at scrape time).', ['state']);
 
 export const movementsByState = gauge('ferry_requests', 'Movement requests by state (read from the database at scrape time).', ['state']);

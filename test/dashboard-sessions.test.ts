@@ -7,8 +7,10 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { QUEUES } from '../src/actors/boss.ts';
+import { loadConfig } from '../src/config.ts';
+import { createApp } from '../src/http/app.ts';
 import { DASHBOARD_COOKIE } from '../src/http/dashboard.ts';
 import { createToken, revokeToken } from '../src/persistence/tokens.ts';
 import { dashboardAppForFile } from './helpers/app.ts';
@@ -160,14 +162,23 @@ test('changing a job through the dashboard: an operator is refused, an admin\'s 
     action: 'dashboard.job.cancel',
     entity_type: 'pgboss_job',
     entity_id: jobId,
-    details: { queue: QUEUES.callbacks, job_id: jobId, intent: 'cancel', path: `/queues/${QUEUES.callbacks}/jobs/${jobId}` },
+    details: {
+      queue: QUEUES.callbacks,
+      job_id: jobId,
+      intent: 'cancel',
+      path: `/queues/${QUEUES.callbacks}/jobs/${jobId}`,
+      outcome: 'applied',
+      status: done.status,
+      state_before: 'created',
+      state_after: 'cancelled',
+    },
   });
 
   // The queue page's form names the job in its body; that is recorded the same way.
   const resume = await send('POST', `/dashboard/queues/${QUEUES.callbacks}`, { ...form, cookie: ad.cookie }, new URLSearchParams({ intent: 'resume', jobId }).toString());
   assert.ok(resume.status < 400, `resume (${resume.status})`);
   assert.equal(await jobState(jobId), 'created');
-  assert.deepEqual((await auditOf(jobId)).map((a) => a.action), ['dashboard.job.cancel', 'dashboard.job.resume']);
+  assert.deepEqual((await auditOf(jobId)).map((a) => [a.action, a.details.outcome]), [['dashboard.job.cancel', 'applied'], ['dashboard.job.resume', 'applied']]);
 
   // The page's own scripts post to the route's data URL (React Router's `.data` suffix): the same job.
   const viaData = await send('POST', `${path}.data`, { ...form, cookie: ad.cookie }, cancel);
@@ -176,6 +187,7 @@ test('changing a job through the dashboard: an operator is refused, an admin\'s 
   const last = (await auditOf(jobId)).at(-1);
   assert.equal(last.action, 'dashboard.job.cancel');
   assert.equal(last.details.path, `/queues/${QUEUES.callbacks}/jobs/${jobId}`);
+  assert.equal(last.details.outcome, 'applied');
   // Paths the dashboard would fail on are 404 from Ferry, before anything is recorded.
   for (const odd of ['/dashboard/queues/a%ED%A0%80/jobs/x', `/dashboard/queues/${QUEUES.callbacks}/jobs/not-a-uuid`, `/dashboard/queues/q/jobs/x%00y.data`, '/dashboard/queues/%zz', '/dashboard/queues/a%00b', '/dashboard/queues/a%20b.data']) {
     for (const method of ['GET', 'POST']) {
@@ -190,7 +202,59 @@ test('changing a job through the dashboard: an operator is refused, an admin\'s 
   const { rows: nulRows } = await db.pool.query(`SELECT details FROM audit_outbox WHERE entity_id = 'x\ufffdy'`);
   assert.equal(nulRows.length, 1);
   assert.equal(nulRows[0].details.job_id, 'x\ufffdy');
+  assert.equal(nulRows[0].details.outcome, 'refused', 'no such job: nothing was done');
   const refusedData = await send('POST', `${path}.data`, { ...form, cookie: op.cookie }, new URLSearchParams({ intent: 'resume' }).toString());
   assert.equal(refusedData.status, 403);
   assert.equal(await jobState(jobId), 'cancelled');
+});
+
+test('failed sign-ins and bearer tokens are throttled per address: 429 with Retry-After, the token not looked up', async () => {
+  // An app of its own (its own throttle), so the other tests' sign-ins from 127.0.0.1 are untouched.
+  const strict = createApp({ pool: db.pool, config: loadConfig({ FERRY_LOG_LEVEL: 'silent', FERRY_AUTH_FAILURE_LIMIT: '2' }) });
+  after(() => strict.close());
+  const { port: strictPort } = await serveApp(strict);
+  const post = (token: string) =>
+    fetch(`http://127.0.0.1:${strictPort}/dashboard/login`, { method: 'POST', headers: form, body: new URLSearchParams({ token }), redirect: 'manual' });
+  assert.equal((await post('fy_wrong-1')).status, 401);
+  const viaBearer = await fetch(`http://127.0.0.1:${strictPort}/dashboard/queues`, { headers: { authorization: 'Bearer fy_wrong-2' } });
+  assert.equal(viaBearer.status, 401);
+  const throttled = await post(admin.token);
+  assert.equal(throttled.status, 429, 'even a valid token: the address is over its limit');
+  assert.equal(throttled.headers.get('retry-after'), '60');
+  assert.equal(throttled.headers.get('set-cookie'), null, 'no session');
+  assert.match(await throttled.text(), /Too many failed sign-ins/);
+  const api = await fetch(`http://127.0.0.1:${strictPort}/dashboard/queues`, { headers: { authorization: `Bearer ${admin.token}` } });
+  assert.equal(api.status, 429);
+  assert.equal(((await api.json()) as any).error.code, 'AUTH_THROTTLED');
+  // The shared app's own throttle saw none of this.
+  assert.equal((await signIn(admin.token)).cookie.startsWith(`${DASHBOARD_COOKIE}=`), true);
+});
+
+test('a job action the dashboard refused is recorded as refused, never as done', async () => {
+  const jobId = (await boss!.send(QUEUES.callbacks, { callbackId: '00000000-0000-0000-0000-000000000003', attempts: 0, redriveCount: 0 }))!;
+  const path = `/dashboard/queues/${QUEUES.callbacks}/jobs/${jobId}`;
+  const ad = await signIn(admin.token);
+  const post = (intent: string, to = path) => send('POST', to, { ...form, cookie: ad.cookie }, new URLSearchParams({ intent }).toString());
+
+  // Retrying a job that did not fail: pg-boss changes nothing and the dashboard still answers 200.
+  const retry = await post('retry');
+  assert.ok(retry.status < 400, `the dashboard answers (${retry.status})`);
+  assert.equal(await jobState(jobId), 'created');
+  assert.ok((await post('cancel')).status < 400);
+  assert.equal(await jobState(jobId), 'cancelled');
+  // A second cancel of the cancelled job: refused by pg-boss, recorded so.
+  const again = await post('cancel', `${path}.data`);
+  assert.ok(again.status < 400, `answered (${again.status})`);
+  // Resuming a job of another queue by its id: nothing of that queue has the id.
+  const elsewhere = await post('resume', `/dashboard/queues/${QUEUES.callbacksDeadLetter}/jobs/${jobId}`);
+  assert.ok(elsewhere.status < 500, `answered (${elsewhere.status})`);
+  assert.equal(await jobState(jobId), 'cancelled', 'the job was not resumed through another queue');
+
+  const audit = (await auditOf(jobId)).map((a) => [a.action, a.details.outcome, a.details.state_before, a.details.state_after]);
+  assert.deepEqual(audit, [
+    ['dashboard.job.retry', 'refused', 'created', 'created'],
+    ['dashboard.job.cancel', 'applied', 'created', 'cancelled'],
+    ['dashboard.job.cancel', 'refused', 'cancelled', 'cancelled'],
+    ['dashboard.job.resume', 'refused', null, null],
+  ]);
 });

@@ -9,6 +9,7 @@ import { requestId } from 'hono/request-id';
 import type { FerryConfig } from '../config.ts';
 import { FerryError } from '../errors.ts';
 import type { Pool } from '../persistence/db.ts';
+import { AuthThrottle } from './auth-throttle.ts';
 import { installErrorHandling, validationHook } from './errors.ts';
 import { healthRoutes } from './health.ts';
 import { Dashboards, dashboardRoutes } from './dashboard.ts';
@@ -55,9 +56,23 @@ export interface AppDeps {
   runtime?: ApiRuntime;
   /** A direct connection string for session work (LISTEN, the dashboard) when `pool` goes through a pooler. */
   directDatabaseUrl?: string;
+  /** Failed-authentication counts; createApp makes one per app from the configuration when absent. */
+  authThrottle?: AuthThrottle;
 }
 
-export function createApp(deps: AppDeps): FerryApp {
+export function createApp(given: AppDeps): FerryApp {
+  // One throttle for every route that takes a token (/v3, /inspect, /metrics, the dashboard), so an
+  // address's failures count the same wherever it guesses.
+  const deps: AppDeps = {
+    ...given,
+    authThrottle:
+      given.authThrottle ??
+      new AuthThrottle({
+        limit: given.config.authFailureLimit,
+        windowMs: given.config.authFailureWindowSeconds * 1000,
+        maxAddresses: given.config.authFailureMaxAddresses,
+      }),
+  };
   // OpenAPIHono so that OpenAPI route modules mounted below inherit the validation hook.
   const hono = new OpenAPIHono({ defaultHook: validationHook });
   const eventStreams = new EventStreams();

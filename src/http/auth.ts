@@ -3,6 +3,7 @@ import { FerryError } from '../errors.ts';
 import type { Queryable } from '../persistence/db.ts';
 import { authenticateToken, type AuthenticatedToken } from '../persistence/tokens.ts';
 import { can, type Permission, type Role } from '../services/permissions.ts';
+import { recordAuthFailure, refuseIfThrottled, type AuthThrottle } from './auth-throttle.ts';
 
 export { can, permissions, roles, type Permission, type Role } from '../services/permissions.ts';
 
@@ -40,11 +41,19 @@ export function bearerToken(header: string | undefined): string | null {
   return match ? match[1] : null;
 }
 
-export function authenticate(db: Queryable) {
+/**
+ * Authenticates the bearer token. With a throttle (createApp passes the app's one), an address over
+ * its failure limit is refused before its token is looked up, and every presented credential that
+ * fails is logged and counted; a request without an Authorization header is no guess and is neither.
+ */
+export function authenticate(db: Queryable, throttle?: AuthThrottle) {
   return createMiddleware<AuthEnv>(async (c, next) => {
-    const token = bearerToken(c.req.header('Authorization'));
+    refuseIfThrottled(throttle, c);
+    const header = c.req.header('Authorization');
+    const token = bearerToken(header);
     const found = token ? await authenticateToken(db, token) : null;
     if (!found) {
+      if (header !== undefined) recordAuthFailure(throttle, c);
       c.header('WWW-Authenticate', 'Bearer');
       throw unauthenticated();
     }

@@ -14,7 +14,8 @@
  *
  * Reading is for roles granting 'dashboard' (operator, admin). Anything that changes pg-boss state
  * (every request but GET and HEAD: retry, cancel, resume, delete a job, send one, edit queues and
- * schedules) needs 'dashboard.jobs' (admin) and is audited before it is passed on
+ * schedules) needs 'dashboard.jobs' (admin) and is audited once the dashboard answered, with what
+ * it did: applied, refused, failed, or unverified for changes Ferry cannot check
  * (src/services/dashboard-actions.ts).
  *
  * The dashboard package bundles the pg-boss release whose schema it reads (12.33.2, schema 42);
@@ -24,7 +25,7 @@ import { createDashboardHandler, type DashboardHandler } from '@pg-boss/dashboar
 import { Hono, type Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { PGBOSS_SCHEMA } from '../actors/boss.ts';
-import { recordDashboardAction } from '../services/dashboard-actions.ts';
+import { performDashboardAction } from '../services/dashboard-actions.ts';
 import { APP_NAMES } from '../connection-budget.ts';
 import { errorStatus, FerryError, NotFoundError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
@@ -33,6 +34,7 @@ import { createDashboardSession, dashboardSessionToken, endDashboardSession } fr
 import { authenticateToken } from '../persistence/tokens.ts';
 import { principalActor } from '../persistence/principals.ts';
 import { bearerToken, callerOf, can, type AuthEnv } from './auth.ts';
+import { recordAuthFailure, refuseIfThrottled, type AuthThrottle } from './auth-throttle.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
 export const DASHBOARD_COOKIE = 'ferry_dashboard';
@@ -73,6 +75,8 @@ export interface DashboardDeps {
   schema?: string;
   /** The registry whose close closes this dashboard's pools (createApp passes the app's own). */
   dashboards?: Dashboards;
+  /** Failed sign-ins and bearer tokens count here, with the API's (createApp passes the app's own). */
+  authThrottle?: AuthThrottle;
 }
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
@@ -246,10 +250,19 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
 
   app.post(`${DASHBOARD_PATH}/login`, async (c) => {
     if (!sameOrigin(c)) return loginForm(c, 'This sign-in form was not sent from this server.', errorStatus.FORBIDDEN);
+    try {
+      refuseIfThrottled(deps.authThrottle, c);
+    } catch (err) {
+      if (!(err instanceof FerryError)) throw err;
+      return loginForm(c, 'Too many failed sign-ins from this address; try again later.', errorStatus.AUTH_THROTTLED);
+    }
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const token = typeof form.token === 'string' ? form.token.trim() : '';
     const who = token ? await authenticateToken(deps.pool, token) : null;
-    if (!who) return loginForm(c, 'That token is not a valid API token.', errorStatus.UNAUTHENTICATED);
+    if (!who) {
+      if (token) recordAuthFailure(deps.authThrottle, c);
+      return loginForm(c, 'That token is not a valid API token.', errorStatus.UNAUTHENTICATED);
+    }
     if (!can(who.role, 'dashboard')) {
       return loginForm(c, `Role ${who.role} does not grant the dashboard; use an operator or admin token.`, errorStatus.FORBIDDEN);
     }
@@ -266,10 +279,15 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
   });
 
   const guard = async (c: Context<AuthEnv>, next: () => Promise<void>) => {
-    const bearer = bearerToken(c.req.header('Authorization'));
+    const authorization = c.req.header('Authorization');
+    // A bearer token is a guess like any on the API; a stale session cookie is not (a browser keeps
+    // sending it until it signs in again), so only the former counts.
+    if (authorization !== undefined) refuseIfThrottled(deps.authThrottle, c);
+    const bearer = bearerToken(authorization);
     const session = bearer ? undefined : getCookie(c, DASHBOARD_COOKIE);
     const who = bearer ? await authenticateToken(deps.pool, bearer) : session ? await dashboardSessionToken(deps.pool, session) : null;
     if (!who) {
+      if (authorization !== undefined) recordAuthFailure(deps.authThrottle, c);
       if (wantsPage(c)) return c.redirect(`${DASHBOARD_PATH}/login`, 303);
       c.header('WWW-Authenticate', 'Bearer');
       throw new FerryError('UNAUTHENTICATED', 'the dashboard needs an operator or admin token (sign in at /dashboard/login)');
@@ -286,7 +304,13 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
           role: who.role,
         });
       }
-      await recordDashboardAction(deps.pool, { actor: principalActor(who.principalId), ...(await describeChange(c)) });
+      // Recorded once the dashboard answered, with what it did (src/services/dashboard-actions.ts).
+      const action = { actor: principalActor(who.principalId), ...(await describeChange(c)) };
+      await performDashboardAction(deps.pool, deps.schema ?? PGBOSS_SCHEMA, action, async () => {
+        await next();
+        return c.res;
+      });
+      return;
     }
     await next();
   };

@@ -37,6 +37,7 @@ import { requireMovement } from '../services/movements.ts';
 import { pageCursor, pageLimit } from './query.ts';
 import { audienceOf } from './v3/context.ts';
 import { inspectedMovementView, inspectedNodeView, movementOverviewView, transitionView, type Audience } from './views.ts';
+import type { AuthThrottle } from './auth-throttle.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Machines
@@ -387,6 +388,7 @@ async function streamTransitions(
 
 export interface InspectDeps {
   pool: Pool;
+  authThrottle?: AuthThrottle;
   /** Where committed-transition notices come from; by default a LISTEN shared by all streams. */
   notices?: SubscribeNotices;
   /** Where the shared LISTEN connects; by default the pool's own database. */
@@ -437,7 +439,7 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
   };
 
   const app = new Hono<AuthEnv>();
-  app.use('/inspect/*', authenticate(deps.pool), requirePermission('read'));
+  app.use('/inspect/*', authenticate(deps.pool, deps.authThrottle), requirePermission('read'));
 
   app.get('/inspect/machines', (c) => c.json({ machines: allMachineViews() }));
 

@@ -16,6 +16,7 @@ import { nodesByState, registry, movementsByState } from '../metrics.ts';
 import type { Pool } from '../persistence/db.ts';
 import { nodeCountsByState, requestCountsByState, type StateCount } from '../persistence/inspection.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
+import type { AuthThrottle } from './auth-throttle.ts';
 
 /** Sets a gauge for every known state, zero included, so a series never vanishes when a state empties. */
 function fill(gauge: typeof nodesByState, known: readonly string[], counts: StateCount[]): void {
@@ -30,9 +31,9 @@ export async function refreshStateGauges(pool: Pool): Promise<void> {
   fill(nodesByState, nodeStates, nodes);
 }
 
-export function metricsRoutes(deps: { pool: Pool }): Hono<AuthEnv> {
+export function metricsRoutes(deps: { pool: Pool; authThrottle?: AuthThrottle }): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
-  app.get('/metrics', authenticate(deps.pool), requirePermission('read'), async (c) => {
+  app.get('/metrics', authenticate(deps.pool, deps.authThrottle), requirePermission('read'), async (c) => {
     await refreshStateGauges(deps.pool);
     return c.body(await registry.metrics(), 200, { 'Content-Type': registry.contentType, 'Cache-Control': 'no-store' });
   });

@@ -13,6 +13,7 @@ import { principalActor } from '../actor-names.ts';
 import { can, type AuthEnv } from '../auth.ts';
 import { validationHook } from '../errors.ts';
 import type { Audience } from '../views.ts';
+import type { AuthThrottle } from '../auth-throttle.ts';
 
 /**
  * What the /v3 routes need. Reads need only the pool; anything that changes state also needs the
@@ -28,6 +29,7 @@ export interface V3Deps {
   pool: Pool;
   config: FerryConfig;
   runtime?: ApiRuntime;
+  authThrottle?: AuthThrottle;
 }
 
 export interface V3Context {

@@ -24,7 +24,7 @@ export function v3Routes(deps: V3Deps) {
   const ctx = v3Context(deps);
   const app = resourceApp();
   // Before any route: an unauthenticated caller learns nothing, not even which paths exist.
-  app.use('*', authenticate(deps.pool));
+  app.use('*', authenticate(deps.pool, deps.authThrottle));
   app.use('*', refuseUnstorableText);
   app.route('/', templateRoutes(ctx));
   app.route('/', movementRoutes(ctx));
