@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { authenticateToken, createToken } from '../src/persistence/tokens.ts';
 import { proposePrincipal } from '../src/services/credential-proposals.ts';
 import { testDatabase } from './helpers/db.ts';
 import { runCliProcess, startCliProcess, type CliRun } from './helpers/cli.ts';
+import { oldSystemNode, repoRoot } from './helpers/ferry-process.ts';
 import { freePort } from './helpers/net.ts';
 import { waitFor, within } from './helpers/wait.ts';
 
@@ -234,6 +236,14 @@ test('the bin entry runs the same CLI', async () => {
   const r = await ferry(['tokens', 'list', '--json'], { DATABASE_URL: url }, ['bin/ferry.js']);
   assert.equal(r.code, 0, r.stderr);
   assert.ok(Array.isArray(JSON.parse(r.stdout)));
+});
+
+const oldNode = oldSystemNode();
+test('the bin entry under a Node.js older than Ferry needs says so in one line, no stack trace', { skip: oldNode ? false : 'no Node older than 22.12 on PATH' }, () => {
+  const r = spawnSync(oldNode!, ['bin/ferry.js', '--help'], { cwd: repoRoot, encoding: 'utf8' });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /^ferry: Node\.js >= 22\.12 is required, this is v\d+\.\d+\.\d+ .*\n$/);
+  assert.equal(r.stderr.split('\n').length, 2, `one line: ${r.stderr}`);
 });
 
 test('migrate brings an empty database up; other commands refuse an unmigrated one', async () => {

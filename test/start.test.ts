@@ -13,7 +13,7 @@ import { configVariables, loadConfig } from '../src/config.ts';
 import { startFerry } from '../src/main.ts';
 import { EMBEDDED_PORT_FILE } from '../src/persistence/embedded-port.ts';
 import { createEmptyDatabase, dropDatabase } from '../scripts/lib/test-databases.ts';
-import { childEnv, collectJsonLines, repoRoot } from './helpers/ferry-process.ts';
+import { childEnv, collectJsonLines, oldSystemNode, repoRoot } from './helpers/ferry-process.ts';
 import { freePort, portRefuses } from './helpers/net.ts';
 import { within } from './helpers/wait.ts';
 
@@ -287,19 +287,6 @@ test('a failing start hook aborts start and releases what was started', async ()
   assert.ok(await portRefuses(port), 'the HTTP server was closed');
   await assert.rejects(pool!.connect(), 'the pool was closed');
 });
-
-/** A `node` on PATH older than Ferry needs (outside node_modules), as on a machine whose system Node is 20. */
-function oldSystemNode(): string | null {
-  for (const dir of (process.env.PATH ?? '').split(':')) {
-    if (!dir || dir.includes('node_modules')) continue;
-    const bin = join(dir, 'node');
-    if (!existsSync(bin)) continue;
-    const probe = spawnSync(bin, ['-p', 'process.versions.node'], { encoding: 'utf8' });
-    const [major, minor] = probe.stdout.trim().split('.').map(Number);
-    if (major! < 22 || (major === 22 && minor! < 12)) return bin;
-  }
-  return null;
-}
 
 const oldNode = oldSystemNode();
 test('`npm start` as the README writes it works with an older Node first on PATH', { skip: oldNode ? false : 'no Node older than 22.12 on PATH' }, async () => {

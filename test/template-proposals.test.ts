@@ -82,7 +82,11 @@ describe('proposing over HTTP', () => {
     assert.equal(r.body.proposal.proposed_by_name, 'operator-1');
     const id = r.body.proposal.id;
     expectStatus(await call('GET', '/v3/templates/prop.live', 'viewer'), 404, 'NOT_FOUND');
-    expectStatus(await call('POST', '/v3/movements', 'requester', { template_key: 'prop.live', intent: { n: 1 } }), 404, 'NOT_FOUND');
+    const proposed = await call('POST', '/v3/movements', 'requester', { template_key: 'prop.live', intent: { n: 1 } });
+    expectStatus(proposed, 404, 'NOT_FOUND');
+    // Not a bare "not found": which proposal, and that it waits for its approval.
+    assert.match(proposed.body.error.message, new RegExp(`no live version yet: proposal ${id} is proposed, waiting for its approval`));
+    assert.deepEqual([proposed.body.error.details.proposal_id, proposed.body.error.details.proposal_state], [id, 'PROPOSED']);
 
     // The same graph again returns the open proposal; another graph waits for it to be decided.
     const again = await call('POST', '/v3/templates', 'operator', template('prop.live'));
@@ -98,7 +102,10 @@ describe('proposing over HTTP', () => {
     assert.equal(approved.body.state, 'APPROVED');
     assert.equal(approved.body.approved_by_name, 'approver-1');
     // Still not live: the challenge window is open, and an early finalization is refused.
-    expectStatus(await call('POST', '/v3/movements', 'requester', { template_key: 'prop.live', intent: { n: 1 } }), 404, 'NOT_FOUND');
+    const early = await call('POST', '/v3/movements', 'requester', { template_key: 'prop.live', intent: { n: 1 } });
+    expectStatus(early, 404, 'NOT_FOUND');
+    assert.equal(early.body.error.details.live_at, new Date(approved.body.challenge_ends_at).toISOString(), 'says when it goes live');
+    assert.match(early.body.error.message, /approved, and live once its challenge window ends at/);
     await assert.rejects(finalizeProposal(deps(), id), (e: FerryError) => e.code === 'CHALLENGE_WINDOW_OPEN' && e.httpStatus === 409);
 
     const end = new Date(approved.body.challenge_ends_at).getTime();

@@ -19,6 +19,7 @@ import {
   type MovementRow,
 } from '../persistence/movements.ts';
 import { actorAliases } from '../persistence/principals.ts';
+import { openProposalOf } from '../persistence/template-proposals.ts';
 import { getTemplateVersion } from '../persistence/templates.ts';
 import { canonicalJson } from '../plan/canonical-json.ts';
 import { compilePlan, compiledPlanHash, type CompileOptions } from '../plan/compile.ts';
@@ -127,6 +128,27 @@ export function compileOptionsOf(config: Partial<Pick<FerryConfig, 'file'>>): Co
   };
 }
 
+/**
+ * A template that has no live version yet but an open proposal: still a 404 (nothing can be
+ * created from it), with what a person needs to know instead of a bare "not found": the proposal,
+ * its state and, once approved, when its challenge window ends and it goes live.
+ */
+async function refuseNotYetLive(client: Client, templateKey: string): Promise<void> {
+  const open = await openProposalOf(client, templateKey);
+  if (!open) return;
+  const when =
+    open.proposal_state === 'APPROVED' && open.challenge_ends_at
+      ? `approved, and live once its challenge window ends at ${open.challenge_ends_at.toISOString()}`
+      : 'proposed, waiting for its approval';
+  throw new FerryError('NOT_FOUND', `template ${templateKey} has no live version yet: proposal ${open.id} is ${when}`, {
+    kind: 'template',
+    id: templateKey,
+    proposal_id: open.id,
+    proposal_state: open.proposal_state,
+    live_at: open.proposal_state === 'APPROVED' ? (open.challenge_ends_at?.toISOString() ?? null) : null,
+  });
+}
+
 export async function createMovement(deps: MovementServiceDeps, input: CreateMovementInput): Promise<CreatedMovement> {
   const fingerprint = movementFingerprint(input);
   const key = input.idempotencyKey ?? null;
@@ -143,6 +165,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
     return await withTransaction(deps.pool, async (client) => {
       const version = await getTemplateVersion(client, input.templateKey, input.templateVersion);
       if (!version) {
+        if (input.templateVersion === undefined) await refuseNotYetLive(client, input.templateKey);
         const what = input.templateVersion === undefined ? input.templateKey : `${input.templateKey} version ${input.templateVersion}`;
         throw new NotFoundError('template', what);
       }

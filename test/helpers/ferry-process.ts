@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -91,4 +92,17 @@ export async function stopChild(f: ChildFerry, signal: NodeJS.Signals = 'SIGTERM
 /** One authenticated JSON call to a Ferry's API. */
 export function api(base: string, token: string, method: string, path: string, body?: unknown): Promise<Reply> {
   return callApi(base, method, path, token, body);
+}
+
+/** A `node` on PATH older than Ferry needs (outside node_modules), as on a machine whose system Node is 20. */
+export function oldSystemNode(): string | null {
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    if (!dir || dir.includes('node_modules')) continue;
+    const bin = join(dir, 'node');
+    if (!existsSync(bin)) continue;
+    const probe = spawnSync(bin, ['-p', 'process.versions.node'], { encoding: 'utf8' });
+    const [major, minor] = probe.stdout.trim().split('.').map(Number);
+    if (major! < 22 || (major === 22 && minor! < 12)) return bin;
+  }
+  return null;
 }
