@@ -17,6 +17,7 @@ import {
   setExpectedSignerIdentity,
   type SignerRosterRow,
 } from '../src/persistence/registry.ts';
+import pino from 'pino';
 import { testDatabase } from './helpers/db.ts';
 
 const { pool } = await testDatabase();
@@ -154,6 +155,29 @@ describe('refreshRegistryHealth', () => {
     assert.equal(back.identity_posture, 'match');
     assert.equal((await listExecutors(pool)).find((r) => r.executor_key === 'exec.throws')?.status, 'active');
   });
+});
+
+test('each executor or signer found down is a warn line naming it, and no URL (an RPC or exchange URL may hold a key) is stored or logged', async () => {
+  const executors = new ExecutorRegistry();
+  createSimExecutors(pool, executors);
+  executors.register(
+    new LocalExecutorAdapter({
+      executorKey: 'exec.rpc_down',
+      lane: 'evm',
+      handler: { health: async () => { throw new Error('HTTP request failed. URL: https://rpc.example.invalid/v2/sk_live_abc123 Details: fetch failed'); } },
+    }),
+  );
+  const signers = new SignerRegistry();
+  signers.register(fakeSigner('kms_down', async () => { throw new Error('connect ECONNREFUSED'); }));
+  signers.register(new NoopSigner('noop'));
+  const lines: Record<string, any>[] = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  await refreshRegistryHealth(pool, executors, signers, { timeoutMs: 200, log });
+  const warned = lines.filter((l) => l.level === 40).map((l) => `${l.msg}:${l.executor_key ?? l.signer_key}`);
+  assert.deepEqual(warned.sort(), ['executor down:exec.rpc_down', 'signer down:kms_down']);
+  const stored = (await listExecutors(pool)).find((r) => r.executor_key === 'exec.rpc_down')!;
+  assert.equal(stored.health_detail.error, 'HTTP request failed. URL: [url] Details: fetch failed');
+  assert.ok(!JSON.stringify(lines).includes('sk_live_abc123'), 'the key in the URL is in no log line');
 });
 
 test('identity posture and address canonicalisation', () => {

@@ -1,4 +1,5 @@
 import { boundText, RESULT_BOUNDS, wellFormedJson, type Executor, type Signer } from '../executors/protocol.ts';
+import type { Logger } from 'pino';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { withTransaction, type Pool } from '../persistence/db.ts';
 import {
@@ -14,6 +15,8 @@ import {
 export interface HealthRefreshOptions {
   /** Per health() call; a check that does not answer in time counts as down. Default 10 s. */
   timeoutMs?: number;
+  /** Gets one warn line per executor or signer found down (an exchange, a chain, a KMS...). */
+  log?: Logger;
 }
 
 export interface HealthRefreshReport {
@@ -63,6 +66,10 @@ export async function refreshRegistryHealth(
     return { signer_key: s.signerKey, health_state: p.state, health_detail: detail, observed };
   });
 
+  // Down is worth a person's attention at every check: nodes bound to it wait or fail meanwhile.
+  for (const r of executorRows) if (r.health_state === 'down') opts.log?.warn({ executor_key: r.executor_key, lane: r.lane, health: r.health_detail }, 'executor down');
+  for (const r of signerRows) if (r.health_state === 'down') opts.log?.warn({ signer_key: r.signer_key, health: r.health_detail }, 'signer down');
+
   const checkedAt = new Date();
   const orphaned = await withTransaction(pool, async (client) => {
     await saveExecutorHealth(client, executorRows, checkedAt);
@@ -98,7 +105,9 @@ async function probe(target: { health?: () => Promise<Record<string, unknown> | 
     return {
       state: 'down',
       detail: {
-        error: boundText(err instanceof Error ? err.message : String(err), RESULT_BOUNDS.detailChars),
+        // Without URLs: a client's error names the endpoint it called, and an RPC or exchange URL may
+        // carry an API key. This text is stored, shown by GET /v3/executors and logged.
+        error: boundText(withoutUrls(err instanceof Error ? err.message : String(err)), RESULT_BOUNDS.detailChars),
         ...(typeof code === 'string' ? { code: boundText(code, RESULT_BOUNDS.codeChars) } : {}),
       },
       result: null,
@@ -112,6 +121,10 @@ function observedIdentity(p: Probe): ObservedIdentity {
   if (p.state !== 'up' || !p.result || !Object.hasOwn(p.result, 'signer_address')) return { kind: 'keep' };
   const address = canonicalEvmAddress(p.result.signer_address);
   return address === null ? { kind: 'clear' } : { kind: 'set', address };
+}
+
+function withoutUrls(text: string): string {
+  return text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, '[url]');
 }
 
 class HealthTimeoutError extends Error {

@@ -135,7 +135,7 @@ const sweepTable: SweepEntry[] = [
     summary: 'calls health() on every registered executor and signer and writes the roster',
     variables: { enabled: 'FERRY_EXECUTOR_HEALTH_ENABLED', interval: 'FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS', budget: 'FERRY_EXECUTOR_HEALTH_TIMEOUT_MS' },
     async run(deps, s) {
-      const r = await refreshRegistryHealth(deps.pool, deps.executors, deps.signers, { timeoutMs: s.maxRunMs || undefined });
+      const r = await refreshRegistryHealth(deps.pool, deps.executors, deps.signers, { timeoutMs: s.maxRunMs || undefined, log: deps.log });
       const down = [...r.executors, ...r.signers].filter((x) => x.health_state === 'down').length;
       return {
         items: r.executors.length + r.signers.length,
