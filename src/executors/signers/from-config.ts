@@ -10,7 +10,7 @@ export type EvmSignerFromConfig = LocalPrivateKeySignerEvm | AwsKmsEvmSigner;
  * The signer one `evm.signers[]` entry describes, with its chains and executor allowlist: kind
  * local_key reads its key from the environment variable the entry names; kind aws_kms reads its
  * credentials the same way and talks only to the configured endpoint and region. Makes no call:
- * a KMS signer reads its address on first use (getAddress()).
+ * a KMS signer's address is read at start by src/executors/evm/kms-hook.ts (getAddress()).
  * @throws ConfigError naming the variable (never its value) when a variable is unset or unusable.
  */
 export function createSignerFromConfig(entry: EvmSignerConfig, env: NodeJS.ProcessEnv = process.env, policy: SignerPolicyOptions = {}): EvmSignerFromConfig {
