@@ -1,6 +1,6 @@
 import { isUuid } from '../ids.ts';
 import type { Client, Queryable } from './db.ts';
-import type { NewTransition } from './movements.ts';
+import type { NewEntityTransition } from './entity-transitions.ts';
 
 /**
  * Credential proposals: the only module with SQL for credential_proposals and for their rows of
@@ -107,20 +107,7 @@ export async function recordCredentialResult(client: Client, id: string, resultI
   return rows[0];
 }
 
-export interface NewCredentialTransition extends Omit<NewTransition, 'entity_type' | 'request_id' | 'node_key'> {
-  at: string;
-}
-
-export async function appendCredentialTransition(client: Client, t: NewCredentialTransition): Promise<void> {
-  await client.query(
-    `INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,
-                              from_state, to_state, event_type, event_payload, actor, at)
-     VALUES ($1, $2, 'credential_proposal', $3, NULL, NULL, $4, $5, $6, $7, $8::jsonb, $9, $10)`,
-    [t.machine_id, t.machine_version, t.entity_id, t.seq, t.from_state, t.to_state, t.event_type, JSON.stringify(t.event_payload), t.actor, t.at],
-  );
-}
-
-export interface CredentialTransitionRow extends Omit<NewCredentialTransition, 'at'> {
+export interface CredentialTransitionRow extends Omit<NewEntityTransition, 'at'> {
   id: number;
   entity_type: 'credential_proposal';
   at: Date;

@@ -1,6 +1,6 @@
 import type { TemplateDefinition } from '../plan/template-schema.ts';
 import type { Client, Queryable } from './db.ts';
-import type { NewTransition } from './movements.ts';
+import type { NewEntityTransition } from './entity-transitions.ts';
 import { isUuid } from '../ids.ts';
 import { CURSOR_AT_SQL, decodeCursor, pageOfRows } from './cursor.ts';
 
@@ -145,27 +145,13 @@ export async function updateProposal(client: Client, id: string, rowVersion: num
   return rows[0] ?? null;
 }
 
-/** A proposal's row of `transitions`: a movement's transition without request and node, at the service's time. */
-export interface NewProposalTransition extends Omit<NewTransition, 'entity_type' | 'request_id' | 'node_key'> {
-  at: string;
-}
-
 /** The template version a finalized proposal wrote (its writeVersion message, in the same transaction). */
 export async function recordFinalizedVersion(client: Client, id: string, version: number): Promise<ProposalRow> {
   const { rows } = await client.query<ProposalRow>('UPDATE template_proposals SET finalized_version = $2 WHERE id = $1 RETURNING *', [id, version]);
   return rows[0];
 }
 
-export async function appendProposalTransition(client: Client, t: NewProposalTransition): Promise<void> {
-  await client.query(
-    `INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,
-                              from_state, to_state, event_type, event_payload, actor, at)
-     VALUES ($1, $2, 'template_proposal', $3, NULL, NULL, $4, $5, $6, $7, $8::jsonb, $9, $10)`,
-    [t.machine_id, t.machine_version, t.entity_id, t.seq, t.from_state, t.to_state, t.event_type, JSON.stringify(t.event_payload), t.actor, t.at],
-  );
-}
-
-export interface ProposalTransitionRow extends Omit<NewProposalTransition, 'at'> {
+export interface ProposalTransitionRow extends Omit<NewEntityTransition, 'at'> {
   id: number;
   entity_type: 'template_proposal';
   at: Date;

@@ -1,6 +1,5 @@
-import { transition } from 'xstate';
 import type { FerryConfig } from '../config.ts';
-import { FerryError, NotFoundError, SnapshotIncompatibleError, TransitionConflictError, ValidationError } from '../errors.ts';
+import { FerryError, NotFoundError, ValidationError } from '../errors.ts';
 import {
   CREDENTIAL_MACHINE_ID,
   CREDENTIAL_MACHINE_VERSION,
@@ -12,10 +11,8 @@ import {
   type CredentialProposalState,
 } from '../machines/credential-proposal-machine.ts';
 import { replayLog, type ReplayResult } from '../machines/replay.ts';
-import { transitionsTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import {
-  appendCredentialTransition,
   credentialProposalTransitions,
   getCredentialProposal,
   insertCredentialProposal,
@@ -29,9 +26,11 @@ import {
   type TokenRequest,
 } from '../persistence/credential-proposals.ts';
 import { withTransaction, type Client, type Pool } from '../persistence/db.ts';
+import { appendEntityTransition } from '../persistence/entity-transitions.ts';
 import { assertName, findPrincipal, isPrincipalKind, principalKinds, type PrincipalInfo } from '../persistence/principals.ts';
 import type { CreatedToken, Role } from '../persistence/tokens.ts';
 import { roleDecides } from './permissions.ts';
+import { deliverToRow, type RowMachine } from './row-machine.ts';
 import { createApiToken, insertPrincipalAudited, insertTokenAudited, resolveTokenInput, type CreateApiTokenInput } from './principals.ts';
 
 /**
@@ -98,54 +97,23 @@ function refusedError(row: CredentialProposalRow, event: CredentialProposalEvent
   }
 }
 
-interface Delivered {
-  row: CredentialProposalRow;
-  from: CredentialProposalState;
-  to: CredentialProposalState;
-  applyChange: boolean;
-}
+/** The credential proposal machine over its row (see row-machine.ts). */
+const credentialRows: RowMachine<CredentialProposalRow, CredentialProposalState, CredentialProposalContext, CredentialProposalEvent> = {
+  machine: credentialProposalMachine,
+  machineId: CREDENTIAL_MACHINE_ID,
+  machineVersion: CREDENTIAL_MACHINE_VERSION,
+  entityType: 'credential_proposal',
+  context: credentialContextFromRow,
+  refusal: credentialRefusalOf,
+  refused: refusedError,
+  write: (client, row, to, c) =>
+    updateCredentialProposal(client, row.id, row.row_version, { proposal_state: to, decided_by: c.decidedBy, decided_at: c.decidedAt, reason: c.reason }),
+};
 
 /** Delivers one event to a locked row: the machine decides, the row and one transition are written. */
-async function deliver(client: Client, row: CredentialProposalRow, event: CredentialProposalEvent, actor: string): Promise<Delivered> {
-  if (row.machine_id !== CREDENTIAL_MACHINE_ID || row.machine_version !== CREDENTIAL_MACHINE_VERSION) {
-    throw new SnapshotIncompatibleError(CREDENTIAL_MACHINE_ID, row.id, `stored ${row.machine_id}@${row.machine_version}`);
-  }
-  const from = row.proposal_state as CredentialProposalState;
-  const context = credentialContextFromRow(row);
-  const why = credentialRefusalOf(from, context, event);
-  if (why) throw refusedError(row, event, why);
-  let snapshot;
-  try {
-    snapshot = credentialProposalMachine.resolveState({ value: from, context });
-  } catch (err) {
-    throw new SnapshotIncompatibleError(CREDENTIAL_MACHINE_ID, row.id, err);
-  }
-  const [next, actions] = transition(credentialProposalMachine, snapshot, event);
-  if (next === snapshot) throw refusedError(row, event, 'state');
-  const to = String(next.value) as CredentialProposalState;
-  const c = next.context;
-  const updated = await updateCredentialProposal(client, row.id, row.row_version, {
-    proposal_state: to,
-    decided_by: c.decidedBy,
-    decided_at: c.decidedAt,
-    reason: c.reason,
-  });
-  if (!updated) throw new TransitionConflictError(CREDENTIAL_MACHINE_ID, row.id);
-  const { type, ...payload } = event;
-  await appendCredentialTransition(client, {
-    machine_id: CREDENTIAL_MACHINE_ID,
-    machine_version: CREDENTIAL_MACHINE_VERSION,
-    entity_id: row.id,
-    seq: row.row_version + 1,
-    from_state: from,
-    to_state: to,
-    event_type: type,
-    event_payload: payload,
-    actor,
-    at: event.at,
-  });
-  transitionsTotal.inc({ machine: CREDENTIAL_MACHINE_ID, from, to });
-  return { row: updated, from, to, applyChange: actions.some((a) => a.type === 'applyChange') };
+async function deliver(client: Client, row: CredentialProposalRow, event: CredentialProposalEvent, actor: string) {
+  const d = await deliverToRow(credentialRows, client, row, event, actor);
+  return { ...d, applyChange: d.actions.includes('applyChange') };
 }
 
 async function locked(client: Client, id: string): Promise<CredentialProposalRow> {
@@ -181,7 +149,7 @@ async function propose(
     proposed_by: actor,
     review_expires_at: context.reviewExpiresAt,
   });
-  await appendCredentialTransition(client, {
+  await appendEntityTransition(client, 'credential_proposal', {
     machine_id: CREDENTIAL_MACHINE_ID,
     machine_version: CREDENTIAL_MACHINE_VERSION,
     entity_id: row.id,

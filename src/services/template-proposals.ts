@@ -1,6 +1,5 @@
-import { transition } from 'xstate';
 import type { FerryConfig } from '../config.ts';
-import { FerryError, NotFoundError, SnapshotIncompatibleError, TransitionConflictError, ValidationError } from '../errors.ts';
+import { FerryError, NotFoundError, ValidationError } from '../errors.ts';
 import {
   PROPOSAL_MACHINE_ID,
   PROPOSAL_MACHINE_VERSION,
@@ -12,11 +11,11 @@ import {
   type ProposalState,
 } from '../machines/template-proposal-machine.ts';
 import { replayLog, type ReplayResult } from '../machines/replay.ts';
-import { templateProposalSweepTotal, transitionsTotal } from '../metrics.ts';
+import { templateProposalSweepTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Client, type Pool } from '../persistence/db.ts';
+import { appendEntityTransition } from '../persistence/entity-transitions.ts';
 import {
-  appendProposalTransition,
   finalizationCandidates,
   getProposal,
   insertProposal,
@@ -43,6 +42,7 @@ import { graphHash } from '../plan/compile.ts';
 import type { TemplateDefinition } from '../plan/template-schema.ts';
 import { validateTemplate, validateTemplateStructure, type BindingCatalog } from '../plan/validate.ts';
 import { runBudget } from '../run-budget.ts';
+import { deliverToRow, type RowMachine } from './row-machine.ts';
 
 /**
  * The template proposal service: the one owner of proposal writes. Every change of a proposal
@@ -130,60 +130,36 @@ function refusedError(row: ProposalRow, event: ProposalEvent, why: NonNullable<R
   }
 }
 
-interface Delivered {
-  row: ProposalRow;
-  from: ProposalState;
-  to: ProposalState;
-  /** The machine asked for the definition to become the template's next version. */
-  writeVersion: boolean;
-}
+/** The template proposal machine over its row (see row-machine.ts). */
+const proposalRows: RowMachine<ProposalRow, ProposalState, ProposalContext, ProposalEvent> = {
+  machine: proposalMachine,
+  machineId: PROPOSAL_MACHINE_ID,
+  machineVersion: PROPOSAL_MACHINE_VERSION,
+  entityType: 'template_proposal',
+  context: contextFromRow,
+  refusal: refusalOf,
+  refused: refusedError,
+  write: (client, row, to, c) =>
+    updateProposal(client, row.id, row.row_version, {
+      proposal_state: to,
+      approved_by: c.approvedBy,
+      approved_at: c.approvedAt,
+      challenge_ends_at: c.challengeEndsAt,
+      decided_by: c.decidedBy,
+      reason: c.reason,
+    }),
+};
+
+type Delivered = Awaited<ReturnType<typeof deliver>>;
 
 /**
  * Delivers one event to a proposal row the caller has locked: the machine decides, the row and a
  * transition are written. Refusals throw (see refusedError) and write nothing.
  */
-async function deliver(client: Client, row: ProposalRow, event: ProposalEvent, actor: string): Promise<Delivered> {
-  if (row.machine_id !== PROPOSAL_MACHINE_ID || row.machine_version !== PROPOSAL_MACHINE_VERSION) {
-    throw new SnapshotIncompatibleError(PROPOSAL_MACHINE_ID, row.id, `stored ${row.machine_id}@${row.machine_version}`);
-  }
-  const from = row.proposal_state as ProposalState;
-  const context = contextFromRow(row);
-  const why = refusalOf(from, context, event);
-  if (why) throw refusedError(row, event, why);
-  let snapshot;
-  try {
-    snapshot = proposalMachine.resolveState({ value: from, context });
-  } catch (err) {
-    throw new SnapshotIncompatibleError(PROPOSAL_MACHINE_ID, row.id, err);
-  }
-  const [next, actions] = transition(proposalMachine, snapshot, event);
-  if (next === snapshot) throw refusedError(row, event, 'state');
-  const to = String(next.value) as ProposalState;
-  const c = next.context;
-  const updated = await updateProposal(client, row.id, row.row_version, {
-    proposal_state: to,
-    approved_by: c.approvedBy,
-    approved_at: c.approvedAt,
-    challenge_ends_at: c.challengeEndsAt,
-    decided_by: c.decidedBy,
-    reason: c.reason,
-  });
-  if (!updated) throw new TransitionConflictError(PROPOSAL_MACHINE_ID, row.id);
-  const { type, ...payload } = event;
-  await appendProposalTransition(client, {
-    machine_id: PROPOSAL_MACHINE_ID,
-    machine_version: PROPOSAL_MACHINE_VERSION,
-    entity_id: row.id,
-    seq: row.row_version + 1,
-    from_state: from,
-    to_state: to,
-    event_type: type,
-    event_payload: payload,
-    actor,
-    at: event.at,
-  });
-  transitionsTotal.inc({ machine: PROPOSAL_MACHINE_ID, from, to });
-  return { row: updated, from, to, writeVersion: actions.some((a) => a.type === 'writeVersion') };
+async function deliver(client: Client, row: ProposalRow, event: ProposalEvent, actor: string) {
+  const d = await deliverToRow(proposalRows, client, row, event, actor);
+  /** The machine asked for the definition to become the template's next version. */
+  return { ...d, writeVersion: d.actions.includes('writeVersion') };
 }
 
 /** Writes the definition as the template's next version (the machine's writeVersion message). */
@@ -244,7 +220,7 @@ async function insertWithBirth(client: Client, deps: ProposalDeps, def: Template
     challenge_seconds: input.context.challengeSeconds,
   });
   if (!row) return null;
-  await appendProposalTransition(client, {
+  await appendEntityTransition(client, 'template_proposal', {
     machine_id: PROPOSAL_MACHINE_ID,
     machine_version: PROPOSAL_MACHINE_VERSION,
     entity_id: row.id,
