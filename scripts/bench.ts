@@ -10,11 +10,17 @@
  *    commit_ceiling_tps, ceiling_ratio (transitions_per_s / commit_ceiling_tps),
  *    queries_per_movement (statements the worker processes sent, all pools, from approval to the
  *    last completion), commits_per_movement (pg_stat_database.xact_commit of the bench database
- *    over the same span, approvals and the bench's own polling included), worker_rss_mb_max.
+ *    over the same span, approvals and the bench's own polling included), write_commits_per_movement
+ *    (transaction ids assigned over the same span: only transactions that wrote, on any database of
+ *    the server, the bench's approvals included), critical_path_statements (the median, over
+ *    PROBES movements approved one at a time after the run, of the statements the worker processes
+ *    sent on their worker and simulation pools between a probe's approval and its completion; pg-boss
+ *    and LISTEN excluded), worker_rss_mb_max.
  * Flags: --movements, --processes, --concurrency, --rate (approvals per second; default 0 = all at
  * once), --ceiling-seconds, --preload N (N finished movements, with nodes and transitions, inserted
  * before the run: claim cost must not grow with history), --stall-seconds (default 30), --failing N
- * and --stuck N (that many extra movements that cannot complete, to see the bench report them).
+ * and --stuck N (that many extra movements that cannot complete, to see the bench report them),
+ * --trace (print the statements of the median probe's critical path).
  * --api N measures the API process instead (scripts/lib/api-bench.ts): two rounds of N hostile and
  * ordinary requests against `src/main.ts`, and its memory after each (api_rss_mb_after); with
  * --heap-snapshots also the heap it retains after a full collection, from heap snapshots.
@@ -38,7 +44,9 @@ import { createPool } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
 import { migrate } from '../src/persistence/migrate.ts';
 import {
+  assignedTransactionIds,
   bumpCeilingRow,
+  countMovementsByState,
   databaseCommits,
   dropCeilingTable,
   movementTimings,
@@ -47,6 +55,7 @@ import {
   transitionsBetween,
 } from './lib/bench-queries.ts';
 import { listHeartbeats } from '../src/persistence/heartbeats.ts';
+import { log as rootLog } from '../src/log.ts';
 import { createEmptyDatabase, dropDatabase, withDatabase } from './lib/test-databases.ts';
 
 const { values } = parseArgs({
@@ -64,6 +73,7 @@ const { values } = parseArgs({
     preload: { type: 'string', default: '0' },
     api: { type: 'string', default: '0' },
     'heap-snapshots': { type: 'boolean', default: false },
+    trace: { type: 'boolean', default: false },
   },
 });
 const stallSeconds = Number(values['stall-seconds']);
@@ -129,6 +139,49 @@ async function commitCeiling(url: string): Promise<number> {
 }
 
 let signals: ReturnType<typeof cleanUpOnSignals> | undefined;
+
+const PROBES = 5;
+/** The pools whose statements are on a movement's critical path (pg-boss and LISTEN are not). */
+const CRITICAL_POOLS = new Set(['ferry-worker', 'ferry-sim-provider']);
+
+/**
+ * Approves each probe alone on idle workers, waits for it to complete, then asks the workers for
+ * their statement traces (query-counter.ts, SIGUSR2) and counts, per probe, the statements of the
+ * critical pools sent between its approval and its completion.
+ */
+async function criticalPath(
+  pool: ReturnType<typeof createPool>,
+  probes: string[],
+  workers: ReturnType<typeof spawnWorker>[],
+  counters: string[],
+  deps: Parameters<typeof approveMovements>[2],
+): Promise<{ median: number; counts: number[]; trace: string[] }> {
+  for (const id of probes) {
+    await sleep(300);
+    await approveMovements(pool, [id], deps, 1);
+    await waitFor('a probe movement to complete', async () => (await countMovementsByState(pool, [id])).COMPLETED === 1, 30_000, 5);
+  }
+  for (const w of workers) w.kill('SIGUSR2');
+  await sleep(500);
+  const lines = counters.flatMap((f) => {
+    try {
+      return readFileSync(`${f}.trace`, 'utf8').split('\n');
+    } catch {
+      return [];
+    }
+  });
+  const entries = lines.map((l) => l.split('\t')).filter((p) => p.length === 3 && CRITICAL_POOLS.has(p[1])).map(([t, app, text]) => ({ t: Number(t), app, text }));
+  const timings = await movementTimings(pool, probes);
+  const per = timings.map((t) => {
+    const from = t.approved_at.getTime();
+    const to = t.completed_at!.getTime();
+    const inside = entries.filter((e) => e.t >= from && e.t <= to).sort((a, b) => a.t - b.t);
+    return { n: inside.length, trace: inside.map((e) => `+${e.t - from} ms ${e.app}: ${e.text}`) };
+  });
+  const sorted = [...per].sort((a, b) => a.n - b.n);
+  const mid = sorted[Math.floor(sorted.length / 2)];
+  return { median: mid.n, counts: per.map((p) => p.n), trace: mid.trace };
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -203,6 +256,8 @@ async function main() {
     const ids = await createMovements(pool, benchTemplate(), movements, concurrency);
     if (faults.fail > 0) ids.push(...(await createMovements(pool, faultyBenchTemplate('fail'), faults.fail, concurrency)));
     if (faults.stuck > 0) ids.push(...(await createMovements(pool, faultyBenchTemplate('stuck'), faults.stuck, concurrency)));
+    // Approved one at a time after the run, to count one movement's critical path alone.
+    const probes = await createMovements(pool, benchTemplate(), PROBES, 1);
     if (preload > 0) await preloadFinishedMovements(pool, ids[0], preload);
     // The workers' connection budget counts the whole cluster: these workers and no API process.
     const workerEnv = { FERRY_LOG_LEVEL: 'warn', FERRY_WORKER_PROCESSES: String(processes), FERRY_API_PROCESSES: '0' };
@@ -225,9 +280,11 @@ async function main() {
     await sleep(1200);
     const queries0 = sumCounters(counters);
     const commits0 = await databaseCommits(pool, name);
+    const xids0 = await assignedTransactionIds(pool);
 
     const started = performance.now();
-    const noCallbacks = { callbacks: async () => {} };
+    // The bench's own approvals: no callbacks, and no info line per transition on its output.
+    const noCallbacks = { callbacks: async () => {}, log: rootLog.child({}, { level: 'silent' }) };
     if (rate > 0) {
       for (let i = 0; i < ids.length; i++) {
         const due = started + (i * 1000) / rate;
@@ -252,6 +309,8 @@ async function main() {
     await sleep(1200);
     const queries = sumCounters(counters) - queries0;
     const commits = (await databaseCommits(pool, name)) - commits0;
+    const writeCommits = (await assignedTransactionIds(pool)) - xids0;
+    const critical = await criticalPath(pool, probes, workers, counters, noCallbacks);
     rss.stop();
 
     const timings = await movementTimings(pool, ids);
@@ -273,6 +332,8 @@ async function main() {
       ceiling_ratio: round(log.n / wall / ceiling, 3),
       queries_per_movement: round(queries / movements),
       commits_per_movement: round(commits / movements),
+      write_commits_per_movement: round(writeCommits / movements),
+      critical_path_statements: critical.median,
       worker_rss_mb_max: round(rss.maxMb()),
       ...(preload > 0 ? { preloaded: preload } : {}),
     };
@@ -284,7 +345,9 @@ async function main() {
     console.log(`dispatch p50 / p99   ${result.dispatch_p50_ms} / ${result.dispatch_p99_ms} ms (approve -> first submit)`);
     console.log(`commit ceiling       ${result.commit_ceiling_tps} tps (single-row UPDATE, ${concurrency} clients)`);
     console.log(`ceiling ratio        ${result.ceiling_ratio}`);
-    console.log(`per movement         ${result.queries_per_movement} statements, ${result.commits_per_movement} commits`);
+    console.log(`per movement         ${result.queries_per_movement} statements, ${result.commits_per_movement} commits (${result.write_commits_per_movement} writing)`);
+    console.log(`critical path        ${result.critical_path_statements} worker statements (one movement alone, median of ${PROBES}: ${critical.counts.join(', ')})`);
+    if (values.trace) for (const line of critical.trace) console.error(`  ${line}`);
     console.log(`worker RSS max       ${result.worker_rss_mb_max} MB${preload > 0 ? ` (${preload} finished movements preloaded)` : ''}`);
     console.log(JSON.stringify(result));
   } finally {

@@ -90,6 +90,16 @@ export async function databaseCommits(db: Queryable, database: string): Promise<
 }
 
 /**
+ * Transaction ids the server has assigned so far. PostgreSQL assigns one only to a transaction
+ * that writes, so the difference over a span counts the writing commits (and the rare rollback of
+ * one) of every database on the server. Reading it assigns none.
+ */
+export async function assignedTransactionIds(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ n: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS n');
+  return Number(rows[0].n);
+}
+
+/**
  * History for the benchmark: `count` finished movements cloned from `sampleRequestId` (a fresh
  * movement of the bench plan), created before it, COMPLETED with all their nodes and each with its
  * transition log (request: init, APPROVED, EXECUTING, COMPLETED; node: init, READY, PREPARING,
