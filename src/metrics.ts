@@ -35,6 +35,12 @@ export const deferralsTotal = counter(
   ['worker', 'cause'],
 );
 
+export const fencedRetriesTotal = counter(
+  'ferry_fenced_write_retries_total',
+  'Batched writes over held rows refused by the write fence (the movement was written since) and delivered again over rows read under the lock, by worker.',
+  ['worker'],
+);
+
 export const workerRunsTotal = counter('ferry_worker_runs_total', 'Worker loop runs by worker and outcome.', ['worker', 'outcome']);
 
 export const workerRunSeconds = new client.Histogram({

@@ -47,7 +47,7 @@ test('the pure transition() returns an invocation as an action and runs nothing'
   assert.deepEqual(next.context, { attempt: 0 });
   // The snapshot itself does carry an (unstarted) child, and so does its persisted form.
   assert.deepEqual(Object.keys(next.children).length, 1);
-  const persisted = machine.getPersistedSnapshot(next) as { children: Record<string, { src: string }> };
+  const persisted = machine.getPersistedSnapshot(next) as unknown as { children: Record<string, { src: string }> };
   assert.deepEqual(
     Object.values(persisted.children).map((c) => c.src),
     ['submit'],

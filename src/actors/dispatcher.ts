@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InvalidTransitionError, LeaseLostError } from '../errors.ts';
+import { InvalidTransitionError, LeaseLostError, TransitionConflictError } from '../errors.ts';
 import { FatalMovementError, TemporaryMovementError, isMovementError } from '../executors/errors.ts';
 import { FerryInfraError, infraCauseOf } from '../executors/infra.ts';
 import type { ExecutionContext, Executor, PreparedAction, SignResult } from '../executors/protocol.ts';
@@ -10,8 +10,9 @@ import type { NodeEvent } from '../machines/node-machine.ts';
 import { addSeconds } from '../machines/observe-policy.ts';
 import type { NewArtifact } from '../persistence/artifacts.ts';
 import { claimDispatchBatch } from '../persistence/claims.ts';
-import { claimsTotal, deferralsTotal } from '../metrics.ts';
+import { claimsTotal, deferralsTotal, fencedRetriesTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
+import type { LockedMovement } from '../persistence/group-commit.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
 import { deliverBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
@@ -154,9 +155,9 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   const contexts = await claimedContexts(deps.pool, dispatches, (n) => n.attempt_no + 1);
   const prepared = await Promise.all(dispatches.map((d, i) => prepareOne(deps, d, contexts[i])));
 
-  // One commit: every node's SUBMITTING (or why not).
+  // One commit: every node's SUBMITTING (or why not), written over the rows the claim left (no re-read).
   const items = prepared.flatMap((p) => p.items);
-  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions });
+  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: heldRows(dispatches.map((d) => ({ request: d.request, nodes: d.nodes }))) });
   if (!committed) return [];
   const refusedNodes = refusals(deps, dispatches, items, committed);
   const toSubmit: ToSubmit[] = [];
@@ -175,6 +176,8 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
     actor: ACTOR,
     deps: deps.transitions,
     claimUnblocked: carry ? () => randomUUID() : undefined,
+    // The rows the SUBMITTING commit left: the result is written without re-reading them.
+    held: heldRows(toSubmit.map((s) => ({ request: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) }))),
   });
   if (!done) return [];
   refusals(deps, dispatches, resultItems, done);
@@ -182,16 +185,33 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   return done.claimed;
 }
 
+/** One entry per movement (the first seen): the rows a batch may write over without re-reading them. */
+function heldRows(movements: LockedMovement[]): LockedMovement[] {
+  const byId = new Map<string, LockedMovement>();
+  for (const m of movements) if (!byId.has(m.request.id)) byId.set(m.request.id, m);
+  return [...byId.values()];
+}
+
 /**
- * One batched commit. Ferry's own database trouble is retried a few times (nothing was written);
+ * One batched commit. With `held` rows it is written over them, fenced by each movement's
+ * write_version; when a movement was written since (an operator, recovery, a sibling's
+ * observation), it is delivered again with the rows re-read under the lock, so the machines decide
+ * on what is there now. Ferry's own database trouble is retried a few times (nothing was written);
  * if it persists the nodes stay where they are, and recovery releases or resolves them later.
  */
 async function commit(deps: WorkerDeps, items: NodeItem[], opts: BatchOptions): Promise<BatchResult | null> {
   if (items.length === 0) return null;
+  let current = opts;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await withTransaction(deps.pool, (client: Client) => deliverBatch(client, { nodes: items }, opts));
+      return await withTransaction(deps.pool, (client: Client) => deliverBatch(client, { nodes: items }, current));
     } catch (err) {
+      if (err instanceof TransitionConflictError && current.held) {
+        fencedRetriesTotal.inc({ worker: 'dispatcher' });
+        current = { ...current, held: undefined };
+        attempt--;
+        continue;
+      }
       const cause = databaseTroubleCause(err);
       if (!cause) throw err;
       deferralsTotal.inc({ worker: 'dispatcher', cause });

@@ -63,7 +63,9 @@ export async function observeBatch(deps: WorkerDeps): Promise<number> {
         return { nodeId: node.id, event: { type: 'OBSERVED', outcome, at, nextObserveAt }, artifacts };
       }),
     );
-    const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID() });
+    // The claim holds every movement's row lock, so the rows just read are the rows: no re-read.
+    const held = [...new Map(withNodes.map((c) => [c.request.id, { request: c.request, nodes: c.nodes }])).values()];
+    const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID(), held });
     carried = result.claimed;
     // Only a fee bump whose observation was recorded goes on to be signed.
     accepted = proposals.filter((p, i): p is ReplacementProposal => p !== undefined && !(result.nodes[i] instanceof Error));

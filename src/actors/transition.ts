@@ -25,6 +25,7 @@ import type { Logger } from 'pino';
 import {
   lockMovements,
   writeGroup,
+  type LockedMovement,
   type NewTransitionRow,
   type NodeWriteRow,
   type MovementWriteRow,
@@ -127,6 +128,13 @@ export interface BatchOptions {
    * carry the movement onward without waiting for a NOTIFY.
    */
   claimUnblocked?: (node: NodeRow) => string | null;
+  /**
+   * The movements (with all their nodes) as the caller's own last commit left them. When they cover
+   * every movement the batch touches, the batch skips the locking re-read: its write is fenced by
+   * the write_version of each (see persistence/group-commit.ts) and a movement written since makes
+   * it throw TransitionConflictError, after which the caller delivers again without `held`.
+   */
+  held?: LockedMovement[];
 }
 
 export interface BatchResult {
@@ -218,12 +226,17 @@ export async function deliverBatch(
   const movementItems = items.requests ?? [];
   const nodeItems = items.nodes ?? [];
   const b = new Batch(opts);
-  const locked = await lockMovements(
-    client,
-    movementItems.map((i) => i.movementId),
-    nodeItems.map((i) => i.nodeId),
-  );
-  for (const m of locked) b.load(m.request, m.nodes);
+  const held = opts.held && covers(opts.held, movementItems, nodeItems) ? opts.held : null;
+  if (held) {
+    for (const m of held) b.load(m.request, m.nodes, m.request.write_version);
+  } else {
+    const locked = await lockMovements(
+      client,
+      movementItems.map((i) => i.movementId),
+      nodeItems.map((i) => i.nodeId),
+    );
+    for (const m of locked) b.load(m.request, m.nodes, null);
+  }
 
   const requests = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
@@ -237,6 +250,13 @@ export async function deliverBatch(
     nodesOf: (movementId) => b.siblings(movementId),
     movementOf: (movementId) => b.movementRow(movementId),
   };
+}
+
+/** Whether the held movements hold every movement and node the items name. */
+function covers(held: LockedMovement[], movements: MovementItem[], nodes: NodeItem[]): boolean {
+  const movementIds = new Set(held.map((m) => m.request.id));
+  const nodeIds = new Set(held.flatMap((m) => m.nodes.map((n) => n.id)));
+  return movements.every((i) => movementIds.has(i.movementId)) && nodes.every((i) => nodeIds.has(i.nodeId));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -258,6 +278,8 @@ interface Entity<Row> {
   fromState: string;
   fromVersion: number;
   dirty: boolean;
+  /** A movement read without a lock: the write_version its write must still find (else null). */
+  expectedWrite?: number | null;
 }
 
 /** An accepted transition waiting for its log row id and time. */
@@ -317,8 +339,8 @@ class Batch {
 
   constructor(readonly opts: BatchOptions) {}
 
-  load(request: MovementRow, nodes: NodeRow[]) {
-    this.requests.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false });
+  load(request: MovementRow, nodes: NodeRow[], expectedWrite: number | null) {
+    this.requests.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false, expectedWrite });
     this.nodesOfMovement.set(request.id, nodes.map((n) => n.id));
     for (const n of nodes) this.nodes.set(n.id, { row: n, fromState: n.node_state, fromVersion: n.row_version, dirty: false });
   }
@@ -532,9 +554,12 @@ class Batch {
   async flush(client: Client) {
     if (this.transitions.length === 0) return;
     const nodeWrites: NodeWriteRow[] = [];
+    // Every movement whose row or nodes change is written (its write_version moves: the fence).
+    const touched = new Set<string>();
     for (const [id, e] of this.nodes) {
       if (!e.dirty) continue;
       const r = e.row;
+      touched.add(r.request_id);
       nodeWrites.push({
         id,
         from_state: e.fromState,
@@ -559,12 +584,13 @@ class Batch {
     }
     const movementWrites: MovementWriteRow[] = [];
     for (const [id, e] of this.requests) {
-      if (!e.dirty) continue;
+      if (!e.dirty && !touched.has(id)) continue;
       const r = e.row;
       movementWrites.push({
         id,
         from_state: e.fromState,
         from_version: e.fromVersion,
+        expected_write_version: e.expectedWrite ?? null,
         request_state: r.request_state,
         row_version: r.row_version,
         approval_status: r.approval_status,

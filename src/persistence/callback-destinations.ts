@@ -94,7 +94,8 @@ export async function markDestinationDisabled(db: Queryable, id: string, actor: 
  * without the destination (which would sign it with the instance secret).
  */
 export async function setMovementDestination(db: Queryable, movementId: string, destination: { id: string; url: string }): Promise<void> {
-  await db.query('UPDATE movement_requests SET callback_destination_id = $2, callback_url = $3 WHERE id = $1', [
+  // write_version moves too: a writer holding the movement's rows from before must read the URL anew.
+  await db.query('UPDATE movement_requests SET callback_destination_id = $2, callback_url = $3, write_version = write_version + 1 WHERE id = $1', [
     movementId,
     destination.id,
     destination.url,

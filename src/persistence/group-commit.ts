@@ -17,6 +17,18 @@ import type { NodeRow, MovementRow, TransitionRow } from './movements.ts';
  * the row version it was read at. Under the locks that always holds; if it ever does not, the
  * counts come back short and the caller throws TransitionConflictError, rolling back the whole
  * transaction (its log rows and its NOTIFY included: Postgres delivers NOTIFY only on commit).
+ *
+ * The write fence (migration 0200). The write updates the row of every movement it touches, even
+ * one whose own columns did not change, and increments its write_version: a movement's nodes change
+ * only together with their movement row. A writer that kept the rows of its own last commit (a
+ * dispatcher between its SUBMITTING and its result commit) may skip the locking re-read and pass
+ * the write_version it holds (`expected_write_version`). The movement UPDATE then takes the row lock
+ * itself; when another writer holds it, PostgreSQL waits and re-checks the condition on the version
+ * that writer committed (READ COMMITTED's EvalPlanQual), so a movement written since drops out. The
+ * node updates join the movement updates, so no node of a dropped movement is written either, and
+ * the short count rolls the transaction back. Since every writer of a movement's nodes writes its
+ * movement row in the same statement, an unchanged write_version under the lock means no machine
+ * state of the movement changed since the caller's read.
  */
 
 export interface LockedMovement {
@@ -80,11 +92,16 @@ export interface NodeWriteRow {
   claim_token: string | null;
 }
 
-/** A request row's new values; a frontier-only change keeps state and version. */
+/**
+ * A request row's new values (its current ones when only its nodes changed); a frontier-only
+ * change keeps state and version.
+ */
 export interface MovementWriteRow {
   id: string;
   from_state: string;
   from_version: number;
+  /** The write_version the caller read without a lock: the write is refused unless it still holds. Null: the caller holds the lock. */
+  expected_write_version: number | null;
   request_state: string;
   row_version: number;
   approval_status: string;
@@ -109,19 +126,31 @@ export interface GroupWrite {
 /** What the write set that the caller could not compute itself: ids, log ids and times. */
 export interface GroupWritten {
   nodes: Pick<NodeRow, 'id' | 'idempotency_key' | 'updated_at'>[];
-  requests: Pick<MovementRow, 'id' | 'updated_at'>[];
+  requests: Pick<MovementRow, 'id' | 'updated_at' | 'write_version'>[];
   /** id and at of each transition, in input order. */
   logged: { id: number; at: Date }[];
 }
 
 /** Writes a batch's rows, log entries and artifacts, and queues its NOTIFY, in one statement. */
 export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWritten> {
-  type Stamp = { id: string; updated_at: string; idempotency_key?: string | null };
+  type Stamp = { id: string; updated_at: string; idempotency_key?: string | null; write_version?: number };
   const { rows } = await db.query<{ n: Stamp[] | null; r: Stamp[] | null; t: { id: number; at: string }[] | null }>(
-    `WITH nw AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, from_state text, from_version int, node_state text,
+    `WITH rw AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id uuid, from_state text, from_version int, expected_write_version bigint,
+                   request_state text, row_version int, approval_status text, approvals jsonb, decided_by text, current_frontier jsonb)),
+          ru AS (UPDATE movement_requests r
+                    SET request_state = rw.request_state, approval_status = rw.approval_status, approvals = rw.approvals,
+                        decided_by = rw.decided_by, current_frontier = rw.current_frontier, row_version = rw.row_version,
+                        write_version = r.write_version + 1,
+                        updated_at = CASE WHEN rw.row_version <> rw.from_version THEN now() ELSE r.updated_at END
+                   FROM rw
+                  WHERE r.id = rw.id AND r.request_state = rw.from_state AND r.row_version = rw.from_version
+                    AND (rw.expected_write_version IS NULL OR r.write_version = rw.expected_write_version)
+                  RETURNING r.id, r.updated_at, r.write_version),
+          nw AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, from_state text, from_version int, node_state text,
                    row_version int, attempt_no int, idempotency_key text, started_at timestamptz, provider_state text, provider_refs jsonb,
                    provider_ref_id text, next_observe_at timestamptz, last_observed_at timestamptz, observe_count int,
                    dispatch_after timestamptz, error_code text, error_detail text, manual_intervention_required boolean, claim_token uuid)),
+          -- Only nodes whose movement row the statement wrote (ru): the movement's fence holds.
           nu AS (UPDATE request_nodes n
                     SET node_state = nw.node_state, attempt_no = nw.attempt_no,
                         idempotency_key = nw.idempotency_key,
@@ -131,18 +160,9 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
                         dispatch_after = nw.dispatch_after, error_code = nw.error_code, error_detail = nw.error_detail,
                         manual_intervention_required = nw.manual_intervention_required,
                         claim_token = nw.claim_token, row_version = nw.row_version, updated_at = now()
-                   FROM nw
-                  WHERE n.id = nw.id AND n.node_state = nw.from_state AND n.row_version = nw.from_version
+                   FROM nw, ru
+                  WHERE n.id = nw.id AND ru.id = n.request_id AND n.node_state = nw.from_state AND n.row_version = nw.from_version
                   RETURNING n.id, n.idempotency_key, n.updated_at),
-          rw AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id uuid, from_state text, from_version int, request_state text,
-                   row_version int, approval_status text, approvals jsonb, decided_by text, current_frontier jsonb)),
-          ru AS (UPDATE movement_requests r
-                    SET request_state = rw.request_state, approval_status = rw.approval_status, approvals = rw.approvals,
-                        decided_by = rw.decided_by, current_frontier = rw.current_frontier, row_version = rw.row_version,
-                        updated_at = CASE WHEN rw.row_version <> rw.from_version THEN now() ELSE r.updated_at END
-                   FROM rw
-                  WHERE r.id = rw.id AND r.request_state = rw.from_state AND r.row_version = rw.from_version
-                  RETURNING r.id, r.updated_at),
           tw AS (INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq,
                                           from_state, to_state, event_type, event_payload, actor)
                  SELECT machine_id, machine_version, entity_type, entity_id, request_id, node_key, seq, from_state, to_state,
@@ -150,6 +170,9 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
                    FROM jsonb_to_recordset($3::jsonb) AS x(machine_id text, machine_version text, entity_type text,
                         entity_id uuid, request_id uuid, node_key text, seq int, from_state text, to_state text, event_type text,
                         event_payload jsonb, actor text, ord int)
+                  -- Log rows only of the rows written: a fenced-out write leaves no log row to collide
+                  -- with the newer writer's (the short count then rolls the rest back).
+                  WHERE x.entity_id IN (SELECT id FROM nu UNION ALL SELECT id FROM ru)
                   ORDER BY ord
                  RETURNING id, at),
           aw AS (INSERT INTO artifacts (request_id, request_node_id, attempt_no, artifact_type, artifact_digest, content_format,
@@ -158,6 +181,7 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
                         a.content_inline, a.content_uri, a.artifact_metadata
                    FROM jsonb_to_recordset($4::jsonb) AS a(request_id uuid, request_node_id uuid, attempt_no int, artifact_type text,
                         artifact_digest text, content_format text, content_inline text, content_uri text, artifact_metadata jsonb)
+                  WHERE a.request_node_id IS NULL OR a.request_node_id IN (SELECT id FROM nu)
                  RETURNING 1),
           nt AS (SELECT count(pg_notify($5, p)) AS c FROM unnest($6::text[]) AS p)
      SELECT (SELECT jsonb_agg(to_jsonb(nu)) FROM nu) AS n,
@@ -177,7 +201,7 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
   const row = rows[0];
   return {
     nodes: (row.n ?? []).map((n) => ({ id: n.id, idempotency_key: n.idempotency_key ?? null, updated_at: new Date(n.updated_at) })),
-    requests: (row.r ?? []).map((r) => ({ id: r.id, updated_at: new Date(r.updated_at) })),
+    requests: (row.r ?? []).map((r) => ({ id: r.id, updated_at: new Date(r.updated_at), write_version: Number(r.write_version) })),
     logged: (row.t ?? []).map((t) => ({ id: Number(t.id), at: new Date(t.at) })),
   };
 }

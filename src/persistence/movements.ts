@@ -14,6 +14,8 @@ export interface MovementRow extends Omit<NewRequest, 'intent' | 'input_params' 
   input_params: Record<string, unknown>;
   compiled_plan: Record<string, unknown>;
   row_version: number;
+  /** The movement's write fence (migration 0200, see persistence/group-commit.ts). */
+  write_version: number;
   approval_status: 'pending' | 'approved' | 'rejected';
   approvals: { by: string; at: string }[];
   decided_by: string | null;
