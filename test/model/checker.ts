@@ -54,8 +54,12 @@ export function stateViolation(s: State, cfg: ModelConfig): { rule: string; mess
 }
 
 export function describeState(s: State): string {
-  const nodes = s.n.map((n, i) => `n${i}=${n.s}#${n.a}${n.err ? `(${n.err})` : ''}${n.tok ? `[${n.tok}${n.stale ? ',idle' : ''}]` : ''}`).join(' ');
-  const procs = s.p.map((p, i) => `p${i}=${p ? `${p.ph}(n${p.n}#${p.att},${p.tok}${p.ans ? `,${p.ans}` : ''})` : 'idle'}`).join(' ');
+  // n0=SUBMITTING#1 is node 0 in SUBMITTING at attempt 1; [leased, idle]: it has a lease, idle past its grace.
+  // p0=claimed(n0#1, lease held): process 0 works on attempt 1 of node 0 and its lease is the row's.
+  const nodes = s.n.map((n, i) => `n${i}=${n.s}#${n.a}${n.err ? `(${n.err})` : ''}${n.tok ? `[leased${n.stale ? ', idle' : ''}]` : ''}`).join(' ');
+  const procs = s.p
+    .map((p, i) => `p${i}=${p ? `${p.ph}(n${p.n}#${p.att}, lease ${s.n[p.n].tok === p.tok ? 'held' : 'lost'}${p.ans ? `, answer ${p.ans}` : ''})` : 'idle'}`)
+    .join(' ');
   const prov = s.att
     .map((as, i) => as.map((a, k) => (a.sub || a.eff || (a.res && a.res !== 'none') ? `n${i}#${k + 1}:sub${a.sub}${a.eff ? ',paid' : ''}${a.res ? `,${a.res},${a.chain}` : ''}` : '')).filter(Boolean).join(' '))
     .filter(Boolean)

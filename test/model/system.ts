@@ -67,6 +67,10 @@ export interface ModelConfig {
     recoveryResubmitsBlind: boolean;
     /** false: EVM recover() answers FAILED EVM_NONCE_CONSUMED before asking whether the reaper reclaimed the nonce. */
     nonceReclaimFix: boolean;
+    /** true: no recovery at all (a liveness bug: a dispatch whose process died is never resumed). */
+    noRecovery: boolean;
+    /** true: a commit loses its last log row (the write and its log part ways). */
+    dropLastLogRow: boolean;
   };
 }
 
@@ -81,7 +85,7 @@ export const defaultConfig: ModelConfig = {
   persons: true,
   faults: { crashes: 1, stalls: 1, provider: 1 },
   submitWithinGrace: true,
-  bugs: { fenceWrites: true, recoveryResubmitsBlind: false, nonceReclaimFix: true },
+  bugs: { fenceWrites: true, recoveryResubmitsBlind: false, nonceReclaimFix: true, noRecovery: false, dropLastLogRow: false },
 };
 
 export function config(over: Partial<Omit<ModelConfig, 'faults' | 'bugs'>> & { faults?: Partial<ModelConfig['faults']>; bugs?: Partial<ModelConfig['bugs']> } = {}): ModelConfig {
@@ -295,6 +299,7 @@ export function commitOf(
   b.derive();
   b.carryOnward();
   if (b.transitions.length === 0) return null;
+  if (cfg.bugs.dropLastLogRow) b.transitions.pop();
 
   checkLog(b, before);
 
@@ -628,6 +633,7 @@ function idleSteps(
   });
   if (s.m.s !== 'EXECUTING') return;
   s.n.forEach((n, i) => {
+    if (cfg.bugs.noRecovery && (n.s === 'PREPARING' || n.s === 'AWAITING_SIGNATURE' || n.s === 'SUBMITTING' || n.s === 'UNKNOWN')) return;
     // Recovery releases an abandoned dispatch (nothing was submitted before SUBMITTING).
     if ((n.s === 'PREPARING' || n.s === 'AWAITING_SIGNATURE') && n.stale) {
       const r = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(i), event: { type: 'DISPATCH_DEFERRED', errorCode: 'DISPATCH_ABANDONED', retryAt: AT } }, 'worker:recovery')]);
