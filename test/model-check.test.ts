@@ -11,8 +11,8 @@ import { config, type ModelConfig } from './model/system.ts';
  * nonce-reclaim fix off, no recovery, a lost log row) must be found, with its shortest trace.
  */
 
-function run(name: string, cfg: ModelConfig): CheckResult {
-  const r = check(cfg);
+function run(name: string, cfg: ModelConfig, ignore?: string[]): CheckResult {
+  const r = check(cfg, { ignore });
   // The figures (and a trace, if any) go to the test log.
   console.log(formatResult(name, r));
   return r;
@@ -48,9 +48,10 @@ describe('the composed system holds S1-S5 and L1 in every reachable state (small
 
   test('EVM lane: a stall before the broadcast cannot pay twice (the nonce fences a late broadcast)', () => {
     // Without the SUBMITTING grace as a timing assumption: the nonce, not the clock, keeps S1.
-    const r = run('evm n1 no grace assumption', config({ nodes: 1, lane: 'evm', submitWithinGrace: false, faults: { stalls: 1, provider: 0 } }));
-    // R1 on the submit path is a known finding (see docs/design.md); S1 and S2 must hold.
-    assert.ok(r.violation === null || r.violation.rule === 'R1', r.violation ? formatResult('evm no grace', r) : '');
+    // R1 on the submit path is a known finding (docs/design.md, "The model check"): left out here,
+    // so the exploration goes on past it; S1, S2, S4, S5 and L1 must hold.
+    const r = run('evm n1 no grace assumption', config({ nodes: 1, lane: 'evm', submitWithinGrace: false, faults: { stalls: 1 } }), ['R1']);
+    assert.equal(r.violation, null, r.violation ? formatResult('evm no grace', r) : '');
   });
 });
 

@@ -30,7 +30,7 @@ export interface CheckResult {
 const SETTLED_OR_WAITING = new Set(['COMPLETED', 'REJECTED', 'EXPIRED', 'CANCELLED', 'FAILED', 'MANUAL_INTERVENTION', 'WAITING_MANUAL_ACTION', 'PENDING_APPROVAL']);
 
 /** Invariants of one state; the rule and why when one fails. */
-export function stateViolation(s: State, cfg: ModelConfig): { rule: string; message: string } | null {
+export function stateViolation(s: State, cfg: ModelConfig, ignore: ReadonlySet<string> = new Set()): { rule: string; message: string } | null {
   for (const [i, attempts] of s.att.entries()) {
     for (const [k, a] of attempts.entries()) {
       if (a.sub > 1) return { rule: 'S1', message: `node ${i} attempt ${k + 1} was submitted ${a.sub} times` };
@@ -41,7 +41,7 @@ export function stateViolation(s: State, cfg: ModelConfig): { rule: string; mess
   if (s.m.s === 'COMPLETED' && !s.n.every((n) => n.s === 'COMPLETED' || n.s === 'SKIPPED')) {
     return { rule: 'S4', message: `movement COMPLETED with nodes ${s.n.map((n) => n.s).join(', ')}` };
   }
-  if (cfg.lane === 'evm') {
+  if (cfg.lane === 'evm' && !ignore.has('R1')) {
     for (const [i, n] of s.n.entries()) {
       const a = n.a > 0 ? s.att[i][n.a - 1] : null;
       // FAILED on the provider's word about this attempt (submit or recover), not a later prepare's.
@@ -72,6 +72,8 @@ export interface CheckOptions {
   maxStates?: number;
   /** Skip the L1 graph check (saves the edge memory). */
   liveness?: boolean;
+  /** State rules not checked in this run (e.g. R1, to see that S1 holds past a known R1 finding). */
+  ignore?: string[];
 }
 
 export function check(cfg: ModelConfig, opts: CheckOptions = {}): CheckResult {
@@ -90,6 +92,7 @@ function explore(cfg: ModelConfig, opts: CheckOptions): CheckResult {
   const t0 = Date.now();
   const maxStates = opts.maxStates ?? 5_000_000;
   const liveness = opts.liveness ?? true;
+  const ignore = new Set(opts.ignore ?? []);
   const ids = new Map<string, number>();
   const keys: string[] = [];
   const parent: number[] = [];
@@ -141,7 +144,7 @@ function explore(cfg: ModelConfig, opts: CheckOptions): CheckResult {
   via.push(-1);
   depth.push(0);
   faulted.push(false);
-  const bad0 = stateViolation(start, cfg);
+  const bad0 = stateViolation(start, cfg, ignore);
   if (bad0) return result({ ...bad0, trace: trace(0) });
 
   for (let head = 0; head < keys.length; head++) {
@@ -167,7 +170,7 @@ function explore(cfg: ModelConfig, opts: CheckOptions): CheckResult {
         depth.push(depth[head] + 1);
         faulted.push(step.next.f.some((x) => x > 0));
         maxDepth = Math.max(maxDepth, depth[head] + 1);
-        const bad = stateViolation(step.next, cfg);
+        const bad = stateViolation(step.next, cfg, ignore);
         if (bad) return result({ ...bad, trace: trace(id) });
         if (keys.length >= maxStates) return result(null, `stopped at ${maxStates} states`);
       }

@@ -280,7 +280,48 @@ export function commitOf(
   s: State,
   cfg: ModelConfig,
   build: (b: Batch) => unknown[],
-  opts: { claimUnblocked?: boolean; actor?: string } = {},
+  opts: { claimUnblocked?: boolean; actor?: string; key?: string } = {},
+): Committed | null {
+  // A commit depends only on the rows and the events (and the lease a carried claim takes): the
+  // same commit from the same rows is taken from the cache, its checks already made.
+  const cacheKey = opts.key === undefined ? null : `${cfg.lane}|${cfg.quorum}|${cfg.bugs.dropLastLogRow}|${opts.key}|${opts.claimUnblocked ? freshToken(s) : ''}|${JSON.stringify(s.m)}|${JSON.stringify(s.n)}`;
+  if (cacheKey !== null) {
+    const hit = commitCache.get(cacheKey);
+    if (hit !== undefined) return hit === null ? null : fromCache(s, hit);
+  }
+  const done = commitUncached(s, cfg, build, opts);
+  if (cacheKey !== null) {
+    if (commitCache.size >= COMMIT_CACHE_SIZE) commitCache.clear();
+    commitCache.set(cacheKey, done === null ? null : { m: done.state.m, n: done.state.n, results: done.results.map((r) => (isRefusal(r) ? REFUSED : true)), claimed: done.claimed });
+    if (done !== null) return fromCache(s, commitCache.get(cacheKey)!);
+  }
+  return done;
+}
+
+interface CachedCommit {
+  m: MovementS;
+  n: NodeS[];
+  results: unknown[];
+  claimed: { n: number; tok: string }[];
+}
+
+const COMMIT_CACHE_SIZE = 200_000;
+const commitCache = new Map<string, CachedCommit | null>();
+const REFUSED = new InvalidTransitionError(NODE_MACHINE_ID, 'cached', 'cached', 'cached');
+
+function fromCache(s: State, c: CachedCommit): Committed {
+  return {
+    state: { m: { ...c.m, ap: [...c.m.ap] }, n: c.n.map((x) => ({ ...x })), p: s.p.map((x) => x && { ...x }), att: s.att.map((as) => as.map((a) => ({ ...a }))), f: [...s.f] },
+    results: c.results,
+    claimed: c.claimed,
+  };
+}
+
+function commitUncached(
+  s: State,
+  cfg: ModelConfig,
+  build: (b: Batch) => unknown[],
+  opts: { claimUnblocked?: boolean; actor?: string },
 ): Committed | null {
   let fresh: string | null = null;
   const b = new Batch({
@@ -419,10 +460,10 @@ export function successors(s: State, cfg: ModelConfig): Step[] {
   // People, at any time.
   if (cfg.persons) {
     for (const by of [...APPROVERS.slice(0, cfg.quorum), REQUESTER]) {
-      add(`${by} approves`, 'person', commitOf(s, cfg, (b) => [b.movementEvent('m', approve(by), by)], { actor: by })?.state);
+      add(`${by} approves`, 'person', commitOf(s, cfg, (b) => [b.movementEvent('m', approve(by), by)], { actor: by, key: `approve ${by}` })?.state);
     }
-    add('a person rejects', 'person', commitOf(s, cfg, (b) => [b.movementEvent('m', { type: 'REJECT', by: APPROVERS[0], at: AT }, APPROVERS[0])])?.state);
-    add('a person cancels', 'person', commitOf(s, cfg, (b) => [b.movementEvent('m', { type: 'CANCEL', by: REQUESTER, summary: summarizeNodes(s.n.map((_, i) => nodeRow(cfg, s, i))) }, REQUESTER)])?.state);
+    add('a person rejects', 'person', commitOf(s, cfg, (b) => [b.movementEvent('m', { type: 'REJECT', by: APPROVERS[0], at: AT }, APPROVERS[0])], { key: 'reject' })?.state);
+    add('a person cancels', 'person', commitOf(s, cfg, (b) => [b.movementEvent('m', { type: 'CANCEL', by: REQUESTER, summary: summarizeNodes(s.n.map((_, i) => nodeRow(cfg, s, i))) }, REQUESTER)], { key: 'cancel' })?.state);
     s.n.forEach((n, i) => {
       if (n.s !== 'FAILED' || n.a >= cfg.maxAttempts) return;
       add(`a person retries node ${i}`, 'person', commitOf(s, cfg, (b) => {
@@ -430,7 +471,7 @@ export function successors(s: State, cfg: ModelConfig): Step[] {
         if (isRefusal(r)) return [r];
         b.derive();
         return [r, b.movementEvent('m', { type: 'NODE_RETRIED', by: APPROVERS[0], nodeKey: nodeKey(i) }, APPROVERS[0])];
-      })?.state);
+      }, { key: `retry ${i}` })?.state);
     });
   }
 
@@ -499,15 +540,15 @@ export function successors(s: State, cfg: ModelConfig): Step[] {
         const a = pre.att[p.n][p.att - 1];
         if (a && a.res === 'none') a.res = 'reserved';
       }
-      const r = commitOf(pre, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'PREPARED', signingRequired: false, at: AT }, fence }, 'worker:dispatcher')]);
+      const r = commitOf(pre, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'PREPARED', signingRequired: false, at: AT }, fence }, 'worker:dispatcher')], { key: `prepared ${p.n} ${fence}` });
       const t = r ? r.state : drop(pre);
       if (r && !isRefusal(r.results[0]) && r.state.n[p.n].s === 'SUBMITTING') t.p[pi] = { ...p, ph: 'submitting' };
       else drop(t);
       add(`${P} prepares node ${p.n} attempt ${p.att}: ${r && !isRefusal(r.results[0]) ? 'SUBMITTING' : 'refused'}`, 'system', t);
       if (canProv) {
-        const d = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'DISPATCH_DEFERRED', errorCode: 'SIM_TEMPORARY', retryAt: PAST }, fence }, 'worker:dispatcher')]);
+        const d = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'DISPATCH_DEFERRED', errorCode: 'SIM_TEMPORARY', retryAt: PAST }, fence }, 'worker:dispatcher')], { key: `deferred ${p.n} ${fence}` });
         if (d) add(`${P} prepare of node ${p.n} deferred (provider)`, 'fault', fault(drop(d.state), 2));
-        const f = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'PREPARE_FAILED', errorCode: 'SIM_PREPARE_REFUSED' }, fence }, 'worker:dispatcher')]);
+        const f = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'PREPARE_FAILED', errorCode: 'SIM_PREPARE_REFUSED' }, fence }, 'worker:dispatcher')], { key: `prepare failed ${p.n} ${fence}` });
         if (f) add(`${P} prepare of node ${p.n} refused (provider)`, 'fault', fault(drop(f.state), 2));
       }
       return;
@@ -539,7 +580,7 @@ export function successors(s: State, cfg: ModelConfig): Step[] {
         t.p[pi] = { ...p, ph: 'checked' };
         add(`${P} pre-submit check of node ${p.n} attempt ${p.att}: nonce held`, 'system', t);
       } else {
-        const r = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'PRE_SUBMIT_CHECK_DEFERRED', errorCode: 'PRE_SUBMIT_CHECK_TEMPORARY_ERROR', retryAt: PAST }, fence }, 'worker:dispatcher')]);
+        const r = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'PRE_SUBMIT_CHECK_DEFERRED', errorCode: 'PRE_SUBMIT_CHECK_TEMPORARY_ERROR', retryAt: PAST }, fence }, 'worker:dispatcher')], { key: `pre-submit deferred ${p.n} ${fence}` });
         add(`${P} pre-submit check of node ${p.n} attempt ${p.att}: nonce reclaimed, deferred`, 'system', drop(r ? r.state : clone()));
       }
       return;
@@ -553,8 +594,12 @@ export function successors(s: State, cfg: ModelConfig): Step[] {
         add(`${P} clearForBroadcast of node ${p.n} attempt ${p.att} refused: FAILED EVM_NONCE_RECLAIMED`, 'system', t);
         return;
       }
-      checkApproved(s, cfg, p);
-      if (a.res === 'reserved') a.sub++;
+      // The first broadcast of the attempt's bytes is its submission (S2); later ones send the same
+      // bytes again, which can never be a second payment.
+      if (a.res === 'reserved') {
+        checkApproved(s, cfg, p);
+        a.sub++;
+      }
       a.res = 'broadcast';
       if (a.chain === 'free') a.chain = 'pending';
       t.p[pi] = { ...p, ph: 'sent', ans: 'SUBMITTED' };
@@ -575,7 +620,7 @@ export function successors(s: State, cfg: ModelConfig): Step[] {
         at: AT,
         nextObserveAt: null,
       };
-      const once = (st: State) => commitOf(st, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event, fence }, 'worker:dispatcher')], { claimUnblocked: true });
+      const once = (st: State) => commitOf(st, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event, fence }, 'worker:dispatcher')], { claimUnblocked: true, key: `answer ${p.n} ${fence} ${ans}` });
       const r = once(s);
       const t = r ? r.state : clone();
       t.p[pi] = r?.claimed[0] ? claimOf(t, r.claimed[0]) : null;
@@ -599,10 +644,14 @@ function claimOf(t: State, c: { n: number; tok: string }): ProcS {
   return { n: c.n, tok: c.tok, ph: 'claimed', att: t.n[c.n].a + 1, ans: null };
 }
 
-/** S2 at the moment of an effect: the movement is approved, by enough principals other than its requester, and not ended. */
+/**
+ * S2 at the moment of an effect: the movement is approved, by enough principals other than its
+ * requester. (Not whether it has ended since: a person may cancel a movement in MANUAL_INTERVENTION
+ * with an attempt in flight, and that attempt may still reach the provider; see docs/design.md.)
+ */
 function checkApproved(s: State, cfg: ModelConfig, p: ProcS) {
   const distinct = new Set(s.m.ap);
-  const ok = s.m.st === 'approved' && !distinct.has(REQUESTER) && distinct.size === s.m.ap.length && distinct.size >= cfg.quorum && !FINAL_MOVEMENT.has(s.m.s);
+  const ok = s.m.st === 'approved' && !distinct.has(REQUESTER) && distinct.size === s.m.ap.length && distinct.size >= cfg.quorum;
   if (!ok) throw new ModelViolation('S2', `node ${p.n} attempt ${p.att} submitted while the movement is ${s.m.s} (${s.m.st}, approvals ${JSON.stringify(s.m.ap)})`);
 }
 
@@ -626,7 +675,7 @@ function idleSteps(
     const r = commitOf(s, cfg, (b) => [
       ...(s.m.s === 'APPROVED' ? [b.movementEvent('m', { type: 'DISPATCH_STARTED' }, 'worker:dispatcher')] : []),
       b.nodeEvent({ nodeId: nodeId(i), event: { type: 'DISPATCH_CLAIMED', at: AT }, lease: tok }, 'worker:dispatcher'),
-    ]);
+    ], { key: `claim ${i} ${tok}` });
     if (!r || isRefusal(r.results.at(-1))) return;
     r.state.p[pi] = { n: i, tok, ph: 'claimed', att: n.a + 1, ans: null };
     add(`${P} claims node ${i}`, 'system', r.state);
@@ -636,7 +685,7 @@ function idleSteps(
     if (cfg.bugs.noRecovery && (n.s === 'PREPARING' || n.s === 'AWAITING_SIGNATURE' || n.s === 'SUBMITTING' || n.s === 'UNKNOWN')) return;
     // Recovery releases an abandoned dispatch (nothing was submitted before SUBMITTING).
     if ((n.s === 'PREPARING' || n.s === 'AWAITING_SIGNATURE') && n.stale) {
-      const r = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(i), event: { type: 'DISPATCH_DEFERRED', errorCode: 'DISPATCH_ABANDONED', retryAt: AT } }, 'worker:recovery')]);
+      const r = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(i), event: { type: 'DISPATCH_DEFERRED', errorCode: 'DISPATCH_ABANDONED', retryAt: AT } }, 'worker:recovery')], { key: `release ${i}` });
       add(`${P} recovery releases node ${i}`, 'system', r?.state);
     }
     // Recovery: SUBMITTING past grace, or UNKNOWN: asks the provider (recover()), never submits.
@@ -644,7 +693,7 @@ function idleSteps(
       for (const [label, kind, o, eff] of recoverAnswers(s, cfg, i, canProv)) {
         const t = clone();
         if (eff) eff(t);
-        const r = commitOf(t, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(i), event: { type: 'RECOVERED', outcome: o, at: AT, nextObserveAt: null } }, 'worker:recovery')]);
+        const r = commitOf(t, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(i), event: { type: 'RECOVERED', outcome: o, at: AT, nextObserveAt: null } }, 'worker:recovery')], { key: `recover ${i} ${label}` });
         add(`${P} recovery of node ${i} attempt ${n.a}: ${label}`, kind, kind === 'fault' ? fault(r ? r.state : t, 2) : r ? r.state : t);
       }
     }
@@ -653,7 +702,7 @@ function idleSteps(
       const a = s.att[i][n.a - 1];
       const done = cfg.lane === 'evm' ? a.chain === 'mined' : a.eff;
       if (!done) return;
-      const r = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(i), event: { type: 'OBSERVED', outcome: outcome('COMPLETED', null, 'completed'), at: AT, nextObserveAt: null } }, 'worker:observer')], { claimUnblocked: true });
+      const r = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(i), event: { type: 'OBSERVED', outcome: outcome('COMPLETED', null, 'completed'), at: AT, nextObserveAt: null } }, 'worker:observer')], { claimUnblocked: true, key: `observe ${i}` });
       if (!r) return;
       r.state.p[pi] = r.claimed[0] ? claimOf(r.state, r.claimed[0]) : null;
       add(`${P} observes node ${i} attempt ${n.a}: COMPLETED`, 'system', r.state);
@@ -693,9 +742,11 @@ function recoverAnswers(s: State, cfg: ModelConfig, i: number, canProv: boolean)
     else out.push(['nonce used by another transaction: FAILED EVM_NONCE_CONSUMED', 'system', outcome('FAILED', 'EVM_NONCE_CONSUMED'), null]);
   } else if (a.res === 'reserved' || a.res === 'broadcast') {
     out.push(['nothing on chain, nonce held: sends the stored bytes again, SUBMITTED', 'system', outcome('SUBMITTED', null, 'rebroadcast'), (t) => {
-      checkApproved(t, cfg, { n: i, tok: '', ph: 'checked', att: n.a, ans: null });
       const x = t.att[i][k];
-      if (x.res === 'reserved') x.sub++;
+      if (x.res === 'reserved') {
+        checkApproved(t, cfg, { n: i, tok: '', ph: 'checked', att: n.a, ans: null });
+        x.sub++;
+      }
       x.res = 'broadcast';
       x.chain = 'pending';
     }]);
