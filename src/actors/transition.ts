@@ -324,7 +324,8 @@ function transitionLine(t: NewTransitionRow, node: NodeRow | undefined): Record<
   };
 }
 
-class Batch {
+/** Exported for the model check (test/model): it drives this class without a database, never calling flush(). */
+export class Batch {
   readonly requests = new Map<string, Entity<MovementRow>>();
   readonly nodes = new Map<string, Entity<NodeRow>>();
   readonly nodesOfMovement = new Map<string, string[]>();
