@@ -335,7 +335,7 @@ function commitUncached(
       : undefined,
   });
   const before = { m: movementRow(cfg, s), n: s.n.map((_, i) => nodeRow(cfg, s, i)) };
-  b.load(before.m, before.n);
+  b.load(before.m, before.n, null);
   const results = build(b);
   b.derive();
   b.carryOnward();
