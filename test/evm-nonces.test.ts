@@ -6,7 +6,7 @@ import type { WorkerDeps } from '../src/actors/execution.ts';
 import { runEvmNonceReaper } from '../src/actors/evm-nonce-reaper.ts';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { createEvmLane, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
-import type { ExecutionContext, Executor } from '../src/executors/protocol.ts';
+import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import { FatalMovementError } from '../src/executors/errors.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
@@ -377,6 +377,54 @@ test('a nonce reclaimed while its attempt waits between signing and submit is ne
     await assert.rejects(chain.getTransaction({ hash: firstHash }), /could not be found/, 'the first attempt\'s bytes never left');
   }
   assert.equal(await chain.getBalance({ address: to }), 606n, 'paid exactly once');
+  assert.equal(await senderNonce('latest'), first + 1);
+});
+
+test('a nonce reclaimed after the pre-submit check passed, before the broadcast is cleared, is never sent and never FAILED: the node is prepared again and pays once', async (t) => {
+  const db = await scratchDatabase(t);
+  // The attempt passes its pre-submit check, then stalls inside submit (a slow process) until the
+  // test lets it go on: the reaper takes the nonce back in between.
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let paused!: () => void;
+  const reached = new Promise<void>((r) => (paused = r));
+  const wrap = (real: EvmNativeTransferExecutor): Executor =>
+    Object.assign(Object.create(real) as Executor, {
+      executorKey: real.executorKey,
+      lane: real.lane,
+      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
+      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
+      preSubmitCheck: (ctx: ExecutionContext) => real.preSubmitCheck(ctx),
+      submit: async (ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions) => {
+        if (ctx.attempt_no === 1) {
+          paused();
+          await gate;
+        }
+        return real.submit(ctx, prepared, opts);
+      },
+      observe: (ctx: ExecutionContext) => real.observe(ctx),
+      recover: (ctx: ExecutionContext) => real.recover(ctx),
+    });
+  const deps = evmDeps(db.pool, wrap);
+  const first = await senderNonce();
+  const to = freshAddress();
+  const id = await approvedMovement(deps, nativeTransferPlan('evm-reclaimed-late', { to, value_wei: '707' }), { asset: 'ETH', amount: '1' });
+  const inflight = dispatchOne(deps);
+  await reached;
+  await backdate(db.pool);
+  assert.equal((await reap(deps)).released, 1, 'the reaper took the nonce back');
+  release();
+  assert.equal(await inflight, true);
+  const deferred = (await snapshot(db.pool, id)).byKey.pay;
+  assert.equal(deferred.node_state, 'READY', 'prepared again, not FAILED');
+  assert.equal(deferred.error_code, 'EVM_NONCE_RECLAIMED');
+
+  await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() WHERE id = $1`, [deferred.id]);
+  await drain(deps);
+  const done = (await snapshot(db.pool, id)).byKey.pay;
+  assert.equal(done.node_state, 'COMPLETED');
+  assert.equal(done.attempt_no, 2, 'a new attempt');
+  assert.equal(await chain.getBalance({ address: to }), 707n, 'paid exactly once');
   assert.equal(await senderNonce('latest'), first + 1);
 });
 

@@ -73,6 +73,13 @@ describe('planted bugs are found, with the shortest trace', () => {
     assert.equal(on.violation, null, on.violation ? formatResult('fix on', on) : '');
   });
 
+  test('a nonce reclaimed after the pre-submit check, before clearForBroadcast: FAILED with the fix off (R1), READY with it on', () => {
+    const off = run('send reclaim fix off', config({ nodes: 1, lane: 'evm', faults: { stalls: 1 }, bugs: { sendReclaimFix: false } }));
+    assertFinds(off, 'R1', /clearForBroadcast[^\n]*refused: FAILED EVM_NONCE_RECLAIMED/);
+    const on = run('send reclaim fix on', config({ nodes: 1, lane: 'evm', faults: { stalls: 1 } }));
+    assert.equal(on.violation, null, on.violation ? formatResult('fix on', on) : '');
+  });
+
   test('the SUBMITTING grace is a timing assumption on the sim lane: without it a stalled submit pays twice (S1)', () => {
     const r = run('sim, no grace assumption', config({ nodes: 1, persons: false, startApproved: true, submitWithinGrace: false }));
     assertFinds(r, 'S1', /paid twice|submits node 0 attempt 2/);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidTransitionError, LeaseLostError, TransitionConflictError } from '../errors.ts';
-import { FatalMovementError, TemporaryMovementError, isMovementError } from '../executors/errors.ts';
+import { FatalMovementError, NothingSentError, TemporaryMovementError, isMovementError } from '../executors/errors.ts';
 import { FerryInfraError, infraCauseOf } from '../executors/infra.ts';
 import type { ExecutionContext, Executor, PreparedAction, SignResult } from '../executors/protocol.ts';
 import { buildSignRequest, signingRefusalAudit } from '../executors/sign-request.ts';
@@ -393,6 +393,12 @@ async function submitOne(deps: WorkerDeps, s: ToSubmit): Promise<NodeItem | null
     const nextObserveAt = observing && result.retry_after_seconds ? addSeconds(at, result.retry_after_seconds) : null;
     return item(d, { type: 'SUBMIT_RESULT', outcome, at, nextObserveAt }, artifacts);
   } catch (err) {
+    if (err instanceof NothingSentError) {
+      // The executor (in this process) is certain nothing left: abandoned like a failed pre-submit
+      // check, the node is prepared again as a new attempt.
+      log.warn({ code: err.code }, 'submit sent nothing; the node is prepared again');
+      return item(d, { type: 'PRE_SUBMIT_CHECK_DEFERRED', errorCode: err.code, errorDetail: errorText(err), retryAt: retryAt(err) });
+    }
     if (err instanceof FerryInfraError) {
       // Ferry's own database failed around the submit: whether it happened is for recovery to
       // find out (it asks the provider), never a reason to call the node UNKNOWN or submit again.

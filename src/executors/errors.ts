@@ -20,6 +20,15 @@ export class MovementError extends Error {
 /** The step may succeed if tried again later (provider down, rate limited, network hiccup). */
 export class TemporaryMovementError extends MovementError {}
 
+/**
+ * Thrown by a local executor's submit() when it is certain that nothing of the attempt left the
+ * process (an EVM nonce the reaper reclaimed before the broadcast was cleared): the attempt is
+ * abandoned like a failed pre-submit check, and the node goes back to READY for a new attempt. Only
+ * an executor running in Ferry's process can raise it; a remote executor's answer is a result, and a
+ * result never starts a new attempt from submit.
+ */
+export class NothingSentError extends TemporaryMovementError {}
+
 /** Trying again will not help (rejected by the provider, invalid payload, refused signature). */
 export class FatalMovementError extends MovementError {}
 

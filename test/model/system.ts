@@ -67,6 +67,8 @@ export interface ModelConfig {
     recoveryResubmitsBlind: boolean;
     /** false: EVM recover() answers FAILED EVM_NONCE_CONSUMED before asking whether the reaper reclaimed the nonce. */
     nonceReclaimFix: boolean;
+    /** false: a broadcast whose clearForBroadcast is refused (nonce reclaimed after the pre-submit check) records FAILED, not READY. */
+    sendReclaimFix: boolean;
     /** true: no recovery at all (a liveness bug: a dispatch whose process died is never resumed). */
     noRecovery: boolean;
     /** true: a commit loses its last log row (the write and its log part ways). */
@@ -85,7 +87,7 @@ export const defaultConfig: ModelConfig = {
   persons: true,
   faults: { crashes: 1, stalls: 1, provider: 1 },
   submitWithinGrace: true,
-  bugs: { fenceWrites: true, recoveryResubmitsBlind: false, nonceReclaimFix: true, noRecovery: false, dropLastLogRow: false },
+  bugs: { fenceWrites: true, recoveryResubmitsBlind: false, nonceReclaimFix: true, sendReclaimFix: true, noRecovery: false, dropLastLogRow: false },
 };
 
 export function config(over: Partial<Omit<ModelConfig, 'faults' | 'bugs'>> & { faults?: Partial<ModelConfig['faults']>; bugs?: Partial<ModelConfig['bugs']> } = {}): ModelConfig {
@@ -586,12 +588,18 @@ export function successors(s: State, cfg: ModelConfig): Step[] {
       return;
     }
     if (p.ph === 'checked') {
-      // send(): clearForBroadcast (refused for a reclaimed nonce: FAILED, nothing sent), then broadcast.
+      // send(): clearForBroadcast (refused for a reclaimed nonce: nothing sent, the node is deferred
+      // to READY like a failed pre-submit check), then broadcast.
       const t = clone();
       const a = t.att[p.n][p.att - 1];
       if (a.res !== 'reserved' && a.res !== 'broadcast') {
-        t.p[pi] = { ...p, ph: 'sent', ans: 'FAILED' };
-        add(`${P} clearForBroadcast of node ${p.n} attempt ${p.att} refused: FAILED EVM_NONCE_RECLAIMED`, 'system', t);
+        if (!cfg.bugs.sendReclaimFix) {
+          t.p[pi] = { ...p, ph: 'sent', ans: 'FAILED' };
+          add(`${P} clearForBroadcast of node ${p.n} attempt ${p.att} refused: FAILED EVM_NONCE_RECLAIMED`, 'system', t);
+          return;
+        }
+        const r = commitOf(s, cfg, (b) => [b.nodeEvent({ nodeId: nodeId(p.n), event: { type: 'PRE_SUBMIT_CHECK_DEFERRED', errorCode: 'EVM_NONCE_RECLAIMED', retryAt: PAST }, fence }, 'worker:dispatcher')], { key: `send deferred ${p.n} ${fence}` });
+        add(`${P} clearForBroadcast of node ${p.n} attempt ${p.att} refused: nothing sent, deferred to READY`, 'system', drop(r ? r.state : clone()));
         return;
       }
       // The first broadcast of the attempt's bytes is its submission (S2); later ones send the same

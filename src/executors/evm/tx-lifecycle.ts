@@ -8,7 +8,7 @@ import {
   type TransactionReceipt,
 } from 'viem';
 import { attemptKey } from '../../ids.ts';
-import { TemporaryMovementError } from '../errors.ts';
+import { NothingSentError, TemporaryMovementError } from '../errors.ts';
 import { payloadHash } from '../payload-hash.ts';
 import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput, type PreparedAction, type SubmitOptions } from '../protocol.ts';
 import { capFees, nextVersion, type FeeBumpPolicy } from './fee-bump.ts';
@@ -144,7 +144,14 @@ export class EvmTxLifecycle {
   async send(ctx: ExecutionContext, tx: SignedTx, prepared: PreparedAction): Promise<ExecutionResult> {
     if (this.nonces) {
       const cleared = await this.nonces.clearForBroadcast({ chainId: tx.chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: tx.nonce, txHash: tx.hash });
-      if (!cleared) return failed('EVM_NONCE_RECLAIMED', `nonce ${tx.nonce} is not (or no longer) reserved for this attempt; nothing was sent`);
+      // Reclaimed between the pre-submit check and here (a process that stalled past the reaper's
+      // threshold): nothing was sent, so the attempt is abandoned and the node prepared again, as
+      // when the pre-submit check sees it. Never FAILED: the approved transfer is still to be paid.
+      if (!cleared) {
+        throw new NothingSentError('EVM_NONCE_RECLAIMED', `nonce ${tx.nonce} is not (or no longer) reserved for attempt ${ctx.attempt_no}; nothing was sent, it is prepared again`, {
+          retry_after_seconds: 1,
+        });
+      }
     }
     // The hash is known before the broadcast, so even an answer lost on the way back leaves the
     // attempt traceable (recovery derives the same hash from the stored bytes).
