@@ -72,3 +72,11 @@ export function nameOrId(ctx: Pick<CliContext, 'option'>, idIs?: string): string
   if (id !== undefined && idIs !== undefined && !isUuid(id)) throw new UsageError(`--id must be ${idIs} (a UUID), got "${id}"`);
   return (id ?? name)!;
 }
+
+/**
+ * A Ferry running on the embedded database migrated it at its start and keeps no superuser login
+ * while it runs (docs/security.md, "Least privilege at run time").
+ */
+export function runningEmbedded(): CliError {
+  return new CliError('Ferry is running on this embedded database: its start applied the migrations and it keeps no superuser login while it runs; stop it first');
+}
