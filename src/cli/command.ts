@@ -22,6 +22,12 @@ export interface CliCommand {
 export interface CliIO {
   out(text: string): void;
   err(text: string): void;
+  /** A person at a terminal can answer (stdin and stdout are TTYs); false or absent: no questions. */
+  interactive?: boolean;
+  /** Asks `question` and resolves with the line typed (only when interactive). */
+  ask?(question: string): Promise<string>;
+  /** All of standard input, as text (`--token-file -`). */
+  readStdin?(): Promise<string>;
 }
 
 export interface CliContext extends CliIO {

@@ -28,6 +28,21 @@ export interface CliDatabase {
   directUrl: string;
   pool: Pool;
   source: 'database-url' | 'embedded-running' | 'embedded-started';
+  /** The embedded server's data folder (embedded sources only). */
+  dataDir?: string;
+}
+
+/** Which database a command opened, in words (no password). */
+export function openedDatabase(db: CliDatabase): string {
+  if (db.source === 'database-url') return `DATABASE_URL ${redactUrl(db.url)}`;
+  const port = (() => {
+    try {
+      return new URL(db.url).port;
+    } catch {
+      return '?';
+    }
+  })();
+  return `the embedded PostgreSQL of ${db.dataDir ?? 'FERRY_DATA_DIR'} (port ${port}${db.source === 'embedded-started' ? ', started for this command' : ''})`;
 }
 
 /**
@@ -69,6 +84,7 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
     // As the application role: a running Ferry keeps no superuser login (its start dropped it).
     const opened = await openUrl(running, 'embedded-running', mode);
     opened.db.appUrl = running;
+    opened.db.dataDir = dataDir;
     return opened;
   }
 
@@ -90,7 +106,7 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
     }
     const pool = createPool(url, 4, 'ferry-cli');
     return {
-      db: { url, directUrl: url, ownerUrl: server.url, appUrl: server.appUrl, pool, source: 'embedded-started' },
+      db: { url, directUrl: url, ownerUrl: server.url, appUrl: server.appUrl, pool, source: 'embedded-started', dataDir },
       close: async () => {
         await pool.end();
         await server.dropOwner().catch(() => {});
