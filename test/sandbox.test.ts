@@ -77,7 +77,7 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 
   const bridged = await shell(ready.cctp_commands[0]);
   const bridgeId = /Created movement ([0-9a-f-]{36})/.exec(bridged.stdout)?.[1];
   assert.ok(bridgeId, bridged.stdout + bridged.stderr);
-  await shell(ready.cctp_commands[1].replace('<movement id>', bridgeId));
+  await shell(`${ready.cctp_commands[1].replace('<movement id>', bridgeId)} --yes`);
   const bridgedDone = await finished('the cctp_bridge movement to finish', bridgeId);
   assert.equal(bridgedDone.movement.state, 'COMPLETED', JSON.stringify(bridgedDone.nodes));
   const remote = createPublicClient({ transport: http(ready.chain_remote.rpc_url, { retryCount: 0 }) });

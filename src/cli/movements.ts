@@ -232,7 +232,12 @@ const create: CliCommand = {
 function firstOf(obj: Record<string, unknown> | null | undefined, keys: string[]): string | undefined {
   for (const k of keys) {
     const v = obj?.[k];
-    if (v !== undefined && v !== null && v !== '') return typeof v === 'string' ? v : JSON.stringify(v);
+    if (v === undefined || v === null || v === '') continue;
+    if (typeof v === 'string') return v;
+    // A destination given as { address, ... }: the address first, the rest after it.
+    const { address, ...rest } = v as Record<string, unknown>;
+    if (typeof address === 'string') return Object.keys(rest).length ? `${address} ${JSON.stringify(rest)}` : address;
+    return JSON.stringify(v);
   }
   return undefined;
 }
