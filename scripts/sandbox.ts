@@ -89,7 +89,7 @@ function cexToChainCommand(url: string, tokens: Record<'requester' | 'approver' 
   const intent = JSON.stringify({ asset: 'USDC', amount: '40' });
   return [
     `id=$(FERRY_TOKEN=${tokens.requester} npm run -s ferry -- movements create --url ${url} --template cex_to_chain --intent '${intent}' | sed -n 's/^Created movement \\([0-9a-f-]*\\).*/\\1/p')`,
-    `FERRY_TOKEN=${tokens.approver} npm run -s ferry -- movements approve --url ${url} "$id"`,
+    `FERRY_TOKEN=${tokens.approver} npm run -s ferry -- movements approve --yes --url ${url} "$id"`,
     `FERRY_TOKEN=${tokens.admin} npm run -s ferry -- movements watch --url ${url} "$id"`,
   ].join(' && ');
 }

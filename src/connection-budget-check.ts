@@ -25,14 +25,14 @@ export class ConnectionBudgetError extends ConfigError {
 export async function applyConnectionBudget(
   config: FerryConfig,
   role: 'api' | 'worker',
-  urls: { databaseUrl: string; directUrl: string; capacityUrl?: string },
+  urls: { databaseUrl: string; directUrl: string },
   log: Logger,
 ): Promise<FerryConfig> {
   if (!config.connectionBudgetEnabled) return config;
   const shape = clusterShape({ ...config, databaseUrl: urls.databaseUrl, databaseDirectUrl: urls.directUrl }, role);
-  // The owner's connection when there is one: an application role without pg_read_all_stats does not
-  // see other roles' connections in pg_stat_activity.
-  const capacity = await readServerCapacity(urls.capacityUrl ?? urls.directUrl, RUNTIME_APP_NAMES);
+  // As the application role (the direct URL): a running Ferry never holds the owner's URL, and the
+  // figures the count needs are readable by any role (src/persistence/connections.ts).
+  const capacity = await readServerCapacity(urls.directUrl, RUNTIME_APP_NAMES);
   const configured = { pool: config.dbPoolMax, worker: config.workerPoolMax ?? config.dbPoolMax, pgboss: config.pgbossPoolMax, sim: config.simPoolMax };
   const plan = planBudget({ shape, configured, capacity, reserve: config.dbConnectionReserve });
   if (!plan.ok) throw new ConnectionBudgetError(plan);

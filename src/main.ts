@@ -8,6 +8,7 @@ import type { Server } from 'node:http';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serve } from '@hono/node-server';
+import pg from 'pg';
 import { ConfigError, loadConfig, type FerryConfig } from './config.ts';
 import { createApp, type AppDeps, type FerryApp, type RouteModule } from './http/app.ts';
 import type { ApiRuntime } from './http/v3/index.ts';
@@ -18,7 +19,7 @@ import { APP_NAMES } from './connection-budget.ts';
 import { createPool, type Pool } from './persistence/db.ts';
 import { EmbeddedStartError, startEmbeddedPostgres, type EmbeddedServer } from './persistence/embedded.ts';
 import { rememberNewPort, resolveEmbeddedPort } from './persistence/embedded-port.ts';
-import { migrate } from './persistence/migrate.ts';
+import { migrate, pendingMigrations } from './persistence/migrate.ts';
 import { auditProtection, prepareDatabase } from './persistence/roles.ts';
 import { hasAdminToken } from './persistence/tokens.ts';
 import { startWorkerCluster, type WorkerCluster } from './actors/cluster.ts';
@@ -141,7 +142,10 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
   let embedded: EmbeddedServer | undefined;
   let databaseUrl = config.databaseUrl;
   // The role that migrates (docs/security.md, "Audit log"); without one, DATABASE_URL's role does.
+  // The start step's alone: dropped from the configuration and this process's environment before
+  // anything else runs, so no worker process, hook or route of a running Ferry can reach it.
   let ownerUrl = config.databaseOwnerUrl;
+  config = withoutOwner(config);
   try {
     if (!databaseUrl) {
       embedded = await startEmbedded(config);
@@ -154,13 +158,19 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
     // Behind a transaction-mode pooler, session work (the migrations' advisory lock, LISTEN) needs
     // a direct connection.
     const directDatabaseUrl = config.databaseDirectUrl ?? databaseUrl;
-    config = await applyConnectionBudget(config, 'api', { databaseUrl, directUrl: directDatabaseUrl, capacityUrl: ownerUrl }, log);
+    config = await applyConnectionBudget(config, 'api', { databaseUrl, directUrl: directDatabaseUrl }, log);
     const prepared = await prepareDatabase({
       ownerUrl: ownerUrl ?? directDatabaseUrl,
       appUrl: directDatabaseUrl,
       setup: Boolean(embedded),
-      migrate: (url) => migrate(url, (msg) => log.debug({ component: 'migrate' }, msg)),
+      // Without an owner, DATABASE_URL's role migrates; an application role that may not (the
+      // migrations ran as a step of their own, `ferry migrate`) finds nothing to do and is not asked.
+      migrate: async (url) =>
+        ownerUrl || embedded || (await pendingAt(url)) > 0 ? migrate(url, (msg) => log.debug({ component: 'migrate' }, msg)) : [],
     });
+    // Migrations and grants are done: the owner's part of start-up is over.
+    ownerUrl = undefined;
+    await embedded?.dropOwner();
     const applied = prepared.applied;
     // PgBouncer refuses unknown startup parameters: behind it the timeouts are the role's or the pooler's.
     const pooled = directDatabaseUrl !== databaseUrl;
@@ -236,6 +246,38 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
   }
 }
 
+/** The variable that holds the owner's URL: read by start-up (and `ferry db ...`) only. */
+export const OWNER_URL_VARIABLE = 'FERRY_DATABASE_OWNER_URL';
+
+/**
+ * The configuration without the owner's URL, which is removed from this process's environment
+ * as well (node:cluster and child processes inherit process.env). What the operating
+ * system recorded when the process was started (/proc/PID/environ) no code can change: to keep the
+ * URL out of even that, run `ferry migrate` as a step of its own and start Ferry without it.
+ */
+function withoutOwner(config: FerryConfig): FerryConfig {
+  delete process.env[OWNER_URL_VARIABLE];
+  return { ...config, databaseOwnerUrl: undefined };
+}
+
+/** An environment for a process Ferry starts: everything but the owner's URL. */
+export function withoutOwnerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { [OWNER_URL_VARIABLE]: _dropped, ...rest } = env;
+  return rest;
+}
+
+/** Migrations not yet applied on the database at `url`, read on a connection of its own. */
+async function pendingAt(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url, application_name: APP_NAMES.migrate });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return await pendingMigrations(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
 /**
  * Starts the embedded PostgreSQL on the data folder's port (a new one, remembered, when another
  * program binds it first). When it refuses, the EmbeddedStartError names the cause in one line.
@@ -306,7 +348,12 @@ function programHooks(onCoreFailure: (err: unknown) => void): FerryHooks {
       const clustered = ferry.config.workerProcesses > 0;
       if (clustered && ferry.config.workersEnabled) {
         // The workers open the pools this process fitted for the whole cluster (and check nothing again).
-        const env = { ...process.env, DATABASE_URL: ferry.databaseUrl, FERRY_DATABASE_DIRECT_URL: ferry.directDatabaseUrl, ...budgetEnv(ferry.config) };
+        const env = {
+          ...withoutOwnerEnv(process.env),
+          DATABASE_URL: ferry.databaseUrl,
+          FERRY_DATABASE_DIRECT_URL: ferry.directDatabaseUrl,
+          ...budgetEnv(ferry.config),
+        };
         workers = startWorkerCluster(ferry.config.workerProcesses, env, log);
       }
     },

@@ -18,6 +18,9 @@ import { createPool } from './persistence/db.ts';
 export async function startWorkerProcess(env: NodeJS.ProcessEnv = process.env): Promise<{ runtime: Runtime; stop(): Promise<void> }> {
   let config = loadConfig(env);
   setLogLevel(config.logLevel);
+  // Never the worker's to use (migrations are start-up's): not kept where the runtime could reach it.
+  delete process.env.FERRY_DATABASE_OWNER_URL;
+  config = { ...config, databaseOwnerUrl: undefined };
   const databaseUrl = config.databaseUrl;
   if (!databaseUrl) throw new ConfigError('DATABASE_URL', 'is required for a worker process');
   const directUrl = config.databaseDirectUrl ?? databaseUrl;

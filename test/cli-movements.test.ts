@@ -119,7 +119,7 @@ test('create, watch live while a second person approves, then list and show', as
   assert.ok(id, created.stdout);
 
   // Four-eyes: the requester cannot approve what they created.
-  const self = await ferryCli(['movements', 'approve', id], tokens.requester);
+  const self = await ferryCli(['movements', 'approve', id, '--yes'], tokens.requester);
   assert.equal(self.code, 1);
   assert.match(self.stderr, /FORBIDDEN|FOUR_EYES_VIOLATION/);
 
@@ -128,8 +128,13 @@ test('create, watch live while a second person approves, then list and show', as
   await waitFor('watch to print the movement', () => watching.output().includes(`movement ${id}`));
   assert.match(watching.output(), /\[ \.\. \] withdraw\s+BLOCKED/);
 
-  const approved = await ferryCli(['movements', 'approve', id], tokens.approver);
+  const approved = await ferryCli(['movements', 'approve', id, '--yes'], tokens.approver);
   assert.equal(approved.code, 0, approved.stderr);
+  // What is approved is shown before the approval: the intent's asset and amount, the nodes, the hash.
+  assert.match(approved.stdout, /asset\s+USDC/);
+  assert.match(approved.stdout, /amount\s+42/);
+  assert.match(approved.stdout, /withdraw {2}cex_withdrawal {2}executor exec\.sim\.action/);
+  assert.match(approved.stdout, /plan hash\s+sha256:[0-9a-f]{64}/);
   assert.match(approved.stdout, /Approved plan sha256:[0-9a-f]+ of movement/);
   assert.match(approved.stdout, /It is APPROVED/);
 
@@ -186,7 +191,7 @@ edges: []
   const watching = start(['movements', 'watch', id, '--json'], tokens.viewer);
   // The history comes first (creation: the request and its one step); approve once it is out.
   await waitFor('watch to print the history', () => watching.output().split('\n').filter(Boolean).length >= 2);
-  assert.equal((await ferryCli(['movements', 'approve', id], tokens.approver)).code, 0);
+  assert.equal((await ferryCli(['movements', 'approve', id, '--plan-hash', created.movement.compiled_plan_hash], tokens.approver)).code, 0);
   const watched = await watching.done;
   assert.equal(watched.code, 1, 'the movement failed');
   const lines = watched.stdout.trim().split('\n').map((l) => JSON.parse(l));
@@ -200,7 +205,7 @@ edges: []
 test('bad arguments exit 2; an unreachable Ferry or a refused token exit 1 with a clear message', async () => {
   const noToken = await ferryCli(['movements', 'list'], null);
   assert.equal(noToken.code, 2);
-  assert.match(noToken.stderr, /token is required/);
+  assert.match(noToken.stderr, /token is required: FERRY_TOKEN, --token-file PATH/);
   const badIntent = await ferryCli(['movements', 'create', '--template', 'cli.transfer', '--intent', '{nope'], tokens.requester);
   assert.equal(badIntent.code, 2);
   assert.match(badIntent.stderr, /--intent must be JSON/);
@@ -220,7 +225,7 @@ test('bad arguments exit 2; an unreachable Ferry or a refused token exit 1 with 
   assert.match(unknown.stderr, /NOT_FOUND/);
   const refused = await ferryCli(['movements', 'list'], 'fy_' + 'x'.repeat(43));
   assert.equal(refused.code, 1);
-  assert.match(refused.stderr, /UNAUTHENTICATED: .*check --token or FERRY_TOKEN/);
+  assert.match(refused.stderr, /UNAUTHENTICATED: .*check FERRY_TOKEN or --token-file/);
 
   const down = await ferryCli(['movements', 'list', '--url', await deadUrl()], tokens.viewer);
   assert.equal(down.code, 1);

@@ -50,7 +50,8 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 
   const created = await shell(ready.commands[0]);
   const id = /Created movement ([0-9a-f-]{36})/.exec(created.stdout)?.[1];
   assert.ok(id, created.stdout + created.stderr);
-  const approved = await shell(ready.commands[1].replace('<movement id>', id));
+  // Not on a terminal: the approver confirms the plan printed with --yes.
+  const approved = await shell(`${ready.commands[1].replace('<movement id>', id)} --yes`);
   assert.match(approved.stdout, /Approved plan/);
 
   /** The movement once it is COMPLETED, FAILED or MANUAL_INTERVENTION, as the API shows it. */
@@ -76,7 +77,7 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 
   const bridged = await shell(ready.cctp_commands[0]);
   const bridgeId = /Created movement ([0-9a-f-]{36})/.exec(bridged.stdout)?.[1];
   assert.ok(bridgeId, bridged.stdout + bridged.stderr);
-  await shell(ready.cctp_commands[1].replace('<movement id>', bridgeId));
+  await shell(`${ready.cctp_commands[1].replace('<movement id>', bridgeId)} --yes`);
   const bridgedDone = await finished('the cctp_bridge movement to finish', bridgeId);
   assert.equal(bridgedDone.movement.state, 'COMPLETED', JSON.stringify(bridgedDone.nodes));
   const remote = createPublicClient({ transport: http(ready.chain_remote.rpc_url, { retryCount: 0 }) });

@@ -38,7 +38,7 @@ const balances: CliCommand = {
       if (value === '') throw new UsageError(`--${name} needs a value`);
       if (value !== undefined) filters[name] = value;
     }
-    const target = apiTarget(ctx);
+    const target = await apiTarget(ctx);
     const rows: BalanceView[] = [];
     let cursor: string | null = null;
     let pages = 0;

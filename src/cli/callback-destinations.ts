@@ -33,7 +33,7 @@ const create: CliCommand = {
     const url = ctx.option('callback-url');
     if (!name) throw new UsageError('--name is required');
     if (!url) throw new UsageError('--callback-url is required (where the destination receives its callbacks)');
-    const made = await callApi(apiTarget(ctx), 'POST', BASE, { name, url });
+    const made = await callApi((await apiTarget(ctx)), 'POST', BASE, { name, url });
     if (printedJson(ctx, made)) return;
     ctx.out(`Registered callback destination "${made.destination.name}" (id ${made.destination.id}) -> ${made.destination.url}. Signing secret:`);
     printSecret(ctx, made.destination.name, made.secret, `Movements name it with callback_destination: "${made.destination.name}".`);
@@ -46,7 +46,7 @@ const list: CliCommand = {
   usage: API_USAGE,
   options: apiOptions,
   async run(ctx) {
-    const { destinations } = await callApi(apiTarget(ctx), 'GET', BASE);
+    const { destinations } = await callApi((await apiTarget(ctx)), 'GET', BASE);
     printList(ctx, destinations, {
       empty: 'No callback destinations. Register one with: ferry callbacks destinations create --name NAME --callback-url URL',
       columns: ['ID', 'NAME', 'STATUS', 'URL', 'SECRET SINCE', 'OVERLAP UNTIL'],
@@ -62,7 +62,7 @@ const show: CliCommand = {
   positionals: { min: 1, max: 1, names: 'NAME|ID' },
   options: apiOptions,
   async run(ctx) {
-    const { destination: d } = await callApi(apiTarget(ctx), 'GET', `${BASE}/${ref(ctx)}`);
+    const { destination: d } = await callApi((await apiTarget(ctx)), 'GET', `${BASE}/${ref(ctx)}`);
     if (printedJson(ctx, d)) return;
     ctx.out(`Callback destination ${d.name} (${d.id})`);
     ctx.out(`  url            ${d.url}`);
@@ -81,7 +81,7 @@ const rotate: CliCommand = {
   async run(ctx) {
     const overlap = ctx.option('overlap-seconds');
     if (overlap !== undefined && !/^\d{1,7}$/.test(overlap)) throw new UsageError('--overlap-seconds must be a whole number of seconds');
-    const rotated = await callApi(apiTarget(ctx), 'POST', `${BASE}/${ref(ctx)}/rotate-secret`, overlap === undefined ? {} : { overlap_seconds: Number(overlap) });
+    const rotated = await callApi((await apiTarget(ctx)), 'POST', `${BASE}/${ref(ctx)}/rotate-secret`, overlap === undefined ? {} : { overlap_seconds: Number(overlap) });
     if (printedJson(ctx, rotated)) return;
     const d = rotated.destination;
     ctx.out(`New signing secret for "${d.name}":`);
@@ -103,7 +103,7 @@ const disable: CliCommand = {
   positionals: { min: 1, max: 1, names: 'NAME|ID' },
   options: apiOptions,
   async run(ctx) {
-    const { destination: d } = await callApi(apiTarget(ctx), 'POST', `${BASE}/${ref(ctx)}/disable`, {});
+    const { destination: d } = await callApi((await apiTarget(ctx)), 'POST', `${BASE}/${ref(ctx)}/disable`, {});
     if (printedJson(ctx, d)) return;
     ctx.out(`Callback destination "${d.name}" is disabled (since ${d.disabled_at}).`);
   },

@@ -22,6 +22,12 @@ export interface CliCommand {
 export interface CliIO {
   out(text: string): void;
   err(text: string): void;
+  /** A person at a terminal can answer (stdin and stdout are TTYs); false or absent: no questions. */
+  interactive?: boolean;
+  /** Asks `question` and resolves with the line typed (only when interactive). */
+  ask?(question: string): Promise<string>;
+  /** All of standard input, as text (`--token-file -`). */
+  readStdin?(): Promise<string>;
 }
 
 export interface CliContext extends CliIO {
@@ -71,4 +77,12 @@ export function nameOrId(ctx: Pick<CliContext, 'option'>, idIs?: string): string
   if ((name === undefined) === (id === undefined)) throw new UsageError('give exactly one of --name or --id');
   if (id !== undefined && idIs !== undefined && !isUuid(id)) throw new UsageError(`--id must be ${idIs} (a UUID), got "${id}"`);
   return (id ?? name)!;
+}
+
+/**
+ * A Ferry running on the embedded database migrated it at its start and keeps no superuser login
+ * while it runs (docs/security.md, "Least privilege at run time").
+ */
+export function runningEmbedded(): CliError {
+  return new CliError('Ferry is running on this embedded database: its start applied the migrations and it keeps no superuser login while it runs; stop it first');
 }

@@ -28,6 +28,21 @@ export interface CliDatabase {
   directUrl: string;
   pool: Pool;
   source: 'database-url' | 'embedded-running' | 'embedded-started';
+  /** The embedded server's data folder (embedded sources only). */
+  dataDir?: string;
+}
+
+/** Which database a command opened, in words (no password). */
+export function openedDatabase(db: CliDatabase): string {
+  if (db.source === 'database-url') return `DATABASE_URL ${redactUrl(db.url)}`;
+  const port = (() => {
+    try {
+      return new URL(db.url).port;
+    } catch {
+      return '?';
+    }
+  })();
+  return `the embedded PostgreSQL of ${db.dataDir ?? 'FERRY_DATA_DIR'} (port ${port}${db.source === 'embedded-started' ? ', started for this command' : ''})`;
 }
 
 /**
@@ -66,9 +81,10 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
   const port = await resolveEmbeddedPort(dataDir, config.embeddedPgPort);
   const running = await runningEmbeddedUrl(dataDir, port);
   if (running) {
+    // As the application role: a running Ferry keeps no superuser login (its start dropped it).
     const opened = await openUrl(running, 'embedded-running', mode);
-    opened.db.ownerUrl = running;
-    opened.db.appUrl = embeddedAppUrl(dataDir, running);
+    opened.db.appUrl = running;
+    opened.db.dataDir = dataDir;
     return opened;
   }
 
@@ -81,12 +97,19 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
     throw new CliError(`could not start the embedded PostgreSQL in ${dataDir}: ${message(err)}`);
   }
   try {
-    if (mode === 'require-migrated') await prepareDatabase({ ownerUrl: server.url, appUrl: server.appUrl, setup: true, migrate: (url) => migrate(url) });
-    const pool = createPool(server.url, 4, 'ferry-cli');
+    // A command that reads or writes Ferry's tables does it as the runtime would, as the
+    // application role; `migrate` and `db setup-roles` ('as-is') get the superuser for their work.
+    let url = server.url;
+    if (mode === 'require-migrated') {
+      await prepareDatabase({ ownerUrl: server.url, appUrl: server.appUrl, setup: true, migrate: (u) => migrate(u) });
+      url = server.appUrl;
+    }
+    const pool = createPool(url, 4, 'ferry-cli');
     return {
-      db: { url: server.url, directUrl: server.url, ownerUrl: server.url, appUrl: server.appUrl, pool, source: 'embedded-started' },
+      db: { url, directUrl: url, ownerUrl: server.url, appUrl: server.appUrl, pool, source: 'embedded-started', dataDir },
       close: async () => {
         await pool.end();
+        await server.dropOwner().catch(() => {});
         await server.stop();
       },
     };
@@ -115,13 +138,13 @@ async function openUrl(url: string, source: CliDatabase['source'], mode: Databas
 }
 
 /**
- * The URL of the embedded server when one already answers on the port with this data folder's
- * credentials; null when nothing listens there (so the caller may start it).
+ * The application role's URL of the embedded server when one already answers on the port with this
+ * data folder's credentials; null when nothing listens there (so the caller may start it).
  */
 async function runningEmbeddedUrl(dataDir: string, port: number): Promise<string | null> {
-  const passwordFile = join(dataDir, 'pg-password');
+  const passwordFile = join(dataDir, 'pg-app-password');
   const password = existsSync(passwordFile) ? readFileSync(passwordFile, 'utf8').trim() : null;
-  const url = `postgres://ferry:${encodeURIComponent(password ?? '')}@127.0.0.1:${port}/ferry`;
+  const url = `postgres://${EMBEDDED_APP_ROLE}:${encodeURIComponent(password ?? '')}@127.0.0.1:${port}/ferry`;
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
   try {
     await client.connect();
@@ -135,16 +158,6 @@ async function runningEmbeddedUrl(dataDir: string, port: number): Promise<string
         `(${message(err)}); set DATABASE_URL, FERRY_DATA_DIR or FERRY_EMBEDDED_PG_PORT`,
     );
   }
-}
-
-/** The embedded server's application-role URL, from the password its data folder keeps. */
-function embeddedAppUrl(dataDir: string, ownerUrl: string): string | undefined {
-  const file = join(dataDir, 'pg-app-password');
-  if (!existsSync(file)) return undefined;
-  const u = new URL(ownerUrl);
-  u.username = EMBEDDED_APP_ROLE;
-  u.password = readFileSync(file, 'utf8').trim();
-  return u.toString();
 }
 
 /** The URL without its password, for messages. */

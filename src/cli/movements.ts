@@ -3,8 +3,11 @@
  * (never of its database), so these commands work from any machine that can reach the API, with the
  * same tokens, roles and audit trail as any other client.
  *
- * Where: --url, else FERRY_URL, else http://127.0.0.1:3000. Who: --token, else FERRY_TOKEN.
+ * Where: --url, else FERRY_URL, else http://127.0.0.1:3000. Who: FERRY_TOKEN, or --token-file PATH
+ * (`-`: standard input). A token on the command line (`--token`) is refused: every user of the
+ * machine sees a process's arguments, and the shell keeps them in its history.
  */
+import { readFile, stat } from 'node:fs/promises';
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { isUuid } from '../ids.ts';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
@@ -23,17 +26,47 @@ export interface ApiTarget {
 
 export const apiOptions: ParseArgsOptionsConfig = {
   url: { type: 'string' },
+  // Accepted by the parser only to be refused with the ways that are safe (see apiTarget).
   token: { type: 'string' },
+  'token-file': { type: 'string' },
   json: { type: 'boolean' },
 };
-export const API_USAGE = '[--url URL] [--token TOKEN] [--json]';
+export const API_USAGE = '[--url URL] [--token-file PATH|-] [--json]';
 
-export function apiTarget(ctx: CliContext): ApiTarget {
+const TOKEN_WAYS = 'FERRY_TOKEN, --token-file PATH (a file readable by you alone) or --token-file - (standard input)';
+
+/** Where and as whom: the API's URL and the bearer token, read from the environment, a file or stdin. */
+export async function apiTarget(ctx: CliContext): Promise<ApiTarget> {
   const url = (ctx.option('url') ?? ctx.env.FERRY_URL ?? DEFAULT_URL).replace(/\/+$/, '');
   if (!/^https?:\/\/[^/]+/i.test(url)) throw new UsageError(`--url must be an http(s) URL, got "${url}"`);
-  const token = ctx.option('token') ?? ctx.env.FERRY_TOKEN;
-  if (!token) throw new UsageError('an API token is required: --token TOKEN or FERRY_TOKEN (create one with `ferry tokens create`)');
+  if (ctx.option('token') !== undefined) {
+    throw new UsageError(`--token is refused: a token on the command line is seen by every user of this machine (ps) and kept in the shell's history; give it in ${TOKEN_WAYS}`);
+  }
+  const file = ctx.option('token-file');
+  let token: string | undefined;
+  if (file !== undefined) token = await tokenFromFile(ctx, file);
+  else token = ctx.env.FERRY_TOKEN;
+  if (!token) throw new UsageError(`an API token is required: ${TOKEN_WAYS} (create one with \`ferry tokens create\`)`);
   return { url, token };
+}
+
+async function tokenFromFile(ctx: CliContext, file: string): Promise<string> {
+  let text: string;
+  if (file === '-') {
+    if (!ctx.readStdin) throw new UsageError('--token-file -: no standard input to read');
+    text = await ctx.readStdin();
+  } else {
+    try {
+      const mode = (await stat(file)).mode;
+      if ((mode & 0o077) !== 0) ctx.err(`ferry: warning: ${file} is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`);
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      throw new CliError(`cannot read --token-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  const token = text.split(/\r?\n/)[0].trim();
+  if (!token) throw new CliError(`--token-file ${file} holds no token`);
+  return token;
 }
 
 function unreachable(target: ApiTarget, err: unknown): CliError {
@@ -75,7 +108,7 @@ export async function callApi<T = any>(
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return parsed as T;
   const error = parsed?.error;
-  const hint = res.statusCode === 401 ? ' (check --token or FERRY_TOKEN)' : '';
+  const hint = res.statusCode === 401 ? ' (check FERRY_TOKEN or --token-file)' : '';
   if (error?.code) throw new CliError(`${error.code}: ${error.message}${hint}`);
   throw new CliError(`${method} ${path} answered HTTP ${res.statusCode}${hint}`);
 }
@@ -176,7 +209,7 @@ const create: CliCommand = {
     const input = jsonObjectOption(ctx, 'input');
     const version = ctx.option('template-version');
     if (version !== undefined && !/^[1-9]\d{0,8}$/.test(version)) throw new UsageError('--template-version must be a positive integer');
-    const target = apiTarget(ctx);
+    const target = await apiTarget(ctx);
     const body = {
       template_key: template,
       intent,
@@ -191,27 +224,105 @@ const create: CliCommand = {
     const m = created.movement;
     ctx.out(`Created movement ${m.id} (${m.state}) from ${m.template_key} v${m.template_version}.`);
     ctx.out(`Plan hash: ${m.compiled_plan_hash}`);
-    ctx.out(`A second person approves it with: ferry movements approve ${m.id}`);
+    ctx.out(`A second person reviews and approves it with: ferry movements approve ${m.id}`);
   },
 };
 
+/** The first of `keys` present in `obj` (an intent or a node's config), as text. */
+function firstOf(obj: Record<string, unknown> | null | undefined, keys: string[]): string | undefined {
+  for (const k of keys) {
+    const v = obj?.[k];
+    if (v === undefined || v === null || v === '') continue;
+    if (typeof v === 'string') return v;
+    // A destination given as { address, ... }: the address first, the rest after it.
+    const { address, ...rest } = v as Record<string, unknown>;
+    if (typeof address === 'string') return Object.keys(rest).length ? `${address} ${JSON.stringify(rest)}` : address;
+    return JSON.stringify(v);
+  }
+  return undefined;
+}
+
+/** Fee caps named in an object, one level deep (`fee_cap`, `max_fee_per_gas`, ...). */
+function feeCaps(obj: Record<string, unknown> | null | undefined): string[] {
+  return Object.entries(obj ?? {})
+    .filter(([k]) => /fee/i.test(k))
+    .map(([k, v]) => `${k} ${typeof v === 'string' ? v : JSON.stringify(v)}`);
+}
+
+const short = (v: unknown, max = 100) => {
+  const text = JSON.stringify(v ?? {});
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+};
+
+/**
+ * What an approver approves, before they are asked: the intent's asset, amount, recipient and
+ * chain, each node with its executor, signer and settings, any fee cap the plan carries, and the
+ * plan hash the approval will name.
+ */
+export function planLines(m: any): string[] {
+  const intent = (m.intent ?? {}) as Record<string, unknown>;
+  const nodes: any[] = m.compiled_plan?.nodes ?? [];
+  const fromNodes = (keys: string[]) => nodes.map((n) => firstOf(n.config, keys)).find(Boolean);
+  const caps = [...feeCaps(intent), ...nodes.flatMap((n) => feeCaps(n.config).map((c) => `${n.node_key}: ${c}`))];
+  const lines = [
+    `Movement ${m.id}  ${m.template_key} v${m.template_version}  ${m.state}`,
+    `  asset      ${firstOf(intent, ['asset', 'token', 'symbol']) ?? fromNodes(['asset', 'token']) ?? '-'}`,
+    `  amount     ${firstOf(intent, ['amount', 'value']) ?? '-'}`,
+    `  recipient  ${firstOf(intent, ['destination', 'recipient', 'to', 'address', 'destination_address']) ?? fromNodes(['destination', 'recipient', 'to']) ?? '-'}`,
+    `  chain      ${firstOf(intent, ['chain', 'chain_id', 'network', 'venue']) ?? fromNodes(['chain', 'chain_id', 'network', 'venue']) ?? '-'}`,
+    `  fee cap    ${caps.length ? caps.join('; ') : "- (none in the plan: the signer's configured cap applies)"}`,
+    `  intent     ${short(intent, 200)}`,
+    ...(m.input_params && Object.keys(m.input_params).length ? [`  input      ${short(m.input_params, 200)}`] : []),
+    `  nodes`,
+    ...nodes.map(
+      (n) =>
+        `    ${n.node_key}  ${n.action_type}  executor ${typeof n.executor_binding === 'string' ? n.executor_binding : short(n.executor_binding, 60)}` +
+        `  signer ${n.signer_binding ? (typeof n.signer_binding === 'string' ? n.signer_binding : short(n.signer_binding, 60)) : '-'}` +
+        (n.config && Object.keys(n.config).length ? `  config ${short(n.config)}` : '') +
+        (n.predecessors?.length ? `  after ${n.predecessors.join(',')}` : ''),
+    ),
+    ...(m.effect ? [`  effect     ${short(m.effect, 400)}`] : []),
+    `  approvals  ${m.approvals?.length ?? 0} of ${m.approval_quorum ?? '?'}`,
+    `  plan hash  ${m.compiled_plan_hash}`,
+  ];
+  return lines;
+}
+
 const approve: CliCommand = {
   path: ['movements', 'approve'],
-  summary: 'approve a movement: reads its plan hash and approves exactly that plan',
-  usage: `ID [--plan-hash HASH] ${API_USAGE}`,
+  summary: 'approve a movement: shows what it does and its plan hash, asks on a terminal, and approves exactly that plan',
+  usage: `ID [--plan-hash HASH | --yes] ${API_USAGE}`,
   positionals: { min: 1, max: 1, names: 'ID' },
-  options: { ...apiOptions, 'plan-hash': { type: 'string' } },
+  options: { ...apiOptions, 'plan-hash': { type: 'string' }, yes: { type: 'boolean', short: 'y' } },
   async run(ctx) {
     const id = movementId(ctx);
-    const target = apiTarget(ctx);
+    const target = await apiTarget(ctx);
     const current = (await callApi(target, 'GET', `/v3/movements/${id}`)).movement;
-    // The hash names the plan being approved; --plan-hash pins the one a reviewer looked at, and
-    // Ferry refuses the approval if the movement's plan is not that one.
-    const hash = ctx.option('plan-hash') ?? current.compiled_plan_hash;
-    const decided = await callApi(target, 'POST', `/v3/movements/${id}/approve`, { compiled_plan_hash: hash });
+    const shown: string = current.compiled_plan_hash;
+    const pinned = ctx.option('plan-hash');
+    const json = ctx.flag('json');
+    // With --json stdout carries the answer alone; what is approved goes to stderr.
+    const print = json ? ctx.err : ctx.out;
+    for (const line of planLines(current)) print(line);
+    if (pinned !== undefined && pinned !== shown) {
+      throw new CliError(`the plan changed: you reviewed ${pinned}, the movement's plan is now ${shown}; review it again (ferry movements show ${id})`);
+    }
+    if (pinned === undefined && !ctx.flag('yes')) {
+      if (!ctx.interactive || !ctx.ask) {
+        throw new UsageError('not on a terminal: pass --plan-hash HASH (the hash you reviewed) or --yes to approve the plan shown');
+      }
+      const answer = (await ctx.ask(`Approve plan ${shown}? Type yes to approve: `)).trim().toLowerCase();
+      if (answer !== 'yes' && answer !== 'y') {
+        ctx.err('ferry: not approved');
+        return 1;
+      }
+    }
+    // The hash of the plan shown: Ferry refuses the approval (STALE_PLAN_HASH) when the movement's
+    // plan is another by the time it arrives.
+    const decided = await callApi(target, 'POST', `/v3/movements/${id}/approve`, { compiled_plan_hash: shown });
     if (printedJson(ctx, decided)) return;
     const m = decided.movement;
-    ctx.out(`Approved plan ${hash} of movement ${m.id} (${m.template_key} v${m.template_version}).`);
+    ctx.out(`Approved plan ${shown} of movement ${m.id} (${m.template_key} v${m.template_version}).`);
     ctx.out(
       m.state === 'PENDING_APPROVAL'
         ? `Approvals ${m.approvals.length} of ${m.approval_quorum}: it waits for more.`
@@ -219,6 +330,32 @@ const approve: CliCommand = {
     );
   },
 };
+
+/** `movements reject|cancel|retry`: one decision on a movement, by the token's principal. */
+const decision = (verb: 'reject' | 'cancel' | 'retry', summary: string): CliCommand => ({
+  path: ['movements', verb],
+  summary,
+  usage: `ID ${verb === 'retry' ? '--node KEY' : '[--reason TEXT]'} ${API_USAGE}`,
+  positionals: { min: 1, max: 1, names: 'ID' },
+  options: { ...apiOptions, ...(verb === 'retry' ? { node: { type: 'string' } } : { reason: { type: 'string' } }) },
+  async run(ctx) {
+    const id = movementId(ctx);
+    let body: Record<string, string>;
+    if (verb === 'retry') {
+      const node = ctx.option('node');
+      if (!node) throw new UsageError('--node KEY is required: the FAILED node to run again');
+      body = { node_key: node };
+    } else {
+      const reason = ctx.option('reason');
+      body = reason === undefined ? {} : { reason };
+    }
+    const r = await callApi(await apiTarget(ctx), 'POST', `/v3/movements/${id}/${verb}`, body);
+    if (printedJson(ctx, r)) return;
+    const m = r.movement;
+    const done = { reject: 'Rejected', cancel: 'Cancelled', retry: `Node ${body.node_key} is READY again in` }[verb];
+    ctx.out(`${done} movement ${m.id}: it is ${m.state}.`);
+  },
+});
 
 const list: CliCommand = {
   path: ['movements', 'list'],
@@ -230,7 +367,7 @@ const list: CliCommand = {
     if (!/^\d{1,3}$/.test(limit) || Number(limit) < 1 || Number(limit) > 200) throw new UsageError('--limit must be from 1 to 200');
     const state = ctx.option('state');
     const query = new URLSearchParams({ limit, ...(state ? { state: state.toUpperCase() } : {}) });
-    const { movements } = await callApi(apiTarget(ctx), 'GET', `/inspect/movements?${query}`);
+    const { movements } = await callApi((await apiTarget(ctx)), 'GET', `/inspect/movements?${query}`);
     printList(ctx, movements, {
       empty: state ? `No movements in ${state.toUpperCase()}.` : 'No movements yet.',
       columns: ['ID', 'STATE', 'TEMPLATE', 'NODES DONE', 'CREATED', 'BY'],
@@ -254,7 +391,7 @@ const show: CliCommand = {
   options: apiOptions,
   async run(ctx) {
     const id = movementId(ctx);
-    const d: MovementDetail = await callApi(apiTarget(ctx), 'GET', `/inspect/movements/${id}`);
+    const d: MovementDetail = await callApi((await apiTarget(ctx)), 'GET', `/inspect/movements/${id}`);
     if (printedJson(ctx, d)) return;
     const r = d.movement;
     ctx.out(`Movement ${r.id}`);
@@ -351,7 +488,7 @@ const watch: CliCommand = {
   options: apiOptions,
   async run(ctx) {
     const id = movementId(ctx);
-    const target = apiTarget(ctx);
+    const target = await apiTarget(ctx);
     const json = ctx.flag('json');
     const d: MovementDetail = await callApi(target, 'GET', `/inspect/movements/${id}`);
     const states = new Map(d.nodes.map((n) => [n.node_key, n.state]));
@@ -422,4 +559,13 @@ const watch: CliCommand = {
   },
 };
 
-export const movementCommands: CliCommand[] = [create, approve, list, show, watch];
+export const movementCommands: CliCommand[] = [
+  create,
+  approve,
+  decision('reject', 'reject a pending movement (one rejection ends it)'),
+  decision('cancel', 'cancel a movement whose nodes are not in flight'),
+  decision('retry', 'run a FAILED node again where its lane allows it; the movement returns to EXECUTING'),
+  list,
+  show,
+  watch,
+];

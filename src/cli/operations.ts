@@ -20,7 +20,7 @@ const reconcile: CliCommand = {
   usage: `[--all] ${API_USAGE}`,
   options: { ...apiOptions, all: { type: 'boolean' } },
   async run(ctx) {
-    const report = await callApi(apiTarget(ctx), 'GET', `/v3/reconciliation?state=${ctx.flag('all') ? 'all' : 'open'}`);
+    const report = await callApi((await apiTarget(ctx)), 'GET', `/v3/reconciliation?state=${ctx.flag('all') ? 'all' : 'open'}`);
     if (printedJson(ctx, report)) return;
     ctx.out(`Auto-repair: ${report.auto_repair ? 'on' : 'off'} (FERRY_RECONCILIATION_AUTO_REPAIR); lookback ${report.lookback_seconds}s.`);
     printTable(ctx, report.drifts, {
@@ -48,7 +48,7 @@ const listResolutions: CliCommand = {
   options: apiOptions,
   async run(ctx) {
     const id = uuidArg(ctx, 0, 'MOVEMENT');
-    const { resolutions } = await callApi(apiTarget(ctx), 'GET', `/v3/movements/${id}/resolutions`);
+    const { resolutions } = await callApi((await apiTarget(ctx)), 'GET', `/v3/movements/${id}/resolutions`);
     printList(ctx, resolutions, {
       empty: 'No resolutions.',
       columns: ['ID', 'NODE', 'RESOLUTION', 'STATUS', 'PROPOSED BY', 'CONFIRMED BY', 'REASON'],
@@ -72,7 +72,7 @@ const propose: CliCommand = {
     if (!['complete', 'fail', 'retry'].includes(resolution)) throw new UsageError('--resolution must be complete, fail or retry');
     const ref = ctx.option('provider-ref');
     const body = { node_key: node, resolution, reason, ...(ref ? { provider_ref: ref } : {}) };
-    const r = await callApi(apiTarget(ctx), 'POST', `/v3/movements/${id}/resolutions`, body);
+    const r = await callApi((await apiTarget(ctx)), 'POST', `/v3/movements/${id}/resolutions`, body);
     if (printedJson(ctx, r)) return;
     ctx.out(`Proposed resolution ${r.id}: ${r.resolution} node ${r.node_key} (attempt ${r.attempt_no}).`);
     ctx.out(`Another principal applies it with: ferry resolutions confirm ${id} ${r.id}`);
@@ -88,7 +88,7 @@ const confirm: CliCommand = {
   async run(ctx) {
     const id = uuidArg(ctx, 0, 'MOVEMENT');
     const rid = uuidArg(ctx, 1, 'RESOLUTION');
-    const r = await callApi(apiTarget(ctx), 'POST', `/v3/movements/${id}/resolutions/${rid}/confirm`);
+    const r = await callApi((await apiTarget(ctx)), 'POST', `/v3/movements/${id}/resolutions/${rid}/confirm`);
     if (printedJson(ctx, r)) return;
     ctx.out(`Applied resolution ${r.resolution.id} (${r.resolution.resolution} node ${r.resolution.node_key}); the movement is ${r.movement.state}.`);
   },
@@ -100,7 +100,7 @@ const workers: CliCommand = {
   usage: API_USAGE,
   options: apiOptions,
   async run(ctx) {
-    const report = await callApi(apiTarget(ctx), 'GET', '/v3/workers');
+    const report = await callApi((await apiTarget(ctx)), 'GET', '/v3/workers');
     printList(ctx, report.workers, {
       empty: 'No worker has reported yet (is a process with workers running?).',
       columns: ['PROCESS', 'WORKER', 'KIND', 'ENABLED', 'EVERY', 'STATUS', 'RUNS', 'ERRORS', 'LAST RUN', 'HEARTBEAT', 'LAST ERROR'],

@@ -1,5 +1,5 @@
 import { loadConfig } from '../config.ts';
-import { CliError, UsageError, type CliCommand } from './command.ts';
+import { CliError, runningEmbedded, UsageError, type CliCommand } from './command.ts';
 
 /** The embedded server's bootstrap superuser, which owns and migrates there. */
 const EMBEDDED_OWNER_ROLE = 'ferry';
@@ -40,7 +40,11 @@ const setupRoles: CliCommand = {
         throw new CliError(`role setup failed: ${(err as Error).message}`);
       }
     };
-    if (embedded) await ctx.withDatabase((db) => run(db.ownerUrl ?? db.url), 'as-is');
+    if (embedded)
+      await ctx.withDatabase(async (db) => {
+        if (db.source === 'embedded-running') throw runningEmbedded();
+        await run(db.ownerUrl ?? db.url);
+      }, 'as-is');
     else await run(config.databaseOwnerUrl ?? config.databaseUrl!);
     ctx.out(`roles set up: ${app} may run Ferry without rewriting the audit log; ${owner} owns the tables`);
     return 0;

@@ -18,6 +18,21 @@ export interface RunOptions {
 const stdio: CliIO = {
   out: (text) => process.stdout.write(text + '\n'),
   err: (text) => process.stderr.write(text + '\n'),
+  interactive: process.stdin.isTTY === true && process.stdout.isTTY === true,
+  ask: async (question) => {
+    const { createInterface } = await import('node:readline/promises');
+    const rl = createInterface({ input: process.stdin, output: process.stdout });
+    try {
+      return await rl.question(question);
+    } finally {
+      rl.close();
+    }
+  },
+  readStdin: async () => {
+    let text = '';
+    for await (const chunk of process.stdin) text += chunk;
+    return text;
+  },
 };
 
 function commandLine(c: CliCommand): string {
@@ -118,7 +133,18 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
       },
       flag: (name) => values[name] === true,
       // Loaded by the commands that open the database only (pg, migrations, pg-boss).
-      withDatabase: async (fn, mode) => (await import('./database.ts')).withCliDatabase(env, fn, mode),
+      withDatabase: async (fn, mode) => {
+        const { withCliDatabase, openedDatabase } = await import('./database.ts');
+        return withCliDatabase(
+          env,
+          (db) => {
+            // FERRY_URL points the API commands at a Ferry; this one works on a database: say which.
+            if (env.FERRY_URL) io.err(`ferry: ${command.path.join(' ')} works on the database, not over FERRY_URL: it opened ${openedDatabase(db)}`);
+            return fn(db);
+          },
+          mode,
+        );
+      },
     };
     return (await command.run(ctx)) ?? EXIT_OK;
   } catch (err) {

@@ -1,4 +1,5 @@
-import type { CliCommand } from './command.ts';
+import { runningEmbedded, type CliCommand } from './command.ts';
+
 
 
 const migrateCommand: CliCommand = {
@@ -11,15 +12,17 @@ const migrateCommand: CliCommand = {
     // As the owner when there is one (FERRY_DATABASE_OWNER_URL, the embedded superuser), which then
     // grants the application role its rights on what the migrations made (src/persistence/roles.ts).
     const applied = await ctx.withDatabase(
-      async (db) =>
-        (
+      async (db) => {
+        if (db.source === 'embedded-running') throw runningEmbedded();
+        return (
           await prepareDatabase({
             ownerUrl: db.ownerUrl ?? db.directUrl,
             appUrl: db.appUrl ?? db.directUrl,
             setup: db.source !== 'database-url',
             migrate: (url) => migrate(url),
           })
-        ).applied,
+        ).applied;
+      },
       'as-is',
     );
     if (applied.length === 0) ctx.out('database is up to date');

@@ -10,7 +10,7 @@
 import { readFile } from 'node:fs/promises';
 import { parseAllDocuments } from 'yaml';
 import { CliError, type CliCommand } from './command.ts';
-import { printedJson } from './format.ts';
+import { printedJson, printList } from './format.ts';
 import { API_USAGE, apiOptions, apiTarget, callApi } from './movements.ts';
 
 /** The definitions in a file: a YAML/JSON object, a list of them, or several YAML documents. */
@@ -50,7 +50,7 @@ const apply: CliCommand = {
       throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     const defs = templateDefinitions(text, file);
-    const target = apiTarget(ctx);
+    const target = await apiTarget(ctx);
     const results = [];
     for (const def of defs) {
       const saved = await callApi(target, 'POST', '/v3/templates', def);
@@ -76,6 +76,21 @@ const apply: CliCommand = {
   },
 };
 
+const list: CliCommand = {
+  path: ['templates', 'list'],
+  summary: 'list plan templates with their latest version',
+  usage: API_USAGE,
+  options: apiOptions,
+  async run(ctx) {
+    const r = await callApi(await apiTarget(ctx), 'GET', '/v3/templates');
+    printList(ctx, r.templates, {
+      empty: 'No templates yet (ferry templates apply FILE).',
+      columns: ['KEY', 'VERSION', 'UPDATED', 'DESCRIPTION'],
+      row: (t: any) => [t.template_key, String(t.latest_version), t.updated_at, t.description ?? ''],
+    });
+  },
+};
+
 // --- Proposals ------------------------------------------------------------------------------------
 
 function proposalLine(p: any): string {
@@ -92,7 +107,7 @@ const proposalsList: CliCommand = {
     const q = new URLSearchParams();
     if (ctx.option('state')) q.set('state', ctx.option('state')!.toUpperCase());
     if (ctx.option('template')) q.set('template_key', ctx.option('template')!);
-    const r = await callApi(apiTarget(ctx), 'GET', `/v3/template-proposals${q.size ? `?${q}` : ''}`);
+    const r = await callApi((await apiTarget(ctx)), 'GET', `/v3/template-proposals${q.size ? `?${q}` : ''}`);
     if (printedJson(ctx, r)) return;
     if (r.proposals.length === 0) return ctx.out('no template proposals');
     for (const p of r.proposals) ctx.out(proposalLine(p));
@@ -106,7 +121,7 @@ const proposalShow: CliCommand = {
   positionals: { min: 1, max: 1, names: 'ID' },
   options: apiOptions,
   async run(ctx) {
-    const r = await callApi(apiTarget(ctx), 'GET', `/v3/template-proposals/${encodeURIComponent(ctx.positionals[0])}`);
+    const r = await callApi((await apiTarget(ctx)), 'GET', `/v3/template-proposals/${encodeURIComponent(ctx.positionals[0])}`);
     if (printedJson(ctx, r)) return;
     ctx.out(proposalLine(r.proposal));
     ctx.out(`live version: ${r.live_version ?? 'none'}${r.proposal.reason ? `; reason: ${r.proposal.reason}` : ''}`);
@@ -130,13 +145,14 @@ const decide = (verb: 'approve' | 'challenge' | 'withdraw', summary: string): Cl
   async run(ctx) {
     const body = verb === 'challenge' ? { reason: ctx.option('reason') ?? '' } : {};
     if (verb === 'challenge' && !body.reason?.trim()) throw new CliError('a challenge needs --reason TEXT');
-    const r = await callApi(apiTarget(ctx), 'POST', `/v3/template-proposals/${encodeURIComponent(ctx.positionals[0])}/${verb}`, body);
+    const r = await callApi((await apiTarget(ctx)), 'POST', `/v3/template-proposals/${encodeURIComponent(ctx.positionals[0])}/${verb}`, body);
     if (!printedJson(ctx, r)) ctx.out(proposalLine(r));
   },
 });
 
 export const templateCommands: CliCommand[] = [
   apply,
+  list,
   proposalsList,
   proposalShow,
   decide('approve', 'approve a template proposal (not your own); its challenge window starts'),

@@ -8,7 +8,9 @@ import { APP_NAMES, type ServerCapacity } from '../connection-budget.ts';
  *
  * A snapshot, read on a short-lived connection of its own (not counted): connections that open or
  * close a moment later, or are still authenticating, are not seen, which is what
- * FERRY_DB_CONNECTION_RESERVE is for. The
+ * FERRY_DB_CONNECTION_RESERVE is for. Read as the application role: PostgreSQL shows every role
+ * the settings and, in pg_stat_activity, every session's user, database and application_name (not
+ * its backend type or query without pg_read_all_stats), which is all the count needs. The
  * runtime's own connections are recognised by application_name and database, so processes of the
  * same cluster starting together do not count each other's pools twice (the budget counts every
  * process's whole pools instead).
@@ -24,7 +26,10 @@ export async function readServerCapacity(databaseUrl: string, ownApplicationName
               (SELECT jsonb_object_agg(app, n) FROM (
                  SELECT coalesce(nullif(application_name, ''), '(unnamed)') AS app, count(*)::int AS n
                    FROM pg_stat_activity
-                  WHERE backend_type = 'client backend'
+                  -- Another role's row shows no backend_type to a role without pg_read_all_stats
+                  -- (the application role), only its user, database and application_name: a row
+                  -- with a user and a database is a session (or a parallel worker, counted too).
+                  WHERE (backend_type = 'client backend' OR (backend_type IS NULL AND usesysid IS NOT NULL))
                     AND pid <> pg_backend_pid()
                     -- Still authenticating: not yet anyone's (its name and database arrive with it).
                     AND datname IS NOT NULL

@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import pg from 'pg';
@@ -14,10 +14,19 @@ import { EMBEDDED_APP_ROLE } from './roles.ts';
 export interface EmbeddedServer {
   /** The port it listens on (another than the one asked for when that was taken at bind time). */
   port: number;
-  /** The bootstrap superuser: the owner that runs migrations and sets the roles up. */
+  /**
+   * The bootstrap superuser: the owner that runs migrations and sets the roles up. Its password is
+   * made for this start and kept nowhere; it stops working at dropOwner().
+   */
   url: string;
   /** The application role (EMBEDDED_APP_ROLE) the runtime connects as. */
   appUrl: string;
+  /**
+   * Ends the superuser's password login for as long as the server runs (the start step is done with
+   * it): `url` no longer connects, and nothing on disk or in memory lets the runtime log in as it.
+   * The next start sets a new password before the server listens.
+   */
+  dropOwner(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -43,6 +52,11 @@ const BIND_FAILED = /could not bind|Address already in use|could not create any 
 
 const DEFAULT_SETTINGS: Record<string, string | number> = { listen_addresses: '127.0.0.1', max_connections: 200 };
 
+/** The bootstrap superuser's name (initdb's `-U`). */
+const OWNER_ROLE = 'ferry';
+/** Where earlier versions kept the superuser's password: removed at start (see setOwnerPassword). */
+const LEGACY_OWNER_PASSWORD_FILE = 'pg-password';
+
 function secretFile(dir: string, name: string): string {
   const file = join(dir, name);
   if (existsSync(file)) return readFileSync(file, 'utf8').trim();
@@ -60,7 +74,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     checkPostgresUserCanReach(root);
   }
   const databaseDir = join(root, 'pg');
-  const password = secretFile(root, 'pg-password');
+  // The superuser's password lives for one start, in this process only (docs/security.md, "Least
+  // privilege at run time"); the application role's is the runtime's own and kept in the folder.
+  const password = randomBytes(18).toString('base64url');
   const appPassword = secretFile(root, 'pg-app-password');
   const database = opts.database ?? 'ferry';
   await takeOverLeftServer(root, opts.onLog);
@@ -91,7 +107,12 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
       onLog,
       onError: (e: unknown) => onLog(String(e)),
     }).initialise();
+  } else {
+    // The server is not running yet (a left one was stopped above): its single-user mode, which only
+    // the data folder's owner can run, sets this start's password.
+    await setOwnerPassword({ databaseDir, password, asRoot, onLog });
   }
+  rmSync(join(root, LEGACY_OWNER_PASSWORD_FILE), { force: true });
   let port = opts.port;
   let child: RunningServer;
   // Bind or retry: a port found free may be taken before PostgreSQL binds it; only the bind says.
@@ -115,7 +136,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   // signal is all an exit handler can send, and all Postgres needs.
   const onExit = () => child.signal('SIGINT');
   process.once('exit', onExit);
-  const admin = `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+  const admin = `postgres://${OWNER_ROLE}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
   try {
@@ -135,16 +156,57 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   } finally {
     await client.end();
   }
+  let dropped: Promise<void> | undefined;
   return {
     port,
-    url: `postgres://ferry:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`,
+    url: `postgres://${OWNER_ROLE}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`,
     appUrl: `postgres://${EMBEDDED_APP_ROLE}:${encodeURIComponent(appPassword)}@127.0.0.1:${port}/${database}`,
+    dropOwner: () =>
+      (dropped ??= (async () => {
+        const c = new pg.Client({ connectionString: admin });
+        await c.connect();
+        try {
+          await c.query(`ALTER ROLE ${pg.escapeIdentifier(OWNER_ROLE)} PASSWORD NULL`);
+        } finally {
+          await c.end();
+        }
+      })()),
     stop: async () => {
       process.off('exit', onExit);
       await child.stop();
       clearOwner(root);
     },
   };
+}
+
+/**
+ * Sets the bootstrap superuser's password through `postgres --single` on the stopped cluster: no
+ * login needed, only the data folder (as root, as the server's system user). The password goes in
+ * on standard input, never in arguments another user could see.
+ */
+async function setOwnerPassword(o: { databaseDir: string; password: string; asRoot: boolean; onLog: (chunk: string) => void }): Promise<void> {
+  const programs = serverPackageRoot();
+  if (!programs) throw new Error(`no PostgreSQL server package for ${process.platform}-${process.arch}`);
+  const ids = o.asRoot ? { uid: systemId('-u'), gid: systemId('-g') } : {};
+  const child = spawn(join(programs, 'native', 'bin', 'postgres'), ['--single', '-D', o.databaseDir, 'postgres'], {
+    ...ids,
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, LC_MESSAGES: 'C' },
+  });
+  let said = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (said += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (said += chunk));
+  const exited = new Promise<number | null>((done, fail) => {
+    child.once('error', fail);
+    child.once('close', (code) => done(code));
+  });
+  child.stdin!.end(`ALTER ROLE ${pg.escapeIdentifier(OWNER_ROLE)} PASSWORD ${pg.escapeLiteral(o.password)}\n`);
+  const code = await exited;
+  const failed = said.split('\n').find((l) => /\b(ERROR|FATAL|PANIC):/.test(l));
+  if (code !== 0 || failed) {
+    o.onLog(said.replaceAll(o.password, '[redacted]'));
+    throw new EmbeddedStartError(`embedded PostgreSQL: could not set the superuser's password for this start (${failed?.trim() ?? `exit ${code}`})`);
+  }
 }
 
 interface RunningServer {
