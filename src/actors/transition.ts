@@ -598,6 +598,7 @@ export class Batch {
         approvals: r.approvals,
         decided_by: r.decided_by,
         current_frontier: r.current_frontier,
+        next_work_at: nextWorkAt(r, this.siblings(id)),
       });
     }
     const written = await writeGroup(client, {
@@ -608,14 +609,9 @@ export class Batch {
       channel: EVENTS_CHANNEL,
       notices: chunkNotices([...this.notifications]),
     });
-    if (written.nodes.length !== nodeWrites.length) {
-      const missing = nodeWrites.find((w) => !written.nodes.some((n) => n.id === w.id));
-      throw new TransitionConflictError(NODE_MACHINE_ID, missing?.id ?? '?');
-    }
-    if (written.requests.length !== movementWrites.length) {
-      const missing = movementWrites.find((w) => !written.requests.some((r) => r.id === w.id));
-      throw new TransitionConflictError(MOVEMENT_MACHINE_ID, missing?.id ?? '?');
-    }
+    // Nothing was written: a movement was written since it was read (the fence), or a row was not
+    // at its version (never under the locks).
+    if (written === null) throw new TransitionConflictError(MOVEMENT_MACHINE_ID, movementWrites.map((m) => m.id).join(','));
     for (const n of written.nodes) {
       const e = this.nodes.get(n.id)!;
       e.row = { ...e.row, ...n };
@@ -658,6 +654,25 @@ export class Batch {
   deliveredToRequest(p: Pending): DeliveredToMovement {
     return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), request: this.movementRow(p.row.entity_id) };
   }
+}
+
+/**
+ * When a movement next has work a lease holder must do (migration 0201): now for an automatic READY
+ * node without a later dispatch_after, a SUBMITTED or OBSERVING node's next_observe_at (now when
+ * unset); null when none (nodes blocked, in dispatch, waiting for a person, or settled) or the
+ * movement is not running. Nodes in dispatch are their holder's; if it dies, recovery's write sets
+ * the movement's next_work_at again.
+ */
+export function nextWorkAt(movement: MovementRow, nodes: NodeRow[], now = new Date()): string | null {
+  if (movement.request_state !== 'APPROVED' && movement.request_state !== 'EXECUTING') return null;
+  let due: number | null = null;
+  for (const n of nodes) {
+    let at: Date | null | undefined;
+    if (n.node_state === 'READY' && !isManualNode(n)) at = n.dispatch_after ?? now;
+    else if (n.node_state === 'SUBMITTED' || n.node_state === 'OBSERVING') at = n.next_observe_at ?? now;
+    if (at && (due === null || at.getTime() < due)) due = at.getTime();
+  }
+  return due === null ? null : new Date(due).toISOString();
 }
 
 /** One NOTIFY per commit carries every notice; payloads are chunked under Postgres' 8000-byte limit. */

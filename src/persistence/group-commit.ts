@@ -38,7 +38,7 @@ export interface LockedMovement {
 
 // Row-to-JSON loses Date types; restore them so the rows look like plain SELECT rows.
 const NODE_DATES = ['next_observe_at', 'last_observed_at', 'dispatch_after', 'started_at', 'created_at', 'updated_at'] as const;
-const MOVEMENT_DATES = ['expires_at', 'created_at', 'updated_at'] as const;
+const MOVEMENT_DATES = ['expires_at', 'created_at', 'updated_at', 'lease_expires_at', 'next_work_at'] as const;
 function revive<T>(row: T, fields: readonly string[]): T {
   const r = row as Record<string, unknown>;
   for (const f of fields) if (typeof r[f] === 'string') r[f] = new Date(r[f] as string);
@@ -102,6 +102,8 @@ export interface MovementWriteRow {
   from_version: number;
   /** The write_version the caller read without a lock: the write is refused unless it still holds. Null: the caller holds the lock. */
   expected_write_version: number | null;
+  /** When the movement next has due work (migration 0201), computed from its nodes by the caller. */
+  next_work_at: string | null;
   request_state: string;
   row_version: number;
   approval_status: string;
@@ -131,16 +133,24 @@ export interface GroupWritten {
   logged: { id: number; at: Date }[];
 }
 
-/** Writes a batch's rows, log entries and artifacts, and queues its NOTIFY, in one statement. */
-export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWritten> {
+/** SQLSTATE of ferry_write_refused() (migration 0201). */
+const WRITE_REFUSED = 'FW001';
+
+/**
+ * Writes a batch's rows, log entries and artifacts, and queues its NOTIFY, in one statement, all or
+ * nothing: null when a row was not where the caller read it (nothing was written; in a transaction,
+ * the transaction is aborted and must be rolled back).
+ */
+export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWritten | null> {
   type Stamp = { id: string; updated_at: string; idempotency_key?: string | null; write_version?: number };
-  const { rows } = await db.query<{ n: Stamp[] | null; r: Stamp[] | null; t: { id: number; at: string }[] | null }>(
+  const result = await db.query<{ n: Stamp[] | null; r: Stamp[] | null; t: { id: number; at: string }[] | null }>(
     `WITH rw AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id uuid, from_state text, from_version int, expected_write_version bigint,
-                   request_state text, row_version int, approval_status text, approvals jsonb, decided_by text, current_frontier jsonb)),
+                   request_state text, row_version int, approval_status text, approvals jsonb, decided_by text, current_frontier jsonb,
+                   next_work_at timestamptz)),
           ru AS (UPDATE movement_requests r
                     SET request_state = rw.request_state, approval_status = rw.approval_status, approvals = rw.approvals,
                         decided_by = rw.decided_by, current_frontier = rw.current_frontier, row_version = rw.row_version,
-                        write_version = r.write_version + 1,
+                        write_version = r.write_version + 1, next_work_at = rw.next_work_at,
                         updated_at = CASE WHEN rw.row_version <> rw.from_version THEN now() ELSE r.updated_at END
                    FROM rw
                   WHERE r.id = rw.id AND r.request_state = rw.from_state AND r.row_version = rw.from_version
@@ -188,7 +198,10 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
             (SELECT jsonb_agg(to_jsonb(ru)) FROM ru) AS r,
             (SELECT jsonb_agg(jsonb_build_object('id', id, 'at', at) ORDER BY id) FROM tw) AS t,
             (SELECT count(*) FROM aw) AS a,
-            (SELECT c FROM nt) AS notified`,
+            (SELECT c FROM nt) AS notified,
+            -- All or nothing: a row fenced out or not at its version read aborts the whole statement.
+            CASE WHEN (SELECT count(*) FROM nu) <> $7 OR (SELECT count(*) FROM ru) <> $8
+                 THEN ferry_write_refused('a movement was written since it was read') ELSE 0 END AS complete`,
     [
       JSON.stringify(w.nodes),
       JSON.stringify(w.requests),
@@ -196,9 +209,15 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
       JSON.stringify(w.artifacts),
       w.channel,
       w.notices,
+      w.nodes.length,
+      w.requests.length,
     ],
-  );
-  const row = rows[0];
+  ).catch((err: { code?: string }) => {
+    if (err?.code === WRITE_REFUSED) return null;
+    throw err;
+  });
+  if (result === null) return null;
+  const row = result.rows[0];
   return {
     nodes: (row.n ?? []).map((n) => ({ id: n.id, idempotency_key: n.idempotency_key ?? null, updated_at: new Date(n.updated_at) })),
     requests: (row.r ?? []).map((r) => ({ id: r.id, updated_at: new Date(r.updated_at), write_version: Number(r.write_version) })),

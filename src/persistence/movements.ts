@@ -16,6 +16,12 @@ export interface MovementRow extends Omit<NewRequest, 'intent' | 'input_params' 
   row_version: number;
   /** The movement's write fence (migration 0200, see persistence/group-commit.ts). */
   write_version: number;
+  /** The actor runtime's lease (migration 0201, persistence/leases.ts): holder, epoch, expiry. */
+  lease_owner?: string | null;
+  lease_epoch?: number;
+  lease_expires_at?: Date | null;
+  /** When the movement next has due work (migration 0201); null when none. */
+  next_work_at?: Date | null;
   approval_status: 'pending' | 'approved' | 'rejected';
   approvals: { by: string; at: string }[];
   decided_by: string | null;
