@@ -282,6 +282,13 @@ export const SignRequestSchema = z.object({
   payload: z.string(),
   payload_hash: z.string().min(1),
   metadata: jsonObject.default({}),
+  /**
+   * Ferry's addition, the approval's evidence with request_id and request_node_id: the attempt the
+   * payload is for and the hash of the plan the movement was approved with. A signer host requires
+   * both (with Ferry's request signature over the whole request, src/executors/host-requests.ts).
+   */
+  attempt_no: z.number().int().positive().optional(),
+  compiled_plan_hash: z.string().min(1).optional(),
   /** Ferry's addition: the executor the payload comes from; a signer serves only the executors it lists. */
   executor_key: z.string().min(1).optional(),
   /** Ferry's addition: see ExpectedEffectSchema. Absent or null: an EVM signer refuses (default deny). */

@@ -28,6 +28,8 @@ export function buildSignRequest(input: {
     protocol_version: ctx.protocol_version,
     request_id: ctx.request_id,
     request_node_id: ctx.request_node_id,
+    attempt_no: ctx.attempt_no,
+    compiled_plan_hash: ctx.compiled_plan_hash,
     signing_intent: {
       action: prepared.action_type,
       asset: String(ctx.intent.asset ?? ''),
