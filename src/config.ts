@@ -201,6 +201,19 @@ const fields = {
   // Bearer tokens `ferry executor-host` and `ferry signer-host` require of their callers (docs/operations.md).
   FERRY_EXECUTOR_HOST_TOKEN: ['executorHostToken', z.string().min(16).optional()],
   FERRY_SIGNER_HOST_TOKEN: ['signerHostToken', z.string().min(16).optional()],
+  // Requests Ferry signs for those hosts (src/executors/host-requests.ts, docs/security.md): Ferry's
+  // Ed25519 private key, the public keys a host pins (comma-separated while a key is rotated), and
+  // how far a request's time may lie from the host's clock. `ferry hosts keygen` makes a pair.
+  FERRY_HOST_REQUEST_KEY: ['hostRequestKey', z.string().regex(/^fyh_[A-Za-z0-9_-]{43}$/, 'expected fyh_ followed by 43 base64url characters (ferry hosts keygen)').optional()],
+  FERRY_HOST_REQUEST_PUBLIC_KEYS: [
+    'hostRequestPublicKeys',
+    z
+      .string()
+      .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+      .pipe(z.array(z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'expected public keys of 43 base64url characters, comma-separated (ferry hosts keygen)')).min(1))
+      .optional(),
+  ],
+  FERRY_HOST_REQUEST_MAX_AGE_SECONDS: ['hostRequestMaxAgeSeconds', z.coerce.number().int().min(1).max(600).default(60)],
 } as const;
 
 type Fields = typeof fields;
@@ -224,7 +237,7 @@ const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', '
 // Role separation and audit checkpoints (docs/security.md).
 for (const name of ['FERRY_DATABASE_OWNER_URL', 'FERRY_AUDIT_CHECKPOINT_KEY']) SECRET_VARIABLES.add(name);
 // Tokens the executor and signer hosts require of their callers (docs/operations.md).
-for (const name of ['FERRY_EXECUTOR_HOST_TOKEN', 'FERRY_SIGNER_HOST_TOKEN']) SECRET_VARIABLES.add(name);
+for (const name of ['FERRY_EXECUTOR_HOST_TOKEN', 'FERRY_SIGNER_HOST_TOKEN', 'FERRY_HOST_REQUEST_KEY']) SECRET_VARIABLES.add(name);
 
 export class ConfigError extends Error {
   constructor(

@@ -69,6 +69,21 @@ export const errorStatus = {
   QUEUE_ORDER_UNAUTHENTICATED: 401,
   /** The order's issued_at lies outside the replay window around its job's creation. */
   QUEUE_ORDER_EXPIRED: 401,
+
+  // Requests to `ferry signer-host` and `ferry executor-host` (src/executors/host-requests.ts): the
+  // host's answer to a request Ferry did not sign, as the remote proxies read it back.
+  /** A POST without Ferry's request signature headers. */
+  HOST_REQUEST_UNSIGNED: 401,
+  /** Signed by a key the host does not pin, for a signer or executor it does not serve, or the request is not what was signed. */
+  HOST_REQUEST_SIGNATURE_INVALID: 401,
+  /** The request's time lies outside the host's replay window (FERRY_HOST_REQUEST_MAX_AGE_SECONDS). */
+  HOST_REQUEST_EXPIRED: 401,
+  /** The request's nonce was already seen inside the replay window. */
+  HOST_REQUEST_REPLAYED: 409,
+  /** A signed sign request without the approval's evidence (attempt, approved plan hash). */
+  HOST_REQUEST_EVIDENCE_MISSING: 422,
+  /** The host remembers as many recent nonces as it may; temporary. */
+  HOST_REQUEST_NONCE_MEMORY_FULL: 503,
 } as const;
 
 export type ErrorCode = keyof typeof errorStatus;

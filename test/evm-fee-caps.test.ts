@@ -21,6 +21,7 @@ import { scratchDatabase } from './helpers/db.ts';
 import { nativeTransferPlan, writeConfigFile } from './helpers/evm.ts';
 import { hostileDeps, hostileExecutor, usdcPlan } from './helpers/hostile-executor.ts';
 import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { EVIDENCE, requestVerifier, signedHeaders } from './helpers/host-requests.ts';
 
 /**
  * Fee caps are mandatory and pinned: a chain a signer signs for without a cap stops start naming
@@ -176,7 +177,7 @@ test('the signer host applies its own configuration\'s cap: a request naming a h
   const registries = { executors: new ExecutorRegistry(), signers: new SignerRegistry() };
   await registerEvmLane(loadConfig(env), registries, { env, log, nonces: null });
   const token = 'signer-host-token-0123456789';
-  const app = signerHostApp({ signer: registries.signers.get('hot'), token, log: log.child({ test: true }) });
+  const app = signerHostApp({ signer: registries.signers.get('hot'), token, verifier: requestVerifier(), log: log.child({ test: true }) });
   const to = '0x1111111111111111111111111111111111111111';
   const request = (maxFeePerGas: bigint): SignRequest => {
     const payload = serializeTransaction({ type: 'eip1559', chainId: ANVIL_CHAIN_ID, nonce: 0, to, value: 1000n, gas: 21_000n, maxFeePerGas, maxPriorityFeePerGas: 1n } as TransactionSerializable);
@@ -184,6 +185,7 @@ test('the signer host applies its own configuration\'s cap: a request naming a h
       protocol_version: '1.0',
       request_id: 'req-1',
       request_node_id: 'node-1',
+      ...EVIDENCE,
       signing_intent: { action: 'evm_native_transfer', asset: 'ETH', amount: '1000', destination: to, max_fee_usd: null, chain_family: 'evm', allowed_payload_hash: payloadHash(payload) },
       payload_format: 'evm_raw_tx',
       payload,
@@ -194,7 +196,10 @@ test('the signer host applies its own configuration\'s cap: a request naming a h
       expected_effect: { chain_id: ANVIL_CHAIN_ID, asset: 'native', to, amount_base_units: '1000', max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI },
     };
   };
-  const post = (body: unknown) => app.request('/sign', { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const post = (body: unknown) => {
+    const text = JSON.stringify(body);
+    return app.request('/sign', { method: 'POST', headers: signedHeaders('/sign', 'hot', text, token), body: text });
+  };
   const refused = await post(request(3n * GWEI));
   assert.equal(refused.status, 422);
   const body = (await refused.json()) as { code: string; message: string };

@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify as yaml } from 'yaml';
 import { executionContext, preparedAction } from './helpers/protocol.ts';
+import { EVIDENCE, hostKeys, requestSigner, requestVerifier, signedHeaders } from './helpers/host-requests.ts';
 
 /**
  * The executor host and the signer host (src/hosts) in this process, on loopback, spoken to by
@@ -66,7 +67,7 @@ before(async () => {
       },
     },
   });
-  host = await listenHost(executorHostApp({ executors: [good, grumpy], token: TOKEN, log }), '127.0.0.1', 0);
+  host = await listenHost(executorHostApp({ executors: [good, grumpy], token: TOKEN, verifier: requestVerifier(), log }), '127.0.0.1', 0);
   signer = await listenHost(
     signerHostApp({
       signer: {
@@ -77,6 +78,7 @@ before(async () => {
         },
       },
       token: TOKEN,
+      verifier: requestVerifier(),
       log,
     }),
     '127.0.0.1',
@@ -88,12 +90,13 @@ after(async () => {
   await signer?.stop();
 });
 
-const proxy = (key: string, token = TOKEN) => new RemoteExecutorProxy({ executorKey: key, baseUrl: host.url, token, timeoutMs: 2000 });
+const proxy = (key: string, token = TOKEN) => new RemoteExecutorProxy({ executorKey: key, baseUrl: host.url, token, timeoutMs: 2000, requestSigner });
 
 describe('executor host', () => {
   test('a passing preflight is 204 (null through the proxy); prepare, submit with its sign result, observe and recover round-trip', async () => {
     const p = proxy('exec.test.good');
-    const raw = await fetch(`${host.url}/preflight`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(ctx('exec.test.good')) });
+    const text = JSON.stringify(ctx('exec.test.good'));
+    const raw = await fetch(`${host.url}/preflight`, { method: 'POST', headers: signedHeaders('/preflight', 'exec.test.good', text, TOKEN), body: text });
     assert.equal(raw.status, 204);
     assert.equal(await p.preflight(ctx('exec.test.good')), null);
     assert.equal((await p.prepare(ctx('exec.test.good'))).prepared_action?.payload_hash, prepared.payload_hash);
@@ -126,7 +129,8 @@ describe('executor host', () => {
     await assert.rejects(proxy('exec.test.other').submit(ctx('exec.test.other'), prepared, {}), /EXECUTOR_NOT_SERVED/);
     await assert.rejects(proxy('exec.test.good', TOKEN + 'x').submit(ctx('exec.test.good'), prepared, {}), /401/);
     await assert.rejects(proxy('exec.test.good', TOKEN.slice(1)).observe(ctx('exec.test.good')), /401/);
-    const bad = await fetch(`${host.url}/submit`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ context: ctx('exec.test.good') }) });
+    const badText = JSON.stringify({ context: ctx('exec.test.good') });
+    const bad = await fetch(`${host.url}/submit`, { method: 'POST', headers: signedHeaders('/submit', 'exec.test.good', badText, TOKEN), body: badText });
     assert.equal(bad.status, 400);
     assert.equal(((await bad.json()) as { code: string }).code, 'HOST_INVALID_REQUEST');
     assert.equal(submits.length, count);
@@ -138,6 +142,7 @@ describe('signer host', () => {
     protocol_version: '1.0',
     request_id: 'req-1',
     request_node_id: 'node-1',
+    ...EVIDENCE,
     signing_intent: { action: 'a', asset: 'USDC', amount: '1', destination: 'x', max_fee_usd: null, chain_family: 'evm', allowed_payload_hash: 'sha256:' + 'a'.repeat(64) },
     payload_format: 'json',
     payload: 'ok',
@@ -146,12 +151,14 @@ describe('signer host', () => {
   };
 
   test('POST /sign and GET /health through the remote signer proxy; a policy refusal keeps its code', async () => {
-    const p = new RemoteSignerProxy({ signerKey: 'hot', baseUrl: signer.url, token: TOKEN, timeoutMs: 2000 });
-    const raw = await fetch(`${signer.url}/sign`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(request) });
+    const p = new RemoteSignerProxy({ signerKey: 'hot', baseUrl: signer.url, token: TOKEN, timeoutMs: 2000, requestSigner });
+    const text = JSON.stringify(request);
+    const raw = await fetch(`${signer.url}/sign`, { method: 'POST', headers: signedHeaders('/sign', 'hot', text, TOKEN), body: text });
     assert.equal(raw.status, 200);
     assert.equal(((await raw.json()) as { signature: string }).signature, '0xsig');
     assert.equal((await p.health())?.signer_key, 'hot');
-    const refused = await fetch(`${signer.url}/sign`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ ...request, payload: 'refuse' }) });
+    const refuseText = JSON.stringify({ ...request, payload: 'refuse' });
+    const refused = await fetch(`${signer.url}/sign`, { method: 'POST', headers: signedHeaders('/sign', 'hot', refuseText, TOKEN), body: refuseText });
     assert.equal(refused.status, 422);
     assert.equal(((await refused.json()) as { code: string }).code, 'SIGNER_POLICY_REFUSED');
     const anonymous = await fetch(`${signer.url}/health`);
@@ -194,7 +201,7 @@ describe('the remote block of the configuration file', () => {
   }
 
   test('the registry binds remote executors and signers under their keys, with their tokens', async () => {
-    const r = await registries({ remote: { executors: [{ key: 'exec.cex.withdrawal_action', url: host.url, token_env: 'T' }], signers: [{ key: 'hot', url: signer.url, token_env: 'T' }] } }, { T: TOKEN });
+    const r = await registries({ remote: { executors: [{ key: 'exec.cex.withdrawal_action', url: host.url, token_env: 'T' }], signers: [{ key: 'hot', url: signer.url, token_env: 'T' }] } }, { T: TOKEN, FERRY_HOST_REQUEST_KEY: hostKeys.privateKey });
     const executor = r.executors.get({ executor_key: 'exec.cex.withdrawal_action' });
     assert.ok(executor instanceof RemoteExecutorProxy);
     assert.equal(executor.lane, 'cex', 'the lane recovery arms and graces see');

@@ -18,6 +18,7 @@ import { startRpcProxy, type RpcProxy } from './helpers/rpc-proxy.ts';
 import { nativeTransferPlan } from './helpers/evm.ts';
 import { snapshot } from './helpers/runtime.ts';
 import { waitFor } from './helpers/wait.ts';
+import { hostKeys } from './helpers/host-requests.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
 
@@ -61,7 +62,7 @@ async function startExecutorHost(): Promise<void> {
     evm: { chains: [{ chain_id: ANVIL_CHAIN_ID, name: 'local', rpc_url: rpc.url, poll_seconds: 0.2, rpc_timeout_ms: 20_000, max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }] },
     remote: { signers: [{ key: 'hot', url: `http://127.0.0.1:${signPort}`, address: HOT, chains: [ANVIL_CHAIN_ID] }] },
   });
-  execHost = spawnScript('src/cli/index.ts', { DATABASE_URL: db.url, FERRY_CONFIG_FILE: config, FERRY_EXECUTOR_HOST_TOKEN: EXEC_TOKEN }, ['executor-host', '--executor', EVM_NATIVE_TRANSFER_KEY, '--port', String(execPort)]);
+  execHost = spawnScript('src/cli/index.ts', { DATABASE_URL: db.url, FERRY_CONFIG_FILE: config, FERRY_EXECUTOR_HOST_TOKEN: EXEC_TOKEN, FERRY_HOST_REQUEST_PUBLIC_KEYS: hostKeys.publicKey }, ['executor-host', '--executor', EVM_NATIVE_TRANSFER_KEY, '--port', String(execPort)]);
   await listening(execHost, 'executor host listening');
 }
 
@@ -72,7 +73,7 @@ async function startSignerHost(): Promise<void> {
       signers: [{ key: 'hot', kind: 'local_key', private_key_env: 'HOT_KEY', chains: [ANVIL_CHAIN_ID], executors: [EVM_NATIVE_TRANSFER_KEY] }],
     },
   });
-  signHost = spawnScript('src/cli/index.ts', { FERRY_CONFIG_FILE: config, HOT_KEY, FERRY_SIGNER_HOST_TOKEN: SIGN_TOKEN }, ['signer-host', '--signer', 'hot', '--port', String(signPort)]);
+  signHost = spawnScript('src/cli/index.ts', { FERRY_CONFIG_FILE: config, HOT_KEY, FERRY_SIGNER_HOST_TOKEN: SIGN_TOKEN, FERRY_HOST_REQUEST_PUBLIC_KEYS: hostKeys.publicKey }, ['signer-host', '--signer', 'hot', '--port', String(signPort)]);
   await listening(signHost, 'signer host listening');
 }
 
@@ -99,7 +100,7 @@ before(async () => {
   [execPort, signPort] = [await freePort(), await freePort()];
   await startSignerHost();
   await startExecutorHost();
-  // The worker holds no key and no chain: only where the hosts are, and their tokens.
+  // The worker holds no key and no chain: only where the hosts are, their tokens and the key it signs its requests to them with.
   const config = file('ferry.yaml', {
     // Ferry reaches no chain itself here: the chain's fee cap still binds what it has signed.
     evm: { fee_caps: [{ chain_id: ANVIL_CHAIN_ID, max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }] },
@@ -114,6 +115,7 @@ before(async () => {
       FERRY_CONFIG_FILE: config,
       EXEC_TOKEN,
       SIGN_TOKEN,
+      FERRY_HOST_REQUEST_KEY: hostKeys.privateKey,
       FERRY_LOG_LEVEL: 'debug',
       FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
       FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
@@ -189,8 +191,10 @@ test('the hosts refuse a request without the right bearer token', async () => {
   assert.equal(((await ok.json()) as { address: string }).address.toLowerCase(), HOT.toLowerCase());
   const sign = await fetch(`http://127.0.0.1:${signPort}/sign`, { method: 'POST', headers: { authorization: `Bearer ${EXEC_TOKEN}`, 'content-type': 'application/json' }, body: '{}' });
   assert.equal(sign.status, 401, "the executor host's token is not the signer host's");
+  // The right token without Ferry's request signature acts on nothing.
   const preflight = await fetch(`http://127.0.0.1:${execPort}/preflight`, { method: 'POST', headers: { authorization: `Bearer ${EXEC_TOKEN}`, 'content-type': 'application/json' }, body: '{"x":1}' });
-  assert.equal(preflight.status, 400);
+  assert.equal(preflight.status, 401);
+  assert.equal(((await preflight.json()) as { code: string }).code, 'HOST_REQUEST_UNSIGNED');
 });
 
 /**
@@ -270,5 +274,5 @@ test("the executor host dies inside submit, after its broadcast: UNKNOWN, recove
 test('no token or key in anything the worker and the hosts logged', async () => {
   const logs = [JSON.stringify(workerLines), ...hostOutput, execHost?.output() ?? '', signHost?.output() ?? ''].join('\n');
   assert.ok(logs.includes('host call'));
-  for (const [name, secret] of Object.entries({ EXEC_TOKEN, SIGN_TOKEN, HOT_KEY, HOT_KEY_BARE: HOT_KEY.slice(2) })) assert.ok(!logs.includes(secret), `${name} was logged`);
+  for (const [name, secret] of Object.entries({ EXEC_TOKEN, SIGN_TOKEN, HOT_KEY, HOT_KEY_BARE: HOT_KEY.slice(2), HOST_REQUEST_KEY: hostKeys.privateKey.slice(4) })) assert.ok(!logs.includes(secret), `${name} was logged`);
 });

@@ -177,7 +177,8 @@ describe('deriveExpectedEffect', () => {
     const r = derive({ config: { token: 'USDC' } }, { amount: '100.25', destination: { address: ALICE } });
     assert.deepEqual(r, {
       ok: true,
-      effect: { chain_id: 8453, asset: TOKEN, to: ALICE, amount_base_units: '100250000', token_method: 'transfer', max_fee_per_gas_cap_wei: '50000000000' },
+      // The decimals the amount was computed with and the symbol are part of the effect (pinned at creation).
+      effect: { chain_id: 8453, asset: TOKEN, to: ALICE, amount_base_units: '100250000', token_method: 'transfer', token_decimals: 6, token_symbol: 'USDC', max_fee_per_gas_cap_wei: '50000000000' },
     });
     const big = derive({ config: { token: TOKEN, to: ALICE, amount: '123456789012345678901234567890.000001' } });
     assert.equal(big.ok && big.effect.amount_base_units, '123456789012345678901234567890000001');
@@ -200,7 +201,7 @@ describe('deriveExpectedEffect', () => {
     const r = derive({ executor_binding: 'exec.cctp.approve', config: { token_approval: { token: 'USDC', spender: SPENDER, amount: '5' } } });
     assert.deepEqual(r, {
       ok: true,
-      effect: { chain_id: 8453, asset: TOKEN, to: SPENDER, amount_base_units: '5000000', token_method: 'approve', max_fee_per_gas_cap_wei: '50000000000' },
+      effect: { chain_id: 8453, asset: TOKEN, to: SPENDER, amount_base_units: '5000000', token_method: 'approve', token_decimals: 6, token_symbol: 'USDC', max_fee_per_gas_cap_wei: '50000000000' },
     });
     if (r.ok) {
       checkEvmTransaction(approve(SPENDER, 5_000_000n), r.effect, scope);

@@ -22,6 +22,7 @@ import { sendCall, tokenBalance, usdcChainForFile, type UsdcChain } from './help
 import { scratchDatabase } from './helpers/db.ts';
 import { hostileDeps, hostileExecutor, transferData, usdcPlan, USDC_AMOUNT, type Variant } from './helpers/hostile-executor.ts';
 import { approvedMovement, backdateNodes, dispatchUntilIdle, snapshot } from './helpers/runtime.ts';
+import { EVIDENCE, requestSigner, requestVerifier, signedHeaders } from './helpers/host-requests.ts';
 
 /**
  * Replacements are the same payment. A hostile remote executor (a loopback server speaking the
@@ -246,6 +247,7 @@ describe('a replacement request through the remote signer proxy and the signer h
     protocol_version: '1.0',
     request_id: 'req-1',
     request_node_id: 'node-1',
+    ...EVIDENCE,
     signing_intent: { action: 'evm_erc20_transfer', asset: 'USDC', amount: '100', destination: ALICE, max_fee_usd: null, chain_family: 'evm', allowed_payload_hash: payloadHash(payload) },
     payload_format: 'evm_raw_tx',
     payload,
@@ -258,15 +260,17 @@ describe('a replacement request through the remote signer proxy and the signer h
   });
   const signer = new LocalPrivateKeySignerEvm({ signerKey: 'hot', privateKey: ANVIL_DEV_KEY, replacements: { maxReplacements: 2, maxFeeBumpFactor: 4 } });
   const TOKEN_HOST = 'host-token-0123456789abcdef';
-  const app = signerHostApp({ signer, token: TOKEN_HOST, log: log.child({ test: true }) });
+  const app = signerHostApp({ signer, token: TOKEN_HOST, verifier: requestVerifier(), log: log.child({ test: true }) });
   let host: ListeningHost;
   before(async () => {
     host = await listenHost(app, '127.0.0.1', 0);
   });
   after(() => host?.stop());
 
-  const post = (body: unknown) =>
-    app.request('/sign', { method: 'POST', headers: { authorization: `Bearer ${TOKEN_HOST}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const post = (body: unknown) => {
+    const text = JSON.stringify(body);
+    return app.request('/sign', { method: 'POST', headers: signedHeaders('/sign', 'hot', text, TOKEN_HOST), body: text });
+  };
 
   test('the host signs a real fee bump and refuses a nonce change, a bump over its factor and one over its limit', async () => {
     const original = tx();
@@ -291,13 +295,13 @@ describe('a replacement request through the remote signer proxy and the signer h
   });
 
   test('the proxy checks the replacement before the request leaves, and forwards `replaces` to the host', async () => {
-    const proxy = new RemoteSignerProxy({ signerKey: 'hot', baseUrl: host.url, token: TOKEN_HOST, evmPolicy: { chains: [8453], replacements: { maxReplacements: 2, maxFeeBumpFactor: 4 } } });
+    const proxy = new RemoteSignerProxy({ signerKey: 'hot', baseUrl: host.url, token: TOKEN_HOST, requestSigner, evmPolicy: { chains: [8453], replacements: { maxReplacements: 2, maxFeeBumpFactor: 4 } } });
     const original = tx();
     await assert.rejects(proxy.sign(request(tx({ nonce: 4 }), { payload: original, replacement_no: 1 })), (e: unknown) => e instanceof FatalMovementError && e.details.rule === 'replacement_nonce');
     const signed = await proxy.sign(request(tx({ maxFeePerGas: 3_000_000_000n }), { payload: original, replacement_no: 1 }));
     assert.equal(parseTransaction(signed.signature as Hex).maxFeePerGas, 3_000_000_000n);
     // Without a policy of its own the proxy forwards, and the host refuses with the same rule.
-    const bare = new RemoteSignerProxy({ signerKey: 'hot', baseUrl: host.url, token: TOKEN_HOST });
+    const bare = new RemoteSignerProxy({ signerKey: 'hot', baseUrl: host.url, token: TOKEN_HOST, requestSigner });
     await assert.rejects(bare.sign(request(tx({ nonce: 4 }), { payload: original, replacement_no: 1 })), (e: unknown) => e instanceof FatalMovementError && /nonce/.test(e.message));
     await proxy.close();
     await bare.close();

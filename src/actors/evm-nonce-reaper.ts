@@ -231,6 +231,7 @@ async function fill(deps: EvmNonceReaperDeps, wallet: EvmWallet, w: WalletKey, r
     protocol_version: PROTOCOL_VERSION,
     request_id: `evm-nonce-fill:${w.chainId}:${w.sender}:${row.nonce}`,
     request_node_id: row.request_node_id,
+    attempt_no: row.attempt_no,
     signing_intent: {
       action: EVM_NONCE_FILL_ACTION,
       asset: 'native',

@@ -90,6 +90,7 @@ function buildContext({ request, node, nodes, attemptNo }: ContextInput, artifac
       executor_binding: node.executor_binding,
       signer_binding: node.signer_binding,
       predecessor_keys: node.predecessor_keys,
+      expected_effect: node.expected_effect ?? null,
     },
     attemptNo,
     nodes: nodes.map((n) => ({ node_key: n.node_key, node_state: n.node_state, provider_refs: n.provider_refs })),

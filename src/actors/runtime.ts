@@ -11,6 +11,7 @@ import { createCexLane } from '../executors/cex/index.ts';
 import { registerCctpLane } from '../executors/cctp/index.ts';
 import { EvmNonceManager, registerEvmLane } from '../executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
+import { HostRequestSigner } from '../executors/host-requests.ts';
 import { registerRemoteExecutors, registerRemoteSigners } from '../executors/remote-config.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
 import { createSimExecutors } from '../executors/sim/index.ts';
@@ -85,12 +86,19 @@ export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegi
  */
 export async function configuredRegistries(
   providerPool: Pool,
-  config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'> & Partial<Pick<FerryConfig, 'executorAnswerMaxBytes' | 'evmMaxReplacements' | 'evmMaxFeeBumpFactor' | 'evmMaxFeePerGasCapWei'>>,
+  config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'> &
+    Partial<Pick<FerryConfig, 'executorAnswerMaxBytes' | 'evmMaxReplacements' | 'evmMaxFeeBumpFactor' | 'evmMaxFeePerGasCapWei' | 'hostRequestKey'>>,
   deps: { env?: NodeJS.ProcessEnv; log: Logger },
 ): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null }> {
   const registries = defaultRegistries(providerPool);
+  // Every POST to a remote host is signed with Ferry's host request key, when there is one.
+  const requestSigner = config.hostRequestKey ? new HostRequestSigner(config.hostRequestKey) : undefined;
+  const remote = config.file.remote;
+  if (!requestSigner && ((remote?.executors?.length ?? 0) > 0 || (remote?.signers?.length ?? 0) > 0)) {
+    deps.log.warn('remote executors or signers are configured without FERRY_HOST_REQUEST_KEY: ferry executor-host and ferry signer-host refuse unsigned requests (HOST_REQUEST_UNSIGNED)');
+  }
   // Remote signers (remote.signers) first: the EVM lane may send from their wallets.
-  registerRemoteSigners(config.file.remote, registries.signers, deps.env ?? process.env, { replacements: replacementLimitsOf(config), feeCaps: feeCapsOf(config.file.evm) });
+  registerRemoteSigners(remote, registries.signers, deps.env ?? process.env, { replacements: replacementLimitsOf(config), feeCaps: feeCapsOf(config.file.evm) }, requestSigner);
   // Nonce reservations use the providers' pool, never the runtime's (see EvmNonceManager).
   const evmNonces = new EvmNonceManager(providerPool);
   const lane = await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log, nonces: evmNonces });
@@ -99,7 +107,7 @@ export async function configuredRegistries(
   // The CCTP lane on the EVM lane's chains that have a cctp entry (docs/cctp-lane.md).
   registerCctpLane(config.file, lane, registries.executors, { log: deps.log, nonces: evmNonces });
   // Remote executors (remote.executors) last: a key a local lane already serves is refused.
-  registerRemoteExecutors(config.file.remote, registries.executors, deps.env ?? process.env, config.executorAnswerMaxBytes);
+  registerRemoteExecutors(remote, registries.executors, deps.env ?? process.env, config.executorAnswerMaxBytes, requestSigner);
   return { ...registries, evmNonces: lane ? evmNonces : null };
 }
 

@@ -1,6 +1,6 @@
 import { attemptKey } from '../ids.ts';
 import { ConfigRefUnresolvedError, ExecutorNotRegisteredError, SignerNotRegisteredError } from './errors.ts';
-import { PROTOCOL_VERSION, type ExecutionContext, type GeneratedArtifact, type ResolvedBindings } from './protocol.ts';
+import { ExpectedEffectSchema, PROTOCOL_VERSION, type ExecutionContext, type GeneratedArtifact, type ResolvedBindings } from './protocol.ts';
 import { bindingExtras, bindingKey } from './registry.ts';
 
 /** Plain row data an ExecutionContext is built from; the caller loads it, this module does no I/O. */
@@ -23,6 +23,8 @@ export interface ExecutionContextInput {
     executor_binding: unknown;
     signer_binding: unknown;
     predecessor_keys: readonly string[];
+    /** Pinned at creation (request_nodes.expected_effect); null or absent: none pinned. */
+    expected_effect?: { effect: unknown } | { unavailable: string } | null;
   };
   /**
    * The attempt the context is for, 1-based. Dispatch starts a new one (the row's attempt_no + 1);
@@ -92,7 +94,19 @@ export function buildExecutionContext(input: ExecutionContextInput): ExecutionCo
     timeout_policy: { ...(node.timeout_policy ?? {}) },
     idempotency_key: input.attemptKey ?? attemptKey(node.id, attemptNo),
     attempt_artifacts: (input.attemptArtifacts ?? []).map((a) => ({ ...a })),
+    ...pinnedEffect(node.expected_effect),
   };
+}
+
+/** The context's view of a pinned effect: the effect, or why there is none; nothing when none was pinned. */
+function pinnedEffect(pinned: { effect: unknown } | { unavailable: string } | null | undefined): Pick<ExecutionContext, 'expected_effect' | 'expected_effect_unavailable'> {
+  if (!pinned) return {};
+  if ('effect' in pinned) {
+    const parsed = ExpectedEffectSchema.safeParse(pinned.effect);
+    // A stored effect that no longer parses is no effect: the signer refuses (default deny).
+    return parsed.success ? { expected_effect: parsed.data, expected_effect_unavailable: null } : { expected_effect: null, expected_effect_unavailable: 'the pinned expected effect is not a valid expected effect' };
+  }
+  return { expected_effect: null, expected_effect_unavailable: String(pinned.unavailable) };
 }
 
 /** The executor and signer bindings in their object form, extras kept. */

@@ -23,6 +23,8 @@ export interface JsonHttpClientOptions {
   maxAnswerBytes?: number;
   /** Code of the error for a 2xx answer over maxAnswerBytes; default <prefix>_ANSWER_TOO_LARGE. */
   tooLargeCode?: string;
+  /** Headers that authenticate one request's exact body (Ferry's host request signature); called for every POST. */
+  signHeaders?: (input: { method: string; path: string; body: string }) => Record<string, string>;
 }
 
 /** 1 MiB: far above any honest protocol answer, far below what would flood the transition log. */
@@ -46,6 +48,7 @@ export class JsonHttpClient {
   readonly #agent: Agent;
   readonly #maxBytes: number;
   readonly #tooLargeCode: string;
+  readonly #signHeaders: JsonHttpClientOptions['signHeaders'];
 
   constructor(opts: JsonHttpClientOptions) {
     let url: URL;
@@ -62,6 +65,7 @@ export class JsonHttpClient {
     this.#maxBytes = opts.maxAnswerBytes ?? DEFAULT_ANSWER_MAX_BYTES;
     this.#tooLargeCode = opts.tooLargeCode ?? `${opts.codePrefix}_ANSWER_TOO_LARGE`;
     this.#agent = new Agent({ connect: { timeout: this.#timeoutMs } });
+    this.#signHeaders = opts.signHeaders;
   }
 
   /** GET /health: the peer's JSON object, null for an empty answer; anything else is <prefix>_INVALID_RESPONSE. */
@@ -80,6 +84,9 @@ export class JsonHttpClient {
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     const target = `${this.baseUrl}${path}`;
+    // The exact bytes sent are the bytes signed.
+    const text = body === undefined ? undefined : JSON.stringify(body);
+    if (this.#signHeaders && method === 'POST') Object.assign(headers, this.#signHeaders({ method, path, body: text ?? '' }));
 
     let status: number;
     let answer: BoundedBody;
@@ -88,7 +95,7 @@ export class JsonHttpClient {
       const res = await request(target, {
         method,
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: text,
         dispatcher: this.#agent,
         headersTimeout: this.#timeoutMs,
         bodyTimeout: this.#timeoutMs,
@@ -109,8 +116,8 @@ export class JsonHttpClient {
     }
 
     // An error answer only lends an excerpt to the message, so an oversized one keeps its status.
-    const text = answer.text;
-    const excerpt = text.slice(0, MAX_BODY_EXCERPT);
+    const answerText = answer.text;
+    const excerpt = answerText.slice(0, MAX_BODY_EXCERPT);
     // 408 and 429 turn the request away unprocessed; a 5xx may come from a handler that failed midway.
     if (status === 408 || status === 429 || status >= 500) {
       const details: Record<string, unknown> = { status, body: excerpt, may_have_acted: status >= 500 };
@@ -133,9 +140,9 @@ export class JsonHttpClient {
         may_have_acted: true,
       });
     }
-    if (text.trim() === '') return { status, json: undefined };
+    if (answerText.trim() === '') return { status, json: undefined };
     try {
-      return { status, json: JSON.parse(text) };
+      return { status, json: JSON.parse(answerText) };
     } catch {
       throw new FatalMovementError(`${this.#prefix}_INVALID_RESPONSE`, `${method} ${target} answered ${status} with a body that is not JSON`, {
         status,

@@ -183,6 +183,47 @@ export const PriorArtifactSchema = z.looseObject({
   artifact_digest: z.string().nullable(),
 });
 
+const evmAddress = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{40}$/, 'a 0x-prefixed 20-byte address')
+  .transform((a) => a.toLowerCase());
+const baseUnits = z.string().regex(/^[0-9]+$/, 'a whole number, as a decimal string');
+
+/**
+ * Ferry's addition: what the approved plan says a signing node may do, derived by the dispatcher
+ * from the compiled plan, the intent and Ferry's configuration (never from the executor's output).
+ * An EVM signer decodes the transaction it is asked to sign and refuses anything else.
+ * - `asset` 'native': a value transfer of `amount_base_units` wei to `to`;
+ * - `asset` a token address: that token's `transfer(to, amount)` (or `approve(to, amount)` when
+ *   `token_method` says so), with no native value;
+ * - `call`: a call of exactly that method (selector) on the contract `to`, carrying
+ *   `amount_base_units` wei; only when the node's config names the contract and the method.
+ */
+export const ExpectedEffectSchema = z.object({
+  chain_id: z.number().int().positive(),
+  asset: z.union([z.literal('native'), evmAddress]),
+  to: evmAddress,
+  amount_base_units: baseUnits,
+  max_fee_per_gas_cap_wei: baseUnits.optional(),
+  token_method: z.enum(['transfer', 'approve']).optional(),
+  /**
+   * The decimals amount_base_units was computed with and the token's symbol (evm.tokens), for a
+   * token amount: pinned with the effect when the movement was created, so a configuration changed
+   * since changes nothing that is signed (a change is refused at dispatch, effect_changed_since_approval).
+   */
+  token_decimals: z.number().int().min(0).max(36).optional(),
+  token_symbol: z.string().min(1).max(64).optional(),
+  call: z
+    .object({
+      method: z.string().min(1),
+      selector: z.string().regex(/^0x[0-9a-f]{8}$/),
+      /** The whole calldata, when the plan fixes every argument (the CCTP burn): compared byte for byte. */
+      data: z.string().regex(/^0x([0-9a-f]{2})*$/).optional(),
+    })
+    .optional(),
+});
+export type ExpectedEffect = z.output<typeof ExpectedEffectSchema>;
+
 export const ExecutionContextSchema = z.object({
   protocol_version: z.string().min(1),
   request_id: z.string().min(1),
@@ -210,6 +251,13 @@ export const ExecutionContextSchema = z.object({
    * e.g. re-derive a transaction hash from the signed bytes, after the process that made them died.
    */
   attempt_artifacts: z.array(GeneratedArtifactSchema).optional(),
+  /**
+   * Ferry's addition: the node's expected effect as pinned when its movement was created (see
+   * ExpectedEffectSchema), or why none could be derived; both absent for a node that has none
+   * pinned (no signer binding, or created before pinning). The signer signs against it.
+   */
+  expected_effect: ExpectedEffectSchema.nullable().optional(),
+  expected_effect_unavailable: z.string().nullable().optional(),
 });
 export type ExecutionContext = z.output<typeof ExecutionContextSchema>;
 
@@ -224,39 +272,6 @@ export const SigningIntentSchema = z.object({
 });
 export type SigningIntent = z.output<typeof SigningIntentSchema>;
 
-const evmAddress = z
-  .string()
-  .regex(/^0x[0-9a-fA-F]{40}$/, 'a 0x-prefixed 20-byte address')
-  .transform((a) => a.toLowerCase());
-const baseUnits = z.string().regex(/^[0-9]+$/, 'a whole number, as a decimal string');
-
-/**
- * Ferry's addition: what the approved plan says a signing node may do, derived by the dispatcher
- * from the compiled plan, the intent and Ferry's configuration (never from the executor's output).
- * An EVM signer decodes the transaction it is asked to sign and refuses anything else.
- * - `asset` 'native': a value transfer of `amount_base_units` wei to `to`;
- * - `asset` a token address: that token's `transfer(to, amount)` (or `approve(to, amount)` when
- *   `token_method` says so), with no native value;
- * - `call`: a call of exactly that method (selector) on the contract `to`, carrying
- *   `amount_base_units` wei; only when the node's config names the contract and the method.
- */
-export const ExpectedEffectSchema = z.object({
-  chain_id: z.number().int().positive(),
-  asset: z.union([z.literal('native'), evmAddress]),
-  to: evmAddress,
-  amount_base_units: baseUnits,
-  max_fee_per_gas_cap_wei: baseUnits.optional(),
-  token_method: z.enum(['transfer', 'approve']).optional(),
-  call: z
-    .object({
-      method: z.string().min(1),
-      selector: z.string().regex(/^0x[0-9a-f]{8}$/),
-      /** The whole calldata, when the plan fixes every argument (the CCTP burn): compared byte for byte. */
-      data: z.string().regex(/^0x([0-9a-f]{2})*$/).optional(),
-    })
-    .optional(),
-});
-export type ExpectedEffect = z.output<typeof ExpectedEffectSchema>;
 
 /**
  * Ferry's addition: what a replacement (a fee bump of a submitted transaction) replaces. The runtime
@@ -282,6 +297,13 @@ export const SignRequestSchema = z.object({
   payload: z.string(),
   payload_hash: z.string().min(1),
   metadata: jsonObject.default({}),
+  /**
+   * Ferry's addition, the approval's evidence with request_id and request_node_id: the attempt the
+   * payload is for and the hash of the plan the movement was approved with. A signer host requires
+   * both (with Ferry's request signature over the whole request, src/executors/host-requests.ts).
+   */
+  attempt_no: z.number().int().positive().optional(),
+  compiled_plan_hash: z.string().min(1).optional(),
   /** Ferry's addition: the executor the payload comes from; a signer serves only the executors it lists. */
   executor_key: z.string().min(1).optional(),
   /** Ferry's addition: see ExpectedEffectSchema. Absent or null: an EVM signer refuses (default deny). */

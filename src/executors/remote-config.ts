@@ -1,6 +1,7 @@
 import type { Address } from 'viem';
 import { ConfigError } from '../config.ts';
 import type { ConfigFile, RemoteExecutorConfig, RemoteSignerConfig } from '../config-file.ts';
+import type { HostRequestSigner } from './host-requests.ts';
 import type { ExecutorRegistry, SignerRegistry } from './registry.ts';
 import { RemoteExecutorProxy } from './remote-proxy.ts';
 import type { SignerPolicyOptions } from './signers/evm-policy.ts';
@@ -11,7 +12,8 @@ import { RemoteSignerProxy } from './signers/remote-proxy.ts';
  * `remote.signers`): one proxy each, registered under its key like a local implementation, so a
  * node binds `exec.evm.native_transfer` the same whether it runs here or in `ferry executor-host`.
  * A bearer token is read from the variable the entry names, now; an unset one stops start naming
- * the entry and the variable, never a value. Makes no call.
+ * the entry and the variable, never a value. With Ferry's host request key (FERRY_HOST_REQUEST_KEY)
+ * every POST to them is signed, as `ferry executor-host` and `ferry signer-host` require. Makes no call.
  * @throws ConfigError naming the entry.
  */
 export function registerRemoteExecutors(
@@ -19,6 +21,7 @@ export function registerRemoteExecutors(
   executors: ExecutorRegistry,
   env: NodeJS.ProcessEnv,
   maxAnswerBytes?: number,
+  requestSigner?: HostRequestSigner,
 ): RemoteExecutorProxy[] {
   return (remote?.executors ?? []).map((entry, i) => {
     const proxy = new RemoteExecutorProxy({
@@ -28,6 +31,7 @@ export function registerRemoteExecutors(
       timeoutMs: entry.timeout_ms,
       lane: laneOf(entry.key),
       maxAnswerBytes,
+      requestSigner,
     });
     add(() => executors.register(proxy), `remote.executors[${i}] (${entry.key})`, 'executor');
     return proxy;
@@ -40,6 +44,7 @@ export function registerRemoteSigners(
   signers: SignerRegistry,
   env: NodeJS.ProcessEnv,
   policy: SignerPolicyOptions = {},
+  requestSigner?: HostRequestSigner,
 ): RemoteSignerProxy[] {
   return (remote?.signers ?? []).map((entry, i) => {
     const proxy = new RemoteSignerProxy({
@@ -48,6 +53,7 @@ export function registerRemoteSigners(
       token: token(entry, `remote.signers[${i}]`, env),
       timeoutMs: entry.timeout_ms,
       evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors, ...policy } : undefined,
+      requestSigner,
     });
     add(() => signers.register(proxy), `remote.signers[${i}] (${entry.key})`, 'signer');
     return proxy;

@@ -1,4 +1,5 @@
 import { FatalMovementError, MovementError } from './errors.ts';
+import type { HostRequestSigner } from './host-requests.ts';
 import { JsonHttpClient } from './http-json.ts';
 import {
   describeIssues,
@@ -21,6 +22,8 @@ export interface RemoteExecutorOptions {
   lane?: string;
   /** Largest answer read (FERRY_EXECUTOR_ANSWER_MAX_BYTES); a longer one is EXECUTOR_ANSWER_TOO_LARGE. */
   maxAnswerBytes?: number;
+  /** Ferry's host request key (FERRY_HOST_REQUEST_KEY): signs every POST for this executor key, as `ferry executor-host` requires. */
+  requestSigner?: HostRequestSigner;
 }
 
 /**
@@ -50,6 +53,7 @@ export class RemoteExecutorProxy implements Executor {
       codePrefix: 'REMOTE_EXECUTOR',
       maxAnswerBytes: opts.maxAnswerBytes,
       tooLargeCode: EXECUTOR_ANSWER_TOO_LARGE,
+      signHeaders: opts.requestSigner ? (r) => opts.requestSigner!.headers({ ...r, audience: opts.executorKey }) : undefined,
     });
   }
 

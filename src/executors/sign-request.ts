@@ -1,14 +1,19 @@
 import type { ConfigFile } from '../config-file.ts';
 import type { AuditEntry } from '../persistence/audit.ts';
 import { isMovementError } from './errors.ts';
-import { deriveExpectedEffect } from './evm/expected-effect.ts';
+import { EFFECT_CHANGED_RULE, resolveSigningEffect } from './evm/expected-effect.ts';
+import { violation } from './signers/evm-policy.ts';
 import type { ExecutionContext, PreparedAction, ReplacedVersion, SignRequest } from './protocol.ts';
 
 /**
  * The SignRequest the dispatcher sends for a prepared action. Besides the reference protocol's
- * fields it says which executor the payload comes from and carries the expected effect derived from
- * the approved plan (see evm/expected-effect.ts); when none can be derived, the reason, so the
- * signer's refusal can name it. Pure.
+ * fields it says which executor the payload comes from, carries the approval's evidence (attempt,
+ * approved plan hash) and the expected effect pinned for the node when its movement was created
+ * (ctx.expected_effect; derived from the approved plan and the configuration of now for a node
+ * without one, see evm/expected-effect.ts resolveSigningEffect); when there is none, the reason,
+ * so the signer's refusal can name it. Pure.
+ * @throws FatalMovementError SIGNER_POLICY_VIOLATION (effect_changed_since_approval) when the
+ *         configuration of now would make the pinned effect another one (decimals, symbol, token...).
  */
 export function buildSignRequest(input: {
   ctx: ExecutionContext;
@@ -23,11 +28,19 @@ export function buildSignRequest(input: {
 }): SignRequest {
   const { ctx, prepared } = input;
   const destination = ctx.intent.destination;
-  const derived = deriveExpectedEffect({ plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei });
+  const pinned = ctx.expected_effect === undefined && ctx.expected_effect_unavailable === undefined ? null : { effect: ctx.expected_effect ?? null, unavailable: ctx.expected_effect_unavailable ?? null };
+  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei });
+  if (!derived.ok && derived.changed !== undefined) {
+    throw violation(EFFECT_CHANGED_RULE, `node ${ctx.node_key} is not signed: ${derived.reason}; its pinned effect rules, and it no longer matches Ferry's configuration`, {
+      actual: derived.changed,
+    });
+  }
   return {
     protocol_version: ctx.protocol_version,
     request_id: ctx.request_id,
     request_node_id: ctx.request_node_id,
+    attempt_no: ctx.attempt_no,
+    compiled_plan_hash: ctx.compiled_plan_hash,
     signing_intent: {
       action: prepared.action_type,
       asset: String(ctx.intent.asset ?? ''),

@@ -4,7 +4,9 @@ import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { z } from 'zod';
+import { errorStatus } from '../errors.ts';
 import { isMovementError, TemporaryMovementError } from '../executors/errors.ts';
+import { HOST_REQUEST_HEADERS, type HostRequestVerifier } from '../executors/host-requests.ts';
 import { describeIssues } from '../executors/protocol.ts';
 import type { Logger } from '../log.ts';
 
@@ -31,6 +33,32 @@ export function bearerAuth(token: string): MiddlewareHandler {
     }
     await next();
   };
+}
+
+/**
+ * Refuses a POST Ferry did not sign (src/executors/host-requests.ts): unsigned, signed by a key the
+ * host does not pin or for a key it does not serve (`audiences`; null: the route compares the
+ * audience with what the body names), outside the replay window, or a
+ * repeat. Runs after the bearer check and the body limit; the body it verifies is the one the
+ * route then parses (Hono keeps it). GET /health needs the bearer token only.
+ */
+export function signedRequests(verifier: HostRequestVerifier, audiences: ReadonlySet<string> | null, log: Logger): MiddlewareHandler {
+  return async (c, next) => {
+    if (c.req.method !== 'POST') return next();
+    const body = await c.req.text();
+    const verdict = verifier.verify({ method: c.req.method, path: c.req.path, header: (name) => c.req.header(name), body, audiences });
+    if (!verdict.ok) {
+      log.warn({ path: c.req.path, error_code: verdict.code, audience: c.req.header(HOST_REQUEST_HEADERS.audience)?.slice(0, 200) ?? null }, 'host request refused');
+      const status = errorStatus[verdict.code] as 401 | 409 | 503;
+      return c.json({ code: verdict.code, message: verdict.message }, status, status === 503 ? { 'retry-after': '1' } : {});
+    }
+    await next();
+  };
+}
+
+/** The audience the verified request was signed for (set only behind signedRequests). */
+export function signedAudience(c: Context): string | undefined {
+  return c.req.header(HOST_REQUEST_HEADERS.audience);
 }
 
 /** A body that does not parse: 400, which the proxies read as a refusal (nothing was done). */

@@ -10,8 +10,9 @@ import {
   type ExecutionResult,
   type Executor,
 } from '../executors/protocol.ts';
+import type { HostRequestVerifier } from '../executors/host-requests.ts';
 import type { Logger } from '../log.ts';
-import { bearerAuth, callLog, errorAnswer, parseBody } from './common.ts';
+import { bearerAuth, callLog, errorAnswer, parseBody, signedAudience, signedRequests } from './common.ts';
 
 /**
  * `ferry executor-host`: chosen local executors served over seed 003's remote executor protocol,
@@ -21,7 +22,11 @@ import { bearerAuth, callLog, errorAnswer, parseBody } from './common.ts';
  * POST /preflight (204 when it passes), /prepare, /observe, /recover, /cancel with an
  * ExecutionContext; POST /submit with {context, prepared_action, sign_result?}; GET /health.
  * One host may serve several executors: each call is routed by the context's
- * resolved_bindings.executor.executor_key. Every route needs the bearer token.
+ * resolved_bindings.executor.executor_key. Every route needs the bearer token; every POST besides
+ * must be signed by Ferry's host request key, which the host pins (src/executors/host-requests.ts),
+ * for the executor the context names, inside the replay window, with a nonce not seen before: the
+ * context (movement, node, attempt, approved plan hash, the expected effect Ferry pinned) and, for
+ * submit, the prepared action and its signature are then exactly what Ferry sent.
  *
  * submit runs the executor's pre-submit check first (the last gate before a side effect, as the
  * local dispatcher would): a temporary refusal answers 503, which the proxy reports as UNKNOWN for
@@ -31,6 +36,8 @@ import { bearerAuth, callLog, errorAnswer, parseBody } from './common.ts';
 export interface ExecutorHostOptions {
   executors: Executor[];
   token: string;
+  /** Verifies Ferry's request signatures (FERRY_HOST_REQUEST_PUBLIC_KEYS, FERRY_HOST_REQUEST_MAX_AGE_SECONDS). */
+  verifier: HostRequestVerifier;
   log: Logger;
   /** Largest request body, in bytes (default 1 MiB). */
   maxBodyBytes?: number;
@@ -46,6 +53,7 @@ export function executorHostApp(opts: ExecutorHostOptions): Hono {
   const app = new Hono();
   app.use('*', bearerAuth(opts.token));
   app.use('*', bodyLimit({ maxSize: opts.maxBodyBytes ?? 1024 * 1024, onError: (c) => c.json({ code: 'HOST_BODY_TOO_LARGE', message: 'the body is too large' }, 413) }));
+  app.use('*', signedRequests(opts.verifier, null, log));
 
   const pick = (ctx: ExecutionContext): Executor | null => served.get(bindingKey(ctx.resolved_bindings.executor, 'executor_key') ?? '') ?? null;
   const notServed = (ctx: ExecutionContext) => ({ code: 'EXECUTOR_NOT_SERVED', message: `this host does not serve ${JSON.stringify(bindingKey(ctx.resolved_bindings.executor, 'executor_key'))}` });
@@ -53,6 +61,13 @@ export function executorHostApp(opts: ExecutorHostOptions): Hono {
 
   async function answer(c: Context, method: string, ctx: ExecutionContext, run: (e: Executor) => Promise<ExecutionResult | null>) {
     const started = Date.now();
+    // Signed for one executor, naming another: a request meant for one lane is never run by another.
+    const audience = signedAudience(c);
+    const named = bindingKey(ctx.resolved_bindings.executor, 'executor_key');
+    if (audience !== named) {
+      callLog(log, fields(method, ctx), 401, started);
+      return c.json({ code: 'HOST_REQUEST_SIGNATURE_INVALID', message: `the request is signed for ${JSON.stringify(audience)} and names executor ${JSON.stringify(named)}` }, 401);
+    }
     const executor = pick(ctx);
     if (!executor) {
       callLog(log, fields(method, ctx), 404, started);

@@ -95,6 +95,7 @@ export function nodeView(n: NodeRow): z.infer<typeof MovementNodeSchema> {
     error_code: n.error_code,
     error_detail: n.error_detail,
     manual_intervention_required: n.manual_intervention_required ?? false,
+    expected_effect: (n.expected_effect as Record<string, unknown> | null | undefined) ?? null,
     started_at: isoOrNull(n.started_at),
     next_observe_at: isoOrNull(n.next_observe_at),
     last_observed_at: isoOrNull(n.last_observed_at),

@@ -225,6 +225,8 @@ export interface NewNode {
   machine_id: string;
   machine_version: string;
   node_state: string;
+  /** The expected effect pinned at creation (migration 0210): {effect} or {unavailable}; null or absent for a node without a signer binding. */
+  expected_effect?: { effect: Record<string, unknown> } | { unavailable: string } | null;
 }
 
 export async function insertNodes(db: Queryable, movementId: string, nodes: NewNode[]): Promise<NodeRow[]> {
@@ -232,13 +234,14 @@ export async function insertNodes(db: Queryable, movementId: string, nodes: NewN
   const { rows } = await db.query<NodeRow>(
     `INSERT INTO request_nodes (request_id, plan_node_id, node_key, node_kind, action_type, executor_binding,
         signer_binding, config, timeout_policy, predecessor_keys, successor_keys, retryable, machine_id,
-        machine_version, node_state)
+        machine_version, node_state, expected_effect)
      SELECT $1, n.plan_node_id, n.node_key, n.node_kind, n.action_type, n.executor_binding, n.signer_binding,
             n.config, n.timeout_policy, n.predecessor_keys, n.successor_keys, n.retryable, n.machine_id,
-            n.machine_version, n.node_state
+            n.machine_version, n.node_state, n.expected_effect
        FROM jsonb_to_recordset($2::jsonb) AS n(plan_node_id uuid, node_key text, node_kind text, action_type text,
             executor_binding jsonb, signer_binding jsonb, config jsonb, timeout_policy jsonb, predecessor_keys text[],
-            successor_keys text[], retryable boolean, machine_id text, machine_version text, node_state text)
+            successor_keys text[], retryable boolean, machine_id text, machine_version text, node_state text,
+            expected_effect jsonb)
      RETURNING *`,
     [movementId, JSON.stringify(nodes)],
   );

@@ -25,6 +25,7 @@ import { canonicalJson } from '../plan/canonical-json.ts';
 import { compilePlan, compiledPlanHash, type CompileOptions } from '../plan/compile.ts';
 import type { CompiledPlan } from '../plan/types.ts';
 import type { BindingCatalog } from '../plan/validate.ts';
+import { pinExpectedEffect, type PinnedEffect } from '../executors/evm/expected-effect.ts';
 import { startMovement } from './start-movement.ts';
 import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../actors/transition.ts';
 
@@ -38,7 +39,7 @@ import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../
 
 export interface MovementServiceDeps {
   pool: Pool;
-  config: Pick<FerryConfig, 'approvalTtlSeconds' | 'approvalQuorum' | 'callbackAllowedHosts'> & Partial<Pick<FerryConfig, 'file'>>;
+  config: Pick<FerryConfig, 'approvalTtlSeconds' | 'approvalQuorum' | 'callbackAllowedHosts'> & Partial<Pick<FerryConfig, 'file' | 'evmMaxFeePerGasCapWei'>>;
   transitions: TransitionDeps;
   /** The registered executors and signers; a plan bound to anything else is refused at creation. */
   bindings?: BindingCatalog;
@@ -149,6 +150,21 @@ async function refuseNotYetLive(client: Client, templateKey: string): Promise<vo
   });
 }
 
+/**
+ * The expected effect of every signing node, pinned with the plan (docs/signing.md, "Pinned at
+ * approval"): what the approvers see and what dispatch signs against, whatever the configuration
+ * says by then. Without a configuration file (tests of the API alone) nothing is pinned.
+ */
+function pinnedEffects(plan: CompiledPlan, intent: Record<string, unknown>, config: MovementServiceDeps['config']): Map<string, PinnedEffect> {
+  const pinned = new Map<string, PinnedEffect>();
+  if (!config.file) return pinned;
+  for (const node of plan.nodes) {
+    if (!node.signer_binding) continue;
+    pinned.set(node.node_key, pinExpectedEffect({ plan, nodeKey: node.node_key, intent, evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei }));
+  }
+  return pinned;
+}
+
 export async function createMovement(deps: MovementServiceDeps, input: CreateMovementInput): Promise<CreatedMovement> {
   const fingerprint = movementFingerprint(input);
   const key = input.idempotencyKey ?? null;
@@ -183,6 +199,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
         callbackUrl: input.callbackUrl ?? null,
         idempotencyKey: key,
         fingerprint,
+        expectedEffects: pinnedEffects(plan, input.intent, deps.config),
       });
       const { nodes } = started;
       let request = started.request;

@@ -1,4 +1,5 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
+import { ed25519PrivateKey, ed25519PublicKey, ed25519Sign, ed25519Verify, generateEd25519 } from '../ed25519.ts';
 import { FerryError, NotFoundError } from '../errors.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
@@ -30,12 +31,8 @@ export type { QueueCredentialInfo };
 
 const KEY_PREFIX = 'fyq_';
 const KEY_SHAPE = /^fyq_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.([A-Za-z0-9_-]{43})$/;
-const SIGNATURE_SHAPE = /^[A-Za-z0-9_-]{86}$/;
 // What is signed starts with a domain label, so a signature over anything else never verifies here.
 const SIGNED_PREFIX = 'ferry.movement-order.v1\n';
-// DER headers of an Ed25519 private key (PKCS#8) and public key (SPKI) around their 32 raw bytes.
-const PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
-const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 
 export interface CreatedQueueCredential extends QueueCredentialInfo {
   /** The private key; shown here and nowhere else. */
@@ -54,10 +51,8 @@ export async function createQueueCredential(
     if (principal.disabled_at) throw new FerryError('VALIDATION_FAILED', `principal ${principal.name} is disabled`, { field: 'principal' });
     const name = input.name ?? `${principal.name}.queue`;
     assertName('queue credential', name);
-    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
-    const raw = (publicKey.export({ format: 'der', type: 'spki' }) as Buffer).subarray(SPKI_PREFIX.length);
-    const seed = (privateKey.export({ format: 'der', type: 'pkcs8' }) as Buffer).subarray(PKCS8_PREFIX.length);
-    const info = await insertQueueCredential(client, { name, principalId: principal.id, publicKey: raw.toString('base64url') });
+    const { seed, publicKey } = generateEd25519();
+    const info = await insertQueueCredential(client, { name, principalId: principal.id, publicKey });
     await writeAudit(client, {
       actor,
       action: 'queue_credential.create',
@@ -65,7 +60,7 @@ export async function createQueueCredential(
       entity_id: info.id,
       details: { name: info.name, principal_id: info.principal_id, principal_name: info.principal_name },
     });
-    return { ...info, key: `${KEY_PREFIX}${info.id}.${seed.toString('base64url')}` };
+    return { ...info, key: `${KEY_PREFIX}${info.id}.${seed}` };
   });
 }
 
@@ -91,8 +86,7 @@ export function queueCredentials(pool: Pool, opts: { includeRevoked?: boolean } 
 export function parseQueueKey(key: string): { credentialId: string; privateKey: KeyObject } {
   const m = KEY_SHAPE.exec(key.trim());
   if (!m) throw new FerryError('VALIDATION_FAILED', 'a queue key is fyq_<credential id>.<43 base64url characters>', { field: 'key' });
-  const seed = Buffer.from(m[2]!, 'base64url');
-  return { credentialId: m[1]!, privateKey: createPrivateKey({ key: Buffer.concat([PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' }) };
+  return { credentialId: m[1]!, privateKey: ed25519PrivateKey(m[2]!) };
 }
 
 /** The bytes a signature covers: the order without its signature, as canonical JSON. */
@@ -112,7 +106,7 @@ export function signMovementOrder<T extends Record<string, unknown>>(
 ): T & { credential_id: string; issued_at: string; signature: string } {
   const { credentialId, privateKey } = parseQueueKey(key);
   const unsigned = { ...order, credential_id: credentialId, issued_at: issuedAt.toISOString() };
-  const signature = sign(null, signedBytes(unsigned), privateKey).toString('base64url');
+  const signature = ed25519Sign(signedBytes(unsigned), privateKey);
   return { ...unsigned, signature };
 }
 
@@ -138,14 +132,7 @@ export async function verifyMovementOrder(
 ): Promise<{ principalId: string; principalName: string; credentialId: string }> {
   const credential = await usableQueueCredential(db, order.credential_id);
   if (!credential) throw unauthenticatedOrder('unknown_credential', order);
-  const ok =
-    SIGNATURE_SHAPE.test(order.signature) &&
-    verify(
-      null,
-      signedBytes(order),
-      createPublicKey({ key: Buffer.concat([SPKI_PREFIX, Buffer.from(credential.publicKey, 'base64url')]), format: 'der', type: 'spki' }),
-      Buffer.from(order.signature, 'base64url'),
-    );
+  const ok = ed25519Verify(signedBytes(order), ed25519PublicKey(credential.publicKey), order.signature);
   if (!ok) throw unauthenticatedOrder('bad_signature', order);
   if (credential.principalName !== order.requested_by) throw unauthenticatedOrder('requester_mismatch', order);
   return { principalId: credential.principalId, principalName: credential.principalName, credentialId: credential.id };

@@ -7,6 +7,7 @@ import {
   movementMachine,
 } from '../machines/movement-machine.ts';
 import type { Client } from '../persistence/db.ts';
+import type { PinnedEffect } from '../executors/evm/expected-effect.ts';
 import type { CompiledPlan } from '../plan/compile.ts';
 import { appendTransition, insertNodes, insertRequest, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 
@@ -27,6 +28,11 @@ export interface StartMovementInput {
   callbackUrl: string | null;
   idempotencyKey: string | null;
   fingerprint: string | null;
+  /**
+   * The expected effect of each signing node, by node key, pinned from the approved plan and the
+   * configuration of now (evm/expected-effect.ts pinExpectedEffect); dispatch signs against it.
+   */
+  expectedEffects?: ReadonlyMap<string, PinnedEffect>;
 }
 
 export async function startMovement(client: Client, input: StartMovementInput): Promise<{ request: MovementRow; nodes: NodeRow[] }> {
@@ -82,6 +88,7 @@ export async function startMovement(client: Client, input: StartMovementInput): 
         machine_id: NODE_MACHINE_ID,
         machine_version: NODE_MACHINE_VERSION,
         node_state: String(snap.value),
+        expected_effect: input.expectedEffects?.get(n.node_key) ?? null,
       };
     }),
   );

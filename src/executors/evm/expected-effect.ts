@@ -88,6 +88,60 @@ export function deriveExpectedEffect(input: ExpectedEffectInput): ExpectedEffect
   }
 }
 
+/**
+ * A node's expected effect as pinned when its movement is created (request_nodes.expected_effect):
+ * the effect, or why none could be derived. Dispatch signs against it (resolveSigningEffect).
+ */
+export type PinnedEffect = { effect: ExpectedEffect } | { unavailable: string };
+
+export function pinExpectedEffect(input: ExpectedEffectInput): PinnedEffect {
+  const derived = deriveExpectedEffect(input);
+  return derived.ok ? { effect: derived.effect } : { unavailable: derived.reason };
+}
+
+/** The rule of a refusal because the configuration changed what a pinned effect would be. */
+export const EFFECT_CHANGED_RULE = 'effect_changed_since_approval';
+
+/**
+ * What a node is signed against at dispatch. A pinned effect rules: the configuration of now only
+ * lowers its fee cap (the lower of the pinned and the current cap applies; a raised cap is not
+ * used). When the configuration of now derives a different effect otherwise (token decimals or
+ * symbol changed, a token or chain entry gone...), the node is refused rather than signed with
+ * either: the approvers saw the movement under the pinned values, and the operator changed them.
+ * Without a pin (a node created before pinning), the effect is derived from the configuration of
+ * now, as it always was.
+ * @returns the effect, or why there is none; `changed` set when the configuration moved.
+ */
+export function resolveSigningEffect(
+  pinned: { effect: ExpectedEffect | null; unavailable: string | null } | null,
+  now: ExpectedEffectInput,
+): ExpectedEffectResult & { changed?: string } {
+  const current = deriveExpectedEffect(now);
+  if (!pinned) return current;
+  if (!pinned.effect) return { ok: false, reason: pinned.unavailable ?? 'no expected effect was pinned for this node' };
+  const effect = pinned.effect;
+  if (!current.ok) return { ok: false, reason: `the configuration no longer gives this node an effect (${current.reason})`, changed: current.reason };
+  const { max_fee_per_gas_cap_wei: pinnedCap, ...pinnedRest } = effect;
+  const { max_fee_per_gas_cap_wei: currentCap, ...currentRest } = current.effect;
+  const diff = differences(pinnedRest, currentRest);
+  if (diff.length > 0) {
+    return { ok: false, reason: `the configuration changed ${diff.join(', ')} since the movement was approved`, changed: diff.join(', ') };
+  }
+  const caps = [pinnedCap, currentCap].filter((c): c is string => c !== undefined).map((c) => BigInt(c));
+  const cap = caps.length === 0 ? undefined : caps.reduce((a, b) => (b < a ? b : a)).toString();
+  const { max_fee_per_gas_cap_wei: _, ...rest } = effect;
+  return { ok: true, effect: cap === undefined ? rest : { ...rest, max_fee_per_gas_cap_wei: cap } };
+}
+
+function differences(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
+  const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+  const shown = (v: unknown) => {
+    const text = JSON.stringify(v) ?? 'none';
+    return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+  };
+  return keys.filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k])).map((k) => `${k} (${shown(a[k])} -> ${shown(b[k])})`);
+}
+
 function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffectInput): ExpectedEffect {
   const node = planNode(plan, nodeKey);
   const config = node.config ?? {};
@@ -135,17 +189,17 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffec
   // An ERC-20 allowance the plan names: that spender, that amount, on that token.
   if (config.token_approval !== undefined) {
     const approval = object(config.token_approval, 'config.token_approval');
-    const { token, decimals } = tokenOf(plain(approval.token, 'config.token_approval.token'), approval.decimals, chainId, evm, 'config.token_approval');
+    const { token, decimals, symbol } = tokenOf(plain(approval.token, 'config.token_approval.token'), approval.decimals, chainId, evm, 'config.token_approval');
     const spender = address(plain(approval.spender, 'config.token_approval.spender'), 'config.token_approval.spender');
     const amount = toBaseUnits(plain(approval.amount, 'config.token_approval.amount'), decimals);
-    return withCap({ chain_id: chainId, asset: token, to: spender, amount_base_units: amount, token_method: 'approve' });
+    return withCap({ chain_id: chainId, asset: token, to: spender, amount_base_units: amount, token_method: 'approve', ...tokenFacts(decimals, symbol) });
   }
 
   if (executorKey === ERC20_TRANSFER_EXECUTOR) {
-    const { token, decimals } = tokenOf(plain(config.token ?? intent.asset, 'token'), plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
+    const { token, decimals, symbol } = tokenOf(plain(config.token ?? intent.asset, 'token'), plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
     const to = address(plain(config.to ?? destinationOf(intent), 'recipient'), 'recipient');
     const amount = toBaseUnits(plain(config.amount ?? intent.amount, 'amount'), decimals);
-    return withCap({ chain_id: chainId, asset: token, to, amount_base_units: amount, token_method: 'transfer' });
+    return withCap({ chain_id: chainId, asset: token, to, amount_base_units: amount, token_method: 'transfer', ...tokenFacts(decimals, symbol) });
   }
 
   // --- CCTP lane (docs/cctp-lane.md) ---
@@ -187,7 +241,7 @@ function cctpBurnEffect(config: Record<string, unknown>, intent: Record<string, 
     domain = rawDomain as number;
   }
   if (domain === null) unavailable('the burn names neither config.destination_chain_id nor config.destination_domain');
-  const { token, decimals } = tokenOf(plain(config.token ?? intent.asset, 'token'), plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
+  const { token, decimals, symbol } = tokenOf(plain(config.token ?? intent.asset, 'token'), plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
   const amount = BigInt(toBaseUnits(plain(config.amount ?? intent.amount, 'amount'), decimals));
   const recipient = address(plain(config.mint_recipient ?? destinationOf(intent), 'mint recipient'), 'mint recipient');
   const rawCaller = plain(config.destination_caller, 'config.destination_caller');
@@ -213,12 +267,13 @@ function cctpBurnEffect(config: Record<string, unknown>, intent: Record<string, 
     to: address(cctp.token_messenger, 'evm.chains[].cctp.token_messenger'),
     amount_base_units: '0',
     call: { method: DEPOSIT_FOR_BURN_SIGNATURE, selector: toFunctionSelector(DEPOSIT_FOR_BURN_SIGNATURE), data: data.toLowerCase() },
+    ...tokenFacts(decimals, symbol),
   };
 }
 // --- end CCTP lane ---
 
 /** The token (lowercase address) and its trusted decimals: from the node, else evm.tokens; never from the chain. */
-function tokenOf(tokenRef: unknown, nodeDecimals: unknown, chainId: number, evm: ConfigFile['evm'], where: string): { token: string; decimals: number } {
+function tokenOf(tokenRef: unknown, nodeDecimals: unknown, chainId: number, evm: ConfigFile['evm'], where: string): { token: string; decimals: number; symbol?: string } {
   if (typeof tokenRef !== 'string' || tokenRef.length === 0) return unavailable('the node names no token');
   const byAddress = isAddress(tokenRef, { strict: false });
   const listed = byAddress
@@ -235,7 +290,12 @@ function tokenOf(tokenRef: unknown, nodeDecimals: unknown, chainId: number, evm:
   const decimals = (nodeDecimals as number | undefined) ?? listed?.decimals;
   // Only trusted decimals: the chain's answer would be the executor's word, not the approval's.
   if (decimals === undefined) return unavailable(`decimals of token ${token} are given neither by the node config nor by evm.tokens`);
-  return { token, decimals };
+  return { token, decimals, ...(listed ? { symbol: listed.symbol } : {}) };
+}
+
+/** The decimals a token amount was computed with, and its symbol when evm.tokens lists it: pinned with the effect. */
+function tokenFacts(decimals: number, symbol: string | undefined): Pick<ExpectedEffect, 'token_decimals' | 'token_symbol'> {
+  return { token_decimals: decimals, ...(symbol ? { token_symbol: symbol } : {}) };
 }
 
 function planNode(plan: unknown, nodeKey: string): PlanNode {

@@ -1,4 +1,5 @@
 import { FatalMovementError } from '../errors.ts';
+import type { HostRequestSigner } from '../host-requests.ts';
 import { JsonHttpClient } from '../http-json.ts';
 import { describeIssues, SignResultSchema, type Signer, type SignRequest, type SignResult } from '../protocol.ts';
 import { checkExecutorAllowed, EVM_NONCE_FILL_ACTION, typedDataRefused, type EvmSignerScope, type SignerPolicyOptions } from './evm-policy.ts';
@@ -16,6 +17,8 @@ export interface RemoteSignerOptions {
    * `executor_key` and `expected_effect` either way and must apply the same policy itself.
    */
   evmPolicy?: { chains?: readonly number[]; executors?: readonly string[] } & SignerPolicyOptions;
+  /** Ferry's host request key (FERRY_HOST_REQUEST_KEY): signs every /sign for this signer key, as `ferry signer-host` requires. */
+  requestSigner?: HostRequestSigner;
 }
 
 /**
@@ -30,7 +33,15 @@ export class RemoteSignerProxy implements Signer {
   constructor(opts: RemoteSignerOptions) {
     this.signerKey = opts.signerKey;
     this.#scope = opts.evmPolicy ? { signerKey: opts.signerKey, ...opts.evmPolicy } : null;
-    this.#http = new JsonHttpClient({ baseUrl: opts.baseUrl, token: opts.token, timeoutMs: opts.timeoutMs, codePrefix: 'REMOTE_SIGNER' });
+    this.#http = new JsonHttpClient({
+      baseUrl: opts.baseUrl,
+      token: opts.token,
+      timeoutMs: opts.timeoutMs,
+      codePrefix: 'REMOTE_SIGNER',
+      // The whole request is signed: the approval's evidence (movement, node, attempt, plan hash,
+      // expected effect) reaches the host as Ferry built it, or is refused there.
+      signHeaders: opts.requestSigner ? (r) => opts.requestSigner!.headers({ ...r, audience: opts.signerKey }) : undefined,
+    });
   }
 
   async sign(req: SignRequest): Promise<SignResult> {

@@ -222,6 +222,10 @@ export const MovementNodeSchema = z
     error_detail: z.string().nullable(),
     // The executor said only a person can settle this node (docs/operations.md, "Manual intervention").
     manual_intervention_required: z.boolean(),
+    // What the signer may sign for the node, pinned at creation (docs/signing.md, "Pinned at approval").
+    expected_effect: anyObject.nullable().openapi({
+      description: 'For a signing node, the expected effect pinned when the movement was created: {effect: {chain_id, asset, to, amount_base_units, token_decimals, token_symbol, max_fee_per_gas_cap_wei, ...}} or {unavailable: reason}; null otherwise',
+    }),
     started_at: nullableTime,
     next_observe_at: nullableTime,
     last_observed_at: nullableTime,
