@@ -8,6 +8,7 @@ import { countMovementsByState, exactlyOnceReport } from '../scripts/lib/bench-q
 import { createPool } from '../src/persistence/db.ts';
 import { startEmbeddedPostgres } from '../src/persistence/embedded.ts';
 import { migrate } from '../src/persistence/migrate.ts';
+import { prepareDatabase } from '../src/persistence/roles.ts';
 import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
 import { exited, spawnWorker } from './helpers/processes.ts';
@@ -34,8 +35,10 @@ test('a PostgreSQL restart mid-run loses no movement and submits no attempt twic
   const dataDir = mkdtempSync(join(tmpdir(), 'ferry-restart-'));
   const port = await freePort();
   let server = await startEmbeddedPostgres({ dataDir, port });
-  const url = server.url;
-  await migrate(url);
+  // The runtime's own role, as Ferry runs it: its URL outlives a restart (the superuser's password
+  // is made anew at every start and revoked once start-up is done).
+  const url = server.appUrl;
+  await prepareDatabase({ ownerUrl: server.url, appUrl: url, setup: true, migrate: (owner) => migrate(owner) });
   let pool = createPool(url, 4);
   const ids = await createMovements(pool, template, 40, 4);
 
