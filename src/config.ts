@@ -62,6 +62,12 @@ const fields = {
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],
   // Per-worker switches for the hot loops and the callback delivery consumer (the sweeps have their
   // own FERRY_<SWEEP>_ENABLED); a disabled worker is listed as disabled in GET /v3/workers.
+  // Which runtime drives movements (docs/actor-runtime.md): the dispatcher and observer loops, or a
+  // lease holder with one movement actor per leased movement. Every process of a cluster must run the same.
+  FERRY_RUNTIME: ['runtime', z.enum(['loops', 'actors']).default('loops')],
+  FERRY_LEASE_TTL_SECONDS: ['leaseTtlSeconds', z.coerce.number().min(1).max(3600).default(15)],
+  FERRY_LEASE_MAX_MOVEMENTS: ['leaseMaxMovements', count(500)],
+  FERRY_ACTOR_HOLD_SECONDS: ['actorHoldSeconds', z.coerce.number().min(0).max(300).default(5)],
   FERRY_WORKER_NODE_DISPATCHER_ENABLED: ['workerNodeDispatcherEnabled', bool.default(true)],
   FERRY_WORKER_NODE_OBSERVER_ENABLED: ['workerNodeObserverEnabled', bool.default(true)],
   FERRY_WORKER_NODE_RECOVERY_ENABLED: ['workerNodeRecoveryEnabled', bool.default(true)],

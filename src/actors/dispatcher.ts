@@ -15,7 +15,7 @@ import { withTransaction, type Client } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
-import { deliverBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
+import { deliverBatch, deliverHeld, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
 
 /**
  * The dispatcher drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
@@ -103,10 +103,22 @@ export async function dispatchBatch(deps: WorkerDeps, opts: DispatchOptions = {}
   return claimed.length;
 }
 
-/** Runs claimed dispatches (from a claim, or carried by a commit) until nothing is carried onward. */
-export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], carry = true): Promise<void> {
+/**
+ * Runs claimed dispatches (from a claim, or carried by a commit) until nothing is carried onward.
+ * Returns each movement's rows as the last commit that wrote them left them (a movement actor goes
+ * on from them without a re-read); a movement whose commits were all refused is missing.
+ */
+export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], carry = true): Promise<Map<string, LockedMovement>> {
+  const latest = new Map<string, LockedMovement>();
   let current = claims;
-  while (current.length > 0) current = await runRound(deps, current, carry);
+  while (current.length > 0) current = await runRound(deps, current, carry, latest);
+  return latest;
+}
+
+/** Records, per movement of `ids`, the rows a commit left. */
+function remember(latest: Map<string, LockedMovement> | undefined, result: BatchResult, ids: string[]): void {
+  if (!latest) return;
+  for (const id of ids) latest.set(id, { request: result.movementOf(id), nodes: result.nodesOf(id) });
 }
 
 async function claim(deps: WorkerDeps, limit: number): Promise<CarriedClaim[]> {
@@ -151,7 +163,7 @@ interface Prepared {
   submit?: Omit<ToSubmit, 'd'>;
 }
 
-async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boolean): Promise<CarriedClaim[]> {
+async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boolean, latest?: Map<string, LockedMovement>): Promise<CarriedClaim[]> {
   const contexts = await claimedContexts(deps.pool, dispatches, (n) => n.attempt_no + 1);
   const prepared = await Promise.all(dispatches.map((d, i) => prepareOne(deps, d, contexts[i])));
 
@@ -159,6 +171,7 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   const items = prepared.flatMap((p) => p.items);
   const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: heldRows(dispatches.map((d) => ({ request: d.request, nodes: d.nodes }))) });
   if (!committed) return [];
+  remember(latest, committed, [...new Set(dispatches.map((d) => d.request.id))]);
   const refusedNodes = refusals(deps, dispatches, items, committed);
   const toSubmit: ToSubmit[] = [];
   prepared.forEach((p, i) => {
@@ -180,6 +193,7 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
     held: heldRows(toSubmit.map((s) => ({ request: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) }))),
   });
   if (!done) return [];
+  remember(latest, done, [...new Set(toSubmit.map((t) => t.d.request.id))]);
   refusals(deps, dispatches, resultItems, done);
   for (const _ of done.claimed) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
   return done.claimed;
@@ -204,7 +218,10 @@ async function commit(deps: WorkerDeps, items: NodeItem[], opts: BatchOptions): 
   let current = opts;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await withTransaction(deps.pool, (client: Client) => deliverBatch(client, { nodes: items }, current));
+      const held = current.held;
+      return await (held
+        ? deliverHeld(deps.pool, { nodes: items }, { ...current, held })
+        : withTransaction(deps.pool, (client: Client) => deliverBatch(client, { nodes: items }, current)));
     } catch (err) {
       if (err instanceof TransitionConflictError && current.held) {
         fencedRetriesTotal.inc({ worker: 'dispatcher' });

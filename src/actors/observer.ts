@@ -5,11 +5,47 @@ import { addSeconds, observationTimedOut, observeDelaySeconds } from '../machine
 import { claimObserveBatch } from '../persistence/claims.ts';
 import { claimsTotal, deferralsTotal } from '../metrics.ts';
 import { withTransaction } from '../persistence/db.ts';
-import { nodesOfMovements } from '../persistence/movements.ts';
+import { nodesOfMovements, type NodeRow } from '../persistence/movements.ts';
+import type { ExecutionContext } from '../executors/protocol.ts';
 import { runDispatches } from './dispatcher.ts';
 import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type WorkerDeps } from './execution.ts';
 import { deliverBatch, type CarriedClaim, type NodeItem } from './transition.ts';
 import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
+
+/**
+ * One node's observation: asks the provider (observe()), or times the observation out, and returns
+ * the OBSERVED (or OBSERVATION_TIMED_OUT) event to commit, with the fee bump the executor proposed
+ * if any. Shared by the observer loop and the movement actors (movement-actor.ts).
+ */
+export async function observationOf(deps: WorkerDeps, node: NodeRow, ctx: ExecutionContext | { error: unknown }): Promise<{ item: NodeItem; proposal?: ReplacementProposal }> {
+  const at = nowIso();
+  if (deps.config.observeTimeoutEnforcement && observationTimedOut(node.timeout_policy, node.started_at?.toISOString() ?? null, at)) {
+    return { item: { nodeId: node.id, event: { type: 'OBSERVATION_TIMED_OUT', at } } };
+  }
+  const { outcome, artifacts, retryAfter, infra, replacement } = await askProvider(
+    deps,
+    node,
+    ctx,
+    'observe',
+    ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'],
+    // A provider we cannot reach now says nothing about the movement: keep observing; so does
+    // Ferry's own database trouble. Anything else makes the node's fate unknown, which recovery
+    // resolves.
+    (err) =>
+      err instanceof TemporaryMovementError || err instanceof FerryInfraError
+        ? { nextState: 'OBSERVING', errorCode: isMovementError(err) ? err.code : 'FERRY_DATABASE_UNAVAILABLE', errorDetail: errorText(err) }
+        : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'OBSERVE_ERROR', errorText(err)),
+  );
+  if (infra) {
+    deferralsTotal.inc({ worker: 'observer', cause: infra });
+    if (outcome.nextState !== 'OBSERVING') Object.assign(outcome, { nextState: 'OBSERVING', errorCode: 'FERRY_DATABASE_UNAVAILABLE' });
+  }
+  const keepsObserving = outcome.nextState === 'OBSERVING' || outcome.nextState === 'SUBMITTED';
+  const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter ?? (infra ? 1 : null))) : null;
+  nodeLog(deps, 'observer', node).debug({ next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
+  const proposal = replacement && keepsObserving ? { nodeId: node.id, attemptNo: node.attempt_no, prepared: replacement } : undefined;
+  return { item: { nodeId: node.id, event: { type: 'OBSERVED', outcome, at, nextObserveAt }, artifacts }, proposal };
+}
 
 /**
  * The observer: polls SUBMITTED / OBSERVING nodes whose next_observe_at is due, a batch at a time.
@@ -32,37 +68,9 @@ export async function observeBatch(deps: WorkerDeps): Promise<number> {
     const withNodes = claimed.map((c) => ({ ...c, nodes: siblings.get(c.request.id) ?? [] }));
     const contexts = await claimedContexts(client, withNodes, (n) => n.attempt_no);
 
-    const items = await Promise.all(
-      claimed.map(async ({ node }, i): Promise<NodeItem> => {
-        const at = nowIso();
-        if (deps.config.observeTimeoutEnforcement && observationTimedOut(node.timeout_policy, node.started_at?.toISOString() ?? null, at)) {
-          return { nodeId: node.id, event: { type: 'OBSERVATION_TIMED_OUT', at } };
-        }
-        const { outcome, artifacts, retryAfter, infra, replacement } = await askProvider(
-          deps,
-          node,
-          contexts[i],
-          'observe',
-          ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'],
-          // A provider we cannot reach now says nothing about the movement: keep observing; so
-          // does Ferry's own database trouble. Anything else makes the node's fate unknown, which
-          // recovery resolves.
-          (err) =>
-            err instanceof TemporaryMovementError || err instanceof FerryInfraError
-              ? { nextState: 'OBSERVING', errorCode: isMovementError(err) ? err.code : 'FERRY_DATABASE_UNAVAILABLE', errorDetail: errorText(err) }
-              : errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'OBSERVE_ERROR', errorText(err)),
-        );
-        if (infra) {
-          deferralsTotal.inc({ worker: 'observer', cause: infra });
-          if (outcome.nextState !== 'OBSERVING') Object.assign(outcome, { nextState: 'OBSERVING', errorCode: 'FERRY_DATABASE_UNAVAILABLE' });
-        }
-        const keepsObserving = outcome.nextState === 'OBSERVING' || outcome.nextState === 'SUBMITTED';
-        const nextObserveAt = keepsObserving ? addSeconds(at, observeDelaySeconds(node.action_type, retryAfter ?? (infra ? 1 : null))) : null;
-        nodeLog(deps, 'observer', node).debug({ next_state: outcome.nextState, error_code: outcome.errorCode ?? null, next_observe_at: nextObserveAt }, 'observed');
-        if (replacement && keepsObserving) proposals[i] = { nodeId: node.id, attemptNo: node.attempt_no, prepared: replacement };
-        return { nodeId: node.id, event: { type: 'OBSERVED', outcome, at, nextObserveAt }, artifacts };
-      }),
-    );
+    const observed = await Promise.all(claimed.map(({ node }, i) => observationOf(deps, node, contexts[i])));
+    const items = observed.map((o) => o.item);
+    observed.forEach((o, i) => (proposals[i] = o.proposal));
     // The claim holds every movement's row lock, so the rows just read are the rows: no re-read.
     const held = [...new Map(withNodes.map((c) => [c.request.id, { request: c.request, nodes: c.nodes }])).values()];
     const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID(), held });

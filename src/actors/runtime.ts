@@ -23,6 +23,7 @@ import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
 import { dispatchBatch, drainHandedOff, HandedOffClaims } from './dispatcher.ts';
 import type { WorkerDeps } from './execution.ts';
+import { LeaseHolder } from './lease-holder.ts';
 import { Waker, type LoopSpec } from './loop-runner.ts';
 import { startMovementQueue, type MovementQueueConsumer } from './movement-queue.ts';
 import { observeBatch } from './observer.ts';
@@ -137,7 +138,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const destinations = destinationPolicy(config);
   // Every worker of this process gets its heartbeat row now, enabled or not (worker-roster.ts).
   const roster = new WorkerRoster(pool, processId, log, configSecrets(config));
-  const dispatcherNames = Array.from({ length: config.dispatchConcurrency }, (_, i) => `node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`);
+  const actors = config.runtime === 'actors';
+  const dispatcherNames = actors ? [] : Array.from({ length: config.dispatchConcurrency }, (_, i) => `node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`);
   if (workers) await roster.seed(rosterOf(config, dispatcherNames));
   if (workers && config.workerCallbackDispatcherEnabled) {
     const secret = await resolveCallbackSecret(config, config.dataDir);
@@ -175,7 +177,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   };
   // Without dispatcher slots here (FERRY_WORKER_NODE_DISPATCHER_ENABLED=false), a node another
   // worker's commit claimed is dispatched by that worker itself rather than queued for no one.
-  if (config.workerNodeDispatcherEnabled) {
+  // The actor runtime: one lease holder, whose movement actors dispatch and observe (lease-holder.ts).
+  const holder = workers && actors ? new LeaseHolder(deps, { owner: processId, ttlSeconds: config.leaseTtlSeconds, maxMovements: config.leaseMaxMovements, holdMs: config.actorHoldSeconds * 1000, log }) : null;
+  const holderWaker = new Waker();
+  holder?.onWake(() => holderWaker.wake());
+  if (config.workerNodeDispatcherEnabled && !actors) {
     const dispatchQueue = new HandedOffClaims();
     deps.dispatchQueue = dispatchQueue;
     deps.handOff = (claims) => {
@@ -185,9 +191,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   }
   const wakeups = new Wakeups(
     opts.listenUrl ?? opts.databaseUrl,
-    workers
-      ? { dispatcher: wakeDispatcher, observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake() }
-      : {},
+    workers && holder
+      ? { dispatcher: () => holderWaker.wake(), recovery: () => wakers.recovery.wake(), notices: (n) => holder.notice(n) }
+      : workers
+        ? { dispatcher: wakeDispatcher, observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake() }
+        : {},
     log,
   );
   await wakeups.start();
@@ -244,8 +252,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       {
         // A disabled loop (FERRY_WORKER_<NAME>_ENABLED=false) is not started; its row says so.
         core: [
-          ...(config.workerNodeDispatcherEnabled ? dispatchers : []),
-          ...(config.workerNodeObserverEnabled ? [loop('node_observer', config.observeIntervalSeconds, () => observeBatch(deps), wakers.observer)] : []),
+          ...(holder ? [loop('lease_holder', config.dispatchIntervalSeconds, () => holder.acquire(), holderWaker)] : []),
+          ...(config.workerNodeDispatcherEnabled && !holder ? dispatchers : []),
+          ...(config.workerNodeObserverEnabled && !holder ? [loop('node_observer', config.observeIntervalSeconds, () => observeBatch(deps), wakers.observer)] : []),
           ...(config.workerNodeRecoveryEnabled ? [loop('node_recovery', config.recoveryIntervalSeconds, () => recoverBatch(deps), wakers.recovery)] : []),
         ],
         // The sweeps are pg-boss jobs (startSweeps below), not loops of this process.
@@ -253,6 +262,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       },
       log,
     );
+    holder?.start();
   }
 
   let stopped = false;
@@ -268,6 +278,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await movementQueue?.stop();
       await sweeps?.stop();
       await supervision?.stop();
+      await holder?.stop();
       await drainHandedOff(deps).catch((err) => log.warn({ err }, 'handed-off dispatches not finished at stop'));
       await wakeups.stop();
       await delivery?.stop();
@@ -281,9 +292,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
 /** Every worker a process with workers has, with whether its configuration enables it. */
 function rosterOf(config: FerryConfig, dispatcherNames: string[]): RosterEntry[] {
+  const actors = config.runtime === 'actors';
   return [
+    ...(actors ? [{ name: 'lease_holder', group: 'core' as const, kind: 'loop' as const, enabled: true, intervalSeconds: config.dispatchIntervalSeconds }] : []),
     ...dispatcherNames.map((name) => ({ name, group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeDispatcherEnabled, intervalSeconds: config.dispatchIntervalSeconds })),
-    { name: 'node_observer', group: 'core', kind: 'loop', enabled: config.workerNodeObserverEnabled, intervalSeconds: config.observeIntervalSeconds },
+    ...(actors ? [] : [{ name: 'node_observer', group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeObserverEnabled, intervalSeconds: config.observeIntervalSeconds }]),
     { name: 'node_recovery', group: 'core', kind: 'loop', enabled: config.workerNodeRecoveryEnabled, intervalSeconds: config.recoveryIntervalSeconds },
     { name: 'callback_dispatcher', group: 'sidecar', kind: 'queue', enabled: config.workerCallbackDispatcherEnabled, intervalSeconds: config.callbackIntervalSeconds },
     ...sweepDefinitions.map((def) => {

@@ -19,7 +19,7 @@ import { transitionsTotal } from '../metrics.ts';
 import type { NewArtifact } from '../persistence/artifacts.ts';
 import { writeAudit, type AuditEntry } from '../persistence/audit.ts';
 import { attemptKey } from '../ids.ts';
-import { afterCommit, type Client, type Queryable } from '../persistence/db.ts';
+import { afterCommit, withTransaction, type Client, type Pool, type Queryable } from '../persistence/db.ts';
 import { log as rootLog } from '../log.ts';
 import type { Logger } from 'pino';
 import {
@@ -243,6 +243,43 @@ export async function deliverBatch(
   b.derive();
   b.carryOnward();
   await b.flush(client);
+  return batchResult(b, requests, nodes);
+}
+
+/**
+ * deliverBatch over one movement's held rows, without a transaction when it can: the batch is
+ * computed in memory, and when its write is the group statement alone (no callback or audit rows)
+ * that statement runs in autocommit, one round trip in all. It is all or nothing by itself
+ * (persistence/group-commit.ts), and fenced by the movement's write_version: a movement written
+ * since throws TransitionConflictError, with nothing written. Otherwise it runs in a transaction.
+ */
+export async function deliverHeld(
+  pool: Pool,
+  items: { requests?: MovementItem[]; nodes?: NodeItem[] },
+  opts: BatchOptions & { held: LockedMovement[] },
+): Promise<BatchResult> {
+  const movementItems = items.requests ?? [];
+  const nodeItems = items.nodes ?? [];
+  if (opts.held.length !== 1 || !covers(opts.held, movementItems, nodeItems)) {
+    return withTransaction(pool, (client) => deliverBatch(client, items, opts));
+  }
+  const b = new Batch(opts);
+  for (const m of opts.held) b.load(m.request, m.nodes, m.request.write_version);
+  const requests = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
+  const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
+  b.derive();
+  b.carryOnward();
+  if (b.needsTransaction()) {
+    await withTransaction(pool, (client) => b.flush(client));
+  } else {
+    const lines: (() => void)[] = [];
+    await b.flush(pool, (fn) => lines.push(fn));
+    for (const fn of lines) fn();
+  }
+  return batchResult(b, requests, nodes);
+}
+
+function batchResult(b: Batch, requests: (Pending | Refusal)[], nodes: (Pending | Refusal)[]): BatchResult {
   return {
     requests: requests.map((r) => (r instanceof Pending ? b.deliveredToRequest(r) : r)),
     nodes: nodes.map((r) => (r instanceof Pending ? b.deliveredToNode(r) : r)),
@@ -552,7 +589,17 @@ export class Batch {
 
   // -------------------------------------------------------------------------------------------
 
-  async flush(client: Client) {
+  /** Whether flushing writes more than the one group statement (callback rows, audit rows). */
+  needsTransaction(): boolean {
+    return this.callbacks.length > 0 || this.audits.length > 0;
+  }
+
+  /**
+   * Writes the batch. `client` is the caller's transaction; `onCommit` runs a function once what
+   * was written is durable (afterCommit of that transaction, or at once for a lone statement in
+   * autocommit, see deliverHeld).
+   */
+  async flush(client: Queryable, onCommit: (fn: () => void) => void = (fn) => afterCommit(client as Client, fn)) {
     if (this.transitions.length === 0) return;
     const nodeWrites: NodeWriteRow[] = [];
     // Every movement whose row or nodes change is written (its write_version moves: the fence).
@@ -628,7 +675,7 @@ export class Batch {
     const transitionLog = this.opts.deps.log ?? rootLog;
     if (transitionLog.isLevelEnabled('info')) {
       const lines = this.transitions.map((t) => transitionLine(t.row, t.row.entity_type === 'node' ? this.nodes.get(t.row.entity_id)?.row : undefined));
-      afterCommit(client, () => {
+      onCommit(() => {
         for (const line of lines) transitionLog.info({ component: 'transitions', ...line }, line.entity === 'node' ? 'node transition' : 'movement transition');
       });
     }

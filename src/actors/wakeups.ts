@@ -17,6 +17,8 @@ export interface WakeTargets {
   dispatcher?: () => void;
   observer?: () => void;
   recovery?: () => void;
+  /** Every notice of a committed payload, in order (the actor runtime's lease holder). */
+  notices?: (notices: EventNotice[]) => void;
 }
 
 export interface EventNotice {
@@ -101,6 +103,7 @@ export class Wakeups {
     if (states.has('READY') || states.has('APPROVED')) this.targets.dispatcher?.();
     if (states.has('SUBMITTED') || states.has('OBSERVING')) this.targets.observer?.();
     if (states.has('UNKNOWN')) this.targets.recovery?.();
+    this.targets.notices?.(notices);
     for (const notice of notices) for (const fn of this.#listeners) fn(notice);
   }
 

@@ -1,0 +1,179 @@
+import type { Logger } from '../log.ts';
+import { acquireLeases, releaseLeases, renewLeases } from '../persistence/leases.ts';
+import type { WorkerDeps } from './execution.ts';
+import { startMovementActor, type MovementActor, type MovementActorState } from './movement-actor.ts';
+import { nextWorkAt } from './transition.ts';
+import type { EventNotice } from './wakeups.ts';
+
+/**
+ * The lease holder of one process in the actor runtime (FERRY_RUNTIME=actors): it leases movements
+ * that have due work (persistence/leases.ts), runs each as a movement actor (movement-actor.ts),
+ * renews all its leases in one statement on its own timer, and hands a movement back when its actor
+ * stops (nothing due soon, the movement settled, a node it does not own in dispatch).
+ *
+ * - Acquiring is its run (a core-group loop of the supervisor): woken by an approval's NOTIFY, by
+ *   a movement it handed back coming due, and on its interval; it takes at most `maxMovements`.
+ * - A NOTIFY about a movement it holds whose states differ from the actor's rows (an outside event:
+ *   a cancel, a resolution, a retry) pokes a waiting actor to read its rows again at once; one that
+ *   only echoes the actor's own write changes nothing. A stepping actor learns of it at its next
+ *   write, which the fence refuses.
+ * - A renewal that does not return a movement means the lease is lost (expired and taken): its
+ *   actor stops after its current step, whose writes the fence refuses.
+ * - `stop()` (SIGTERM) lets every actor finish its current step, then hands back every lease in one
+ *   statement, so another process takes the movements at once instead of after the expiry.
+ */
+export interface LeaseHolderOptions {
+  owner: string;
+  ttlSeconds: number;
+  maxMovements: number;
+  /** How long an actor waits in memory for its next due work before it hands the movement back. */
+  holdMs: number;
+  log: Logger;
+}
+
+interface Held {
+  actor: MovementActor;
+  state: MovementActorState;
+  lost: boolean;
+  done: Promise<void>;
+}
+
+export class LeaseHolder {
+  readonly #held = new Map<string, Held>();
+  #stopping = false;
+  #renewTimer: NodeJS.Timeout | null = null;
+  #dueTimer: NodeJS.Timeout | null = null;
+  #dueAt = Infinity;
+  #wake: () => void = () => {};
+  readonly #handedBackAtStop: string[] = [];
+
+  constructor(
+    private readonly deps: WorkerDeps,
+    private readonly opts: LeaseHolderOptions,
+  ) {}
+
+  /** The movements with a live actor here. */
+  get movementIds(): string[] {
+    return [...this.#held.keys()];
+  }
+
+  /** Where the holder asks for its next acquisition (the loop's waker). */
+  onWake(fn: () => void): void {
+    this.#wake = fn;
+  }
+
+  start(): void {
+    const every = Math.max(250, (this.opts.ttlSeconds * 1000) / 3);
+    this.#renewTimer = setInterval(() => void this.#renew(), every);
+    this.#renewTimer.unref();
+  }
+
+  /** One acquisition: leases what is due (up to the cap) and starts an actor for each. Returns how many. */
+  async acquire(): Promise<number> {
+    if (this.#stopping) return 0;
+    const room = this.opts.maxMovements - this.#held.size;
+    if (room <= 0) return 0;
+    const leased = await acquireLeases(this.deps.pool, this.opts.owner, this.opts.ttlSeconds, room);
+    for (const m of leased) this.#run({ movementId: m.request.id, held: m, refusedSteps: 0 });
+    return leased.length;
+  }
+
+  /** Notices of committed transitions (wakeups.ts): outside events reach the actors they concern. */
+  notice(notices: EventNotice[]): void {
+    for (const n of notices) {
+      const h = this.#held.get(n.request_id);
+      if (!h) continue;
+      const rows = h.state.held;
+      const echo =
+        rows !== null &&
+        (n.entity === 'request' ? rows.request.request_state === n.state : rows.nodes.some((x) => x.id === n.node_id && x.node_state === n.state));
+      if (echo) continue;
+      h.state.held = null;
+      h.actor.send({ type: 'POKE' });
+    }
+  }
+
+  #run(state: MovementActorState): void {
+    let settle!: () => void;
+    const done = new Promise<void>((r) => (settle = r));
+    const entry: Held = { state, lost: false, done, actor: null as unknown as MovementActor };
+    this.#held.set(state.movementId, entry);
+    entry.actor = startMovementActor(this.deps, state, {
+      holdMs: this.opts.holdMs,
+      stopping: () => this.#stopping || entry.lost,
+      onDone: (reason) => {
+        void this.#handBack(state, entry.lost, reason).finally(settle);
+      },
+    });
+  }
+
+  async #handBack(state: MovementActorState, lost: boolean, reason: string): Promise<void> {
+    const log = this.opts.log.child({ movement_id: state.movementId, worker: 'lease_holder' });
+    // At stop every lease goes back in one statement (stop()).
+    if (this.#stopping) {
+      if (!lost) this.#handedBackAtStop.push(state.movementId);
+      this.#held.delete(state.movementId);
+      return;
+    }
+    try {
+      if (!lost) await releaseLeases(this.deps.pool, this.opts.owner, [state.movementId]);
+      log.debug({ reason }, 'movement handed back');
+    } catch (err) {
+      // The lease expires on its own; another holder takes the movement then.
+      log.warn({ err, reason }, 'could not hand a movement back; its lease will expire');
+    } finally {
+      this.#held.delete(state.movementId);
+    }
+    if (this.#stopping) return;
+    // Due again later (an observation a while off): ask to be woken then, not only on the interval.
+    const next = state.held ? nextWorkAt(state.held.request, state.held.nodes) : null;
+    if (next) this.#wakeAt(new Date(next).getTime());
+    if (reason === 'nothing due' || reason === 'next work later' || reason.startsWith('movement ')) this.#wake();
+  }
+
+  #wakeAt(at: number): void {
+    if (at >= this.#dueAt) return;
+    if (this.#dueTimer) clearTimeout(this.#dueTimer);
+    this.#dueAt = at;
+    this.#dueTimer = setTimeout(() => {
+      this.#dueTimer = null;
+      this.#dueAt = Infinity;
+      this.#wake();
+    }, Math.max(0, at - Date.now()));
+    this.#dueTimer.unref();
+  }
+
+  async #renew(): Promise<void> {
+    const ids = [...this.#held.keys()];
+    if (ids.length === 0 || this.#stopping) return;
+    try {
+      const kept = await renewLeases(this.deps.pool, this.opts.owner, ids, this.opts.ttlSeconds);
+      for (const id of ids) {
+        const h = this.#held.get(id);
+        if (!h || kept.has(id)) continue;
+        h.lost = true;
+        this.opts.log.warn({ movement_id: id, worker: 'lease_holder' }, 'lease lost; the movement actor stops');
+        h.actor.send({ type: 'LEASE_LOST' });
+      }
+    } catch (err) {
+      // The next renewal tries again; a lease that expires meanwhile is lost, and its writes refused.
+      this.opts.log.warn({ err, worker: 'lease_holder' }, 'lease renewal failed');
+    }
+  }
+
+  /** Stops acquiring, lets every actor finish its current step, and hands back every lease. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    if (this.#renewTimer) clearInterval(this.#renewTimer);
+    if (this.#dueTimer) clearTimeout(this.#dueTimer);
+    const running = [...this.#held.values()];
+    for (const h of running) h.actor.send({ type: 'STOP' });
+    await Promise.all(running.map((h) => h.done));
+    const ids = this.#handedBackAtStop.splice(0);
+    try {
+      await releaseLeases(this.deps.pool, this.opts.owner, ids);
+    } catch (err) {
+      this.opts.log.warn({ err, worker: 'lease_holder', movements: ids.length }, 'could not hand the leases back at stop; they expire on their own');
+    }
+  }
+}

@@ -1,0 +1,219 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { WorkerDeps } from '../src/actors/execution.ts';
+import { LeaseHolder } from '../src/actors/lease-holder.ts';
+import { recoverBatch } from '../src/actors/recovery.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { Wakeups } from '../src/actors/wakeups.ts';
+import type { Executor, ExecutionContext, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
+import { ExecutorRegistry } from '../src/executors/registry.ts';
+import { summarizeNodes } from '../src/machines/node-summary.ts';
+import { withTransaction, type Pool } from '../src/persistence/db.ts';
+import { leasesOf } from '../src/persistence/leases.ts';
+import { scratchDatabase } from './helpers/db.ts';
+import { approvedMovement, backdateNodes, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
+import { waitFor } from './helpers/wait.ts';
+
+/**
+ * The actor runtime in one process (FERRY_RUNTIME=actors): a lease holder leases movements with due
+ * work and runs each as a movement actor, which drives it in memory and writes over the rows it
+ * holds, fenced by the movement's write_version.
+ */
+
+function holder(deps: WorkerDeps, owner: string, over: Partial<ConstructorParameters<typeof LeaseHolder>[1]> = {}): LeaseHolder {
+  const h = new LeaseHolder(deps, { owner, ttlSeconds: 15, maxMovements: 500, holdMs: 5000, log: deps.log, ...over });
+  h.onWake(() => void h.acquire());
+  h.start();
+  return h;
+}
+
+async function submitsOf(pool: Pool, movementId: string): Promise<Map<string, number>> {
+  const { rows } = await pool.query(
+    `SELECT s.idempotency_key, count(*)::int AS n FROM sim_side_effects s JOIN request_nodes n ON n.id = s.request_node_id
+      WHERE n.request_id = $1 AND s.call = 'submit' GROUP BY 1`,
+    [movementId],
+  );
+  return new Map(rows.map((r) => [r.idempotency_key, r.n]));
+}
+
+const threeNodes = (key: string) =>
+  plan(
+    key,
+    [simNode('a', {}), { ...simNode('b', {}), executor_binding: 'exec.sim.observe' }, simNode('c', {})],
+    [
+      { from: 'a', to: 'b' },
+      { from: 'b', to: 'c' },
+    ],
+  );
+
+const completed = (pool: Pool, id: string) => waitFor(`movement ${id} to complete`, async () => (await snapshot(pool, id)).request.request_state === 'COMPLETED', 20_000, 10);
+
+test('a leased movement runs as one actor to COMPLETED: one submit per node, no claim, and its lease handed back', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const id = await approvedMovement(deps, threeNodes('actor-three'));
+  const h = holder(deps, 'test:holder:1');
+  t.after(() => h.stop());
+  assert.equal(await h.acquire(), 1);
+  await completed(db.pool, id);
+  const s = await snapshot(db.pool, id);
+  for (const n of s.nodes) assert.equal(n.node_state, 'COMPLETED');
+  const submits = await submitsOf(db.pool, id);
+  assert.equal(submits.size, 3);
+  for (const n of submits.values()) assert.equal(n, 1);
+  await waitFor('the lease to be handed back', async () => (await leasesOf(db.pool, 'test:holder:1')).length === 0, 5000, 10);
+  assert.equal(s.request.next_work_at, null, 'a settled movement has no due work');
+  // A second acquisition finds nothing: the movement is done.
+  assert.equal(await h.acquire(), 0);
+});
+
+test('a movement leased by one holder is not leased by another until the lease expires', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  // b observes OBSERVING for a while (1 s between looks), so the movement stays leased and waiting.
+  const id = await approvedMovement(
+    deps,
+    plan('actor-held', [simNode('a', {}), { ...simNode('b', { observe: [{ next_state: 'OBSERVING', retry_after_seconds: 1 }, 'COMPLETED'] }), executor_binding: 'exec.sim.observe' }], [{ from: 'a', to: 'b' }]),
+  );
+  const first = holder(deps, 'test:holder:a');
+  const second = holder(deps, 'test:holder:b');
+  t.after(async () => {
+    await first.stop();
+    await second.stop();
+  });
+  assert.equal(await first.acquire(), 1);
+  assert.equal(await second.acquire(), 0, 'held by the first');
+  await completed(db.pool, id);
+  const submits = await submitsOf(db.pool, id);
+  assert.deepEqual([...submits.values()], [1, 1]);
+});
+
+test('a holder paused past its lease expiry, whose movement another process finished, has every late write refused', async (t) => {
+  const db = await scratchDatabase(t);
+  const base = runtimeDeps(db.pool);
+  // The first holder's submit reaches the provider, then its process stalls before the result is written.
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let reached!: () => void;
+  const stalled = new Promise<void>((r) => (reached = r));
+  const real = base.executors.get('exec.sim.action' as never);
+  const submit = async (ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions) => {
+    const r = await real.submit(ctx, prepared, opts);
+    reached();
+    await gate;
+    return r;
+  };
+  // Every other method is the real executor's, called on it (its private fields need the real `this`).
+  const stalling = new Proxy(real, {
+    get: (target, prop) => {
+      if (prop === 'submit') return submit;
+      const v = Reflect.get(target, prop, target);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  }) as Executor;
+  const executors = new ExecutorRegistry();
+  for (const e of base.executors.all()) executors.register(e.executorKey === real.executorKey ? stalling : e);
+  const paused: WorkerDeps = { ...base, executors };
+  const id = await approvedMovement(base, plan('actor-stalled', [simNode('a', {})]));
+
+  // A long TTL: this holder does not renew during the test, as a stalled process would not.
+  const a = holder(paused, 'test:holder:paused', { ttlSeconds: 3600 });
+  t.after(async () => {
+    release();
+    await a.stop();
+  });
+  assert.equal(await a.acquire(), 1);
+  await stalled;
+  // Its lease expires while its process is stalled.
+  await db.pool.query(`UPDATE movement_requests SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+
+  // Another holder finds nothing to take: a node in SUBMITTING is no holder's work (next_work_at
+  // is null); recovery past the grace asks the provider and finishes the node.
+  const b = holder(base, 'test:holder:other');
+  t.after(() => b.stop());
+  assert.equal(await b.acquire(), 0);
+  assert.equal((await snapshot(db.pool, id)).byKey.a.node_state, 'SUBMITTING');
+  await backdateNodes(db.pool, [id], 'updated_at', 3600);
+  await backdateNodes(db.pool, [id], 'started_at', 3600);
+  await recoverBatch(base);
+  const settled = await snapshot(db.pool, id);
+  assert.equal(settled.byKey.a.node_state, 'COMPLETED');
+  const log = (await db.pool.query('SELECT count(*)::int AS n FROM transitions WHERE entity_id = $1', [settled.byKey.a.id])).rows[0].n;
+
+  // The stalled process resumes: its result write is refused, and nothing changes.
+  release();
+  await waitFor('the stalled actor to stop', async () => a.movementIds.length === 0, 5000, 10);
+  const after = await snapshot(db.pool, id);
+  assert.equal(after.byKey.a.node_state, 'COMPLETED');
+  assert.equal((await db.pool.query('SELECT count(*)::int AS n FROM transitions WHERE entity_id = $1', [after.byKey.a.id])).rows[0].n, log, 'no late transition');
+  assert.deepEqual([...(await submitsOf(db.pool, id)).values()], [1], 'one submit');
+});
+
+test('a cancel delivered while a movement actor waits reaches it at once, and the actor hands the movement back', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  // b's first prepare fails for now (retry in a few seconds): the actor waits in memory for it.
+  const id = await approvedMovement(
+    deps,
+    plan('actor-cancel', [simNode('a', {}), simNode('b', { prepare: 'throw_temporary' }), simNode('c', {})], [
+      { from: 'a', to: 'b' },
+      { from: 'b', to: 'c' },
+    ]),
+  );
+  const h = holder(deps, 'test:holder:cancel', { holdMs: 30_000 });
+  const wakeups = new Wakeups(db.url, { notices: (n) => h.notice(n) }, deps.log);
+  await wakeups.start();
+  t.after(async () => {
+    await h.stop();
+    await wakeups.stop();
+  });
+  assert.equal(await h.acquire(), 1);
+  await waitFor('b to be deferred', async () => (await snapshot(db.pool, id)).byKey.b.dispatch_after !== null, 10_000, 10);
+  const deferred = await snapshot(db.pool, id);
+  assert.ok(deferred.byKey.b.dispatch_after!.getTime() > Date.now() + 1000, 'due again only in a few seconds');
+  assert.deepEqual(h.movementIds, [id], 'the actor waits, holding the movement');
+
+  await withTransaction(db.pool, (c) => deliverMovementEvent(c, id, { type: 'CANCEL', by: 'operator', summary: summarizeNodes(deferred.nodes) }, { actor: 'operator', deps: deps.transitions }));
+  // Well before b is due: the notice pokes the actor, which reads the rows and stops.
+  await waitFor('the actor to hand the cancelled movement back', async () => (await leasesOf(db.pool, 'test:holder:cancel')).length === 0 && h.movementIds.length === 0, 1000, 10);
+  const s = await snapshot(db.pool, id);
+  assert.equal(s.request.request_state, 'CANCELLED');
+  assert.equal(s.byKey.b.node_state, 'CANCELLED');
+  assert.ok(Date.now() < deferred.byKey.b.dispatch_after!.getTime(), 'before b would have been dispatched');
+});
+
+test('stop with 100 live actors lets each finish its step and hands back every lease in one statement', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const ids: string[] = [];
+  for (let i = 0; i < 100; i++) {
+    ids.push(
+      await approvedMovement(deps, plan(`actor-stop-${i}`, [simNode('a', {}), { ...simNode('b', { observe: [{ next_state: 'OBSERVING', retry_after_seconds: 4 }, 'COMPLETED'] }), executor_binding: 'exec.sim.observe' }], [{ from: 'a', to: 'b' }])),
+    );
+  }
+  const h = holder(deps, 'test:holder:stop');
+  assert.equal(await h.acquire(), 100);
+  await waitFor('every movement to wait on its observation', async () => {
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM request_nodes WHERE request_id = ANY($1::uuid[]) AND node_state = 'OBSERVING'`, [ids]);
+    return rows[0].n === 100;
+  }, 30_000, 20);
+  assert.equal((await leasesOf(db.pool, 'test:holder:stop')).length, 100);
+  let releases = 0;
+  const query = db.pool.query.bind(db.pool);
+  (db.pool as { query: unknown }).query = (...args: unknown[]) => {
+    if (typeof args[0] === 'string' && args[0].startsWith('UPDATE movement_requests SET lease_owner = NULL')) releases++;
+    return (query as (...a: unknown[]) => unknown)(...args);
+  };
+  try {
+    await h.stop();
+  } finally {
+    (db.pool as { query: unknown }).query = query;
+  }
+  assert.equal((await leasesOf(db.pool, 'test:holder:stop')).length, 0, 'every lease handed back');
+  assert.equal(releases, 1, 'in one statement');
+  // Handed back, each is leasable at once by another holder (its next look is due in a few seconds).
+  const other = holder(deps, 'test:holder:next');
+  t.after(() => other.stop());
+  await db.pool.query(`UPDATE movement_requests SET next_work_at = now() WHERE id = ANY($1::uuid[])`, [ids]);
+  assert.equal(await other.acquire(), 100);
+});
