@@ -1,4 +1,5 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
+import { registerCallbackWebhooks } from './v3/webhooks.ts';
 
 /**
  * The OpenAPI 3.1 document, generated from the zod schemas the routes validate with, so what is
@@ -22,6 +23,7 @@ export function openApiDocument(app: OpenAPIHono<any, any, any>): Record<string,
     scheme: 'bearer',
     description: 'An API token (fy_...) created with the ferry CLI',
   });
+  registerCallbackWebhooks(app);
   return app.getOpenAPI31Document({
     openapi: '3.1.0',
     info: { title: 'Ferry API', version: '3', description },
