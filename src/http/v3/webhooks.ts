@@ -72,6 +72,8 @@ export function registerCallbackWebhooks(app: OpenAPIHono<any, any, any>): void 
     path: 'movementCallback',
     operationId: 'movementCallback',
     tags: ['Callbacks'],
+    // Ferry is the sender: the receiver checks webhook-signature, not a bearer token.
+    security: [],
     summary: 'A movement changed: the callback Ferry POSTs to its callback_url or callback destination',
     description:
       'Sent after the transition that causes it commits; one movement\'s callbacks arrive in order. Retried with the same body and webhook-id ' +
@@ -82,6 +84,7 @@ export function registerCallbackWebhooks(app: OpenAPIHono<any, any, any>): void 
     },
     responses: {
       200: { description: 'Any 2xx: received' },
+      '4XX': { description: 'Refused (a receiver that cannot verify the signature should answer 401): retried like any failure, then dead-lettered' },
       default: { description: 'Anything else (or no answer in FERRY_CALLBACK_TIMEOUT_MS): retried later' },
     },
   });
