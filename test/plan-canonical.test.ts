@@ -13,6 +13,20 @@ import { callerFor, expectStatus } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
 import { createTokens } from './helpers/tokens.ts';
 
+// First, before any test starts: the runtime's stop hook must be registered while the file is set up.
+const { db, app } = await appForFile({ FERRY_DATA_DIR: '.ferry/test-plan-canonical' }, { workers: false });
+const tokens = await createTokens(db.pool, { requester: 'requester', approver: 'approver', operator: 'operator' });
+const call = callerFor(app, tokens);
+const template = {
+  template_key: 'hashed-plan',
+  nodes: [
+    { node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', config: { note: 'first' } },
+    { node_key: 'b', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' },
+  ],
+  edges: [{ from: 'a', to: 'b' }],
+};
+await makeTemplateLive(app, db.pool, template, { proposer: tokens.operator.token, approver: tokens.approver.token });
+
 /** What an approver's tool does with the served object: JCS, UTF-8, SHA-256, "sha256:" + hex. */
 function recompute(value: unknown): string {
   return `sha256:${createHash('sha256').update(canonicalize(value)!, 'utf8').digest('hex')}`;
@@ -49,19 +63,6 @@ test('a lone surrogate is refused by the canonicaliser, in a value or a key', ()
   }
   assert.equal(canonicalJson('\ud83d\ude00'), '"😀"', 'a surrogate pair is one character and fine');
 });
-
-const { db, app } = await appForFile({ FERRY_DATA_DIR: '.ferry/test-plan-canonical' }, { workers: false });
-const tokens = await createTokens(db.pool, { requester: 'requester', approver: 'approver', operator: 'operator' });
-const call = callerFor(app, tokens);
-const template = {
-  template_key: 'hashed-plan',
-  nodes: [
-    { node_key: 'a', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action', config: { note: 'first' } },
-    { node_key: 'b', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' },
-  ],
-  edges: [{ from: 'a', to: 'b' }],
-};
-await makeTemplateLive(app, db.pool, template, { proposer: tokens.operator.token, approver: tokens.approver.token });
 
 test('compiled_plan_hash is the hash of the served hashed_plan, recomputed with canonicalize; the hash approves', async () => {
   const intent = { amount: '12.5', route: { via: ['sim'], 'é': true }, note: 'Zürich 😀' };
