@@ -241,7 +241,7 @@ export const MovementSummarySchema = z
 
 export const MovementSchema = MovementSummarySchema.extend({
   compiled_plan: anyObject.openapi({ description: 'The plan the approvers review (nodes, bindings, configs, frontier)' }),
-  hashed_plan: hashedPlanSchema.nullable(),
+  hashed_plan: z.union([hashedPlanSchema, z.null()]).openapi({ description: 'null only for a stored plan too damaged to read' }),
 }).openapi('Movement');
 
 export const MovementNodeSchema = z
