@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseCidr } from './callbacks/cidr.ts';
+import { WEBHOOK_SECRET_PREFIX, decodeWebhookSecret } from './callbacks/signing.ts';
 import { EMPTY_CONFIG_FILE, readConfigFile, type ConfigFile } from './config-file.ts';
 
 /**
@@ -86,7 +87,16 @@ const fields = {
   FERRY_CALLBACK_BATCH_SIZE: ['callbackBatchSize', count(5)],
   FERRY_CALLBACK_MAX_ATTEMPTS: ['callbackMaxAttempts', count(5)],
   FERRY_CALLBACK_TIMEOUT_MS: ['callbackTimeoutMs', count(10_000)],
-  FERRY_CALLBACK_SECRET: ['callbackSecret', z.string().min(16).optional()],
+  FERRY_CALLBACK_SECRET: [
+    'callbackSecret',
+    z
+      .string()
+      .min(16)
+      .refine((s) => !s.startsWith(WEBHOOK_SECRET_PREFIX) || decodeWebhookSecret(s) !== null, 'a whsec_ secret must be whsec_ + base64 of 24 to 64 bytes')
+      .optional(),
+  ],
+  // Also send the signature headers from before Standard Webhooks (Ferry-Signature, X-Ferry-Callback-*).
+  FERRY_CALLBACK_LEGACY_HEADERS: ['callbackLegacyHeaders', bool.default(true)],
   FERRY_CALLBACK_ALLOWED_HOSTS: ['callbackAllowedHosts', csv.optional()],
   // Networks (CIDR) callbacks may reach although they are not public: loopback, private, link-local.
   FERRY_CALLBACK_ALLOWED_NETWORKS: ['callbackAllowedNetworks', cidrList.default([])],

@@ -1,11 +1,21 @@
 import client from 'prom-client';
 
 /**
- * Ferry's Prometheus metrics, all under ferry_. One registry per process; /metrics renders it.
+ * Ferry's Prometheus metrics, under ferry_, beside the standard process_* and nodejs_* metrics of
+ * prom-client (unprefixed, so stock Node.js dashboards and alerts find them). One registry per
+ * process; /metrics renders it, and `promtool check metrics` accepts it (test/metrics-endpoint.test.ts).
  * Gauges that reflect the database (nodes by state) are filled at scrape time by the HTTP layer.
  */
 export const registry = new client.Registry();
-client.collectDefaultMetrics({ register: registry, prefix: 'ferry_process_' });
+client.collectDefaultMetrics({ register: registry });
+
+/**
+ * prom-client's gauges with a counter's suffix, which promtool refuses ("non-counter metrics should
+ * not have _total suffix"). Each repeats a standard gauge that is kept: it is the sum over `type` of
+ * nodejs_active_handles, nodejs_active_requests or nodejs_active_resources.
+ */
+export const DROPPED_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const;
+for (const name of DROPPED_DEFAULT_METRICS) registry.removeSingleMetric(name);
 
 /** A counter on Ferry's registry (every metric is on it: /metrics renders only that one). */
 function counter<L extends string = never>(name: string, help: string, labelNames: readonly L[] = []): client.Counter<L> {

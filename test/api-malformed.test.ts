@@ -306,7 +306,7 @@ v('approve: already approved movement', 'POST', at(approved, 'approve'), { compi
 v('approve: rejected movement', 'POST', at(rejected, 'approve'), { compiled_plan_hash: rejected.compiled_plan_hash }, 409, 'INVALID_TRANSITION', appr);
 v('approve: cancelled movement', 'POST', at(cancelled, 'approve'), { compiled_plan_hash: cancelled.compiled_plan_hash }, 409, 'INVALID_TRANSITION', appr);
 v('approve: unknown movement', 'POST', `/v3/movements/${UNKNOWN}/approve`, { compiled_plan_hash: HASH }, 404, 'NOT_FOUND', appr);
-v('approve: malformed id', 'POST', '/v3/movements/12345/approve', { compiled_plan_hash: HASH }, 404, 'NOT_FOUND', appr);
+v('approve: malformed id', 'POST', '/v3/movements/12345/approve', { compiled_plan_hash: HASH }, 400, 'VALIDATION_FAILED', appr);
 v('approve: id too long', 'POST', `/v3/movements/${'a'.repeat(101)}/approve`, { compiled_plan_hash: HASH }, 400, 'VALIDATION_FAILED', appr);
 v('reject: reason is a number', 'POST', at(pending, 'reject'), { reason: 5 }, 400, 'VALIDATION_FAILED', appr);
 v('reject: empty reason', 'POST', at(pending, 'reject'), { reason: '' }, 400, 'VALIDATION_FAILED', appr);
@@ -345,7 +345,7 @@ v('identity: signer key too long', 'PUT', `/v3/signers/${'s'.repeat(201)}/expect
 // Callbacks.
 v('redrive: already sent', 'POST', `/v3/callbacks/${sentCallback}/redrive`, {}, 409, 'CALLBACK_NOT_REDRIVABLE', op);
 v('redrive: unknown callback', 'POST', `/v3/callbacks/${UNKNOWN}/redrive`, {}, 404, 'NOT_FOUND', op);
-v('redrive: malformed id', 'POST', '/v3/callbacks/not-an-id/redrive', {}, 404, 'NOT_FOUND', op);
+v('redrive: malformed id', 'POST', '/v3/callbacks/not-an-id/redrive', {}, 400, 'VALIDATION_FAILED', op);
 
 // Text PostgreSQL cannot store (NUL, unpaired surrogates), wherever it hides.
 const nodeWith = (extra: Record<string, unknown>) => ({ ...template, template_key: 'nul', nodes: [{ ...node, ...extra }], edges: [] });
@@ -389,10 +389,10 @@ get('movements: unknown parameter', '/v3/movements?sort=desc');
 get('movements: bad template key', '/v3/movements?template_key=NOT%20A%20KEY');
 get('movements: repeated state', '/v3/movements?state=REJECTED&state=EXPIRED');
 get('movement: unknown id', `/v3/movements/${UNKNOWN}`, 404, 'NOT_FOUND');
-get('movement: malformed id', '/v3/movements/abc', 404, 'NOT_FOUND');
-get('movement: SQL in id', "/v3/movements/1'%20OR%20'1'='1", 404, 'NOT_FOUND');
+get('movement: malformed id', '/v3/movements/abc', 400, 'VALIDATION_FAILED');
+get('movement: SQL in id', "/v3/movements/1'%20OR%20'1'='1", 400, 'VALIDATION_FAILED');
 get('transitions: unknown movement', `/v3/movements/${UNKNOWN}/transitions`, 404, 'NOT_FOUND');
-get('transitions: malformed id', '/v3/movements/abc/transitions', 404, 'NOT_FOUND');
+get('transitions: malformed id', '/v3/movements/abc/transitions', 400, 'VALIDATION_FAILED');
 get('transitions: cursor not a number', `/v3/movements/${pending.id}/transitions?cursor=abc`);
 // Cursors are opaque everywhere: a bare transition or event id is none, nor is another kind's.
 get('transitions: a bare transition id', `/v3/movements/${pending.id}/transitions?cursor=12`);
@@ -416,8 +416,8 @@ get('audit: limit zero', '/v3/audit-events?limit=0');
 get('audit: cursor not a number', '/v3/audit-events?cursor=abc');
 get('audit: unknown parameter', '/v3/audit-events?since=yesterday');
 get('unknown route under /v3', '/v3/no-such-resource', 404, 'NOT_FOUND');
-add({ name: 'DELETE a movement', method: 'DELETE', path: `/v3/movements/${pending.id}`, token: admin, status: 404, code: 'NOT_FOUND' });
-add({ name: 'PATCH a template', method: 'PATCH', path: '/v3/templates/shape', token: admin, body: {}, status: 404, code: 'NOT_FOUND' });
+add({ name: 'DELETE a movement', method: 'DELETE', path: `/v3/movements/${pending.id}`, token: admin, status: 405, code: 'METHOD_NOT_ALLOWED' });
+add({ name: 'PATCH a template', method: 'PATCH', path: '/v3/templates/shape', token: admin, body: {}, status: 405, code: 'METHOD_NOT_ALLOWED' });
 
 // The Idempotency-Key reuse case needs its first use recorded before the checksum is taken.
 await app.request(mv, {

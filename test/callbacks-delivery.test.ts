@@ -254,6 +254,7 @@ describe('one delivery attempt at a time', () => {
     assert.equal(rx.received.length, 1);
     assertSigned(rx.received[0], cb);
     assert.deepEqual(JSON.parse(rx.received[0].body.toString()), {
+      callback_id: id,
       event_type: 'request_executing',
       request_id: request.id,
       request_state: 'EXECUTING',

@@ -4,12 +4,13 @@
  * disabled destination is not delivered to, and secrets appear only in their one-time reveal.
  */
 import assert from 'node:assert/strict';
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { after, describe, test } from 'node:test';
 import { deliverCallbackOnce, type CallbackDeliveryDeps } from '../src/actors/callback-delivery.ts';
 import { enqueueCallback, type CallbackMovementRow } from '../src/callbacks/outbox.ts';
-import { ferrySignature, signatureV1 } from '../src/callbacks/signing.ts';
+import { ferrySignature, newWebhookSecret, signatureV1, webhookHeaders, webhookSecretForm } from '../src/callbacks/signing.ts';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { loadConfig } from '../src/config.ts';
 import { runCli } from '../src/cli/run.ts';
 import { createApp } from '../src/http/app.ts';
@@ -50,7 +51,7 @@ async function callKept(method: string, path: string, who: Who, body?: unknown):
 async function register(name: string, url: string): Promise<{ id: string; secret: string }> {
   const r = await call('POST', '/v3/callback-destinations', 'operator', { name, url });
   expectStatus(r, 201);
-  assert.match(r.body.secret, /^fcs_[0-9a-f]{64}$/);
+  assert.match(r.body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
   return { id: r.body.destination.id, secret: r.body.secret };
 }
 
@@ -104,14 +105,16 @@ describe('the signature format', () => {
     const code = /```js\n([\s\S]*?)```/.exec(doc)?.[1];
     assert.ok(code, 'docs/security.md has a js example');
     const source = code.replace(/^import .*$/m, '');
-    const verifyFerry = new Function('createHmac', 'timingSafeEqual', `${source}\nreturn verifyFerry;`)(createHmac, timingSafeEqual);
-    const body = Buffer.from('{"event_type":"request_completed"}');
+    const verifyCallback = new Function('Webhook', `${source}\nreturn verifyCallback;`)(Webhook);
+    const body = '{"event_type":"request_completed"}';
     const now = Math.floor(Date.now() / 1000);
-    const secret = 'fcs_doc_example_secret_0123456789';
-    assert.equal(verifyFerry(ferrySignature([secret, 'fcs_other'], now, body), body, [secret]), true);
-    assert.equal(verifyFerry(ferrySignature([secret], now - 301, body), body, [secret]), false, 'outside the window');
-    assert.equal(verifyFerry(ferrySignature(['fcs_other'], now, body), body, [secret]), false, 'another secret');
-    assert.equal(verifyFerry(ferrySignature([secret], now, body), Buffer.from(`${body} `), [secret]), false, 'another body');
+    const [secret, other] = [newWebhookSecret(), newWebhookSecret()];
+    assert.deepEqual(verifyCallback(body, webhookHeaders([other, secret], 'cb-doc', now, body), [secret]), { event_type: 'request_completed' });
+    assert.deepEqual(verifyCallback(body, webhookHeaders([secret], 'cb-doc', now, body), [other, secret]), { event_type: 'request_completed' }, 'any held secret');
+    assert.equal(verifyCallback(body, webhookHeaders([secret], 'cb-doc', now - 301, body), [secret]), null, 'outside the window');
+    assert.equal(verifyCallback(body, webhookHeaders([other], 'cb-doc', now, body), [secret]), null, 'another secret');
+    assert.equal(verifyCallback(`${body} `, webhookHeaders([secret], 'cb-doc', now, body), [secret]), null, 'another body');
+    assert.equal(verifyCallback(body, { ...webhookHeaders([secret], 'cb-doc', now, body), 'webhook-id': 'cb-other' }, [secret]), null, 'another id');
   });
 });
 
@@ -155,7 +158,7 @@ describe('destinations through the API', () => {
     const rotated = await call('POST', `/v3/callback-destinations/receiver-a/rotate-secret`, 'operator', { overlap_seconds: 3600 });
     expectStatus(rotated, 200);
     const fresh = rotated.body.secret as string;
-    assert.match(fresh, /^fcs_[0-9a-f]{64}$/);
+    assert.match(fresh, /^whsec_[A-Za-z0-9+/]{43}=$/);
     assert.notEqual(fresh, A.secret);
     const ends = Date.parse(rotated.body.destination.previous_secrets_expire_at);
     assert.ok(Math.abs(ends - Date.now() - 3600_000) < 60_000, 'the overlap ends in an hour');
@@ -374,7 +377,7 @@ describe('ferry callbacks destinations', () => {
       };
       const made = await ferry(['callbacks', 'destinations', 'create', '--name', 'cli-receiver', '--callback-url', rxA.url('/cli')]);
       assert.equal(made.code, 0, made.err);
-      const secret = /fcs_[0-9a-f]{64}/.exec(made.out)?.[0];
+      const secret = /whsec_[A-Za-z0-9+/]{43}=/.exec(made.out)?.[0];
       assert.ok(secret, made.out);
 
       const listed = await ferry(['callbacks', 'destinations', 'list']);
@@ -385,7 +388,7 @@ describe('ferry callbacks destinations', () => {
       const rotated = await ferry(['callbacks', 'destinations', 'rotate-secret', 'cli-receiver', '--overlap-seconds', '60', '--json']);
       assert.equal(rotated.code, 0, rotated.err + rotated.out);
       const body = JSON.parse(rotated.out);
-      assert.match(body.secret, /^fcs_[0-9a-f]{64}$/);
+      assert.match(body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
       assert.notEqual(body.secret, secret);
       assert.ok(body.destination.previous_secrets_expire_at);
 
@@ -405,5 +408,80 @@ describe('ferry callbacks destinations', () => {
     } finally {
       await stop();
     }
+  });
+});
+
+describe('Standard Webhooks: a receiver verifies with the standardwebhooks library', () => {
+  /** The three Standard Webhooks headers of a recorded request, as the library takes them. */
+  const webhookHeadersOf = (r: { headers: Record<string, unknown> }) => ({
+    'webhook-id': String(r.headers['webhook-id']),
+    'webhook-timestamp': String(r.headers['webhook-timestamp']),
+    'webhook-signature': String(r.headers['webhook-signature']),
+  });
+
+  test('a real delivery verifies; webhook-id is the body\'s callback_id, kept on a retry; a replay under another id fails', async () => {
+    const D = await register('receiver-sw', rxA.url('/sw'));
+    const m = await createMovement({ callback_destination: 'receiver-sw' });
+    const id = await callbackOn(m.id);
+    rxA.status = 500;
+    try {
+      assert.equal(await deliverCallbackOnce(deliveryDeps, id), 'retry');
+    } finally {
+      rxA.status = 200;
+    }
+    const first = rxA.received.at(-1)!;
+    assert.equal(await deliverCallbackOnce(deliveryDeps, id), 'sent');
+    const r = rxA.received.at(-1)!;
+    const headers = webhookHeadersOf(r);
+    const payload = new Webhook(D.secret).verify(r.body.toString('utf8'), headers) as { callback_id: string; request_id: string };
+    assert.equal(headers['webhook-id'], id, 'webhook-id is the callback id');
+    assert.equal(payload.callback_id, id, 'the body carries the callback id');
+    assert.equal(payload.request_id, m.id);
+    assert.equal(webhookHeadersOf(first)['webhook-id'], id, 'the same id on the retry: receivers dedupe on it');
+    assert.equal(new Webhook(D.secret).verify(first.body, webhookHeadersOf(first)) !== undefined, true, 'the first attempt verified too');
+
+    // A captured delivery replayed inside the window under a fresh id, to slip past a receiver's dedupe.
+    assert.throws(() => new Webhook(D.secret).verify(r.body, { ...headers, 'webhook-id': randomUUID() }), WebhookVerificationError);
+    // Or re-stamped to look new.
+    assert.throws(() => new Webhook(D.secret).verify(r.body, { ...headers, 'webhook-timestamp': String(Number(headers['webhook-timestamp']) + 1) }), WebhookVerificationError);
+    // Another destination's secret, or the instance secret, does not verify.
+    assert.throws(() => new Webhook(A.secret).verify(r.body, headers), WebhookVerificationError);
+    assert.throws(() => new Webhook(webhookSecretForm(INSTANCE_SECRET)).verify(r.body, headers), WebhookVerificationError);
+  });
+
+  test('during a rotation the library verifies with the old or the new secret', async () => {
+    const D = await register('receiver-sw-rotating', rxA.url('/swr'));
+    const m = await createMovement({ callback_destination: D.id });
+    const rotated = await call('POST', `/v3/callback-destinations/${D.id}/rotate-secret`, 'operator', { overlap_seconds: 600 });
+    expectStatus(rotated, 200);
+    const id = await callbackOn(m.id);
+    assert.equal(await deliverCallbackOnce(deliveryDeps, id), 'sent');
+    const r = rxA.received.at(-1)!;
+    const headers = webhookHeadersOf(r);
+    assert.equal(headers['webhook-signature'].split(' ').length, 2, 'two v1 signatures, space-separated');
+    for (const secret of [rotated.body.secret, D.secret]) assert.ok(new Webhook(secret).verify(r.body, headers));
+  });
+
+  test('a raw callback_url verifies with the whsec_ form of the instance secret', async () => {
+    const m = await createMovement({ callback_url: rxLegacy.url() });
+    const id = await callbackOn(m.id);
+    assert.equal(await deliverCallbackOnce(deliveryDeps, id), 'sent');
+    const r = rxLegacy.received.at(-1)!;
+    const payload = new Webhook(webhookSecretForm(INSTANCE_SECRET)).verify(r.body, webhookHeadersOf(r)) as { callback_id: string };
+    assert.equal(payload.callback_id, id);
+    assert.equal(r.headers['x-ferry-callback-signature-version'], 'v3', 'legacy headers still sent by default');
+    assert.ok(r.headers['ferry-signature']);
+  });
+
+  test('with the legacy headers off only the Standard Webhooks headers are sent', async () => {
+    const D = await register('receiver-sw-only', rxA.url('/swo'));
+    const m = await createMovement({ callback_destination: D.id });
+    const id = await callbackOn(m.id);
+    assert.equal(await deliverCallbackOnce({ ...deliveryDeps, legacyHeaders: false }, id), 'sent');
+    const r = rxA.received.at(-1)!;
+    for (const h of ['ferry-signature', 'x-ferry-callback-nonce', 'x-ferry-callback-signature']) assert.equal(r.headers[h], undefined, h);
+    assert.ok(new Webhook(D.secret).verify(r.body, webhookHeadersOf(r)));
+    assert.equal(loadConfig({ ...env }).callbackLegacyHeaders, true, 'on by default for this release');
+    assert.equal(loadConfig({ ...env, FERRY_CALLBACK_LEGACY_HEADERS: 'false' }).callbackLegacyHeaders, false);
   });
 });

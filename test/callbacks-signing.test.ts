@@ -9,10 +9,16 @@ import { CALLBACK_SECRET_FILE, resolveCallbackSecret } from '../src/callbacks/se
 import {
   CALLBACK_HEADERS,
   callbackHeaders,
+  deliveryHeaders,
+  newWebhookSecret,
   readCallbackHeaders,
   signCallback,
   verifyCallback,
+  webhookHeaders,
+  webhookSecretForm,
+  webhookSignatureV1,
 } from '../src/callbacks/signing.ts';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { assertCallbackUrlAllowed } from '../src/callbacks/url-policy.ts';
 import { FerryError } from '../src/errors.ts';
 
@@ -95,8 +101,10 @@ describe('callback payload', () => {
   };
 
   test('has the movement summary and omits node_key unless given', () => {
-    const p = buildCallbackPayload({ request, eventType: 'request_executing', occurredAt: '2026-01-02T03:05:00.000Z' });
+    const callbackId = '22222222-2222-4222-8222-222222222222';
+    const p = buildCallbackPayload({ request, callbackId, eventType: 'request_executing', occurredAt: '2026-01-02T03:05:00.000Z' });
     assert.deepEqual(p, {
+      callback_id: callbackId,
       event_type: 'request_executing',
       request_id: request.id,
       request_state: 'EXECUTING',
@@ -115,9 +123,64 @@ describe('callback payload', () => {
       },
     });
     assert.equal('node_key' in p, false);
-    const withNode = buildCallbackPayload({ request, eventType: 'frontier_advanced', nodeKey: 'withdraw', occurredAt: 'x' });
+    const withNode = buildCallbackPayload({ request, callbackId, eventType: 'frontier_advanced', nodeKey: 'withdraw', occurredAt: 'x' });
     assert.equal(withNode.node_key, 'withdraw');
     assert.equal('callback_url' in withNode.movement, false, 'the callback URL is not echoed back');
+  });
+});
+
+describe('Standard Webhooks signature', () => {
+  // The example of the Standard Webhooks spec, recomputed with openssl:
+  //   printf '%s' 'msg_p5jXN8AQM9LWM0D4loKWxJek.1614265330.{"test": 2432232314}' \
+  //     | openssl dgst -sha256 -mac HMAC -macopt hexkey:<hex of the base64-decoded secret> -binary | base64
+  const SPEC = {
+    secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    id: 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+    timestamp: 1614265330,
+    body: '{"test": 2432232314}',
+    signature: 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+  };
+
+  test('matches the spec example and the standardwebhooks library', () => {
+    assert.equal(webhookSignatureV1(SPEC.secret, SPEC.id, SPEC.timestamp, SPEC.body), SPEC.signature);
+    const lib = new Webhook(SPEC.secret);
+    assert.equal(lib.sign(SPEC.id, new Date(SPEC.timestamp * 1000), SPEC.body), SPEC.signature);
+  });
+
+  test('a secret from before whsec_ is keyed with its UTF-8 bytes; its whsec_ form verifies with the library', () => {
+    // printf '%s' 'cb-1.1700000000.{"a":1}' | openssl dgst -sha256 -hmac 'fcs_vector_secret_0123456789' -binary | base64
+    const old = 'fcs_vector_secret_0123456789';
+    assert.equal(webhookSignatureV1(old, 'cb-1', 1700000000, '{"a":1}'), 'v1,BKmvfy9OutIrvhyofqOTl2VTMoh7GzCPadQOcmcbVQk=');
+    assert.equal(webhookSecretForm(old), `whsec_${Buffer.from(old).toString('base64')}`);
+    const now = Math.floor(Date.now() / 1000);
+    const h = webhookHeaders([old], 'cb-1', now, '{"a":1}');
+    assert.deepEqual(new Webhook(webhookSecretForm(old)).verify('{"a":1}', h), { a: 1 });
+    assert.deepEqual(new Webhook(Buffer.from(old, 'utf8'), { format: 'raw' }).verify('{"a":1}', h), { a: 1 });
+  });
+
+  test('rotation: one v1 per secret, space-separated, newest first; the library accepts either secret', () => {
+    const [fresh, old] = [newWebhookSecret(), newWebhookSecret()];
+    assert.match(fresh, /^whsec_[A-Za-z0-9+/]{43}=$/);
+    const now = Math.floor(Date.now() / 1000);
+    const body = '{"callback_id":"x"}';
+    const h = webhookHeaders([fresh, old], 'cb-2', now, body);
+    assert.deepEqual(Object.keys(h), ['webhook-id', 'webhook-timestamp', 'webhook-signature']);
+    const sigs = h['webhook-signature']!.split(' ');
+    assert.deepEqual(sigs, [webhookSignatureV1(fresh, 'cb-2', now, body), webhookSignatureV1(old, 'cb-2', now, body)]);
+    for (const s of [fresh, old]) assert.deepEqual(new Webhook(s).verify(body, h), { callback_id: 'x' });
+    assert.throws(() => new Webhook(newWebhookSecret()).verify(body, h), WebhookVerificationError, 'another secret');
+    assert.throws(() => new Webhook(fresh).verify(body, { ...h, 'webhook-id': 'cb-3' }), WebhookVerificationError, 'the id is signed');
+    assert.throws(() => new Webhook(fresh).verify(body, { ...h, 'webhook-timestamp': String(now + 1) }), WebhookVerificationError, 'the timestamp is signed');
+    assert.throws(() => webhookSignatureV1(fresh, 'a.b', now, body), /must not contain/);
+  });
+
+  test('the legacy headers come only with the setting on', () => {
+    const base = { callbackId: 'cb-4', body: '{}', secrets: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'], attemptTime: 1700000000, nonce: 'n1' };
+    assert.deepEqual(Object.keys(deliveryHeaders({ ...base, legacy: false })).sort(), ['webhook-id', 'webhook-signature', 'webhook-timestamp']);
+    assert.deepEqual(Object.keys(deliveryHeaders({ ...base, legacy: true })).sort(), ['Ferry-Signature', 'X-Ferry-Callback-Nonce', 'webhook-id', 'webhook-signature', 'webhook-timestamp']);
+    const raw = deliveryHeaders({ ...base, legacy: true, v3: { secret: VECTOR.secret, timestamp: 1600000000 } });
+    assert.equal(raw['X-Ferry-Callback-Signature-Version'], 'v3');
+    assert.equal(raw['X-Ferry-Callback-Timestamp'], '1600000000', 'v3 keeps the timestamp fixed at creation');
   });
 });
 
@@ -221,7 +284,7 @@ describe('callback secret', () => {
   test('otherwise one is generated once, kept with mode 0600 and reused', async () => {
     const dir = join(await tempDir(), 'nested', 'data');
     const first = await resolveCallbackSecret({ callbackSecret: undefined }, dir);
-    assert.match(first, /^[0-9a-f]{64}$/);
+    assert.match(first, /^whsec_[A-Za-z0-9+/]{43}=$/, 'a generated secret is a Standard Webhooks one');
     const file = join(dir, CALLBACK_SECRET_FILE);
     assert.equal((await stat(file)).mode & 0o777, 0o600);
     assert.equal((await readFile(file, 'utf8')).trim(), first);

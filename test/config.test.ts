@@ -41,6 +41,12 @@ test('a malformed secret is refused without being echoed', () => {
     () => loadConfig({ FERRY_CALLBACK_SECRET: 'short-secret' }),
     (e: unknown) => e instanceof ConfigError && !e.message.includes('short-secret'),
   );
+  // A whsec_ secret must be what Standard Webhooks libraries decode: base64 of 24 to 64 bytes.
+  assert.throws(
+    () => loadConfig({ FERRY_CALLBACK_SECRET: 'whsec_not*base64*at*all*here' }),
+    (e: unknown) => e instanceof ConfigError && e.variable === 'FERRY_CALLBACK_SECRET' && !e.message.includes('not*base64'),
+  );
+  assert.equal(loadConfig({ FERRY_CALLBACK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }).callbackSecret, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
 });
 
 test('the configuration file adds chains, signers and tokens', () => {

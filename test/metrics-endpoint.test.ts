@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { deliverCallbackOnce } from '../src/actors/callback-delivery.ts';
 import { enqueueCallback } from '../src/callbacks/outbox.ts';
@@ -65,6 +67,13 @@ function parse(text: string): Sample[] {
   return samples;
 }
 
+/** Debian's promtool (package prometheus), or one on PATH; null when there is none. */
+function findPromtool(): string | null {
+  if (existsSync('/usr/bin/promtool')) return '/usr/bin/promtool';
+  const which = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' });
+  return which.status === 0 && which.stdout.trim() ? which.stdout.trim() : null;
+}
+
 async function scrape(): Promise<Sample[]> {
   const res = await app.request('/metrics', { headers: { Authorization: `Bearer ${viewer}` } });
   assert.equal(res.status, 200);
@@ -90,7 +99,7 @@ test('/metrics needs a token', async () => {
   assert.equal(((await res.json()) as any).error.code, 'UNAUTHENTICATED');
 });
 
-test('/metrics is Prometheus text with every Ferry family under ferry_', async () => {
+test('/metrics is Prometheus text: Ferry families under ferry_, the standard process_* and nodejs_* ones as they are', async () => {
   const samples = await scrape();
   const res = await app.request('/metrics', { headers: { Authorization: `Bearer ${viewer}` } });
   const text = await res.text();
@@ -108,10 +117,31 @@ test('/metrics is Prometheus text with every Ferry family under ferry_', async (
   ]) {
     assert.ok(text.includes(`# TYPE ${family}\n`), family);
   }
-  assert.ok(samples.every((s) => s.name.startsWith('ferry_')), 'every sample is under ferry_');
+  const stray = samples.filter((s) => !/^(ferry|process|nodejs)_/.test(s.name)).map((s) => s.name);
+  assert.deepEqual(stray, [], 'every sample is under ferry_, process_ or nodejs_');
+  // The standard names, unprefixed, for stock dashboards and alerts.
+  for (const family of ['process_cpu_seconds_total counter', 'process_resident_memory_bytes gauge', 'nodejs_heap_size_used_bytes gauge', 'nodejs_eventloop_lag_seconds gauge']) {
+    assert.ok(text.includes(`# TYPE ${family}\n`), family);
+  }
+  assert.ok(!text.includes('ferry_process_'), 'no prefixed copies of the default metrics');
   // Every state has a series, zero or not, so a state emptying never makes its series vanish.
   for (const state of nodeStates) assert.equal(samples.filter((s) => s.name === 'ferry_nodes' && s.labels.state === state).length, 1, state);
   for (const state of movementStates) assert.equal(samples.filter((s) => s.name === 'ferry_requests' && s.labels.state === state).length, 1, state);
+});
+
+test('promtool check metrics accepts /metrics', async (t) => {
+  const promtool = findPromtool();
+  if (!promtool) {
+    // .ci/run installs Debian's prometheus package, so CI always runs this.
+    t.skip('promtool is not installed (apt-get install prometheus): the Prometheus lint of /metrics did not run');
+    return;
+  }
+  const res = await app.request('/metrics', { headers: { Authorization: `Bearer ${viewer}` } });
+  const text = await res.text();
+  const run = spawnSync(promtool, ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 30_000 });
+  assert.equal(run.error, undefined, String(run.error));
+  assert.equal(`${run.stdout}${run.stderr}`.trim(), '', 'promtool found nothing to say');
+  assert.equal(run.status, 0);
 });
 
 test('counters and gauges match a movement run to completion', async () => {

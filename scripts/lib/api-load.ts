@@ -109,7 +109,7 @@ export function rssMb(pid: number): number {
 export async function heapUsedMb(baseUrl: string, token: string): Promise<{ heap: number; external: number }> {
   const text = await (await fetch(`${baseUrl}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
   const read = (name: string) => {
-    const m = new RegExp(`^ferry_process_${name}\\s+([\\d.e+]+)`, 'm').exec(text);
+    const m = new RegExp(`^${name}\\s+([\\d.e+]+)`, 'm').exec(text);
     return m ? Number(m[1]) / 1024 / 1024 : NaN;
   };
   return { heap: read('nodejs_heap_size_used_bytes'), external: read('nodejs_external_memory_bytes') };

@@ -2,7 +2,7 @@ import type { PgBoss } from 'pg-boss';
 import { request } from 'undici';
 import { deliveryErrorClass, literalRefusal, type DestinationPolicy } from '../callbacks/destinations.ts';
 import { callbackJobId, parseCallbackJobData, type CallbackQueue } from '../callbacks/jobs.ts';
-import { CALLBACK_HEADERS, SIGNATURE_HEADER, callbackHeaders, ferrySignature } from '../callbacks/signing.ts';
+import { deliveryHeaders } from '../callbacks/signing.ts';
 import { recordAttemptOutcome, recordStrandedRequeues, type AttemptResult } from '../callbacks/lifecycle.ts';
 import { secretsForDelivery } from '../persistence/callback-destinations.ts';
 import { log as rootLog, type Logger } from '../log.ts';
@@ -48,6 +48,8 @@ export interface CallbackDeliveryDeps {
   log?: Logger;
   /** Which addresses callbacks may reach; its dispatcher sends them (see src/callbacks/destinations.ts). */
   destinations: DestinationPolicy;
+  /** Also send the legacy signature headers (FERRY_CALLBACK_LEGACY_HEADERS). Default true. */
+  legacyHeaders?: boolean;
 }
 
 /** Adds callback delivery jobs through pg-boss, on the caller's client (inside its transaction). */
@@ -76,30 +78,24 @@ function leaseSeconds(timeoutMs: number): number {
 type PostResult = AttemptResult;
 
 /**
- * The signature headers of one attempt. A callback of a registered destination is signed with that
- * destination's secrets (two during a rotation's overlap) and carries only Ferry-Signature and the
- * nonce; a callback to a raw callback_url keeps the instance secret's v3 headers and gets a
- * Ferry-Signature with the same secret. A disabled destination is not sent to: a failure that is not
- * retriable.
+ * The signature headers of one attempt (src/callbacks/signing.ts): Standard Webhooks headers signed
+ * with the destination's secrets (two during a rotation's overlap), or the instance secret for a raw
+ * callback_url; with legacyHeaders, also Ferry-Signature and the nonce (and, for a raw callback_url,
+ * the v3 headers). A disabled destination is not sent to: a failure that is not retriable.
  */
 async function signedHeaders(
   row: CallbackRow,
   body: Buffer,
   deps: CallbackDeliveryDeps,
 ): Promise<{ headers: Record<string, string> } | { refused: string }> {
-  const t = Math.floor(Date.now() / 1000);
+  const signing = { callbackId: row.id, body, attemptTime: Math.floor(Date.now() / 1000), legacy: deps.legacyHeaders ?? true, nonce: row.callback_nonce };
   if (!row.destination_id) {
-    return {
-      headers: {
-        ...callbackHeaders(deps.secret, row.callback_timestamp, row.callback_nonce, body),
-        [SIGNATURE_HEADER]: ferrySignature([deps.secret], t, body),
-      },
-    };
+    return { headers: deliveryHeaders({ ...signing, secrets: [deps.secret], v3: { secret: deps.secret, timestamp: row.callback_timestamp } }) };
   }
   const target = await secretsForDelivery(deps.pool, row.destination_id);
   if (!target || target.status !== 'active') return { refused: 'destination_disabled' };
   if (target.secrets.length === 0) return { refused: 'destination_without_secret' };
-  return { headers: { [CALLBACK_HEADERS.nonce]: row.callback_nonce, [SIGNATURE_HEADER]: ferrySignature(target.secrets, t, body) } };
+  return { headers: deliveryHeaders({ ...signing, secrets: target.secrets }) };
 }
 
 async function post(row: CallbackRow, deps: CallbackDeliveryDeps): Promise<PostResult> {
@@ -268,6 +264,8 @@ export interface StartCallbackDeliveryOptions {
   /** How often an idle worker polls for jobs. Default 2 s (pg-boss minimum 0.5 s). */
   pollingIntervalSeconds?: number;
   destinations: DestinationPolicy;
+  /** Also send the legacy signature headers (FERRY_CALLBACK_LEGACY_HEADERS). Default true. */
+  legacyHeaders?: boolean;
   /** Called after each delivery attempt with the error it threw (null when none): the worker roster. */
   onRun?: (error: unknown) => void;
 }
@@ -292,6 +290,7 @@ export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions):
     queue,
     log: opts.log ?? rootLog,
     destinations: opts.destinations,
+    legacyHeaders: opts.legacyHeaders,
   };
 
   await opts.boss.work(

@@ -151,6 +151,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       concurrency: config.callbackBatchSize,
       log,
       destinations,
+      legacyHeaders: config.callbackLegacyHeaders,
       pollingIntervalSeconds: config.callbackIntervalSeconds,
       onRun: (err) => roster.ran('callback_dispatcher', err),
     });

@@ -35,8 +35,9 @@ export function redactSecrets(text: string, secrets: readonly (string | undefine
   out = out
     .replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@:]*:[^\s/@]*@/gi, '$1[redacted]@')
     .replace(/\bBearer\s+[A-Za-z0-9._~+/=-]+/g, 'Bearer [redacted]')
-    // Ferry's own secrets by their prefixes: API tokens (fy_), destination secrets (fcs_), dashboard sessions (fds_).
+    // Ferry's own secrets by their prefixes: API tokens (fy_), destination secrets (whsec_, earlier fcs_), dashboard sessions (fds_).
     .replace(/\b(?:fy|fcs|fds)_[A-Za-z0-9_-]{16,}/g, '[redacted]')
+    .replace(/\bwhsec_[A-Za-z0-9+/=]{16,}/g, '[redacted]')
     .replace(/\b0x[0-9a-fA-F]{64}\b/g, '[redacted]')
     .replace(/\b(password|passwd|pwd|secret|token|api[_-]?key|apikey|signature)(["']?\s*[=:]\s*["']?)[^\s&"',;]+/gi, '$1$2[redacted]');
   return out.length > MAX_ERROR_CHARS ? `${out.slice(0, MAX_ERROR_CHARS)}…` : out;

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
 import { insertCallback, type CallbackRow } from '../persistence/callbacks.ts';
@@ -33,6 +33,8 @@ export interface CallbackMovementRow extends Omit<CallbackMovement, 'created_at'
 
 export interface EnqueueCallbackInput {
   request: CallbackMovementRow;
+  /** The callback's id; enqueueCallback makes one. */
+  callbackId?: string;
   /** request_<lowercased new state>, frontier_advanced or request_attention. */
   eventType: string;
   nodeKey?: string | null;
@@ -42,6 +44,8 @@ export interface EnqueueCallbackInput {
 }
 
 export interface CallbackPayload {
+  /** The callback's id, also its webhook-id header: the same on every retry and redrive. */
+  callback_id: string;
   event_type: string;
   request_id: string;
   request_state: string;
@@ -55,9 +59,10 @@ function iso(t: Date | string): string {
 }
 
 /** The POST body. node_key is present only for events about a node. */
-export function buildCallbackPayload(input: Omit<EnqueueCallbackInput, 'maxAttempts'>): CallbackPayload {
+export function buildCallbackPayload(input: Omit<EnqueueCallbackInput, 'maxAttempts'> & { callbackId: string }): CallbackPayload {
   const r = input.request;
   return {
+    callback_id: input.callbackId,
     event_type: input.eventType,
     request_id: r.id,
     request_state: r.request_state,
@@ -91,12 +96,14 @@ export async function enqueueCallback(
 ): Promise<string> {
   const url = input.request.callback_url;
   if (!url) throw new Error(`request ${input.request.id} has no callback_url; enqueueCallback must not be called for it`);
+  const id = input.callbackId ?? randomUUID();
   const row = await insertCallback(client, {
+    id,
     movementId: input.request.id,
     eventType: input.eventType,
     nodeKey: input.nodeKey ?? null,
     callbackUrl: url,
-    body: JSON.stringify(buildCallbackPayload(input)),
+    body: JSON.stringify(buildCallbackPayload({ ...input, callbackId: id })),
     maxAttempts: input.maxAttempts,
     timestamp: Math.floor(Date.now() / 1000),
     nonce: randomBytes(16).toString('hex'),

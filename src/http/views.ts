@@ -8,6 +8,7 @@ import type { CallbackRow } from '../persistence/callbacks.ts';
 import type { MovementOverview } from '../persistence/inspection.ts';
 import type { MovementRow, MovementSummaryRow, NodeRow, TransitionRow } from '../persistence/movements.ts';
 import { executorKeyOf } from '../plan/bindings.ts';
+import { hashedPlan, type CompiledPlan } from '../plan/compile.ts';
 import type { ExecutorRosterRow, SignerRosterRow } from '../persistence/registry.ts';
 import type { TemplateRow, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../persistence/templates.ts';
 import type {
@@ -105,7 +106,20 @@ export function nodeView(n: NodeRow): z.infer<typeof MovementNodeSchema> {
 }
 
 export function movementView(r: MovementRow, audience: Audience, names: ActorNames): z.infer<typeof MovementSchema> {
-  return { ...movementSummaryView(r, audience, names), compiled_plan: r.compiled_plan };
+  return {
+    ...movementSummaryView(r, audience, names),
+    compiled_plan: r.compiled_plan,
+    hashed_plan: hashedPlanOf(r.compiled_plan as unknown as CompiledPlan, r.intent, r.input_params) as never,
+  };
+}
+
+/** The object compiled_plan_hash covers (src/plan/compile.ts, hashedPlan); null for a plan too damaged to read. */
+function hashedPlanOf(plan: CompiledPlan, intent: Record<string, unknown>, inputParams: Record<string, unknown>): Record<string, unknown> | null {
+  try {
+    return hashedPlan(plan, intent, inputParams) as unknown as Record<string, unknown>;
+  } catch {
+    return null;
+  }
 }
 
 export function movementDetailView(m: Movement, audience: Audience, names: ActorNames): z.infer<typeof MovementDetailSchema> {

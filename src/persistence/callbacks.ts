@@ -53,6 +53,8 @@ export interface CallbackRow {
 }
 
 export interface NewCallback {
+  /** The callback's id, chosen before the insert when the body carries it; made here otherwise. */
+  id?: string;
   movementId: string;
   eventType: string;
   nodeKey: string | null;
@@ -73,12 +75,12 @@ export async function insertCallback(db: Queryable, c: NewCallback): Promise<Cal
   }
   const { rows } = await db.query<CallbackRow>(
     `INSERT INTO callback_outbox
-       (request_id, event_type, node_key, callback_url, payload, payload_body, max_attempts,
+       (id, request_id, event_type, node_key, callback_url, payload, payload_body, max_attempts,
         callback_timestamp, callback_nonce, destination_id)
-     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9,
+     VALUES (COALESCE($10::uuid, gen_random_uuid()), $1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9,
              (SELECT callback_destination_id FROM movement_requests WHERE id = $1))
      RETURNING *`,
-    [c.movementId, c.eventType, c.nodeKey, c.callbackUrl, c.body, c.body, c.maxAttempts, c.timestamp, c.nonce],
+    [c.movementId, c.eventType, c.nodeKey, c.callbackUrl, c.body, c.body, c.maxAttempts, c.timestamp, c.nonce, c.id ?? null],
   );
   return rows[0];
 }

@@ -1,9 +1,16 @@
 import { createHash } from 'node:crypto';
 
 /**
- * Canonical JSON: object keys sorted (by UTF-16 code unit, never by locale, so every process and
- * machine agrees), no whitespace, arrays in their given order. Hashes of plans are taken over these
- * bytes, so two structurally equal values always hash the same whatever order their keys arrived in.
+ * Canonical JSON, the JSON Canonicalization Scheme of RFC 8785 (JCS): object keys sorted by UTF-16
+ * code unit (never by locale, so every process and machine agrees), no whitespace, arrays in their
+ * given order, numbers in ECMAScript's shortest form (JSON.stringify: 1e+21, 1e-7, -0 as 0), strings
+ * escaped as JSON.stringify does (only `"`, `\\` and control characters; \b \f \n \r \t, else
+ * \u00xx). Hashes of plans are taken over these bytes, so two structurally equal values always hash
+ * the same whatever order their keys arrived in. Checked against the `canonicalize` package and the
+ * RFC's examples in test/plan-canonical.test.ts.
+ *
+ * A string (value or key) with a lone surrogate is refused, as RFC 8785 (section 3.2.2.2) requires:
+ * it has no UTF-8 form, so no two implementations would hash it alike.
  *
  * Only JSON values are accepted. Values JSON.stringify would silently drop or change (undefined as a
  * top-level value, functions, symbols, bigint, NaN, Infinity) throw instead: a hash over a value that
@@ -37,12 +44,20 @@ export function compareCodeUnits(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function jsonString(s: string, path: string): string {
+  if (LONE_SURROGATE.test(s)) throw new NotJsonError(path, 'a string with a lone surrogate (not Unicode text)');
+  return JSON.stringify(s);
+}
+
 function encode(value: unknown, path: string, depth: number): string {
   if (value === null) return 'null';
   if (depth > MAX_DEPTH) throw new NotJsonError(path, `nested more than ${MAX_DEPTH} levels deep`);
   switch (typeof value) {
     case 'string':
-      return JSON.stringify(value);
+      return jsonString(value, path);
     case 'boolean':
       return value ? 'true' : 'false';
     case 'number':
@@ -63,7 +78,7 @@ function encode(value: unknown, path: string, depth: number): string {
   for (const key of Object.keys(record).sort(compareCodeUnits)) {
     const item = record[key];
     if (item === undefined) continue;
-    parts.push(JSON.stringify(key) + ':' + encode(item, `${path}.${key}`, depth + 1));
+    parts.push(jsonString(key, `${path} (a key)`) + ':' + encode(item, `${path}.${key}`, depth + 1));
   }
   return '{' + parts.join(',') + '}';
 }

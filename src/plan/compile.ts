@@ -144,23 +144,46 @@ export function compilePlan(
 }
 
 /**
- * The hash a request carries: template identity, graph hash, the request's intent and params, and
- * every node's executable fields (timeout_policy excluded, as in the graph hash). Exported so a stored
- * compiled plan can be re-hashed to detect drift.
+ * The object compiled_plan_hash is taken over (served as `hashed_plan` beside the plan, so an
+ * approver's tools can recompute the hash): template identity, graph hash, the request's intent and
+ * params, and every node's executable fields as an array `[node_key, node_kind, action_type,
+ * executor_binding, signer_binding, config, predecessors]`, in plan order (timeout_policy excluded,
+ * as in the graph hash). docs/templates.md, "The plan hash", documents it.
  */
-export function compiledPlanHash(
+export interface HashedPlan {
+  template_key: string;
+  template_version: number;
+  graph_hash: string;
+  intent: Readonly<Record<string, unknown>>;
+  input_params: Readonly<Record<string, unknown>>;
+  nodes: unknown[][];
+}
+
+export function hashedPlan(
   plan: Pick<CompiledPlan, 'template_key' | 'template_version' | 'graph_hash' | 'nodes'>,
   intent: Readonly<Record<string, unknown>>,
   inputParams: Readonly<Record<string, unknown>>,
-): string {
-  return sha256Tagged({
+): HashedPlan {
+  return {
     template_key: plan.template_key,
     template_version: plan.template_version,
     graph_hash: plan.graph_hash,
     intent,
     input_params: inputParams,
     nodes: plan.nodes.map((n) => [n.node_key, n.node_kind, n.action_type, n.executor_binding, n.signer_binding, n.config, n.predecessors]),
-  });
+  };
+}
+
+/**
+ * The hash a request carries: "sha256:" + hex SHA-256 of the RFC 8785 canonical JSON of
+ * hashedPlan(...). Exported so a stored compiled plan can be re-hashed to detect drift.
+ */
+export function compiledPlanHash(
+  plan: Pick<CompiledPlan, 'template_key' | 'template_version' | 'graph_hash' | 'nodes'>,
+  intent: Readonly<Record<string, unknown>>,
+  inputParams: Readonly<Record<string, unknown>>,
+): string {
+  return sha256Tagged(hashedPlan(plan, intent, inputParams));
 }
 
 function requireJsonObject(name: string, value: unknown): void {

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { newWebhookSecret } from '../callbacks/signing.ts';
 import type { FerryConfig } from '../config.ts';
 import { FerryError, NotFoundError, ValidationError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
@@ -37,8 +37,9 @@ export interface DestinationWithSecret {
   secret: string;
 }
 
+/** A Standard Webhooks secret (whsec_ + base64 of 32 random bytes); destinations made before kept fcs_ ones. */
 function newSecret(): string {
-  return `fcs_${randomBytes(32).toString('hex')}`;
+  return newWebhookSecret();
 }
 
 export function assertDestinationName(name: string): void {

@@ -49,6 +49,8 @@ export function operationsOf(doc: any): OperationDoc[] {
   };
   const ops: OperationDoc[] = [];
   for (const [path, item] of Object.entries<any>(doc.paths)) {
+    // The service routes outside /v3 (/healthz, /readyz, /metrics) take no input.
+    if (!path.startsWith('/v3/')) continue;
     for (const [method, op] of Object.entries<any>(item)) {
       ops.push({
         method: method.toUpperCase(),
@@ -315,8 +317,9 @@ export function generateCases(ops: OperationDoc[], base: Record<string, BaseRequ
       () => {
         method = pick(rng, otherMethods);
         if (method === 'GET') body = undefined;
-        status = 404;
-        code = 'NOT_FOUND';
+        // The path is a route's, the method is not one of its: 405 with Allow.
+        status = 405;
+        code = 'METHOD_NOT_ALLOWED';
         return method;
       },
     ]);

@@ -7,6 +7,7 @@ import { auditEventView } from '../views.ts';
 import { pageRoute } from './route.ts';
 
 const listRoute = pageRoute({
+  operationId: 'listAuditEvents',
   path: '/audit-events',
   tags: ['Audit'],
   summary: 'The audit chain: every audited action with the hash linking it to the one before',

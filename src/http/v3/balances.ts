@@ -6,6 +6,7 @@ import { BalanceListQuery, BalancePageSchema } from './schemas.ts';
 import { pageRoute } from './route.ts';
 
 const listRoute = pageRoute({
+  operationId: 'listBalances',
   path: '/balances',
   tags: ['Balances'],
   summary: 'The latest balance of every watched wallet, asset and chain, with its age and staleness',

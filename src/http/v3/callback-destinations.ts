@@ -34,6 +34,7 @@ const tags = ['Callback destinations'];
 const permission = 'callback.destination' as const;
 
 const createRouteDef = apiRoute({
+  operationId: 'createCallbackDestination',
   method: 'post',
   path: '/callback-destinations',
   tags,
@@ -50,6 +51,7 @@ const createRouteDef = apiRoute({
 });
 
 const listRouteDef = readRoute({
+  operationId: 'listCallbackDestinations',
   path: '/callback-destinations',
   tags,
   summary: 'Callback destinations by name (never their secrets)',
@@ -59,6 +61,7 @@ const listRouteDef = readRoute({
 });
 
 const showRouteDef = readRoute({
+  operationId: 'getCallbackDestination',
   path: '/callback-destinations/{id}',
   tags,
   summary: 'One callback destination, by id or name (never its secrets)',
@@ -70,6 +73,7 @@ const showRouteDef = readRoute({
 });
 
 const rotateRouteDef = apiRoute({
+  operationId: 'rotateCallbackDestinationSecret',
   method: 'post',
   path: '/callback-destinations/{id}/rotate-secret',
   tags,
@@ -87,6 +91,7 @@ const rotateRouteDef = apiRoute({
 });
 
 const disableRouteDef = apiRoute({
+  operationId: 'disableCallbackDestination',
   method: 'post',
   path: '/callback-destinations/{id}/disable',
   tags,

@@ -18,6 +18,7 @@ import { apiRoute, pageRoute } from './route.ts';
 const tags = ['Callbacks'];
 
 const listRoute = pageRoute({
+  operationId: 'listCallbacks',
   path: '/callbacks',
   tags,
   summary: 'Callbacks by delivery status, oldest first',
@@ -27,6 +28,7 @@ const listRoute = pageRoute({
 });
 
 const redriveRoute = apiRoute({
+  operationId: 'redriveCallback',
   method: 'post',
   path: '/callbacks/{id}/redrive',
   tags,

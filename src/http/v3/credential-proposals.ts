@@ -59,6 +59,7 @@ export function credentialProposalView(p: CredentialProposalRow, names: ActorNam
 export const proposalActors = (p: CredentialProposalRow) => [p.proposed_by, p.decided_by];
 
 const listRoute = readRoute({
+  operationId: 'listCredentialProposals',
   path: '/credential-proposals',
   tags,
   summary: 'Credential proposals, newest first (filter by state)',
@@ -69,6 +70,7 @@ const listRoute = readRoute({
 });
 
 const showRoute = readRoute({
+  operationId: 'getCredentialProposal',
   path: '/credential-proposals/{id}',
   tags,
   summary: 'One credential proposal',
@@ -80,6 +82,7 @@ const showRoute = readRoute({
 });
 
 const confirmRoute = apiRoute({
+  operationId: 'confirmCredentialProposal',
   method: 'post',
   path: '/credential-proposals/{id}/confirm',
   tags,
@@ -95,6 +98,7 @@ const confirmRoute = apiRoute({
 });
 
 const rejectRoute = apiRoute({
+  operationId: 'rejectCredentialProposal',
   method: 'post',
   path: '/credential-proposals/{id}/reject',
   tags,

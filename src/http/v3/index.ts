@@ -1,3 +1,4 @@
+import { HTTPException } from 'hono/http-exception';
 import { authenticate } from '../auth.ts';
 import { auditRoutes } from './audit.ts';
 import { balanceRoutes } from './balances.ts';
@@ -40,5 +41,31 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', credentialProposalRoutes(ctx));
   // Reconciliation drifts and manual-intervention resolutions.
   app.route('/', operationsRoutes(ctx));
+  refuseOtherMethods(app);
   return app;
+}
+
+/**
+ * After every route: a request whose path is a /v3 route's but whose method is none of that path's
+ * (DELETE /v3/movements/{id}) is 405 METHOD_NOT_ALLOWED with an Allow header naming the methods, not
+ * 404; a path no route has goes on to 404.
+ */
+function refuseOtherMethods(app: ReturnType<typeof resourceApp>): void {
+  const byPath = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  for (const r of app.routes) {
+    if (r.method === 'ALL') continue;
+    const entry = byPath.get(r.path) ?? { pattern: new RegExp(`^${r.path.replace(/:[A-Za-z0-9_]+(\{[^}]*\})?/g, '[^/]+')}/?$`), methods: new Set<string>() };
+    entry.methods.add(r.method.toUpperCase());
+    byPath.set(r.path, entry);
+  }
+  app.all('*', async (c, next) => {
+    const path = c.req.path.replace(/^\/v3(?=\/)/, '');
+    const allowed = new Set<string>();
+    for (const { pattern, methods } of byPath.values()) if (pattern.test(path)) for (const m of methods) allowed.add(m);
+    if (allowed.size === 0 || allowed.has(c.req.method)) return next();
+    if (allowed.has('GET')) allowed.add('HEAD');
+    const allow = [...allowed].sort().join(', ');
+    // The error handler answers 405 METHOD_NOT_ALLOWED and passes the Allow header on.
+    throw new HTTPException(405, { message: `${c.req.method} is not allowed on ${c.req.path}; allowed: ${allow}`, res: new Response(null, { status: 405, headers: { allow } }) });
+  });
 }

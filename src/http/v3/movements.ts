@@ -42,6 +42,7 @@ const tags = ['Movements'];
 const refused = conflict('The movement machine does not accept this event in the movement\'s state (INVALID_TRANSITION)');
 
 const createMovementRoute = apiRoute({
+  operationId: 'createMovement',
   method: 'post',
   path: '/movements',
   tags,
@@ -67,6 +68,7 @@ const createMovementRoute = apiRoute({
 });
 
 const listRoute = pageRoute({
+  operationId: 'listMovements',
   path: '/movements',
   tags,
   summary: 'List movements, newest first',
@@ -76,6 +78,7 @@ const listRoute = pageRoute({
 });
 
 const getRoute = readRoute({
+  operationId: 'getMovement',
   path: '/movements/{id}',
   tags,
   summary: 'A movement with its compiled plan and nodes',
@@ -86,6 +89,7 @@ const getRoute = readRoute({
 });
 
 const transitionsRoute = readRoute({
+  operationId: 'listMovementTransitions',
   path: '/movements/{id}/transitions',
   tags,
   summary: 'The transition log of a movement and its nodes, oldest first',
@@ -98,6 +102,7 @@ const transitionsRoute = readRoute({
 const decided = (description: string) => jsonResponse(MovementDetailSchema, description);
 
 const approveRoute = apiRoute({
+  operationId: 'approveMovement',
   method: 'post',
   path: '/movements/{id}/approve',
   tags,
@@ -116,6 +121,7 @@ const approveRoute = apiRoute({
 });
 
 const rejectRoute = apiRoute({
+  operationId: 'rejectMovement',
   method: 'post',
   path: '/movements/{id}/reject',
   tags,
@@ -126,6 +132,7 @@ const rejectRoute = apiRoute({
 });
 
 const cancelRoute = apiRoute({
+  operationId: 'cancelMovement',
   method: 'post',
   path: '/movements/{id}/cancel',
   tags,
@@ -141,6 +148,7 @@ const cancelRoute = apiRoute({
 });
 
 const resumeRoute = apiRoute({
+  operationId: 'resumeMovement',
   method: 'post',
   path: '/movements/{id}/resume',
   tags,
@@ -151,6 +159,7 @@ const resumeRoute = apiRoute({
 });
 
 const retryRoute = apiRoute({
+  operationId: 'retryMovementNode',
   method: 'post',
   path: '/movements/{id}/retry',
   tags,

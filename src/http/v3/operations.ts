@@ -5,7 +5,7 @@ import { resolutionKinds, type ResolutionRow } from '../../persistence/resolutio
 import { jsonObjectSchema } from '../../plan/json.ts';
 import { actorNames, type ActorNames } from '../actor-names.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
-import { conflict, forbidden, isoTime, jsonBody, jsonResponse, MovementIdParams, nodeKeySchema, notFound, printable } from './schemas.ts';
+import { conflict, forbidden, idParam, isoTime, jsonBody, jsonResponse, MovementIdParams, nodeKeySchema, notFound, printable } from './schemas.ts';
 import { apiRoute, readRoute } from './route.ts';
 import { iso, isoOrNull } from '../views.ts';
 
@@ -75,7 +75,7 @@ const ProposeBody = z
 
 const ResolutionParams = z.object({
   id: MovementIdParams.shape.id,
-  resolution_id: z.string().min(1).max(100).openapi({ param: { name: 'resolution_id', in: 'path' }, format: 'uuid', description: 'Resolution id' }),
+  resolution_id: idParam('resolution_id', 'Resolution id'),
 });
 
 const ConfirmedSchema = z
@@ -83,6 +83,7 @@ const ConfirmedSchema = z
   .openapi('ResolutionConfirmed');
 
 const reconciliationRoute = readRoute({
+  operationId: 'listReconciliationDrifts',
   path: '/reconciliation',
   tags: ['Workers'],
   summary: "Drift between stored node states and their providers' answers, found by the reconciliation sweep",
@@ -92,6 +93,7 @@ const reconciliationRoute = readRoute({
 });
 
 const listResolutionsRoute = readRoute({
+  operationId: 'listMovementResolutions',
   path: '/movements/{id}/resolutions',
   tags: ['Movements'],
   summary: "The movement's proposed, applied and refused resolutions",
@@ -102,6 +104,7 @@ const listResolutionsRoute = readRoute({
 });
 
 const proposeRoute = apiRoute({
+  operationId: 'proposeMovementResolution',
   method: 'post',
   path: '/movements/{id}/resolutions',
   tags: ['Movements'],
@@ -116,6 +119,7 @@ const proposeRoute = apiRoute({
 });
 
 const confirmRoute = apiRoute({
+  operationId: 'confirmMovementResolution',
   method: 'post',
   path: '/movements/{id}/resolutions/{resolution_id}/confirm',
   tags: ['Movements'],

@@ -36,6 +36,7 @@ import { apiRoute, readRoute } from './route.ts';
 const tags = ['Principals'];
 
 const createPrincipalRoute = apiRoute({
+  operationId: 'createPrincipal',
   method: 'post',
   path: '/principals',
   tags,
@@ -46,6 +47,7 @@ const createPrincipalRoute = apiRoute({
 });
 
 const listPrincipalsRoute = readRoute({
+  operationId: 'listPrincipals',
   path: '/principals',
   tags,
   summary: 'Every principal, by name',
@@ -56,6 +58,7 @@ const listPrincipalsRoute = readRoute({
 });
 
 const disablePrincipalRoute = apiRoute({
+  operationId: 'disablePrincipal',
   method: 'post',
   path: '/principals/{principal}/disable',
   tags,
@@ -66,6 +69,7 @@ const disablePrincipalRoute = apiRoute({
 });
 
 const createTokenRoute = apiRoute({
+  operationId: 'createToken',
   method: 'post',
   path: '/tokens',
   tags,
@@ -80,6 +84,7 @@ const createTokenRoute = apiRoute({
 });
 
 const listTokensRoute = readRoute({
+  operationId: 'listTokens',
   path: '/tokens',
   tags,
   summary: 'Every token with its principal (never a secret or hash)',
@@ -91,6 +96,7 @@ const listTokensRoute = readRoute({
 });
 
 const revokeTokenRoute = apiRoute({
+  operationId: 'revokeToken',
   method: 'post',
   path: '/tokens/{token}/revoke',
   tags,

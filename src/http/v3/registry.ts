@@ -18,6 +18,7 @@ import { apiRoute, readRoute } from './route.ts';
 const tags = ['Registry'];
 
 const executorsRoute = readRoute({
+  operationId: 'listExecutors',
   path: '/executors',
   tags,
   summary: 'The executor roster with each executor\'s last health check',
@@ -26,6 +27,7 @@ const executorsRoute = readRoute({
 });
 
 const signersRoute = readRoute({
+  operationId: 'listSigners',
   path: '/signers',
   tags,
   summary: 'The signer roster: expected vs observed identity and the resulting posture',
@@ -34,6 +36,7 @@ const signersRoute = readRoute({
 });
 
 const expectedIdentityRoute = apiRoute({
+  operationId: 'setSignerExpectedIdentity',
   method: 'put',
   path: '/signers/{signer_key}/expected-identity',
   tags,

@@ -9,7 +9,11 @@ import { bearerSecurity, commonErrors, jsonResponse } from './schemas.ts';
  * middleware and published as `x-ferry-permission`) and the error answers any route can give. A
  * route names its own answers only.
  */
-export type ApiRouteConfig = Omit<RouteConfig, 'security' | 'middleware'> & { permission: Permission };
+export type ApiRouteConfig = Omit<RouteConfig, 'security' | 'middleware' | 'operationId'> & {
+  permission: Permission;
+  /** The operation's name in generated clients (createMovement, listMovements, ...): required, unique. */
+  operationId: string;
+};
 
 export function apiRoute<const R extends ApiRouteConfig>(route: R) {
   const { permission, responses, ...rest } = route;
@@ -33,10 +37,11 @@ export function readRoute<
   const S extends z.ZodType,
   const Req extends Request = {},
   const E extends RouteConfig['responses'] = {},
->(route: { path: P; tags: string[]; summary: string; request?: Req; answer: S; shows: string; errors?: E; permission?: Permission }) {
+>(route: { path: P; operationId: string; tags: string[]; summary: string; request?: Req; answer: S; shows: string; errors?: E; permission?: Permission }) {
   return apiRoute({
     method: 'get',
     path: route.path,
+    operationId: route.operationId,
     tags: route.tags,
     summary: route.summary,
     permission: route.permission ?? 'read',
@@ -48,11 +53,12 @@ export function readRoute<
 /** A page of a list: a read whose query has a `limit` and, for paged lists, a `cursor`. */
 export function pageRoute<const P extends string, const Q extends z.ZodObject, const S extends z.ZodType>(route: {
   path: P;
+  operationId: string;
   tags: string[];
   summary: string;
   query: Q;
   page: S;
   shows: string;
 }) {
-  return readRoute({ path: route.path, tags: route.tags, summary: route.summary, request: { query: route.query }, answer: route.page, shows: route.shows });
+  return readRoute({ path: route.path, operationId: route.operationId, tags: route.tags, summary: route.summary, request: { query: route.query }, answer: route.page, shows: route.shows });
 }

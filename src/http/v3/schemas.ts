@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { decimalInteger, pageCursor, pageLimit } from '../query.ts';
+import { UUID_PATTERN } from '../../ids.ts';
 import { DESTINATION_NAME_PATTERN, MAX_OVERLAP_SECONDS } from '../../services/callback-destinations.ts';
 import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
 import { nodeStates } from '../../machines/node-machine.ts';
@@ -16,11 +17,32 @@ import { NODE_KEY_PATTERN, TEMPLATE_KEY_PATTERN, templateDefinitionSchema } from
 
 // The plan schemas accept any bounded JSON value through a custom check, which has no OpenAPI form of
 // its own; describing it here (metadata only, validation unchanged) lets the template and intent
-// schemas be published exactly as they are enforced.
+// schemas be published exactly as they are enforced. It is published as the recursive JsonValue and
+// JsonObject components (registered by src/http/openapi.ts), so generated clients type nested
+// objects as JSON (a bare `object` type is `Record<string, never>` to openapi-typescript). An array
+// is any array: a union member `JsonValue[]` is a circular type to TypeScript.
+export const JSON_VALUE_REF = '#/components/schemas/JsonValue';
+export const JSON_COMPONENTS = {
+  JsonValue: {
+    description: 'Any JSON value, nested at most 32 levels deep',
+    anyOf: [
+      { type: 'string' },
+      { type: 'number' },
+      { type: 'boolean' },
+      { type: 'null' },
+      { type: 'array', items: {}, description: 'An array of JSON values' },
+      { $ref: '#/components/schemas/JsonObject' },
+    ],
+  },
+  JsonObject: { description: 'A JSON object', type: 'object', additionalProperties: { $ref: JSON_VALUE_REF } },
+} as const;
+/** Marks the custom schema's inline form, which openApiDocument replaces with a JSON_VALUE_REF. */
+export const JSON_VALUE_MARK = 'x-ferry-json-value';
 if (!z.globalRegistry.has(jsonValueSchema)) {
   z.globalRegistry.add(jsonValueSchema, {
-    description: 'Any JSON value, nested at most 32 levels deep',
+    description: JSON_COMPONENTS.JsonValue.description,
     type: ['string', 'number', 'boolean', 'null', 'object', 'array'],
+    [JSON_VALUE_MARK]: true,
   } as never);
 }
 
@@ -33,6 +55,8 @@ export const isoTime = z.string().openapi({ format: 'date-time', example: '2026-
 const actorName = z.string().openapi({ description: "The actor's display name (the principal's name); the id itself when it names no principal", example: 'alice' });
 const nullableTime = isoTime.nullable();
 const anyObject = z.record(z.string(), z.unknown());
+/** A JSON object of any JSON values, in the document (responses are not validated). */
+const jsonObject = z.record(z.string(), jsonValueSchema) as unknown as typeof anyObject;
 export const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
 
 export const templateKeySchema = z
@@ -68,10 +92,12 @@ export const ErrorSchema = z
   .openapi('Error');
 
 // ---------------------------------------------------------------------------------------------
-// Path parameters. Ids are bounded strings: one that is not a UUID is simply not found (404).
+// Path parameters. An id that is not a UUID is bad input, 400 VALIDATION_FAILED naming the parameter
+// (as its `format: uuid` says), never a 404: a client can tell a typo from a missing entity.
 
-const idParam = (name: string, description: string) =>
-  z.string().min(1).max(100).openapi({ param: { name, in: 'path' }, description, ...UUID_FORMAT });
+const uuidString = () => z.string().max(100).regex(UUID_PATTERN, 'must be a UUID');
+export const idParam = (name: string, description: string) =>
+  uuidString().openapi({ param: { name, in: 'path' }, description, ...UUID_FORMAT });
 
 export const MovementIdParams = z.object({ id: idParam('id', 'Movement id') });
 export const CallbackIdParams = z.object({ id: idParam('id', 'Callback id') });
@@ -102,7 +128,7 @@ export const TransitionListQuery = z.object({
 
 export const CallbackListQuery = z.object({
   status: z.enum(['pending', 'sent', 'dlq']).optional(),
-  movement_id: z.string().min(1).max(100).optional().openapi(UUID_FORMAT),
+  movement_id: uuidString().optional().openapi(UUID_FORMAT),
   limit: pageLimit(200, 50),
   cursor: pageCursor,
 });
@@ -167,6 +193,23 @@ export const ExpectedIdentityBody = z
 // ---------------------------------------------------------------------------------------------
 // Responses
 
+/** The object compiled_plan_hash is the hash of (docs/templates.md, "The plan hash"). */
+const hashedPlanSchema = z
+  .object({
+    template_key: z.string(),
+    template_version: z.number().int(),
+    graph_hash: z.string(),
+    intent: jsonObject,
+    input_params: jsonObject,
+    nodes: z.array(z.array(jsonValueSchema)).openapi({
+      description: 'Per node, in plan order: [node_key, node_kind, action_type, executor_binding, signer_binding, config, predecessors]',
+    }),
+  })
+  .openapi('HashedPlan', {
+    description:
+      'What compiled_plan_hash covers: compiled_plan_hash = "sha256:" + lowercase hex SHA-256 of the RFC 8785 (JCS) canonical JSON of this object, UTF-8. Recompute it to check what you approve.',
+  });
+
 export const ApprovalSchema = z.object({ by: z.string(), by_name: actorName, at: isoTime });
 
 export const MovementSummarySchema = z
@@ -175,8 +218,8 @@ export const MovementSummarySchema = z
     template_key: z.string(),
     template_version: z.number().int(),
     state: z.enum(movementStates),
-    intent: anyObject,
-    input_params: anyObject,
+    intent: jsonObject,
+    input_params: jsonObject,
     compiled_plan_hash: z.string(),
     approval_status: z.enum(['pending', 'approved', 'rejected']),
     approval_quorum: z.number().int(),
@@ -197,7 +240,8 @@ export const MovementSummarySchema = z
   .openapi('MovementSummary');
 
 export const MovementSchema = MovementSummarySchema.extend({
-  compiled_plan: anyObject.openapi({ description: 'The plan the approvers review; its hash is compiled_plan_hash' }),
+  compiled_plan: anyObject.openapi({ description: 'The plan the approvers review (nodes, bindings, configs, frontier)' }),
+  hashed_plan: z.union([hashedPlanSchema, z.null()]).openapi({ description: 'null only for a stored plan too damaged to read' }),
 }).openapi('Movement');
 
 export const MovementNodeSchema = z
@@ -320,7 +364,7 @@ export const TemplateDetailSchema = z
   .openapi('TemplateDetail');
 
 export const CompilePreviewSchema = z
-  .object({ compiled_plan_hash: z.string(), compiled_plan: anyObject })
+  .object({ compiled_plan_hash: z.string(), compiled_plan: anyObject, hashed_plan: hashedPlanSchema })
   .openapi('CompilePreview');
 
 const healthState = z.enum(['up', 'down', 'unknown']);
@@ -495,7 +539,9 @@ export const commonErrors = {
   403: errorResponse('The token\'s role lacks the permission (FORBIDDEN)'),
   413: errorResponse('The body exceeds the size limit (PAYLOAD_TOO_LARGE)'),
   415: errorResponse('The body is not JSON (UNSUPPORTED_MEDIA_TYPE)'),
+  500: errorResponse('An unexpected error (INTERNAL); details.request_id names it in the server log'),
   503: errorResponse('The database or runtime is unavailable; retry (SERVICE_UNAVAILABLE, DATABASE_UNAVAILABLE)'),
+  default: errorResponse('Any other error (405 METHOD_NOT_ALLOWED, 409, 422, 429, ...), with the same body and a stable code'),
 } as const;
 
 export const notFound = { 404: errorResponse('No such entity (NOT_FOUND)') } as const;

@@ -57,6 +57,7 @@ export function proposalView(p: ProposalRow, names: ActorNames): z.infer<typeof 
 const actorsOf = (p: ProposalRow) => [p.proposed_by, p.approved_by, p.decided_by];
 
 const listRoute = pageRoute({
+  operationId: 'listTemplateProposals',
   path: '/template-proposals',
   tags,
   summary: 'Template proposals, newest first (filter by state or template)',
@@ -66,6 +67,7 @@ const listRoute = pageRoute({
 });
 
 const showRoute = readRoute({
+  operationId: 'getTemplateProposal',
   path: '/template-proposals/{id}',
   tags,
   summary: 'A proposal with its definition, its diff against the live version and its transition history',
@@ -78,6 +80,7 @@ const showRoute = readRoute({
 const decided = (what: string) => jsonResponse(ProposalSchema, `The proposal, now ${what}`);
 
 const approveRoute = apiRoute({
+  operationId: 'approveTemplateProposal',
   method: 'post',
   path: '/template-proposals/{id}/approve',
   tags,
@@ -93,6 +96,7 @@ const approveRoute = apiRoute({
 });
 
 const challengeRoute = apiRoute({
+  operationId: 'challengeTemplateProposal',
   method: 'post',
   path: '/template-proposals/{id}/challenge',
   tags,
@@ -107,6 +111,7 @@ const challengeRoute = apiRoute({
 });
 
 const withdrawRoute = apiRoute({
+  operationId: 'withdrawTemplateProposal',
   method: 'post',
   path: '/template-proposals/{id}/withdraw',
   tags,

@@ -1,8 +1,9 @@
+import type { z } from '@hono/zod-openapi';
 import { NotFoundError } from '../../errors.ts';
 import { compileOptionsOf } from '../../services/movements.ts';
 import { proposeTemplate } from '../../services/template-proposals.ts';
 import { getTemplate, getTemplateVersion, listTemplates, listTemplateVersions } from '../../persistence/templates.ts';
-import { compilePlan } from '../../plan/compile.ts';
+import { compilePlan, hashedPlan } from '../../plan/compile.ts';
 import { actorNames } from '../actor-names.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
 import {
@@ -29,6 +30,7 @@ import { apiRoute, readRoute } from './route.ts';
 const tags = ['Templates'];
 
 const saveRoute = apiRoute({
+  operationId: 'saveTemplate',
   method: 'post',
   path: '/templates',
   tags,
@@ -44,6 +46,7 @@ const saveRoute = apiRoute({
 });
 
 const listRoute = readRoute({
+  operationId: 'listTemplates',
   path: '/templates',
   tags,
   summary: 'List templates',
@@ -52,6 +55,7 @@ const listRoute = readRoute({
 });
 
 const getRoute = readRoute({
+  operationId: 'getTemplate',
   path: '/templates/{key}',
   tags,
   summary: 'A template and its versions',
@@ -62,6 +66,7 @@ const getRoute = readRoute({
 });
 
 const versionRoute = readRoute({
+  operationId: 'getTemplateVersion',
   path: '/templates/{key}/versions/{version}',
   tags,
   summary: 'One version of a template, with its nodes and edges',
@@ -72,6 +77,7 @@ const versionRoute = readRoute({
 });
 
 const compileRoute = apiRoute({
+  operationId: 'compileTemplate',
   method: 'post',
   path: '/templates/{key}/compile',
   tags,
@@ -138,7 +144,14 @@ export function templateRoutes(ctx: V3Context) {
       throw new NotFoundError('template', body.template_version === undefined ? key : `${key}@${body.template_version}`);
     }
     const plan = compilePlan(version, body.intent, body.input_params ?? {}, ctx.bindingsIfRunning(), compileOptionsOf(ctx.config));
-    return c.json({ compiled_plan_hash: plan.compiled_plan_hash, compiled_plan: plan as unknown as Record<string, unknown> }, 200);
+    return c.json(
+      {
+        compiled_plan_hash: plan.compiled_plan_hash,
+        compiled_plan: plan as unknown as Record<string, unknown>,
+        hashed_plan: hashedPlan(plan, body.intent, body.input_params ?? {}) as unknown as z.infer<typeof CompilePreviewSchema>['hashed_plan'],
+      },
+      200,
+    );
   });
 
   return app;

@@ -7,6 +7,7 @@ import { readRoute } from './route.ts';
 const tags = ['Workers'];
 
 const workersRoute = readRoute({
+  operationId: 'listWorkers',
   path: '/workers',
   tags,
   summary: "Every sweep's last run, duration, outcome and next due time (from pg-boss's job records), and the hot loops' heartbeats",
