@@ -13,6 +13,7 @@ import { templateProposalRoutes } from './template-proposals.ts';
 import { refuseUnstorableText } from './text-guard.ts';
 import { workerRoutes } from './workers.ts';
 import { operationsRoutes } from './operations.ts';
+import { gateRoutes } from './gates.ts';
 
 export type { ApiRuntime, V3Deps } from './context.ts';
 
@@ -40,5 +41,7 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', credentialProposalRoutes(ctx));
   // Reconciliation drifts and manual-intervention resolutions.
   app.route('/', operationsRoutes(ctx));
+  // Manual gates: confirm or skip (movement.operate, four-eyes).
+  app.route('/', gateRoutes(ctx));
   return app;
 }
