@@ -580,6 +580,9 @@ const fuzzBase: Record<string, BaseRequest> = {
   'GET /v3/movements/{id}/resolutions': { path: { id: cancelled.id } },
   'POST /v3/movements/{id}/resolutions': { path: { id: cancelled.id }, body: { node_key: 'a', resolution: 'fail', reason: 'no' }, safeTarget: true },
   'POST /v3/movements/{id}/resolutions/{resolution_id}/confirm': { path: { id: cancelled.id, resolution_id: UNKNOWN }, body: {}, safeTarget: true },
+  // A cancelled movement's node: a valid request is refused (not a gate, not running).
+  'POST /v3/movements/{id}/gates/{node_key}/confirm': { path: { id: cancelled.id, node_key: 'a' }, body: { note: 'checked' }, safeTarget: true },
+  'POST /v3/movements/{id}/gates/{node_key}/skip': { path: { id: cancelled.id, node_key: 'a' }, body: { reason: 'not needed' }, safeTarget: true },
 };
 
 test(`${FUZZ_CASES} generated malformed requests over HTTP across every OpenAPI operation: each a 4xx with a code, the database unchanged`, async (t) => {

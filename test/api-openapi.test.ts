@@ -70,6 +70,9 @@ const expectedOperations = [
   'get /v3/movements/{id}/resolutions',
   'post /v3/movements/{id}/resolutions',
   'post /v3/movements/{id}/resolutions/{resolution_id}/confirm',
+  // Manual gates.
+  'post /v3/movements/{id}/gates/{node_key}/confirm',
+  'post /v3/movements/{id}/gates/{node_key}/skip',
 ];
 
 async function fetchDoc(): Promise<any> {

@@ -162,6 +162,7 @@ function gatedSim(pool: Pool, mark: string) {
     },
     observe: (c) => sim.observe(c),
     recover: (c) => sim.recover(c),
+    inspect: (c) => sim.inspect(c),
   };
   const executors = new ExecutorRegistry();
   executors.register(executor);

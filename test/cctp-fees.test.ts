@@ -229,6 +229,7 @@ test('a burn executor raising the max fee above the approved one in its transact
       submit: (ctx, p, o) => real.submit(ctx, p, o),
       observe: (ctx) => real.observe(ctx),
       recover: (ctx) => real.recover(ctx),
+      inspect: (ctx) => real.inspect(ctx),
     }) satisfies Executor;
   const deps = await cctpDeps(db.pool, (real) => {
     const r = new ExecutorRegistry();
@@ -268,6 +269,7 @@ test('the chain minimum rising between preflight and prepare: the gas estimate\'
       submit: (ctx, p, o) => real.submit(ctx, p, o),
       observe: (ctx) => real.observe(ctx),
       recover: (ctx) => real.recover(ctx),
+      inspect: (ctx) => real.inspect(ctx),
     }) satisfies Executor;
   const deps = await cctpDeps(db.pool, (real) => {
     const r = new ExecutorRegistry();

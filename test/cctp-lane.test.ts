@@ -142,6 +142,7 @@ test('a burn executor that swaps the mint recipient in its transaction: the sign
       submit: (ctx, p, o) => real.submit(ctx, p, o),
       observe: (ctx) => real.observe(ctx),
       recover: (ctx) => real.recover(ctx),
+      inspect: (ctx) => real.inspect(ctx),
     }) satisfies Executor;
   const deps = await cctpDeps(db.pool, (real) => {
     const r = new ExecutorRegistry();
@@ -263,6 +264,7 @@ test('an UNKNOWN mint whose message nonce is used: the cctp recovery arm takes i
       preSubmitCheck: (ctx) => real.preSubmitCheck!(ctx),
       observe: (ctx) => real.observe(ctx),
       recover: (ctx) => real.recover(ctx),
+      inspect: (ctx) => real.inspect(ctx),
       submit: async () =>
         parseExecutionResult({ next_state: 'UNKNOWN', provider_state: 'broadcast_uncertain', error_code: 'EVM_BROADCAST_UNCERTAIN', error_detail: 'the answer was lost' }, 'test'),
     }) satisfies Executor;

@@ -76,6 +76,7 @@ function stallBeforeBroadcast() {
       submit: real.submit.bind(real),
       observe: (ctx: ExecutionContext) => real.observe(ctx),
       recover: (ctx: ExecutionContext) => real.recover(ctx),
+      inspect: (ctx: ExecutionContext) => real.inspect(ctx),
       preSubmitCheck: async (ctx: ExecutionContext) => {
         if (ctx.attempt_no === 1) {
           paused();
@@ -404,6 +405,7 @@ test('a nonce reclaimed after the pre-submit check passed, before the broadcast 
       },
       observe: (ctx: ExecutionContext) => real.observe(ctx),
       recover: (ctx: ExecutionContext) => real.recover(ctx),
+      inspect: (ctx: ExecutionContext) => real.inspect(ctx),
     });
   const deps = evmDeps(db.pool, wrap);
   const first = await senderNonce();

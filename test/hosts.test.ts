@@ -49,6 +49,7 @@ before(async () => {
       submit: (_c, _p, opts) => (submits.push({ sign_result: opts.signResult ?? null }), { next_state: 'SUBMITTED', provider_refs: { ref: 'r-1' } }),
       observe: () => ({ next_state: 'COMPLETED' }),
       recover: () => ({ next_state: 'COMPLETED', provider_state: 'recovered' }),
+      inspect: () => ({ next_state: 'COMPLETED', provider_state: 'inspected' }),
       health: () => ({ ok: true, executor_key: 'exec.test.good' }),
     },
   });
@@ -108,6 +109,9 @@ describe('executor host', () => {
     assert.deepEqual(submits.at(-1)?.sign_result, { signature: '0xabc', signature_format: 'evm_raw_tx', signer_ref: 'hot' });
     assert.equal((await p.observe(ctx('exec.test.good'))).next_state, 'COMPLETED');
     assert.equal((await p.recover(ctx('exec.test.good'))).provider_state, 'recovered');
+    assert.equal((await p.inspect(ctx('exec.test.good'))).provider_state, 'inspected', 'inspect is its own route, never recover');
+    // An executor without inspect() answers an error: no answer, never a recover() in its place.
+    await assert.rejects(proxy('exec.test.grumpy').inspect(ctx('exec.test.grumpy')));
     const health = await p.health();
     assert.equal(health?.ok, true);
     assert.deepEqual(Object.keys(health?.executors as object).sort(), ['exec.test.good', 'exec.test.grumpy']);

@@ -8,7 +8,7 @@ import { scratchDatabase } from './helpers/db.ts';
 import { approvedMovement, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
 
 /**
- * Reconciliation with evidence: the simulated provider's ledger is asked (recover(), read-only)
+ * Reconciliation with evidence: the simulated provider's ledger is asked (inspect(), read-only)
  * about settled nodes. A node set to FAILED behind Ferry's back while the ledger shows its submit
  * is reported as drift; it is repaired through the node machine only with auto-repair on.
  */
@@ -91,6 +91,11 @@ test('an UNKNOWN node the provider knows about: a movement in MANUAL_INTERVENTIO
   const reported = await reconcileWithProviders(off);
   assert.deepEqual(reported.byClass, { unknown_but_provider_knows: 1 });
   assert.equal((await snapshot(db.pool, id)).request.request_state, 'MANUAL_INTERVENTION');
+  // The node is a person's: the provider was only inspected, never asked to recover.
+  const calls = async (call: string) =>
+    (await db.pool.query(`SELECT count(*)::int AS n FROM sim_side_effects WHERE request_node_id = $1 AND call = $2`, [stuck.byKey.pay.id, call])).rows[0].n;
+  assert.equal(await calls('inspect'), 1);
+  assert.equal(await calls('recover'), 0, 'reconciliation never calls recover()');
 
   // An operator proposes a retry meanwhile; the repair settles the node first.
   const proposal = await proposeResolution(off, id, { actor: 'token:alice', nodeKey: 'pay', resolution: 'retry', reason: 'looks lost' });
@@ -111,9 +116,9 @@ test('an UNKNOWN node the provider knows about: a movement in MANUAL_INTERVENTIO
 test('a COMPLETED node the provider calls failed is reported but never repaired; a provider that throws is no answer, not drift', async (t) => {
   const db = await scratchDatabase(t);
   const on = runtimeDeps(db.pool, { FERRY_RECONCILIATION_AUTO_REPAIR: 'true' });
-  // Submits complete; recover() (what reconciliation asks) is scripted to contradict or to throw.
-  const contradicted = await approvedMovement(on, plan('evidence-contradicts', [simNode('pay', { recover: ['FAILED'] })]));
-  const silent = await approvedMovement(on, plan('evidence-throws', [simNode('pay', { recover: ['throw_temporary'] })]));
+  // Submits complete; inspect() (what reconciliation asks) is scripted to contradict or to throw.
+  const contradicted = await approvedMovement(on, plan('evidence-contradicts', [simNode('pay', { inspect: ['FAILED'] })]));
+  const silent = await approvedMovement(on, plan('evidence-throws', [simNode('pay', { inspect: ['throw_temporary'] })]));
   await drain(on);
   for (const id of [contradicted, silent]) assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
 

@@ -58,6 +58,7 @@ function hostile(real: EvmNativeTransferExecutor, executorKey: string, rewrite: 
     submit: (ctx: ExecutionContext, prepared: PreparedAction, opts) => real.submit(ctx, prepared, opts),
     observe: (ctx) => real.observe(ctx),
     recover: (ctx) => real.recover(ctx),
+    inspect: (ctx) => real.inspect(ctx),
   };
   return executor;
 }

@@ -341,6 +341,44 @@ async function browserTests() {
     assert.deepEqual(errors, [], 'no script errors');
   });
 
+  test('a movement at a manual gate: the requester is refused in the page, another operator confirms it with a note, and it goes on', async () => {
+    const tpl = {
+      template_key: 'ui.gate',
+      nodes: [
+        { node_key: 'pay', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' },
+        { node_key: 'check', node_kind: 'manual_gate', action_type: 'manual_review', executor_binding: 'exec.sim.action' },
+        { node_key: 'after', node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' },
+      ],
+      edges: [{ from: 'pay', to: 'check' }, { from: 'check', to: 'after' }],
+    };
+    await makeTemplateLive(base, db.pool, tpl, { proposer: alice, approver });
+    // Created by the admin (who may operate gates, just not this movement's).
+    const created = await call('POST', '/v3/movements', admin, { template_key: 'ui.gate', intent: { amount: '5' } });
+    const id: string = created.movement.id;
+    await call('POST', `/v3/movements/${id}/approve`, approver, { compiled_plan_hash: created.movement.compiled_plan_hash });
+    await waitFor(`movement ${id} at its gate`, async () => (await call('GET', `/v3/movements/${id}`, viewer)).movement.state === 'WAITING_MANUAL_ACTION');
+
+    await signInAs(admin, `#/movements/${id}`);
+    await page.locator('#gates:not([hidden])').waitFor();
+    assert.deepEqual(await page.locator('#gate-node option').allTextContents(), ['check'], 'the READY gate, nothing else');
+    await page.locator('#gate-note').fill('I asked for it, I wave it through');
+    await page.locator('#gate-confirm').click();
+    await page.locator('#gate-error[data-code="FOUR_EYES_VIOLATION"]').waitFor();
+    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'WAITING_MANUAL_ACTION');
+
+    await signInAs(alice, `#/movements/${id}`);
+    await page.locator('#gates:not([hidden])').waitFor();
+    await page.locator('#gate-note').fill('beneficiary confirmed by phone');
+    await page.locator('#gate-confirm').click();
+    await page.locator('#request-state[data-state="COMPLETED"]').waitFor({ timeout: 60_000 });
+    for (const key of ['check', 'after']) await page.locator(`#dag g.dag-node[data-key="${key}"][data-state="COMPLETED"]`).waitFor();
+    assert.equal(await page.locator('#gates').isHidden(), true, 'no gate waits any more');
+    assert.match(await textOf('#log'), /MANUAL_CONFIRMED/);
+
+    assert.deepEqual(offsite, [], 'the page loaded nothing from anywhere but Ferry');
+    assert.deepEqual(errors, [], 'no script errors');
+  });
+
   test('the list shows its newest page and older pages on request, each movement once', async () => {
     // More movements than one page of the list (100 per page).
     const count = async () => (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM movement_requests')).rows[0].n;

@@ -15,6 +15,7 @@ import { withTransaction, type Client } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
+import { EXPIRED_RETRY_SECONDS, preparedActionExpired } from './prepared-expiry.ts';
 import { deliverBatch, deliverHeld, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
 
 /**
@@ -315,6 +316,10 @@ async function prepareOne(deps: WorkerDeps, d: CarriedClaim, built: ExecutionCon
     return failPreparing(isMovementError(err) ? err.code : 'PREPARE_ERROR', errorText(err));
   }
 
+  // Expired already: never signed (nor stored); prepared again (prepared-expiry.ts).
+  const expired = preparedActionExpired(prepared, prepared.signing_required ? 'sign' : 'submit');
+  if (expired) return { items: [item(d, { type: 'DISPATCH_DEFERRED', ...expired, retryAt: addSeconds(nowIso(), EXPIRED_RETRY_SECONDS) })] };
+
   const preparedArtifact: NewArtifact = {
     request_id: node.request_id,
     request_node_id: node.id,
@@ -400,6 +405,12 @@ async function submitOne(deps: WorkerDeps, s: ToSubmit): Promise<NodeItem | null
   }
 
   const log = nodeLog(deps, 'dispatcher', d.node, attempt);
+  // Expired while it was signed or checked: never submitted; the attempt is abandoned (prepared-expiry.ts).
+  const expired = preparedActionExpired(prepared, 'submit');
+  if (expired) {
+    log.warn({ code: expired.errorCode, expires_at: prepared.expires_at }, 'prepared action expired before submit; the node is prepared again');
+    return item(d, { type: 'PRE_SUBMIT_CHECK_DEFERRED', ...expired, retryAt: addSeconds(nowIso(), EXPIRED_RETRY_SECONDS) });
+  }
   log.debug('submitting');
   try {
     const result = await executor.submit(ctx, prepared, { signResult });

@@ -193,7 +193,8 @@ export interface ProviderAnswer {
 }
 
 /**
- * Asks a claimed node's executor about its current attempt (observe or recover), with the context
+ * Asks a node's executor about its current attempt (observe or recover for a claimed node; inspect,
+ * read only, for reconciliation), with the context
  * built for it (or the error building it threw). A result whose next_state the call cannot produce
  * becomes UNKNOWN; Ferry's own database trouble sets `infra`; any other throw becomes whatever
  * `onError` decides.
@@ -202,7 +203,7 @@ export async function askProvider(
   deps: WorkerDeps,
   node: NodeRow,
   ctx: ExecutionContext | { error: unknown },
-  call: 'observe' | 'recover',
+  call: 'observe' | 'recover' | 'inspect',
   allowed: readonly OutcomeState[],
   onError: (err: unknown) => ExecutorOutcome,
 ): Promise<ProviderAnswer> {

@@ -19,8 +19,10 @@ import { runBudget } from '../run-budget.ts';
  * Reconciliation with evidence: the log replay (reconciliation.ts) proves the rows are what the
  * machines decided; this asks the provider whether what they decided is still true. Settled nodes
  * (COMPLETED, FAILED, UNKNOWN) changed within FERRY_RECONCILIATION_LOOKBACK_SECONDS are asked about
- * their current attempt through their executor's recover(), which only reads. An answer that
- * contradicts the stored state is drift, by class:
+ * their current attempt through their executor's inspect(), which only reads: never recover(),
+ * which may act (the EVM lane sends stored signed bytes again). Reconciliation's nodes include
+ * UNKNOWN nodes of movements in MANUAL_INTERVENTION, which a person owns: nothing may be sent for
+ * them behind that person's back. An answer that contradicts the stored state is drift, by class:
  *
  * - completed_but_provider_failed: stored COMPLETED, the provider says FAILED or UNKNOWN;
  * - failed_but_provider_completed: stored FAILED, the provider says COMPLETED;
@@ -88,9 +90,9 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
     if (!request) continue;
     let threw = false;
     const ctx = await contextFor(pool, request, node, node.attempt_no).catch((error: unknown) => ({ error }));
-    const answer = await askProvider(deps as WorkerDeps, node, ctx, 'recover', ANY_ANSWER, (err) => {
+    const answer = await askProvider(deps as WorkerDeps, node, ctx, 'inspect', ANY_ANSWER, (err) => {
       threw = true;
-      return errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'RECOVER_ERROR', errorText(err));
+      return errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'INSPECT_ERROR', errorText(err));
     });
     if (answer.infra || threw) {
       report.unanswered++;
@@ -121,7 +123,7 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
 
 async function recordFinding(deps: Deps, request: MovementRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome) {
   return withTransaction(deps.pool, async (client) => {
-    const evidence = { outcome, checked_at: nowIso(), call: 'recover' };
+    const evidence = { outcome, checked_at: nowIso(), call: 'inspect' };
     const drift = await recordDrift(client, {
       request_id: request.id,
       request_node_id: node.id,

@@ -7,6 +7,7 @@ import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { principalCommands } from './principals.ts';
 import { operationsCommands } from './operations.ts';
+import { gateCommands } from './gates.ts';
 import { queueCommands } from './queue.ts';
 import { databaseCommands } from './roles.ts';
 import { sweepCommands } from './sweeps.ts';
@@ -34,5 +35,7 @@ export const commands: CliCommand[] = [
   ...callbackDestinationCommands,
   // reconcile, resolutions, workers
   ...operationsCommands,
+  // gates confirm|skip
+  ...gateCommands,
   ...hostCommands,
 ];

@@ -21,6 +21,8 @@ export interface ExecutorHandler {
   submit?(ctx: ExecutionContext, preparedAction: PreparedAction, opts: SubmitOptions): MaybePromise<ExecutionResultInput>;
   observe?(ctx: ExecutionContext): MaybePromise<ExecutionResultInput>;
   recover?(ctx: ExecutionContext): MaybePromise<ExecutionResultInput>;
+  /** Read only (see Executor.inspect); without it, reconciliation gets no answer for this executor's nodes. */
+  inspect?(ctx: ExecutionContext): MaybePromise<ExecutionResultInput>;
   cancel?(ctx: ExecutionContext): MaybePromise<ExecutionResultInput>;
   health?(): MaybePromise<Record<string, unknown> | null>;
   close?(): MaybePromise<void>;
@@ -36,7 +38,9 @@ export interface LocalExecutorOptions {
 /**
  * Wraps a handler as an Executor. A handler without preflight passes every precondition; without
  * recover, an uncertain attempt stays UNKNOWN and asks for an operator (guessing FAILED could hide a
- * payment that went out); without health, cancel or preSubmitCheck, the adapter does not offer them.
+ * payment that went out); without inspect, inspect() throws (reconciliation counts no answer: it never
+ * falls back on recover(), which may act); without health, cancel or preSubmitCheck, the adapter
+ * does not offer them.
  */
 export class LocalExecutorAdapter implements Executor {
   readonly executorKey: string;
@@ -86,11 +90,15 @@ export class LocalExecutorAdapter implements Executor {
     return this.#result('recover', await this.#handler.recover(ctx));
   }
 
+  async inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.#result('inspect', await this.#required('inspect').call(this.#handler, ctx));
+  }
+
   async close(): Promise<void> {
     await this.#handler.close?.();
   }
 
-  #required<M extends 'prepare' | 'submit' | 'observe'>(method: M): NonNullable<ExecutorHandler[M]> {
+  #required<M extends 'prepare' | 'submit' | 'observe' | 'inspect'>(method: M): NonNullable<ExecutorHandler[M]> {
     const fn = this.#handler[method];
     if (!fn) {
       throw new FatalMovementError('EXECUTOR_METHOD_NOT_IMPLEMENTED', `executor ${this.executorKey} does not implement ${method}()`, {

@@ -365,8 +365,21 @@ export interface Executor {
   prepare(ctx: ExecutionContext): Promise<ExecutionResult>;
   submit(ctx: ExecutionContext, preparedAction: PreparedAction, opts: SubmitOptions): Promise<ExecutionResult>;
   observe(ctx: ExecutionContext): Promise<ExecutionResult>;
-  /** Resolves an uncertain attempt by asking the provider; never submits again. */
+  /**
+   * Resolves an uncertain attempt by asking the provider; never submits again, but may finish what
+   * the attempt began (the EVM lane sends its stored signed bytes again, the same transaction, and
+   * settles its nonce reservation). Only recovery calls it, for the UNKNOWN and stuck SUBMITTING
+   * nodes of EXECUTING movements: the nodes no person owns.
+   */
   recover(ctx: ExecutionContext): Promise<ExecutionResult>;
+  /**
+   * What the provider says about the attempt now, and nothing else: no broadcast, no order, no
+   * change to a nonce reservation or any other state, in Ferry or at the provider. Reconciliation
+   * asks it about settled nodes, those of a movement waiting for a person included. An attempt the
+   * provider has no trace of yet (signed bytes never sent) is UNKNOWN, never READY unless nothing
+   * of it can ever reach the provider.
+   */
+  inspect(ctx: ExecutionContext): Promise<ExecutionResult>;
   /** Absent: health is unknown. Throwing (or `{ ok: false }`): the executor is down. */
   health?(): Promise<Record<string, unknown> | null>;
   cancel?(ctx: ExecutionContext): Promise<ExecutionResult>;

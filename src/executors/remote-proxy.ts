@@ -28,7 +28,9 @@ export interface RemoteExecutorOptions {
 
 /**
  * An executor living in another process, spoken to over the reference HTTP protocol:
- * POST /preflight (204 = no objection), /prepare, /submit, /observe, /recover, /cancel; GET /health.
+ * POST /preflight (204 = no objection), /prepare, /submit, /observe, /recover, /cancel; GET /health;
+ * and Ferry's addition POST /inspect (read only, see Executor.inspect). A peer without /inspect
+ * answers 404: an error, so reconciliation gets no answer; it never asks /recover instead.
  *
  * Answers are read up to a size limit and refused past it (EXECUTOR_ANSWER_TOO_LARGE), before
  * any of it is parsed, logged or stored; the fields of an answer within it are bounded by
@@ -97,6 +99,10 @@ export class RemoteExecutorProxy implements Executor {
     return this.#post('recover', ctx);
   }
 
+  async inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.#post('inspect', ctx);
+  }
+
   async cancel(ctx: ExecutionContext): Promise<ExecutionResult> {
     return this.#post('cancel', ctx);
   }
@@ -109,7 +115,7 @@ export class RemoteExecutorProxy implements Executor {
     await this.#http.close();
   }
 
-  async #post(method: 'prepare' | 'observe' | 'recover' | 'cancel', ctx: ExecutionContext): Promise<ExecutionResult> {
+  async #post(method: 'prepare' | 'observe' | 'recover' | 'inspect' | 'cancel', ctx: ExecutionContext): Promise<ExecutionResult> {
     const res = await this.#http.call('POST', `/${method}`, ctx);
     return this.#parse(method, res.json);
   }

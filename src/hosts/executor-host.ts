@@ -19,7 +19,7 @@ import { bearerAuth, callLog, errorAnswer, parseBody, signedAudience, signedRequ
  * so the process that holds an exchange's credentials or a chain lane's settings need not be the
  * one running Ferry's workers. Ferry binds them through `remote.executors` (RemoteExecutorProxy).
  *
- * POST /preflight (204 when it passes), /prepare, /observe, /recover, /cancel with an
+ * POST /preflight (204 when it passes), /prepare, /observe, /recover, /inspect, /cancel with an
  * ExecutionContext; POST /submit with {context, prepared_action, sign_result?}; GET /health.
  * One host may serve several executors: each call is routed by the context's
  * resolved_bindings.executor.executor_key. Every route needs the bearer token; every POST besides
@@ -45,7 +45,7 @@ export interface ExecutorHostOptions {
 
 const SubmitBodySchema = z.object({ context: ExecutionContextSchema, prepared_action: PreparedActionSchema, sign_result: SignResultSchema.optional() });
 
-type ContextMethod = 'prepare' | 'observe' | 'recover' | 'cancel';
+type ContextMethod = 'prepare' | 'observe' | 'recover' | 'inspect' | 'cancel';
 
 export function executorHostApp(opts: ExecutorHostOptions): Hono {
   const served = new Map(opts.executors.map((e) => [e.executorKey, e] as const));
@@ -89,7 +89,7 @@ export function executorHostApp(opts: ExecutorHostOptions): Hono {
     if (!body.ok) return body.response;
     return answer(c, 'preflight', body.value, (e) => e.preflight(body.value));
   });
-  for (const method of ['prepare', 'observe', 'recover', 'cancel'] as ContextMethod[]) {
+  for (const method of ['prepare', 'observe', 'recover', 'inspect', 'cancel'] as ContextMethod[]) {
     app.post(`/${method}`, async (c) => {
       const body = await parseBody(c, ExecutionContextSchema);
       if (!body.ok) return body.response;

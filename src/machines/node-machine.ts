@@ -76,7 +76,7 @@ export type NodeEvent =
   | { type: 'REPLACEMENT_SIGNED'; attemptNo: number; payloadHash: string; at: string }
   | { type: 'RECOVERED'; outcome: ExecutorOutcome; at: string; nextObserveAt: string | null }
   | { type: 'RETRY_REQUESTED' }
-  | { type: 'MANUAL_CONFIRMED'; at: string }
+  | { type: 'MANUAL_CONFIRMED'; at: string; note?: string }
   | { type: 'SKIP_REQUESTED'; reason?: string }
   | { type: 'CANCEL_REQUESTED' }
   /**

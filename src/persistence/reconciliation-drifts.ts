@@ -24,6 +24,8 @@ export interface DriftRow extends NewDrift {
  * Nodes in COMPLETED, FAILED or UNKNOWN changed within the lookback window, that had an attempt and
  * whose provider was not asked since they last changed (or not within `recheckSeconds`): those never
  * asked first. Manual gates have no provider; UNKNOWN nodes of EXECUTING movements are recovery's.
+ * The UNKNOWN nodes of MANUAL_INTERVENTION movements are a person's: they are candidates, and the
+ * provider is asked about them through inspect() only, which never acts.
  */
 export async function evidenceCandidates(
   db: Queryable,

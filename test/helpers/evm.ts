@@ -80,6 +80,7 @@ export function dyingInSubmit(
       preSubmitCheck: (ctx: ExecutionContext) => real.preSubmitCheck(ctx),
       observe: (ctx: ExecutionContext) => real.observe(ctx),
       recover: (ctx: ExecutionContext) => real.recover(ctx),
+      inspect: (ctx: ExecutionContext) => real.inspect(ctx),
       submit: async (ctx: ExecutionContext, prepared: PreparedAction, submitOpts: SubmitOptions) => {
         if (opts.dies && !opts.dies(prepared)) return real.submit(ctx, prepared, submitOpts);
         if (when === 'after_broadcast') {

@@ -182,6 +182,11 @@ export class CctpAttestationObserver implements Executor {
     return this.observe(ctx);
   }
 
+  /** An attestation watch has no side effect: recover() only reads already. */
+  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.recover(ctx);
+  }
+
   // No health(): Iris has no status endpoint, and a probe would count against its rate limit.
 
   async close(): Promise<void> {

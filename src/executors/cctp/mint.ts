@@ -112,6 +112,24 @@ export class CctpMintExecutor extends EvmContractCallExecutor<MintInput> {
     return signed ? this.tx.recover(ctx, this.finality(ctx), receivedCheck(input.value)) : this.tx.recoverUnsigned(ctx);
   }
 
+  /** recover()'s questions, read only: the message's nonce, then the stored bytes looked up, never sent. */
+  override async inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const input = this.#input(ctx);
+    if (!input.ok) return manual(input.code, input.detail);
+    const signed = signedBytesOf(ctx.attempt_artifacts) !== null;
+    if (await this.#received(input.value)) {
+      if (signed) {
+        const txs = await this.tx.attemptTxs(ctx);
+        if (txs.ok) {
+          const own = await this.tx.status(txs.txs, this.finality(ctx), receivedCheck(input.value));
+          if (own && (own.next_state === 'COMPLETED' || own.next_state === 'OBSERVING')) return own;
+        }
+      }
+      return this.#alreadyReceived(input.value, null);
+    }
+    return signed ? this.tx.inspect(ctx, this.finality(ctx), receivedCheck(input.value)) : this.tx.inspectUnsigned(ctx);
+  }
+
   async #received(input: MintInput): Promise<boolean> {
     const used = await this.tx.read('usedNonces', () =>
       this.chain.client.readContract({ address: input.cctp.messageTransmitter, abi: messageTransmitterAbi, functionName: 'usedNonces', args: [input.decoded.nonce] }),

@@ -89,6 +89,11 @@ abstract class CexObserver<T extends { account: string }> implements Executor {
     return r.next_state === 'OBSERVING' ? { ...r, next_state: 'SUBMITTED' } : r;
   }
 
+  /** An observer has no side effect: recover() only reads the exchange's history already. */
+  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.recover(ctx);
+  }
+
   async health(): Promise<Record<string, unknown>> {
     return accountsHealth(this.executorKey, this.accounts);
   }

@@ -201,6 +201,11 @@ export class CexWithdrawalActionExecutor implements Executor {
     return this.recover(ctx);
   }
 
+  /** recover() never withdraws (it looks the withdrawal up by withdrawOrderId): the same read. */
+  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.recover(ctx);
+  }
+
   async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
     const prepared = preparedOf(ctx);
     const request = payloadOf<WithdrawalRequest>(prepared);

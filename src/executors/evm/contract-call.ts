@@ -123,6 +123,13 @@ export abstract class EvmContractCallExecutor<P> implements Executor {
     return this.settle(await this.tx.recover(ctx, this.finality(ctx), this.receiptCheck(p.value)), p.value);
   }
 
+  /** As recover(), reading only: the stored bytes are looked up on the chain, never sent. */
+  async inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const p = this.pinned(ctx);
+    if (!p.ok) return this.tx.inspectUnsigned(ctx);
+    return this.settle(await this.tx.inspect(ctx, this.finality(ctx), this.receiptCheck(p.value)), p.value);
+  }
+
   async health(): Promise<Record<string, unknown>> {
     const [chainId, blockNumber] = await Promise.all([this.chain.client.getChainId(), this.chain.client.getBlockNumber()]);
     return { ok: true, executor_key: this.executorKey, lane: this.lane, chain_id: chainId, block_number: Number(blockNumber), from: this.from };

@@ -104,6 +104,11 @@ export class EvmNativeTransferExecutor implements Executor {
     return this.#tx.recover(ctx, this.#finality(ctx));
   }
 
+  /** Read only: receipts, the mempool and the sender's nonce; nothing is sent. */
+  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.#tx.inspect(ctx, this.#finality(ctx));
+  }
+
   async health(): Promise<Record<string, unknown>> {
     const [chainId, blockNumber] = await Promise.all([this.#client.getChainId(), this.#client.getBlockNumber()]);
     return { ok: true, executor_key: this.executorKey, lane: EVM_LANE, chain_id: chainId, block_number: Number(blockNumber), from: this.from };

@@ -71,6 +71,11 @@ abstract class ObserveOnly<Spec> implements Executor {
     return this.observe(ctx);
   }
 
+  /** A watch has no side effect: recover() only reads already. */
+  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.recover(ctx);
+  }
+
   async health(): Promise<Record<string, unknown>> {
     const [chainId, blockNumber] = await Promise.all([this.chain.client.getChainId(), this.chain.client.getBlockNumber()]);
     return { ok: true, executor_key: this.executorKey, lane: EVM_LANE, chain_id: chainId, block_number: Number(blockNumber) };

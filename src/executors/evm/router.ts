@@ -92,6 +92,11 @@ export class EvmChainRouter implements Executor {
     return t.ok ? t.executor.recover(ctx) : manual(t.code, t.detail);
   }
 
+  async inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const t = this.target(ctx);
+    return t.ok ? t.executor.inspect(ctx) : manual(t.code, t.detail);
+  }
+
   async preSubmitCheck(ctx: ExecutionContext): Promise<void> {
     const t = this.target(ctx);
     if (t.ok) await t.executor.preSubmitCheck?.(ctx);

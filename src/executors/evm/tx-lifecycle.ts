@@ -29,7 +29,8 @@ import { decodeSignedTx, preparedNonceOf, signedBytesOf, signedVersionsOf, signs
  *   and recover look at all of them;
  * - a transaction neither mined nor pending whose nonce is still free was dropped: only recovery
  *   sends the SAME bytes again (same hash, so it can never pay twice), or, with fee bumping on, the
- *   observer proposes a replacement once it is overdue;
+ *   observer proposes a replacement once it is overdue; inspect() (reconciliation's question)
+ *   only reads, and reports it UNKNOWN;
  * - a nonce taken by another transaction means no version can ever be mined.
  */
 
@@ -282,6 +283,50 @@ export class EvmTxLifecycle {
   }
 
   /**
+   * inspect(): what the chain says about the attempt's versions, read only. It never broadcasts
+   * (not even the same bytes again), never clears, releases or consumes a nonce reservation. Signed
+   * versions the chain has no trace of, their nonce still free, are UNKNOWN (`not_found`): they may
+   * still be sent, by recovery or by anyone holding the bytes, so nothing is settled yet.
+   */
+  async inspect(ctx: ExecutionContext, need: Finality, check?: ReceiptCheck): Promise<ExecutionResult> {
+    if (signedBytesOf(ctx.attempt_artifacts) === null) return this.inspectUnsigned(ctx);
+    const txs = await this.attemptTxs(ctx);
+    if (!txs.ok) return txs.result;
+    const status = await this.status(txs.txs, need, check);
+    if (status) return this.#reclaimedFirst(ctx, txs.txs, status);
+    const newest = txs.txs.at(-1)!;
+    return result({
+      next_state: 'UNKNOWN',
+      provider_state: 'not_found',
+      provider_refs: txRefs(newest),
+      error_code: 'EVM_TX_NOT_FOUND',
+      error_detail: `transaction ${newest.hash} is neither mined nor pending and nonce ${newest.nonce} is unused: it was never sent, or dropped`,
+    });
+  }
+
+  /** inspect() of an attempt without signed bytes: as recoverUnsigned, but the reservation is left as it is. */
+  async inspectUnsigned(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const reserved = preparedNonceOf(ctx.attempt_artifacts);
+    if (reserved === null) return manual('EVM_NO_PREPARED_ACTION', 'the attempt has neither a signed transaction nor a prepared action');
+    const pending = await this.read('eth_getTransactionCount', () => this.client.getTransactionCount({ address: reserved.from, blockTag: 'pending' }));
+    if (pending <= reserved.nonce) return result({ next_state: 'READY', error_code: 'EVM_NOTHING_BROADCAST', error_detail: `no signed transaction and nonce ${reserved.nonce} is unused` });
+    return manual('EVM_NONCE_IN_USE', `no signed transaction stored, yet nonce ${reserved.nonce} of ${reserved.from} is in use: an operator must check the chain`);
+  }
+
+  /**
+   * A nonce used on chain says nothing about this attempt when the reaper reclaimed it before
+   * any version was cleared for broadcast: the filler (or another attempt) used it, and this
+   * attempt never sent a byte. It is a new attempt's to pay (READY), never FAILED: which of
+   * the two the chain mined first must not decide whether the approved transfer is paid.
+   */
+  async #reclaimedFirst(ctx: ExecutionContext, txs: SignedTx[], status: ExecutionResult): Promise<ExecutionResult> {
+    if (status.error_code !== 'EVM_NONCE_CONSUMED' || !this.nonces) return status;
+    if (!(await this.nonces.reclaimedBeforeBroadcast(this.from, ctx.request_node_id, ctx.attempt_no))) return status;
+    const tx = txs.at(-1)!;
+    return result({ next_state: 'READY', provider_refs: txRefs(tx), error_code: 'EVM_NONCE_RECLAIMED', error_detail: `nonce ${tx.nonce} was reclaimed before ${tx.hash} was cleared for broadcast; nothing of this attempt reached the chain` });
+  }
+
+  /**
    * recover(): as observe; a dropped transaction with its nonce still free is sent again (the
    * newest version, the same bytes), unless the reaper took the nonce back meanwhile: then these
    * bytes must never be sent, and nothing of the attempt ever reached the chain.
@@ -291,15 +336,7 @@ export class EvmTxLifecycle {
     const txs = await this.attemptTxs(ctx);
     if (!txs.ok) return txs.result;
     const status = await this.status(txs.txs, need, check);
-    // A nonce used on chain says nothing about this attempt when the reaper reclaimed it before
-    // any version was cleared for broadcast: the filler (or another attempt) used it, and this
-    // attempt never sent a byte. It is a new attempt's to pay (READY), never FAILED: which of
-    // the two the chain mined first must not decide whether the approved transfer is paid.
-    if (status?.error_code === 'EVM_NONCE_CONSUMED' && this.nonces && (await this.nonces.reclaimedBeforeBroadcast(this.from, ctx.request_node_id, ctx.attempt_no))) {
-      const tx = txs.txs.at(-1)!;
-      return result({ next_state: 'READY', provider_refs: txRefs(tx), error_code: 'EVM_NONCE_RECLAIMED', error_detail: `nonce ${tx.nonce} was reclaimed before ${tx.hash} was cleared for broadcast; nothing of this attempt reached the chain` });
-    }
-    if (status) return status;
+    if (status) return this.#reclaimedFirst(ctx, txs.txs, status);
     const tx = txs.txs.at(-1)!;
     if (this.nonces) {
       const cleared = await this.nonces.clearForBroadcast({ chainId: tx.chainId, sender: this.from, requestNodeId: ctx.request_node_id, attemptNo: ctx.attempt_no, nonce: tx.nonce, txHash: tx.hash });

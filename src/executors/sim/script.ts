@@ -40,6 +40,8 @@ export const SimScriptSchema = z.object({
   submit: sequence.optional(),
   observe: sequence.optional(),
   recover: sequence.optional(),
+  /** What inspect() (reconciliation's read-only question) answers; without it, the ledger decides. */
+  inspect: sequence.optional(),
   payload_format: z.enum(['json', 'eip712', 'evm_raw_tx']).optional(),
 });
 export type SimScript = z.output<typeof SimScriptSchema>;

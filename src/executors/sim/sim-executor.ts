@@ -115,6 +115,16 @@ export class SimExecutor implements Executor {
     );
   }
 
+  /** As recover() answers, from its own script (`inspect`) or the ledger; recorded as an `inspect` call. */
+  async inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const { script, n } = await this.#call(ctx, 'inspect');
+    const scripted = pick(script.inspect, n);
+    if (scripted !== undefined) return outcomeResult(scripted, ctx, 'inspect');
+    const submits = await ownDatabase('inspect', () => submitsFor(this.pool, attemptKeyOf(ctx)));
+    if (submits.length > 0) return outcomeResult('COMPLETED', ctx, 'inspect');
+    return outcomeResult({ next_state: 'READY', error_code: 'RECOVERY_NO_SUBMISSION', error_detail: 'the provider has no record of this attempt' }, ctx, 'inspect');
+  }
+
   async health(): Promise<Record<string, unknown>> {
     return { ok: true, executor_key: this.executorKey, lane: SIM_LANE };
   }

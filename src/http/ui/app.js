@@ -173,7 +173,7 @@ function signOut(message) {
   $('proposal').hidden = true;
   for (const id of ['movements', 'proposals']) $(id).replaceChildren();
   drawResolutions();
-  for (const id of ['resolution-error', 'proposal-error']) clearError(id);
+  for (const id of ['resolution-error', 'gate-error', 'proposal-error']) clearError(id);
   $('app').hidden = true;
   $('views').hidden = true;
   $('sign-out').hidden = true;
@@ -473,6 +473,7 @@ function render() {
   $('request-pill').classList.toggle('selected', ui.selected === 'request');
 
   drawAttention(k === ui.transitions.length ? at : statesAt(ui.transitions.length));
+  drawGates(k === ui.transitions.length ? at : statesAt(ui.transitions.length));
   drawDag(d.plan, at);
   drawSelectedMachine(at);
   drawTimeline(k);
@@ -867,6 +868,47 @@ async function confirmResolution(resolutionId) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Manual gates: a READY gate step waits for a person other than the movement's requester, who
+// confirms it with a note or skips it with a reason (POST /v3/movements/{id}/gates/{node_key}/confirm,
+// .../skip). Who may is Ferry's to say: its refusal (FOUR_EYES_VIOLATION) is shown.
+
+const isGate = (n) => n.node_kind === 'manual_gate' || String(n.action_type ?? '').startsWith('manual_');
+
+function drawGates(live) {
+  const d = ui.detail;
+  const ready = d.nodes.filter((n) => isGate(n) && (live.nodes.get(n.node_key)?.state ?? n.state) === 'READY').map((n) => n.node_key);
+  const movementState = live.request.state ?? d.movement.state;
+  const panel = $('gates');
+  panel.hidden = ready.length === 0;
+  panel.dataset.state = movementState;
+  $('gates-note').textContent = `- the movement is ${movementState}`;
+  const select = $('gate-node');
+  if ([...select.options].map((o) => o.value).join() !== ready.join()) {
+    const chosen = select.value;
+    select.replaceChildren(...ready.map((k) => el('option', { value: k }, k)));
+    if (ready.includes(chosen)) select.value = chosen;
+  }
+}
+
+async function operateGate(op) {
+  const id = ui.movementId;
+  clearError('gate-error');
+  const key = $('gate-node').value;
+  const text = $('gate-note').value.trim();
+  if (!key || !text) {
+    showError('gate-error', new Error(op === 'confirm' ? 'write what you checked in the note' : 'write why the gate is skipped in the note'));
+    return;
+  }
+  try {
+    await api(`/v3/movements/${id}/gates/${encodeURIComponent(key)}/${op}`, op === 'confirm' ? { note: text } : { reason: text });
+    $('gate-note').value = '';
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('gate-error', err);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // Template proposals (GET /v3/template-proposals, .../{id}; POST .../approve, challenge, withdraw)
 
 const PROPOSAL_STATES = ['PROPOSED', 'APPROVED', 'FINALIZED', 'CHALLENGED', 'EXPIRED', 'WITHDRAWN'];
@@ -1071,6 +1113,11 @@ $('resolution-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
   void proposeResolution();
 });
+$('gate-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  void operateGate('confirm');
+});
+$('gate-skip').addEventListener('click', () => void operateGate('skip'));
 $('resolution-kind').addEventListener('change', () => {
   $('resolution-ref-label').hidden = $('resolution-kind').value !== 'complete';
 });

@@ -14,6 +14,7 @@ import { templateProposalRoutes } from './template-proposals.ts';
 import { refuseUnstorableText } from './text-guard.ts';
 import { workerRoutes } from './workers.ts';
 import { operationsRoutes } from './operations.ts';
+import { gateRoutes } from './gates.ts';
 
 export type { ApiRuntime, V3Deps } from './context.ts';
 
@@ -41,6 +42,9 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', credentialProposalRoutes(ctx));
   // Reconciliation drifts and manual-intervention resolutions.
   app.route('/', operationsRoutes(ctx));
+  // Manual gates: confirm or skip (movement.operate, four-eyes).
+  app.route('/', gateRoutes(ctx));
+  // Last: it sees every route above.
   refuseOtherMethods(app);
   return app;
 }
