@@ -169,6 +169,18 @@ export const ExpectedIdentityBody = z
 
 export const ApprovalSchema = z.object({ by: z.string(), by_name: actorName, at: isoTime });
 
+export const MovementPolicySchema = z
+  .object({
+    rule_set_version: z.number().int().nullable().openapi({ description: 'The rule set the movement was checked against at creation; null: there was none' }),
+    rule_id: z.string().nullable().openapi({ description: 'The rule that matched' }),
+    action: z.string().openapi({ description: 'allow, require_approvals, or no_policy (no rule set was live)' }),
+    asset: z.string().nullable(),
+    amount: z.string().nullable(),
+    destination_entry: z.string().nullable().openapi({ description: 'The address book entry the destination is; null: not in the book' }),
+    approvers_from: z.array(z.string()).nullable().openapi({ description: 'The principals whose approvals count under the rule; null: any approver' }),
+  })
+  .openapi('MovementPolicy');
+
 export const MovementSummarySchema = z
   .object({
     id: z.string().openapi(UUID_FORMAT),
@@ -193,6 +205,7 @@ export const MovementSummarySchema = z
     created_at: isoTime,
     updated_at: isoTime,
     row_version: z.number().int(),
+    policy: MovementPolicySchema.nullable().openapi({ description: 'What the treasury policy decided at creation (docs/policy.md); null for movements from before it' }),
   })
   .openapi('MovementSummary');
 
