@@ -5,6 +5,7 @@ import { credentialCommands } from './credentials.ts';
 import { hostCommands } from './hosts.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
+import { policyCommands } from './policy.ts';
 import { principalCommands } from './principals.ts';
 import { operationsCommands } from './operations.ts';
 import { queueCommands } from './queue.ts';
@@ -27,6 +28,7 @@ export const commands: CliCommand[] = [
   ...auditCommands,
   ...templateCommands,
   ...movementCommands,
+  ...policyCommands,
   ...queueCommands,
   ...sweepCommands,
   ...balanceCommands,

@@ -811,8 +811,8 @@ export const PolicyProposalListQuery = z.object({
   limit: pageLimit(200, 50),
 });
 
-export const BookEntryBody = addressBookEntrySchema.openapi('AddressBookEntryRequest');
-export const RuleSetBody = ruleSetSchema.openapi('RuleSetRequest');
+export const BookEntryBody = addressBookEntrySchema.meta({ id: 'AddressBookEntryRequest' });
+export const RuleSetBody = ruleSetSchema.meta({ id: 'RuleSetRequest' });
 export const PolicyReasonBody = z
   .strictObject({ reason: z.string().trim().min(1, 'a reason is required').max(2000) })
   .openapi('PolicyReasonRequest');
@@ -883,7 +883,7 @@ export const PolicyTestBody = z
     template_version: z.number().int().min(1).max(2_147_483_647).optional(),
     intent: jsonObjectSchema,
     requester: principalOrTokenName.optional().openapi({ description: 'The principal (by name) that would create it; default: the caller' }),
-    rule_set: ruleSetSchema.optional().openapi({ description: 'A candidate rule set to test instead of the open proposal' }),
+    rule_set: ruleSetSchema.optional().meta({ description: 'A candidate rule set to test instead of the open proposal' }),
   })
   .openapi('PolicyTestRequest');
 
