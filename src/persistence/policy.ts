@@ -303,8 +303,16 @@ export async function lockVelocitySum(client: Client, key: string): Promise<void
  */
 export async function velocitySum(
   db: Queryable,
-  q: { asset: string; destination: string | null; since: Date; except: string | null },
+  q: {
+    asset: string;
+    destination: string | null;
+    since: Date;
+    except: string | null;
+    /** The limit's destination filter: only movements whose recorded book entry matches it count. */
+    filter?: { in_book?: boolean; kinds?: readonly string[]; entries?: readonly string[] } | null;
+  },
 ): Promise<string> {
+  const f = q.filter ?? null;
   const { rows } = await db.query<{ total: string }>(
     `SELECT coalesce(sum(policy_amount), 0)::text AS total
        FROM movement_requests
@@ -313,8 +321,11 @@ export async function velocitySum(
         AND request_state = ANY($3::text[])
         AND policy_amount IS NOT NULL
         AND (approvals -> -1 ->> 'at')::timestamptz >= $4
-        AND ($5::uuid IS NULL OR id <> $5::uuid)`,
-    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except],
+        AND ($5::uuid IS NULL OR id <> $5::uuid)
+        AND ($6::boolean IS NULL OR (policy_destination_entry IS NOT NULL) = $6)
+        AND ($7::text[] IS NULL OR policy_destination_entry = ANY($7::text[]))
+        AND ($8::text[] IS NULL OR policy_destination_entry IN (SELECT name FROM address_book_entries WHERE kind = ANY($8::text[])))`,
+    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null],
   );
   return normalizeNumeric(rows[0].total);
 }

@@ -389,7 +389,10 @@ export function finalizePolicyProposal(deps: Pick<PolicyDeps, 'pool' | 'now'>, i
 }
 
 const isLostRace = (err: unknown) =>
-  err instanceof FerryError && ['PROPOSAL_STATE_CONFLICT', 'CHALLENGE_WINDOW_OPEN', 'INVALID_TRANSITION', 'NOT_FOUND', 'TRANSITION_CONFLICT'].includes(err.code);
+  err instanceof FerryError &&
+  // POLICY_INVALID: a change that can no longer be applied (its destination was taken); it stays
+  // APPROVED until withdrawn, and must not stop every movement from being checked.
+  ['PROPOSAL_STATE_CONFLICT', 'CHALLENGE_WINDOW_OPEN', 'INVALID_TRANSITION', 'NOT_FOUND', 'TRANSITION_CONFLICT', 'POLICY_INVALID'].includes(err.code);
 
 export interface PolicySettleReport {
   finalized: number;
@@ -526,6 +529,7 @@ export async function checkVelocity(
       destination: a.destination,
       since: new Date(at.getTime() - a.limit.window_seconds * 1000),
       except: movementId,
+      filter: a.limit.destination ?? null,
     });
     const total = addDecimals(used, facts.amount);
     if (cmp(total, a.limit.max_amount) > 0) {
@@ -649,7 +653,13 @@ async function verdict(db: Queryable, set: { version: number; rules: RuleSet['ru
   const d = decide(set, facts);
   const limits: PolicyVerdict['limits'] = [];
   for (const a of set ? applicableLimits(set.limits, facts) : []) {
-    const used = await velocitySum(db, { asset: facts.asset!, destination: a.destination, since: new Date(at.getTime() - a.limit.window_seconds * 1000), except: null });
+    const used = await velocitySum(db, {
+      asset: facts.asset!,
+      destination: a.destination,
+      since: new Date(at.getTime() - a.limit.window_seconds * 1000),
+      except: null,
+      filter: a.limit.destination ?? null,
+    });
     const total = facts.amount === null ? null : addDecimals(used, facts.amount);
     limits.push({
       limit_id: a.limit.id,
@@ -679,7 +689,7 @@ export interface PolicyTestResult {
   facts: MovementFacts;
   live: PolicyVerdict;
   /** Under the open rule set proposal, if there is one. */
-  proposed: (PolicyVerdict & { proposal_id: string; proposal_state: string }) | null;
+  proposed: (PolicyVerdict & { proposal_id: string | null; proposal_state: string }) | null;
 }
 
 /** What the live rule set, and the open rule set proposal if any, would do with a movement. */
@@ -697,7 +707,7 @@ export async function testPolicy(
   let proposed: PolicyTestResult['proposed'] = null;
   if (candidate !== undefined) {
     const set = parseRuleSet(candidate);
-    proposed = { ...(await verdict(deps.pool, { version: (live?.version ?? 0) + 1, ...set }, facts, globalQuorum, at)), proposal_id: '', proposal_state: 'CANDIDATE' };
+    proposed = { ...(await verdict(deps.pool, { version: (live?.version ?? 0) + 1, ...set }, facts, globalQuorum, at)), proposal_id: null, proposal_state: 'CANDIDATE' };
   } else {
     const open = await openPolicyProposalOf(deps.pool, 'rule_set', 'rules');
     if (open && open.change.op === 'replace') {

@@ -912,6 +912,9 @@ export const PolicyTestSchema = z
   .object({
     facts: anyObject.openapi({ description: 'The movement as the rules read it: template, lanes, asset, amount, destination, book entry, requester' }),
     live: PolicyVerdictSchema,
-    proposed: PolicyVerdictSchema.extend({ proposal_id: z.string(), proposal_state: z.string() }).nullable(),
+    proposed: PolicyVerdictSchema.extend({
+      proposal_id: z.string().nullable().openapi({ description: 'The open rule set proposal; null for a rule set given in the request' }),
+      proposal_state: z.string().openapi({ description: 'PROPOSED or APPROVED; CANDIDATE for a rule set given in the request' }),
+    }).nullable(),
   })
   .openapi('PolicyTest');
