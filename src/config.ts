@@ -175,6 +175,10 @@ const fields = {
   // order may be placed on the queue; older (or more than a minute ahead) is dead-lettered.
   FERRY_QUEUE_ORDER_MAX_AGE_SECONDS: ['queueOrderMaxAgeSeconds', z.coerce.number().int().min(10).max(86_400).default(300)],
   FERRY_CREDENTIAL_REVIEW_WINDOW_SECONDS: ['credentialReviewWindowSeconds', z.coerce.number().int().min(60).max(30 * 24 * 3600).default(24 * 3600)],
+  // Treasury policy (docs/policy.md): how long a proposed change of the address book or the rule set
+  // waits for a second principal's approval, and the cool-down after it (anyone may challenge it then).
+  FERRY_POLICY_REVIEW_WINDOW_SECONDS: ['policyReviewWindowSeconds', z.coerce.number().int().min(60).max(30 * 24 * 3600).default(7 * 24 * 3600)],
+  FERRY_POLICY_COOLDOWN_SECONDS: ['policyCooldownSeconds', z.coerce.number().int().min(0).max(30 * 24 * 3600).default(24 * 3600)],
   FERRY_TEMPLATE_REVIEW_WINDOW_SECONDS: ['templateReviewWindowSeconds', z.coerce.number().int().min(0).default(7 * 24 * 3600)],
   FERRY_TEMPLATE_CHALLENGE_WINDOW_SECONDS: ['templateChallengeWindowSeconds', z.coerce.number().int().min(0).default(3600)],
   FERRY_TEMPLATE_SHORT_WINDOWS: ['templateShortWindows', bool.default(false)],

@@ -63,6 +63,19 @@ export const errorStatus = {
   /** Only the proposer withdraws a proposal. */
   NOT_PROPOSER: 403,
 
+  // Treasury policy (src/services/policy.ts, docs/policy.md). details.rule_id and
+  // details.rule_set_version name the rule; details.limit_id the velocity limit.
+  /** A block rule of the live rule set matches the movement. */
+  POLICY_BLOCKED: 422,
+  /** The live rule set has no rule that matches the movement: nothing allows it. */
+  POLICY_NO_MATCHING_RULE: 422,
+  /** The movement would take an asset's sum over a velocity limit's window past its maximum. */
+  VELOCITY_LIMIT_EXCEEDED: 422,
+  /** The matching rule counts approvals only from named principals, and the approver is not one. */
+  POLICY_APPROVER_NOT_ELIGIBLE: 403,
+  /** A rule set or book entry whose parts contradict each other or the book (details.problems). */
+  POLICY_INVALID: 422,
+
   // Queued movement orders (src/actors/movement-queue.ts): never an HTTP answer, the reason of a
   // dead-lettered order.
   /** The order is not signed by a usable queue credential of the principal it names. */

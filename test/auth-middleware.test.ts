@@ -18,8 +18,8 @@ const { pool } = await testDatabase();
 const expected: Record<Role, Permission[]> = {
   viewer: ['read'],
   requester: ['read', 'movement.create', 'movement.cancel'],
-  approver: ['read', 'movement.approve', 'template.approve', 'template.challenge'],
-  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard', 'callback.destination'],
+  approver: ['read', 'movement.approve', 'template.approve', 'template.challenge', 'policy.approve'],
+  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard', 'callback.destination', 'policy.write'],
   admin: [
     'read',
     'movement.create',
@@ -35,6 +35,8 @@ const expected: Record<Role, Permission[]> = {
     'dashboard',
     'dashboard.jobs',
     'token.admin',
+    'policy.write',
+    'policy.approve',
   ],
 };
 

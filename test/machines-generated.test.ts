@@ -46,6 +46,25 @@ import {
   type CredentialProposalEvent,
 } from '../src/machines/credential-proposal-machine.ts';
 import { credentialProposalTransitions, getCredentialProposal } from '../src/persistence/credential-proposals.ts';
+import {
+  approvePolicyProposal,
+  challengePolicyProposal,
+  expirePolicyProposal,
+  finalizePolicyProposal,
+  policyContextFromRow,
+  proposeRuleSet,
+  rejectPolicyProposal,
+  replayPolicyProposal,
+  withdrawPolicyProposal,
+} from '../src/services/policy.ts';
+import {
+  initialPolicyProposalContext,
+  policyProposalMachine,
+  policyProposalRules,
+  policyRefusalOf,
+  type PolicyProposalEvent,
+} from '../src/machines/policy-proposal-machine.ts';
+import { getPolicyProposal, policyProposalTransitions } from '../src/persistence/policy.ts';
 import { callbackContextFromRow, recordAttemptOutcome, recordStrandedRequeues, redriveCallback } from '../src/callbacks/lifecycle.ts';
 import { callbackMachine, initialCallbackContext, type CallbackEvent } from '../src/machines/callback-delivery-machine.ts';
 import { claimCallback, getCallback, insertCallback } from '../src/persistence/callbacks.ts';
@@ -406,6 +425,93 @@ test('credentialRefusalOf names the same rules as the credential proposal machin
   }
 });
 
+// --- The policy proposal machine: generated paths replayed through the policy service on real Postgres.
+// One open rule set proposal at a time: each path's proposal is decided (or withdrawn) before the next.
+
+const Y_T0 = Date.parse('2036-01-01T00:00:00.000Z');
+const Y_REVIEW_S = 3600;
+const Y_COOLDOWN_S = 600;
+const yAt = (ms: number) => new Date(Y_T0 + ms).toISOString();
+const Y_REVIEW_END = Y_REVIEW_S * 1000;
+const policyEvents = (s: any): PolicyProposalEvent[] => {
+  const approvedAt = s.context.approvedAt ? Date.parse(s.context.approvedAt) - Y_T0 : 0;
+  const coolEnd = approvedAt + Y_COOLDOWN_S * 1000;
+  return [
+    { type: 'APPROVE', by: 'principal:approver', at: yAt(1000) },
+    { type: 'APPROVE', by: 'principal:proposer', at: yAt(1000) },
+    { type: 'APPROVE', by: 'principal:approver', at: yAt(Y_REVIEW_END) },
+    { type: 'REJECT', by: 'principal:approver', at: yAt(1500), reason: 'not this' },
+    { type: 'REJECT', by: 'principal:approver', at: yAt(1500), reason: ' ' },
+    { type: 'EXPIRE', at: yAt(Y_REVIEW_END - 1) },
+    { type: 'EXPIRE', at: yAt(Y_REVIEW_END) },
+    { type: 'WITHDRAW', by: 'principal:proposer', at: yAt(2000) },
+    { type: 'WITHDRAW', by: 'principal:approver', at: yAt(2000) },
+    { type: 'FINALIZE', at: yAt(coolEnd - 1) },
+    { type: 'FINALIZE', at: yAt(coolEnd) },
+    { type: 'CHALLENGE', by: 'principal:approver', at: yAt(coolEnd - 1), reason: 'wrong limit' },
+    { type: 'CHALLENGE', by: 'principal:approver', at: yAt(coolEnd - 1), reason: ' ' },
+    { type: 'CHALLENGE', by: 'principal:approver', at: yAt(coolEnd), reason: 'late' },
+  ];
+};
+const policyPaths = coveringPaths(policyProposalMachine, {
+  input: initialPolicyProposalContext({ proposedBy: 'principal:proposer', reviewExpiresAt: yAt(Y_REVIEW_END), challengeSeconds: Y_COOLDOWN_S }),
+  events: policyEvents as (s: unknown) => EventObject[],
+  serializeState: (s) => String(s.value),
+});
+const policyConfig = { policyReviewWindowSeconds: Y_REVIEW_S, policyCooldownSeconds: Y_COOLDOWN_S };
+
+async function deliverPolicy(id: string, e: PolicyProposalEvent) {
+  const d = { pool: db.pool, config: policyConfig, now: () => new Date(e.at) };
+  switch (e.type) {
+    case 'APPROVE':
+      return approvePolicyProposal(d, id, e.by);
+    case 'CHALLENGE':
+      return challengePolicyProposal(d, id, e.by, e.reason);
+    case 'REJECT':
+      return rejectPolicyProposal(d, id, e.by, e.reason);
+    case 'WITHDRAW':
+      return withdrawPolicyProposal(d, id, e.by);
+    case 'FINALIZE':
+      return finalizePolicyProposal(d, id);
+    case 'EXPIRE':
+      return expirePolicyProposal(d, id);
+  }
+}
+
+describe('policy proposal machine: generated paths', () => {
+  for (const path of policyPaths) {
+    test(path.name, async () => {
+      const d = { pool: db.pool, config: policyConfig, now: () => new Date(Y_T0) };
+      const before = await db.pool.query('SELECT coalesce(max(version), 0)::int AS v FROM policy_rule_sets');
+      const id = (await proposeRuleSet(d, { rules: [{ id: `gen-${counter++}`, action: { type: 'allow' } }] }, 'principal:proposer')).id;
+      for (const step of path.steps) {
+        await deliverPolicy(id, step.event as PolicyProposalEvent);
+        const row = (await getPolicyProposal(db.pool, id))!;
+        assert.equal(row.proposal_state, step.to.value, `after ${step.event.type}`);
+        assert.deepEqual(policyContextFromRow(row), step.to.context, `context after ${step.event.type}`);
+      }
+      const last = path.steps.at(-1)!.to;
+      // A path that leaves the proposal open is closed here, so the next path may propose.
+      if (last.value === 'PROPOSED' || last.value === 'APPROVED') await withdrawPolicyProposal(d, id, 'principal:proposer');
+      const log = await policyProposalTransitions(db.pool, id);
+      assert.deepEqual(log.map((t) => t.seq), log.map((_, i) => i), 'transition log has no gap or duplicate');
+      const replay = replayPolicyProposal(log);
+      assert.ok(replay.ok, JSON.stringify(replay));
+      const after = await db.pool.query('SELECT coalesce(max(version), 0)::int AS v FROM policy_rule_sets');
+      assert.equal(after.rows[0].v, before.rows[0].v + (last.value === 'FINALIZED' ? 1 : 0), 'a rule set version is written exactly when FINALIZED');
+    });
+  }
+});
+
+test('policyRefusalOf names the same rules as the policy proposal machine guards', () => {
+  for (const t of definedTransitions(policyProposalMachine)) {
+    const ctx = initialPolicyProposalContext({ proposedBy: 'p', reviewExpiresAt: yAt(Y_REVIEW_END), challengeSeconds: 1 });
+    const rules = (t.guard ?? '').replace(/^and\(|\)$/g, '').split(', ').filter(Boolean);
+    for (const rule of rules) assert.ok(rule in policyProposalRules, `${transitionKey(t)}: ${rule} is a rule`);
+    assert.notEqual(policyRefusalOf(t.from as any, ctx, { type: t.event, at: yAt(0), by: 'x', reason: 'r' } as any), 'state', `${transitionKey(t)} is taken in ${t.from}`);
+  }
+});
+
 // --- The callback delivery machine: generated paths replayed through the callback lifecycle service
 // (src/callbacks/lifecycle.ts, what the delivery worker, the redrive and the stranded sweep call) on
 // real Postgres. Callback rows keep no transition log; the row is compared after every step.
@@ -540,6 +646,7 @@ test('generated paths take every transition of every machine', () => {
   check(movementMachine, [...movementPaths.values()].flat());
   check(proposalMachine, [...proposalPaths.values()].flat());
   check(credentialProposalMachine, credentialPaths);
+  check(policyProposalMachine, policyPaths);
   check(callbackMachine, [...callbackPaths.values()].flat());
 });
 

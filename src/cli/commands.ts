@@ -5,6 +5,7 @@ import { credentialCommands } from './credentials.ts';
 import { hostCommands } from './hosts.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
+import { policyCommands } from './policy.ts';
 import { principalCommands } from './principals.ts';
 import { operationsCommands } from './operations.ts';
 import { gateCommands } from './gates.ts';
@@ -28,6 +29,7 @@ export const commands: CliCommand[] = [
   ...auditCommands,
   ...templateCommands,
   ...movementCommands,
+  ...policyCommands,
   ...queueCommands,
   ...sweepCommands,
   ...balanceCommands,

@@ -72,6 +72,21 @@ export function movementSummaryView(r: MovementSummaryRow, audience: Audience, n
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),
     row_version: r.row_version,
+    policy: policyView(r),
+  };
+}
+
+/** What the treasury policy recorded on the movement; null on movements from before it. */
+function policyView(r: MovementSummaryRow): z.infer<typeof MovementSummarySchema>['policy'] {
+  if (!r.policy_action) return null;
+  return {
+    rule_set_version: r.policy_rule_set_version ?? null,
+    rule_id: r.policy_rule_id ?? null,
+    action: r.policy_action,
+    asset: r.policy_asset ?? null,
+    amount: r.policy_amount == null ? null : String(r.policy_amount),
+    destination_entry: r.policy_destination_entry ?? null,
+    approvers_from: r.policy_approvers?.principals ?? null,
   };
 }
 

@@ -27,6 +27,15 @@ export interface MovementRow extends Omit<NewRequest, 'intent' | 'input_params' 
   decided_by: string | null;
   expires_at: Date | null;
   current_frontier: string[];
+  /** What the movement recorded of the treasury policy at its creation (migration 0250); null before. */
+  policy_rule_set_version?: number | null;
+  policy_rule_id?: string | null;
+  policy_action?: string | null;
+  policy_asset?: string | null;
+  policy_amount?: string | null;
+  policy_destination?: string | null;
+  policy_destination_entry?: string | null;
+  policy_approvers?: { principals: string[] } | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -280,7 +289,8 @@ export const MAX_MOVEMENT_PAGE = 200;
 export const MOVEMENT_SUMMARY_COLUMNS = `id, template_version_id, template_key, template_version, intent, input_params, compiled_plan_hash,
             machine_id, machine_version, request_state, row_version, approval_status, approval_quorum, approvals,
             decided_by, expires_at, current_frontier, callback_url, idempotency_key, request_fingerprint,
-            created_by, created_at, updated_at`;
+            created_by, created_at, updated_at, policy_rule_set_version, policy_rule_id, policy_action, policy_asset,
+            policy_amount, policy_destination, policy_destination_entry, policy_approvers`;
 
 
 /** Ids arrive from URLs; one that is not a UUID names nothing (and must never reach a uuid cast). */

@@ -27,6 +27,8 @@ import type { CompiledPlan } from '../plan/types.ts';
 import type { BindingCatalog } from '../plan/validate.ts';
 import { pinExpectedEffect, type PinnedEffect } from '../executors/evm/expected-effect.ts';
 import { startMovement } from './start-movement.ts';
+import { policyForApproval, policyForNewMovement, settleDuePolicyProposals } from './policy.ts';
+import { recordMovementPolicy } from '../persistence/policy.ts';
 import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../actors/transition.ts';
 
 /**
@@ -177,6 +179,8 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
   }
   if (input.callbackUrl) assertCallbackUrlAllowed(input.callbackUrl, deps.config);
 
+  // A policy change whose cool-down has passed is live before this movement is checked against it.
+  await settleDuePolicyProposals({ pool: deps.pool });
   try {
     return await withTransaction(deps.pool, async (client) => {
       const version = await getTemplateVersion(client, input.templateKey, input.templateVersion);
@@ -188,13 +192,21 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
       const inputParams = input.inputParams ?? {};
       const plan = compilePlan(version, input.intent, inputParams, deps.bindings, compileOptionsOf(deps.config));
       const destination = input.callbackDestination ? await destinationForMovement(client, input.callbackDestination) : null;
-      const expiresAt = new Date(Date.now() + deps.config.approvalTtlSeconds * 1000).toISOString();
+      const now = new Date();
+      const expiresAt = new Date(now.getTime() + deps.config.approvalTtlSeconds * 1000).toISOString();
+      // The treasury policy (services/policy.ts): refuses the movement, or says the quorum it needs.
+      const policy = await policyForNewMovement(
+        client,
+        { templateKey: plan.template_key, intent: input.intent, nodes: plan.nodes, createdBy: input.actor },
+        deps.config.approvalQuorum,
+        now,
+      );
       const started = await startMovement(client, {
         plan,
         intent: input.intent,
         inputParams,
         createdBy: input.actor,
-        quorum: deps.config.approvalQuorum,
+        quorum: policy.quorum,
         expiresAt,
         callbackUrl: input.callbackUrl ?? null,
         idempotencyKey: key,
@@ -202,11 +214,9 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
         expectedEffects: pinnedEffects(plan, input.intent, deps.config),
       });
       const { nodes } = started;
-      let request = started.request;
-      if (destination) {
-        await setMovementDestination(client, request.id, destination);
-        request = (await getMovement(client, request.id))!;
-      }
+      await recordMovementPolicy(client, started.request.id, policy.record);
+      if (destination) await setMovementDestination(client, started.request.id, destination);
+      const request = (await getMovement(client, started.request.id))!;
       await writeAudit(client, {
         actor: input.actor,
         action: 'movement.create',
@@ -220,6 +230,14 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
           expires_at: expiresAt,
           idempotency_key: key,
           ...(destination ? { callback_destination: destination.name } : {}),
+          policy: {
+            rule_set_version: policy.record.rule_set_version,
+            rule_id: policy.record.rule_id,
+            action: policy.record.action,
+            destination_entry: policy.record.destination_entry,
+            ...(policy.record.approvers ? { approvers_from: policy.record.approvers.principals } : {}),
+            ...(policy.velocity.length ? { velocity: policy.velocity } : {}),
+          },
         },
       });
       return { request, nodes, replayed: false };
@@ -344,6 +362,7 @@ export async function approveMovement(
   input: { actor: string; compiledPlanHash: string },
 ): Promise<Movement> {
   const { actor } = input;
+  await settleDuePolicyProposals({ pool: deps.pool });
   return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash } }, async (client, request) => {
     // Four-eyes and quorum count principals: every token of the approver's principal is the approver,
     // including rows recorded as `token:<id>` before principals existed. The machine compares actor
@@ -369,8 +388,14 @@ export async function approveMovement(
     // The clock is read with the row lock held: whoever holds the lock decides on one instant.
     const at = new Date();
     if (request.expires_at && at.getTime() >= request.expires_at.getTime()) throw approvalWindowClosed(request);
+    // The treasury policy: who counts, whether the live rule set still allows it, the velocity limits.
+    const policy = await policyForApproval(client, request, actor, at);
     await deliver(deps, client, id, { type: 'APPROVE', by: actor, at: at.toISOString() }, actor);
-    return { approvals: request.approvals.length + 1, quorum: request.approval_quorum };
+    return {
+      approvals: request.approvals.length + 1,
+      quorum: request.approval_quorum,
+      policy: { rule_set_version: request.policy_rule_set_version ?? null, rule_id: request.policy_rule_id ?? null, ...policy },
+    };
   });
 }
 

@@ -27,6 +27,10 @@ export const permissions = [
   'template.challenge',
   /** change jobs, queues and schedules through the dashboard (admin only: nobody else holds it) */
   'dashboard.jobs',
+  /** propose and withdraw changes of the address book and the rule set (docs/policy.md) */
+  'policy.write',
+  /** approve, reject or challenge a policy proposal (never one's own approval) */
+  'policy.approve',
 ] as const;
 export type Permission = (typeof permissions)[number];
 
@@ -37,8 +41,8 @@ export type Permission = (typeof permissions)[number];
 const grants: Record<Role, readonly Permission[]> = {
   viewer: ['read'],
   requester: ['read', 'movement.create', 'movement.cancel'],
-  approver: ['read', 'movement.approve', 'template.approve', 'template.challenge'],
-  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard', 'callback.destination'],
+  approver: ['read', 'movement.approve', 'template.approve', 'template.challenge', 'policy.approve'],
+  operator: ['read', 'movement.cancel', 'movement.operate', 'callback.redrive', 'template.write', 'dashboard', 'callback.destination', 'policy.write'],
   admin: permissions.filter((p) => p !== 'movement.approve'),
 };
 
@@ -52,7 +56,7 @@ export function can(role: Role, permission: Permission): boolean {
  * another confirms: src/services/credential-proposals.ts), even to oneself.
  */
 export function roleDecides(role: Role): boolean {
-  return can(role, 'movement.approve') || can(role, 'template.approve') || can(role, 'token.admin');
+  return can(role, 'movement.approve') || can(role, 'template.approve') || can(role, 'policy.approve') || can(role, 'token.admin');
 }
 
 export { roles, type Role };

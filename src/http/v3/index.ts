@@ -7,6 +7,7 @@ import { callbackDestinationRoutes } from './callback-destinations.ts';
 import { credentialProposalRoutes } from './credential-proposals.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
+import { policyRoutes } from './policy.ts';
 import { principalRoutes } from './principals.ts';
 import { registryRoutes } from './registry.ts';
 import { templateRoutes } from './templates.ts';
@@ -37,6 +38,8 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', workerRoutes(ctx));
   app.route('/', balanceRoutes(ctx));
   app.route('/', templateProposalRoutes(ctx));
+  // The treasury policy: address book, rule set, their proposals (docs/policy.md).
+  app.route('/', policyRoutes(ctx));
   // Principals and tokens (token.admin).
   app.route('/', principalRoutes(ctx));
   app.route('/', credentialProposalRoutes(ctx));

@@ -6,6 +6,8 @@ import { MAX_MOVEMENT_PAGE } from '../../persistence/movements.ts';
 import { nodeStates } from '../../machines/node-machine.ts';
 import { movementStates } from '../../machines/movement-machine.ts';
 import { proposalStates } from '../../machines/template-proposal-machine.ts';
+import { policyProposalStates } from '../../machines/policy-proposal-machine.ts';
+import { ENTRY_NAME_PATTERN, addressBookEntrySchema, ruleSetSchema } from '../../policy/rules.ts';
 import { jsonObjectSchema, jsonValueSchema } from '../../plan/json.ts';
 import { NODE_KEY_PATTERN, TEMPLATE_KEY_PATTERN, templateDefinitionSchema } from '../../plan/template-schema.ts';
 
@@ -212,6 +214,18 @@ const hashedPlanSchema = z
 
 export const ApprovalSchema = z.object({ by: z.string(), by_name: actorName, at: isoTime });
 
+export const MovementPolicySchema = z
+  .object({
+    rule_set_version: z.number().int().nullable().openapi({ description: 'The rule set the movement was checked against at creation; null: there was none' }),
+    rule_id: z.string().nullable().openapi({ description: 'The rule that matched' }),
+    action: z.string().openapi({ description: 'allow, require_approvals, or no_policy (no rule set was live)' }),
+    asset: z.string().nullable(),
+    amount: z.string().nullable(),
+    destination_entry: z.string().nullable().openapi({ description: 'The address book entry the destination is; null: not in the book' }),
+    approvers_from: z.array(z.string()).nullable().openapi({ description: 'The principals whose approvals count under the rule; null: any approver' }),
+  })
+  .openapi('MovementPolicy');
+
 export const MovementSummarySchema = z
   .object({
     id: z.string().openapi(UUID_FORMAT),
@@ -236,6 +250,7 @@ export const MovementSummarySchema = z
     created_at: isoTime,
     updated_at: isoTime,
     row_version: z.number().int(),
+    policy: MovementPolicySchema.nullable().openapi({ description: 'What the treasury policy decided at creation (docs/policy.md); null for movements from before it' }),
   })
   .openapi('MovementSummary');
 
@@ -828,3 +843,124 @@ export const DestinationSecretSchema = z
     secret: z.string().openapi({ description: 'The signing secret, shown this once; Ferry cannot show it again' }),
   })
   .openapi('CallbackDestinationSecret');
+
+// ---------------------------------------------------------------------------------------------
+// Treasury policy (/v3/policy: the address book, the rule set, their proposals; docs/policy.md)
+
+export const PolicyProposalIdParams = z.object({ id: idParam('id', 'Policy proposal id') });
+export const BookEntryParams = z.object({
+  name: z.string().regex(ENTRY_NAME_PATTERN, 'a book entry name').openapi({ param: { name: 'name', in: 'path' }, description: 'Address book entry name' }),
+});
+export const PolicyProposalListQuery = z.object({
+  state: z.enum(policyProposalStates).optional(),
+  kind: z.enum(['address_book', 'rule_set']).optional(),
+  limit: pageLimit(200, 50),
+});
+
+export const BookEntryBody = addressBookEntrySchema.meta({ id: 'AddressBookEntryRequest' });
+export const RuleSetBody = ruleSetSchema.meta({ id: 'RuleSetRequest' });
+export const PolicyReasonBody = z
+  .strictObject({ reason: z.string().trim().min(1, 'a reason is required').max(2000) })
+  .openapi('PolicyReasonRequest');
+
+export const BookEntrySchema = z
+  .object({
+    name: z.string(),
+    network: z.string(),
+    address: z.string(),
+    tag: z.string().nullable(),
+    owner: z.string(),
+    kind: z.enum(['internal', 'external']),
+    notes: z.string().nullable(),
+    version: z.number().int(),
+    proposal_id: z.string().openapi(UUID_FORMAT),
+    updated_at: isoTime,
+  })
+  .openapi('AddressBookEntry');
+export const BookSchema = z.object({ entries: z.array(BookEntrySchema) }).openapi('AddressBook');
+
+export const LiveRuleSetSchema = z
+  .object({
+    version: z.number().int().nullable().openapi({ description: 'The live version; null: no rule set yet, movements are not policy-checked' }),
+    rules: z.array(anyObject),
+    limits: z.array(anyObject),
+    proposal_id: z.string().nullable(),
+    approved_by: z.string().nullable(),
+    created_at: nullableTime,
+  })
+  .openapi('RuleSet');
+
+export const PolicyProposalSchema = z
+  .object({
+    id: z.string().openapi(UUID_FORMAT),
+    subject_kind: z.enum(['address_book', 'rule_set']),
+    subject: z.string().openapi({ description: "The entry's name, or `rules`" }),
+    change: anyObject.openapi({ description: 'put {entry}, remove {name}, or replace {base_version, rules, limits}' }),
+    state: z.enum(policyProposalStates),
+    proposed_by: z.string(),
+    proposed_by_name: actorName,
+    review_expires_at: isoTime,
+    approved_by: z.string().nullable(),
+    approved_by_name: actorName.nullable(),
+    approved_at: nullableTime,
+    challenge_ends_at: nullableTime.openapi({ description: 'The end of the cool-down: live from then on unless challenged' }),
+    decided_by: z.string().nullable(),
+    decided_by_name: actorName.nullable(),
+    reason: z.string().nullable(),
+    result_version: z.number().int().nullable().openapi({ description: 'What finalization wrote: the rule set version, or the entry version' }),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .openapi('PolicyProposal');
+export const PolicyProposalListSchema = z.object({ proposals: z.array(PolicyProposalSchema) }).openapi('PolicyProposalList');
+export const PolicyProposalDetailSchema = z
+  .object({
+    proposal: PolicyProposalSchema,
+    history: z.array(
+      z.object({ seq: z.number().int(), from: z.string(), to: z.string(), event: z.string(), payload: anyObject, actor: z.string(), actor_name: actorName, at: isoTime }),
+    ),
+    replay: z.object({ ok: z.boolean(), state: z.string().nullable(), reason: z.string().nullable() }),
+  })
+  .openapi('PolicyProposalDetail');
+
+export const PolicyTestBody = z
+  .strictObject({
+    template_key: templateKeySchema,
+    template_version: z.number().int().min(1).max(2_147_483_647).optional(),
+    intent: jsonObjectSchema,
+    requester: principalOrTokenName.optional().openapi({ description: 'The principal (by name) that would create it; default: the caller' }),
+    rule_set: ruleSetSchema.optional().meta({ description: 'A candidate rule set to test instead of the open proposal' }),
+  })
+  .openapi('PolicyTestRequest');
+
+const PolicyVerdictSchema = z.object({
+  rule_set_version: z.number().int().nullable(),
+  rule_id: z.string().nullable(),
+  action: z.string(),
+  outcome: z.enum(['allowed', 'refused']),
+  code: z.string().nullable().openapi({ description: 'The error code creating it would answer' }),
+  message: z.string().nullable(),
+  approvals_required: z.number().int().nullable(),
+  approvers_from: z.array(z.string()).nullable(),
+  limits: z.array(
+    z.object({
+      limit_id: z.string(),
+      destination: z.string().nullable(),
+      window_seconds: z.number().int(),
+      max_amount: z.string(),
+      used: z.string(),
+      total: z.string().nullable(),
+      exceeded: z.boolean(),
+    }),
+  ),
+});
+export const PolicyTestSchema = z
+  .object({
+    facts: anyObject.openapi({ description: 'The movement as the rules read it: template, lanes, asset, amount, destination, book entry, requester' }),
+    live: PolicyVerdictSchema,
+    proposed: PolicyVerdictSchema.extend({
+      proposal_id: z.string().nullable().openapi({ description: 'The open rule set proposal; null for a rule set given in the request' }),
+      proposal_state: z.string().openapi({ description: 'PROPOSED or APPROVED; CANDIDATE for a rule set given in the request' }),
+    }).nullable(),
+  })
+  .openapi('PolicyTest');

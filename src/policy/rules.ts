@@ -1,0 +1,295 @@
+import { z } from 'zod';
+import { executorKeyOf } from '../plan/bindings.ts';
+import { ASSET_SYMBOL_PATTERN, DECIMAL_PATTERN, MAX_DECIMALS, scaled } from '../plan/intent-schema.ts';
+import { TEMPLATE_KEY_PATTERN } from '../plan/template-schema.ts';
+
+/**
+ * The treasury policy as data (docs/policy.md): the shapes of an address book entry and of a rule
+ * set, and what a rule set says about one movement. Pure: the policy service (src/services/policy.ts)
+ * reads the book and the live rule set and hands them in with the movement's facts.
+ *
+ * A rule set is an ordered list of rules, first match wins. A rule matches on template, lane,
+ * asset, destination (a book entry, its kind, or not in the book), amount (in the asset) and
+ * requester; its action allows, blocks with a reason, or requires N approvals from distinct
+ * principals (optionally only from named ones). A movement no rule matches is refused. Velocity
+ * limits bound the sum of one asset's amounts (per destination if asked) over a rolling window.
+ */
+
+export const ENTRY_NAME_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
+export const RULE_ID_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
+const PRINCIPAL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$/;
+const LANE_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
+const noSpaces = (max: number) => z.string().min(1).max(max).regex(/^[\x21-\x7e]+$/, 'must be printable, without spaces');
+
+const decimal = z.string().max(MAX_DECIMALS + 80).regex(DECIMAL_PATTERN, 'must be a decimal string such as "1000" or "0.5"');
+const symbol = z.string().regex(ASSET_SYMBOL_PATTERN, 'must be an asset symbol');
+const entryName = z.string().regex(ENTRY_NAME_PATTERN, 'book entry names are lowercase letters, digits, "_", "." or "-" (1-64)');
+const principalName = z.string().regex(PRINCIPAL_NAME, 'must be a principal name');
+
+// ---------------------------------------------------------------------------------------------
+// The address book
+
+export const entryKinds = ['internal', 'external'] as const;
+export type EntryKind = (typeof entryKinds)[number];
+
+export const addressBookEntrySchema = z.strictObject({
+  name: entryName,
+  /** The chain or venue ("ethereum", "base", "binance"). */
+  network: z.string().regex(LANE_PATTERN, 'network is lowercase letters, digits, "_" or "-" (1-32)'),
+  address: noSpaces(256),
+  /** The memo or tag the lane needs beside the address. */
+  tag: noSpaces(128).nullable().default(null),
+  owner: printable(200),
+  kind: z.enum(entryKinds),
+  notes: z.string().max(2000).nullable().default(null),
+});
+export type AddressBookEntry = z.output<typeof addressBookEntrySchema>;
+
+/** How an address is compared: 0x-hex addresses without regard to case, anything else exactly. */
+export function addressKey(address: string): string {
+  return /^0x[0-9a-fA-F]+$/.test(address) ? address.toLowerCase() : address;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules and limits
+
+const destinationMatch = z
+  .strictObject({
+    /** true: the destination is a book entry; false: it is not (or the intent names none). */
+    in_book: z.boolean().optional(),
+    kinds: z.array(z.enum(entryKinds)).min(1).max(2).optional(),
+    entries: z.array(entryName).min(1).max(500).optional(),
+  })
+  .refine((d) => d.in_book !== undefined || d.kinds || d.entries, { message: 'a destination match names in_book, kinds or entries' });
+
+const matchSchema = z.strictObject({
+  templates: z.array(z.string().regex(TEMPLATE_KEY_PATTERN, 'must be a template key')).min(1).max(200).optional(),
+  /** The lanes the movement runs on (from its nodes' executors: exec.<lane>.*); every one must be listed. */
+  lanes: z.array(z.string().regex(LANE_PATTERN, 'must be a lane name')).min(1).max(20).optional(),
+  assets: z.array(symbol).min(1).max(100).optional(),
+  destination: destinationMatch.optional(),
+  /** In the asset: at_least inclusive, below exclusive. A rule with an amount names its assets. */
+  amount: z
+    .strictObject({ at_least: decimal.optional(), below: decimal.optional() })
+    .refine((a) => a.at_least !== undefined || a.below !== undefined, { message: 'an amount match names at_least or below' })
+    .optional(),
+  /** Principal names; the movement's creator must be one of them. */
+  requesters: z.array(principalName).min(1).max(500).optional(),
+});
+
+const actionSchema = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('allow') }),
+  z.strictObject({ type: z.literal('block'), reason: printable(500) }),
+  z.strictObject({
+    type: z.literal('require_approvals'),
+    /** Distinct principals, never the requester; the global quorum (FERRY_APPROVAL_QUORUM) is a floor. */
+    approvals: z.number().int().min(1).max(20),
+    /** Only these principals (by name) count; absent: any principal that may approve. */
+    from: z.array(principalName).min(1).max(500).optional(),
+  }),
+]);
+
+export const ruleSchema = z.strictObject({
+  id: z.string().regex(RULE_ID_PATTERN, 'rule ids are lowercase letters, digits, "_", "." or "-" (1-64)'),
+  description: z.string().max(500).optional(),
+  match: matchSchema.default({}),
+  action: actionSchema,
+});
+export type PolicyRule = z.output<typeof ruleSchema>;
+
+export const limitSchema = z.strictObject({
+  id: z.string().regex(RULE_ID_PATTERN, 'limit ids are lowercase letters, digits, "_", "." or "-" (1-64)'),
+  description: z.string().max(500).optional(),
+  asset: symbol,
+  /** The rolling window, seconds (one minute to 31 days). */
+  window_seconds: z.number().int().min(60).max(31 * 24 * 3600),
+  /** The most the window's movements of this asset may add up to, in the asset. */
+  max_amount: decimal,
+  /** true: one sum per destination address; false: one sum over all destinations. */
+  per_destination: z.boolean().default(false),
+  /** Only movements whose destination matches count and are checked (absent: all). */
+  destination: destinationMatch.optional(),
+});
+export type VelocityLimit = z.output<typeof limitSchema>;
+
+export const ruleSetSchema = z.strictObject({
+  rules: z.array(ruleSchema).max(500),
+  limits: z.array(limitSchema).max(200).default([]),
+});
+export type RuleSet = z.output<typeof ruleSetSchema>;
+
+/** What is wrong with a rule set its shape alone cannot say, as sentences (empty when nothing). */
+export function ruleSetProblems(set: RuleSet): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const r of set.rules) {
+    if (seen.has(r.id)) problems.push(`rule id "${r.id}" is used twice`);
+    seen.add(r.id);
+    const m = r.match;
+    if (m.amount && !m.assets) problems.push(`rule "${r.id}" matches an amount without naming its assets: an amount is in one asset`);
+    if (m.amount?.at_least !== undefined && m.amount.below !== undefined && cmp(m.amount.at_least, m.amount.below) >= 0) {
+      problems.push(`rule "${r.id}" matches amounts at least ${m.amount.at_least} and below ${m.amount.below}: none`);
+    }
+    if (m.destination?.in_book === false && (m.destination.kinds || m.destination.entries)) {
+      problems.push(`rule "${r.id}" matches destinations outside the book by book kind or entry: none`);
+    }
+    if (r.action.type === 'require_approvals' && r.action.from && new Set(r.action.from).size < r.action.approvals) {
+      problems.push(`rule "${r.id}" requires ${r.action.approvals} approvals from ${new Set(r.action.from).size} named principals`);
+    }
+  }
+  const limits = new Set<string>();
+  for (const l of set.limits) {
+    if (limits.has(l.id)) problems.push(`limit id "${l.id}" is used twice`);
+    limits.add(l.id);
+    if (scaled(l.max_amount, MAX_DECIMALS) === 0n) problems.push(`limit "${l.id}" has max_amount 0; block the asset with a rule instead`);
+  }
+  return problems;
+}
+
+/** Compares two decimal strings exactly. */
+export function cmp(a: string, b: string): number {
+  const x = scaled(a, MAX_DECIMALS);
+  const y = scaled(b, MAX_DECIMALS);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** The sum of two decimal strings, exactly, in its shortest form. */
+export function addDecimals(a: string, b: string): string {
+  const units = scaled(a, MAX_DECIMALS) + scaled(b, MAX_DECIMALS);
+  const digits = units.toString().padStart(MAX_DECIMALS + 1, '0');
+  const whole = digits.slice(0, -MAX_DECIMALS).replace(/^0+(?=\d)/, '');
+  const fraction = digits.slice(-MAX_DECIMALS).replace(/0+$/, '');
+  return fraction ? `${whole}.${fraction}` : whole;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A movement as the policy reads it
+
+export interface MovementFacts {
+  templateKey: string;
+  /** The lanes of its nodes' executors (exec.<lane>.*), sorted, without repeats. */
+  lanes: string[];
+  /** The intent's asset, upper case; null when it names none. */
+  asset: string | null;
+  /** The intent's amount as a decimal string; null when it names none. */
+  amount: string | null;
+  /** The intent's destination; null when it names none. */
+  destination: { address: string; tag: string | null } | null;
+  /** The book entry the destination is, if any. */
+  entry: { name: string; kind: EntryKind } | null;
+  /** The creator: its actor id and principal name (null when it names no principal). */
+  requester: { actor: string; name: string | null };
+}
+
+/** The lane of an executor key: `exec.evm.native_transfer` is on the evm lane. */
+export function laneOf(executorKey: string): string {
+  const parts = executorKey.split('.');
+  return parts[0] === 'exec' && parts.length > 1 ? parts[1]! : parts[0]!;
+}
+
+/** The intent's facts (asset, amount, destination) and the plan's lanes. */
+export function intentFacts(
+  intent: Readonly<Record<string, unknown>>,
+  nodes: ReadonlyArray<{ executor_binding?: unknown }>,
+): Pick<MovementFacts, 'lanes' | 'asset' | 'amount' | 'destination'> {
+  const lanes = [...new Set(nodes.map((n) => executorKeyOf(n.executor_binding)).filter((k): k is string => !!k).map(laneOf))].sort();
+  const asset = typeof intent.asset === 'string' && intent.asset !== '' ? intent.asset.toUpperCase() : null;
+  const a = intent.amount;
+  const amount =
+    typeof a === 'string' && DECIMAL_PATTERN.test(a) ? a : typeof a === 'number' && Number.isSafeInteger(a) && a >= 0 ? String(a) : null;
+  const d = intent.destination;
+  let destination: MovementFacts['destination'] = null;
+  if (typeof d === 'string' && d !== '') destination = { address: d, tag: null };
+  else if (d && typeof d === 'object' && !Array.isArray(d)) {
+    const o = d as Record<string, unknown>;
+    if (typeof o.address === 'string' && o.address !== '') destination = { address: o.address, tag: typeof o.tag === 'string' ? o.tag : null };
+  }
+  return { lanes, asset, amount, destination };
+}
+
+function destinationMatches(m: z.output<typeof destinationMatch>, f: MovementFacts): boolean {
+  if (m.in_book !== undefined && m.in_book !== (f.entry !== null)) return false;
+  if (m.kinds && !(f.entry && m.kinds.includes(f.entry.kind))) return false;
+  if (m.entries && !(f.entry && m.entries.includes(f.entry.name))) return false;
+  return true;
+}
+
+/** Whether a rule matches the movement: every condition it names holds. */
+export function ruleMatches(rule: PolicyRule, f: MovementFacts): boolean {
+  const m = rule.match;
+  if (m.templates && !m.templates.includes(f.templateKey)) return false;
+  if (m.lanes && (f.lanes.length === 0 || !f.lanes.every((l) => m.lanes!.includes(l)))) return false;
+  if (m.assets && !(f.asset && m.assets.some((a) => a.toUpperCase() === f.asset))) return false;
+  if (m.destination && !destinationMatches(m.destination, f)) return false;
+  if (m.amount) {
+    if (f.amount === null) return false;
+    if (m.amount.at_least !== undefined && cmp(f.amount, m.amount.at_least) < 0) return false;
+    if (m.amount.below !== undefined && cmp(f.amount, m.amount.below) >= 0) return false;
+  }
+  if (m.requesters && !(f.requester.name && m.requesters.includes(f.requester.name))) return false;
+  return true;
+}
+
+export interface PolicyDecision {
+  /** The live rule set's version; null: there is none, and movements are not policy-checked. */
+  ruleSetVersion: number | null;
+  /** The rule that matched; null when none did (or there is no rule set). */
+  ruleId: string | null;
+  /** 'none': no rule matched, so the movement is refused. */
+  action: 'allow' | 'block' | 'require_approvals' | 'none' | 'no_policy';
+  /** Approvals the rule requires (require_approvals), else null. */
+  approvals: number | null;
+  /** The principals whose approvals count, or null for any approver. */
+  from: string[] | null;
+  reason: string | null;
+}
+
+/** What the rule set says about the movement: the first rule that matches. */
+export function decide(set: { version: number; rules: PolicyRule[] } | null, f: MovementFacts): PolicyDecision {
+  if (!set) return { ruleSetVersion: null, ruleId: null, action: 'no_policy', approvals: null, from: null, reason: null };
+  const rule = set.rules.find((r) => ruleMatches(r, f));
+  const base = { ruleSetVersion: set.version, approvals: null, from: null, reason: null };
+  if (!rule) return { ...base, ruleId: null, action: 'none' };
+  const a = rule.action;
+  if (a.type === 'allow') return { ...base, ruleId: rule.id, action: 'allow' };
+  if (a.type === 'block') return { ...base, ruleId: rule.id, action: 'block', reason: a.reason };
+  return { ...base, ruleId: rule.id, action: 'require_approvals', approvals: a.approvals, from: a.from ?? null };
+}
+
+/** Whether the decision lets the movement be created. */
+export const allows = (d: PolicyDecision) => d.action === 'allow' || d.action === 'require_approvals' || d.action === 'no_policy';
+
+/** The quorum a movement gets: the rule's approvals, never fewer than the global quorum. */
+export function quorumOf(d: PolicyDecision, globalQuorum: number): number {
+  return Math.max(globalQuorum, d.approvals ?? 0);
+}
+
+/** One velocity limit that applies to a movement, with the sum it bounds named by `key`. */
+export interface ApplicableLimit {
+  limit: VelocityLimit;
+  /** The destination whose sum it is (per_destination), else null. */
+  destination: string | null;
+  /** Names the sum: what the lock that serialises it is keyed by. */
+  key: string;
+}
+
+/** The limits of the rule set that bound this movement (its asset, and destination filter). */
+export function applicableLimits(limits: readonly VelocityLimit[], f: MovementFacts): ApplicableLimit[] {
+  if (!f.asset) return [];
+  const out: ApplicableLimit[] = [];
+  for (const limit of limits) {
+    if (limit.asset.toUpperCase() !== f.asset) continue;
+    if (limit.destination && !destinationMatches(limit.destination, f)) continue;
+    const destination = limit.per_destination ? destinationKey(f.destination) : null;
+    out.push({ limit, destination, key: `${limit.id}:${f.asset}:${destination ?? '*'}` });
+  }
+  // One order for every transaction that locks several: no two wait on each other.
+  return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** A destination as the velocity sums group it (address key and tag). */
+export function destinationKey(d: MovementFacts['destination']): string | null {
+  if (!d) return null;
+  return d.tag ? `${addressKey(d.address)}#${d.tag}` : addressKey(d.address);
+}

@@ -1,0 +1,719 @@
+import type { FerryConfig } from '../config.ts';
+import { FerryError, NotFoundError, ValidationError } from '../errors.ts';
+import {
+  POLICY_EXPIRER,
+  POLICY_FINALIZER,
+  POLICY_PROPOSAL_MACHINE_ID,
+  POLICY_PROPOSAL_MACHINE_VERSION,
+  initialPolicyProposalContext,
+  policyProposalMachine,
+  policyRefusalOf,
+  type PolicyProposalContext,
+  type PolicyProposalEvent,
+  type PolicyProposalState,
+} from '../machines/policy-proposal-machine.ts';
+import { replayLog, type ReplayResult } from '../machines/replay.ts';
+import { writeAudit } from '../persistence/audit.ts';
+import { withTransaction, type Client, type Pool, type Queryable } from '../persistence/db.ts';
+import { appendEntityTransition } from '../persistence/entity-transitions.ts';
+import { namesOfActors } from '../persistence/principals.ts';
+import {
+  duePolicyExpirations,
+  duePolicyFinalizations,
+  entryForDestination,
+  entryWithAddress,
+  getAddressBookEntry,
+  getPolicyProposal,
+  insertPolicyProposal,
+  insertRuleSet,
+  listPolicyProposals,
+  liveRuleSet,
+  lockPolicyProposal,
+  lockVelocitySum,
+  openPolicyProposalOf,
+  openProposalWithAddress,
+  policyProposalTransitions,
+  putAddressBookEntry,
+  recordPolicyResult,
+  removeAddressBookEntry,
+  updatePolicyProposal,
+  velocitySum,
+  type MovementPolicyRecord,
+  type PolicyChange,
+  type PolicyProposalRow,
+  type PolicySubjectKind,
+  type PolicyTransitionRow,
+  type RuleSetRow,
+} from '../persistence/policy.ts';
+import {
+  addDecimals,
+  addressBookEntrySchema,
+  addressKey,
+  allows,
+  applicableLimits,
+  cmp,
+  decide,
+  destinationKey,
+  intentFacts,
+  quorumOf,
+  ruleSetProblems,
+  ruleSetSchema,
+  type AddressBookEntry,
+  type ApplicableLimit,
+  type MovementFacts,
+  type PolicyDecision,
+  type RuleSet,
+} from '../policy/rules.ts';
+import { deliverToRow, type RowMachine } from './row-machine.ts';
+
+/**
+ * The treasury policy (docs/policy.md): the one owner of writes to the address book, the rule set
+ * and their proposals, and the checks a movement passes at creation and at approval.
+ *
+ * Changes are reviewed like template proposals: one principal proposes, another approves, and the
+ * change goes live only after the cool-down (FERRY_POLICY_COOLDOWN_SECONDS), in which anyone who may
+ * approve policy can challenge it. Each change of a proposal locks its one row, re-checks the event
+ * against the policy proposal machine inside the lock, and writes the row, one `transitions` row and
+ * the audit event in one transaction; finalization writes the book entry or the rule set version in
+ * that same transaction.
+ *
+ * Proposals whose cool-down has passed are finalized by settleDuePolicyProposals, which the
+ * movement service runs before it reads the policy (so a change is live once due, whoever asks
+ * first) and which a sweep can run on a schedule.
+ */
+
+export interface PolicyDeps {
+  pool: Pool;
+  config: Pick<FerryConfig, 'policyReviewWindowSeconds' | 'policyCooldownSeconds'>;
+  /** The clock; tests inject one to stand at a window's edge. */
+  now?: () => Date;
+}
+
+const clock = (deps: { now?: () => Date }) => (deps.now ?? (() => new Date()))();
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+// ---------------------------------------------------------------------------------------------
+// The machine over its row
+
+export function policyContextFromRow(row: PolicyProposalRow): PolicyProposalContext {
+  return {
+    proposedBy: row.proposed_by,
+    reviewExpiresAt: iso(row.review_expires_at)!,
+    challengeSeconds: row.challenge_seconds,
+    approvedBy: row.approved_by,
+    approvedAt: iso(row.approved_at),
+    challengeEndsAt: iso(row.challenge_ends_at),
+    decidedBy: row.decided_by,
+    reason: row.reason,
+  };
+}
+
+function refusedError(row: PolicyProposalRow, event: PolicyProposalEvent, why: NonNullable<ReturnType<typeof policyRefusalOf>>): FerryError {
+  const details = { proposal_id: row.id, subject_kind: row.subject_kind, subject: row.subject, state: row.proposal_state, event: event.type };
+  switch (why) {
+    case 'state':
+      return new FerryError('PROPOSAL_STATE_CONFLICT', `policy proposal ${row.id} is ${row.proposal_state}; it no longer takes ${event.type}`, details);
+    case 'approverIsNotProposer':
+      return new FerryError('FOUR_EYES_VIOLATION', `whoever proposed policy proposal ${row.id} cannot approve it; a second person must`, details);
+    case 'reviewWindowOpen':
+      return new FerryError('REVIEW_WINDOW_CLOSED', `the review window of policy proposal ${row.id} closed; propose it again`, {
+        ...details,
+        review_expires_at: iso(row.review_expires_at),
+      });
+    case 'challengeWindowOpen':
+      return new FerryError('CHALLENGE_WINDOW_CLOSED', `the cool-down of policy proposal ${row.id} is over; it is live or about to be`, {
+        ...details,
+        challenge_ends_at: iso(row.challenge_ends_at),
+      });
+    case 'challengeWindowElapsed':
+      return new FerryError('CHALLENGE_WINDOW_OPEN', `the cool-down of policy proposal ${row.id} is still running`, {
+        ...details,
+        challenge_ends_at: iso(row.challenge_ends_at),
+      });
+    case 'givesAReason':
+      return new ValidationError(`a ${event.type === 'REJECT' ? 'rejection' : 'challenge'} needs a reason`, { ...details, field: 'reason' });
+    case 'withdrawnByProposer':
+      return new FerryError('NOT_PROPOSER', `only whoever proposed policy proposal ${row.id} may withdraw it`, details);
+    case 'reviewWindowElapsed':
+      return new FerryError('INVALID_TRANSITION', `policy proposal ${row.id} does not take ${event.type} yet (${why})`, {
+        machine: POLICY_PROPOSAL_MACHINE_ID,
+        entity_id: row.id,
+        state: row.proposal_state,
+        event: event.type,
+      });
+  }
+}
+
+const policyRows: RowMachine<PolicyProposalRow, PolicyProposalState, PolicyProposalContext, PolicyProposalEvent> = {
+  machine: policyProposalMachine,
+  machineId: POLICY_PROPOSAL_MACHINE_ID,
+  machineVersion: POLICY_PROPOSAL_MACHINE_VERSION,
+  entityType: 'policy_proposal',
+  context: policyContextFromRow,
+  refusal: policyRefusalOf,
+  refused: refusedError,
+  write: (client, row, to, c) =>
+    updatePolicyProposal(client, row.id, row.row_version, {
+      proposal_state: to,
+      approved_by: c.approvedBy,
+      approved_at: c.approvedAt,
+      challenge_ends_at: c.challengeEndsAt,
+      decided_by: c.decidedBy,
+      reason: c.reason,
+    }),
+};
+
+async function locked(client: Client, id: string): Promise<PolicyProposalRow> {
+  const row = await lockPolicyProposal(client, id);
+  if (!row) throw new NotFoundError('policy proposal', id);
+  return row;
+}
+
+/** What an audit event of a proposal says about it. */
+function proposalDetails(row: PolicyProposalRow): Record<string, unknown> {
+  return { subject_kind: row.subject_kind, subject: row.subject, change: row.change };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proposing
+
+async function propose(client: Client, deps: PolicyDeps, kind: PolicySubjectKind, subject: string, change: PolicyChange, actor: string) {
+  const now = clock(deps);
+  const context = initialPolicyProposalContext({
+    proposedBy: actor,
+    reviewExpiresAt: new Date(now.getTime() + deps.config.policyReviewWindowSeconds * 1000).toISOString(),
+    challengeSeconds: deps.config.policyCooldownSeconds,
+  });
+  const row = await insertPolicyProposal(client, {
+    subject_kind: kind,
+    subject,
+    change,
+    machine_id: POLICY_PROPOSAL_MACHINE_ID,
+    machine_version: POLICY_PROPOSAL_MACHINE_VERSION,
+    proposal_state: 'PROPOSED',
+    proposed_by: actor,
+    review_expires_at: context.reviewExpiresAt,
+    challenge_seconds: context.challengeSeconds,
+  });
+  if (!row) {
+    const open = await openPolicyProposalOf(client, kind, subject);
+    throw new FerryError(
+      'PROPOSAL_ALREADY_OPEN',
+      `${kind === 'rule_set' ? 'the rule set' : `book entry ${subject}`} already has an open proposal (${open?.id}); decide or withdraw it first`,
+      { subject_kind: kind, subject, proposal_id: open?.id ?? null, state: open?.proposal_state ?? null },
+    );
+  }
+  await appendEntityTransition(client, 'policy_proposal', {
+    machine_id: POLICY_PROPOSAL_MACHINE_ID,
+    machine_version: POLICY_PROPOSAL_MACHINE_VERSION,
+    entity_id: row.id,
+    seq: 0,
+    from_state: '',
+    to_state: 'PROPOSED',
+    event_type: 'xstate.init',
+    event_payload: { proposed_by: actor, review_expires_at: context.reviewExpiresAt, challenge_seconds: context.challengeSeconds },
+    actor,
+    at: now.toISOString(),
+  });
+  await writeAudit(client, {
+    actor,
+    action: 'policy_proposal.propose',
+    entity_type: 'policy_proposal',
+    entity_id: row.id,
+    details: { ...proposalDetails(row), review_expires_at: context.reviewExpiresAt, cooldown_seconds: context.challengeSeconds },
+  });
+  return row;
+}
+
+function parseEntry(input: unknown): AddressBookEntry {
+  const parsed = addressBookEntrySchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ValidationError(`address book entry: ${issue.path.join('.') || 'entry'}: ${issue.message}`, { field: issue.path.join('.') });
+  }
+  return parsed.data;
+}
+
+/** A new or changed book entry, proposed: live once approved by another principal and its cool-down passes. */
+export async function proposeBookEntry(deps: PolicyDeps, input: unknown, actor: string): Promise<PolicyProposalRow> {
+  const entry = parseEntry(input);
+  const key = addressKey(entry.address);
+  return withTransaction(deps.pool, async (client) => {
+    const taken = (await entryWithAddress(client, key, entry.tag, entry.name)) ?? (await openProposalWithAddress(client, key, entry.tag, entry.name));
+    if (taken) {
+      throw new FerryError('POLICY_INVALID', `the address book already has (or is about to have) this destination under another name (${taken})`, {
+        problems: ['destination_taken'],
+        conflict: taken,
+      });
+    }
+    return propose(client, deps, 'address_book', entry.name, { op: 'put', entry: { ...entry, address_key: key } }, actor);
+  });
+}
+
+/** Removing a book entry, proposed like any change of the book. */
+export async function proposeBookRemoval(deps: PolicyDeps, name: string, actor: string): Promise<PolicyProposalRow> {
+  return withTransaction(deps.pool, async (client) => {
+    if (!(await getAddressBookEntry(client, name))) throw new NotFoundError('address book entry', name);
+    return propose(client, deps, 'address_book', name, { op: 'remove', name }, actor);
+  });
+}
+
+/** Parses and checks a rule set (POLICY_INVALID names every problem). */
+export function parseRuleSet(input: unknown): RuleSet {
+  const parsed = ruleSetSchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ValidationError(`rule set: ${issue.path.join('.') || 'rule set'}: ${issue.message}`, { field: issue.path.join('.') });
+  }
+  const problems = ruleSetProblems(parsed.data);
+  if (problems.length > 0) throw new FerryError('POLICY_INVALID', `rule set refused: ${problems[0]}`, { problems });
+  return parsed.data;
+}
+
+/** A new rule set version, proposed: it replaces the live one once approved and past its cool-down. */
+export async function proposeRuleSet(deps: PolicyDeps, input: unknown, actor: string): Promise<PolicyProposalRow> {
+  const set = parseRuleSet(input);
+  return withTransaction(deps.pool, async (client) => {
+    const live = await liveRuleSet(client);
+    return propose(client, deps, 'rule_set', 'rules', { op: 'replace', base_version: live?.version ?? 0, rules: set.rules, limits: set.limits }, actor);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deciding
+
+async function decideProposal(
+  deps: PolicyDeps,
+  id: string,
+  actor: string,
+  event: (at: string) => PolicyProposalEvent,
+  action: string,
+  details: (row: PolicyProposalRow) => Record<string, unknown> = () => ({}),
+): Promise<PolicyProposalRow> {
+  return withTransaction(deps.pool, async (client) => {
+    const row = await locked(client, id);
+    const d = await deliverToRow(policyRows, client, row, event(clock(deps).toISOString()), actor);
+    await writeAudit(client, { actor, action, entity_type: 'policy_proposal', entity_id: id, details: { ...proposalDetails(row), from: d.from, ...details(d.row) } });
+    return d.row;
+  });
+}
+
+export function approvePolicyProposal(deps: PolicyDeps, id: string, actor: string): Promise<PolicyProposalRow> {
+  return decideProposal(deps, id, actor, (at) => ({ type: 'APPROVE', by: actor, at }), 'policy_proposal.approve', (r) => ({
+    challenge_ends_at: iso(r.challenge_ends_at),
+  }));
+}
+
+export function challengePolicyProposal(deps: PolicyDeps, id: string, actor: string, reason: string): Promise<PolicyProposalRow> {
+  return decideProposal(deps, id, actor, (at) => ({ type: 'CHALLENGE', by: actor, at, reason }), 'policy_proposal.challenge', () => ({ reason }));
+}
+
+export function rejectPolicyProposal(deps: PolicyDeps, id: string, actor: string, reason: string): Promise<PolicyProposalRow> {
+  return decideProposal(deps, id, actor, (at) => ({ type: 'REJECT', by: actor, at, reason }), 'policy_proposal.reject', () => ({ reason }));
+}
+
+export function withdrawPolicyProposal(deps: PolicyDeps, id: string, actor: string): Promise<PolicyProposalRow> {
+  return decideProposal(deps, id, actor, (at) => ({ type: 'WITHDRAW', by: actor, at }), 'policy_proposal.withdraw');
+}
+
+export function expirePolicyProposal(deps: Pick<PolicyDeps, 'pool' | 'now'>, id: string): Promise<PolicyProposalRow> {
+  return withTransaction(deps.pool, async (client) => {
+    const row = await locked(client, id);
+    const d = await deliverToRow(policyRows, client, row, { type: 'EXPIRE', at: clock(deps).toISOString() }, POLICY_EXPIRER);
+    await writeAudit(client, {
+      actor: POLICY_EXPIRER,
+      action: 'policy_proposal.expire',
+      entity_type: 'policy_proposal',
+      entity_id: id,
+      details: { ...proposalDetails(row), review_expires_at: iso(row.review_expires_at) },
+    });
+    return d.row;
+  });
+}
+
+/** Writes what a finalized proposal changes: the book entry, or the next rule set version. */
+async function applyChange(client: Client, row: PolicyProposalRow): Promise<{ version: number; details: Record<string, unknown> }> {
+  const change = row.change;
+  switch (change.op) {
+    case 'put': {
+      const e = change.entry as AddressBookEntry & { address_key: string };
+      const taken = await entryWithAddress(client, e.address_key, e.tag, e.name);
+      if (taken) {
+        throw new FerryError('POLICY_INVALID', `book entry ${taken} took this destination first; withdraw proposal ${row.id} and propose again`, {
+          problems: ['destination_taken'],
+          conflict: taken,
+        });
+      }
+      const written = await putAddressBookEntry(client, e, row.id);
+      return { version: written.version, details: { entry: written.name, entry_version: written.version } };
+    }
+    case 'remove': {
+      const existed = await removeAddressBookEntry(client, change.name);
+      return { version: 0, details: { entry: change.name, removed: existed } };
+    }
+    case 'replace': {
+      const live = await liveRuleSet(client);
+      // One open rule set proposal at a time, so the base is the live version; a version written
+      // some other way since is not silently overwritten.
+      if ((live?.version ?? 0) !== change.base_version) {
+        throw new FerryError('PROPOSAL_STATE_CONFLICT', `rule set version ${live?.version} was written after proposal ${row.id} was made on ${change.base_version}`, {
+          proposal_id: row.id,
+          base_version: change.base_version,
+          live_version: live?.version ?? 0,
+        });
+      }
+      const version = change.base_version + 1;
+      await insertRuleSet(client, { version, rules: change.rules, limits: change.limits, proposal_id: row.id, proposed_by: row.proposed_by, approved_by: row.approved_by! });
+      return { version, details: { rule_set_version: version } };
+    }
+  }
+}
+
+/** Finalizes one approved proposal whose cool-down has passed: the change goes live in the same transaction. */
+export function finalizePolicyProposal(deps: Pick<PolicyDeps, 'pool' | 'now'>, id: string): Promise<PolicyProposalRow> {
+  return withTransaction(deps.pool, async (client) => {
+    const row = await locked(client, id);
+    const d = await deliverToRow(policyRows, client, row, { type: 'FINALIZE', at: clock(deps).toISOString() }, POLICY_FINALIZER);
+    if (!d.actions.includes('applyChange')) throw new Error('the policy proposal machine finalized without applyChange');
+    const applied = await applyChange(client, d.row);
+    const done = await recordPolicyResult(client, id, applied.version);
+    await writeAudit(client, {
+      actor: POLICY_FINALIZER,
+      action: 'policy_proposal.finalize',
+      entity_type: 'policy_proposal',
+      entity_id: id,
+      details: { ...proposalDetails(row), proposed_by: row.proposed_by, approved_by: row.approved_by, ...applied.details },
+    });
+    return done;
+  });
+}
+
+const isLostRace = (err: unknown) =>
+  err instanceof FerryError &&
+  // POLICY_INVALID: a change that can no longer be applied (its destination was taken); it stays
+  // APPROVED until withdrawn, and must not stop every movement from being checked.
+  ['PROPOSAL_STATE_CONFLICT', 'CHALLENGE_WINDOW_OPEN', 'INVALID_TRANSITION', 'NOT_FOUND', 'TRANSITION_CONFLICT', 'POLICY_INVALID'].includes(err.code);
+
+export interface PolicySettleReport {
+  finalized: number;
+  expired: number;
+  skipped: number;
+}
+
+/**
+ * Finalizes every approved proposal whose cool-down has passed and expires every proposal past its
+ * review window (at most `limit` of each). A row another writer decided first is skipped.
+ */
+export async function settleDuePolicyProposals(deps: Pick<PolicyDeps, 'pool' | 'now'>, limit = 50): Promise<PolicySettleReport> {
+  const now = clock(deps);
+  const report: PolicySettleReport = { finalized: 0, expired: 0, skipped: 0 };
+  const run = async (ids: string[], one: (id: string) => Promise<unknown>, field: 'finalized' | 'expired') => {
+    for (const id of ids) {
+      try {
+        await one(id);
+        report[field]++;
+      } catch (err) {
+        if (!isLostRace(err)) throw err;
+        report.skipped++;
+      }
+    }
+  };
+  await run(await duePolicyFinalizations(deps.pool, now, limit), (id) => finalizePolicyProposal(deps, id), 'finalized');
+  await run(await duePolicyExpirations(deps.pool, now, limit), (id) => expirePolicyProposal(deps, id), 'expired');
+  return report;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading proposals
+
+export function listPolicyProposalRows(pool: Pool, filter: { state?: string; kind?: PolicySubjectKind; limit: number }): Promise<PolicyProposalRow[]> {
+  return listPolicyProposals(pool, filter);
+}
+
+export async function policyProposalDetail(pool: Pool, id: string): Promise<{ proposal: PolicyProposalRow; history: PolicyTransitionRow[]; replay: ReplayResult }> {
+  const proposal = await getPolicyProposal(pool, id);
+  if (!proposal) throw new NotFoundError('policy proposal', id);
+  const history = await policyProposalTransitions(pool, id);
+  return { proposal, history, replay: replayPolicyProposal(history) };
+}
+
+/** Replays a proposal's transition log through the machine, from the input its creation logged. */
+export function replayPolicyProposal(log: PolicyTransitionRow[]): ReplayResult {
+  const birth = (log[0]?.event_payload ?? {}) as { proposed_by?: string; review_expires_at?: string; challenge_seconds?: number };
+  const input = initialPolicyProposalContext({
+    proposedBy: birth.proposed_by ?? '',
+    reviewExpiresAt: birth.review_expires_at ?? '',
+    challengeSeconds: birth.challenge_seconds ?? 0,
+  });
+  return replayLog(policyProposalMachine, input, log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A movement under the policy
+
+export interface MovementSubject {
+  templateKey: string;
+  intent: Readonly<Record<string, unknown>>;
+  nodes: ReadonlyArray<{ executor_binding?: unknown }>;
+  /** The creator's actor id. */
+  createdBy: string;
+}
+
+/** The movement's facts as the rules read them: the intent's, the plan's lanes, the book entry, the requester's name. */
+export async function movementFacts(db: Queryable, s: MovementSubject): Promise<MovementFacts> {
+  const facts = intentFacts(s.intent, s.nodes);
+  const entry = facts.destination ? await entryForDestination(db, addressKey(facts.destination.address), facts.destination.tag) : null;
+  const name = (await namesOfActors(db, [s.createdBy])).get(s.createdBy) ?? null;
+  return { templateKey: s.templateKey, ...facts, entry, requester: { actor: s.createdBy, name } };
+}
+
+function refusal(decision: PolicyDecision, facts: MovementFacts, when: 'creation' | 'approval'): FerryError {
+  const details = {
+    rule_set_version: decision.ruleSetVersion,
+    rule_id: decision.ruleId,
+    checked_at: when,
+    destination_entry: facts.entry?.name ?? null,
+  };
+  if (decision.action === 'block') {
+    return new FerryError('POLICY_BLOCKED', `policy rule ${decision.ruleId} (rule set version ${decision.ruleSetVersion}) blocks this movement: ${decision.reason}`, {
+      ...details,
+      reason: decision.reason,
+    });
+  }
+  return new FerryError(
+    'POLICY_NO_MATCHING_RULE',
+    `no rule of rule set version ${decision.ruleSetVersion} allows this movement (template ${facts.templateKey}, asset ${facts.asset ?? '-'}, ` +
+      `destination ${facts.entry ? `book entry ${facts.entry.name}` : 'not in the address book'})`,
+    details,
+  );
+}
+
+export interface VelocityCheck {
+  limit_id: string;
+  asset: string;
+  destination: string | null;
+  window_seconds: number;
+  max_amount: string;
+  /** The window's sum before this movement. */
+  used: string;
+  /** With this movement. */
+  total: string;
+}
+
+/**
+ * Checks the velocity limits that bound the movement, each under its lock (held until the
+ * caller's transaction ends): the sum of the window's counted movements plus this one must not
+ * pass the limit's maximum. The window ends at `at`.
+ */
+export async function checkVelocity(
+  client: Client,
+  limits: ApplicableLimit[],
+  facts: MovementFacts,
+  at: Date,
+  movementId: string | null,
+  ruleSetVersion: number | null,
+): Promise<VelocityCheck[]> {
+  const checks: VelocityCheck[] = [];
+  for (const a of limits) {
+    const base = { limit_id: a.limit.id, asset: a.limit.asset, destination: a.destination, window_seconds: a.limit.window_seconds, max_amount: a.limit.max_amount };
+    if (facts.amount === null) {
+      throw new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${a.limit.id} bounds ${a.limit.asset}, but this movement's intent names no amount to count`, {
+        ...base,
+        rule_set_version: ruleSetVersion,
+        reason: 'AMOUNT_UNKNOWN',
+      });
+    }
+    await lockVelocitySum(client, a.key);
+    const used = await velocitySum(client, {
+      asset: facts.asset!,
+      destination: a.destination,
+      since: new Date(at.getTime() - a.limit.window_seconds * 1000),
+      except: movementId,
+      filter: a.limit.destination ?? null,
+    });
+    const total = addDecimals(used, facts.amount);
+    if (cmp(total, a.limit.max_amount) > 0) {
+      throw new FerryError(
+        'VELOCITY_LIMIT_EXCEEDED',
+        `velocity limit ${a.limit.id}: ${used} ${a.limit.asset} moved in the last ${a.limit.window_seconds} s${a.destination ? ` to ${a.destination}` : ''}; ` +
+          `${facts.amount} more would make ${total}, above its maximum ${a.limit.max_amount}`,
+        { ...base, rule_set_version: ruleSetVersion, used, amount: facts.amount, total },
+      );
+    }
+    checks.push({ ...base, used, total });
+  }
+  return checks;
+}
+
+export interface NewMovementPolicy {
+  quorum: number;
+  record: MovementPolicyRecord;
+  velocity: VelocityCheck[];
+}
+
+/**
+ * What the policy says about a movement being created, inside its creating transaction: refused
+ * (POLICY_BLOCKED, POLICY_NO_MATCHING_RULE, VELOCITY_LIMIT_EXCEEDED) or the quorum it needs and
+ * what it records (the rule set version and the rule).
+ */
+export async function policyForNewMovement(client: Client, s: MovementSubject, globalQuorum: number, at: Date): Promise<NewMovementPolicy> {
+  const live = await liveRuleSet(client);
+  const facts = await movementFacts(client, s);
+  const decision = decide(live, facts);
+  if (!allows(decision)) throw refusal(decision, facts, 'creation');
+  const velocity = live ? await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, null, live.version) : [];
+  return {
+    quorum: quorumOf(decision, globalQuorum),
+    velocity,
+    record: {
+      rule_set_version: decision.ruleSetVersion,
+      rule_id: decision.ruleId,
+      action: decision.action,
+      asset: facts.asset,
+      amount: facts.amount,
+      destination: destinationKey(facts.destination),
+      destination_entry: facts.entry?.name ?? null,
+      approvers: decision.from ? { principals: decision.from } : null,
+    },
+  };
+}
+
+/** A movement row's policy columns, as the approval check reads them. */
+export interface MovementPolicyColumns {
+  id: string;
+  template_key: string;
+  intent: Record<string, unknown>;
+  compiled_plan: Record<string, unknown>;
+  created_by: string;
+  approvals: { by: string; at: string }[];
+  approval_quorum: number;
+  policy_rule_set_version?: number | null;
+  policy_rule_id?: string | null;
+  policy_approvers?: { principals: string[] } | null;
+}
+
+/**
+ * The policy's checks of one approval, inside the approving transaction (the movement row locked):
+ * the approver must be one the movement's rule counts; the live rule set must still allow the
+ * movement; and the approval that reaches the quorum must keep every velocity limit, each checked
+ * under its lock, so two approvals cannot both squeeze under one limit.
+ */
+export async function policyForApproval(
+  client: Client,
+  m: MovementPolicyColumns,
+  approver: string,
+  at: Date,
+): Promise<Record<string, unknown>> {
+  const from = m.policy_approvers?.principals ?? null;
+  if (from) {
+    const name = (await namesOfActors(client, [approver])).get(approver) ?? null;
+    if (!name || !from.includes(name)) {
+      throw new FerryError('POLICY_APPROVER_NOT_ELIGIBLE', `policy rule ${m.policy_rule_id} counts approvals of movement ${m.id} only from ${from.join(', ')}`, {
+        movement_id: m.id,
+        rule_set_version: m.policy_rule_set_version ?? null,
+        rule_id: m.policy_rule_id ?? null,
+        eligible: from,
+      });
+    }
+  }
+  const live = await liveRuleSet(client);
+  if (!live) return {};
+  const facts = await movementFacts(client, {
+    templateKey: m.template_key,
+    intent: m.intent,
+    nodes: ((m.compiled_plan as { nodes?: { executor_binding?: unknown }[] }).nodes ?? []),
+    createdBy: m.created_by,
+  });
+  const decision = decide(live, facts);
+  if (!allows(decision)) throw refusal(decision, facts, 'approval');
+  const out: Record<string, unknown> = { policy_checked_under: { rule_set_version: live.version, rule_id: decision.ruleId } };
+  if (m.approvals.length + 1 >= m.approval_quorum) {
+    out.velocity = await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, m.id, live.version);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// `ferry policy test`: what the live and a proposed rule set would do
+
+export interface PolicyVerdict {
+  rule_set_version: number | null;
+  rule_id: string | null;
+  action: PolicyDecision['action'];
+  outcome: 'allowed' | 'refused';
+  /** The error code a creation would answer, when refused. */
+  code: string | null;
+  message: string | null;
+  approvals_required: number | null;
+  approvers_from: string[] | null;
+  limits: { limit_id: string; destination: string | null; window_seconds: number; max_amount: string; used: string; total: string | null; exceeded: boolean }[];
+}
+
+async function verdict(db: Queryable, set: { version: number; rules: RuleSet['rules']; limits: RuleSet['limits'] } | null, facts: MovementFacts, globalQuorum: number, at: Date): Promise<PolicyVerdict> {
+  const d = decide(set, facts);
+  const limits: PolicyVerdict['limits'] = [];
+  for (const a of set ? applicableLimits(set.limits, facts) : []) {
+    const used = await velocitySum(db, {
+      asset: facts.asset!,
+      destination: a.destination,
+      since: new Date(at.getTime() - a.limit.window_seconds * 1000),
+      except: null,
+      filter: a.limit.destination ?? null,
+    });
+    const total = facts.amount === null ? null : addDecimals(used, facts.amount);
+    limits.push({
+      limit_id: a.limit.id,
+      destination: a.destination,
+      window_seconds: a.limit.window_seconds,
+      max_amount: a.limit.max_amount,
+      used,
+      total,
+      exceeded: total === null || cmp(total, a.limit.max_amount) > 0,
+    });
+  }
+  const refused = !allows(d) ? refusal(d, facts, 'creation') : limits.find((l) => l.exceeded) ? new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${limits.find((l) => l.exceeded)!.limit_id} would be exceeded`) : null;
+  return {
+    rule_set_version: d.ruleSetVersion,
+    rule_id: d.ruleId,
+    action: d.action,
+    outcome: refused ? 'refused' : 'allowed',
+    code: refused?.code ?? null,
+    message: refused?.message ?? null,
+    approvals_required: allows(d) ? quorumOf(d, globalQuorum) : null,
+    approvers_from: d.from,
+    limits,
+  };
+}
+
+export interface PolicyTestResult {
+  facts: MovementFacts;
+  live: PolicyVerdict;
+  /** Under the open rule set proposal, if there is one. */
+  proposed: (PolicyVerdict & { proposal_id: string | null; proposal_state: string }) | null;
+}
+
+/** What the live rule set, and the open rule set proposal if any, would do with a movement. */
+export async function testPolicy(
+  deps: Pick<PolicyDeps, 'pool' | 'now'>,
+  s: MovementSubject,
+  globalQuorum: number,
+  candidate?: unknown,
+): Promise<PolicyTestResult> {
+  await settleDuePolicyProposals(deps);
+  const at = clock(deps);
+  const facts = await movementFacts(deps.pool, s);
+  const live: RuleSetRow | null = await liveRuleSet(deps.pool);
+  const liveVerdict = await verdict(deps.pool, live, facts, globalQuorum, at);
+  let proposed: PolicyTestResult['proposed'] = null;
+  if (candidate !== undefined) {
+    const set = parseRuleSet(candidate);
+    proposed = { ...(await verdict(deps.pool, { version: (live?.version ?? 0) + 1, ...set }, facts, globalQuorum, at)), proposal_id: null, proposal_state: 'CANDIDATE' };
+  } else {
+    const open = await openPolicyProposalOf(deps.pool, 'rule_set', 'rules');
+    if (open && open.change.op === 'replace') {
+      const v = await verdict(deps.pool, { version: open.change.base_version + 1, rules: open.change.rules, limits: open.change.limits }, facts, globalQuorum, at);
+      proposed = { ...v, proposal_id: open.id, proposal_state: open.proposal_state };
+    }
+  }
+  return { facts, live: liveVerdict, proposed };
+}
