@@ -93,11 +93,12 @@ const actorsOf = (p: PolicyProposalRow) => [p.proposed_by, p.approved_by, p.deci
 const proposed = (what: string) => jsonResponse(PolicyProposalSchema, `${what}: a PROPOSED policy proposal, live once another principal approves it and its cool-down passes`);
 const alreadyOpen = conflict('The subject already has an open proposal (PROPOSAL_ALREADY_OPEN)');
 
-const bookRoute = readRoute({ path: '/policy/address-book', tags, summary: 'The address book: named destinations', answer: BookSchema, shows: 'Every entry, by name' });
+const bookRoute = readRoute({ path: '/policy/address-book', operationId: 'getAddressBook', tags, summary: 'The address book: named destinations', answer: BookSchema, shows: 'Every entry, by name' });
 
 const proposeEntryRoute = apiRoute({
   method: 'post',
   path: '/policy/address-book',
+  operationId: 'proposeAddressBookEntry',
   tags,
   summary: 'Propose a new or changed address book entry',
   permission: 'policy.write',
@@ -112,6 +113,7 @@ const proposeEntryRoute = apiRoute({
 const proposeRemovalRoute = apiRoute({
   method: 'post',
   path: '/policy/address-book/{name}/remove',
+  operationId: 'proposeAddressBookRemoval',
   tags,
   summary: 'Propose removing an address book entry',
   permission: 'policy.write',
@@ -119,11 +121,12 @@ const proposeRemovalRoute = apiRoute({
   responses: { 202: proposed('The removal'), ...notFound, ...alreadyOpen },
 });
 
-const rulesRoute = readRoute({ path: '/policy/rules', tags, summary: 'The live rule set and velocity limits', answer: LiveRuleSetSchema, shows: 'The live version' });
+const rulesRoute = readRoute({ path: '/policy/rules', operationId: 'getPolicyRules', tags, summary: 'The live rule set and velocity limits', answer: LiveRuleSetSchema, shows: 'The live version' });
 
 const proposeRulesRoute = apiRoute({
   method: 'post',
   path: '/policy/rules',
+  operationId: 'proposePolicyRules',
   tags,
   summary: 'Propose a new rule set version (rules, first match wins, and velocity limits)',
   permission: 'policy.write',
@@ -137,6 +140,7 @@ const proposeRulesRoute = apiRoute({
 
 const listRoute = readRoute({
   path: '/policy/proposals',
+  operationId: 'listPolicyProposals',
   tags,
   summary: 'Policy proposals, newest first',
   request: { query: PolicyProposalListQuery },
@@ -146,6 +150,7 @@ const listRoute = readRoute({
 
 const showRoute = readRoute({
   path: '/policy/proposals/{id}',
+  operationId: 'getPolicyProposal',
   tags,
   summary: 'A policy proposal with its history',
   request: { params: PolicyProposalIdParams },
@@ -159,6 +164,7 @@ const decided = (what: string) => jsonResponse(PolicyProposalSchema, `The propos
 const approveRoute = apiRoute({
   method: 'post',
   path: '/policy/proposals/{id}/approve',
+  operationId: 'approvePolicyProposal',
   tags,
   summary: 'Approve a policy proposal (never its proposer); its cool-down starts',
   permission: 'policy.approve',
@@ -174,6 +180,7 @@ const approveRoute = apiRoute({
 const challengeRoute = apiRoute({
   method: 'post',
   path: '/policy/proposals/{id}/challenge',
+  operationId: 'challengePolicyProposal',
   tags,
   summary: 'Challenge an approved policy proposal within its cool-down, with a reason; it never goes live',
   permission: 'policy.approve',
@@ -188,6 +195,7 @@ const challengeRoute = apiRoute({
 const rejectRoute = apiRoute({
   method: 'post',
   path: '/policy/proposals/{id}/reject',
+  operationId: 'rejectPolicyProposal',
   tags,
   summary: 'Reject a proposed policy change before anyone approves it, with a reason',
   permission: 'policy.approve',
@@ -198,6 +206,7 @@ const rejectRoute = apiRoute({
 const withdrawRoute = apiRoute({
   method: 'post',
   path: '/policy/proposals/{id}/withdraw',
+  operationId: 'withdrawPolicyProposal',
   tags,
   summary: 'Withdraw an open policy proposal (its proposer only)',
   permission: 'policy.write',
@@ -213,6 +222,7 @@ const withdrawRoute = apiRoute({
 const finalizeRoute = apiRoute({
   method: 'post',
   path: '/policy/proposals/{id}/finalize',
+  operationId: 'finalizePolicyProposal',
   tags,
   summary: 'Make an approved policy proposal live once its cool-down has passed (Ferry also does so before it next checks a movement)',
   permission: 'policy.write',
@@ -227,6 +237,7 @@ const finalizeRoute = apiRoute({
 const testRoute = apiRoute({
   method: 'post',
   path: '/policy/test',
+  operationId: 'testPolicy',
   tags,
   summary: 'What the live rule set, and the open (or a given) rule set proposal, would do with a movement; nothing is created',
   permission: 'read',
