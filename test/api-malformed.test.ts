@@ -97,6 +97,14 @@ await call('POST', `/v3/callback-destinations/${destination.id}/disable`, tokens
 // A credential proposal decided already (rejected): confirming or rejecting it again is refused.
 const decidedCredential = (await call('POST', '/v3/principals', tokens.admin.token, { name: 'fuzz-principal' })).proposal;
 await call('POST', `/v3/credential-proposals/${decidedCredential.id}/reject`, tokens.admin.token, {});
+// Policy: an open address book proposal and an open rule set proposal (a valid proposal for the
+// same subject is refused as already open), and a rejected one (every decision on it is refused).
+const fuzzEntry = { name: 'fuzz-cold', network: 'ethereum', address: `0x${'c'.repeat(40)}`, owner: 'treasury', kind: 'internal' };
+const fuzzRules = { rules: [{ id: 'default', action: { type: 'allow' } }] };
+await call('POST', '/v3/policy/address-book', tokens.operator.token, fuzzEntry);
+await call('POST', '/v3/policy/rules', tokens.operator.token, fuzzRules);
+const decidedPolicy = await call('POST', '/v3/policy/address-book', tokens.operator.token, { ...fuzzEntry, name: 'fuzz-rejected', address: `0x${'d'.repeat(40)}` });
+await call('POST', `/v3/policy/proposals/${decidedPolicy.id}/reject`, tokens.approver.token, { reason: 'no' });
 const UNKNOWN = '00000000-0000-4000-8000-000000000000';
 const HASH = `sha256:${'0'.repeat(64)}`;
 
@@ -580,6 +588,19 @@ const fuzzBase: Record<string, BaseRequest> = {
   'GET /v3/movements/{id}/resolutions': { path: { id: cancelled.id } },
   'POST /v3/movements/{id}/resolutions': { path: { id: cancelled.id }, body: { node_key: 'a', resolution: 'fail', reason: 'no' }, safeTarget: true },
   'POST /v3/movements/{id}/resolutions/{resolution_id}/confirm': { path: { id: cancelled.id, resolution_id: UNKNOWN }, body: {}, safeTarget: true },
+  'GET /v3/policy/address-book': { path: {} },
+  'POST /v3/policy/address-book': { path: {}, body: fuzzEntry, safeTarget: true },
+  'POST /v3/policy/address-book/{name}/remove': { path: { name: 'fuzz-cold' }, body: {}, safeTarget: true },
+  'GET /v3/policy/rules': { path: {} },
+  'POST /v3/policy/rules': { path: {}, body: fuzzRules, safeTarget: true },
+  'GET /v3/policy/proposals': { path: {}, query: { limit: '5' } },
+  'GET /v3/policy/proposals/{id}': { path: { id: decidedPolicy.id } },
+  'POST /v3/policy/proposals/{id}/approve': { path: { id: decidedPolicy.id }, body: {}, safeTarget: true },
+  'POST /v3/policy/proposals/{id}/challenge': { path: { id: decidedPolicy.id }, body: { reason: 'no' }, safeTarget: true },
+  'POST /v3/policy/proposals/{id}/reject': { path: { id: decidedPolicy.id }, body: { reason: 'no' }, safeTarget: true },
+  'POST /v3/policy/proposals/{id}/withdraw': { path: { id: decidedPolicy.id }, body: {}, safeTarget: true },
+  'POST /v3/policy/proposals/{id}/finalize': { path: { id: decidedPolicy.id }, body: {}, safeTarget: true },
+  'POST /v3/policy/test': { path: {}, body: { template_key: 'shape', intent: { n: 1 } } },
   // A cancelled movement's node: a valid request is refused (not a gate, not running).
   'POST /v3/movements/{id}/gates/{node_key}/confirm': { path: { id: cancelled.id, node_key: 'a' }, body: { note: 'checked' }, safeTarget: true },
   'POST /v3/movements/{id}/gates/{node_key}/skip': { path: { id: cancelled.id, node_key: 'a' }, body: { reason: 'not needed' }, safeTarget: true },
