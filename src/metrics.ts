@@ -51,6 +51,8 @@ export const fencedRetriesTotal = counter(
   ['worker'],
 );
 
+export const leasedTotal = counter('ferry_movement_leases_total', 'Movements leased by this process (the actor runtime, FERRY_RUNTIME=actors).', []);
+
 export const workerRunsTotal = counter('ferry_worker_runs_total', 'Worker loop runs by worker and outcome.', ['worker', 'outcome']);
 
 export const workerRunSeconds = new client.Histogram({

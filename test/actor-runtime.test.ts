@@ -52,12 +52,16 @@ test('a leased movement runs as one actor to COMPLETED: one submit per node, no 
   const db = await scratchDatabase(t);
   const deps = runtimeDeps(db.pool);
   const id = await approvedMovement(deps, threeNodes('actor-three'));
-  const h = holder(deps, 'test:holder:1');
+  const h = holder(deps, 'test:holder:1', { maxMovements: 1 });
   t.after(() => h.stop());
   assert.equal(await h.acquire(), 1);
   await completed(db.pool, id);
   const s = await snapshot(db.pool, id);
   for (const n of s.nodes) assert.equal(n.node_state, 'COMPLETED');
+  // With room left, an acquisition that found less than its room says there is nothing more now.
+  const roomy = holder(deps, 'test:holder:roomy');
+  t.after(() => roomy.stop());
+  assert.equal(await roomy.acquire(), 0);
   const submits = await submitsOf(db.pool, id);
   assert.equal(submits.size, 3);
   for (const n of submits.values()) assert.equal(n, 1);
@@ -75,7 +79,7 @@ test('a movement leased by one holder is not leased by another until the lease e
     deps,
     plan('actor-held', [simNode('a', {}), { ...simNode('b', { observe: [{ next_state: 'OBSERVING', retry_after_seconds: 1 }, 'COMPLETED'] }), executor_binding: 'exec.sim.observe' }], [{ from: 'a', to: 'b' }]),
   );
-  const first = holder(deps, 'test:holder:a');
+  const first = holder(deps, 'test:holder:a', { maxMovements: 1 });
   const second = holder(deps, 'test:holder:b');
   t.after(async () => {
     await first.stop();
@@ -117,7 +121,7 @@ test('a holder paused past its lease expiry, whose movement another process fini
   const id = await approvedMovement(base, plan('actor-stalled', [simNode('a', {})]));
 
   // A long TTL: this holder does not renew during the test, as a stalled process would not.
-  const a = holder(paused, 'test:holder:paused', { ttlSeconds: 3600 });
+  const a = holder(paused, 'test:holder:paused', { ttlSeconds: 3600, maxMovements: 1 });
   t.after(async () => {
     release();
     await a.stop();
@@ -160,7 +164,7 @@ test('a cancel delivered while a movement actor waits reaches it at once, and th
       { from: 'b', to: 'c' },
     ]),
   );
-  const h = holder(deps, 'test:holder:cancel', { holdMs: 30_000 });
+  const h = holder(deps, 'test:holder:cancel', { holdMs: 30_000, maxMovements: 1 });
   const wakeups = new Wakeups(db.url, { notices: (n) => h.notice(n) }, deps.log);
   await wakeups.start();
   t.after(async () => {
@@ -191,7 +195,7 @@ test('stop with 100 live actors lets each finish its step and hands back every l
       await approvedMovement(deps, plan(`actor-stop-${i}`, [simNode('a', {}), { ...simNode('b', { observe: [{ next_state: 'OBSERVING', retry_after_seconds: 4 }, 'COMPLETED'] }), executor_binding: 'exec.sim.observe' }], [{ from: 'a', to: 'b' }])),
     );
   }
-  const h = holder(deps, 'test:holder:stop');
+  const h = holder(deps, 'test:holder:stop', { maxMovements: 100 });
   assert.equal(await h.acquire(), 100);
   await waitFor('every movement to wait on its observation', async () => {
     const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM request_nodes WHERE request_id = ANY($1::uuid[]) AND node_state = 'OBSERVING'`, [ids]);
@@ -212,7 +216,7 @@ test('stop with 100 live actors lets each finish its step and hands back every l
   assert.equal((await leasesOf(db.pool, 'test:holder:stop')).length, 0, 'every lease handed back');
   assert.equal(releases, 1, 'in one statement');
   // Handed back, each is leasable at once by another holder (its next look is due in a few seconds).
-  const other = holder(deps, 'test:holder:next');
+  const other = holder(deps, 'test:holder:next', { maxMovements: 100 });
   t.after(() => other.stop());
   await db.pool.query(`UPDATE movement_requests SET next_work_at = now() WHERE id = ANY($1::uuid[])`, [ids]);
   assert.equal(await other.acquire(), 100);

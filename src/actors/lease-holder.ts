@@ -1,4 +1,5 @@
 import type { Logger } from '../log.ts';
+import { leasedTotal } from '../metrics.ts';
 import { acquireLeases, releaseLeases, renewLeases } from '../persistence/leases.ts';
 import type { WorkerDeps } from './execution.ts';
 import { startMovementActor, type MovementActor, type MovementActorState } from './movement-actor.ts';
@@ -68,14 +69,20 @@ export class LeaseHolder {
     this.#renewTimer.unref();
   }
 
-  /** One acquisition: leases what is due (up to the cap) and starts an actor for each. Returns how many. */
+  /**
+   * One acquisition: leases what is due (up to the cap) and starts an actor for each. Returns how
+   * many it leased when that filled its room (more may be due: the loop goes again at once), else 0
+   * (nothing more is due now: the loop sleeps until woken), so an acquisition is never followed by
+   * an empty one.
+   */
   async acquire(): Promise<number> {
     if (this.#stopping) return 0;
     const room = this.opts.maxMovements - this.#held.size;
     if (room <= 0) return 0;
     const leased = await acquireLeases(this.deps.pool, this.opts.owner, this.opts.ttlSeconds, room);
     for (const m of leased) this.#run({ movementId: m.request.id, held: m, refusedSteps: 0 });
-    return leased.length;
+    leasedTotal.inc(leased.length);
+    return leased.length >= room ? leased.length : 0;
   }
 
   /** Notices of committed transitions (wakeups.ts): outside events reach the actors they concern. */
