@@ -151,6 +151,9 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
                     SET request_state = rw.request_state, approval_status = rw.approval_status, approvals = rw.approvals,
                         decided_by = rw.decided_by, current_frontier = rw.current_frontier, row_version = rw.row_version,
                         write_version = r.write_version + 1, next_work_at = rw.next_work_at,
+                        -- A movement no longer running is no holder's work: its lease goes with it.
+                        lease_owner = CASE WHEN rw.request_state IN ('APPROVED', 'EXECUTING') THEN r.lease_owner END,
+                        lease_expires_at = CASE WHEN rw.request_state IN ('APPROVED', 'EXECUTING') THEN r.lease_expires_at END,
                         updated_at = CASE WHEN rw.row_version <> rw.from_version THEN now() ELSE r.updated_at END
                    FROM rw
                   WHERE r.id = rw.id AND r.request_state = rw.from_state AND r.row_version = rw.from_version

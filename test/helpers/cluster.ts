@@ -98,3 +98,47 @@ export async function assertAllCompletedExactlyOnce(pool: Queryable, ids: string
     nodesWithRetries: 0,
   });
 }
+
+/**
+ * Kills one worker of the cluster with SIGKILL every `everyMs` and spawns a replacement with `env`:
+ * the longer-running of the workers that are up (wrote their heartbeat), so a replacement still
+ * starting is not killed before it did anything. `stop()` ends the storm and says how many were killed.
+ */
+export function killStorm(cluster: Cluster, url: string, pool: Queryable, env: Record<string, string>, everyMs = 2000): { stop(): Promise<number> } {
+  const { workers } = cluster;
+  let kills = 0;
+  let stopped = false;
+  const storm = (async () => {
+    while (!stopped) {
+      await new Promise((r) => setTimeout(r, everyMs));
+      if (stopped) break;
+      const up = new Set((await listHeartbeats(pool)).map((h) => h.pid));
+      const victim = workers.findIndex((w) => up.has(w.pid!));
+      if (victim < 0) continue;
+      const child = workers[victim];
+      child.kill('SIGKILL');
+      await exited(child);
+      kills++;
+      workers.splice(victim, 1);
+      workers.push(spawnWorker(url, env));
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await storm;
+      return kills;
+    },
+  };
+}
+
+/** Each node of the movements has exactly one submit in the simulation ledger (none, or two, is listed). */
+export async function assertOneSubmitPerNode(pool: Queryable, ids: string[]): Promise<void> {
+  const { rows } = await pool.query(
+    `SELECT n.id, count(s.id)::int AS submits FROM request_nodes n
+       LEFT JOIN sim_side_effects s ON s.request_node_id = n.id AND s.call = 'submit'
+      WHERE n.request_id = ANY($1::uuid[]) GROUP BY n.id HAVING count(s.id) <> 1`,
+    [ids],
+  );
+  assert.deepEqual(rows, [], 'exactly one submit per node in the ledger');
+}

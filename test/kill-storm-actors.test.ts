@@ -1,0 +1,50 @@
+// @test-runs-alone: 2 worker processes on the actor runtime, 150 movements, a SIGKILL every 2 s.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { benchTemplate, createMovements } from '../scripts/lib/load.ts';
+import { countMovementsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
+import { approveAndFinish, assertOneSubmitPerNode, killStorm, startWorkers } from './helpers/cluster.ts';
+import { scratchDatabase } from './helpers/db.ts';
+
+/**
+ * The kill storm on the actor runtime (FERRY_RUNTIME=actors): two worker processes lease the
+ * movements and drive them as movement actors while one of them is killed with SIGKILL every 2 s
+ * (and replaced). A killed holder's leases expire and the survivors take the movements over; a node
+ * the dead holder left in SUBMITTING is never submitted again by them, but resolved by recovery,
+ * which asks the provider. Every movement completes with exactly one submit per node.
+ */
+const MOVEMENTS = 150;
+const ENV = {
+  FERRY_RUNTIME: 'actors',
+  FERRY_LEASE_TTL_SECONDS: '2',
+  FERRY_SUBMITTING_GRACE_SECONDS: '5',
+  FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=5',
+  FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
+  FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
+  FERRY_NODE_RECOVERY_BATCH_SIZE: '200',
+  FERRY_LEASE_MAX_MOVEMENTS: '50',
+  FERRY_DB_POOL_MAX: '6',
+};
+
+test(`${MOVEMENTS} movements on 2 actor-runtime processes, a worker SIGKILLed every 2 s: all complete, one submit per node`, async (t) => {
+  const db = await scratchDatabase(t);
+  const ids = await createMovements(db.pool, benchTemplate(), MOVEMENTS);
+  const cluster = await startWorkers(db.url, db.pool, 2, ENV);
+  const storm = killStorm(cluster, db.url, db.pool, ENV);
+  let kills = 0;
+  await approveAndFinish(cluster, db.pool, ids, {
+    beforeStop: async () => {
+      kills = await storm.stop();
+    },
+  });
+  assert.ok(kills >= 2, `workers were killed mid-run (${kills} kills)`);
+  assert.deepEqual(await countMovementsByState(db.pool, ids), { COMPLETED: MOVEMENTS });
+  const report = await exactlyOnceReport(db.pool, ids);
+  assert.equal(report.nodes, MOVEMENTS * 3);
+  assert.equal(report.keysSubmittedTwice, 0, 'no attempt submitted twice');
+  await assertOneSubmitPerNode(db.pool, ids);
+  // Nothing is left leased: a settled movement's lease goes with its last write, even when its
+  // holder was killed, and SIGTERM hands every other lease back.
+  const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM movement_requests WHERE id = ANY($1::uuid[]) AND lease_owner IS NOT NULL', [ids]);
+  assert.equal(rows[0].n, 0);
+});
