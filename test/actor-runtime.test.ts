@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { WorkerDeps } from '../src/actors/execution.ts';
+import { GroupWriter } from '../src/actors/group-writer.ts';
 import { LeaseHolder } from '../src/actors/lease-holder.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
@@ -9,7 +10,8 @@ import type { Executor, ExecutionContext, PreparedAction, SubmitOptions } from '
 import { ExecutorRegistry } from '../src/executors/registry.ts';
 import { summarizeNodes } from '../src/machines/node-summary.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
-import { leasesOf } from '../src/persistence/leases.ts';
+import { leasesOf, readMovements } from '../src/persistence/leases.ts';
+import { TransitionConflictError } from '../src/errors.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { approvedMovement, backdateNodes, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -220,4 +222,41 @@ test('stop with 100 live actors lets each finish its step and hands back every l
   t.after(() => other.stop());
   await db.pool.query(`UPDATE movement_requests SET next_work_at = now() WHERE id = ANY($1::uuid[])`, [ids]);
   assert.equal(await other.acquire(), 100);
+});
+
+test('the group writer merges writes that arrive while its flushes are busy, and a fenced-out one is refused alone', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const ids: string[] = [];
+  for (let i = 0; i < 7; i++) ids.push(await approvedMovement(deps, plan(`group-${i}`, [simNode('a', {})])));
+  const held = await readMovements(db.pool, ids);
+  const groupStatements: string[] = [];
+  const query = db.pool.query.bind(db.pool);
+  (db.pool as { query: unknown }).query = (...args: unknown[]) => {
+    if (typeof args[0] === 'string' && args[0].startsWith('WITH rw AS')) groupStatements.push(args[0]);
+    return (query as (...a: unknown[]) => unknown)(...args);
+  };
+  t.after(() => ((db.pool as { query: unknown }).query = query));
+  const writer = new GroupWriter(db.pool, 1);
+  const claim = (m: (typeof held)[number]) =>
+    writer.write({ nodes: [{ nodeId: m.nodes[0].id, event: { type: 'DISPATCH_CLAIMED', at: new Date().toISOString() }, lease: crypto.randomUUID() }] }, { actor: 'test', deps: deps.transitions, held: [m] });
+
+  // The first goes out at once; the four behind it go out together.
+  const first = await Promise.all(held.slice(0, 5).map(claim));
+  assert.equal(groupStatements.length, 2, 'two statements for five writes');
+  for (const r of first) assert.equal(r.nodes[0] instanceof Error, false);
+  for (const [i, r] of first.entries()) assert.equal(r.nodesOf(held[i].request.id)[0].node_state, 'PREPARING');
+
+  // Stale rows of the fifth movement (written above) ride with the sixth's fresh ones: the merged
+  // write is refused, and each goes again on its own: the sixth is written, the fifth refused.
+  groupStatements.length = 0;
+  const occupying = claim(held[6]);
+  const busy = claim(held[5]);
+  const stale = claim(held[4]);
+  const [, fresh, refused] = await Promise.allSettled([occupying, busy, stale]);
+  assert.equal(groupStatements.length, 4, 'one alone, one merged and refused, then the two on their own');
+  assert.equal(fresh.status, 'fulfilled');
+  assert.equal(refused.status, 'rejected');
+  assert.ok((refused as PromiseRejectedResult).reason instanceof TransitionConflictError);
+  assert.equal((await snapshot(db.pool, ids[5])).byKey.a.node_state, 'PREPARING');
 });

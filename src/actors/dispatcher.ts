@@ -221,7 +221,7 @@ async function commit(deps: WorkerDeps, items: NodeItem[], opts: BatchOptions): 
     try {
       const held = current.held;
       return await (held
-        ? deliverHeld(deps.pool, { nodes: items }, { ...current, held })
+        ? (deps.groupWriter?.write({ nodes: items }, { ...current, held }) ?? deliverHeld(deps.pool, { nodes: items }, { ...current, held }))
         : withTransaction(deps.pool, (client: Client) => deliverBatch(client, { nodes: items }, current)));
     } catch (err) {
       if (err instanceof TransitionConflictError && current.held) {

@@ -10,6 +10,7 @@ import { artifactsOfNodes, type ArtifactRow, type NewArtifact } from '../persist
 import type { Pool, Queryable } from '../persistence/db.ts';
 import { nodesOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 import type { HandedOffClaims } from './dispatcher.ts';
+import type { GroupWriter } from './group-writer.ts';
 import type { CarriedClaim, TransitionDeps } from './transition.ts';
 
 /** What the dispatcher, observer and recovery workers share. */
@@ -27,6 +28,8 @@ export interface WorkerDeps {
   handOff?: (claims: CarriedClaim[]) => void;
   /** Where handOff queues those claims for this runtime's dispatcher slots; dispatchBatch takes them first. */
   dispatchQueue?: HandedOffClaims;
+  /** The actor runtime's group writer: writes over held rows go through it, merged under load. */
+  groupWriter?: GroupWriter;
 }
 
 export const nowIso = () => new Date().toISOString();

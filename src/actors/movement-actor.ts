@@ -159,12 +159,8 @@ export async function stepMovement(deps: WorkerDeps, state: MovementActorState, 
 /** A write over held rows; null when the fence refused it (the rows are read again next step). */
 async function commitHeld(deps: WorkerDeps, state: MovementActorState, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, carry: boolean): Promise<BatchResult | null> {
   try {
-    const result = await deliverHeld(deps.pool, items, {
-      actor: ACTOR,
-      deps: deps.transitions,
-      held: [state.held!],
-      claimUnblocked: carry ? () => randomUUID() : undefined,
-    });
+    const opts = { actor: ACTOR, deps: deps.transitions, held: [state.held!], claimUnblocked: carry ? () => randomUUID() : undefined };
+    const result = await (deps.groupWriter?.write(items, opts) ?? deliverHeld(deps.pool, items, opts));
     state.held = { request: result.movementOf(state.movementId), nodes: result.nodesOf(state.movementId) };
     return result;
   } catch (err) {

@@ -23,6 +23,7 @@ import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
 import { dispatchBatch, drainHandedOff, HandedOffClaims } from './dispatcher.ts';
 import type { WorkerDeps } from './execution.ts';
+import { GroupWriter } from './group-writer.ts';
 import { LeaseHolder } from './lease-holder.ts';
 import { Waker, type LoopSpec } from './loop-runner.ts';
 import { startMovementQueue, type MovementQueueConsumer } from './movement-queue.ts';
@@ -39,6 +40,9 @@ import { Wakeups } from './wakeups.ts';
  * transition deps (they enqueue callback jobs), so pg-boss starts in API-only processes too; the
  * loops and the delivery worker start only where workers are enabled.
  */
+/** Group statements the actor runtime's writer has in flight at once; writes arriving meanwhile are merged. */
+const GROUP_WRITER_IN_FLIGHT = 2;
+
 export interface RuntimeOptions {
   pool: Pool;
   config: FerryConfig;
@@ -179,6 +183,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   // Without dispatcher slots here (FERRY_WORKER_NODE_DISPATCHER_ENABLED=false), a node another
   // worker's commit claimed is dispatched by that worker itself rather than queued for no one.
   // The actor runtime: one lease holder, whose movement actors dispatch and observe (lease-holder.ts).
+  if (workers && actors) deps.groupWriter = new GroupWriter(pool, GROUP_WRITER_IN_FLIGHT);
   const holder = workers && actors ? new LeaseHolder(deps, { owner: processId, ttlSeconds: config.leaseTtlSeconds, maxMovements: config.leaseMaxMovements, holdMs: config.actorHoldSeconds * 1000, log }) : null;
   const holderWaker = new Waker();
   holder?.onWake(() => holderWaker.wake());

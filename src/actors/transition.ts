@@ -269,6 +269,15 @@ export async function deliverHeld(
   const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   b.derive();
   b.carryOnward();
+  await flushHeld(pool, b);
+  return batchResult(b, requests, nodes);
+}
+
+/**
+ * Writes a batch computed over held rows: the group statement alone in autocommit, or in a
+ * transaction when the batch also writes callback or audit rows.
+ */
+export async function flushHeld(pool: Pool, b: Batch): Promise<void> {
   if (b.needsTransaction()) {
     await withTransaction(pool, (client) => b.flush(client));
   } else {
@@ -276,21 +285,23 @@ export async function deliverHeld(
     await b.flush(pool, (fn) => lines.push(fn));
     for (const fn of lines) fn();
   }
-  return batchResult(b, requests, nodes);
 }
 
-function batchResult(b: Batch, requests: (Pending | Refusal)[], nodes: (Pending | Refusal)[]): BatchResult {
+/** The results of one caller's events in a batch (all of them, or those at `requests` and `nodes`). */
+export function batchResult(b: Batch, requests: (Pending | Refusal)[], nodes: (Pending | Refusal)[], movementIds?: Set<string>): BatchResult {
   return {
     requests: requests.map((r) => (r instanceof Pending ? b.deliveredToRequest(r) : r)),
     nodes: nodes.map((r) => (r instanceof Pending ? b.deliveredToNode(r) : r)),
-    claimed: b.claims.map((c) => ({ node: b.nodeRow(c.nodeId), request: b.movementRow(c.movementId), nodes: b.siblings(c.movementId), lease: c.lease })),
+    claimed: b.claims
+      .filter((c) => !movementIds || movementIds.has(c.movementId))
+      .map((c) => ({ node: b.nodeRow(c.nodeId), request: b.movementRow(c.movementId), nodes: b.siblings(c.movementId), lease: c.lease })),
     nodesOf: (movementId) => b.siblings(movementId),
     movementOf: (movementId) => b.movementRow(movementId),
   };
 }
 
 /** Whether the held movements hold every movement and node the items name. */
-function covers(held: LockedMovement[], movements: MovementItem[], nodes: NodeItem[]): boolean {
+export function covers(held: LockedMovement[], movements: MovementItem[], nodes: NodeItem[]): boolean {
   const movementIds = new Set(held.map((m) => m.request.id));
   const nodeIds = new Set(held.flatMap((m) => m.nodes.map((n) => n.id)));
   return movements.every((i) => movementIds.has(i.movementId)) && nodes.every((i) => nodeIds.has(i.nodeId));
@@ -320,7 +331,7 @@ interface Entity<Row> {
 }
 
 /** An accepted transition waiting for its log row id and time. */
-class Pending {
+export class Pending {
   id = 0;
   at = new Date(0);
   constructor(
