@@ -62,26 +62,36 @@ function evmDeps(pool: Pool, wrap?: (real: EvmNativeTransferExecutor) => Executo
  * process: signed and committed SUBMITTING, nothing broadcast) until `release()`; `reached`
  * resolves when it got there.
  */
-function stallBeforeBroadcast() {
+/**
+ * An executor whose first attempt stalls (a slow process) until the test lets it go on: in its
+ * pre-submit check (default), or inside submit after the check passed, before the broadcast is cleared.
+ */
+function stallBeforeBroadcast(where: 'preSubmitCheck' | 'submit' = 'preSubmitCheck') {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   let paused!: () => void;
   const reached = new Promise<void>((r) => (paused = r));
+  const stall = async (ctx: ExecutionContext, at: typeof where) => {
+    if (ctx.attempt_no === 1 && at === where) {
+      paused();
+      await gate;
+    }
+  };
   const wrap = (real: EvmNativeTransferExecutor): Executor =>
     Object.assign(Object.create(real) as Executor, {
       executorKey: real.executorKey,
       lane: real.lane,
       preflight: (ctx: ExecutionContext) => real.preflight(ctx),
       prepare: (ctx: ExecutionContext) => real.prepare(ctx),
-      submit: real.submit.bind(real),
+      submit: async (ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions) => {
+        await stall(ctx, 'submit');
+        return real.submit(ctx, prepared, opts);
+      },
       observe: (ctx: ExecutionContext) => real.observe(ctx),
       recover: (ctx: ExecutionContext) => real.recover(ctx),
       inspect: (ctx: ExecutionContext) => real.inspect(ctx),
       preSubmitCheck: async (ctx: ExecutionContext) => {
-        if (ctx.attempt_no === 1) {
-          paused();
-          await gate;
-        }
+        await stall(ctx, 'preSubmitCheck');
         return real.preSubmitCheck(ctx);
       },
     });
@@ -383,30 +393,9 @@ test('a nonce reclaimed while its attempt waits between signing and submit is ne
 
 test('a nonce reclaimed after the pre-submit check passed, before the broadcast is cleared, is never sent and never FAILED: the node is prepared again and pays once', async (t) => {
   const db = await scratchDatabase(t);
-  // The attempt passes its pre-submit check, then stalls inside submit (a slow process) until the
-  // test lets it go on: the reaper takes the nonce back in between.
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  let paused!: () => void;
-  const reached = new Promise<void>((r) => (paused = r));
-  const wrap = (real: EvmNativeTransferExecutor): Executor =>
-    Object.assign(Object.create(real) as Executor, {
-      executorKey: real.executorKey,
-      lane: real.lane,
-      preflight: (ctx: ExecutionContext) => real.preflight(ctx),
-      prepare: (ctx: ExecutionContext) => real.prepare(ctx),
-      preSubmitCheck: (ctx: ExecutionContext) => real.preSubmitCheck(ctx),
-      submit: async (ctx: ExecutionContext, prepared: PreparedAction, opts: SubmitOptions) => {
-        if (ctx.attempt_no === 1) {
-          paused();
-          await gate;
-        }
-        return real.submit(ctx, prepared, opts);
-      },
-      observe: (ctx: ExecutionContext) => real.observe(ctx),
-      recover: (ctx: ExecutionContext) => real.recover(ctx),
-      inspect: (ctx: ExecutionContext) => real.inspect(ctx),
-    });
+  // The attempt passes its pre-submit check, then stalls inside submit until the test lets it go
+  // on: the reaper takes the nonce back in between.
+  const { wrap, reached, release } = stallBeforeBroadcast('submit');
   const deps = evmDeps(db.pool, wrap);
   const first = await senderNonce();
   const to = freshAddress();

@@ -1,9 +1,7 @@
 // @test-runs-alone: 2 worker processes on the actor runtime, 150 movements, a SIGKILL every 2 s.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { benchTemplate, createMovements } from '../scripts/lib/load.ts';
-import { countMovementsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
-import { approveAndFinish, assertOneSubmitPerNode, killStorm, startWorkers } from './helpers/cluster.ts';
+import { runKillStorm } from './helpers/cluster.ts';
 import { scratchDatabase } from './helpers/db.ts';
 
 /**
@@ -28,21 +26,7 @@ const ENV = {
 
 test(`${MOVEMENTS} movements on 2 actor-runtime processes, a worker SIGKILLed every 2 s: all complete, one submit per node`, async (t) => {
   const db = await scratchDatabase(t);
-  const ids = await createMovements(db.pool, benchTemplate(), MOVEMENTS);
-  const cluster = await startWorkers(db.url, db.pool, 2, ENV);
-  const storm = killStorm(cluster, db.url, db.pool, ENV);
-  let kills = 0;
-  await approveAndFinish(cluster, db.pool, ids, {
-    beforeStop: async () => {
-      kills = await storm.stop();
-    },
-  });
-  assert.ok(kills >= 2, `workers were killed mid-run (${kills} kills)`);
-  assert.deepEqual(await countMovementsByState(db.pool, ids), { COMPLETED: MOVEMENTS });
-  const report = await exactlyOnceReport(db.pool, ids);
-  assert.equal(report.nodes, MOVEMENTS * 3);
-  assert.equal(report.keysSubmittedTwice, 0, 'no attempt submitted twice');
-  await assertOneSubmitPerNode(db.pool, ids);
+  const ids = await runKillStorm(db, MOVEMENTS, ENV, 2);
   // Nothing is left leased: a settled movement's lease goes with its last write, even when its
   // holder was killed, and SIGTERM hands every other lease back.
   const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM movement_requests WHERE id = ANY($1::uuid[]) AND lease_owner IS NOT NULL', [ids]);

@@ -1,9 +1,6 @@
 // @test-runs-alone: 2 worker processes, 500 movements, a SIGKILL every 2 s.
-import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { benchTemplate, createMovements } from '../scripts/lib/load.ts';
-import { countMovementsByState, exactlyOnceReport } from '../scripts/lib/bench-queries.ts';
-import { approveAndFinish, assertOneSubmitPerNode, killStorm, startWorkers } from './helpers/cluster.ts';
+import { runKillStorm } from './helpers/cluster.ts';
 import { scratchDatabase } from './helpers/db.ts';
 
 /**
@@ -28,19 +25,5 @@ const ENV = {
 
 test(`${MOVEMENTS} movements on 2 processes, a worker SIGKILLed every 2 s: all complete, one submit per node`, async (t) => {
   const db = await scratchDatabase(t);
-  const ids = await createMovements(db.pool, benchTemplate(), MOVEMENTS);
-  const cluster = await startWorkers(db.url, db.pool, 2, ENV);
-  const storm = killStorm(cluster, db.url, db.pool, ENV);
-  let kills = 0;
-  await approveAndFinish(cluster, db.pool, ids, {
-    beforeStop: async () => {
-      kills = await storm.stop();
-    },
-  });
-  assert.ok(kills >= 3, `workers were killed mid-run (${kills} kills)`);
-  assert.deepEqual(await countMovementsByState(db.pool, ids), { COMPLETED: MOVEMENTS });
-  const report = await exactlyOnceReport(db.pool, ids);
-  assert.equal(report.nodes, MOVEMENTS * 3);
-  assert.equal(report.keysSubmittedTwice, 0, 'no attempt submitted twice');
-  await assertOneSubmitPerNode(db.pool, ids);
+  await runKillStorm(db, MOVEMENTS, ENV, 3);
 });

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { approveMovements } from '../../scripts/lib/load.ts';
+import { approveMovements, benchTemplate, createMovements } from '../../scripts/lib/load.ts';
 import { countMovementsByState, exactlyOnceReport } from '../../scripts/lib/bench-queries.ts';
 import type { Pool, Queryable } from '../../src/persistence/db.ts';
 import { listHeartbeats } from '../../src/persistence/heartbeats.ts';
@@ -141,4 +141,29 @@ export async function assertOneSubmitPerNode(pool: Queryable, ids: string[]): Pr
     [ids],
   );
   assert.deepEqual(rows, [], 'exactly one submit per node in the ledger');
+}
+
+/**
+ * The kill storm run: `movements` of the three-node bench plan on 2 worker processes with `env`,
+ * one of them SIGKILLed every 2 s and replaced (killStorm), until all are approved and finished.
+ * Checks that the storm killed at least `minKills`, that every movement completed, and that the
+ * ledger has exactly one submit per node. Returns the movements' ids.
+ */
+export async function runKillStorm(db: { url: string; pool: Pool }, movements: number, env: Record<string, string>, minKills: number): Promise<string[]> {
+  const ids = await createMovements(db.pool, benchTemplate(), movements);
+  const cluster = await startWorkers(db.url, db.pool, 2, env);
+  const storm = killStorm(cluster, db.url, db.pool, env);
+  let kills = 0;
+  await approveAndFinish(cluster, db.pool, ids, {
+    beforeStop: async () => {
+      kills = await storm.stop();
+    },
+  });
+  assert.ok(kills >= minKills, `workers were killed mid-run (${kills} kills)`);
+  assert.deepEqual(await countMovementsByState(db.pool, ids), { COMPLETED: movements });
+  const report = await exactlyOnceReport(db.pool, ids);
+  assert.equal(report.nodes, movements * 3);
+  assert.equal(report.keysSubmittedTwice, 0, 'no attempt submitted twice');
+  await assertOneSubmitPerNode(db.pool, ids);
+  return ids;
 }
