@@ -372,7 +372,7 @@ function transitionLine(t: NewTransitionRow, node: NodeRow | undefined): Record<
   };
 }
 
-/** Exported for the model check (test/model): it drives this class without a database, never calling flush(). */
+/** Exported for the group writer (group-writer.ts), which merges several callers into one batch, and for the model check (test/model), which drives it without a database. */
 export class Batch {
   readonly requests = new Map<string, Entity<MovementRow>>();
   readonly nodes = new Map<string, Entity<NodeRow>>();
