@@ -94,12 +94,24 @@ const KmsSchema = z
     region: z.string().min(1),
     /** The KMS endpoint; required, so the SDK never goes looking for one. */
     endpoint: z.string().url(),
-    access_key_id_env: z.string().regex(ENV_NAME, 'an environment variable name'),
-    secret_access_key_env: z.string().regex(ENV_NAME, 'an environment variable name'),
+    /**
+     * Static keys, read from these variables. Unset (all three): the AWS SDK's default credential
+     * chain (environment, web identity / IRSA, ECS task role, shared files, instance role).
+     */
+    access_key_id_env: z.string().regex(ENV_NAME, 'an environment variable name').optional(),
+    secret_access_key_env: z.string().regex(ENV_NAME, 'an environment variable name').optional(),
     session_token_env: z.string().regex(ENV_NAME, 'an environment variable name').optional(),
     timeout_ms: z.number().int().positive().default(5_000),
   })
-  .strict();
+  .strict()
+  .refine((k) => (k.access_key_id_env === undefined) === (k.secret_access_key_env === undefined), {
+    message: 'access_key_id_env and secret_access_key_env go together (neither: the default credential chain)',
+    path: ['secret_access_key_env'],
+  })
+  .refine((k) => k.session_token_env === undefined || k.access_key_id_env !== undefined, {
+    message: 'session_token_env needs access_key_id_env and secret_access_key_env',
+    path: ['session_token_env'],
+  });
 
 const SignerSchema = z
   .object({

@@ -312,6 +312,59 @@ describe('createSignerFromConfig', () => {
   });
 });
 
+describe('credentials', () => {
+  test("without static keys the AWS SDK's default credential chain supplies them (here from the environment)", async (t) => {
+    const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+    process.env.AWS_ACCESS_KEY_ID = kms.accessKeyId;
+    process.env.AWS_SECRET_ACCESS_KEY = kms.secretAccessKey;
+    t.after(() => {
+      for (const [name, value] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    });
+    const [entry] = ConfigFileSchema.parse({
+      evm: {
+        chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: 'http://127.0.0.1:1', max_fee_per_gas_cap_wei: '500000000000' }],
+        signers: [{ key: 'role', kind: 'aws_kms', kms: { key_id: kms.keyId, region: kms.region, endpoint: kms.url }, chains: [ANVIL_CHAIN_ID] }],
+      },
+    }).evm.signers;
+    // No variable of Ferry's own is read: the chain finds what the platform provides.
+    const signer = createSignerFromConfig(entry!, {});
+    assert.ok(signer instanceof AwsKmsEvmSigner);
+    assert.equal(await signer.getAddress(), kms.address);
+    await signer.close();
+  });
+
+  test('static keys go by pairs: one variable without the other is refused naming the setting', () => {
+    const parsed = ConfigFileSchema.safeParse({
+      evm: {
+        chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: 'http://127.0.0.1:1', max_fee_per_gas_cap_wei: '500000000000' }],
+        signers: [{ key: 'half', kind: 'aws_kms', kms: { key_id: 'k', region: 'eu-west-1', endpoint: 'http://127.0.0.1:1', access_key_id_env: 'KMS_ID' }, chains: [ANVIL_CHAIN_ID] }],
+      },
+    });
+    assert.equal(parsed.success, false);
+    assert.match(JSON.stringify(parsed.error!.issues), /secret_access_key_env/);
+  });
+
+  test('expired session credentials defer the signature (temporary, retried once they are refreshed); nothing is signed', async () => {
+    kms.script('expired_token');
+    const signer = kmsSigner({ maxAttempts: 1 });
+    try {
+      await assert.rejects(signer.getAddress(), (err: unknown) => {
+        assert.ok(err instanceof TemporaryMovementError, String(err));
+        assert.equal(err.code, 'SIGNER_KMS_CREDENTIALS_EXPIRED');
+        assert.ok(Number(err.details.retry_after_seconds) > 0);
+        return true;
+      });
+      // Refreshed credentials (the emulator answers again): the same signer goes on.
+      assert.equal(await signer.getAddress(), kms.address);
+    } finally {
+      await signer.close();
+    }
+  });
+});
+
 test('parseDerSignature reads minimal DER and refuses anything else', () => {
   const r = 0x80n << 248n; // high bit set: encoded with a leading zero byte
   const s = 12345n;

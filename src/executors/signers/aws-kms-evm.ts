@@ -26,8 +26,11 @@ export interface AwsKmsEvmSignerOptions {
   region: string;
   /** The KMS endpoint, always explicit: the SDK never looks one up. */
   endpoint: string;
-  /** Always explicit: the SDK's default provider chain (files, instance metadata) is never used. */
-  credentials: AwsKmsCredentials;
+  /**
+   * Static keys; unset: the SDK's default credential chain (environment, web identity, ECS task
+   * role, shared files, instance role), which refreshes session credentials before they expire.
+   */
+  credentials?: AwsKmsCredentials;
   /** Timeout of one KMS request (connection and answer), in milliseconds. */
   timeoutMs?: number;
   /** Attempts per call, the SDK's retries included (throttling and 5xx are retried with backoff). */
@@ -46,9 +49,9 @@ export interface AwsKmsEvmSignerOptions {
  * the address with each parity. Before any of that, the request passes the same policy as every
  * EVM signer (evm-policy.ts).
  *
- * Errors: throttling and KMS-side or network failures are TemporaryMovementErrors (the node is
- * deferred, nothing was signed); a missing, disabled or misused key and refused credentials are
- * FatalMovementErrors with SIGNER_KMS_* codes. No message carries a credential or a KMS answer's text.
+ * Errors: throttling, KMS-side or network failures, and expired or not yet loadable credentials
+ * are TemporaryMovementErrors (the node is deferred, nothing was signed); a missing, disabled or
+ * misused key and refused credentials are FatalMovementErrors with SIGNER_KMS_* codes. No message carries a credential or a KMS answer's text.
  */
 export class AwsKmsEvmSigner implements Signer {
   readonly signerKey: string;
@@ -66,7 +69,7 @@ export class AwsKmsEvmSigner implements Signer {
     this.#client = new KMSClient({
       region: opts.region,
       endpoint: opts.endpoint,
-      credentials: { ...opts.credentials },
+      ...(opts.credentials ? { credentials: { ...opts.credentials } } : {}),
       maxAttempts: opts.maxAttempts ?? 3,
       // 'auto' could ask the instance metadata service for the region: never.
       defaultsMode: 'standard',
@@ -156,8 +159,14 @@ const FATAL_CODES: Record<string, string> = {
   UnrecognizedClientException: 'SIGNER_KMS_ACCESS_DENIED',
   InvalidSignatureException: 'SIGNER_KMS_ACCESS_DENIED',
   IncompleteSignature: 'SIGNER_KMS_ACCESS_DENIED',
-  ExpiredTokenException: 'SIGNER_KMS_ACCESS_DENIED',
 };
+/**
+ * Credentials that expired, or that the default chain could not load right now (a web identity or
+ * container endpoint that did not answer): nothing was signed, and refreshed credentials will do.
+ */
+const CREDENTIALS_EXPIRED = new Set(['ExpiredTokenException', 'ExpiredToken', 'RequestExpired']);
+const CREDENTIALS_UNAVAILABLE = new Set(['CredentialsProviderError', 'TokenProviderError']);
+const CREDENTIALS_RETRY_SECONDS = 30;
 const THROTTLING = new Set(['ThrottlingException', 'Throttling', 'TooManyRequestsException', 'LimitExceededException', 'RequestLimitExceeded']);
 
 /**
@@ -175,6 +184,12 @@ export function kmsError(signerKey: string, operation: string, err: unknown): Mo
   }
   if (name === 'KMSInternalException' || name === 'DependencyTimeoutException' || (status !== undefined && status >= 500)) {
     return new TemporaryMovementError('SIGNER_KMS_UNAVAILABLE', what, details);
+  }
+  if (CREDENTIALS_EXPIRED.has(name)) {
+    return new TemporaryMovementError('SIGNER_KMS_CREDENTIALS_EXPIRED', what, { ...details, retry_after_seconds: CREDENTIALS_RETRY_SECONDS });
+  }
+  if (CREDENTIALS_UNAVAILABLE.has(name)) {
+    return new TemporaryMovementError('SIGNER_KMS_CREDENTIALS_UNAVAILABLE', what, { ...details, retry_after_seconds: CREDENTIALS_RETRY_SECONDS });
   }
   const fatal = FATAL_CODES[name];
   if (fatal) return new FatalMovementError(fatal, what, details);

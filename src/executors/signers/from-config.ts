@@ -35,11 +35,15 @@ export function createSignerFromConfig(entry: EvmSignerConfig, env: NodeJS.Proce
     keyId: kms.key_id,
     region: kms.region,
     endpoint: kms.endpoint,
-    credentials: {
-      accessKeyId: required(kms.access_key_id_env),
-      secretAccessKey: required(kms.secret_access_key_env),
-      ...(kms.session_token_env ? { sessionToken: required(kms.session_token_env) } : {}),
-    },
+    // Static keys when the entry names their variables; else the SDK's default credential chain.
+    credentials:
+      kms.access_key_id_env && kms.secret_access_key_env
+        ? {
+            accessKeyId: required(kms.access_key_id_env),
+            secretAccessKey: required(kms.secret_access_key_env),
+            ...(kms.session_token_env ? { sessionToken: required(kms.session_token_env) } : {}),
+          }
+        : undefined,
     timeoutMs: kms.timeout_ms,
     ...scope,
   });
