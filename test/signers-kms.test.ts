@@ -336,6 +336,31 @@ describe('credentials', () => {
     await signer.close();
   });
 
+  test('no credentials anywhere in the default chain: the node is deferred (temporary), not failed', async (t) => {
+    const names = ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_SHARED_CREDENTIALS_FILE', 'AWS_CONFIG_FILE', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI', 'AWS_CONTAINER_CREDENTIALS_FULL_URI'];
+    const saved = Object.fromEntries(names.map((n) => [n, process.env[n]]));
+    for (const n of names) delete process.env[n];
+    // No shared files either (the chain would read ~/.aws otherwise).
+    process.env.AWS_SHARED_CREDENTIALS_FILE = '/nonexistent/ferry-test/credentials';
+    process.env.AWS_CONFIG_FILE = '/nonexistent/ferry-test/config';
+    t.after(() => {
+      for (const n of names) {
+        if (saved[n] === undefined) delete process.env[n];
+        else process.env[n] = saved[n];
+      }
+    });
+    const signer = kmsSigner({ credentials: undefined, maxAttempts: 1 });
+    try {
+      await assert.rejects(signer.getAddress(), (err: unknown) => {
+        assert.ok(err instanceof TemporaryMovementError, String(err));
+        assert.equal(err.code, 'SIGNER_KMS_CREDENTIALS_UNAVAILABLE');
+        return true;
+      });
+    } finally {
+      await signer.close();
+    }
+  });
+
   test('static keys go by pairs: one variable without the other is refused naming the setting', () => {
     const parsed = ConfigFileSchema.safeParse({
       evm: {
