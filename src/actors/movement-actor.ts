@@ -115,7 +115,17 @@ export function startMovementActor(
   const actor = createActor(
     driver.provide({
       actors: {
-        step: fromPromise(async () => (opts.stopping() ? { next: 'done' as const, reason: 'stopping' } : stepMovement(deps, state, opts.holdMs))),
+        step: fromPromise(async () => {
+          if (opts.stopping()) return { next: 'done' as const, reason: 'stopping' };
+          try {
+            return await stepMovement(deps, state, opts.holdMs);
+          } catch (err) {
+            // Ferry's own trouble (the database, a bug): the movement is handed back, and its
+            // next_work_at makes it leasable again; what was committed stands.
+            deps.log.warn({ err, movement_id: state.movementId, worker: 'movement_actor' }, 'movement step failed; the movement is handed back');
+            throw err;
+          }
+        }),
       },
     }),
     { input: {} },
