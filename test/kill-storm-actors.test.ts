@@ -1,4 +1,4 @@
-// @test-runs-alone: 2 worker processes on the actor runtime, 150 movements, a SIGKILL every 2 s.
+// @test-runs-alone: 2 worker processes on the actor runtime, 400 movements, a SIGKILL every second.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runKillStorm } from './helpers/cluster.ts';
@@ -6,12 +6,13 @@ import { scratchDatabase } from './helpers/db.ts';
 
 /**
  * The kill storm on the actor runtime (FERRY_RUNTIME=actors): two worker processes lease the
- * movements and drive them as movement actors while one of them is killed with SIGKILL every 2 s
- * (and replaced). A killed holder's leases expire and the survivors take the movements over; a node
- * the dead holder left in SUBMITTING is never submitted again by them, but resolved by recovery,
- * which asks the provider. Every movement completes with exactly one submit per node.
+ * movements and drive them as movement actors while one of them is killed with SIGKILL every
+ * second (the actor runtime gets through a batch fast) and replaced. A killed holder's leases
+ * expire and the survivors take the movements over; a node the dead holder left in SUBMITTING is
+ * never submitted again by them, but resolved by recovery, which asks the provider. Every movement
+ * completes with exactly one submit per node.
  */
-const MOVEMENTS = 150;
+const MOVEMENTS = 400;
 const ENV = {
   FERRY_RUNTIME: 'actors',
   FERRY_LEASE_TTL_SECONDS: '2',
@@ -24,9 +25,9 @@ const ENV = {
   FERRY_DB_POOL_MAX: '6',
 };
 
-test(`${MOVEMENTS} movements on 2 actor-runtime processes, a worker SIGKILLed every 2 s: all complete, one submit per node`, async (t) => {
+test(`${MOVEMENTS} movements on 2 actor-runtime processes, a worker SIGKILLed every second: all complete, one submit per node`, async (t) => {
   const db = await scratchDatabase(t);
-  const ids = await runKillStorm(db, MOVEMENTS, ENV, 2);
+  const ids = await runKillStorm(db, MOVEMENTS, ENV, 2, 1000);
   // Nothing is left leased: a settled movement's lease goes with its last write, even when its
   // holder was killed, and SIGTERM hands every other lease back.
   const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM movement_requests WHERE id = ANY($1::uuid[]) AND lease_owner IS NOT NULL', [ids]);

@@ -145,14 +145,14 @@ export async function assertOneSubmitPerNode(pool: Queryable, ids: string[]): Pr
 
 /**
  * The kill storm run: `movements` of the three-node bench plan on 2 worker processes with `env`,
- * one of them SIGKILLed every 2 s and replaced (killStorm), until all are approved and finished.
+ * one of them SIGKILLed every `everyMs` and replaced (killStorm), until all are approved and finished.
  * Checks that the storm killed at least `minKills`, that every movement completed, and that the
  * ledger has exactly one submit per node. Returns the movements' ids.
  */
-export async function runKillStorm(db: { url: string; pool: Pool }, movements: number, env: Record<string, string>, minKills: number): Promise<string[]> {
+export async function runKillStorm(db: { url: string; pool: Pool }, movements: number, env: Record<string, string>, minKills: number, everyMs = 2000): Promise<string[]> {
   const ids = await createMovements(db.pool, benchTemplate(), movements);
   const cluster = await startWorkers(db.url, db.pool, 2, env);
-  const storm = killStorm(cluster, db.url, db.pool, env);
+  const storm = killStorm(cluster, db.url, db.pool, env, everyMs);
   let kills = 0;
   await approveAndFinish(cluster, db.pool, ids, {
     beforeStop: async () => {
