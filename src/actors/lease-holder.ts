@@ -95,7 +95,8 @@ export class LeaseHolder {
         rows !== null &&
         (n.entity === 'request' ? rows.request.request_state === n.state : rows.nodes.some((x) => x.id === n.node_id && x.node_state === n.state));
       if (echo) continue;
-      h.state.held = null;
+      // Read again at the start of the next step (a step in flight keeps its rows: its write is fenced).
+      h.state.stale = true;
       h.actor.send({ type: 'POKE' });
     }
   }

@@ -48,6 +48,8 @@ export interface MovementActorState {
   movementId: string;
   held: LockedMovement | null;
   refusedSteps: number;
+  /** An outside event changed the movement: the next step reads its rows first. */
+  stale?: boolean;
 }
 
 const driver = setup({
@@ -145,6 +147,10 @@ const isRefusal = (r: unknown) => r instanceof Error;
 
 /** One step over the movement: dispatch its due READY node, or observe its due nodes, or say when. */
 export async function stepMovement(deps: WorkerDeps, state: MovementActorState, holdMs: number): Promise<StepOutcome> {
+  if (state.stale) {
+    state.stale = false;
+    state.held = null;
+  }
   if (!state.held) state.held = (await readMovements(deps.pool, [state.movementId]))[0] ?? null;
   const held = state.held;
   if (!held) return { next: 'done', reason: 'movement gone' };
