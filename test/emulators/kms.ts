@@ -26,7 +26,7 @@ export type KmsFault =
   | 'disabled'
   /** A valid signature with s in the high half of the group order, as KMS may return. */
   | 'high_s'
-  /** HTTP 400 ExpiredTokenException: the request's session credentials have expired (STS). */
+  /** HTTP 403 ExpiredTokenException, AWS's common error for session credentials past their expiry. */
   | 'expired_token';
 
 export interface KmsRequestLog {
@@ -98,7 +98,7 @@ export async function startKmsEmulator(opts: { privateKey?: Hex; region?: string
 
     const fault = queued.shift() ?? standing;
     if (fault === 'throttle') return reply(res, 400, { __type: 'ThrottlingException', message: 'Rate exceeded' });
-    if (fault === 'expired_token') return reply(res, 400, { __type: 'ExpiredTokenException', message: 'The security token included in the request is expired' });
+    if (fault === 'expired_token') return reply(res, 403, { __type: 'ExpiredTokenException', message: 'The security token included in the request is expired' });
     if (fault === 'internal') return reply(res, 500, { __type: 'KMSInternalException', message: 'internal failure' });
     if (fault === 'disabled') return reply(res, 400, { __type: 'DisabledException', message: `${keyArn} is disabled.` });
     const known = input.KeyId === keyId || input.KeyId === keyArn;
