@@ -61,6 +61,11 @@ const fields = {
 
   FERRY_WORKERS_ENABLED: ['workersEnabled', bool.default(true)],
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],
+  // The deployment this process serves (mainnet, testnet, staging...): worker heartbeats are kept
+  // per network class, so deployments sharing one database keep separate baselines of their workers.
+  FERRY_NETWORK_CLASS: ['networkClass', z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/, 'a lower-case name of at most 32 letters, digits, - and _').default('default')],
+  // A process whose workers wrote no heartbeat for this long is listed as gone (GET /v3/workers, ferry workers).
+  FERRY_WORKER_GONE_AFTER_SECONDS: ['workerGoneAfterSeconds', z.coerce.number().int().min(10).max(86400).default(60)],
   // Per-worker switches for the hot loops and the callback delivery consumer (the sweeps have their
   // own FERRY_<SWEEP>_ENABLED); a disabled worker is listed as disabled in GET /v3/workers.
   // Which runtime drives movements (docs/actor-runtime.md): the dispatcher and observer loops, or a

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { backoffSeconds, runLoop, Waker, WorkerCrash } from '../src/actors/loop-runner.ts';
-import { superviseWorkers } from '../src/actors/supervisor.ts';
+import { restartDelayMs, superviseWorkers } from '../src/actors/supervisor.ts';
 import { log } from '../src/log.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -20,25 +20,55 @@ class RecordingWaker extends Waker {
 /** Lets every queued callback and immediate run, so a loop that is able to run gets to. */
 const settle = () => new Promise<void>((r) => setImmediate(() => setImmediate(r)));
 
-test('a sidecar worker that crashes is logged; the others keep running', async () => {
+test('a sidecar worker that crashes is restarted after a backoff; the others keep running', async () => {
   let coreRuns = 0;
   let otherSidecarRuns = 0;
+  let brokenStarts = 0;
+  const events: string[] = [];
+  const delays: number[] = [];
   const sup = superviseWorkers(
     {
       core: [{ name: 'core', intervalMs: 1, run: async () => (coreRuns++, 0) }],
       sidecar: [
-        { name: 'broken', intervalMs: 1, run: async () => { throw new WorkerCrash('sidecar broke'); } },
+        {
+          name: 'broken',
+          intervalMs: 1,
+          run: async () => {
+            brokenStarts++;
+            throw new WorkerCrash('sidecar broke');
+          },
+        },
         { name: 'fine', intervalMs: 1, run: async () => (otherSidecarRuns++, 0) },
       ],
     },
     quiet,
+    {
+      onEvent: (worker, event) => events.push(`${worker}:${event}`),
+      restartDelayMs: (n) => (delays.push(n), 5),
+    },
   );
-  await waitFor('the broken sidecar to be reported', () => sup.crashedSidecars().length > 0);
-  assert.deepEqual(sup.crashedSidecars(), ['broken']);
+  await waitFor('the broken sidecar to be restarted three times', () => (sup.restarts().broken ?? 0) >= 3);
+  assert.ok(brokenStarts >= 4, 'each restart runs the worker again');
+  assert.deepEqual(delays.slice(0, 3), [1, 2, 3], 'the backoff grows with the crashes in a row');
+  assert.deepEqual(events.slice(0, 4), ['broken:restarting', 'broken:restarted', 'broken:restarting', 'broken:restarted']);
+  assert.equal(sup.restarts().fine, undefined, 'a healthy sidecar is never restarted');
   const [core, side] = [coreRuns, otherSidecarRuns];
-  await waitFor('core and the other sidecar to run again after the crash', () => coreRuns > core && otherSidecarRuns > side);
+  await waitFor('core and the other sidecar to run again after the crashes', () => coreRuns > core && otherSidecarRuns > side);
   await sup.stop();
   await sup.done;
+  assert.deepEqual([1, 2, 5, 6, 7].map(restartDelayMs), [2000, 4000, 32_000, 60_000, 60_000]);
+});
+
+test('a sidecar waiting for its restart does not hold up stop()', async () => {
+  const sup = superviseWorkers(
+    { core: [], sidecar: [{ name: 'broken', intervalMs: 1, run: async () => { throw new WorkerCrash('broke'); } }] },
+    quiet,
+    { restartDelayMs: () => 3_600_000 },
+  );
+  await settle();
+  await sup.stop();
+  await sup.done;
+  assert.deepEqual(sup.restarts(), {});
 });
 
 test('a core worker that dies stops the core group and the supervision fails', async () => {

@@ -12,6 +12,7 @@ import { sweepDefinitions } from '../src/actors/sweeps.ts';
 import { redactSecrets, WorkerRoster } from '../src/actors/worker-roster.ts';
 import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';
+import { singleNodeTemplate, seedMovement } from './helpers/fixtures.ts';
 import { runCliProcess } from './helpers/cli.ts';
 import { ferryForFile } from './helpers/ferry.ts';
 import { callApi } from './helpers/http.ts';
@@ -80,7 +81,8 @@ test('two processes: every worker listed with its switch and interval; a disable
   const out = await runCliProcess(['workers'], { FERRY_URL: ferry.url, FERRY_TOKEN: viewer });
   assert.equal(out.code, 0, out.stderr);
   const lines = out.stdout.split('\n');
-  assert.match(lines[0], /^PROCESS\s+WORKER\s+KIND\s+ENABLED\s+EVERY\s+STATUS/);
+  assert.match(lines[0], /^PROCESS\s+CLASS\s+STATE\s+CORE\s+SIDECAR\s+ACTORS\s+LEASES/);
+  assert.ok(lines.some((l) => /^PROCESS\s+WORKER\s+KIND\s+ENABLED\s+EVERY\s+STATUS/.test(l)), out.stdout);
   assert.ok(lines.some((l) => l.includes(`:${quiet.pid}:`) && /node_recovery\s+loop\s+no\s+0.2s\s+disabled/.test(l)), out.stdout);
   assert.ok(lines.some((l) => l.includes(`:${busy.pid}:`) && /node_recovery\s+loop\s+yes\s+0.2s\s+running/.test(l)), out.stdout);
 });
@@ -117,4 +119,80 @@ test("a failing worker's consecutive errors and last error appear, with secrets 
   // Ferry's own secrets, in the shapes it issues them (tokens.ts, callback-destinations, dashboard sessions).
   const apiToken = (await createToken(db.pool, { name: 'redaction-probe', role: 'viewer' })).token;
   assert.equal(redactSecrets(`refused ${apiToken} and fcs_${'a'.repeat(64)}`), 'refused [redacted] and [redacted]');
+});
+
+test('processes: groups expected against running, actors and leases; stopped, gone and other network classes', async () => {
+  const common = { FERRY_CALLBACK_SECRET: 'a-test-secret-of-enough-length', FERRY_NODE_DISPATCH_CONCURRENCY: '1' };
+  const actors = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'actors', FERRY_NETWORK_CLASS: 'testnet' });
+  const stopping = spawnWorker(db.url, { ...common, FERRY_NETWORK_CLASS: 'testnet' });
+  const mainnet = spawnWorker(db.url, { ...common, FERRY_NETWORK_CLASS: 'mainnet' });
+  children.push(actors, stopping, mainnet);
+  const processesOf = async (cls: string) => {
+    const r = await callApi(ferry.url, 'GET', `/v3/workers?network_class=${cls}`, viewer);
+    assert.equal(r.status, 200, r.text);
+    return r.body as { processes: any[]; workers: any[] };
+  };
+  const seen = await waitFor('the testnet processes to be alive with their core groups running', async () => {
+    const { processes } = await processesOf('testnet');
+    const a = processes.find((p) => p.pid === actors.pid);
+    const s = processes.find((p) => p.pid === stopping.pid);
+    return a?.state === 'alive' && s?.state === 'alive' && a.groups.core.running === a.groups.core.expected && s.groups.core.running === s.groups.core.expected ? { a, s, processes } : null;
+  }, 60_000, 200);
+  assert.ok(!seen.processes.some((p) => p.pid === mainnet.pid), 'another network class is not in this one');
+  assert.equal(seen.a.network_class, 'testnet');
+  assert.equal(seen.a.live_actors, 0, 'an actor-runtime process reports its live actors');
+  assert.equal(seen.s.live_actors, null, 'a loops process has no lease holder');
+  assert.deepEqual(seen.a.groups.core.not_running, []);
+  assert.ok(seen.a.groups.core.expected >= 2, 'the lease holder and recovery');
+  const everything = await processesOf('all');
+  assert.ok(everything.processes.some((p) => p.pid === mainnet.pid) && everything.processes.some((p) => p.pid === actors.pid));
+  const bad = await callApi(ferry.url, 'GET', '/v3/workers?network_class=Not%20A%20Class', viewer);
+  assert.equal(bad.status, 400, bad.text);
+
+  // A lease the actor process holds on a running movement is counted for it; an expired one apart.
+  const movement = await seedMovement(db.pool, singleNodeTemplate('workers-leases'));
+  const actorProcess = seen.a.process_id;
+  await db.pool.query(
+    "UPDATE movement_requests SET request_state = 'EXECUTING', next_work_at = NULL, lease_owner = $2, lease_expires_at = now() - interval '1 minute' WHERE id = $1",
+    [movement.request.id, actorProcess],
+  );
+  const expired = (await processesOf('testnet')).processes.find((p) => p.pid === actors.pid);
+  assert.deepEqual(expired.leases, { live: 0, expired: 1 });
+
+  // SIGTERM: the process marks itself stopped; SIGKILL: it is gone once its beats are old enough.
+  stopping.kill('SIGTERM');
+  assert.equal((await exited(stopping)).code, 0);
+  const stopped = (await processesOf('testnet')).processes.find((p) => p.pid === stopping.pid);
+  assert.equal(stopped.state, 'stopped');
+  assert.equal(stopped.groups.core.running, 0);
+  actors.kill('SIGKILL');
+  await exited(actors);
+  await db.pool.query("UPDATE worker_heartbeats SET last_beat_at = now() - interval '5 minutes' WHERE process_id = $1", [actorProcess]);
+  const gone = (await processesOf('testnet')).processes.find((p) => p.pid === actors.pid);
+  assert.equal(gone.state, 'gone');
+  assert.equal(gone.live_actors, 0);
+  assert.deepEqual(gone.groups.core.not_running.sort(), ['lease_holder', 'node_recovery']);
+
+  // The CLI shows the live processes; --all the stopped and gone ones too.
+  const cli = await runCliProcess(['workers', '--network-class', 'testnet'], { FERRY_URL: ferry.url, FERRY_TOKEN: viewer });
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.ok(!cli.stdout.includes(`:${stopping.pid}:`), cli.stdout);
+  assert.match(cli.stdout, /2 stopped or gone processes not shown/);
+  const all = await runCliProcess(['workers', '--network-class', 'testnet', '--all'], { FERRY_URL: ferry.url, FERRY_TOKEN: viewer });
+  assert.ok(all.stdout.split('\n').some((l) => l.includes(`:${stopping.pid}:`) && /testnet\s+stopped/.test(l)), all.stdout);
+  assert.ok(all.stdout.split('\n').some((l) => l.includes(`:${actors.pid}:`) && /testnet\s+gone/.test(l)), all.stdout);
+});
+
+test('a sidecar the supervisor restarts shows restarting, then its restarts', async () => {
+  const roster = new WorkerRoster(db.pool, 'test-host:2:supervised', log.child({ test: true }), [], { networkClass: 'default' });
+  await roster.seed([{ name: 'some_sidecar', group: 'sidecar', kind: 'loop', enabled: true, intervalSeconds: 1 }]);
+  roster.supervised('some_sidecar', 'restarting');
+  await waitFor('the row to say restarting', async () => (await workersNow()).find((w) => w.process_id === 'test-host:2:supervised' && w.status === 'restarting'));
+  roster.supervised('some_sidecar', 'restarted');
+  roster.ran('some_sidecar', null);
+  const row = await waitFor('the row to count the restart', async () => (await workersNow()).find((w) => w.process_id === 'test-host:2:supervised' && w.restarts === 1 && w.status === 'running'));
+  assert.equal(row.network_class, 'default');
+  await roster.stopped();
+  const after = (await workersNow()).find((w) => w.process_id === 'test-host:2:supervised');
+  assert.equal(after.status, 'stopped');
 });

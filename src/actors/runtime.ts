@@ -141,8 +141,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   let delivery: CallbackDelivery | null = null;
   const destinations = destinationPolicy(config);
   // Every worker of this process gets its heartbeat row now, enabled or not (worker-roster.ts).
-  const roster = new WorkerRoster(pool, processId, log, configSecrets(config));
   const actors = config.runtime === 'actors';
+  let liveActors = () => 0;
+  const roster = new WorkerRoster(pool, processId, log, configSecrets(config), { networkClass: config.networkClass, liveActors: () => liveActors() });
   const dispatcherNames = actors ? [] : Array.from({ length: config.dispatchConcurrency }, (_, i) => `node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`);
   if (workers) await roster.seed(rosterOf(config, dispatcherNames));
   if (workers && config.workerCallbackDispatcherEnabled) {
@@ -159,6 +160,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       pollingIntervalSeconds: config.callbackIntervalSeconds,
       onRun: (err) => roster.ran('callback_dispatcher', err),
     });
+    roster.started('callback_dispatcher');
   }
   const queue = delivery?.queue ?? createCallbackQueue(boss);
   const deps: WorkerDeps = {
@@ -187,6 +189,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const holder = workers && actors ? new LeaseHolder(deps, { owner: processId, ttlSeconds: config.leaseTtlSeconds, maxMovements: config.leaseMaxMovements, holdMs: config.actorHoldSeconds * 1000, log }) : null;
   const holderWaker = new Waker();
   holder?.onWake(() => holderWaker.wake());
+  if (holder) liveActors = () => holder.movementIds.length;
   if (config.workerNodeDispatcherEnabled && !actors) {
     const dispatchQueue = new HandedOffClaims();
     deps.dispatchQueue = dispatchQueue;
@@ -263,10 +266,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
           ...(config.workerNodeObserverEnabled && !holder ? [loop('node_observer', config.observeIntervalSeconds, () => observeBatch(deps), wakers.observer)] : []),
           ...(config.workerNodeRecoveryEnabled ? [loop('node_recovery', config.recoveryIntervalSeconds, () => recoverBatch(deps), wakers.recovery)] : []),
         ],
-        // The sweeps are pg-boss jobs (startSweeps below), not loops of this process.
+        // The sweeps are pg-boss jobs (startSweeps above), not loops of this process.
         sidecar: [],
       },
       log,
+      { onEvent: (worker, event) => roster.supervised(worker, event) },
     );
     holder?.start();
   }
@@ -288,6 +292,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await drainHandedOff(deps).catch((err) => log.warn({ err }, 'handed-off dispatches not finished at stop'));
       await wakeups.stop();
       await delivery?.stop();
+      if (workers) await roster.stopped();
       await destinations.dispatcher.close();
       await stopBoss(boss);
       for (const e of executors.all()) await e.close?.().catch(() => {});

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { FerryConfig } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Pool } from '../persistence/db.ts';
-import { upsertHeartbeat, type Heartbeat } from '../persistence/heartbeats.ts';
+import { markProcessStopped, upsertHeartbeat, type Heartbeat } from '../persistence/heartbeats.ts';
 import type { LoopStats } from './loop-runner.ts';
 
 /**
@@ -62,28 +62,71 @@ interface Tracked {
   stats: LoopStats;
   writtenAt: number;
   written: string;
+  /** Set by the supervisor: crashed (a sidecar waiting for its restart, a core worker that died). */
+  override: 'restarting' | 'crashed' | null;
+  restarts: number;
+}
+
+export interface RosterOptions {
+  /** FERRY_NETWORK_CLASS: the rows are this deployment's baseline. */
+  networkClass?: string;
+  /** The lease holder's live movement actors, written with its row. */
+  liveActors?: () => number;
 }
 
 export class WorkerRoster {
   readonly #workers = new Map<string, Tracked>();
   readonly #host = hostname();
+  #stopped = false;
 
   constructor(
     readonly pool: Pool,
     readonly processId: string,
     readonly log: Logger,
     readonly secrets: readonly string[] = [],
+    readonly options: RosterOptions = {},
   ) {}
 
-  /** Writes every worker's row at start: 'starting' when enabled, 'disabled' otherwise. */
+  /**
+   * Writes every worker's row at start: a loop 'starting' until its first run, a sweep 'scheduled'
+   * (pg-boss hands each run to one process of the cluster), a queue consumer 'starting' until
+   * `started`; 'disabled' when its switch is off.
+   */
   async seed(entries: RosterEntry[]): Promise<void> {
     for (const entry of entries) {
       const stats: LoopStats = { runs: 0, consecutiveErrors: 0, lastError: null, lastItems: 0 };
-      this.#workers.set(entry.name, { entry, stats, writtenAt: 0, written: '' });
-      await upsertHeartbeat(this.pool, this.#row(entry, stats, entry.enabled ? 'starting' : 'disabled', false)).catch((err) =>
+      this.#workers.set(entry.name, { entry, stats, writtenAt: 0, written: '', override: null, restarts: 0 });
+      const status = !entry.enabled ? 'disabled' : entry.kind === 'sweep' ? 'scheduled' : 'starting';
+      await upsertHeartbeat(this.pool, this.#row(entry, stats, status, false)).catch((err) =>
         this.log.warn({ err, worker: entry.name }, 'heartbeat write failed'),
       );
     }
+  }
+
+  /** A queue consumer is polling: it runs whenever a job arrives, so it is running before its first job. */
+  started(name: string): void {
+    const t = this.#workers.get(name);
+    if (t) this.#beat(t);
+  }
+
+  /** The supervisor's word on a worker: a sidecar waiting for its restart, or a worker that died. */
+  supervised(name: string, event: 'crashed' | 'restarting' | 'restarted'): void {
+    const t = this.#workers.get(name);
+    if (!t) return;
+    if (event === 'restarted') {
+      t.restarts++;
+      t.override = null;
+    } else {
+      t.override = event;
+    }
+    t.writtenAt = 0;
+    this.#beat(t);
+  }
+
+  /** At a clean stop: every row of this process says 'stopped'. */
+  async stopped(): Promise<void> {
+    this.#stopped = true;
+    await markProcessStopped(this.pool, this.processId).catch((err) => this.log.warn({ err }, 'could not mark the workers stopped'));
   }
 
   /** After a hot loop's run, with the loop's own counters. */
@@ -109,16 +152,17 @@ export class WorkerRoster {
   }
 
   #beat(t: Tracked): void {
-    const status = t.stats.consecutiveErrors > 0 ? 'failing' : 'running';
-    const key = `${status}|${t.stats.consecutiveErrors}|${t.stats.lastError ?? ''}`;
+    if (this.#stopped) return;
+    const status = t.override ?? (t.stats.consecutiveErrors > 0 ? 'failing' : 'running');
+    const key = `${status}|${t.stats.consecutiveErrors}|${t.stats.lastError ?? ''}|${t.restarts}`;
     const now = Date.now();
     if (key === t.written && now - t.writtenAt < HEARTBEAT_REFRESH_MS) return;
     t.written = key;
     t.writtenAt = now;
-    upsertHeartbeat(this.pool, this.#row(t.entry, t.stats, status, true)).catch((err) => this.log.warn({ err, worker: t.entry.name }, 'heartbeat write failed'));
+    upsertHeartbeat(this.pool, this.#row(t.entry, t.stats, status, t.stats.runs > 0, t.restarts)).catch((err) => this.log.warn({ err, worker: t.entry.name }, 'heartbeat write failed'));
   }
 
-  #row(entry: RosterEntry, stats: LoopStats, status: string, ran: boolean): Heartbeat {
+  #row(entry: RosterEntry, stats: LoopStats, status: string, ran: boolean, restarts = 0): Heartbeat {
     return {
       process_id: this.processId,
       worker_name: entry.name,
@@ -133,6 +177,9 @@ export class WorkerRoster {
       enabled: entry.enabled,
       interval_seconds: entry.intervalSeconds,
       ran,
+      network_class: this.options.networkClass ?? 'default',
+      live_actors: entry.name === 'lease_holder' && this.options.liveActors ? this.options.liveActors() : null,
+      restarts,
     };
   }
 }

@@ -96,13 +96,26 @@ const confirm: CliCommand = {
 
 const workers: CliCommand = {
   path: ['workers'],
-  summary: 'every worker of every process: enabled, interval, status, runs, consecutive errors, last run, heartbeat, last error',
-  usage: API_USAGE,
-  options: apiOptions,
+  summary: 'the processes of one network class (groups expected and running, movement actors, leases), then every worker of the live ones: enabled, interval, status, runs, errors, last run, heartbeat, last error',
+  usage: `${API_USAGE} [--all] [--network-class NAME|all]`,
+  options: { ...apiOptions, all: { type: 'boolean' }, 'network-class': { type: 'string' } },
   async run(ctx) {
-    const report = await callApi((await apiTarget(ctx)), 'GET', '/v3/workers');
-    printList(ctx, report.workers, {
-      empty: 'No worker has reported yet (is a process with workers running?).',
+    const cls = ctx.option('network-class');
+    const report = await callApi((await apiTarget(ctx)), 'GET', `/v3/workers${cls ? `?network_class=${encodeURIComponent(String(cls))}` : ''}`);
+    if (printedJson(ctx, report)) return;
+    // Stopped and gone processes are history: shown with --all only.
+    const shown = new Set((report.processes as any[]).filter((p) => ctx.flag('all') || p.state === 'alive').map((p) => p.process_id));
+    const hidden = (report.processes as any[]).length - shown.size;
+    const group = (g: any) => `${g.running}/${g.expected}${g.not_running.length ? ` (${g.not_running.join(', ')} not running)` : ''}`;
+    printTable(ctx, (report.processes as any[]).filter((p) => shown.has(p.process_id)), {
+      empty: 'No process with workers has reported yet (is one running?).',
+      columns: ['PROCESS', 'CLASS', 'STATE', 'CORE', 'SIDECAR', 'ACTORS', 'LEASES', 'HEARTBEAT'],
+      row: (p: any) => [p.process_id, p.network_class, p.state, group(p.groups.core), group(p.groups.sidecar), p.live_actors === null ? '-' : String(p.live_actors), p.leases.expired ? `${p.leases.live} (+${p.leases.expired} expired)` : String(p.leases.live), p.last_beat_at],
+    });
+    if (hidden > 0) ctx.out(`(${hidden} stopped or gone process${hidden === 1 ? '' : 'es'} not shown; --all shows them)`);
+    ctx.out('');
+    printList(ctx, (report.workers as any[]).filter((w) => shown.has(w.process_id)), {
+      empty: 'No worker to show.',
       columns: ['PROCESS', 'WORKER', 'KIND', 'ENABLED', 'EVERY', 'STATUS', 'RUNS', 'ERRORS', 'LAST RUN', 'HEARTBEAT', 'LAST ERROR'],
       row: (w: any) => [
         w.process_id,
@@ -110,7 +123,7 @@ const workers: CliCommand = {
         w.kind,
         w.enabled ? 'yes' : 'no',
         w.interval_seconds === null ? '-' : `${w.interval_seconds}s`,
-        w.status,
+        w.restarts ? `${w.status} (${w.restarts} restarts)` : w.status,
         String(w.runs),
         String(w.consecutive_errors),
         w.last_run_at ?? '-',

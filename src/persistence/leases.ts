@@ -83,3 +83,19 @@ export async function leasesOf(db: Queryable, owner: string): Promise<{ id: stri
   const { rows: held } = await db.query('SELECT id, lease_epoch, lease_expires_at FROM movement_requests WHERE lease_owner = $1 ORDER BY id', [owner]);
   return held;
 }
+
+/**
+ * The leases each owner holds now (live) and holds past their expiry (another holder may take
+ * those), for GET /v3/workers. Leases exist only on running movements, so the scan stays on them.
+ */
+export async function leasesByOwner(db: Queryable): Promise<Map<string, { live: number; expired: number }>> {
+  const { rows: counts } = await db.query<{ owner: string; live: number; expired: number }>(
+    `SELECT lease_owner AS owner,
+            count(*) FILTER (WHERE lease_expires_at > now())::int AS live,
+            count(*) FILTER (WHERE lease_expires_at <= now())::int AS expired
+       FROM movement_requests
+      WHERE request_state IN ('APPROVED', 'EXECUTING') AND lease_owner IS NOT NULL
+      GROUP BY lease_owner`,
+  );
+  return new Map(counts.map((c) => [c.owner, { live: c.live, expired: c.expired }]));
+}

@@ -475,7 +475,9 @@ export const WorkerRowSchema = z
     group: z.enum(['core', 'sidecar']),
     enabled: z.boolean(),
     interval_seconds: z.number().nullable(),
-    status: z.string().openapi({ description: 'disabled, starting, running or failing' }),
+    status: z.string().openapi({ description: "disabled, starting, scheduled (a sweep: pg-boss hands each run to one process), running, failing, restarting (a sidecar the supervisor starts again after its backoff), crashed, or stopped (its process stopped cleanly)" }),
+    network_class: z.string().openapi({ description: 'The deployment the process serves (FERRY_NETWORK_CLASS)' }),
+    restarts: z.number().int().openapi({ description: 'How often the supervisor restarted this worker in its process' }),
     runs: z.number().int(),
     consecutive_errors: z.number().int(),
     last_error: z.string().nullable().openapi({ description: 'The last error, secrets redacted' }),
@@ -485,8 +487,36 @@ export const WorkerRowSchema = z
   })
   .openapi('WorkerRow');
 
+const WorkerGroupCountSchema = z
+  .object({
+    expected: z.number().int().openapi({ description: 'Workers of the group this configuration enables' }),
+    running: z.number().int().openapi({ description: 'Of those, the ones running or scheduled now' }),
+    not_running: z.array(z.string()).openapi({ description: 'The expected workers that are not (starting, failing, restarting, crashed or stopped)' }),
+  })
+  .openapi('WorkerGroupCount');
+
+// One process of the cluster: its groups, its live movement actors and the leases it holds.
+export const WorkerProcessSchema = z
+  .object({
+    process_id: z.string(),
+    hostname: z.string(),
+    pid: z.number().int(),
+    network_class: z.string(),
+    state: z.enum(['alive', 'stopped', 'gone']).openapi({ description: 'stopped: it stopped cleanly; gone: no heartbeat for FERRY_WORKER_GONE_AFTER_SECONDS (it died or lost the database)' }),
+    started_at: isoTime,
+    last_beat_at: isoTime,
+    groups: z.object({ core: WorkerGroupCountSchema, sidecar: WorkerGroupCountSchema }),
+    live_actors: z.number().int().nullable().openapi({ description: 'Movement actors its lease holder runs (actor runtime); null without one' }),
+    leases: z.object({ live: z.number().int(), expired: z.number().int().openapi({ description: 'Leases past their expiry that another process may take' }) }),
+  })
+  .openapi('WorkerProcess');
+
+export const WorkersQuery = z.object({
+  network_class: z.string().regex(/^(all|[a-z][a-z0-9_-]{0,31})$/).optional().openapi({ description: "One deployment's workers (default: this server's FERRY_NETWORK_CLASS), or all" }),
+});
+
 export const WorkersSchema = z
-  .object({ sweeps: z.array(SweepStatusSchema), loops: z.array(LoopHeartbeatSchema), workers: z.array(WorkerRowSchema) })
+  .object({ sweeps: z.array(SweepStatusSchema), loops: z.array(LoopHeartbeatSchema), workers: z.array(WorkerRowSchema), processes: z.array(WorkerProcessSchema) })
   .openapi('Workers');
 
 export const CallbackSchema = z
