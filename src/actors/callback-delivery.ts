@@ -172,7 +172,7 @@ async function attemptDelivery(deps: CallbackDeliveryDeps, callbackId: string, e
       log.info({ ...ctx, error: row.last_error, next_attempt_at: row.next_attempt_at }, 'callback attempt failed; retry scheduled');
       return 'retry';
     }
-    await wakeNextOfRequest(client, row, deps.queue);
+    await wakeNextOfMovement(client, row, deps.queue);
     if (row.status === 'sent') {
       log.info({ ...ctx, status_code: row.last_status_code }, 'callback sent');
       return 'sent';
@@ -183,7 +183,7 @@ async function attemptDelivery(deps: CallbackDeliveryDeps, callbackId: string, e
 }
 
 /** The finished callback was holding back the next one of its request (if any); give it its turn. */
-async function wakeNextOfRequest(client: Queryable, finished: CallbackRow, queue?: CallbackQueue): Promise<void> {
+async function wakeNextOfMovement(client: Queryable, finished: CallbackRow, queue?: CallbackQueue): Promise<void> {
   if (!queue) return;
   const next = await nextPendingCallback(client, finished.request_id);
   if (!next) return;

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { initialNodeContext, nodeMachine } from '../machines/node-machine.ts';
-import { replayLog, type LoggedStep, type ReplayResult } from '../machines/replay.ts';
+import { replayLog, type LoggedTransition, type ReplayResult } from '../machines/replay.ts';
 import { initialMovementContext, movementMachine } from '../machines/movement-machine.ts';
 import { reconciliationTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
@@ -50,7 +50,7 @@ function compare(result: ReplayResult, storedState: string, storedContext: unkno
   return null;
 }
 
-function steps(log: TransitionRow[], entityId: string): LoggedStep[] {
+function steps(log: TransitionRow[], entityId: string): LoggedTransition[] {
   return log.filter((t) => t.entity_id === entityId);
 }
 

@@ -14,7 +14,7 @@ import { movementStates } from '../machines/movement-machine.ts';
 import { nodeStates } from '../machines/node-machine.ts';
 import { nodesByState, registry, movementsByState } from '../metrics.ts';
 import type { Pool } from '../persistence/db.ts';
-import { nodeCountsByState, requestCountsByState, type StateCount } from '../persistence/inspection.ts';
+import { nodeCountsByState, movementCountsByState, type StateCount } from '../persistence/inspection.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
@@ -26,7 +26,7 @@ function fill(gauge: typeof nodesByState, known: readonly string[], counts: Stat
 }
 
 export async function refreshStateGauges(pool: Pool): Promise<void> {
-  const [requests, nodes] = await Promise.all([requestCountsByState(pool), nodeCountsByState(pool)]);
+  const [requests, nodes] = await Promise.all([movementCountsByState(pool), nodeCountsByState(pool)]);
   fill(movementsByState, movementStates, requests);
   fill(nodesByState, nodeStates, nodes);
 }

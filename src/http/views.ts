@@ -2,7 +2,7 @@ import type { z } from '@hono/zod-openapi';
 import type { ActorNames } from './actor-names.ts';
 import type { Movement } from '../services/movements.ts';
 import type { NodeState } from '../machines/node-machine.ts';
-import type { RequestState } from '../machines/movement-machine.ts';
+import type { MovementState } from '../machines/movement-machine.ts';
 import type { AuditEvent } from '../persistence/audit.ts';
 import type { CallbackRow } from '../persistence/callbacks.ts';
 import type { MovementOverview } from '../persistence/inspection.ts';
@@ -53,7 +53,7 @@ export function movementSummaryView(r: MovementSummaryRow, audience: Audience, n
     id: r.id,
     template_key: r.template_key,
     template_version: r.template_version,
-    state: r.request_state as RequestState,
+    state: r.request_state as MovementState,
     intent: r.intent,
     input_params: r.input_params,
     compiled_plan_hash: r.compiled_plan_hash,

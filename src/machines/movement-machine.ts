@@ -26,7 +26,7 @@ export const movementStates = [
   'EXPIRED',
   'CANCELLED',
 ] as const;
-export type RequestState = (typeof movementStates)[number];
+export type MovementState = (typeof movementStates)[number];
 
 export interface Approval {
   by: string;
@@ -197,4 +197,4 @@ export const movementMachine = setup({
   },
 });
 
-export type RequestMachine = typeof movementMachine;
+export type MovementMachine = typeof movementMachine;

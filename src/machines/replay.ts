@@ -6,7 +6,7 @@ import { initialTransition, transition, type AnyStateMachine } from 'xstate';
  * exactly the stored state and context. Anything else is drift, and the first step where the log
  * and the machine part ways is named.
  */
-export interface LoggedStep {
+export interface LoggedTransition {
   seq: number;
   from_state: string;
   to_state: string;
@@ -18,7 +18,7 @@ export type ReplayResult =
   | { ok: true; value: string; context: unknown }
   | { ok: false; seq: number; reason: string };
 
-export function replayLog(machine: AnyStateMachine, input: unknown, steps: readonly LoggedStep[]): ReplayResult {
+export function replayLog(machine: AnyStateMachine, input: unknown, steps: readonly LoggedTransition[]): ReplayResult {
   const [initial] = initialTransition(machine, input as never);
   let snapshot = initial;
   const [birth, ...rest] = steps;

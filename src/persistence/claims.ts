@@ -79,7 +79,7 @@ async function readLocked(db: Queryable, locked: Array<{ node_id: string }>): Pr
 }
 
 /** Keeps the first claimed node of each request (the oldest, given the claim order). */
-function firstPerRequest(claims: Claimed[]): Claimed[] {
+function firstPerMovement(claims: Claimed[]): Claimed[] {
   const seen = new Set<string>();
   return claims.filter((c) => !seen.has(c.request.id) && seen.add(c.request.id));
 }
@@ -133,7 +133,7 @@ export async function claimDispatchBatch(db: Queryable, limit: number): Promise<
         LIMIT $2)${LOCK_DUE('due.created_at, due.request_id')}`,
     [limit, limit * CANDIDATES_PER_ROW],
   );
-  return firstPerRequest(await readLocked(db, rows));
+  return firstPerMovement(await readLocked(db, rows));
 }
 
 /**

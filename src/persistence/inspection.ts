@@ -58,7 +58,7 @@ export interface StateCount {
   count: number;
 }
 
-export async function requestCountsByState(db: Queryable): Promise<StateCount[]> {
+export async function movementCountsByState(db: Queryable): Promise<StateCount[]> {
   const { rows } = await db.query<StateCount>(
     'SELECT request_state AS state, count(*)::int AS count FROM movement_requests GROUP BY request_state',
   );

@@ -7,8 +7,8 @@ import type { Queryable } from './db.ts';
  * transition function's batched write (group-commit.ts), after the machines have decided.
  */
 
-/** A movement_requests row: the columns insertRequest writes (NewRequest), as read back, and those the database fills. */
-export interface MovementRow extends Omit<NewRequest, 'intent' | 'input_params' | 'compiled_plan' | 'expires_at'> {
+/** A movement_requests row: the columns insertMovement writes (NewMovement), as read back, and those the database fills. */
+export interface MovementRow extends Omit<NewMovement, 'intent' | 'input_params' | 'compiled_plan' | 'expires_at'> {
   id: string;
   intent: Record<string, unknown>;
   input_params: Record<string, unknown>;
@@ -171,7 +171,7 @@ export async function transitionsOfEntity(db: Queryable, entityId: string): Prom
   return rows;
 }
 
-export interface NewRequest {
+export interface NewMovement {
   template_version_id: string;
   template_key: string;
   template_version: number;
@@ -190,7 +190,7 @@ export interface NewRequest {
   created_by: string;
 }
 
-export async function insertRequest(db: Queryable, r: NewRequest): Promise<MovementRow> {
+export async function insertMovement(db: Queryable, r: NewMovement): Promise<MovementRow> {
   const { rows } = await db.query<MovementRow>(
     `INSERT INTO movement_requests (template_version_id, template_key, template_version, intent, input_params,
         compiled_plan_hash, compiled_plan, machine_id, machine_version, request_state, approval_quorum, expires_at,

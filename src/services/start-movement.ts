@@ -9,7 +9,7 @@ import {
 import type { Client } from '../persistence/db.ts';
 import type { PinnedEffect } from '../executors/evm/expected-effect.ts';
 import type { CompiledPlan } from '../plan/compile.ts';
-import { appendTransition, insertNodes, insertRequest, type NodeRow, type MovementRow } from '../persistence/movements.ts';
+import { appendTransition, insertNodes, insertMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 
 /**
  * Creates a movement request and its nodes in the machines' initial states, with the creation
@@ -40,7 +40,7 @@ export async function startMovement(client: Client, input: StartMovementInput): 
     movementMachine,
     initialMovementContext({ createdBy: input.createdBy, quorum: input.quorum, expiresAt: input.expiresAt }),
   );
-  const request = await insertRequest(client, {
+  const request = await insertMovement(client, {
     template_version_id: input.plan.template_version_id,
     template_key: input.plan.template_key,
     template_version: input.plan.template_version,
