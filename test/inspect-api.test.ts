@@ -2,6 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nodeMachine } from '../src/machines/node-machine.ts';
 import { movementMachine } from '../src/machines/movement-machine.ts';
+import { callbackMachine } from '../src/machines/callback-delivery-machine.ts';
+import { credentialProposalMachine } from '../src/machines/credential-proposal-machine.ts';
+import { policyProposalMachine } from '../src/machines/policy-proposal-machine.ts';
+import { proposalMachine as templateProposalMachine } from '../src/machines/template-proposal-machine.ts';
 import { definedTransitions, stateKeys, transitionKey, type DefinedTransition } from '../src/machines/introspect.ts';
 import { createApp } from '../src/http/app.ts';
 import type { MachineView } from '../src/http/inspect.ts';
@@ -33,8 +37,10 @@ test('/inspect/machines round-trips: the transitions rebuilt from its graph are 
   const { status, body } = await get('/inspect/machines');
   assert.equal(status, 200);
   const views = body.machines as MachineView[];
-  assert.deepEqual(views.map((m) => m.id), ['ferry.request', 'ferry.node']);
-  for (const machine of [movementMachine, nodeMachine]) {
+  const all = [movementMachine, nodeMachine, callbackMachine, templateProposalMachine, credentialProposalMachine, policyProposalMachine];
+  assert.deepEqual(views.map((m) => m.id), all.map((m) => m.id), 'every machine Ferry persists through');
+  assert.deepEqual(views.slice(0, 2).map((m) => m.id), ['ferry.request', 'ferry.node']);
+  for (const machine of all) {
     const view = views.find((m) => m.id === machine.id)!;
     assert.equal(view.version, machine.version);
     assert.equal(view.initial, machine.root.initial!.target![0].key);

@@ -23,8 +23,12 @@ import { log as rootLog, type Logger } from '../log.ts';
 // Guards and actions are named as src/machines/introspect.ts names them, so a graph edge can be
 // compared with the machine's own transition list field by field.
 import { actionLabel, guardLabel } from '../machines/introspect.ts';
+import { callbackMachine } from '../machines/callback-delivery-machine.ts';
+import { credentialProposalMachine } from '../machines/credential-proposal-machine.ts';
 import { nodeMachine } from '../machines/node-machine.ts';
 import { movementMachine, movementStates } from '../machines/movement-machine.ts';
+import { policyProposalMachine } from '../machines/policy-proposal-machine.ts';
+import { proposalMachine as templateProposalMachine } from '../machines/template-proposal-machine.ts';
 import type { Pool } from '../persistence/db.ts';
 import { movementOverviews } from '../persistence/inspection.ts';
 import { MAX_MOVEMENT_PAGE, nodesOfMovement, transitionsOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
@@ -68,7 +72,7 @@ export interface MachineView {
 }
 
 /** The machines Ferry persists, in the order the visualizer lists them. */
-export const inspectedMachines: AnyStateMachine[] = [movementMachine, nodeMachine];
+export const inspectedMachines: AnyStateMachine[] = [movementMachine, nodeMachine, callbackMachine, templateProposalMachine, credentialProposalMachine, policyProposalMachine];
 
 /** A state's key relative to the machine root ("A" or "A.B" for nested states). */
 function stateKey(node: { path: string[] }): string {
