@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
-import { keccak256, parseTransaction, type Hex, type PublicClient } from 'viem';
+import { describe, test } from 'node:test';
+import { keccak256, parseTransaction, serializeTransaction, type Hex, type PublicClient } from 'viem';
+import { FatalMovementError } from '../src/executors/errors.ts';
+import { payloadHash } from '../src/executors/payload-hash.ts';
+import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private-key-evm.ts';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { createEvmLane, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
-import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
+import type { ExecutionContext, Executor, PreparedAction, SignRequest, SubmitOptions } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { createApp } from '../src/http/app.ts';
 import type { ApiRuntime } from '../src/http/v3/context.ts';
@@ -241,4 +244,49 @@ test('evm: the transfer mined while its cancel was being signed wins; the cancel
   assert.equal(s.byKey.pay.node_state, 'COMPLETED');
   assert.equal(s.request.request_state, 'COMPLETED');
   assert.equal(await balance(to), 555n, 'paid exactly once');
+});
+
+describe('the signer signs a cancel only in its one shape, and only as the cancel of the approved original', () => {
+  const payee = '0x1111111111111111111111111111111111111111';
+  const original = serializeTransaction({ type: 'eip1559', chainId: 8453, nonce: 7, to: payee, value: 1_000_000n, gas: 60_000n, maxFeePerGas: 2_000_000_000n, maxPriorityFeePerGas: 1_000_000n });
+  const effect = { chain_id: 8453, asset: 'native' as const, to: payee, amount_base_units: '1000000', max_fee_per_gas_cap_wei: '500000000000' };
+  const cancelTx = (over: Record<string, unknown> = {}) =>
+    serializeTransaction({ type: 'eip1559', chainId: 8453, nonce: 7, to: ANVIL_DEV_ADDRESS, value: 0n, gas: 21_000n, maxFeePerGas: 3_000_000_000n, maxPriorityFeePerGas: 2_000_000n, ...over } as never);
+  const req = (payload: string, cancelled: string | null = original): SignRequest => ({
+    protocol_version: '1.0',
+    request_id: 'req-1',
+    request_node_id: 'node-1',
+    signing_intent: { action: 'evm_cancel', asset: 'ETH', amount: '1', destination: payee, max_fee_usd: null, chain_family: 'evm', allowed_payload_hash: payloadHash(payload) },
+    payload_format: 'evm_raw_tx',
+    payload,
+    payload_hash: payloadHash(payload),
+    metadata: {},
+    expected_effect: effect,
+    ...(cancelled ? { cancels: { payload: cancelled, payload_hash: payloadHash(cancelled), replacement_no: 1 } } : {}),
+  });
+  const signer = new LocalPrivateKeySignerEvm({ signerKey: 'k', privateKey: ANVIL_DEV_KEY });
+  const refusedFor = (rule: string) => (err: unknown) => err instanceof FatalMovementError && err.code === 'SIGNER_POLICY_VIOLATION' && err.details.rule === rule;
+
+  test('the zero-value self-transfer at the original nonce, fees raised, is signed', async () => {
+    const signed = await signer.sign(req(cancelTx()));
+    assert.equal(signed.signature_format, 'evm_signed_tx');
+  });
+  for (const [name, over, rule] of [
+    ['another nonce', { nonce: 8 }, 'cancel_nonce'],
+    ['a value', { value: 1n }, 'cancel_value'],
+    ['another recipient', { to: payee }, 'cancel_to'],
+    ['calldata', { data: '0x12345678' }, 'cancel_data'],
+    ['more gas', { gas: 60_000n }, 'cancel_gas'],
+    ['lower fees', { maxFeePerGas: 1_000_000_000n }, 'cancel_fee_decrease'],
+    ['another chain', { chainId: 1 }, 'cancel_chain_id'],
+  ] as const) {
+    test(`refused: ${name}`, async () => {
+      await assert.rejects(signer.sign(req(cancelTx(over))), refusedFor(rule));
+    });
+  }
+  test('refused without `cancels` (a zero-value transfer is no approved effect), and for an original the plan did not approve', async () => {
+    await assert.rejects(signer.sign(req(cancelTx(), null)), (e: unknown) => e instanceof FatalMovementError && e.code === 'SIGNER_POLICY_VIOLATION');
+    const other = serializeTransaction({ type: 'eip1559', chainId: 8453, nonce: 7, to: ANVIL_DEV_ADDRESS, value: 5n, gas: 21_000n, maxFeePerGas: 2_000_000_000n, maxPriorityFeePerGas: 1_000_000n });
+    await assert.rejects(signer.sign(req(cancelTx(), other)), refusedFor('to'));
+  });
 });
