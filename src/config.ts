@@ -169,6 +169,8 @@ const fields = {
   FERRY_EVM_NONCE_REAPER_ENABLED: ['evmNonceReaperEnabled', bool.default(true)],
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: ['evmNonceReaperIntervalSeconds', seconds(60)],
   FERRY_EVM_NONCE_STUCK_SECONDS: ['evmNonceStuckSeconds', seconds(300)],
+  // A reservation above the chain's pending nonce this long is a chain state disagreement: attention.
+  FERRY_EVM_NONCE_DISAGREEMENT_SECONDS: ['evmNonceDisagreementSeconds', seconds(120)],
   FERRY_EVM_NONCE_REAPER_BATCH_SIZE: ['evmNonceReaperBatchSize', count(20)],
   FERRY_EVM_NONCE_REAPER_MAX_RUN_MS: ['evmNonceReaperMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
   // Template proposals (docs/operations.md, "Template proposals"): the review window (PROPOSED ->

@@ -41,6 +41,13 @@ export const errorStatus = {
   CALLBACK_DESTINATION_DISABLED: 409,
   CALLBACK_DESTINATION_UNKNOWN: 422,
   SNAPSHOT_INCOMPATIBLE: 409,
+  // An operator's cancel of a movement with nodes in flight (src/services/movement-cancel.ts, docs/operations.md "Cancelling").
+  /** A node's attempt is between claim and provider (PREPARING, AWAITING_SIGNATURE, SUBMITTING) or UNKNOWN: nothing can be asked of its lane yet. */
+  CANCEL_NODE_IN_DISPATCH: 409,
+  /** No in-flight node's lane offers a cancel; details.nodes names them. Nothing changed. */
+  CANCEL_NOT_SUPPORTED: 409,
+  /** Every lane asked answered no (too late, not cancellable); the answers are recorded on the nodes, which go on. */
+  CANCEL_REFUSED: 409,
   INTERNAL: 500,
   SERVICE_UNAVAILABLE: 503,
   DATABASE_UNAVAILABLE: 503,

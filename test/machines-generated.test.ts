@@ -8,7 +8,7 @@ import {
   movementContextFromRow,
 } from '../src/actors/transition.ts';
 import { definedTransitions, transitionKey } from '../src/machines/introspect.ts';
-import { initialNodeContext, nodeMachine, type NodeEvent } from '../src/machines/node-machine.ts';
+import { CANCEL_REF, initialNodeContext, isCancelRecord, nodeMachine, type NodeEvent } from '../src/machines/node-machine.ts';
 import type { NodeSummary } from '../src/machines/node-summary.ts';
 import { initialMovementContext, movementMachine, type MovementEvent } from '../src/machines/movement-machine.ts';
 import {
@@ -156,6 +156,17 @@ const nodeEvents = (s?: { context: { attemptNo: number } }): NodeEvent[] => [
   { type: 'MANUAL_CONFIRMED', at: T2 },
   { type: 'SKIP_REQUESTED' },
   { type: 'CANCEL_REQUESTED' },
+  // An operator's cancel as the lane answers it: confirmed, or pending (the node stays observed).
+  ...(['CANCELLED', 'SUBMITTED'] as const).map((state) => ({
+    type: 'CANCEL_ANSWERED' as const,
+    outcome: { nextState: state, providerState: `c_${state}`, providerRefs: { cancel_tx_hash: '0xc' } },
+    attemptNo: s?.context.attemptNo ?? 0,
+    by: 'principal:operator',
+    at: T2,
+  })),
+  // The provider confirms the cancel later: an observation, or recovery of a node gone UNKNOWN.
+  { type: 'OBSERVED', outcome: { nextState: 'CANCELLED', providerState: 'cancel_mined' }, at: T2, nextObserveAt: null },
+  { type: 'RECOVERED', outcome: { nextState: 'CANCELLED', providerState: 'cancel_mined' }, at: T2, nextObserveAt: null },
 ];
 
 const summary = (over: Partial<NodeSummary>): NodeSummary => ({
@@ -185,6 +196,7 @@ const requestEvents = (): MovementEvent[] => [
   { type: 'NODES_SETTLED', summary: summary({ done: 1, manualGateReady: true }) },
   { type: 'NODES_SETTLED', summary: summary({ done: 1, executing: true }) },
   { type: 'NODES_SETTLED', summary: summary({ unknown: 1, inFlight: true, manualIntervention: true }) },
+  { type: 'NODES_SETTLED', summary: summary({ cancelled: 1 }) },
   { type: 'RESUME', by: 'operator' },
   { type: 'NODE_RETRIED', by: 'operator', nodeKey: 'only' },
   { type: 'CANCEL', by: 'operator', summary: summary({}) },
@@ -204,7 +216,9 @@ for (const input of nodeInputs) {
     coveringPaths(nodeMachine, {
       input: initialNodeContext({ nodeKind: input.kind, actionType: input.actionType, retryable: true }),
       events: nodeEvents as (s: unknown) => EventObject[],
-      serializeState: (s) => String(s.value),
+      // Whether an operator's cancel was asked of the attempt is part of the state: it decides
+      // whether the provider's CANCELLED settles the node.
+      serializeState: (s) => `${s.value}${isCancelRecord(s.context.providerRefs[CANCEL_REF]) ? '+cancel' : ''}`,
     }),
   );
 }

@@ -21,9 +21,11 @@ import {
   storeFiller,
   stuckReservations,
   touchReservation,
+  unreportedAhead,
   type NonceRow,
   type WalletKey,
 } from '../persistence/evm-nonces.ts';
+import { raiseNonceDisagreement } from '../services/chain-attention.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**
@@ -60,6 +62,11 @@ export interface EvmNonceReaperDeps {
   /** A row untouched this long, its nonce still unused on chain, counts as stuck. */
   stuckSeconds: number;
   log: Logger;
+  /**
+   * Chain state disagreements (FERRY_EVM_NONCE_DISAGREEMENT_SECONDS): a reservation held this long
+   * at or above the chain's pending nonce raises attention once; absent, none is looked for.
+   */
+  disagreement?: { afterSeconds: number; callbackMaxAttempts: number };
 }
 
 export interface EvmNonceReaperOptions {
@@ -80,6 +87,8 @@ export interface EvmNonceReaperReport {
   pending: number;
   /** Rows or wallets left for a later run (no wallet registered here, RPC or signer failure). */
   skipped: number;
+  /** Rows newly reported as a chain state disagreement (attention raised). */
+  disagreements: number;
   budgetExhausted: boolean;
 }
 
@@ -87,7 +96,7 @@ const FILL_GAS = 21_000n;
 
 export async function runEvmNonceReaper(deps: EvmNonceReaperDeps, opts: EvmNonceReaperOptions): Promise<EvmNonceReaperReport> {
   const runTime = runBudget(opts.maxRunMs);
-  const report: EvmNonceReaperReport = { wallets: 0, settled: 0, rebroadcast: 0, filled: 0, released: 0, pending: 0, skipped: 0, budgetExhausted: false };
+  const report: EvmNonceReaperReport = { wallets: 0, settled: 0, rebroadcast: 0, filled: 0, released: 0, pending: 0, skipped: 0, disagreements: 0, budgetExhausted: false };
   let budget = opts.batchSize;
   const pool = deps.nonces.pool;
 
@@ -113,6 +122,13 @@ export async function runEvmNonceReaper(deps: EvmNonceReaperDeps, opts: EvmNonce
       continue;
     }
     report.settled += await closeConsumed(pool, w, latest);
+    if (deps.disagreement) {
+      try {
+        report.disagreements += await reportDisagreements(deps, deps.disagreement, wallet, w, latest);
+      } catch (err) {
+        deps.log.warn({ chain_id: w.chainId, sender: w.sender, err: errorDetail(err) }, 'nonce reaper: chain state check left for the next run');
+      }
+    }
     for (const row of await stuckReservations(pool, w, latest, deps.stuckSeconds, budget)) {
       if (runTime.spent()) {
         report.budgetExhausted = true;
@@ -127,7 +143,7 @@ export async function runEvmNonceReaper(deps: EvmNonceReaperDeps, opts: EvmNonce
       }
     }
   }
-  for (const action of ['settled', 'rebroadcast', 'filled', 'released', 'pending', 'skipped'] as const) {
+  for (const action of ['settled', 'rebroadcast', 'filled', 'released', 'pending', 'skipped', 'disagreements'] as const) {
     if (report[action] > 0) evmNonceReaperTotal.inc({ action }, report[action]);
   }
   return report;
@@ -196,6 +212,43 @@ async function reapOne(deps: EvmNonceReaperDeps, wallet: EvmWallet, w: WalletKey
     }
     await fill(deps, wallet, w, row, report);
   }
+}
+
+/**
+ * Chain state disagreements, loud: rows held longer than the threshold at or above the chain's
+ * pending nonce are something the chain does not know. When Ferry's lowest open nonce is above the
+ * chain's next one, nothing Ferry holds can ever fill the nonces between (a new chain behind the
+ * same RPC, a database restored over another wallet's history, transactions sent around Ferry and
+ * dropped): every later transaction waits on them (`nonce_gap`). Otherwise a reservation sits ahead
+ * of what the chain has (`reservation_ahead`): its transaction never arrived, or waits behind one
+ * that never will. Either way a person must look: a warning, an audit event and a
+ * request_attention callback for each waiting movement, once per row. Nothing is sent for it.
+ */
+async function reportDisagreements(
+  deps: EvmNonceReaperDeps,
+  opts: NonNullable<EvmNonceReaperDeps['disagreement']>,
+  wallet: EvmWallet,
+  w: WalletKey,
+  latest: number,
+): Promise<number> {
+  const pending = await wallet.client.getTransactionCount({ address: wallet.address, blockTag: 'pending' });
+  const { rows, lowest } = await unreportedAhead(deps.nonces.pool, w, pending, opts.afterSeconds, 100);
+  if (rows.length === 0) return 0;
+  const gap = lowest !== null && lowest > latest;
+  const nonces = rows.map((r) => r.nonce);
+  const detail = gap
+    ? `the chain's next nonce of ${w.sender} on chain ${w.chainId} is ${latest}, Ferry's lowest open nonce is ${lowest}: nonces ${latest}..${lowest! - 1} are held by nothing Ferry knows, so nonces ${nonces.join(', ')} can never be mined until they are used (a new chain behind the RPC with Ferry's data kept? start from fresh data, or fill the gap)`
+    : `nonces ${nonces.join(', ')} of ${w.sender} on chain ${w.chainId} are reserved above the chain's pending nonce ${pending} for more than ${opts.afterSeconds} s: their transactions are not in the chain's mempool in order`;
+  const raised = await raiseNonceDisagreement(
+    deps.nonces.pool,
+    { kind: gap ? 'nonce_gap' : 'reservation_ahead', chainId: w.chainId, sender: w.sender, chainLatest: latest, chainPending: pending, lowestOpen: lowest, rows, detail },
+    { callbackMaxAttempts: opts.callbackMaxAttempts },
+  );
+  deps.log.warn(
+    { chain_id: w.chainId, sender: w.sender, kind: gap ? 'nonce_gap' : 'reservation_ahead', chain_latest_nonce: latest, chain_pending_nonce: pending, nonces, movements: raised.movements },
+    `chain state disagreement: ${detail}`,
+  );
+  return rows.length;
 }
 
 /** broadcast -> filled under the wallet lock, unless the row moved since it was read. */

@@ -11,6 +11,10 @@ import { runDispatches } from './dispatcher.ts';
 import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type WorkerDeps } from './execution.ts';
 import { deliverBatch, type CarriedClaim, type NodeItem } from './transition.ts';
 import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
+import { CANCEL_REF, isCancelRecord } from '../machines/node-machine.ts';
+
+/** Whether an operator's cancel was asked of the node's current attempt (providerRefs.cancel). */
+export const cancelAsked = (node: Pick<NodeRow, 'provider_refs'>): boolean => isCancelRecord((node.provider_refs ?? {})[CANCEL_REF]);
 
 /**
  * One node's observation: asks the provider (observe()), or times the observation out, and returns
@@ -27,7 +31,8 @@ export async function observationOf(deps: WorkerDeps, node: NodeRow, ctx: Execut
     node,
     ctx,
     'observe',
-    ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'],
+    // CANCELLED only for an attempt an operator's cancel was asked of (the machine checks it too).
+    cancelAsked(node) ? ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN', 'CANCELLED'] : ['COMPLETED', 'OBSERVING', 'SUBMITTED', 'FAILED', 'UNKNOWN'],
     // A provider we cannot reach now says nothing about the movement: keep observing; so does
     // Ferry's own database trouble. Anything else makes the node's fate unknown, which recovery
     // resolves.

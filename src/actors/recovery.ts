@@ -4,6 +4,7 @@ import { claimAbandonedDispatches, claimRecoveryBatch, type RecoveryArm } from '
 import { claimsTotal, deferralsTotal } from '../metrics.ts';
 import { withTransaction } from '../persistence/db.ts';
 import { nodesOfMovements } from '../persistence/movements.ts';
+import { cancelAsked } from './observer.ts';
 import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type WorkerDeps } from './execution.ts';
 import { deliverBatch, type NodeItem } from './transition.ts';
 
@@ -57,7 +58,7 @@ async function recoverArm(deps: WorkerDeps, arm: RecoveryArm): Promise<number> {
           node,
           contexts[i],
           'recover',
-          ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'],
+          cancelAsked(node) ? ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY', 'CANCELLED'] : ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'],
           (err) => errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'RECOVER_ERROR', errorText(err)),
         );
         if (infra) {

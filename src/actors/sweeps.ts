@@ -236,7 +236,12 @@ const sweepTable: SweepEntry[] = [
       // A wallet whose signer this process lacks is skipped and left to a process that has it.
       if (!deps.evmNonces) return { items: 0, budget_exhausted: false, skipped: 'no EVM lane in this process' };
       const r = await runEvmNonceReaper(
-        { nonces: deps.evmNonces, stuckSeconds: deps.config.evmNonceStuckSeconds, log: deps.log.child({ worker: 'evm_nonce_reaper' }) },
+        {
+          nonces: deps.evmNonces,
+          stuckSeconds: deps.config.evmNonceStuckSeconds,
+          log: deps.log.child({ worker: 'evm_nonce_reaper' }),
+          disagreement: { afterSeconds: deps.config.evmNonceDisagreementSeconds, callbackMaxAttempts: deps.config.callbackMaxAttempts },
+        },
         { batchSize: s.batchSize ?? 20, maxRunMs: s.maxRunMs },
       );
       return {
@@ -248,6 +253,7 @@ const sweepTable: SweepEntry[] = [
         filled: r.filled,
         released: r.released,
         pending: r.pending,
+        disagreements: r.disagreements,
         skipped: r.skipped,
       };
     },

@@ -312,6 +312,13 @@ export const SignRequestSchema = z.object({
   expected_effect_unavailable: z.string().nullable().optional(),
   /** Ferry's addition: set exactly when the payload replaces the attempt's original version (see ReplacedVersionSchema). */
   replaces: ReplacedVersionSchema.nullable().optional(),
+  /**
+   * Ferry's addition: set exactly when an operator's cancel asks for the payload, a zero-value
+   * transfer from the sender to itself at the nonce of the attempt's original version (read by the
+   * runtime from its own records, as for `replaces`). The signer signs that one shape and nothing
+   * else under it (evm-policy.ts checkCancel).
+   */
+  cancels: ReplacedVersionSchema.nullable().optional(),
 });
 export type SignRequest = z.output<typeof SignRequestSchema>;
 

@@ -25,6 +25,8 @@ export function buildSignRequest(input: {
   fallbackFeeCapWei?: string;
   /** For a replacement: the attempt's original version, from Ferry's own records (see ReplacedVersionSchema). */
   replaces?: ReplacedVersion;
+  /** For an operator's cancel: the attempt's original version, from Ferry's own records (see SignRequestSchema.cancels). */
+  cancels?: ReplacedVersion;
 }): SignRequest {
   const { ctx, prepared } = input;
   const destination = ctx.intent.destination;
@@ -60,6 +62,7 @@ export function buildSignRequest(input: {
     expected_effect: derived.ok ? derived.effect : null,
     expected_effect_unavailable: derived.ok ? null : derived.reason,
     ...(input.replaces ? { replaces: input.replaces } : {}),
+    ...(input.cancels ? { cancels: input.cancels } : {}),
   };
 }
 

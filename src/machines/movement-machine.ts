@@ -117,6 +117,9 @@ export const movementMachine = setup({
       const s = summaryOf(event);
       return !!s && !s.manualGateReady;
     },
+    // A lane confirmed an operator's cancel of a node's attempt (the only way a node of a running
+    // movement becomes CANCELLED): once nothing else is in flight, the movement is cancelled.
+    aNodeWasCancelled: ({ event }) => (summaryOf(event)?.cancelled ?? 0) > 0,
     nothingInFlight: ({ event }) => {
       const s = summaryOf(event);
       return !!s && !s.inFlight;
@@ -167,7 +170,11 @@ export const movementMachine = setup({
     },
     EXECUTING: {
       on: {
-        NODES_SETTLED: [...settledEnds, { guard: 'waitingOnManualGate', target: 'WAITING_MANUAL_ACTION', actions: 'requestAttention' }],
+        NODES_SETTLED: [
+          { guard: and(['aNodeWasCancelled', 'nothingInFlight']), target: 'CANCELLED', actions: 'cancelOpenNodes' },
+          ...settledEnds,
+          { guard: 'waitingOnManualGate', target: 'WAITING_MANUAL_ACTION', actions: 'requestAttention' },
+        ],
         CANCEL: cancelWhenIdle,
       },
     },

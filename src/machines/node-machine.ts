@@ -80,6 +80,14 @@ export type NodeEvent =
   | { type: 'SKIP_REQUESTED'; reason?: string }
   | { type: 'CANCEL_REQUESTED' }
   /**
+   * An operator asked to cancel the movement while this node's attempt was with the provider
+   * (SUBMITTED or OBSERVING); the lane's cancel() answered `outcome`. CANCELLED only when the provider
+   * confirms the attempt is cancelled; any other answer is recorded (providerRefs.cancel) and the
+   * node goes on being observed, so a later observation can still confirm the cancel (EVM: the
+   * zero-value replacement mined at the attempt's nonce) or complete the original.
+   */
+  | { type: 'CANCEL_ANSWERED'; outcome: ExecutorOutcome; attemptNo: number; by: string; at: string }
+  /**
    * Reconciliation asked the provider about the node's attempt and its answer contradicts the
    * stored state (docs/operations.md, "Reconciliation"); applied only with auto-repair on.
    */
@@ -129,11 +137,37 @@ export function initialNodeContext(input: Pick<NodeInput, 'nodeKind' | 'actionTy
   };
 }
 
-type OutcomeEvent = Extract<NodeEvent, { outcome: ExecutorOutcome }>;
+type OutcomeEvent = Exclude<Extract<NodeEvent, { outcome: ExecutorOutcome }>, { type: 'CANCEL_ANSWERED' }>;
+
+/** The key of providerRefs under which the node keeps an operator's cancel and the lane's answer. */
+export const CANCEL_REF = 'cancel';
+
+/** What the node keeps of an operator's cancel (providerRefs.cancel): who asked, when, what the lane answered. */
+export interface CancelRecord {
+  requested_by: string;
+  requested_at: string;
+  /** The lane's answer: CANCELLED (confirmed), or the state the attempt is in (the cancel pending or refused). */
+  answer: string;
+  provider_state: string | null;
+  error_code: string | null;
+  error_detail: string | null;
+  provider_refs: Record<string, unknown>;
+}
+
+export function isCancelRecord(v: unknown): v is CancelRecord {
+  return typeof v === 'object' && v !== null && typeof (v as CancelRecord).requested_at === 'string';
+}
 const outcomeIs =
   (state: ExecutorOutcome['nextState']) =>
   ({ event }: { event: NodeEvent }) =>
     'outcome' in event && event.outcome.nextState === state;
+
+/** An operator's cancel as the lane answered it, in SUBMITTED or OBSERVING (`state`). */
+const cancelAnswered = (state: 'SUBMITTED' | 'OBSERVING') =>
+  [
+    { guard: and(['evidenceIsForCurrentAttempt', 'providerConfirmsCancelled']), target: 'CANCELLED', actions: ['recordCancelAnswer', 'deriveMovementState'] },
+    { guard: 'evidenceIsForCurrentAttempt', target: state, reenter: true, actions: 'recordCancelAnswer' },
+  ] as const;
 
 /** A provider's definite answer about a submitted attempt (submit, recovery): where it takes the node. */
 const providerAnswers = [
@@ -145,6 +179,7 @@ const providerAnswers = [
 
 /** An observation that settles the node (SUBMITTED or OBSERVING); any other answer keeps it observed. */
 const observedEnds = [
+  { guard: and(['cancelWasRequested', 'providerConfirmsCancelled']), target: 'CANCELLED', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
   { guard: 'providerReportsCompleted', target: 'COMPLETED', actions: ['countObservation', 'recordOutcome', 'advanceFrontier'] },
   { guard: 'providerReportsFailed', target: 'FAILED', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
   { guard: 'providerReportsUnknown', target: 'UNKNOWN', actions: ['countObservation', 'recordOutcome', 'deriveMovementState'] },
@@ -164,6 +199,9 @@ export const nodeMachine = setup({
     providerReportsFailed: outcomeIs('FAILED'),
     providerReportsUnknown: outcomeIs('UNKNOWN'),
     providerConfirmsNothingSubmitted: outcomeIs('READY'),
+    providerConfirmsCancelled: outcomeIs('CANCELLED'),
+    // A provider's CANCELLED counts only for an attempt an operator asked the lane to cancel.
+    cancelWasRequested: ({ context }) => isCancelRecord(context.providerRefs[CANCEL_REF]),
     laneAllowsRetry: ({ context }) => context.retryable,
     isCurrentAttempt: ({ context, event }) => event.type === 'REPLACEMENT_SIGNED' && event.attemptNo === context.attemptNo,
     providerNeedsOperator: ({ event }) => 'outcome' in event && event.outcome.manualInterventionRequired === true,
@@ -180,7 +218,26 @@ export const nodeMachine = setup({
     beginSubmitAttempt: assign(({ context, event }) => {
       const at = 'at' in event ? (event as { at: string }).at : context.startedAt;
       const attemptNo = context.attemptNo + 1;
-      return { attemptNo, startedAt: at, errorCode: null, errorDetail: null, dispatchAfter: null };
+      // A cancel asked of an earlier attempt is not this attempt's.
+      const { [CANCEL_REF]: _earlier, ...providerRefs } = context.providerRefs;
+      return { attemptNo, startedAt: at, errorCode: null, errorDetail: null, dispatchAfter: null, providerRefs };
+    }),
+    // What the lane answered to an operator's cancel, kept on the node; the observer looks at once.
+    recordCancelAnswer: assign(({ context, event }) => {
+      const e = event as Extract<NodeEvent, { type: 'CANCEL_ANSWERED' }>;
+      const record: CancelRecord = {
+        requested_by: e.by,
+        requested_at: e.at,
+        answer: e.outcome.nextState,
+        provider_state: e.outcome.providerState ?? null,
+        error_code: e.outcome.errorCode ?? null,
+        error_detail: e.outcome.errorDetail ?? null,
+        provider_refs: e.outcome.providerRefs ?? {},
+      };
+      return {
+        providerRefs: { ...context.providerRefs, [CANCEL_REF]: record },
+        nextObserveAt: e.outcome.nextState === 'CANCELLED' ? null : e.at,
+      };
     }),
     recordFailure: assign(({ event }) => {
       const e = event as Partial<Failure>;
@@ -192,9 +249,11 @@ export const nodeMachine = setup({
     }),
     recordOutcome: assign(({ context, event }) => {
       const { outcome, nextObserveAt } = event as OutcomeEvent;
+      // The cancel record is the machine's own (recordCancelAnswer): an executor cannot write it.
+      const { [CANCEL_REF]: _forged, ...refs } = outcome.providerRefs ?? {};
       return {
         providerState: outcome.providerState ?? context.providerState,
-        providerRefs: { ...context.providerRefs, ...outcome.providerRefs },
+        providerRefs: { ...context.providerRefs, ...refs },
         providerRefId: outcome.providerRefId ?? context.providerRefId,
         errorCode: outcome.errorCode ?? null,
         errorDetail: outcome.errorDetail ?? null,
@@ -308,6 +367,7 @@ export const nodeMachine = setup({
         ],
         OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveMovementState'] },
         REPLACEMENT_SIGNED: { guard: 'isCurrentAttempt', target: 'SUBMITTED', reenter: true, actions: 'recordReplacement' },
+        CANCEL_ANSWERED: cancelAnswered('SUBMITTED'),
       },
     },
     OBSERVING: {
@@ -318,11 +378,14 @@ export const nodeMachine = setup({
         ],
         OBSERVATION_TIMED_OUT: { target: 'UNKNOWN', actions: ['recordObservationTimeout', 'deriveMovementState'] },
         REPLACEMENT_SIGNED: { guard: 'isCurrentAttempt', target: 'OBSERVING', reenter: true, actions: 'recordReplacement' },
+        CANCEL_ANSWERED: cancelAnswered('OBSERVING'),
       },
     },
     UNKNOWN: {
       on: {
         RECOVERED: [
+          // A cancel asked while the attempt was observed, confirmed once recovery asks again.
+          { guard: and(['cancelWasRequested', 'providerConfirmsCancelled']), target: 'CANCELLED', actions: ['recordOutcome', 'deriveMovementState'] },
           ...providerAnswers,
           // Undetermined, and the executor says only a person can tell: the movement waits for one.
           { guard: and(['providerReportsUnknown', 'providerNeedsOperator']), target: 'UNKNOWN', reenter: true, actions: ['recordOutcome', 'deriveMovementState'] },

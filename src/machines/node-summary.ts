@@ -14,6 +14,8 @@ export interface NodeSummary {
   manualGateReady: boolean;
   executing: boolean;
   inFlight: boolean;
+  /** Nodes CANCELLED; while the movement runs, only by a provider's confirmed cancel. Absent in older logs. */
+  cancelled?: number;
   /** A node whose executor asked for a person (manual_intervention_required) is UNKNOWN or FAILED. */
   manualIntervention?: boolean;
 }
@@ -45,11 +47,13 @@ export function summarizeNodes(nodes: readonly SummarizedNode[]): NodeSummary {
     manualGateReady: false,
     executing: false,
     inFlight: false,
+    cancelled: 0,
   };
   for (const n of nodes) {
     if (n.node_state === 'COMPLETED' || n.node_state === 'SKIPPED') s.done++;
     if (n.node_state === 'FAILED') s.failed++;
     if (n.node_state === 'UNKNOWN') s.unknown++;
+    if (n.node_state === 'CANCELLED') s.cancelled!++;
     if (n.node_state === 'COMPLETED' && SIDE_EFFECT_KINDS.has(n.node_kind)) s.sideEffectCompleted = true;
     if (n.node_state === 'READY' && isManualNode(n)) s.manualGateReady = true;
     if (EXECUTING.has(n.node_state)) s.executing = true;

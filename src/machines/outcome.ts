@@ -3,8 +3,9 @@
  * (ExecutionResult, snake_case) lives in src/executors; this is the machine's own view of it.
  */
 // READY is meaningful only from recover(): the provider confirms nothing was submitted under the
-// attempt's idempotency key, so a new attempt is safe.
-export const outcomeStates = ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY'] as const;
+// attempt's idempotency key, so a new attempt is safe. CANCELLED only after an operator's cancel
+// was asked of the lane: the provider confirms the attempt was cancelled and moved nothing.
+export const outcomeStates = ['COMPLETED', 'SUBMITTED', 'OBSERVING', 'FAILED', 'UNKNOWN', 'READY', 'CANCELLED'] as const;
 export type OutcomeState = (typeof outcomeStates)[number];
 
 export interface ExecutorOutcome {

@@ -206,6 +206,31 @@ export async function stuckReservations(db: Queryable, w: WalletKey, floor: numb
   return rows;
 }
 
+/**
+ * Open rows of the wallet at or above the chain's pending nonce `pending`, held longer than
+ * `olderThanSeconds` and not reported yet: the chain does not know them (docs/evm-lane.md, "Chain
+ * state disagreements"). With the lowest open nonce of the wallet, to tell a gap from a queue.
+ */
+export async function unreportedAhead(db: Queryable, w: WalletKey, pending: number, olderThanSeconds: number, limit: number): Promise<{ rows: (NonceRow & { request_id: string | null })[]; lowest: number | null }> {
+  const { rows } = await db.query<NonceRow & { request_id: string | null }>(
+    `SELECT r.*, n.request_id FROM evm_nonce_reservations r LEFT JOIN request_nodes n ON n.id = r.request_node_id
+      WHERE r.chain_id = $1 AND r.sender = $2 AND r.closed_at IS NULL AND r.status <> 'released' AND r.nonce >= $3
+        AND r.disagreement_reported_at IS NULL AND r.created_at < now() - make_interval(secs => $4)
+      ORDER BY r.nonce LIMIT $5`,
+    [w.chainId, w.sender, pending, olderThanSeconds, limit],
+  );
+  const low = await db.query<{ n: number | null }>(
+    `SELECT min(nonce)::int AS n FROM evm_nonce_reservations WHERE chain_id = $1 AND sender = $2 AND closed_at IS NULL AND status <> 'released'`,
+    [w.chainId, w.sender],
+  );
+  return { rows, lowest: low.rows[0]?.n ?? null };
+}
+
+/** Marks rows as reported (see unreportedAhead). */
+export async function markDisagreementReported(db: Queryable, ids: number[]): Promise<void> {
+  if (ids.length > 0) await db.query('UPDATE evm_nonce_reservations SET disagreement_reported_at = now() WHERE id = ANY($1::bigint[])', [ids]);
+}
+
 /** All rows of a wallet, lowest nonce first (inspection and tests). */
 export async function reservationsOfWallet(db: Queryable, w: WalletKey): Promise<NonceRow[]> {
   const { rows } = await db.query<NonceRow>('SELECT * FROM evm_nonce_reservations WHERE chain_id = $1 AND sender = $2 ORDER BY nonce, id', [

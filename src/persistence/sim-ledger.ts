@@ -7,7 +7,7 @@ import type { Queryable } from './db.ts';
  * transaction does afterwards, exactly like a real provider's record of a request.
  */
 
-export type SimCall = 'preflight' | 'prepare' | 'submit' | 'observe' | 'recover' | 'inspect';
+export type SimCall = 'preflight' | 'prepare' | 'submit' | 'observe' | 'recover' | 'inspect' | 'cancel';
 
 export interface SimCallEntry {
   request_node_id: string;

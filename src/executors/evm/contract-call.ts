@@ -123,6 +123,13 @@ export abstract class EvmContractCallExecutor<P> implements Executor {
     return this.settle(await this.tx.recover(ctx, this.finality(ctx), this.receiptCheck(p.value)), p.value);
   }
 
+  /** An operator's cancel: proposes the zero-value replacement at the attempt's nonce (tx-lifecycle.ts). */
+  async cancel(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const p = this.pinned(ctx);
+    if (!p.ok) return this.tx.cancel(ctx, this.finality(ctx));
+    return this.settle(await this.tx.cancel(ctx, this.finality(ctx), this.receiptCheck(p.value)), p.value);
+  }
+
   /** As recover(), reading only: the stored bytes are looked up on the chain, never sent. */
   async inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
     const p = this.pinned(ctx);

@@ -109,6 +109,11 @@ export class EvmNativeTransferExecutor implements Executor {
     return this.#tx.inspect(ctx, this.#finality(ctx));
   }
 
+  /** An operator's cancel: proposes the zero-value replacement at the attempt's nonce (tx-lifecycle.ts). */
+  cancel(ctx: ExecutionContext): Promise<ExecutionResult> {
+    return this.#tx.cancel(ctx, this.#finality(ctx));
+  }
+
   async health(): Promise<Record<string, unknown>> {
     const [chainId, blockNumber] = await Promise.all([this.#client.getChainId(), this.#client.getBlockNumber()]);
     return { ok: true, executor_key: this.executorKey, lane: EVM_LANE, chain_id: chainId, block_number: Number(blockNumber), from: this.from };

@@ -97,6 +97,13 @@ export class EvmChainRouter implements Executor {
     return t.ok ? t.executor.inspect(ctx) : manual(t.code, t.detail);
   }
 
+  async cancel(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const t = this.target(ctx);
+    if (!t.ok) return manual(t.code, t.detail);
+    if (!t.executor.cancel) return failed('CANCEL_NOT_SUPPORTED', `${t.executor.executorKey} does not offer cancel`);
+    return t.executor.cancel(ctx);
+  }
+
   async preSubmitCheck(ctx: ExecutionContext): Promise<void> {
     const t = this.target(ctx);
     if (t.ok) await t.executor.preSubmitCheck?.(ctx);

@@ -13,6 +13,8 @@ export interface SignedTx {
   from: Address;
   nonce: number;
   chainId: number;
+  /** An operator's cancel of the attempt (a zero-value self-transfer at its nonce), not a version of its payment. */
+  cancel?: boolean;
 }
 
 export type SignedTxResult = { ok: true; tx: SignedTx } | { ok: false; detail: string };
@@ -49,6 +51,13 @@ export function signedBytesOf(artifacts: readonly GeneratedArtifact[] | undefine
 /** Every signed version of the attempt (a fee bump adds one), oldest first. */
 export function signedVersionsOf(artifacts: readonly GeneratedArtifact[] | undefined): string[] {
   return (artifacts ?? []).filter((a) => a.artifact_type === 'signature' && a.content_inline).map((a) => a.content_inline!);
+}
+
+/** Every signed version of the attempt, oldest first, each marked when it is an operator's cancel (stored with `cancel: true`). */
+export function signedEntriesOf(artifacts: readonly GeneratedArtifact[] | undefined): { raw: string; cancel: boolean }[] {
+  return (artifacts ?? [])
+    .filter((a) => a.artifact_type === 'signature' && a.content_inline)
+    .map((a) => ({ raw: a.content_inline!, cancel: a.artifact_metadata?.cancel === true }));
 }
 
 /** The sender and nonce the attempt's prepared action reserved, from its 'prepared_action' artifact. */

@@ -11,10 +11,12 @@ import { attemptKey } from '../../ids.ts';
 import { NothingSentError, TemporaryMovementError } from '../errors.ts';
 import { payloadHash } from '../payload-hash.ts';
 import { ExecutionResultSchema, type ExecutionContext, type ExecutionResult, type ExecutionResultInput, type PreparedAction, type SubmitOptions } from '../protocol.ts';
-import { capFees, nextVersion, type FeeBumpPolicy } from './fee-bump.ts';
+import { capFees, feesOf, nextVersion, type FeeBumpPolicy } from './fee-bump.ts';
 import type { EvmNonceManager } from './nonces.ts';
 import { classifyBroadcastError, errorDetail } from './rpc-errors.ts';
-import { decodeSignedTx, preparedNonceOf, signedBytesOf, signedVersionsOf, signsExactly, type SignedTx } from './signed-tx.ts';
+import { decodeSignedTx, preparedNonceOf, signedBytesOf, signedEntriesOf, signsExactly, type SignedTx } from './signed-tx.ts';
+import { CANCEL_GAS } from '../signers/evm-policy.ts';
+import { serializeTransaction } from 'viem';
 
 /**
  * The life of one EVM transaction, shared by every executor that signs one (native transfers,
@@ -241,6 +243,8 @@ export class EvmTxLifecycle {
   async #maybeBump(ctx: ExecutionContext, txs: SignedTx[], pending: ExecutionResult): Promise<ExecutionResult> {
     const policy = this.feeBump;
     if (!policy || !this.nonces) return pending;
+    // After an operator's cancel, the payment is never bumped again: only the cancel should be mined.
+    if (txs.some((t) => t.cancel)) return pending;
     const age = await this.nonces.broadcastAge(this.from, ctx.request_node_id, ctx.attempt_no);
     if (age === null || age < policy.afterSeconds) return pending;
     const estimate = await this.read('eth_feeHistory', () => this.client.estimateFeesPerGas());
@@ -277,6 +281,89 @@ export class EvmTxLifecycle {
           version: next.version,
           max_fee_per_gas: next.maxFeePerGas.toString(),
           max_priority_fee_per_gas: next.maxPriorityFeePerGas.toString(),
+        },
+      },
+    });
+  }
+
+  /**
+   * cancel(): an operator's cancel of the attempt. Read first: a version (or an earlier cancel)
+   * already mined answers as observe would, with EVM_CANCEL_TOO_LATE for the payment (the node
+   * goes on and completes). Otherwise it proposes the cancel as the result's prepared_action: a
+   * zero-value transfer from the sender to itself at the attempt's nonce, 21,000 gas, fees above
+   * every version's (so a node takes it as their replacement) and within the chain's cap. The
+   * runtime has it signed (the signer allows this one shape, and only as a cancel of the attempt's
+   * original, evm-policy.ts checkCancel), stores it and only then broadcasts it through submit().
+   * It changes nothing itself: no broadcast, no nonce reservation touched.
+   */
+  async cancel(ctx: ExecutionContext, need: Finality, check?: ReceiptCheck): Promise<ExecutionResult> {
+    const txs = await this.attemptTxs(ctx);
+    if (!txs.ok) return result({ ...txs.result, next_state: 'SUBMITTED', manual_intervention_required: false, error_code: 'EVM_CANCEL_NOTHING_SIGNED', error_detail: `nothing to cancel: ${txs.result.error_detail}` });
+    const status = await this.status(txs.txs, need, check);
+    if (status && status.next_state !== 'SUBMITTED') {
+      if (status.next_state === 'CANCELLED') return status;
+      return result({
+        ...status,
+        next_state: status.next_state === 'FAILED' ? 'OBSERVING' : status.next_state,
+        error_code: 'EVM_CANCEL_TOO_LATE',
+        error_detail: `too late to cancel: ${status.error_detail ?? `transaction ${String(status.provider_refs.tx_hash ?? '')} is ${status.provider_state}`}`,
+        prepared_action: null,
+      });
+    }
+    const newest = txs.txs.at(-1)!;
+    const earlier = txs.txs.find((t) => t.cancel);
+    if (earlier) {
+      return result({
+        next_state: 'SUBMITTED',
+        provider_state: 'cancel_pending',
+        provider_refs: { ...txRefs(earlier), cancel_tx_hash: earlier.hash },
+        error_detail: `the cancel ${earlier.hash} is already signed for nonce ${earlier.nonce}; it settles the node once mined`,
+      });
+    }
+    const top = topFees(txs.txs);
+    if (!top) return refusedCancel(newest, 'EVM_CANCEL_UNSUPPORTED_TX', 'only EIP-1559 transactions are cancelled by replacement');
+    const [estimate, chainNext] = await this.read('cancel', () =>
+      Promise.all([this.client.estimateFeesPerGas(), this.client.getTransactionCount({ address: newest.from, blockTag: 'pending' })]),
+    );
+    // A node takes a replacement only when both fee fields rise by at least 10% (geth, anvil); 20%.
+    const bump = (v: bigint) => (v * 120n + 99n) / 100n;
+    let maxFee = bump(top.maxFeePerGas) > estimate.maxFeePerGas ? bump(top.maxFeePerGas) : estimate.maxFeePerGas;
+    let tip = bump(top.maxPriorityFeePerGas) > estimate.maxPriorityFeePerGas ? bump(top.maxPriorityFeePerGas) : estimate.maxPriorityFeePerGas;
+    if (this.feeCap !== null && maxFee > this.feeCap) {
+      if (this.feeCap < (top.maxFeePerGas * 110n + 99n) / 100n) {
+        return refusedCancel(newest, 'EVM_CANCEL_FEE_CAP', `a cancel must offer 10% over ${top.maxFeePerGas} wei per gas; the chain's cap is ${this.feeCap}`);
+      }
+      maxFee = this.feeCap;
+    }
+    if (tip > maxFee) tip = maxFee;
+    const payload = serializeTransaction({ type: 'eip1559', chainId: newest.chainId, nonce: newest.nonce, to: newest.from, value: 0n, gas: CANCEL_GAS, maxFeePerGas: maxFee, maxPriorityFeePerGas: tip });
+    const key = ctx.idempotency_key ?? attemptKey(ctx.request_node_id, ctx.attempt_no);
+    const gap = chainNext < newest.nonce ? { chain_next_nonce: chainNext } : {};
+    return result({
+      next_state: 'SUBMITTED',
+      provider_state: 'cancel_proposed',
+      provider_refs: { ...txRefs(newest), ...gap },
+      error_detail:
+        chainNext < newest.nonce
+          ? `the chain's next nonce of ${newest.from} is ${chainNext}: neither the transfer nor its cancel at nonce ${newest.nonce} can be mined before nonces ${chainNext}..${newest.nonce - 1} are used`
+          : null,
+      prepared_action: {
+        prepared_action_id: `evm-${key}-cancel`,
+        action_type: EVM_CANCEL_ACTION,
+        payload_format: 'evm_raw_tx',
+        payload,
+        payload_hash: payloadHash(payload),
+        signing_required: true,
+        provider_hints: {
+          chain_id: newest.chainId,
+          nonce: newest.nonce,
+          from: newest.from,
+          to: newest.from,
+          value_wei: '0',
+          cancel: true,
+          replaces: top.tx.hash,
+          max_fee_per_gas: maxFee.toString(),
+          max_priority_fee_per_gas: tip.toString(),
         },
       },
     });
@@ -389,6 +476,21 @@ export class EvmTxLifecycle {
     const proof: Record<string, unknown> = receiptProof(tx.hash, receipt);
     // The fee the sender paid, from the moment the transaction is mined (a reverted one pays too).
     const paid = { fee_paid_wei: feePaidWei(receipt) };
+    if (tx.cancel) {
+      // The operator's cancel took the nonce: no version of the payment can ever be mined. Settled
+      // at the same depth the payment would have needed, so a reorg cannot bring the payment back.
+      const reached = await finalityOf(this.client, receipt, need);
+      const refs = { ...txRefs(tx), cancel_tx_hash: tx.hash, ...paid, confirmations: reached.confirmations };
+      if (!reached.done) return result({ next_state: 'OBSERVING', provider_state: 'cancel_mined', provider_refs: refs, retry_after_seconds: this.#retry() });
+      return result({
+        next_state: 'CANCELLED',
+        provider_state: 'cancelled',
+        provider_refs: { ...refs, block_number: Number(receipt.blockNumber) },
+        proof: { ...proof, cancel: true, confirmations: reached.confirmations },
+        error_code: 'EVM_TX_CANCELLED',
+        error_detail: `the zero-value replacement ${tx.hash} was mined at nonce ${tx.nonce}: the transfer was cancelled and can never be mined`,
+      });
+    }
     if (receipt.status !== 'success') {
       return result({
         next_state: 'FAILED',
@@ -436,13 +538,13 @@ export class EvmTxLifecycle {
 
   /** Every signed version of the attempt, oldest first; all must be from one sender with one nonce on one chain. */
   async attemptTxs(ctx: ExecutionContext): Promise<{ ok: true; txs: SignedTx[] } | { ok: false; result: ExecutionResult }> {
-    const raws = signedVersionsOf(ctx.attempt_artifacts);
-    if (raws.length === 0) return { ok: false, result: manual('EVM_NO_SIGNED_TX', 'the attempt has no stored signed transaction') };
+    const entries = signedEntriesOf(ctx.attempt_artifacts);
+    if (entries.length === 0) return { ok: false, result: manual('EVM_NO_SIGNED_TX', 'the attempt has no stored signed transaction') };
     const txs: SignedTx[] = [];
-    for (const raw of raws) {
+    for (const { raw, cancel } of entries) {
       const decoded = await decodeSignedTx(raw);
       if (!decoded.ok) return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', decoded.detail) };
-      txs.push(decoded.tx);
+      txs.push(cancel ? { ...decoded.tx, cancel: true } : decoded.tx);
     }
     if (txs.some((t) => t.nonce !== txs[0]!.nonce || t.from !== txs[0]!.from || t.chainId !== txs[0]!.chainId)) {
       return { ok: false, result: manual('EVM_SIGNED_TX_INVALID', 'the versions of the attempt do not share one sender, chain and nonce') };
@@ -461,6 +563,24 @@ export class EvmTxLifecycle {
   #retry(): number {
     return Math.round(this.pollSeconds);
   }
+}
+
+/** The action type of an operator's cancel of an EVM attempt (a zero-value self-transfer at its nonce). */
+export const EVM_CANCEL_ACTION = 'evm_cancel';
+
+/** The version offering the highest fees (EIP-1559 only): a cancel must outbid it. */
+function topFees(txs: readonly SignedTx[]): { tx: SignedTx; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | null {
+  let top: { tx: SignedTx; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | null = null;
+  for (const tx of txs) {
+    const fees = feesOf(tx.raw);
+    if (fees && (!top || fees.maxFeePerGas > top.maxFeePerGas)) top = { tx, ...fees };
+  }
+  return top;
+}
+
+/** A cancel the lane cannot make: the node stays as it is, observed, and the answer says why. */
+function refusedCancel(tx: SignedTx, code: string, detail: string): ExecutionResult {
+  return result({ next_state: 'SUBMITTED', provider_state: 'cancel_refused', provider_refs: txRefs(tx), error_code: code, error_detail: detail });
 }
 
 /** The provider_hints of the attempt's first prepared action (a replacement keeps them); {} without one. */

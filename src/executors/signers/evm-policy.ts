@@ -304,6 +304,56 @@ export function checkReplacement(tx: TransactionSerializable, original: Transact
   }
 }
 
+/** What a cancel replacement costs in gas: a plain transfer without calldata. */
+export const CANCEL_GAS = 21_000n;
+
+/**
+ * An operator's cancel of a submitted attempt: a zero-value transfer from the signer's own address
+ * to itself, no calldata, no access list, 21,000 gas, at the nonce, on the chain and of the type of
+ * the attempt's original version, with fees at least the original's and within the chain's cap. The
+ * original must itself be the approved payment (checkEvmTransaction against the expected effect), so
+ * a cancel exists only for a nonce a movement's approved node holds. `sender` is the signer's address;
+ * null where it is not known (a proxy in front of a remote signer, which checks it itself).
+ * Whichever of the two is mined, nothing is paid twice: they share the nonce.
+ * @throws FatalMovementError SIGNER_POLICY_VIOLATION, rule `cancel_*`
+ */
+export function checkCancel(
+  tx: TransactionSerializable,
+  original: TransactionSerializable,
+  expected: ExpectedEffect | null | undefined,
+  scope: EvmSignerScope,
+  sender: string | null,
+  unavailableReason?: string | null,
+): void {
+  checkEvmTransaction(original, expected, scope, unavailableReason);
+  const keep = (rule: string, what: string, a: unknown, b: unknown) => {
+    if (a === b) return;
+    throw violation(rule, `a cancel keeps the original's ${what}: it is ${String(b)}, the original's ${String(a)}`, { expected: String(a), actual: String(b) });
+  };
+  keep('cancel_tx_type', 'transaction type', original.type, tx.type);
+  keep('cancel_chain_id', 'chain id', original.chainId, tx.chainId);
+  keep('cancel_nonce', 'nonce', original.nonce, tx.nonce);
+  if (!tx.to) throw violation('cancel_to', 'a cancel is a transfer to the sender itself; this transaction names no recipient');
+  if (sender !== null && tx.to.toLowerCase() !== sender.toLowerCase()) {
+    throw violation('cancel_to', `a cancel goes from the sender to itself; it names ${tx.to}, the sender is ${sender}`, { expected: sender.toLowerCase(), actual: tx.to.toLowerCase() });
+  }
+  if ((tx.value ?? 0n) !== 0n) throw violation('cancel_value', `a cancel moves no value; this one carries ${tx.value} wei`);
+  if ((tx.data ?? '0x') !== '0x') throw violation('cancel_data', 'a cancel carries no calldata');
+  if (accessListKey((tx as FeeFields).accessList) !== '[]') throw violation('cancel_access_list', 'a cancel has no access list');
+  if (tx.gas !== CANCEL_GAS) throw violation('cancel_gas', `a cancel's gas limit is ${CANCEL_GAS}, not ${tx.gas}`, { expected: CANCEL_GAS.toString(), actual: String(tx.gas) });
+  const o = original as FeeFields;
+  const r = tx as FeeFields;
+  const fields = tx.type === 'eip1559' ? (['maxFeePerGas', 'maxPriorityFeePerGas'] as const) : (['gasPrice'] as const);
+  for (const field of fields) {
+    const before = o[field];
+    const after = r[field];
+    if (before === undefined || after === undefined || after < before) {
+      throw violation('cancel_fee_decrease', `a cancel offers at least the original's ${field} (${before}), not ${after}`, { expected: String(before), actual: String(after) });
+    }
+  }
+  checkFeeCap(tx, expected!, scope);
+}
+
 function accessListKey(list: unknown): string {
   if (!Array.isArray(list) || list.length === 0) return '[]';
   return JSON.stringify(

@@ -1,7 +1,7 @@
 import { isHex, parseTransaction, type Hex, type TransactionSerializable } from 'viem';
 import { FatalMovementError } from '../errors.ts';
 import type { SignRequest, SignResult } from '../protocol.ts';
-import { checkEvmTransaction, checkExecutorAllowed, checkNonceFill, checkReplacement, EVM_NONCE_FILL_ACTION, typedDataRefused, violation, type EvmSignerScope } from './evm-policy.ts';
+import { checkCancel, checkEvmTransaction, checkExecutorAllowed, checkNonceFill, checkReplacement, EVM_NONCE_FILL_ACTION, typedDataRefused, violation, type EvmSignerScope } from './evm-policy.ts';
 import { checkSignRequest } from './integrity.ts';
 
 /** What differs between EVM signers: where the key is and how a transaction gets its signature. */
@@ -31,7 +31,7 @@ export async function signEvmRequest(
     case 'evm_raw_tx': {
       // The address only for the gap filler's rule: a KMS signer reads it with a call, and a
       // refused request must make none.
-      const sender = r.signing_intent.action === EVM_NONCE_FILL_ACTION ? await backend.getAddress() : null;
+      const sender = r.signing_intent.action === EVM_NONCE_FILL_ACTION || r.cancels ? await backend.getAddress() : null;
       const tx = checkEvmRawTxRequest(r, scope, sender);
       const signature = await backend.signTransaction(tx);
       return { signature, signature_format: 'evm_signed_tx', signer_ref: signerRef(await backend.getAddress()) };
@@ -60,8 +60,14 @@ export function checkEvmRawTxRequest(r: SignRequest, scope: EvmSignerScope, send
   if (!fill) checkExecutorAllowed(r, scope);
   const tx = parseUnsignedTransaction(r.payload);
   if (fill) {
-    if (r.replaces) throw violation('nonce_fill', 'a nonce gap filler is never a replacement');
+    if (r.replaces || r.cancels) throw violation('nonce_fill', 'a nonce gap filler is never a replacement');
     checkNonceFill(tx, r.expected_effect, scope, sender);
+    return tx;
+  }
+  if (r.cancels) {
+    // An operator's cancel: the one zero-value shape, at the original's nonce (checkCancel).
+    if (r.replaces) throw violation('cancel_shape', 'a cancel is not a fee bump: replaces and cancels are never both set');
+    checkCancel(tx, parseUnsignedTransaction(r.cancels.payload), r.expected_effect, scope, sender, r.expected_effect_unavailable);
     return tx;
   }
   if (r.replaces) {

@@ -33,5 +33,11 @@ export function checkSignRequest(req: unknown): SignRequest {
       computed_hash: payloadHash(r.replaces.payload),
     });
   }
+  if (r.cancels && payloadHash(r.cancels.payload) !== r.cancels.payload_hash) {
+    throw new FatalMovementError('SIGNER_PAYLOAD_HASH_MISMATCH', 'the cancelled version does not hash to its payload_hash', {
+      payload_hash: r.cancels.payload_hash,
+      computed_hash: payloadHash(r.cancels.payload),
+    });
+  }
   return r;
 }

@@ -42,6 +42,11 @@ export const SimScriptSchema = z.object({
   recover: sequence.optional(),
   /** What inspect() (reconciliation's read-only question) answers; without it, the ledger decides. */
   inspect: sequence.optional(),
+  /**
+   * What cancel() (an operator's cancel of a submitted attempt) answers; without it, CANCELLED: the
+   * simulated provider drops an attempt it has not completed. Any other answer leaves the node observed.
+   */
+  cancel: sequence.optional(),
   payload_format: z.enum(['json', 'eip712', 'evm_raw_tx']).optional(),
 });
 export type SimScript = z.output<typeof SimScriptSchema>;

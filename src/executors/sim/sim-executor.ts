@@ -125,6 +125,16 @@ export class SimExecutor implements Executor {
     return outcomeResult({ next_state: 'READY', error_code: 'RECOVERY_NO_SUBMISSION', error_detail: 'the provider has no record of this attempt' }, ctx, 'inspect');
   }
 
+  /**
+   * An operator's cancel of a submitted attempt, recorded in the ledger like every call: the
+   * scripted answer, else CANCELLED (the simulated provider holds an attempt it has not completed
+   * and drops it on request; nothing was paid).
+   */
+  async cancel(ctx: ExecutionContext): Promise<ExecutionResult> {
+    const { script, n } = await this.#call(ctx, 'cancel');
+    return outcomeResult(pick(script.cancel, n) ?? 'CANCELLED', ctx, 'cancel');
+  }
+
   async health(): Promise<Record<string, unknown>> {
     return { ok: true, executor_key: this.executorKey, lane: SIM_LANE };
   }

@@ -3,6 +3,7 @@ import { OpenAPIHono } from '@hono/zod-openapi';
 import type { PgBoss } from 'pg-boss';
 import type { WorkerDeps } from '../../actors/execution.ts';
 import type { MovementServiceDeps } from '../../services/movements.ts';
+import type { CancelServiceDeps } from '../../services/movement-cancel.ts';
 import { createCallbackQueue } from '../../actors/callback-delivery.ts';
 import type { CallbackQueue } from '../../callbacks/jobs.ts';
 import type { FerryConfig } from '../../config.ts';
@@ -38,6 +39,8 @@ export interface V3Context {
   /** The running runtime; 503 SERVICE_UNAVAILABLE until there is one. */
   runtime(): ApiRuntime;
   movementDeps(): MovementServiceDeps;
+  /** What a cancel needs besides: the lanes it asks and the signers that sign a cancel replacement. */
+  cancelDeps(): CancelServiceDeps;
   bindings(): BindingCatalog;
   /** The catalog when the runtime runs here; reads that can do without it (previews) get undefined. */
   bindingsIfRunning(): BindingCatalog | undefined;
@@ -60,6 +63,10 @@ export function v3Context(deps: V3Deps): V3Context {
     bindings,
     bindingsIfRunning: () => (deps.runtime ? bindings() : undefined),
     movementDeps: () => ({ pool: deps.pool, config: deps.config, transitions: runtime().deps.transitions, bindings: bindings() }),
+    cancelDeps: () => {
+      const r = runtime().deps;
+      return { pool: deps.pool, config: deps.config, transitions: r.transitions, bindings: bindings(), executors: r.executors, signers: r.signers, log: (r as { log?: CancelServiceDeps['log'] }).log };
+    },
     callbackQueue: () => createCallbackQueue(runtime().boss),
   };
 }

@@ -1,3 +1,4 @@
+import { cancelMovementAtLanes } from '../../services/movement-cancel.ts';
 import {
   approveMovement,
   cancelMovement,
@@ -136,11 +137,13 @@ const cancelRoute = apiRoute({
   method: 'post',
   path: '/movements/{id}/cancel',
   tags,
-  summary: 'Cancel a movement whose nodes are not in flight',
+  summary: 'Cancel a movement; for an operator, nodes with their provider are cancelled through their lanes',
+  description:
+    'Without a node in flight the movement is CANCELLED at once. An operator\'s cancel of an EXECUTING movement whose in-flight nodes are SUBMITTED or OBSERVING asks each node\'s lane to cancel its attempt and records the answer on the node (provider_refs.cancel) and in the audit log: a confirmed cancel makes the node CANCELLED and the movement CANCELLED; a pending one (EVM: the zero-value replacement at the nonce, broadcast) leaves the node observed until the chain settles it; a refusal (too late, not cancellable) is 409 CANCEL_REFUSED and the movement goes on. 409 CANCEL_NODE_IN_DISPATCH while a node is PREPARING, AWAITING_SIGNATURE, SUBMITTING or UNKNOWN; 409 CANCEL_NOT_SUPPORTED when no such node\'s lane offers a cancel.',
   permission: 'movement.cancel',
   request: { params: MovementIdParams, body: jsonBody(ReasonBody, false) },
   responses: {
-    200: decided('CANCELLED; nodes that had not started are cancelled'),
+    200: decided('CANCELLED (nodes that had not started are cancelled), or EXECUTING with the cancel asked of the lanes and pending'),
     ...forbidden('The role lacks movement.cancel (FORBIDDEN), or a requester asks to cancel a movement another created (NOT_MOVEMENT_OWNER)'),
     ...notFound,
     ...refused,
@@ -226,7 +229,9 @@ export function movementRoutes(ctx: V3Context) {
     const { reason } = c.req.valid('json');
     // Operators steer every movement; a requester cancels only what it asked for.
     const scope = can(c.get('principal').role, 'movement.operate') ? 'any' : 'own';
-    return c.json(await detail(await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason, scope }), audienceOf(c)), 200);
+    // Only an operator's cancel asks lanes to cancel what their provider already has.
+    const moved = scope === 'any' ? await cancelMovementAtLanes(ctx.cancelDeps(), id, { actor: actorOf(c), reason, scope }) : await cancelMovement(ctx.movementDeps(), id, { actor: actorOf(c), reason, scope });
+    return c.json(await detail(moved, audienceOf(c)), 200);
   });
 
   app.openapi(resumeRoute, async (c) => {
