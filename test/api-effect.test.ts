@@ -195,6 +195,16 @@ test('a node whose effect cannot be pinned says so, and that its signer will ref
   assert.ok(r.body.effect.warnings.some((w: string) => w.startsWith('node pay has no approval-bound effect')));
 });
 
+test('a signing node from before effects were pinned shows what dispatch would sign it against (the configuration of now)', async () => {
+  const created = await create('usdc.transfer', { asset: 'USDC', amount: '12', destination: ALICE });
+  await db.pool.query('UPDATE request_nodes SET expected_effect = NULL WHERE request_id = $1', [created.movement.id]);
+  const n = (await call('GET', `/v3/movements/${created.movement.id}`, 'viewer')).body.effect.nodes[0];
+  assert.equal(n.basis, 'plan');
+  assert.equal(n.amount, '12');
+  assert.equal(n.amount_base_units, '12000000');
+  assert.equal(n.fee_cap.max_fee_per_gas_gwei, '50');
+});
+
 test('a node with a transaction hash links to the explorer of its chain; the hash is only rendered, never fetched', async () => {
   const created = await create('usdc.transfer', { asset: 'USDC', amount: '1', destination: ALICE });
   const hash = `0x${'ab'.repeat(32)}`;

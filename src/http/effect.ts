@@ -1,10 +1,12 @@
 import { decodeFunctionData, isHex, sliceHex, type Hex } from 'viem';
 import { tokenMessengerAbi } from '../executors/cctp/message.ts';
+import type { ConfigFile } from '../config-file.ts';
 import {
   CCTP_BURN_EXECUTOR,
   CCTP_MINT_EXECUTOR,
   ERC20_TRANSFER_EXECUTOR,
   NATIVE_TRANSFER_EXECUTOR,
+  deriveExpectedEffect,
 } from '../executors/evm/expected-effect.ts';
 import { executorKeyOf, signerKeyOf } from '../plan/bindings.ts';
 
@@ -107,6 +109,12 @@ export interface EffectFacts {
   accountExchanges?: ReadonlyMap<string, string>;
   /** Signer key -> the address its health check observed. */
   signerAddresses?: ReadonlyMap<string, string>;
+  /**
+   * The configuration of now, for a signing node created before effects were pinned: dispatch signs
+   * it against the effect derived from the configuration of now, so that is what is shown (basis plan).
+   */
+  evm?: ConfigFile['evm'];
+  fallbackFeeCapWei?: string;
 }
 
 export interface EffectInput {
@@ -147,7 +155,7 @@ const BALANCE_WARNING = 'balances and the provider\'s limits are checked when a 
 export function movementEffect(input: EffectInput): MovementEffectView {
   const planNodes = nodesOf(input.plan);
   const pinned = new Map(input.nodes.map((n) => [n.node_key, n.expected_effect]));
-  const nodes = planNodes.map((n) => nodeEffect(n, input.intent, pinned.get(n.node_key), input.facts ?? {}));
+  const nodes = planNodes.map((n) => nodeEffect(n, input, pinned.get(n.node_key)));
   const warnings: string[] = [];
   for (const n of nodes) {
     if (n.basis === 'unavailable') warnings.push(`node ${n.node_key} has no approval-bound effect, its signer will refuse it: ${n.unavailable}`);
@@ -197,14 +205,28 @@ function laneOf(executorKey: string | null): string | null {
   return m ? m[1]! : null;
 }
 
-function nodeEffect(n: PlanNode, intent: Record<string, unknown>, pinnedRaw: unknown, facts: EffectFacts): NodeEffectView {
+function nodeEffect(n: PlanNode, input: EffectInput, pinnedRaw: unknown): NodeEffectView {
+  const { intent } = input;
+  const facts = input.facts ?? {};
   const config = n.config ?? {};
   const executorKey = executorKeyOf(n.executor_binding);
   const signerKey = signerKeyOf(n.signer_binding);
   if (n.node_kind === 'observe') return blank(n, 'observation', executorKey);
   if (n.node_kind === 'manual_gate' || (n.action_type ?? '').startsWith('manual_')) return blank(n, 'gate', executorKey);
 
-  if (signerKey !== null) return signingEffect(n, executorKey, signerKey, config, intent, pinnedRaw, facts);
+  if (signerKey !== null) {
+    let pinned = pinnedRaw;
+    let basis: EffectBasis = 'pinned';
+    if ((pinnedRaw === null || pinnedRaw === undefined) && facts.evm) {
+      // Created before pinning: what dispatch would sign it against, derived from the configuration of now.
+      const derived = deriveExpectedEffect({ plan: input.plan, nodeKey: n.node_key, intent, evm: facts.evm, fallbackFeeCapWei: facts.fallbackFeeCapWei });
+      pinned = derived.ok ? { effect: derived.effect } : { unavailable: derived.reason };
+      basis = 'plan';
+    }
+    const v = signingEffect(n, executorKey, signerKey, config, intent, pinned, facts);
+    if (v.basis === 'pinned') v.basis = basis;
+    return v;
+  }
 
   if (executorKey === 'exec.cex.withdrawal_action') {
     const v = blank(n, 'cex_withdrawal', executorKey);

@@ -173,7 +173,7 @@ export const HISTORY_LIMIT = 5000;
 export async function movementDetail(pool: Pool, id: string, audience: Audience, config: InspectDeps['config'] = {}) {
   const request = await requireMovement(pool, id);
   const [nodes, history, signers] = await Promise.all([nodesOfMovement(pool, id), transitionsOfMovement(pool, id, 0, HISTORY_LIMIT + 1), listSigners(pool)]);
-  const display = effectDisplay({ explorerUrls: config?.explorerUrls ?? {}, file: config?.file ?? EMPTY_CONFIG_FILE }, signers);
+  const display = effectDisplay({ explorerUrls: config?.explorerUrls ?? {}, file: config?.file ?? EMPTY_CONFIG_FILE, evmMaxFeePerGasCapWei: config?.evmMaxFeePerGasCapWei }, signers);
   const complete = history.length <= HISTORY_LIMIT;
   const shown = history.slice(0, HISTORY_LIMIT);
   const names = await actorNames(pool, [...movementActors(request), ...shown.map((t) => t.actor)]);
@@ -403,7 +403,7 @@ export interface InspectDeps {
   streams?: EventStreams;
   log?: Logger;
   /** FERRY_STREAM_TOKEN_RECHECK_SECONDS and FERRY_STREAM_MAX_PER_TOKEN; defaults without it. */
-  config?: { streamTokenRecheckSeconds?: number; streamMaxPerToken?: number; explorerUrls?: ExplorerUrls; file?: ConfigFile };
+  config?: { streamTokenRecheckSeconds?: number; streamMaxPerToken?: number; explorerUrls?: ExplorerUrls; file?: ConfigFile; evmMaxFeePerGasCapWei?: string };
 }
 
 const listQuery = z.object({

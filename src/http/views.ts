@@ -104,7 +104,7 @@ export interface EffectDisplay {
 
 export const NO_DISPLAY: EffectDisplay = { facts: {}, explorerUrls: {} };
 
-export function effectDisplay(config: Pick<FerryConfig, 'explorerUrls' | 'file'>, signers: readonly SignerRosterRow[] = []): EffectDisplay {
+export function effectDisplay(config: Pick<FerryConfig, 'explorerUrls' | 'file'> & { evmMaxFeePerGasCapWei?: string }, signers: readonly SignerRosterRow[] = []): EffectDisplay {
   const chainNames = new Map<number, string>();
   for (const c of config.file?.evm?.chains ?? []) if (c.name) chainNames.set(c.chain_id, c.name);
   const accountExchanges = new Map((config.file?.cex?.accounts ?? []).map((a) => [a.key, a.exchange] as const));
@@ -113,7 +113,10 @@ export function effectDisplay(config: Pick<FerryConfig, 'explorerUrls' | 'file'>
     const address = s.observed_signer_address ?? s.expected_signer_address;
     if (address) signerAddresses.set(s.signer_key, address);
   }
-  return { facts: { chainNames, accountExchanges, signerAddresses }, explorerUrls: config.explorerUrls ?? {} };
+  return {
+    facts: { chainNames, accountExchanges, signerAddresses, evm: config.file?.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei },
+    explorerUrls: config.explorerUrls ?? {},
+  };
 }
 
 /** The movement's effect (./effect.ts): the same for /v3, /inspect, the CLI and /ui. */

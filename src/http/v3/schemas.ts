@@ -312,7 +312,7 @@ export const NodeEffectSchema = z
     moves_funds: z.boolean().openapi({ description: 'False for observations and manual gates' }),
     basis: z.enum(['pinned', 'plan', 'unavailable']).openapi({
       description:
-        'pinned: from the expected effect pinned at creation (what the signer checks); plan: from the compiled plan and the intent; unavailable: the node has no approval-bound effect and its signer will refuse it',
+        'pinned: from the expected effect pinned at creation (what the signer checks); plan: from the compiled plan and the intent (for a signing node created before effects were pinned, with the configuration of now, as dispatch signs it); unavailable: the node has no approval-bound effect and its signer will refuse it',
     }),
     unavailable: z.string().nullable().openapi({ description: 'Why there is no approval-bound effect (basis unavailable)' }),
     asset: z.string().nullable().openapi({ description: 'Symbol, `native` for the chain\'s coin, or the exchange\'s coin code', example: 'USDC' }),
