@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { parseCidr } from './callbacks/cidr.ts';
 import { WEBHOOK_SECRET_PREFIX, decodeWebhookSecret } from './callbacks/signing.ts';
 import { EMPTY_CONFIG_FILE, readConfigFile, type ConfigFile } from './config-file.ts';
-import { EXPLORER_KEY } from './http/explorer.ts';
 
 /**
  * Ferry's whole configuration: one object, validated once at start from the environment.
@@ -42,6 +41,8 @@ const laneSeconds = z.string().transform((v, ctx) => {
 
 // FERRY_EXPLORER_URLS: a JSON object, chain id or network name -> an http(s) URL template holding
 // {tx}, e.g. {"1": "https://etherscan.io/tx/{tx}"}. Only rendered as links, never fetched.
+/** A key of FERRY_EXPLORER_URLS: a chain id or a network name. */
+export const EXPLORER_KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const explorerUrls = z
   .string()
   .transform((v, ctx) => {

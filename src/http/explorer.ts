@@ -4,10 +4,10 @@
  * URLs; the UI only renders them as links. Pure.
  */
 
-/** Chain id or network name -> URL template with `{tx}`. */
-export type ExplorerUrls = Readonly<Record<string, string>>;
+import { EXPLORER_KEY } from '../config.ts';
 
-export const EXPLORER_KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** Chain id or network name -> URL template with `{tx}` (FERRY_EXPLORER_URLS, validated in src/config.ts). */
+export type ExplorerUrls = Readonly<Record<string, string>>;
 const TX_HASH = /^(0x)?[0-9a-fA-F]{64}$/;
 
 export interface NodeTransactionView {

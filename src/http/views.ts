@@ -11,7 +11,7 @@ import { executorKeyOf } from '../plan/bindings.ts';
 import { hashedPlan, type CompiledPlan } from '../plan/compile.ts';
 import type { ExecutorRosterRow, SignerRosterRow } from '../persistence/registry.ts';
 import type { FerryConfig } from '../config.ts';
-import { movementEffect, type EffectFacts, type MovementEffectView } from './effect.ts';
+import { movementEffect, type EffectFacts, type EffectPolicy, type MovementEffectView } from './effect.ts';
 import { nodeTransaction, type ExplorerUrls } from './explorer.ts';
 import type { TemplateRow, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../persistence/templates.ts';
 import type {
@@ -119,6 +119,12 @@ export function effectDisplay(config: Pick<FerryConfig, 'explorerUrls' | 'file'>
   };
 }
 
+/** The policy's decision as the effect shows it (what was decided, not the facts it was decided on). */
+function effectPolicy(p: ReturnType<typeof policyView>): EffectPolicy | null {
+  if (!p) return null;
+  return { rule_set_version: p.rule_set_version, rule_id: p.rule_id, action: p.action, destination_entry: p.destination_entry, approvers_from: p.approvers_from };
+}
+
 /** The movement's effect (./effect.ts): the same for /v3, /inspect, the CLI and /ui. */
 export function effectView(r: MovementRow, nodes: readonly NodeRow[], display: EffectDisplay): MovementEffectView {
   return movementEffect({
@@ -126,10 +132,7 @@ export function effectView(r: MovementRow, nodes: readonly NodeRow[], display: E
     intent: r.intent,
     compiledPlanHash: r.compiled_plan_hash,
     nodes,
-    policy: (() => {
-      const p = policyView(r);
-      return p && { rule_set_version: p.rule_set_version, rule_id: p.rule_id, action: p.action, destination_entry: p.destination_entry, approvers_from: p.approvers_from };
-    })(),
+    policy: effectPolicy(policyView(r)),
     facts: display.facts,
   });
 }
