@@ -241,7 +241,7 @@ export function movementCard(m: MovementOverview) {
   return {
     asset: str(intent.asset),
     amount: str(intent.amount),
-    destination: destination ?? m.policy_destination_entry ?? null,
+    destination,
     error: m.failed_error_code ? { node_key: m.failed_node_key, code: m.failed_error_code } : null,
   };
 }
