@@ -39,6 +39,39 @@ const laneSeconds = z.string().transform((v, ctx) => {
   return out;
 });
 
+// FERRY_EXPLORER_URLS: a JSON object, chain id or network name -> an http(s) URL template holding
+// {tx}, e.g. {"1": "https://etherscan.io/tx/{tx}"}. Only rendered as links, never fetched.
+/** A key of FERRY_EXPLORER_URLS: a chain id or a network name. */
+export const EXPLORER_KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+const explorerUrls = z
+  .string()
+  .transform((v, ctx) => {
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'expected a JSON object such as {"1": "https://etherscan.io/tx/{tx}"}' });
+      return z.NEVER;
+    }
+  })
+  .pipe(
+    z
+      .record(
+        z.string().regex(EXPLORER_KEY, 'keys are chain ids or network names (letters, digits, "_", "." and "-")'),
+        z
+          .string()
+          .max(500)
+          .refine((t) => /^https?:\/\/[^\s{}]+/i.test(t) && t.includes('{tx}') && !/\s/.test(t), 'each value is an http(s) URL template holding {tx}, e.g. https://etherscan.io/tx/{tx}')
+          .refine((t) => {
+            try {
+              return ['http:', 'https:'].includes(new URL(t.split('{tx}').join('0')).protocol);
+            } catch {
+              return false;
+            }
+          }, 'each value must be a valid http(s) URL once {tx} is filled in'),
+      )
+      .refine((r) => Object.keys(r).length <= 100, 'at most 100 chains'),
+  );
+
 const cidrList = csv.pipe(
   z.array(z.string().refine((v) => parseCidr(v) !== null, { message: 'expected networks such as 10.0.0.0/8 or fd00::/8, comma-separated' })),
 );
@@ -225,6 +258,8 @@ const fields = {
   // streams one token may hold open in one process.
   FERRY_STREAM_TOKEN_RECHECK_SECONDS: ['streamTokenRecheckSeconds', z.coerce.number().positive().max(30).default(15)],
   FERRY_STREAM_MAX_PER_TOKEN: ['streamMaxPerToken', z.coerce.number().int().min(1).max(1000).default(4)],
+  // Block explorer links of the UI's node cards (docs/visualizer.md): chain -> URL template with {tx}.
+  FERRY_EXPLORER_URLS: ['explorerUrls', explorerUrls.default({})],
   // Bearer tokens `ferry executor-host` and `ferry signer-host` require of their callers (docs/operations.md).
   FERRY_EXECUTOR_HOST_TOKEN: ['executorHostToken', z.string().min(16).optional()],
   FERRY_SIGNER_HOST_TOKEN: ['signerHostToken', z.string().min(16).optional()],

@@ -126,7 +126,7 @@ test('approve off a terminal: refused without --plan-hash or --yes; a hash other
   const bare = await ferryCli(['movements', 'approve', m.id], { FERRY_TOKEN: tokens.approver });
   assert.equal(bare.code, 2, bare.stderr);
   assert.match(bare.stderr, /not on a terminal: pass --plan-hash HASH .* or --yes/);
-  assert.match(bare.stdout, /recipient\s+0x0+aa/);
+  assert.match(bare.stdout, /^ {4}to\s+0x0+aa$/m);
   assert.equal(await stateOf(m.id), 'PENDING_APPROVAL');
 
   const other = `sha256:${'0'.repeat(64)}`;
@@ -137,7 +137,7 @@ test('approve off a terminal: refused without --plan-hash or --yes; a hash other
 
   const pinned = await ferryCli(['movements', 'approve', m.id, '--plan-hash', m.compiled_plan_hash], { FERRY_TOKEN: tokens.approver });
   assert.equal(pinned.code, 0, pinned.stderr);
-  for (const shown of [/asset\s+USDC/, /amount\s+7/, /recipient\s+0x0+aa/, /pay {2}transfer {2}executor exec\.sim\.action {2}signer -/, /fee cap\s+- /])
+  for (const shown of [/asset\s+USDC/, /amount\s+7/, /^ {4}to\s+0x0+aa$/m, /^ {2}node pay {2}action \(transfer\) {2}exec\.sim\.action$/m, /^ {4}fee cap\s+-$/m])
     assert.match(pinned.stdout, shown);
   assert.ok(pinned.stdout.indexOf(`plan hash  ${m.compiled_plan_hash}`) < pinned.stdout.indexOf('Approved plan'), 'shown before it is approved');
   assert.notEqual(await stateOf(m.id), 'PENDING_APPROVAL');

@@ -130,10 +130,10 @@ test('create, watch live while a second person approves, then list and show', as
 
   const approved = await ferryCli(['movements', 'approve', id, '--yes'], tokens.approver);
   assert.equal(approved.code, 0, approved.stderr);
-  // What is approved is shown before the approval: the intent's asset and amount, the nodes, the hash.
+  // What is approved is shown before the approval: each node's effect (asset, amount, ...), the hash.
   assert.match(approved.stdout, /asset\s+USDC/);
   assert.match(approved.stdout, /amount\s+42/);
-  assert.match(approved.stdout, /withdraw {2}cex_withdrawal {2}executor exec\.sim\.action/);
+  assert.match(approved.stdout, /node withdraw {2}action \(cex_withdrawal\) {2}exec\.sim\.action/);
   assert.match(approved.stdout, /plan hash\s+sha256:[0-9a-f]{64}/);
   assert.match(approved.stdout, /Approved plan sha256:[0-9a-f]+ of movement/);
   assert.match(approved.stdout, /It is APPROVED/);

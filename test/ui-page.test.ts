@@ -55,6 +55,8 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
     '/v3/movements/{}/gates/{}/{}',
     '/v3/movements/{}/resolutions',
     '/v3/movements/{}/resolutions/{}/confirm',
+    // A pending movement's approve (with the plan hash on screen) and reject.
+    '/v3/movements/{}/{}',
     '/v3/template-proposals',
     '/v3/template-proposals/{}',
     '/v3/template-proposals/{}/{}',

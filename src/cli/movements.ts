@@ -166,9 +166,20 @@ interface MovementDetail {
     created_at: string;
     expires_at: string | null;
   };
-  nodes: Array<{ node_key: string; state: string; attempt_no: number; executor_key: string | null; error_code: string | null; error_detail: string | null }>;
+  nodes: Array<{
+    node_key: string;
+    state: string;
+    attempt_no: number;
+    executor_key: string | null;
+    error_code: string | null;
+    error_detail: string | null;
+    provider_ref_id?: string | null;
+    transaction?: { hash: string; chain: string | null; explorer_url: string | null } | null;
+  }>;
   plan: { nodes: Array<{ key: string; layer: number }>; edges: Array<{ from: string; to: string }> };
   transitions: TransitionView[];
+  /** Absent from Ferry versions before the effect view. */
+  effect?: EffectView;
 }
 
 /** Request states after which a movement does not move again without a person acting on it. */
@@ -228,64 +239,98 @@ const create: CliCommand = {
   },
 };
 
-/** The first of `keys` present in `obj` (an intent or a node's config), as text. */
-function firstOf(obj: Record<string, unknown> | null | undefined, keys: string[]): string | undefined {
-  for (const k of keys) {
-    const v = obj?.[k];
-    if (v === undefined || v === null || v === '') continue;
-    if (typeof v === 'string') return v;
-    // A destination given as { address, ... }: the address first, the rest after it.
-    const { address, ...rest } = v as Record<string, unknown>;
-    if (typeof address === 'string') return Object.keys(rest).length ? `${address} ${JSON.stringify(rest)}` : address;
-    return JSON.stringify(v);
-  }
-  return undefined;
-}
-
-/** Fee caps named in an object, one level deep (`fee_cap`, `max_fee_per_gas`, ...). */
-function feeCaps(obj: Record<string, unknown> | null | undefined): string[] {
-  return Object.entries(obj ?? {})
-    .filter(([k]) => /fee/i.test(k))
-    .map(([k, v]) => `${k} ${typeof v === 'string' ? v : JSON.stringify(v)}`);
-}
-
 const short = (v: unknown, max = 100) => {
   const text = JSON.stringify(v ?? {});
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 };
 
+/** The effect as GET /v3/movements/{id} and /inspect/movements/{id} serve it (src/http/effect.ts). */
+interface EffectView {
+  compiled_plan_hash: string;
+  policy: { rule_set_version: number | null; rule_id: string | null; action: string; destination_entry: string | null; approvers_from: string[] | null } | null;
+  nodes: Array<{
+    node_key: string;
+    action: string;
+    kind: string;
+    executor_key: string | null;
+    moves_funds: boolean;
+    basis: string;
+    unavailable: string | null;
+    asset: string | null;
+    asset_address: string | null;
+    amount: string | null;
+    amount_base_units: string | null;
+    decimals: number | null;
+    source: string | null;
+    source_address: string | null;
+    destination: string | null;
+    destination_tag: string | null;
+    chain: string | null;
+    venue: string | null;
+    destination_chain_id: number | null;
+    destination_domain: number | null;
+    contract: string | null;
+    method: string | null;
+    fee_cap: { max_fee_per_gas_wei: string | null; max_fee_per_gas_gwei: string | null; cctp_max_fee: string | null } | null;
+  }>;
+  warnings: string[];
+}
+
+/** The policy's decision in one line. */
+function policyLine(p: EffectView['policy']): string {
+  if (!p) return 'none recorded (a movement from before the treasury policy)';
+  if (p.action === 'no_policy') return 'no rule set was live when it was created';
+  const rule = `rule set v${p.rule_set_version ?? '?'}, rule ${p.rule_id ?? '(default)'}: ${p.action}`;
+  return [rule, p.destination_entry ? `destination is book entry ${p.destination_entry}` : 'destination not in the address book', p.approvers_from ? `approvals count from ${p.approvers_from.join(', ')}` : '']
+    .filter(Boolean)
+    .join('; ');
+}
+
+/** The effect, node by node: what the approval lets each one do. */
+export function effectLines(effect: EffectView | undefined): string[] {
+  if (!effect) return ['  effect     (this Ferry serves no effect view; review the plan with --json)'];
+  const lines = [`  policy     ${policyLine(effect.policy)}`];
+  for (const n of effect.nodes) {
+    lines.push(`  node ${n.node_key}  ${n.kind} (${n.action})${n.executor_key ? `  ${n.executor_key}` : ''}`);
+    if (!n.moves_funds) continue;
+    if (n.basis === 'unavailable') {
+      lines.push(`    NO APPROVED EFFECT: ${n.unavailable} (its signer will refuse it)`);
+      if (n.source) lines.push(`    from         ${n.source}`);
+      continue;
+    }
+    const asset = n.asset ? `${n.asset}${n.asset_address && n.asset_address !== n.asset ? ` (${n.asset_address})` : ''}` : '-';
+    const units = n.amount_base_units !== null ? `  (${n.amount_base_units} base units${n.decimals !== null ? `, ${n.decimals} decimals` : ''})` : '';
+    lines.push(`    asset        ${asset}`);
+    lines.push(`    amount       ${n.amount ?? '-'}${n.amount && n.asset ? ` ${n.asset}` : ''}${units}`);
+    lines.push(`    from         ${n.source ?? '-'}${n.source_address ? ` (${n.source_address})` : ''}`);
+    lines.push(`    to           ${n.destination ?? '-'}${n.destination_tag ? ` tag ${n.destination_tag}` : ''}`);
+    if (n.chain || !n.venue) lines.push(`    chain        ${n.chain ?? '-'}`);
+    if (n.venue) lines.push(`    venue        ${n.venue}`);
+    if (n.destination_domain !== null) lines.push(`    mints on     ${n.destination_chain_id !== null ? `chain ${n.destination_chain_id}, ` : ''}CCTP domain ${n.destination_domain}`);
+    if (n.contract) lines.push(`    calls        ${n.contract}${n.method ? ` ${n.method}` : ''}`);
+    const cap = n.fee_cap;
+    const caps = cap
+      ? [cap.max_fee_per_gas_gwei !== null ? `${cap.max_fee_per_gas_gwei} gwei per gas (${cap.max_fee_per_gas_wei} wei)` : '', cap.cctp_max_fee !== null ? `CCTP max fee ${cap.cctp_max_fee}${n.asset ? ` ${n.asset}` : ''}` : '']
+      : [];
+    lines.push(`    fee cap      ${caps.filter(Boolean).join('; ') || (n.kind === 'cex_withdrawal' ? "none (the exchange's withdrawal fee applies)" : '-')}`);
+  }
+  for (const w of effect.warnings) lines.push(`  warning    ${w}`);
+  return lines;
+}
+
 /**
- * What an approver approves, before they are asked: the intent's asset, amount, recipient and
- * chain, each node with its executor, signer and settings, any fee cap the plan carries, and the
- * plan hash the approval will name.
+ * What an approver approves, before they are asked: the effect of each node (asset, amount, source,
+ * destination, chain or venue, fee cap), the policy's decision, and the plan hash the approval names.
  */
-export function planLines(m: any): string[] {
-  const intent = (m.intent ?? {}) as Record<string, unknown>;
-  const nodes: any[] = m.compiled_plan?.nodes ?? [];
-  const fromNodes = (keys: string[]) => nodes.map((n) => firstOf(n.config, keys)).find(Boolean);
-  const caps = [...feeCaps(intent), ...nodes.flatMap((n) => feeCaps(n.config).map((c) => `${n.node_key}: ${c}`))];
-  const lines = [
+export function planLines(m: any, effect?: EffectView): string[] {
+  return [
     `Movement ${m.id}  ${m.template_key} v${m.template_version}  ${m.state}`,
-    `  asset      ${firstOf(intent, ['asset', 'token', 'symbol']) ?? fromNodes(['asset', 'token']) ?? '-'}`,
-    `  amount     ${firstOf(intent, ['amount', 'value']) ?? '-'}`,
-    `  recipient  ${firstOf(intent, ['destination', 'recipient', 'to', 'address', 'destination_address']) ?? fromNodes(['destination', 'recipient', 'to']) ?? '-'}`,
-    `  chain      ${firstOf(intent, ['chain', 'chain_id', 'network', 'venue']) ?? fromNodes(['chain', 'chain_id', 'network', 'venue']) ?? '-'}`,
-    `  fee cap    ${caps.length ? caps.join('; ') : "- (none in the plan: the signer's configured cap applies)"}`,
-    `  intent     ${short(intent, 200)}`,
+    `  intent     ${short(m.intent ?? {}, 200)}`,
     ...(m.input_params && Object.keys(m.input_params).length ? [`  input      ${short(m.input_params, 200)}`] : []),
-    `  nodes`,
-    ...nodes.map(
-      (n) =>
-        `    ${n.node_key}  ${n.action_type}  executor ${typeof n.executor_binding === 'string' ? n.executor_binding : short(n.executor_binding, 60)}` +
-        `  signer ${n.signer_binding ? (typeof n.signer_binding === 'string' ? n.signer_binding : short(n.signer_binding, 60)) : '-'}` +
-        (n.config && Object.keys(n.config).length ? `  config ${short(n.config)}` : '') +
-        (n.predecessors?.length ? `  after ${n.predecessors.join(',')}` : ''),
-    ),
-    ...(m.effect ? [`  effect     ${short(m.effect, 400)}`] : []),
+    ...effectLines(effect),
     `  approvals  ${m.approvals?.length ?? 0} of ${m.approval_quorum ?? '?'}`,
     `  plan hash  ${m.compiled_plan_hash}`,
   ];
-  return lines;
 }
 
 const approve: CliCommand = {
@@ -297,13 +342,14 @@ const approve: CliCommand = {
   async run(ctx) {
     const id = movementId(ctx);
     const target = await apiTarget(ctx);
-    const current = (await callApi(target, 'GET', `/v3/movements/${id}`)).movement;
+    const detail = await callApi(target, 'GET', `/v3/movements/${id}`);
+    const current = detail.movement;
     const shown: string = current.compiled_plan_hash;
     const pinned = ctx.option('plan-hash');
     const json = ctx.flag('json');
     // With --json stdout carries the answer alone; what is approved goes to stderr.
     const print = json ? ctx.err : ctx.out;
-    for (const line of planLines(current)) print(line);
+    for (const line of planLines(current, detail.effect)) print(line);
     if (pinned !== undefined && pinned !== shown) {
       throw new CliError(`the plan changed: you reviewed ${pinned}, the movement's plan is now ${shown}; review it again (ferry movements show ${id})`);
     }
@@ -400,6 +446,9 @@ const show: CliCommand = {
     ctx.out(`  plan hash  ${r.compiled_plan_hash}`);
     ctx.out(`  created    ${r.created_at} by ${r.created_by_name ?? r.created_by}`);
     ctx.out('');
+    ctx.out('Effect (what the approval lets each node do):');
+    for (const line of effectLines(d.effect)) ctx.out(line);
+    ctx.out('');
     const layer = new Map(d.plan.nodes.map((n) => [n.key, n.layer]));
     const nodes = [...d.nodes].sort((a, b) => (layer.get(a.node_key) ?? 0) - (layer.get(b.node_key) ?? 0));
     ctx.out(
@@ -415,6 +464,15 @@ const show: CliCommand = {
         ]),
       ),
     );
+    const txs = nodes.filter((n) => n.transaction || n.provider_ref_id);
+    if (txs.length > 0) {
+      ctx.out('');
+      ctx.out('Transactions:');
+      for (const n of txs) {
+        const tx = n.transaction;
+        ctx.out(`  ${n.node_key}  ${tx ? `${tx.hash}${tx.chain ? ` on ${tx.chain}` : ''}${tx.explorer_url ? `  ${tx.explorer_url}` : ''}` : ''}${n.provider_ref_id && n.provider_ref_id !== tx?.hash ? `  provider ref ${n.provider_ref_id}` : ''}`);
+      }
+    }
     ctx.out('');
     ctx.out('History:');
     for (const t of d.transitions) ctx.out(`  ${transitionLine(t)}`);

@@ -40,7 +40,10 @@ import { validate, validationError } from './errors.ts';
 import { requireMovement } from '../services/movements.ts';
 import { pageCursor, pageLimit } from './query.ts';
 import { audienceOf } from './v3/context.ts';
-import { inspectedMovementView, inspectedNodeView, movementOverviewView, transitionView, type Audience } from './views.ts';
+import { effectDisplay, effectView, inspectedMovementView, inspectedNodeView, movementOverviewView, transitionView, type Audience } from './views.ts';
+import type { ExplorerUrls } from './explorer.ts';
+import { EMPTY_CONFIG_FILE, type ConfigFile } from '../config-file.ts';
+import { listSigners } from '../persistence/registry.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -171,16 +174,18 @@ export const HISTORY_LIMIT = 5000;
  * A movement as the visualizer draws it: the /v3 movement and nodes (with their machines beside
  * them), the plan DAG and the transitions, each in the views /v3 answers with.
  */
-export async function movementDetail(pool: Pool, id: string, audience: Audience) {
+export async function movementDetail(pool: Pool, id: string, audience: Audience, config: InspectDeps['config'] = {}) {
   const request = await requireMovement(pool, id);
-  const [nodes, history] = await Promise.all([nodesOfMovement(pool, id), transitionsOfMovement(pool, id, 0, HISTORY_LIMIT + 1)]);
+  const [nodes, history, signers] = await Promise.all([nodesOfMovement(pool, id), transitionsOfMovement(pool, id, 0, HISTORY_LIMIT + 1), listSigners(pool)]);
+  const display = effectDisplay({ explorerUrls: config?.explorerUrls ?? {}, file: config?.file ?? EMPTY_CONFIG_FILE, evmMaxFeePerGasCapWei: config?.evmMaxFeePerGasCapWei }, signers);
   const complete = history.length <= HISTORY_LIMIT;
   const shown = history.slice(0, HISTORY_LIMIT);
   const names = await actorNames(pool, [...movementActors(request), ...shown.map((t) => t.actor)]);
   return {
     movement: inspectedMovementView(request, audience, names),
-    nodes: nodes.map(inspectedNodeView),
+    nodes: nodes.map((n) => inspectedNodeView(n, display, request.intent)),
     plan: planView(request, nodes),
+    effect: effectView(request, nodes, display),
     transitions: shown.map((t) => transitionView(t, names)),
     /** False when the history was cut at HISTORY_LIMIT; the event stream delivers the rest. */
     transitions_complete: complete,
@@ -402,7 +407,7 @@ export interface InspectDeps {
   streams?: EventStreams;
   log?: Logger;
   /** FERRY_STREAM_TOKEN_RECHECK_SECONDS and FERRY_STREAM_MAX_PER_TOKEN; defaults without it. */
-  config?: { streamTokenRecheckSeconds?: number; streamMaxPerToken?: number };
+  config?: { streamTokenRecheckSeconds?: number; streamMaxPerToken?: number; explorerUrls?: ExplorerUrls; file?: ConfigFile; evmMaxFeePerGasCapWei?: string };
 }
 
 const listQuery = z.object({
@@ -454,7 +459,7 @@ export function inspectRoutes(deps: InspectDeps): Hono<AuthEnv> {
     return c.json({ movements: page.movements.map((m) => movementOverviewView(m, audienceOf(c), names)), next_cursor: page.nextCursor });
   });
 
-  app.get('/inspect/movements/:id', async (c) => c.json(await movementDetail(deps.pool, c.req.param('id'), audienceOf(c))));
+  app.get('/inspect/movements/:id', async (c) => c.json(await movementDetail(deps.pool, c.req.param('id'), audienceOf(c), deps.config)));
 
   app.get('/inspect/movements/:id/events', validate('query', eventsQuery), async (c) => {
     const id = c.req.param('id');

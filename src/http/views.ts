@@ -10,6 +10,9 @@ import type { MovementRow, MovementSummaryRow, NodeRow, TransitionRow } from '..
 import { executorKeyOf } from '../plan/bindings.ts';
 import { hashedPlan, type CompiledPlan } from '../plan/compile.ts';
 import type { ExecutorRosterRow, SignerRosterRow } from '../persistence/registry.ts';
+import type { FerryConfig } from '../config.ts';
+import { movementEffect, type EffectFacts, type EffectPolicy, type MovementEffectView } from './effect.ts';
+import { nodeTransaction, type ExplorerUrls } from './explorer.ts';
 import type { TemplateRow, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../persistence/templates.ts';
 import type {
   AuditEventSchema,
@@ -77,7 +80,7 @@ export function movementSummaryView(r: MovementSummaryRow, audience: Audience, n
 }
 
 /** What the treasury policy recorded on the movement; null on movements from before it. */
-function policyView(r: MovementSummaryRow): z.infer<typeof MovementSummarySchema>['policy'] {
+export function policyView(r: MovementSummaryRow): z.infer<typeof MovementSummarySchema>['policy'] {
   if (!r.policy_action) return null;
   return {
     rule_set_version: r.policy_rule_set_version ?? null,
@@ -90,7 +93,51 @@ function policyView(r: MovementSummaryRow): z.infer<typeof MovementSummarySchema
   };
 }
 
-export function nodeView(n: NodeRow): z.infer<typeof MovementNodeSchema> {
+/**
+ * What the effect and the node cards are drawn with beyond the rows: display names from the
+ * configuration (chains, exchange accounts), the signers' observed addresses, and the explorer links.
+ */
+export interface EffectDisplay {
+  facts: EffectFacts;
+  explorerUrls: ExplorerUrls;
+}
+
+export const NO_DISPLAY: EffectDisplay = { facts: {}, explorerUrls: {} };
+
+export function effectDisplay(config: Pick<FerryConfig, 'explorerUrls' | 'file'> & { evmMaxFeePerGasCapWei?: string }, signers: readonly SignerRosterRow[] = []): EffectDisplay {
+  const chainNames = new Map<number, string>();
+  for (const c of config.file?.evm?.chains ?? []) if (c.name) chainNames.set(c.chain_id, c.name);
+  const accountExchanges = new Map((config.file?.cex?.accounts ?? []).map((a) => [a.key, a.exchange] as const));
+  const signerAddresses = new Map<string, string>();
+  for (const s of signers) {
+    const address = s.observed_signer_address ?? s.expected_signer_address;
+    if (address) signerAddresses.set(s.signer_key, address);
+  }
+  return {
+    facts: { chainNames, accountExchanges, signerAddresses, evm: config.file?.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei },
+    explorerUrls: config.explorerUrls ?? {},
+  };
+}
+
+/** The policy's decision as the effect shows it (what was decided, not the facts it was decided on). */
+function effectPolicy(p: ReturnType<typeof policyView>): EffectPolicy | null {
+  if (!p) return null;
+  return { rule_set_version: p.rule_set_version, rule_id: p.rule_id, action: p.action, destination_entry: p.destination_entry, approvers_from: p.approvers_from };
+}
+
+/** The movement's effect (./effect.ts): the same for /v3, /inspect, the CLI and /ui. */
+export function effectView(r: MovementRow, nodes: readonly NodeRow[], display: EffectDisplay): MovementEffectView {
+  return movementEffect({
+    plan: r.compiled_plan,
+    intent: r.intent,
+    compiledPlanHash: r.compiled_plan_hash,
+    nodes,
+    policy: effectPolicy(policyView(r)),
+    facts: display.facts,
+  });
+}
+
+export function nodeView(n: NodeRow, display: EffectDisplay = NO_DISPLAY, intent: Record<string, unknown> = {}): z.infer<typeof MovementNodeSchema> {
   return {
     id: n.id,
     node_key: n.node_key,
@@ -112,6 +159,7 @@ export function nodeView(n: NodeRow): z.infer<typeof MovementNodeSchema> {
     error_detail: n.error_detail,
     manual_intervention_required: n.manual_intervention_required ?? false,
     expected_effect: (n.expected_effect as Record<string, unknown> | null | undefined) ?? null,
+    transaction: nodeTransaction(n, intent, display.explorerUrls),
     started_at: isoOrNull(n.started_at),
     next_observe_at: isoOrNull(n.next_observe_at),
     last_observed_at: isoOrNull(n.last_observed_at),
@@ -137,8 +185,12 @@ function hashedPlanOf(plan: CompiledPlan, intent: Record<string, unknown>, input
   }
 }
 
-export function movementDetailView(m: Movement, audience: Audience, names: ActorNames): z.infer<typeof MovementDetailSchema> {
-  return { movement: movementView(m.request, audience, names), nodes: m.nodes.map(nodeView) };
+export function movementDetailView(m: Movement, audience: Audience, names: ActorNames, display: EffectDisplay = NO_DISPLAY): z.infer<typeof MovementDetailSchema> {
+  return {
+    movement: movementView(m.request, audience, names),
+    nodes: m.nodes.map((n) => nodeView(n, display, m.request.intent)),
+    effect: effectView(m.request, m.nodes, display),
+  };
 }
 
 export type TransitionView = z.infer<typeof TransitionSchema>;
@@ -169,7 +221,29 @@ export function transitionView(t: TransitionRow, names: ActorNames): TransitionV
 
 /** A movement of /inspect/movements: the /v3 summary and its node counts per state. */
 export function movementOverviewView(m: MovementOverview, audience: Audience, names: ActorNames) {
-  return { ...movementSummaryView(m, audience, names), node_states: m.node_states, nodes_total: m.nodes_total };
+  return {
+    ...movementSummaryView(m, audience, names),
+    node_states: m.node_states,
+    nodes_total: m.nodes_total,
+    card: movementCard(m),
+  };
+}
+
+/**
+ * What a list card shows of a movement: the asset, amount and destination its intent names (the
+ * intent is checked against the nodes' tokens at creation), and the error of a failed node.
+ */
+export function movementCard(m: MovementOverview) {
+  const intent = m.intent ?? {};
+  const str = (v: unknown) => (typeof v === 'string' && v.length > 0 ? v : typeof v === 'number' ? String(v) : null);
+  const d = intent.destination;
+  const destination = str(d) ?? (d !== null && typeof d === 'object' && !Array.isArray(d) ? str((d as Record<string, unknown>).address) : null);
+  return {
+    asset: str(intent.asset),
+    amount: str(intent.amount),
+    destination,
+    error: m.failed_error_code ? { node_key: m.failed_node_key, code: m.failed_error_code } : null,
+  };
 }
 
 /** The movement of /inspect/movements/{id}: the /v3 movement and the machine it runs on. */
@@ -183,9 +257,9 @@ export function inspectedMovementView(r: MovementRow, audience: Audience, names:
 }
 
 /** A node of /inspect/movements/{id}: the /v3 node, its machine, executor and bookkeeping. */
-export function inspectedNodeView(n: NodeRow) {
+export function inspectedNodeView(n: NodeRow, display: EffectDisplay = NO_DISPLAY, intent: Record<string, unknown> = {}) {
   return {
-    ...nodeView(n),
+    ...nodeView(n, display, intent),
     executor_key: executorKeyOf(n.executor_binding),
     machine_id: n.machine_id,
     machine_version: n.machine_version,

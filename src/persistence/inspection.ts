@@ -11,6 +11,9 @@ import { MOVEMENT_SUMMARY_COLUMNS, type MovementSummaryRow } from './movements.t
 export interface MovementOverview extends MovementSummaryRow {
   node_states: Record<string, number>;
   nodes_total: number;
+  /** The first node (by its last change) that is FAILED or UNKNOWN with an error code, if any. */
+  failed_node_key: string | null;
+  failed_error_code: string | null;
 }
 
 export interface MovementOverviewQuery {
@@ -34,7 +37,8 @@ export async function movementOverviews(db: Queryable, q: MovementOverviewQuery)
   const states = q.states && q.states.length > 0 ? q.states : null;
   const before = q.cursor ? decodeCursor(q.cursor) : null;
   const { rows } = await db.query<MovementOverview & { cursor_at: string }>(
-    `SELECT r.*, COALESCE(n.node_states, '{}'::jsonb) AS node_states, COALESCE(n.total, 0)::int AS nodes_total
+    `SELECT r.*, COALESCE(n.node_states, '{}'::jsonb) AS node_states, COALESCE(n.total, 0)::int AS nodes_total,
+            f.node_key AS failed_node_key, f.error_code AS failed_error_code
        FROM (SELECT ${MOVEMENT_SUMMARY_COLUMNS}, ${CURSOR_AT_SQL} AS cursor_at
                FROM movement_requests
               WHERE ($1::text[] IS NULL OR request_state = ANY($1::text[]))
@@ -46,6 +50,11 @@ export async function movementOverviews(db: Queryable, q: MovementOverviewQuery)
                 FROM (SELECT node_state, count(*)::int AS c FROM request_nodes
                        WHERE request_id = r.id GROUP BY node_state) s
             ) n ON true
+       LEFT JOIN LATERAL (
+              SELECT node_key, error_code FROM request_nodes
+               WHERE request_id = r.id AND node_state IN ('FAILED', 'UNKNOWN') AND error_code IS NOT NULL
+               ORDER BY updated_at, node_key LIMIT 1
+            ) f ON true
       ORDER BY r.created_at DESC, r.id DESC`,
     [states, before?.at ?? null, before?.id ?? null, q.limit + 1],
   );

@@ -173,7 +173,7 @@ function signOut(message) {
   $('proposal').hidden = true;
   for (const id of ['movements', 'proposals']) $(id).replaceChildren();
   drawResolutions();
-  for (const id of ['resolution-error', 'gate-error', 'proposal-error']) clearError(id);
+  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error']) clearError(id);
   $('app').hidden = true;
   $('views').hidden = true;
   $('sign-out').hidden = true;
@@ -252,8 +252,15 @@ function drawList() {
     return;
   }
   for (const m of movements) {
+    const card = m.card ?? {};
+    const what = [card.amount, card.asset].filter(Boolean).join(' ');
     const li = el('li', { 'data-id': m.id, class: m.id === ui.movementId ? 'selected' : '' },
       el('div', { class: 'row' }, el('b', {}, m.template_key), el('span', { class: 'badge' })),
+      what || card.destination
+        ? el('div', { class: 'card', 'data-amount': card.amount ?? '', 'data-asset': card.asset ?? '' },
+          what || '-', card.destination ? el('span', { class: 'to', title: card.destination }, ` to ${shortAddress(card.destination)}`) : '')
+        : '',
+      card.error ? el('div', { class: 'card-error', 'data-code': card.error.code, title: `node ${card.error.node_key}` }, `${card.error.node_key}: ${card.error.code}`) : '',
       el('div', { class: 'id' }, m.id),
       el('div', { class: 'nodes' }));
     li.addEventListener('click', () => { location.hash = `#/movements/${m.id}`; });
@@ -327,6 +334,12 @@ function startBalances() {
 function stopBalances() {
   clearInterval(balances.timer);
   balances.timer = null;
+}
+
+/** 0x1234...abcd for an EVM address; anything else as it is, cut at 24 characters. */
+function shortAddress(a) {
+  if (/^0x[0-9a-fA-F]{40}$/.test(a)) return `${a.slice(0, 6)}...${a.slice(-4)}`;
+  return a.length > 24 ? `${a.slice(0, 21)}...` : a;
 }
 
 function shortWallet(w) {
@@ -404,6 +417,8 @@ async function openMovement(id) {
   ui.transitions = detail.transitions;
   ui.resolutions = resolutions;
   clearError('resolution-error');
+  clearError('decision-error');
+  $('reject-reason').value = '';
   $('resolution-reason').value = '';
   $('resolution-ref').value = '';
   $('empty').hidden = true;
@@ -419,6 +434,26 @@ function addTransition(t) {
   ui.transitions.push(t);
   scheduleRender();
   if (t.entity_type === 'request') onRequestMoved(t);
+  else scheduleNodeRefresh();
+}
+
+/**
+ * The log says which state a node is in, not its error or its transaction: after node transitions
+ * the node rows are read again (once for a burst of transitions), so a FAILED node shows its code
+ * and detail, and a sent one its transaction, without moving the slider.
+ */
+let nodeRefresh = null;
+function scheduleNodeRefresh() {
+  if (nodeRefresh) return;
+  const id = ui.movementId;
+  nodeRefresh = setTimeout(() => {
+    nodeRefresh = null;
+    void api(`/inspect/movements/${id}`).then((detail) => {
+      if (ui.movementId !== id || !ui.detail) return;
+      ui.detail.nodes = detail.nodes;
+      scheduleRender();
+    }).catch(() => {});
+  }, 250);
 }
 
 function scheduleRender() {
@@ -472,14 +507,154 @@ function render() {
   badge.dataset.state = movementState;
   $('request-pill').classList.toggle('selected', ui.selected === 'request');
 
-  drawAttention(k === ui.transitions.length ? at : statesAt(ui.transitions.length));
-  drawGates(k === ui.transitions.length ? at : statesAt(ui.transitions.length));
+  const liveAt = k === ui.transitions.length ? at : statesAt(ui.transitions.length);
+  drawEffect();
+  drawDecision(liveAt.request.state ?? d.movement.state);
+  drawNodeCard(at);
+  drawAttention(liveAt);
+  drawGates(liveAt);
   drawDag(d.plan, at);
   drawSelectedMachine(at);
   drawTimeline(k);
   drawLog(k);
   setStreamStatus();
   drawOpenListRow();
+}
+
+// ------------------------------------------------------------------------------------------------
+// The effect (GET /inspect/movements/{id}: effect, the same as /v3 and the CLI serve) and the
+// decision on it. Approve sends the plan hash drawn on the page, never one read again at the click:
+// if the movement's plan is another by then, Ferry refuses it (STALE_PLAN_HASH) and the page says so.
+
+function feeCapText(n) {
+  const cap = n.fee_cap;
+  if (!cap) return n.kind === 'cex_withdrawal' ? "exchange's fee" : '-';
+  const parts = [];
+  if (cap.max_fee_per_gas_gwei !== null) parts.push(`${cap.max_fee_per_gas_gwei} gwei/gas`);
+  if (cap.cctp_max_fee !== null) parts.push(`CCTP max fee ${cap.cctp_max_fee} ${n.asset ?? ''}`.trim());
+  return parts.join(', ') || '-';
+}
+
+function policyText(p) {
+  if (!p) return 'Policy: none recorded (a movement from before the treasury policy).';
+  if (p.action === 'no_policy') return 'Policy: no rule set was live when it was created.';
+  return `Policy: rule set v${p.rule_set_version ?? '?'}, rule ${p.rule_id ?? '(default)'} - ${p.action}` +
+    (p.destination_entry ? `; destination is book entry ${p.destination_entry}` : '; destination not in the address book') +
+    (p.approvers_from ? `; approvals count from ${p.approvers_from.join(', ')}` : '');
+}
+
+function drawEffect() {
+  const effect = ui.detail.effect;
+  const panel = $('effect-panel');
+  panel.hidden = !effect;
+  if (!effect) return;
+  $('effect-policy').textContent = policyText(effect.policy);
+  $('effect-policy').dataset.rule = effect.policy?.rule_id ?? '';
+  const body = $('effect').tBodies[0];
+  body.replaceChildren(...effect.nodes.map((n) => {
+    const to = n.destination ? `${n.destination}${n.destination_tag ? ` (tag ${n.destination_tag})` : ''}` : '-';
+    const where = [n.chain, n.venue].filter(Boolean).join(' / ') +
+      (n.destination_domain !== null ? ` -> CCTP domain ${n.destination_domain}${n.destination_chain_id !== null ? ` (chain ${n.destination_chain_id})` : ''}` : '');
+    const from = n.source ? `${n.source}${n.source_address ? ` ${shortAddress(n.source_address)}` : ''}` : '-';
+    const row = el('tr', { 'data-key': n.node_key, 'data-kind': n.kind, 'data-basis': n.basis, class: n.basis === 'unavailable' ? 'unavailable' : '' },
+      el('td', {}, n.node_key),
+      el('td', { title: n.executor_key ?? '' }, `${n.kind} (${n.action})`),
+      el('td', { class: 'asset', title: n.asset_address ?? '' }, n.moves_funds ? (n.asset ?? '-') : ''),
+      el('td', { class: 'amount', title: n.amount_base_units !== null ? `${n.amount_base_units} base units, ${n.decimals} decimals` : '' },
+        n.moves_funds ? (n.basis === 'unavailable' ? `no approved effect: ${n.unavailable}` : (n.amount ?? '-')) : ''),
+      el('td', { class: 'from', title: n.source_address ?? '' }, n.moves_funds ? from : ''),
+      el('td', { class: 'to addr', title: to }, n.moves_funds ? to : ''),
+      el('td', { class: 'where' }, n.moves_funds ? (where || '-') : ''),
+      el('td', { class: 'fee' }, n.moves_funds ? feeCapText(n) : ''));
+    return row;
+  }));
+  $('effect-warnings').replaceChildren(...effect.warnings.map((w) => el('li', {}, w)));
+}
+
+/** The approve and reject buttons, while the movement waits for approval; the hash drawn is the one sent. */
+function drawDecision(movementState) {
+  const m = ui.detail.movement;
+  const pending = movementState === 'PENDING_APPROVAL';
+  $('decision').hidden = !pending;
+  const hash = $('decision-hash');
+  if (hash.dataset.movement !== m.id || hash.dataset.hash !== m.compiled_plan_hash) {
+    hash.dataset.movement = m.id;
+    hash.dataset.hash = m.compiled_plan_hash;
+    hash.textContent = m.compiled_plan_hash;
+  }
+  $('decision-approvals').textContent = `- approvals ${m.approvals?.length ?? 0} of ${m.approval_quorum ?? '?'}`;
+  $('movement-approve').textContent = `Approve plan ${m.compiled_plan_hash.slice(0, 15)}...`;
+}
+
+async function decide(verb) {
+  const id = ui.movementId;
+  clearError('decision-error');
+  const hash = $('decision-hash');
+  let body;
+  if (verb === 'approve') {
+    // The hash on the screen, as drawn for this movement: what the person read is what is approved.
+    if (hash.dataset.movement !== id || !hash.dataset.hash) return;
+    body = { compiled_plan_hash: hash.dataset.hash };
+  } else {
+    const reason = $('reject-reason').value.trim();
+    body = reason ? { reason } : {};
+  }
+  for (const b of ['movement-approve', 'movement-reject']) $(b).disabled = true;
+  try {
+    const answer = await api(`/v3/movements/${id}/${verb}`, body);
+    if (ui.movementId === id && ui.detail) {
+      // The answer's movement (approvals, state); the stream brings the transitions.
+      Object.assign(ui.detail.movement, answer.movement);
+      $('reject-reason').value = '';
+      scheduleRender();
+    }
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('decision-error', err);
+  } finally {
+    for (const b of ['movement-approve', 'movement-reject']) $(b).disabled = false;
+  }
+}
+
+/** The error code of a FAILED or UNKNOWN node the page shows in that state. */
+function errorOf(key, liveState) {
+  const n = ui.detail?.nodes.find((x) => x.node_key === key);
+  if (!n?.error_code || !['FAILED', 'UNKNOWN'].includes(liveState ?? n.state) || (liveState ?? n.state) !== n.state) return null;
+  return n.error_code;
+}
+
+/** The selected node: its state, attempt, error (code and detail), transaction and provider reference. */
+function drawNodeCard(at) {
+  const card = $('node-card');
+  const n = ui.selected === 'request' ? null : ui.detail.nodes.find((x) => x.node_key === ui.selected);
+  card.hidden = !n;
+  if (!n) return;
+  const state = at.nodes.get(n.node_key)?.state ?? n.state;
+  card.dataset.key = n.node_key;
+  $('node-card-key').textContent = n.node_key;
+  const badge = $('node-card-state');
+  badge.textContent = state;
+  badge.className = `badge s-${state}`;
+  const facts = [];
+  const fact = (label, value, cls = '') => facts.push(el('dt', {}, label), el('dd', { class: cls, 'data-fact': label }, value));
+  fact('executor', n.executor_key ?? '-');
+  fact('attempt', String(n.attempt_no));
+  // The row's error belongs to the row's state: shown while the page shows that state.
+  if (n.error_code && state === n.state) {
+    fact('error', n.error_code, 'code');
+    if (n.error_detail) fact('detail', n.error_detail);
+  }
+  if (n.transaction) {
+    const t = n.transaction;
+    const hash = t.explorer_url
+      ? el('a', { href: t.explorer_url, target: '_blank', rel: 'noopener noreferrer', class: 'explorer' }, t.hash)
+      : t.hash;
+    fact('transaction', hash, 'hash');
+    if (t.chain) fact('chain', t.chain);
+  }
+  if (n.provider_ref_id && n.provider_ref_id !== n.transaction?.hash) fact('provider ref', n.provider_ref_id, 'hash');
+  if (n.provider_state) fact('provider state', n.provider_state);
+  $('node-card-facts').replaceChildren(...facts);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -533,7 +708,7 @@ function drawDag(plan, at) {
     g.append(
       svgEl('rect', { width: DAG.w, height: DAG.h, rx: 8 }),
       svgText(10, 20, n.key, 'key'),
-      svgText(10, 38, flagged ? `${state} - needs a person` : `${state ?? 'not created yet'} - ${n.executor_key ?? n.action_type}`, 'state'),
+      svgText(10, 38, flagged ? `${state} - needs a person` : `${state ?? 'not created yet'} - ${errorOf(n.key, state) ?? n.executor_key ?? n.action_type}`, 'state'),
       svgEl('title', {}, `${n.key} (${n.kind}, ${n.action_type})`),
     );
     g.addEventListener('click', () => {
@@ -1118,6 +1293,8 @@ $('gate-form').addEventListener('submit', (ev) => {
   void operateGate('confirm');
 });
 $('gate-skip').addEventListener('click', () => void operateGate('skip'));
+$('movement-approve').addEventListener('click', () => void decide('approve'));
+$('movement-reject').addEventListener('click', () => void decide('reject'));
 $('resolution-kind').addEventListener('change', () => {
   $('resolution-ref-label').hidden = $('resolution-kind').value !== 'complete';
 });

@@ -1,8 +1,9 @@
 import { z } from '@hono/zod-openapi';
 import { confirmGate, GATE_NOTE_MAX, skipGate } from '../../services/gates.ts';
 import type { Movement } from '../../services/movements.ts';
+import { listSigners } from '../../persistence/registry.ts';
 import { actorNames, movementActors } from '../actor-names.ts';
-import { movementDetailView, type Audience } from '../views.ts';
+import { effectDisplay, movementDetailView, type Audience } from '../views.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
 import { conflict, forbidden, jsonBody, jsonResponse, MovementDetailSchema, MovementIdParams, nodeKeySchema, notFound } from './schemas.ts';
 import { apiRoute } from './route.ts';
@@ -55,7 +56,8 @@ const skipRoute = apiRoute({
 
 export function gateRoutes(ctx: V3Context) {
   const app = resourceApp();
-  const detail = async (m: Movement, audience: Audience) => movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.request)));
+  const detail = async (m: Movement, audience: Audience) =>
+    movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.request)), effectDisplay(ctx.config, await listSigners(ctx.pool)));
 
   app.openapi(confirmRoute, async (c) => {
     const { id, node_key } = c.req.valid('param');

@@ -13,6 +13,7 @@ import {
 } from '../../services/movements.ts';
 import { decodeIdCursor, encodeIdCursor } from '../../persistence/cursor.ts';
 import { listMovements, transitionsOfMovement } from '../../persistence/movements.ts';
+import { listSigners } from '../../persistence/registry.ts';
 import { actorNames, movementActors } from '../actor-names.ts';
 import { can } from '../auth.ts';
 import { actorOf, audienceOf, resourceApp, type V3Context } from './context.ts';
@@ -36,7 +37,7 @@ import {
   notFound,
   unprocessable,
 } from './schemas.ts';
-import { movementDetailView, movementSummaryView, transitionView, type Audience } from '../views.ts';
+import { effectDisplay, movementDetailView, movementSummaryView, transitionView, type Audience } from '../views.ts';
 import { apiRoute, pageRoute, readRoute } from './route.ts';
 
 const tags = ['Movements'];
@@ -178,7 +179,8 @@ const retryRoute = apiRoute({
 
 export function movementRoutes(ctx: V3Context) {
   const app = resourceApp();
-  const detail = async (m: Movement, audience: Audience) => movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.request)));
+  const detail = async (m: Movement, audience: Audience) =>
+    movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.request)), effectDisplay(ctx.config, await listSigners(ctx.pool)));
 
   app.openapi(createMovementRoute, async (c) => {
     const body = c.req.valid('json');

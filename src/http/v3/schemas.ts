@@ -9,6 +9,7 @@ import { proposalStates } from '../../machines/template-proposal-machine.ts';
 import { policyProposalStates } from '../../machines/policy-proposal-machine.ts';
 import { ENTRY_NAME_PATTERN, addressBookEntrySchema, ruleSetSchema } from '../../policy/rules.ts';
 import { jsonObjectSchema, jsonValueSchema } from '../../plan/json.ts';
+import { EFFECT_KINDS } from '../effect.ts';
 import { NODE_KEY_PATTERN, TEMPLATE_KEY_PATTERN, templateDefinitionSchema } from '../../plan/template-schema.ts';
 
 /**
@@ -285,6 +286,14 @@ export const MovementNodeSchema = z
     expected_effect: anyObject.nullable().openapi({
       description: 'For a signing node, the expected effect pinned when the movement was created: {effect: {chain_id, asset, to, amount_base_units, token_decimals, token_symbol, max_fee_per_gas_cap_wei, ...}} or {unavailable: reason}; null otherwise',
     }),
+    transaction: z
+      .object({
+        hash: z.string(),
+        chain: z.string().nullable(),
+        explorer_url: z.string().nullable().openapi({ description: 'From FERRY_EXPLORER_URLS; never fetched by Ferry' }),
+      })
+      .nullable()
+      .openapi({ description: "The chain transaction the provider reported (provider_refs.tx_hash), with an explorer link when one is configured for its chain" }),
     started_at: nullableTime,
     next_observe_at: nullableTime,
     last_observed_at: nullableTime,
@@ -293,8 +302,68 @@ export const MovementNodeSchema = z
   })
   .openapi('MovementNode');
 
+export const NodeEffectSchema = z
+  .object({
+    node_key: z.string(),
+    action: z.string().openapi({ description: "The node's action_type" }),
+    kind: z.enum(EFFECT_KINDS).openapi({ description: 'What the node does, as the effect reads it' }),
+    executor_key: z.string().nullable(),
+    lane: z.string().nullable(),
+    moves_funds: z.boolean().openapi({ description: 'False for observations and manual gates' }),
+    basis: z.enum(['pinned', 'plan', 'unavailable']).openapi({
+      description:
+        'pinned: from the expected effect pinned at creation (what the signer checks); plan: from the compiled plan and the intent (for a signing node created before effects were pinned, with the configuration of now, as dispatch signs it); unavailable: the node has no approval-bound effect and its signer will refuse it',
+    }),
+    unavailable: z.string().nullable().openapi({ description: 'Why there is no approval-bound effect (basis unavailable)' }),
+    asset: z.string().nullable().openapi({ description: 'Symbol, `native` for the chain\'s coin, or the exchange\'s coin code', example: 'USDC' }),
+    asset_address: z.string().nullable().openapi({ description: 'The token contract of an EVM token' }),
+    amount: z.string().nullable().openapi({ description: 'Decimal string in the asset\'s units, exactly as approved', example: '100.25' }),
+    amount_base_units: z.string().nullable(),
+    decimals: z.number().int().nullable(),
+    source: z.string().nullable().openapi({ description: '`signer <key>` or `account <key>`' }),
+    source_address: z.string().nullable().openapi({ description: "The signer's address as its health check observed it, when known" }),
+    destination: z.string().nullable().openapi({ description: 'Recipient, spender or mint recipient; the exchange withdrawal address' }),
+    destination_tag: z.string().nullable(),
+    chain_id: z.number().int().nullable(),
+    chain: z.string().nullable().openapi({ description: 'The chain (name and id), or the network of an exchange withdrawal' }),
+    venue: z.string().nullable().openapi({ description: 'exchange:account of a CEX node' }),
+    destination_chain_id: z.number().int().nullable(),
+    destination_domain: z.number().int().nullable().openapi({ description: 'The CCTP domain a burn mints on' }),
+    contract: z.string().nullable().openapi({ description: 'The contract called when it is not the destination (token, messenger)' }),
+    method: z.string().nullable(),
+    fee_cap: z
+      .object({
+        max_fee_per_gas_wei: z.string().nullable(),
+        max_fee_per_gas_gwei: z.string().nullable(),
+        cctp_max_fee: z.string().nullable().openapi({ description: "A CCTP burn's max fee, in the burned token's units" }),
+      })
+      .nullable(),
+  })
+  .openapi('NodeEffect');
+
+export const MovementEffectSchema = z
+  .object({
+    compiled_plan_hash: z.string().openapi({ description: 'The hash an approval of this effect names' }),
+    policy: z
+      .object({
+        rule_set_version: z.number().int().nullable(),
+        rule_id: z.string().nullable(),
+        action: z.string(),
+        destination_entry: z.string().nullable(),
+        approvers_from: z.array(z.string()).nullable(),
+      })
+      .nullable()
+      .openapi({ description: 'The treasury policy\'s decision at creation (docs/policy.md); null when none was recorded' }),
+    nodes: z.array(NodeEffectSchema),
+    warnings: z.array(z.string()).openapi({ description: 'What approving does not settle (checks made only when a node runs)' }),
+  })
+  .openapi('MovementEffect', {
+    description:
+      'What approving the movement lets each node do (docs/design.md, glossary: effect), derived from the compiled plan, the intent and the pinned expected effects',
+  });
+
 export const MovementDetailSchema = z
-  .object({ movement: MovementSchema, nodes: z.array(MovementNodeSchema) })
+  .object({ movement: MovementSchema, nodes: z.array(MovementNodeSchema), effect: MovementEffectSchema })
   .openapi('MovementDetail');
 
 export const MovementPageSchema = pageSchema('MovementPage', 'movements', MovementSummarySchema);
