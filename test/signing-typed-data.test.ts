@@ -383,3 +383,31 @@ describe('typed data through a remote signer host', () => {
     await checked.close();
   });
 });
+
+describe('typed data in the configuration', () => {
+  const entry = (typed_data: unknown) =>
+    ConfigFileSchema.safeParse({
+      evm: {
+        chains: [{ chain_id: CHAIN, rpc_url: 'http://127.0.0.1:9', max_fee_per_gas_cap_wei: '1000000000' }],
+        signers: [{ key: 'hot', kind: 'local_key', private_key_env: 'HOT_KEY', chains: [CHAIN], typed_data }],
+      },
+    });
+
+  test('evm.signers[].typed_data names executors and primary types the signer can check; others stop start', () => {
+    assert.ok(entry([{ executor: EXECUTOR, primary_types: ['Permit'] }]).success);
+    assert.ok(!entry([{ executor: EXECUTOR, primary_types: ['PermitSingle'] }]).success);
+    assert.ok(!entry([{ executor: EXECUTOR, primary_types: [] }]).success);
+  });
+
+  test('a signer built from its entry signs the typed data its entry allows, and nothing without it', async () => {
+    const { createSignerFromConfig } = await import('../src/executors/signers/from-config.ts');
+    const parsed = entry([{ executor: EXECUTOR, primary_types: ['Permit'] }]);
+    assert.ok(parsed.success);
+    const policy = { tokenNonces: async () => 0n, now: () => NOW_MS };
+    const allowed = createSignerFromConfig(parsed.data.evm.signers[0]!, { HOT_KEY: KEY }, policy);
+    await allowed.sign(request(permit()));
+    const none = entry(undefined);
+    assert.ok(none.success);
+    await assert.rejects(createSignerFromConfig(none.data.evm.signers[0]!, { HOT_KEY: KEY }, policy).sign(request(permit())), violates('typed_data_not_allowed'));
+  });
+});

@@ -119,6 +119,10 @@ export interface TypedDataCheckOptions {
  *         TemporaryMovementError SIGNER_NONCE_UNREADABLE when the nonce cannot be read now.
  */
 export async function checkTypedDataRequest(r: SignRequest, scope: EvmSignerScope, opts: TypedDataCheckOptions): Promise<CheckedTypedData> {
+  // Default deny: a signer whose configuration names no typed data signs none, whatever it is.
+  if (!scope.typedData || scope.typedData.size === 0) {
+    throw violation('typed_data_not_allowed', `signer ${scope.signerKey} signs no typed data (its configuration allows none: evm.signers[].typed_data)`);
+  }
   if (r.replaces) throw violation('replacement_format', 'typed data has no replacements: only a transaction is fee-bumped');
   const payload = parseTypedDataPayload(r.payload);
   const primaryType = payload.primaryType;
