@@ -5,7 +5,7 @@ import { hexToSignature, maxUint256, verifyTypedData, type Hex, type TypedDataDe
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { ConfigFileSchema } from '../src/config-file.ts';
 import { FatalMovementError, TemporaryMovementError } from '../src/executors/errors.ts';
-import { deriveExpectedEffect } from '../src/executors/evm/expected-effect.ts';
+import { deriveExpectedEffect, resolveSigningEffect } from '../src/executors/evm/expected-effect.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';
 import type { ExpectedEffect, SignRequest } from '../src/executors/protocol.ts';
 import { LocalPrivateKeySignerEvm } from '../src/executors/signers/local-private-key-evm.ts';
@@ -336,6 +336,22 @@ describe('typed data derived from the approved plan (config.token_permit)', () =
     assert.ok(!r2.ok && /deadline_seconds/.test(r2.reason));
     const r3 = deriveExpectedEffect({ plan: plan({ token_permit: { token: 'USDC', spender: '$ref:other.provider_refs.spender', amount: '100' } }), nodeKey: 'permit', intent: {}, evm });
     assert.ok(!r3.ok && /reference/.test(r3.reason));
+    const r4 = deriveExpectedEffect({
+      plan: plan({ token_permit: { token: 'USDC', spender: MESSENGER, amount: '100' }, token_approval: { token: 'USDC', spender: MESSENGER, amount: '100' } }),
+      nodeKey: 'permit',
+      intent: {},
+      evm,
+    });
+    assert.ok(!r4.ok && /one payload/.test(r4.reason));
+  });
+
+  test("a token's domain changed since the approval refuses the node (effect_changed_since_approval), not signed with either", () => {
+    const input = { plan: plan({ token_permit: { token: 'USDC', spender: MESSENGER, amount: '100' } }), nodeKey: 'permit', intent: {} };
+    const pinned = deriveExpectedEffect({ ...input, evm });
+    assert.ok(pinned.ok);
+    const now = { ...evm, tokens: [{ ...evm.tokens[0]!, eip712: { name: 'USD Coin', version: '3' } }] };
+    const r = resolveSigningEffect({ effect: pinned.effect, unavailable: null }, { ...input, evm: now });
+    assert.ok(!r.ok && r.changed !== undefined && /typed_data/.test(r.changed), JSON.stringify(r));
   });
 });
 

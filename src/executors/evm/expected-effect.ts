@@ -157,6 +157,11 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffec
   const cap = listed ? feeCapOf({ chains: evm.chains, fee_caps: evm.fee_caps ?? [] }, chainId) : fallbackFeeCapWei;
   const withCap = (e: ExpectedEffect): ExpectedEffect => (cap === undefined ? e : { ...e, max_fee_per_gas_cap_wei: cap });
 
+  // A permit is typed data, a call or an approval a transaction: a node is one of them, never two.
+  if (config.token_permit !== undefined && (config.contract_call !== undefined || config.token_approval !== undefined)) {
+    unavailable('config.token_permit cannot be combined with config.contract_call or config.token_approval: a node signs one payload');
+  }
+
   // A contract call the plan names explicitly: that method on that contract, nothing else.
   if (config.contract_call !== undefined) {
     const call = object(config.contract_call, 'config.contract_call');
