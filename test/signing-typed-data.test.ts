@@ -286,6 +286,7 @@ describe('typed data signed by policy', () => {
     const invalid = (e: unknown) => e instanceof FatalMovementError && e.code === 'SIGNER_PAYLOAD_INVALID';
     await assert.rejects(signer().sign(request('not json')), invalid);
     await assert.rejects(signer().sign(request(JSON.stringify({ ...permit(), extra: 1 }))), invalid);
+    await assert.rejects(signer().sign(request(JSON.stringify(permit()).replace('"domain":{', '"domain":{"__proto__":{"salt":"0x00"},'))), invalid);
     const p = permit();
     p.message.value = '1e6';
     await assert.rejects(signer().sign(request(p)), invalid);

@@ -48,16 +48,26 @@ const DOMAIN_FIELDS: readonly Field[] = [
   { name: 'salt', type: 'bytes32' },
 ];
 
-/** The structs Ferry can check, by primary type: their exact types (EIP712Domain aside). */
-const KNOWN_STRUCTS: Record<string, Record<string, readonly Field[]>> = {
+type Domain = { name?: string; version?: string; chainId?: number; verifyingContract?: Hex; salt?: Hex };
+/** Checks a message against the approved effect; returns it rebuilt from the checked values. */
+type MessageCheck = (message: Record<string, unknown>, expected: ExpectedEffect, domain: Domain, scope: EvmSignerScope, opts: TypedDataCheckOptions) => Promise<Record<string, unknown>>;
+
+/**
+ * The structs Ferry can check, by primary type: their exact types (EIP712Domain aside) and the
+ * check of their message. A new kind (Circle Gateway's BurnIntent) is one more entry.
+ */
+const KNOWN_STRUCTS: Record<string, { types: Record<string, readonly Field[]>; check: MessageCheck }> = {
   [PERMIT_PRIMARY_TYPE]: {
-    Permit: [
-      { name: 'owner', type: 'address' },
-      { name: 'spender', type: 'address' },
-      { name: 'value', type: 'uint256' },
-      { name: 'nonce', type: 'uint256' },
-      { name: 'deadline', type: 'uint256' },
-    ],
+    types: {
+      Permit: [
+        { name: 'owner', type: 'address' },
+        { name: 'spender', type: 'address' },
+        { name: 'value', type: 'uint256' },
+        { name: 'nonce', type: 'uint256' },
+        { name: 'deadline', type: 'uint256' },
+      ],
+    },
+    check: (...args) => checkPermit(...args),
   },
 };
 
@@ -82,9 +92,13 @@ export interface CheckedTypedData {
 export function parseTypedDataPayload(payload: string): TypedDataPayload {
   let json: unknown;
   try {
-    json = JSON.parse(payload);
+    // A "__proto__" key could give an object fields it does not own once copied: refused outright.
+    json = JSON.parse(payload, (key, value: unknown) => {
+      if (key === '__proto__') throw new Error('__proto__');
+      return value;
+    });
   } catch {
-    throw invalid('the eip712 payload is not JSON');
+    throw invalid('the eip712 payload is not JSON (or has a "__proto__" key)');
   }
   const parsed = PayloadSchema.safeParse(json);
   if (!parsed.success) throw invalid('the eip712 payload is not {types, primaryType, domain, message}');
@@ -149,14 +163,14 @@ export async function checkTypedDataRequest(r: SignRequest, scope: EvmSignerScop
   const struct = KNOWN_STRUCTS[primaryType];
   if (!struct) throw violation('primary_type', `primary type ${primaryType} is not one the signer knows how to check`, { actual: primaryType });
 
-  checkTypes(payload, struct);
+  checkTypes(payload, struct.types);
   const domain = checkDomain(payload.domain, approved.domain, scope);
-  const message = await checkPermit(payload.message, expected, domain, scope, opts);
+  const message = await struct.check(payload.message, expected, domain, scope, opts);
 
   const domainKeys = DOMAIN_FIELDS.filter((f) => f.name in domain);
   const typedData = {
     domain,
-    types: { EIP712Domain: domainKeys.map((f) => ({ ...f })), ...Object.fromEntries(Object.entries(struct).map(([k, v]) => [k, v.map((f) => ({ ...f }))])) },
+    types: { EIP712Domain: domainKeys.map((f) => ({ ...f })), ...Object.fromEntries(Object.entries(struct.types).map(([k, v]) => [k, v.map((f) => ({ ...f }))])) },
     primaryType,
     message,
   } as unknown as TypedDataDefinition;
@@ -195,8 +209,6 @@ function checkTypes(payload: TypedDataPayload, struct: Record<string, readonly F
     if (given !== canonical) throw violation('domain_fields', 'EIP712Domain is not the canonical type of the domain given', { expected: canonical, actual: given });
   }
 }
-
-type Domain = { name?: string; version?: string; chainId?: number; verifyingContract?: Hex; salt?: Hex };
 
 /** The domain exactly as approved: the same fields, each equal; the chain one the signer serves. */
 function checkDomain(given: Record<string, unknown>, approved: NonNullable<ExpectedEffect['typed_data']>['domain'], scope: EvmSignerScope): Domain {
