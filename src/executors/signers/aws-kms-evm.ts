@@ -48,10 +48,9 @@ export interface AwsKmsEvmSignerOptions {
 /**
  * An EVM signer whose key never leaves AWS KMS (key spec ECC_SECG_P256K1). The address comes from
  * GetPublicKey (SubjectPublicKeyInfo DER -> uncompressed point -> keccak address); a transaction is
- * signed with Sign (MessageType DIGEST, ECDSA_SHA_256) over its keccak digest (typed data over its
- * EIP-712 digest), the DER signature is
- * split into (r, s), s is normalised to the low half, and the recovery id is found by recovering
- * the address with each parity. Before any of that, the request passes the same policy as every
+ * signed with Sign (MessageType DIGEST, ECDSA_SHA_256) over its keccak digest, typed data over its
+ * EIP-712 digest; the DER signature is split into (r, s), s is normalised to the low half, and the
+ * recovery id is found by recovering the address with each parity. Before any of that, the request passes the same policy as every
  * EVM signer (evm-policy.ts).
  *
  * Errors: throttling, KMS-side or network failures, and expired or not yet loadable credentials
