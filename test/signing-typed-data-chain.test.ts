@@ -282,3 +282,45 @@ describe('a permit node through the dispatcher', () => {
     assert.equal(refused[0]!.details.executor_key, EXECUTOR);
   });
 });
+
+describe('signers from the configuration file', () => {
+  test('a local_key and an aws_kms entry with typed_data sign permits, reading the nonce over the file\'s chain; the chain accepts both; an entry without typed_data refuses', async () => {
+    const { loadConfig } = await import('../src/config.ts');
+    const { registerEvmLane } = await import('../src/executors/evm/index.ts');
+    const { writeConfigFile } = await import('./helpers/evm.ts');
+    const pino = (await import('pino')).default;
+    const key = generatePrivateKey();
+    const typed_data = [{ executor: EXECUTOR, primary_types: ['Permit'] }];
+    const file = writeConfigFile({
+      chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: local.anvil.url }],
+      tokens: [{ chain_id: ANVIL_CHAIN_ID, symbol: 'USDC', address: token.address, decimals: 6, eip712: { name: 'USD Coin', version: '2' } }],
+      signers: [
+        { key: 'hot', kind: 'local_key', private_key_env: 'HOT_KEY', chains: [ANVIL_CHAIN_ID], typed_data },
+        { key: 'plain', kind: 'local_key', private_key_env: 'HOT_KEY', chains: [ANVIL_CHAIN_ID] },
+        {
+          key: 'kms_hot',
+          kind: 'aws_kms',
+          kms: { key_id: kms.keyId, region: kms.region, endpoint: kms.url, access_key_id_env: 'KMS_AK', secret_access_key_env: 'KMS_SK' },
+          chains: [ANVIL_CHAIN_ID],
+          typed_data,
+        },
+      ],
+    } as never);
+    const env = { FERRY_CONFIG_FILE: file, HOT_KEY: key, KMS_AK: kms.accessKeyId, KMS_SK: kms.secretAccessKey, AWS_EC2_METADATA_DISABLED: 'true' };
+    const registries = { executors: new ExecutorRegistry(), signers: new SignerRegistry() };
+    const lane = await registerEvmLane(loadConfig(env), registries, { env, log: pino({ level: 'silent' }), nonces: null });
+    assert.ok(lane);
+    for (const signerKey of ['hot', 'kms_hot']) {
+      const signer = registries.signers.get(signerKey);
+      const owner: Address = lane.wallets.get(signerKey)!.address;
+      const p: Permit = { owner, spender: MESSENGER, value: 7n, deadline: deadline() };
+      const result = await signer.sign(signRequest(await permitPayload(p)));
+      await relay(p, result.signature as Hex);
+      assert.equal(await read('allowance', [owner, MESSENGER]), 7n, signerKey);
+    }
+    const owner: Address = lane.wallets.get('plain')!.address;
+    const payload = await permitPayload({ owner, spender: MESSENGER, value: 7n, deadline: deadline() });
+    await assert.rejects(registries.signers.get('plain').sign(signRequest(payload)), violation('typed_data_not_allowed'));
+    await Promise.allSettled(registries.signers.keys().map((k) => registries.signers.get(k).close?.()));
+  });
+});
