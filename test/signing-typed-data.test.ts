@@ -171,6 +171,7 @@ describe('typed data signed by policy', () => {
       },
     ],
     ['EIP712Domain types in another order', 'domain_fields', (p) => p.types.EIP712Domain!.reverse()],
+    ['a domain with a field EIP712Domain does not have', 'domain_fields', (p) => (p.domain.spender = ATTACKER)],
     [
       'a Permit type with an extra field',
       'typed_data_types',
