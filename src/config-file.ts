@@ -113,6 +113,14 @@ const KmsSchema = z
     path: ['session_token_env'],
   });
 
+/** One executor whose typed data of these primary types a signer signs (only types the signer knows how to check). */
+const TypedDataAllowSchema = z
+  .object({
+    executor: z.string().min(1),
+    primary_types: z.array(z.enum(['Permit'])).min(1),
+  })
+  .strict();
+
 const SignerSchema = z
   .object({
     key: z.string().regex(KEY, 'lowercase letters, digits, "_", "." and "-"'),
@@ -126,6 +134,8 @@ const SignerSchema = z
     executors: z.array(z.string().min(1)).optional(),
     /** The address the signer signs as, when known without asking it (aws_kms); its balances are watched. */
     address: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address').optional(),
+    /** Typed data (EIP-712) it signs: primary types by executor key (docs/signing.md); unset: none. */
+    typed_data: z.array(TypedDataAllowSchema).optional(),
   })
   .strict()
   .superRefine((s, ctx) => {
@@ -151,6 +161,8 @@ const TokenSchema = z
     address: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address'),
     /** Checked against the token contract's decimals() when the lane starts using it. */
     decimals: z.number().int().min(0).max(36).optional(),
+    /** The token's EIP-712 domain name and version (EIP-2612 permits): USDC's are "USD Coin" and "2". */
+    eip712: z.object({ name: z.string().min(1).max(256), version: z.string().min(1).max(64) }).strict().optional(),
   })
   .strict();
 
@@ -227,6 +239,8 @@ const RemoteSignerSchema = z
     chains: z.array(z.number().int().positive()).min(1).optional(),
     /** Executor keys it serves (checked here too); unset: every executor. */
     executors: z.array(z.string().min(1)).optional(),
+    /** Typed data it signs (checked here too, with chains); unset: refused here before it leaves. */
+    typed_data: z.array(TypedDataAllowSchema).optional(),
   })
   .strict()
   .refine((s) => s.address === undefined || s.chains !== undefined, { path: ['chains'], message: 'required with address' });

@@ -88,7 +88,7 @@ describe('LocalPrivateKeySignerEvm', () => {
     assert.equal(signed.data, undefined);
   });
 
-  test('refuses EIP-712 typed data: no approval-bound policy covers it (default deny)', async () => {
+  test('refuses EIP-712 typed data when its configuration allows none (default deny)', async () => {
     const signer = new LocalPrivateKeySignerEvm({ signerKey: 'k', privateKey: generatePrivateKey() });
     await assert.rejects(
       signer.sign(request('eip712', JSON.stringify(typedData))),

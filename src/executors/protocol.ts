@@ -205,7 +205,7 @@ export const ExpectedEffectSchema = z.object({
   to: evmAddress,
   amount_base_units: baseUnits,
   max_fee_per_gas_cap_wei: baseUnits.optional(),
-  token_method: z.enum(['transfer', 'approve']).optional(),
+  token_method: z.enum(['transfer', 'approve', 'permit']).optional(),
   /**
    * The decimals amount_base_units was computed with and the token's symbol (evm.tokens), for a
    * token amount: pinned with the effect when the movement was created, so a configuration changed
@@ -219,6 +219,28 @@ export const ExpectedEffectSchema = z.object({
       selector: z.string().regex(/^0x[0-9a-f]{8}$/),
       /** The whole calldata, when the plan fixes every argument (the CCTP burn): compared byte for byte. */
       data: z.string().regex(/^0x([0-9a-f]{2})*$/).optional(),
+    })
+    .optional(),
+  /**
+   * Typed data (EIP-712) the plan approved instead of a transaction: the primary type, the exact
+   * domain (every field it has, none other), how far ahead its deadline may be, and the nonce when
+   * the plan pins one. With `token_method` 'permit': an EIP-2612 permit on the token `asset` for the
+   * spender `to` of at most `amount_base_units` (signers/typed-data-policy.ts).
+   */
+  typed_data: z
+    .object({
+      primary_type: z.string().min(1).max(64),
+      domain: z
+        .object({
+          name: z.string().max(256).optional(),
+          version: z.string().max(64).optional(),
+          chainId: z.number().int().positive().optional(),
+          verifyingContract: evmAddress.optional(),
+          salt: z.string().regex(/^0x[0-9a-f]{64}$/).optional(),
+        })
+        .strict(),
+      deadline_max_seconds: z.number().int().positive().optional(),
+      nonce: baseUnits.optional(),
     })
     .optional(),
 });

@@ -6,6 +6,7 @@ import type { ExecutorRegistry, SignerRegistry } from './registry.ts';
 import { RemoteExecutorProxy } from './remote-proxy.ts';
 import type { SignerPolicyOptions } from './signers/evm-policy.ts';
 import { RemoteSignerProxy } from './signers/remote-proxy.ts';
+import { typedDataAllowlist } from './signers/typed-data-policy.ts';
 
 /**
  * The remote executors and signers of the configuration file (`remote.executors`,
@@ -52,7 +53,7 @@ export function registerRemoteSigners(
       baseUrl: entry.url,
       token: token(entry, `remote.signers[${i}]`, env),
       timeoutMs: entry.timeout_ms,
-      evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors, ...policy } : undefined,
+      evmPolicy: entry.chains ? { chains: entry.chains, executors: entry.executors, typedData: typedDataAllowlist(entry.typed_data), ...policy } : undefined,
       requestSigner,
     });
     add(() => signers.register(proxy), `remote.signers[${i}] (${entry.key})`, 'signer');

@@ -3,6 +3,7 @@ import { feeCapOf, type ConfigFile } from '../../config-file.ts';
 import { maxFeeOf } from '../cctp/fees.ts';
 import { DEPOSIT_FOR_BURN_SIGNATURE, encodeDepositForBurn, RECEIVE_MESSAGE_SIGNATURE } from '../cctp/message.ts';
 import { bindingExtras, bindingKey } from '../registry.ts';
+import { DEFAULT_PERMIT_DEADLINE_SECONDS, MAX_TYPED_DATA_DEADLINE_SECONDS, PERMIT_PRIMARY_TYPE } from '../signers/typed-data-policy.ts';
 import type { ExpectedEffect } from '../protocol.ts';
 
 /**
@@ -21,6 +22,8 @@ export const NATIVE_TRANSFER_EXECUTOR = 'exec.evm.native_transfer';
 export const ERC20_TRANSFER_EXECUTOR = 'exec.evm.erc20_transfer';
 export const CCTP_BURN_EXECUTOR = 'exec.cctp.burn';
 export const CCTP_MINT_EXECUTOR = 'exec.cctp.mint';
+/** config.token_permit.spender naming the chain's CCTP TokenMessengerV2 (evm.chains[].cctp.token_messenger). */
+export const CCTP_TOKEN_MESSENGER_SPENDER = 'cctp.token_messenger';
 
 export type ExpectedEffectResult = { ok: true; effect: ExpectedEffect } | { ok: false; reason: string };
 
@@ -154,6 +157,11 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffec
   const cap = listed ? feeCapOf({ chains: evm.chains, fee_caps: evm.fee_caps ?? [] }, chainId) : fallbackFeeCapWei;
   const withCap = (e: ExpectedEffect): ExpectedEffect => (cap === undefined ? e : { ...e, max_fee_per_gas_cap_wei: cap });
 
+  // A permit is typed data, a call or an approval a transaction: a node is one of them, never two.
+  if (config.token_permit !== undefined && (config.contract_call !== undefined || config.token_approval !== undefined)) {
+    unavailable('config.token_permit cannot be combined with config.contract_call or config.token_approval: a node signs one payload');
+  }
+
   // A contract call the plan names explicitly: that method on that contract, nothing else.
   if (config.contract_call !== undefined) {
     const call = object(config.contract_call, 'config.contract_call');
@@ -195,6 +203,9 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffec
     return withCap({ chain_id: chainId, asset: token, to: spender, amount_base_units: amount, token_method: 'approve', ...tokenFacts(decimals, symbol) });
   }
 
+  // An EIP-2612 permit the plan names: typed data, not a transaction (signers/typed-data-policy.ts).
+  if (config.token_permit !== undefined) return tokenPermitEffect(object(config.token_permit, 'config.token_permit'), chainId, evm);
+
   if (executorKey === ERC20_TRANSFER_EXECUTOR) {
     const { token, decimals, symbol } = tokenOf(plain(config.token ?? intent.asset, 'token'), plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
     const to = address(plain(config.to ?? destinationOf(intent), 'recipient'), 'recipient');
@@ -217,6 +228,44 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffec
   // --- end CCTP lane ---
 
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
+}
+
+/**
+ * An EIP-2612 permit: the token's own domain (name and version from evm.tokens[].eip712, the chain,
+ * the token as verifying contract), the spender (an address, or `cctp.token_messenger` for the
+ * chain's TokenMessengerV2), at most the amount, a deadline at most
+ * `deadline_seconds` ahead (default 3600, at most a day), and the nonce when the plan pins one.
+ */
+function tokenPermitEffect(permit: Record<string, unknown>, chainId: number, evm: ConfigFile['evm']): ExpectedEffect {
+  const { token, decimals, symbol } = tokenOf(plain(permit.token, 'config.token_permit.token'), permit.decimals, chainId, evm, 'config.token_permit');
+  const listed = evm.tokens.find((t) => t.chain_id === chainId && t.address.toLowerCase() === token);
+  const domain = listed?.eip712 ?? unavailable(`token ${token} on chain ${chainId} has no eip712 domain (name, version) in evm.tokens: a permit cannot be checked without it`);
+  const rawSpender = plain(permit.spender, 'config.token_permit.spender');
+  // The chain's CCTP TokenMessengerV2 by name: the spender of a burn's allowance.
+  const spender =
+    rawSpender === CCTP_TOKEN_MESSENGER_SPENDER
+      ? address(evm.chains.find((c) => c.chain_id === chainId)?.cctp?.token_messenger ?? unavailable(`chain ${chainId} has no cctp entry in evm.chains`), 'evm.chains[].cctp.token_messenger')
+      : address(rawSpender, 'config.token_permit.spender');
+  const amount = toBaseUnits(plain(permit.amount, 'config.token_permit.amount'), decimals);
+  const seconds = plain(permit.deadline_seconds ?? DEFAULT_PERMIT_DEADLINE_SECONDS, 'config.token_permit.deadline_seconds');
+  if (typeof seconds !== 'number' || !Number.isInteger(seconds) || seconds < 1 || seconds > MAX_TYPED_DATA_DEADLINE_SECONDS) {
+    unavailable(`config.token_permit.deadline_seconds must be an integer from 1 to ${MAX_TYPED_DATA_DEADLINE_SECONDS}`);
+  }
+  const nonce = permit.nonce === undefined ? undefined : whole(plain(permit.nonce, 'config.token_permit.nonce'), 'config.token_permit.nonce');
+  return {
+    chain_id: chainId,
+    asset: token,
+    to: spender,
+    amount_base_units: amount,
+    token_method: 'permit',
+    ...tokenFacts(decimals, symbol),
+    typed_data: {
+      primary_type: PERMIT_PRIMARY_TYPE,
+      domain: { name: domain.name, version: domain.version, chainId, verifyingContract: token },
+      deadline_max_seconds: seconds as number,
+      ...(nonce !== undefined ? { nonce } : {}),
+    },
+  };
 }
 
 // --- CCTP lane ---

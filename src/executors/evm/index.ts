@@ -1,11 +1,13 @@
-import type { Address } from 'viem';
+import { ContractFunctionExecutionError, type Address } from 'viem';
 import { ConfigError } from '../../config.ts';
 import type { ConfigFile, EvmChainConfig, EvmSignerConfig } from '../../config-file.ts';
 import type { Logger } from '../../log.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { remoteEvmWallets } from '../remote-config.ts';
 import { feeCapsOf, replacementLimitsOf, type ReplacementLimits } from '../signers/evm-policy.ts';
+import { FatalMovementError } from '../errors.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
+import { typedDataAllowlist, type TokenNonceReader } from '../signers/typed-data-policy.ts';
 import { chainFromConfig, createChainClient, EvmChains, type EvmChain } from './chains.ts';
 import { EVM_ERC20_TRANSFER_KEY, EvmErc20TransferExecutor } from './erc20-transfer.ts';
 import { createAwsKmsEvmSigners, type ConfiguredEvmSigner } from './kms-hook.ts';
@@ -131,6 +133,8 @@ export async function registerEvmLane(
   }
   if (chainList.length === 0) return null;
   const chains = new EvmChains(chainList);
+  // A permit's nonce, read by the signer side itself (typed-data-policy.ts): never the executor's word.
+  const tokenNonces = tokenNonceReader(chains);
 
   for (const { entry, index } of signerEntries) {
     if (entry.kind !== 'local_key') continue;
@@ -141,7 +145,16 @@ export async function registerEvmLane(
     if (!PRIVATE_KEY.test(value)) throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold 0x and 64 hex digits (value hidden)`);
     let signer: LocalPrivateKeySignerEvm;
     try {
-      signer = new LocalPrivateKeySignerEvm({ signerKey: entry.key, privateKey: value, chains: entry.chains, executors: entry.executors, replacements, feeCaps });
+      signer = new LocalPrivateKeySignerEvm({
+        signerKey: entry.key,
+        privateKey: value,
+        chains: entry.chains,
+        executors: entry.executors,
+        replacements,
+        feeCaps,
+        typedData: typedDataAllowlist(entry.typed_data),
+        tokenNonces,
+      });
     } catch {
       throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold a valid secp256k1 key (value hidden)`);
     }
@@ -150,7 +163,7 @@ export async function registerEvmLane(
   }
   const kms: ConfiguredEvmSigner[] = await createAwsKmsEvmSigners(
     signerEntries.filter((s) => s.entry.kind === 'aws_kms').map((s) => s.entry),
-    { env: deps.env, log: deps.log, policy: { replacements, feeCaps } },
+    { env: deps.env, log: deps.log, policy: { replacements, feeCaps, tokenNonces } },
   );
   for (const k of kms) {
     registries.signers.register(k.signer);
@@ -239,5 +252,22 @@ export function feeBumpOfChain(chain: { fee_bump_after_seconds?: number; fee_bum
     afterSeconds: chain.fee_bump_after_seconds,
     percent: chain.fee_bump_percent,
     capWei: chain.max_fee_per_gas_cap_wei === undefined ? null : BigInt(chain.max_fee_per_gas_cap_wei),
+  };
+}
+
+const NONCES_ABI = [{ type: 'function', name: 'nonces', stateMutability: 'view', inputs: [{ name: 'owner', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] }] as const;
+
+/** nonces(owner) of an EIP-2612 token on a configured chain; a chain Ferry has no RPC for cannot be read (refused). */
+export function tokenNonceReader(chains: EvmChains): TokenNonceReader {
+  return async (chainId, token, owner) => {
+    const chain = chains.get(chainId);
+    if (!chain) throw new FatalMovementError('SIGNER_POLICY_VIOLATION', `no RPC for chain ${chainId} to read the permit's nonce from, and the plan pins none`, { rule: 'nonce_unverified' });
+    try {
+      return await chain.client.readContract({ address: token, abi: NONCES_ABI, functionName: 'nonces', args: [owner] });
+    } catch (err) {
+      // A token that answers no nonces() takes no permit; an RPC that did not answer is tried again.
+      if (err instanceof ContractFunctionExecutionError) throw new FatalMovementError('SIGNER_POLICY_VIOLATION', `token ${token} on chain ${chainId} does not answer nonces(owner): it takes no EIP-2612 permit`, { rule: 'nonce_unverified' });
+      throw err;
+    }
   };
 }

@@ -1,11 +1,12 @@
 import { createPublicKey } from 'node:crypto';
 import { GetPublicKeyCommand, KMSClient, SignCommand } from '@aws-sdk/client-kms';
-import { bytesToHex, hexToBytes, keccak256, recoverAddress, serializeTransaction, type Hex, type TransactionSerializable } from 'viem';
+import { bytesToHex, hexToBytes, keccak256, recoverAddress, serializeSignature, serializeTransaction, type Hex } from 'viem';
 import { publicKeyToAddress } from 'viem/accounts';
 import { FatalMovementError, MovementError, TemporaryMovementError } from '../errors.ts';
 import type { Signer, SignRequest, SignResult } from '../protocol.ts';
 import type { EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
 import { signEvmRequest } from './evm-signing.ts';
+import type { TokenNonceReader } from './typed-data-policy.ts';
 
 /** The order of the secp256k1 group; a signature's s above half of it is flipped (EIP-2 low-s). */
 const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
@@ -39,14 +40,17 @@ export interface AwsKmsEvmSignerOptions {
   executors?: readonly string[];
   replacements?: ReplacementLimits;
   feeCaps?: ReadonlyMap<number, bigint>;
+  typedData?: ReadonlyMap<string, ReadonlySet<string>>;
+  tokenNonces?: TokenNonceReader;
+  now?: () => number;
 }
 
 /**
  * An EVM signer whose key never leaves AWS KMS (key spec ECC_SECG_P256K1). The address comes from
  * GetPublicKey (SubjectPublicKeyInfo DER -> uncompressed point -> keccak address); a transaction is
- * signed with Sign (MessageType DIGEST, ECDSA_SHA_256) over its keccak digest, the DER signature is
- * split into (r, s), s is normalised to the low half, and the recovery id is found by recovering
- * the address with each parity. Before any of that, the request passes the same policy as every
+ * signed with Sign (MessageType DIGEST, ECDSA_SHA_256) over its keccak digest, typed data over its
+ * EIP-712 digest; the DER signature is split into (r, s), s is normalised to the low half, and the
+ * recovery id is found by recovering the address with each parity. Before any of that, the request passes the same policy as every
  * EVM signer (evm-policy.ts).
  *
  * Errors: throttling, KMS-side or network failures, and expired or not yet loadable credentials
@@ -75,7 +79,16 @@ export class AwsKmsEvmSigner implements Signer {
       defaultsMode: 'standard',
       requestHandler: { requestTimeout: timeout, connectionTimeout: timeout },
     });
-    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors, replacements: opts.replacements, feeCaps: opts.feeCaps };
+    this.#scope = {
+      signerKey: opts.signerKey,
+      chains: opts.chains,
+      executors: opts.executors,
+      replacements: opts.replacements,
+      feeCaps: opts.feeCaps,
+      typedData: opts.typedData,
+      tokenNonces: opts.tokenNonces,
+      now: opts.now,
+    };
   }
 
   /** The key's address, lowercase; read once from GetPublicKey (again after a failed read). */
@@ -92,7 +105,14 @@ export class AwsKmsEvmSigner implements Signer {
     return signEvmRequest(
       req,
       this.#scope,
-      { getAddress: () => this.getAddress(), signTransaction: async (tx) => this.#signTransaction(tx, await this.getAddress()) },
+      {
+        getAddress: () => this.getAddress(),
+        signTransaction: async (tx) => {
+          const signature = await this.#signDigest(keccak256(serializeTransaction(tx)), await this.getAddress());
+          return serializeTransaction(tx, signature);
+        },
+        signDigest: async (digest) => serializeSignature(await this.#signDigest(digest, await this.getAddress())),
+      },
       (address) => `aws_kms:${address}`,
     );
   }
@@ -121,8 +141,12 @@ export class AwsKmsEvmSigner implements Signer {
     return publicKeyToAddress(uncompressedPoint(out.PublicKey, this.signerKey)).toLowerCase() as Hex;
   }
 
-  async #signTransaction(tx: TransactionSerializable, address: Hex): Promise<Hex> {
-    const hash = keccak256(serializeTransaction(tx));
+  /**
+   * Sign over a 32-byte digest (a transaction's keccak, or typed data's EIP-712 digest): KMS signs
+   * it as given (MessageType DIGEST), s is made low, and the parity is the one that recovers the
+   * key's address.
+   */
+  async #signDigest(hash: Hex, address: Hex): Promise<{ r: Hex; s: Hex; yParity: number }> {
     const out = await this.#call('Sign', () =>
       this.#client.send(new SignCommand({ KeyId: this.keyId, Message: hexToBytes(hash), MessageType: 'DIGEST', SigningAlgorithm: 'ECDSA_SHA_256' })),
     );
@@ -134,7 +158,7 @@ export class AwsKmsEvmSigner implements Signer {
     const signature = { r: toWord(r), s: toWord(s) };
     for (const yParity of [0, 1]) {
       const recovered = await recoverAddress({ hash, signature: { ...signature, yParity } }).catch(() => null);
-      if (recovered?.toLowerCase() === address) return serializeTransaction(tx, { ...signature, yParity });
+      if (recovered?.toLowerCase() === address) return { ...signature, yParity };
     }
     throw new FatalMovementError('SIGNER_KMS_SIGNATURE_INVALID', `signer ${this.signerKey}: the KMS signature does not recover to ${address}`);
   }

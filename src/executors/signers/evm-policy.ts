@@ -1,6 +1,7 @@
 import { decodeFunctionData, encodeFunctionData, erc20Abi, type Hex, type TransactionSerializable } from 'viem';
 import { FatalMovementError } from '../errors.ts';
 import type { ExpectedEffect, SignRequest } from '../protocol.ts';
+import type { TokenNonceReader } from './typed-data-policy.ts';
 
 /**
  * The policy every EVM signer applies before its key touches a transaction (local key, KMS, the
@@ -28,6 +29,15 @@ export interface EvmSignerScope {
    * lower of its cap and the request's applies, so a caller cannot raise it (a signer host).
    */
   feeCaps?: ReadonlyMap<number, bigint>;
+  /**
+   * The typed data (EIP-712) it signs: primary types by executor key (evm.signers[].typed_data);
+   * unset: none (typed-data-policy.ts).
+   */
+  typedData?: ReadonlyMap<string, ReadonlySet<string>>;
+  /** Reads an EIP-2612 token's nonces(owner) through the signer side's own RPC; unset: only a nonce the plan pins is signed. */
+  tokenNonces?: TokenNonceReader;
+  /** The clock a typed data deadline is judged by, in milliseconds; unset: Date.now. */
+  now?: () => number;
 }
 
 /** How far a replacement may go (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR). */
@@ -42,7 +52,7 @@ export const DEFAULT_REPLACEMENT_LIMITS: ReplacementLimits = { maxReplacements: 
 
 /** The limits a configuration gives (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR), defaults for what it leaves unset. */
 /** What a signer's configuration adds to its scope: replacement bounds and its own fee caps. */
-export type SignerPolicyOptions = Pick<EvmSignerScope, 'replacements' | 'feeCaps'>;
+export type SignerPolicyOptions = Pick<EvmSignerScope, 'replacements' | 'feeCaps' | 'tokenNonces' | 'now'>;
 
 /** Fee caps by chain id from a configuration's evm.chains and evm.fee_caps (a signer's own caps). */
 export function feeCapsOf(evm: { chains: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei?: string }>; fee_caps?: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei: string }> }): Map<number, bigint> {
@@ -67,11 +77,6 @@ export type DecodedEffect =
 
 export function violation(rule: string, message: string, details: Record<string, unknown> = {}): FatalMovementError {
   return new FatalMovementError(SIGNER_POLICY_VIOLATION, message, { rule, ...details });
-}
-
-/** Typed data (EIP-712) has no approval-bound policy in Ferry: every EVM signer, and the proxy in front of a remote one, refuses it. */
-export function typedDataRefused(signerKey: string): FatalMovementError {
-  return violation('typed_data_not_allowed', `signer ${signerKey} signs no typed data: it has no approval-bound policy`);
 }
 
 /** The allowlist of executor keys (and the presence of an executor key when there is one). */
@@ -124,6 +129,7 @@ export function checkEvmTransaction(
   scope: EvmSignerScope,
   unavailableReason?: string | null,
 ): void {
+  if (expected?.typed_data) throw violation('typed_data_effect', 'the approved plan names typed data for this node, not a transaction');
   if (!expected) {
     throw violation(
       'no_expected_effect',

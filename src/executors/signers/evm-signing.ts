@@ -1,23 +1,26 @@
-import { isHex, parseTransaction, type Hex, type TransactionSerializable } from 'viem';
+import { isHex, parseTransaction, verifyTypedData, type Hex, type TransactionSerializable } from 'viem';
 import { FatalMovementError } from '../errors.ts';
 import type { SignRequest, SignResult } from '../protocol.ts';
-import { checkCancel, checkEvmTransaction, checkExecutorAllowed, checkNonceFill, checkReplacement, EVM_NONCE_FILL_ACTION, typedDataRefused, violation, type EvmSignerScope } from './evm-policy.ts';
+import { checkCancel, checkEvmTransaction, checkExecutorAllowed, checkNonceFill, checkReplacement, EVM_NONCE_FILL_ACTION, violation, type EvmSignerScope } from './evm-policy.ts';
 import { checkSignRequest } from './integrity.ts';
+import { checkTypedDataRequest, TYPED_DATA_SIGNATURE_FORMAT } from './typed-data-policy.ts';
 
-/** What differs between EVM signers: where the key is and how a transaction gets its signature. */
+/** What differs between EVM signers: where the key is and how a transaction or a digest gets its signature. */
 export interface EvmSigningBackend {
   /** The key's address, lowercase. */
   getAddress(): Promise<Hex>;
   /** Returns the signed serialized transaction. */
   signTransaction(tx: TransactionSerializable): Promise<Hex>;
+  /** Signs a 32-byte digest as given (no prefix); returns r || s || v, 65 bytes, v 27 or 28. */
+  signDigest(digest: Hex): Promise<Hex>;
 }
 
 /**
  * The sign() every EVM signer shares: the tamper check, the executor allowlist, decoding of the
  * payload, the approval-bound policy (for the nonce reaper's gap filler, checkNonceFill instead of
- * the allowlist and the plan's effect), then the backend's key. Nothing reaches the key before every
- * check passed. Only `evm_raw_tx` is signed: typed data (`eip712`) has no approval-bound policy yet
- * and is refused by default.
+ * the allowlist and the plan's effect; for typed data, typed-data-policy.ts), then the backend's
+ * key. Nothing reaches the key before every check passed. A typed data signature is verified
+ * against the signer's address (viem's verifyTypedData) before it is returned.
  */
 export async function signEvmRequest(
   req: SignRequest,
@@ -37,7 +40,16 @@ export async function signEvmRequest(
       return { signature, signature_format: 'evm_signed_tx', signer_ref: signerRef(await backend.getAddress()) };
     }
     case 'eip712':
-      throw typedDataRefused(scope.signerKey);
+    case 'eip712_compact': {
+      // The address only once the checks that need no key passed: a KMS signer reads it with a call.
+      const checked = await checkTypedDataRequest(r, scope, { owner: async () => (await backend.getAddress()).toLowerCase() });
+      const address = (await backend.getAddress()).toLowerCase() as Hex;
+      const signature = await backend.signDigest(checked.digest);
+      if (!(await verifyTypedData({ ...checked.typedData, address, signature }).catch(() => false))) {
+        throw new FatalMovementError('SIGNER_SIGNATURE_INVALID', `signer ${scope.signerKey}: the typed data signature does not verify for ${address}`);
+      }
+      return { signature, signature_format: TYPED_DATA_SIGNATURE_FORMAT, signer_ref: signerRef(address) };
+    }
     default:
       throw new FatalMovementError('SIGNER_PAYLOAD_FORMAT_UNSUPPORTED', `signer ${scope.signerKey} cannot sign payload_format ${r.payload_format}`, {
         payload_format: r.payload_format,

@@ -3,6 +3,7 @@ import type { EvmSignerConfig } from '../../config-file.ts';
 import { AwsKmsEvmSigner } from './aws-kms-evm.ts';
 import type { SignerPolicyOptions } from './evm-policy.ts';
 import { LocalPrivateKeySignerEvm } from './local-private-key-evm.ts';
+import { typedDataAllowlist } from './typed-data-policy.ts';
 
 export type EvmSignerFromConfig = LocalPrivateKeySignerEvm | AwsKmsEvmSigner;
 
@@ -14,7 +15,7 @@ export type EvmSignerFromConfig = LocalPrivateKeySignerEvm | AwsKmsEvmSigner;
  * @throws ConfigError naming the variable (never its value) when a variable is unset or unusable.
  */
 export function createSignerFromConfig(entry: EvmSignerConfig, env: NodeJS.ProcessEnv = process.env, policy: SignerPolicyOptions = {}): EvmSignerFromConfig {
-  const scope = { chains: entry.chains, executors: entry.executors, ...policy };
+  const scope = { chains: entry.chains, executors: entry.executors, typedData: typedDataAllowlist(entry.typed_data), ...policy };
   const required = (name: string): string => {
     const value = env[name];
     if (value === undefined || value === '') throw new ConfigError(name, `is not set (evm.signers ${entry.key} needs it)`);

@@ -4,6 +4,7 @@ import { FatalMovementError } from '../errors.ts';
 import type { Signer, SignRequest, SignResult } from '../protocol.ts';
 import type { EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
 import { signEvmRequest } from './evm-signing.ts';
+import type { TokenNonceReader } from './typed-data-policy.ts';
 
 export interface LocalPrivateKeySignerOptions {
   signerKey: string;
@@ -17,13 +18,20 @@ export interface LocalPrivateKeySignerOptions {
   replacements?: ReplacementLimits;
   /** Its own fee caps by chain id (see EvmSignerScope.feeCaps). */
   feeCaps?: ReadonlyMap<number, bigint>;
+  /** Typed data it signs, primary types by executor key (evm.signers[].typed_data); unset: none. */
+  typedData?: ReadonlyMap<string, ReadonlySet<string>>;
+  /** Reads a permit token's nonces(owner) (see EvmSignerScope.tokenNonces). */
+  tokenNonces?: TokenNonceReader;
+  /** The clock for typed data deadlines (tests). */
+  now?: () => number;
 }
 
 /**
  * An EVM signer holding its key in memory (viem account). Signs `evm_raw_tx` payloads (a
  * serialized unsigned transaction, hex) into the signed serialized transaction (`evm_signed_tx`),
  * ready to broadcast, and only when the transaction does what the request's expected effect says
- * (see evm-policy.ts).
+ * (see evm-policy.ts); and typed data (`eip712`) its configuration allows into a 65-byte
+ * `eip712_signature`, only as the approved plan says (typed-data-policy.ts).
  */
 export class LocalPrivateKeySignerEvm implements Signer {
   readonly signerKey: string;
@@ -44,7 +52,16 @@ export class LocalPrivateKeySignerEvm implements Signer {
       throw new FatalMovementError('SIGNER_KEY_INVALID', `signer ${opts.signerKey}: private key is not a valid secp256k1 key`);
     }
     this.address = this.#account.address.toLowerCase() as Hex;
-    this.#scope = { signerKey: opts.signerKey, chains: opts.chains, executors: opts.executors, replacements: opts.replacements, feeCaps: opts.feeCaps };
+    this.#scope = {
+      signerKey: opts.signerKey,
+      chains: opts.chains,
+      executors: opts.executors,
+      replacements: opts.replacements,
+      feeCaps: opts.feeCaps,
+      typedData: opts.typedData,
+      tokenNonces: opts.tokenNonces,
+      now: opts.now,
+    };
   }
 
   async getAddress(): Promise<Hex> {
@@ -55,7 +72,7 @@ export class LocalPrivateKeySignerEvm implements Signer {
     return signEvmRequest(
       req,
       this.#scope,
-      { getAddress: async () => this.address, signTransaction: (tx) => this.#account.signTransaction(tx) },
+      { getAddress: async () => this.address, signTransaction: (tx) => this.#account.signTransaction(tx), signDigest: (hash) => this.#account.sign({ hash }) },
       (address) => `local_evm:${address}`,
     );
   }

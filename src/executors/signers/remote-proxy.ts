@@ -2,9 +2,10 @@ import { FatalMovementError } from '../errors.ts';
 import type { HostRequestSigner } from '../host-requests.ts';
 import { JsonHttpClient } from '../http-json.ts';
 import { describeIssues, SignResultSchema, type Signer, type SignRequest, type SignResult } from '../protocol.ts';
-import { checkExecutorAllowed, EVM_NONCE_FILL_ACTION, typedDataRefused, type EvmSignerScope, type SignerPolicyOptions } from './evm-policy.ts';
+import { checkExecutorAllowed, EVM_NONCE_FILL_ACTION, type EvmSignerScope, type SignerPolicyOptions } from './evm-policy.ts';
 import { checkEvmRawTxRequest } from './evm-signing.ts';
 import { checkSignRequest } from './integrity.ts';
+import { checkTypedDataRequest, TYPED_DATA_FORMATS } from './typed-data-policy.ts';
 
 export interface RemoteSignerOptions {
   signerKey: string;
@@ -16,7 +17,7 @@ export interface RemoteSignerOptions {
    * request's expected effect) before the request leaves the process. The remote signer receives
    * `executor_key` and `expected_effect` either way and must apply the same policy itself.
    */
-  evmPolicy?: { chains?: readonly number[]; executors?: readonly string[] } & SignerPolicyOptions;
+  evmPolicy?: { chains?: readonly number[]; executors?: readonly string[]; typedData?: ReadonlyMap<string, ReadonlySet<string>> } & SignerPolicyOptions;
   /** Ferry's host request key (FERRY_HOST_REQUEST_KEY): signs every /sign for this signer key, as `ferry signer-host` requires. */
   requestSigner?: HostRequestSigner;
 }
@@ -49,9 +50,10 @@ export class RemoteSignerProxy implements Signer {
     if (this.#scope) {
       // The remote signer knows its own address and checks the filler's sender itself.
       if (checked.payload_format === 'evm_raw_tx') checkEvmRawTxRequest(checked, this.#scope, null);
-      // Typed data has no approval-bound policy in Ferry (a permit signed for any spender is an
-      // allowance): refused here as by the local signers, never left to the remote's judgement.
-      else if (checked.payload_format === 'eip712') throw typedDataRefused(this.signerKey);
+      // Typed data: the same policy as the local signers (a permit signed for any spender is an
+      // allowance), but for the owner, and the nonce when no RPC here reads it: the remote holds
+      // the key and checks those itself.
+      else if (TYPED_DATA_FORMATS.has(checked.payload_format)) await checkTypedDataRequest(checked, this.#scope, { owner: null });
       else if (checked.signing_intent.action !== EVM_NONCE_FILL_ACTION) checkExecutorAllowed(checked, this.#scope);
     }
     const res = await this.#http.call('POST', '/sign', checked);
