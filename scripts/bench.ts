@@ -12,7 +12,8 @@
  *    last completion), commits_per_movement (pg_stat_database.xact_commit of the bench database
  *    over the same span, approvals and the bench's own polling included), write_commits_per_movement
  *    (transaction ids assigned over the same span: only transactions that wrote, on any database of
- *    the server, the bench's approvals included), critical_path_statements (the median, over
+ *    the server, the bench's approvals included), idle_statements_per_s (statements each worker
+ *    process sends per second once nothing is left to do, all pools), critical_path_statements (the median, over
  *    PROBES movements approved one at a time after the run, of the statements the worker processes
  *    sent on their worker and simulation pools between a probe's approval and its completion; pg-boss
  *    and LISTEN excluded), worker_rss_mb_max.
@@ -190,6 +191,44 @@ async function criticalPath(
   return { median: mid.n, counts: per.map((p) => p.n), trace: mid.trace };
 }
 
+const IDLE_SECONDS = 10;
+
+/**
+ * What an idle worker costs the database: with every movement finished, the statements the workers
+ * send over IDLE_SECONDS (all pools, pg-boss and LISTEN included), per process and second, and
+ * (for --trace) where they come from, grouped by pool and the first words of the statement.
+ */
+async function idleStatements(workers: ReturnType<typeof spawnWorker>[], counters: string[]): Promise<{ perProcessPerSecond: number; sources: string[] }> {
+  // Let the last completions' follow-ups (callbacks, audit promotion) settle first.
+  await sleep(3000);
+  const from = Date.now();
+  const q0 = sumCounters(counters);
+  await sleep(IDLE_SECONDS * 1000);
+  // The counter files are written twice a second.
+  await sleep(600);
+  const to = Date.now() - 600;
+  const q1 = sumCounters(counters);
+  for (const w of workers) w.kill('SIGUSR2');
+  await sleep(500);
+  const bySource = new Map<string, number>();
+  for (const f of counters) {
+    let lines: string[] = [];
+    try {
+      lines = readFileSync(`${f}.trace`, 'utf8').split('\n');
+    } catch {
+      // not written
+    }
+    for (const l of lines) {
+      const [t, app, text] = l.split('\t');
+      if (!text || Number(t) < from || Number(t) > to) continue;
+      const key = `${app}: ${text.slice(0, 50)}`;
+      bySource.set(key, (bySource.get(key) ?? 0) + 1);
+    }
+  }
+  const sources = [...bySource.entries()].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${round(n / IDLE_SECONDS / workers.length, 2)}/s ${k}`);
+  return { perProcessPerSecond: round((q1 - q0) / IDLE_SECONDS / workers.length, 2), sources };
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Statements counted by the workers' query-counter preload so far. */
@@ -318,6 +357,7 @@ async function main() {
     const commits = (await databaseCommits(pool, name)) - commits0;
     const writeCommits = (await assignedTransactionIds(pool)) - xids0;
     const critical = await criticalPath(pool, probes, workers, counters, noCallbacks);
+    const idle = await idleStatements(workers, counters);
     rss.stop();
 
     const timings = await movementTimings(pool, ids);
@@ -342,6 +382,7 @@ async function main() {
       commits_per_movement: round(commits / movements),
       write_commits_per_movement: round(writeCommits / movements),
       critical_path_statements: critical.median,
+      idle_statements_per_s: idle.perProcessPerSecond,
       worker_rss_mb_max: round(rss.maxMb()),
       ...(preload > 0 ? { preloaded: preload } : {}),
     };
@@ -356,6 +397,8 @@ async function main() {
     console.log(`per movement         ${result.queries_per_movement} statements, ${result.commits_per_movement} commits (${result.write_commits_per_movement} writing)`);
     console.log(`critical path        ${result.critical_path_statements} worker statements (one movement alone, median of ${PROBES}: ${critical.counts.join(', ')})`);
     if (values.trace) for (const line of critical.trace) console.error(`  ${line}`);
+    console.log(`idle                 ${result.idle_statements_per_s} statements/s per worker process (nothing to do, ${IDLE_SECONDS} s)`);
+    if (values.trace) for (const line of idle.sources) console.error(`  ${line}`);
     console.log(`worker RSS max       ${result.worker_rss_mb_max} MB${preload > 0 ? ` (${preload} finished movements preloaded)` : ''}`);
     console.log(JSON.stringify(result));
   } finally {

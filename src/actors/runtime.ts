@@ -198,19 +198,20 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       wakeDispatcher();
     };
   }
+  let sweeps: SweepWorkers | null = null;
+  const wakeSweep = (queue: string) => sweeps?.wake(queue);
   const wakeups = new Wakeups(
     opts.listenUrl ?? opts.databaseUrl,
     workers && holder
-      ? { dispatcher: () => holderWaker.wake(), recovery: () => wakers.recovery.wake(), notices: (n) => holder.notice(n) }
+      ? { dispatcher: () => holderWaker.wake(), recovery: () => wakers.recovery.wake(), notices: (n) => holder.notice(n), sweep: wakeSweep }
       : workers
-        ? { dispatcher: wakeDispatcher, observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake() }
+        ? { dispatcher: wakeDispatcher, observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake(), sweep: wakeSweep }
         : {},
     log,
   );
   await wakeups.start();
 
   let supervision: Supervision | null = null;
-  let sweeps: SweepWorkers | null = null;
   let movementQueue: MovementQueueConsumer | null = null;
   if (workers) {
     const loop = (name: string, intervalSeconds: number, run: () => Promise<number>, waker?: Waker): LoopSpec => ({
@@ -229,7 +230,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const dispatchers = slots.map((slot, i) =>
       loop(
         dispatcherNames[i],
-        config.dispatchIntervalSeconds,
+        dispatcherIntervalSeconds(config, i),
         async () => {
           slot.busy = true;
           try {
@@ -302,11 +303,24 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
 }
 
 /** Every worker a process with workers has, with whether its configuration enables it. */
+/** How much slower than the first slot the other dispatcher slots poll (they are woken for work). */
+const SECONDARY_SLOT_FACTOR = 10;
+
+/**
+ * The poll interval of dispatcher slot `slot`. Only the first slot polls at the dispatch interval:
+ * NOTIFY wakes an idle slot (the first one first), and a slot that claimed a full batch wakes the
+ * next, so the others poll only as a backstop. Every slot polling at the interval cost an idle
+ * process one claim transaction per slot every interval and found nothing the first did not.
+ */
+export function dispatcherIntervalSeconds(config: Pick<FerryConfig, 'dispatchIntervalSeconds'>, slot: number): number {
+  return slot === 0 ? config.dispatchIntervalSeconds : config.dispatchIntervalSeconds * SECONDARY_SLOT_FACTOR;
+}
+
 function rosterOf(config: FerryConfig, dispatcherNames: string[]): RosterEntry[] {
   const actors = config.runtime === 'actors';
   return [
     ...(actors ? [{ name: 'lease_holder', group: 'core' as const, kind: 'loop' as const, enabled: true, intervalSeconds: config.dispatchIntervalSeconds }] : []),
-    ...dispatcherNames.map((name) => ({ name, group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeDispatcherEnabled, intervalSeconds: config.dispatchIntervalSeconds })),
+    ...dispatcherNames.map((name, i) => ({ name, group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeDispatcherEnabled, intervalSeconds: dispatcherIntervalSeconds(config, i) })),
     ...(actors ? [] : [{ name: 'node_observer', group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeObserverEnabled, intervalSeconds: config.observeIntervalSeconds }]),
     { name: 'node_recovery', group: 'core', kind: 'loop', enabled: config.workerNodeRecoveryEnabled, intervalSeconds: config.recoveryIntervalSeconds },
     { name: 'callback_dispatcher', group: 'sidecar', kind: 'queue', enabled: config.workerCallbackDispatcherEnabled, intervalSeconds: config.callbackIntervalSeconds },

@@ -10,6 +10,7 @@ import {
   activeRuns,
   hasPendingOrRecentRun,
   lastFinishedRuns,
+  announceSweepRun,
   lockSweepStart,
   nextQueuedRuns,
   type SweepJobRow,
@@ -47,6 +48,13 @@ import { reconcileWithProviders } from './provider-reconciliation.ts';
  * successor with startAfter = the interval (the stately policy drops it when one is already
  * waiting), and a per-minute schedule on the same queue restarts a chain that broke (the successor
  * could not be written). Either way the schedule row shows the sweep on the dashboard's Schedules page.
+ *
+ * Waking. An idle worker should cost the database next to nothing, so no sweep polls pg-boss every
+ * second or two. The process that queues a chain's successor wakes its own worker when the successor
+ * falls due (a timer, no statement); an operator's requested run is announced on SWEEP_CHANNEL at
+ * commit and wakes every process's worker; cron runs are found by a poll at a quarter of the
+ * interval. Polling (sweepPollingSeconds) is otherwise the backstop for a process that died between
+ * queuing a successor and waking for it: at most 15 s late.
  *
  * A new sweep is one entry in the sweep table: its name, the configuration variables of its settings,
  * and its run function returning a SweepOutcome.
@@ -334,6 +342,19 @@ export function sweepSchedule(intervalSeconds: number): SweepSchedule {
   return { mode: 'chain', cron: WATCHDOG_CRON, everySeconds: s };
 }
 
+/** The longest a due run waits for a poll (a chain whose waking process died, a cron run). */
+const POLL_BACKSTOP_SECONDS = 15;
+
+/**
+ * How often a sweep's worker asks pg-boss for a run. A chain's runs are woken by a timer of the
+ * process that queued them, so its poll is only the backstop; a cron run is found by the poll alone,
+ * within a quarter of the interval.
+ */
+export function sweepPollingSeconds(plan: SweepSchedule, intervalSeconds: number): number {
+  if (plan.mode === 'chain') return Math.min(POLL_BACKSTOP_SECONDS, Math.max(2, intervalSeconds));
+  return Math.min(POLL_BACKSTOP_SECONDS, Math.max(0.5, intervalSeconds / 4));
+}
+
 /**
  * The queue's settings. 'stately': one queued and one active job at most, so runs never overlap and
  * never pile up. A run that stops beating (its process died) fails after heartbeatSeconds and is
@@ -368,6 +389,8 @@ export interface StartSweepsOptions {
 export interface SweepWorkers {
   /** The sweeps this process runs. */
   names: string[];
+  /** A run of this queue was requested elsewhere (SWEEP_CHANNEL): fetch it now. Unknown queues are ignored. */
+  wake(queue: string): void;
   stop(): Promise<void>;
 }
 
@@ -395,6 +418,21 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
   const log = deps.log.child({ component: 'sweeps' });
   await retireLegacySweeps(boss);
   const worked: string[] = [];
+  const workerIds = new Map<string, string>();
+  const timers = new Set<NodeJS.Timeout>();
+  const wake = (queue: string) => {
+    const id = workerIds.get(queue);
+    if (id) boss.notifyWorker(id);
+  };
+  // The chain's successor is due in `seconds`: wake this process's worker for it then.
+  const wakeIn = (queue: string, seconds: number) => {
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      wake(queue);
+    }, seconds * 1000 + 100);
+    timer.unref();
+    timers.add(timer);
+  };
   for (const def of definitions) {
     const settings = def.settings(deps.config);
     const queue = sweepQueue(def.name);
@@ -406,11 +444,11 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
     }
     const plan = sweepSchedule(settings.intervalSeconds);
     await boss.schedule(queue, plan.cron, { trigger: 'schedule' }, { tz: 'UTC' });
-    await boss.work(
+    const id = await boss.work(
       queue,
-      { batchSize: 1, pollingIntervalSeconds: Math.min(2, Math.max(0.5, settings.intervalSeconds / 2)) },
+      { batchSize: 1, pollingIntervalSeconds: sweepPollingSeconds(plan, settings.intervalSeconds) },
       (jobs: Job<{ trigger?: SweepTrigger }>[]) =>
-        runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log }).then(
+        runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log, wakeIn }).then(
           (output) => (opts.onRun?.(def.name, null), output),
           (err: unknown) => {
             opts.onRun?.(def.name, err);
@@ -418,12 +456,16 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
           },
         ),
     );
+    workerIds.set(queue, id);
     worked.push(def.name);
-    await queueStartRun(boss, deps.pool, queue, settings.intervalSeconds);
+    if (await queueStartRun(boss, deps.pool, queue, settings.intervalSeconds)) wake(queue);
   }
   return {
     names: worked,
+    wake,
     async stop() {
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
       for (const name of worked) await boss.offWork(sweepQueue(name), { wait: true });
     },
   };
@@ -448,13 +490,14 @@ async function runSweepJob(
   settings: SweepSettings,
   plan: SweepSchedule,
   job: Job<{ trigger?: SweepTrigger }>,
-  ctx: { boss: PgBoss; deps: SweepDeps; processId: string; log: Logger },
+  ctx: { boss: PgBoss; deps: SweepDeps; processId: string; log: Logger; wakeIn: (queue: string, seconds: number) => void },
 ): Promise<Record<string, unknown>> {
   const queue = sweepQueue(def.name);
   const trigger = job.data?.trigger ?? 'schedule';
   if (plan.mode === 'chain') {
     // The successor first, so the chain survives this run dying. Dropped when one already waits.
     await ctx.boss.send(queue, { trigger: 'chain' }, { startAfter: new Date(Date.now() + plan.everySeconds * 1000) });
+    ctx.wakeIn(queue, plan.everySeconds);
   }
   ctx.log.debug({ worker: def.name, job_id: job.id, trigger, process_id: ctx.processId, pid: process.pid }, 'sweep run started');
   const started = performance.now();
@@ -513,6 +556,7 @@ export async function requestSweepRun(
       id = next.id;
       how = 'advanced';
     }
+    await announceSweepRun(client, queue);
     await writeAudit(client, {
       actor,
       action: 'sweep.run_requested',

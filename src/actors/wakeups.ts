@@ -1,12 +1,14 @@
 import pg from 'pg';
 import { APP_NAMES } from '../connection-budget.ts';
 import type { Logger } from '../log.ts';
+import { SWEEP_CHANNEL } from '../persistence/sweep-jobs.ts';
 import { EVENTS_CHANNEL } from './transition.ts';
 
 /**
  * Listens for the transition function's NOTIFY on a dedicated connection and wakes the workers a
  * new state concerns: READY -> dispatcher, SUBMITTED / OBSERVING -> observer, UNKNOWN -> recovery,
- * and every state to `onEvent` subscribers (the live inspection stream). The workers' intervals
+ * and every state to `onEvent` subscribers (the live inspection stream); a requested sweep run
+ * (its own channel) wakes that sweep's pg-boss worker. The workers' intervals
  * remain the safety net: a lost connection only costs latency, and it reconnects with backoff.
  */
 /** Reconnect backoff of the LISTEN connection: 1 s, doubling per failed attempt, at most 30 s. */
@@ -19,6 +21,8 @@ export interface WakeTargets {
   recovery?: () => void;
   /** Every notice of a committed payload, in order (the actor runtime's lease holder). */
   notices?: (notices: EventNotice[]) => void;
+  /** A run of this sweep queue was requested (an operator's `ferry sweeps run`): fetch it now. */
+  sweep?: (queue: string) => void;
 }
 
 export interface EventNotice {
@@ -52,7 +56,7 @@ export class Wakeups {
   async #connect(attempt: number): Promise<void> {
     if (this.#stopped) return;
     const client = new pg.Client({ connectionString: this.databaseUrl, application_name: APP_NAMES.listen });
-    client.on('notification', (msg) => this.#dispatch(msg.payload));
+    client.on('notification', (msg) => (msg.channel === SWEEP_CHANNEL ? this.#sweep(msg.payload) : this.#dispatch(msg.payload)));
     client.on('error', (err) => {
       this.log.warn({ err }, 'wake-up connection lost; reconnecting');
       this.#reconnect(1);
@@ -60,6 +64,7 @@ export class Wakeups {
     try {
       await client.connect();
       await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+      if (this.targets.sweep) await client.query(`LISTEN ${SWEEP_CHANNEL}`);
       this.#client = client;
       // Anything that happened while we were not listening is found by the next interval run;
       // wake everyone once so it is found now.
@@ -105,6 +110,10 @@ export class Wakeups {
     if (states.has('UNKNOWN')) this.targets.recovery?.();
     this.targets.notices?.(notices);
     for (const notice of notices) for (const fn of this.#listeners) fn(notice);
+  }
+
+  #sweep(queue: string | undefined) {
+    if (queue) this.targets.sweep?.(queue);
   }
 
   async stop(): Promise<void> {

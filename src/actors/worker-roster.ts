@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { FerryConfig } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Pool } from '../persistence/db.ts';
-import { markProcessStopped, upsertHeartbeat, type Heartbeat } from '../persistence/heartbeats.ts';
+import { markProcessStopped, upsertHeartbeats, type Heartbeat } from '../persistence/heartbeats.ts';
 import type { LoopStats } from './loop-runner.ts';
 
 /**
@@ -11,6 +11,11 @@ import type { LoopStats } from './loop-runner.ts';
  * with whether this configuration enables it and its interval, so a disabled worker is visible as
  * such and a worker that never ran is visible too; each run then refreshes its row (runs,
  * consecutive errors, last error, last run). Error texts are redacted before they are stored.
+ *
+ * Writes are batched: a change of a worker's status or error is written at once (one statement for
+ * whatever changed in the same tick); the refresh of a row whose worker keeps running as before waits
+ * up to HEARTBEAT_REFRESH_MS and goes with the other due refreshes, so a busy process writes its whole
+ * roster in one statement every few seconds rather than one per worker run.
  */
 
 export interface RosterEntry {
@@ -78,6 +83,12 @@ export class WorkerRoster {
   readonly #workers = new Map<string, Tracked>();
   readonly #host = hostname();
   #stopped = false;
+  /** Rows waiting for the next write, the latest per worker. */
+  readonly #pending = new Map<string, Heartbeat>();
+  #soon: NodeJS.Immediate | null = null;
+  #later: NodeJS.Timeout | null = null;
+  /** Writes go one after another, so an older row never lands after a newer one. */
+  #writing: Promise<void> = Promise.resolve();
 
   constructor(
     readonly pool: Pool,
@@ -93,14 +104,14 @@ export class WorkerRoster {
    * `started`; 'disabled' when its switch is off.
    */
   async seed(entries: RosterEntry[]): Promise<void> {
+    const rows: Heartbeat[] = [];
     for (const entry of entries) {
       const stats: LoopStats = { runs: 0, consecutiveErrors: 0, lastError: null, lastItems: 0 };
       this.#workers.set(entry.name, { entry, stats, writtenAt: 0, written: '', override: null, restarts: 0 });
       const status = !entry.enabled ? 'disabled' : entry.kind === 'sweep' ? 'scheduled' : 'starting';
-      await upsertHeartbeat(this.pool, this.#row(entry, stats, status, false)).catch((err) =>
-        this.log.warn({ err, worker: entry.name }, 'heartbeat write failed'),
-      );
+      rows.push(this.#row(entry, stats, status, false));
     }
+    await upsertHeartbeats(this.pool, rows).catch((err) => this.log.warn({ err, workers: rows.length }, 'heartbeat write failed'));
   }
 
   /** A queue consumer is polling: it runs whenever a job arrives, so it is running before its first job. */
@@ -126,6 +137,10 @@ export class WorkerRoster {
   /** At a clean stop: every row of this process says 'stopped'. */
   async stopped(): Promise<void> {
     this.#stopped = true;
+    if (this.#soon) clearImmediate(this.#soon);
+    if (this.#later) clearTimeout(this.#later);
+    this.#pending.clear();
+    await this.#writing;
     await markProcessStopped(this.pool, this.processId).catch((err) => this.log.warn({ err }, 'could not mark the workers stopped'));
   }
 
@@ -156,10 +171,29 @@ export class WorkerRoster {
     const status = t.override ?? (t.stats.consecutiveErrors > 0 ? 'failing' : 'running');
     const key = `${status}|${t.stats.consecutiveErrors}|${t.stats.lastError ?? ''}|${t.restarts}`;
     const now = Date.now();
-    if (key === t.written && now - t.writtenAt < HEARTBEAT_REFRESH_MS) return;
+    const changed = key !== t.written;
+    if (!changed && now - t.writtenAt < HEARTBEAT_REFRESH_MS) return;
     t.written = key;
     t.writtenAt = now;
-    upsertHeartbeat(this.pool, this.#row(t.entry, t.stats, status, t.stats.runs > 0, t.restarts)).catch((err) => this.log.warn({ err, worker: t.entry.name }, 'heartbeat write failed'));
+    this.#pending.set(t.entry.name, this.#row(t.entry, t.stats, status, t.stats.runs > 0, t.restarts));
+    if (changed) this.#soon ??= setImmediate(() => this.#flush());
+    else if (!this.#later) {
+      this.#later = setTimeout(() => this.#flush(), HEARTBEAT_REFRESH_MS);
+      this.#later.unref();
+    }
+  }
+
+  /** Everything waiting, in one statement. */
+  #flush(): void {
+    if (this.#soon) clearImmediate(this.#soon);
+    if (this.#later) clearTimeout(this.#later);
+    this.#soon = this.#later = null;
+    if (this.#stopped || this.#pending.size === 0) return;
+    const rows = [...this.#pending.values()];
+    this.#pending.clear();
+    this.#writing = this.#writing.then(() =>
+      upsertHeartbeats(this.pool, rows).catch((err) => this.log.warn({ err, workers: rows.map((r) => r.worker_name) }, 'heartbeat write failed')),
+    );
   }
 
   #row(entry: RosterEntry, stats: LoopStats, status: string, ran: boolean, restarts = 0): Heartbeat {

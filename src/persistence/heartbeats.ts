@@ -27,11 +27,27 @@ export interface Heartbeat {
 
 /** One row per worker per process: which workers are expected to run, and when they last did. */
 export async function upsertHeartbeat(db: Queryable, h: Heartbeat): Promise<void> {
+  await upsertHeartbeats(db, [h]);
+}
+
+/**
+ * Many workers' rows in one statement (a process's roster flushes its due refreshes together). A
+ * worker appears once per call: the roster keeps the latest row per worker.
+ */
+export async function upsertHeartbeats(db: Queryable, rows: readonly Heartbeat[]): Promise<void> {
+  if (rows.length === 0) return;
+  const col = <T>(f: (h: Heartbeat) => T) => rows.map(f);
   await db.query(
     `INSERT INTO worker_heartbeats (process_id, worker_name, hostname, pid, group_name, status, loop_runs,
                                     consecutive_errors, last_error, kind, enabled, interval_seconds, last_run_at,
                                     network_class, live_actors, restarts)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, CASE WHEN $13::boolean THEN now() END, $14, $15, $16)
+     SELECT r.process_id, r.worker_name, r.hostname, r.pid, r.group_name, r.status, r.loop_runs,
+            r.consecutive_errors, r.last_error, r.kind, r.enabled, r.interval_seconds,
+            CASE WHEN r.ran THEN now() END, r.network_class, r.live_actors, r.restarts
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::int[],
+                   $9::text[], $10::text[], $11::boolean[], $12::float8[], $13::boolean[], $14::text[], $15::int[], $16::int[])
+            AS r(process_id, worker_name, hostname, pid, group_name, status, loop_runs, consecutive_errors,
+                 last_error, kind, enabled, interval_seconds, ran, network_class, live_actors, restarts)
      ON CONFLICT (process_id, worker_name) DO UPDATE
         SET status = EXCLUDED.status, loop_runs = EXCLUDED.loop_runs,
             consecutive_errors = EXCLUDED.consecutive_errors, last_error = EXCLUDED.last_error,
@@ -40,22 +56,22 @@ export async function upsertHeartbeat(db: Queryable, h: Heartbeat): Promise<void
             network_class = EXCLUDED.network_class, live_actors = EXCLUDED.live_actors, restarts = EXCLUDED.restarts,
             last_beat_at = now()`,
     [
-      h.process_id,
-      h.worker_name,
-      h.hostname,
-      h.pid,
-      h.group_name,
-      h.status,
-      h.loop_runs,
-      h.consecutive_errors,
-      h.last_error,
-      h.kind ?? 'loop',
-      h.enabled ?? true,
-      h.interval_seconds ?? null,
-      h.ran ?? true,
-      h.network_class ?? 'default',
-      h.live_actors ?? null,
-      h.restarts ?? 0,
+      col((h) => h.process_id),
+      col((h) => h.worker_name),
+      col((h) => h.hostname),
+      col((h) => h.pid),
+      col((h) => h.group_name),
+      col((h) => h.status),
+      col((h) => h.loop_runs),
+      col((h) => h.consecutive_errors),
+      col((h) => h.last_error),
+      col((h) => h.kind ?? 'loop'),
+      col((h) => h.enabled ?? true),
+      col((h) => h.interval_seconds ?? null),
+      col((h) => h.ran ?? true),
+      col((h) => h.network_class ?? 'default'),
+      col((h) => h.live_actors ?? null),
+      col((h) => h.restarts ?? 0),
     ],
   );
 }

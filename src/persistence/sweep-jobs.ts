@@ -92,3 +92,14 @@ export async function hasPendingOrRecentRun(db: Queryable, schema: string, queue
   );
   return rows.length > 0;
 }
+
+/** The channel a requested sweep run is announced on; the workers' wake-up connection listens to it. */
+export const SWEEP_CHANNEL = 'ferry_sweeps';
+
+/**
+ * Announces a requested run of a sweep's queue, delivered when the caller's transaction commits (and
+ * never if it rolls back), so every worker process fetches the run now instead of at its next poll.
+ */
+export async function announceSweepRun(db: Queryable, queue: string): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [SWEEP_CHANNEL, queue]);
+}
