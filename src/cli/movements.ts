@@ -621,7 +621,7 @@ export const movementCommands: CliCommand[] = [
   create,
   approve,
   decision('reject', 'reject a pending movement (one rejection ends it)'),
-  decision('cancel', 'cancel a movement whose nodes are not in flight'),
+  decision('cancel', 'cancel a movement; nodes with their provider are cancelled through their lanes'),
   decision('retry', 'run a FAILED node again where its lane allows it; the movement returns to EXECUTING'),
   list,
   show,
