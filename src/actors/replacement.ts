@@ -5,7 +5,7 @@ import { PreparedActionSchema } from '../executors/protocol.ts';
 import { buildSignRequest, signingRefusalAudit } from '../executors/sign-request.ts';
 import { violation } from '../executors/signers/evm-policy.ts';
 import { evmReplacementsTotal } from '../metrics.ts';
-import { artifactsOfNodes, insertArtifacts, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
+import { artifactsOfNodes, inlineArtifact, insertArtifacts, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
 import type { AuditEntry } from '../persistence/audit.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction } from '../persistence/db.ts';
@@ -130,10 +130,7 @@ async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise
     return 'signing_failed';
   }
 
-  const artifacts: NewArtifact[] = [
-    artifact(node, attemptNo, 'prepared_action', prepared.payload_hash, 'json', JSON.stringify(prepared), { action_type: prepared.action_type, signing_required: true, replacement: true }),
-    artifact(node, attemptNo, 'signature', prepared.payload_hash, signature.signature_format, signature.signature, { signer_ref: signature.signer_ref, replacement: true }),
-  ];
+  const artifacts = signedVersionArtifacts(node, attemptNo, prepared, signature);
   const audit: AuditEntry = {
     actor: ACTOR,
     action: 'signer.replacement',
@@ -188,7 +185,7 @@ async function refused(
   if (seen) return 'refused';
   await withTransaction(deps.pool, async (client) => {
     await insertArtifacts(client, [
-      artifact(r.node, r.ctx.attempt_no, 'replacement_refused', r.prepared.payload_hash, 'json', null, { error_code: r.err.code, rule, replacement_no: r.replacementNo }),
+      inlineArtifact(r.node, r.ctx.attempt_no, { type: 'replacement_refused', digest: r.prepared.payload_hash, format: 'json', content: null, metadata: { error_code: r.err.code, rule, replacement_no: r.replacementNo } }),
     ]);
     await writeAudit(
       client,
@@ -198,18 +195,16 @@ async function refused(
   return 'refused';
 }
 
-function artifact(node: NodeRow, attemptNo: number, type: string, digest: string, format: string, content: string | null, metadata: Record<string, unknown>): NewArtifact {
-  return {
-    request_id: node.request_id,
-    request_node_id: node.id,
-    attempt_no: attemptNo,
-    artifact_type: type,
-    artifact_digest: digest,
-    content_format: format,
-    content_inline: content,
-    content_uri: null,
-    artifact_metadata: metadata,
-  };
+/**
+ * A signed later version of an attempt (a fee bump, or an operator's cancel with `cancel`), as the
+ * two artifacts that store it: the prepared action and its signature, under the version's hash.
+ */
+export function signedVersionArtifacts(node: NodeRow, attemptNo: number, prepared: PreparedAction, signature: SignResult, extra: { cancel?: true } = {}): NewArtifact[] {
+  const digest = prepared.payload_hash;
+  return [
+    inlineArtifact(node, attemptNo, { type: 'prepared_action', digest, format: 'json', content: JSON.stringify(prepared), metadata: { action_type: prepared.action_type, signing_required: true, replacement: true, ...extra } }),
+    inlineArtifact(node, attemptNo, { type: 'signature', digest, format: signature.signature_format, content: signature.signature, metadata: { signer_ref: signature.signer_ref, replacement: true, ...extra } }),
+  ];
 }
 
 /** The fee fields of a signed EVM replacement, decoded from its own bytes (for the audit row). */

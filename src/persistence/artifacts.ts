@@ -13,6 +13,25 @@ export interface NewArtifact {
   artifact_metadata: Record<string, unknown>;
 }
 
+/** An artifact of a node's attempt whose content is stored inline (or absent). */
+export function inlineArtifact(
+  node: { id: string; request_id: string },
+  attemptNo: number,
+  a: { type: string; digest: string | null; format: string; content: string | null; metadata: Record<string, unknown> },
+): NewArtifact {
+  return {
+    request_id: node.request_id,
+    request_node_id: node.id,
+    attempt_no: attemptNo,
+    artifact_type: a.type,
+    artifact_digest: a.digest,
+    content_format: a.format,
+    content_inline: a.content,
+    content_uri: null,
+    artifact_metadata: a.metadata,
+  };
+}
+
 export interface ArtifactRow extends NewArtifact {
   id: string;
   created_at: Date;

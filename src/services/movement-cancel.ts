@@ -1,5 +1,5 @@
 import { contextFor, errorText, outcomeOf, resultArtifacts } from '../actors/execution.ts';
-import { attemptVersions } from '../actors/replacement.ts';
+import { attemptVersions, signedVersionArtifacts } from '../actors/replacement.ts';
 import { deliverBatch } from '../actors/transition.ts';
 import type { FerryConfig } from '../config.ts';
 import { FerryError, NotFoundError } from '../errors.ts';
@@ -160,10 +160,7 @@ async function askToCancel(deps: CancelServiceDeps, request: MovementRow, node: 
     const audits = err instanceof FatalMovementError ? [signingRefusalAudit(ctx, err, err.code, { actor: input.actor, details: { cancel: true, payload_hash: proposed.payload_hash } })] : [];
     return record(deps, node, input, { ...outcome, providerState: 'cancel_not_signed', errorCode: code, errorDetail: errorText(err) }, own, audits, log);
   }
-  const stored: NewArtifact[] = [
-    artifact(node, 'prepared_action', proposed.payload_hash, 'json', JSON.stringify(proposed), { action_type: proposed.action_type, signing_required: true, replacement: true, cancel: true }),
-    artifact(node, 'signature', proposed.payload_hash, signature.signature_format, signature.signature, { signer_ref: signature.signer_ref, replacement: true, cancel: true }),
-  ];
+  const stored = signedVersionArtifacts(node, node.attempt_no, proposed, signature, { cancel: true });
   const signed = await record(deps, node, input, { ...outcome, providerState: 'cancel_signed' }, [...own, ...stored], [], log, { cancel_payload_hash: proposed.payload_hash, signer_ref: signature.signer_ref });
   if (!signed.recorded) return signed;
 
@@ -233,18 +230,4 @@ async function record(
   answer.recorded = !(result.nodes[0] instanceof Error);
   log?.[answer.error_code ? 'warn' : 'info']({ answer: answer.answer, provider_state: answer.provider_state, error_code: answer.error_code, recorded: answer.recorded }, 'cancel answered');
   return answer;
-}
-
-function artifact(node: NodeRow, type: string, digest: string, format: string, content: string | null, metadata: Record<string, unknown>): NewArtifact {
-  return {
-    request_id: node.request_id,
-    request_node_id: node.id,
-    attempt_no: node.attempt_no,
-    artifact_type: type,
-    artifact_digest: digest,
-    content_format: format,
-    content_inline: content,
-    content_uri: null,
-    artifact_metadata: metadata,
-  };
 }

@@ -5,7 +5,7 @@ import { publicKeyToAddress } from 'viem/accounts';
 import { FatalMovementError, MovementError, TemporaryMovementError } from '../errors.ts';
 import type { Signer, SignRequest, SignResult } from '../protocol.ts';
 import type { EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
-import { signEvmRequest } from './evm-signing.ts';
+import { evmSignerScope, signEvmRequest } from './evm-signing.ts';
 import type { TokenNonceReader } from './typed-data-policy.ts';
 
 /** The order of the secp256k1 group; a signature's s above half of it is flipped (EIP-2 low-s). */
@@ -79,16 +79,7 @@ export class AwsKmsEvmSigner implements Signer {
       defaultsMode: 'standard',
       requestHandler: { requestTimeout: timeout, connectionTimeout: timeout },
     });
-    this.#scope = {
-      signerKey: opts.signerKey,
-      chains: opts.chains,
-      executors: opts.executors,
-      replacements: opts.replacements,
-      feeCaps: opts.feeCaps,
-      typedData: opts.typedData,
-      tokenNonces: opts.tokenNonces,
-      now: opts.now,
-    };
+    this.#scope = evmSignerScope(opts);
   }
 
   /** The key's address, lowercase; read once from GetPublicKey (again after a failed read). */

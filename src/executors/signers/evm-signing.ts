@@ -16,6 +16,23 @@ export interface EvmSigningBackend {
 }
 
 /**
+ * The policy scope of an EVM signer, picked from its options: a signer's constructor passes its
+ * whole options object, so a scope field added here reaches every backend at once.
+ */
+export function evmSignerScope(opts: EvmSignerScope): EvmSignerScope {
+  return {
+    signerKey: opts.signerKey,
+    chains: opts.chains,
+    executors: opts.executors,
+    replacements: opts.replacements,
+    feeCaps: opts.feeCaps,
+    typedData: opts.typedData,
+    tokenNonces: opts.tokenNonces,
+    now: opts.now,
+  };
+}
+
+/**
  * The sign() every EVM signer shares: the tamper check, the executor allowlist, decoding of the
  * payload, the approval-bound policy (for the nonce reaper's gap filler, checkNonceFill instead of
  * the allowlist and the plan's effect; for typed data, typed-data-policy.ts), then the backend's

@@ -3,7 +3,7 @@ import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { FatalMovementError } from '../errors.ts';
 import type { Signer, SignRequest, SignResult } from '../protocol.ts';
 import type { EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
-import { signEvmRequest } from './evm-signing.ts';
+import { evmSignerScope, signEvmRequest } from './evm-signing.ts';
 import type { TokenNonceReader } from './typed-data-policy.ts';
 
 export interface LocalPrivateKeySignerOptions {
@@ -52,16 +52,7 @@ export class LocalPrivateKeySignerEvm implements Signer {
       throw new FatalMovementError('SIGNER_KEY_INVALID', `signer ${opts.signerKey}: private key is not a valid secp256k1 key`);
     }
     this.address = this.#account.address.toLowerCase() as Hex;
-    this.#scope = {
-      signerKey: opts.signerKey,
-      chains: opts.chains,
-      executors: opts.executors,
-      replacements: opts.replacements,
-      feeCaps: opts.feeCaps,
-      typedData: opts.typedData,
-      tokenNonces: opts.tokenNonces,
-      now: opts.now,
-    };
+    this.#scope = evmSignerScope(opts);
   }
 
   async getAddress(): Promise<Hex> {
