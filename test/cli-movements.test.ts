@@ -141,7 +141,7 @@ test('create, watch live while a second person approves, then list and show', as
   const watched = await watching.done;
   assert.equal(watched.code, 0, watched.stderr);
   for (const step of ['withdraw', 'check', 'sweep']) assert.match(watched.stdout, new RegExp(`${step}  \\S+ -> COMPLETED`), step);
-  assert.match(watched.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE/);
+  assert.match(watched.stdout, /movement {2}PENDING_APPROVAL -> APPROVED {2}APPROVE/);
   assert.match(watched.stdout, new RegExp(`movement ${id} ended COMPLETED`));
   const order = ['withdraw', 'check', 'sweep'].map((s) => watched.stdout.search(new RegExp(`${s}  \\S+ -> COMPLETED`)));
   assert.deepEqual([...order].sort((a, b) => a - b), order, 'steps completed in plan order, as they happened');
@@ -167,7 +167,7 @@ test('create, watch live while a second person approves, then list and show', as
   assert.match(shown.stdout, /check\s+COMPLETED\s+1\s+exec\.sim\.observe\s+withdraw/);
   // People are shown by their token's name, not by an id.
   assert.match(shown.stdout, /created\s+\S+ by cli-requester$/m);
-  assert.match(shown.stdout, /request {2}PENDING_APPROVAL -> APPROVED {2}APPROVE {2}by cli-approver$/m);
+  assert.match(shown.stdout, /movement {2}PENDING_APPROVAL -> APPROVED {2}APPROVE {2}by cli-approver$/m);
   assert.doesNotMatch(shown.stdout, /token:/);
   const json = JSON.parse((await ferryCli(['movements', 'show', id, '--json'], tokens.viewer)).stdout);
   assert.equal(json.movement.state, 'COMPLETED');

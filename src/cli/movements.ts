@@ -188,7 +188,7 @@ export const END_STATES = new Set(['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION',
 const time = (iso: string) => iso.slice(11, 23);
 
 function entity(t: TransitionView): string {
-  return t.entity_type === 'request' ? 'request' : t.node_key ?? '?';
+  return t.entity_type === 'request' ? 'movement' : t.node_key ?? '?';
 }
 
 function transitionLine(t: TransitionView): string {
@@ -431,7 +431,7 @@ const list: CliCommand = {
 
 const show: CliCommand = {
   path: ['movements', 'show'],
-  summary: 'show a movement: its steps and its whole transition history',
+  summary: 'show a movement: its nodes and its whole transition history',
   usage: `ID ${API_USAGE}`,
   positionals: { min: 1, max: 1, names: 'ID' },
   options: apiOptions,

@@ -295,7 +295,7 @@ function drawListRow(li, m) {
   nodes.textContent = `${done}/${total} nodes done - ${new Date(m.created_at).toLocaleString()}`;
 }
 
-/** The open movement's request state and per-state step counts at the live end of its log, when the page has it. */
+/** The open movement's state and per-state node counts at the live end of its log, when the page has it. */
 function liveSummary() {
   const d = ui.detail;
   if (!d || d.movement.id !== ui.movementId) return null;
@@ -829,8 +829,8 @@ function drawSelectedMachine(at) {
   }
   const entity = isRequest ? at.request : at.nodes.get(ui.selected) ?? { state: null, last: null };
   const visited = isRequest ? at.visited.request : at.visited.nodes.get(ui.selected) ?? new Set();
-  $('machine-title').textContent = `${isRequest ? 'Request' : `Step ${ui.selected}`} - machine ${m.view.id} v${m.view.version}`;
-  $('machine-title').title = 'The current state is highlighted; darker arrows are the events it accepts, the blue one the last step taken.';
+  $('machine-title').textContent = `${isRequest ? 'Movement' : `Node ${ui.selected}`} - machine ${m.view.id} v${m.view.version}`;
+  $('machine-title').title = 'The current state is highlighted; darker arrows are the events it accepts, the blue one the last transition taken.';
   svg.dataset.machine = m.view.id;
   svg.dataset.current = entity.state ?? '';
   setSize(svg, m.layout.width, m.layout.height);
@@ -865,7 +865,7 @@ function drawSelectedMachine(at) {
 // Timeline and log
 
 function describe(t) {
-  return t.entity_type === 'request' ? 'request' : `step ${t.node_key}`;
+  return t.entity_type === 'request' ? 'movement' : `node ${t.node_key}`;
 }
 
 function drawTimeline(k) {
@@ -887,7 +887,7 @@ function drawTimeline(k) {
   const payload = Object.keys(t.event_payload).length ? el('pre', {}, JSON.stringify(t.event_payload, null, 2)) : '';
   info.replaceChildren(
     el('div', {},
-      `Step ${k}: ${describe(t)} `,
+      `Transition ${k}: ${describe(t)} `,
       el('span', { class: `badge s-${t.from_state ?? 'none'}` }, t.from_state ?? 'created'),
       ' -> ',
       el('span', { class: `badge s-${t.to_state}` }, t.to_state),
@@ -928,13 +928,13 @@ function formatTime(iso) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Manual intervention: a movement in MANUAL_INTERVENTION waits for a person to settle a step (complete
+// Manual intervention: a movement in MANUAL_INTERVENTION waits for a person to settle a node (complete
 // with the provider's reference, fail, or retry). One operator proposes, a second one confirms
 // (POST /v3/movements/{id}/resolutions, .../{resolution_id}/confirm); Ferry refuses the proposer.
 
 const SETTLEABLE = ['UNKNOWN', 'FAILED'];
 
-/** Whether the executor said this step needs a person, and the step is still where it said so. */
+/** Whether the executor said this node needs a person, and the node is still where it said so. */
 function needsPerson(key, liveState) {
   const n = ui.detail?.nodes.find((x) => x.node_key === key);
   return Boolean(n?.manual_intervention_required && (liveState ?? n.state) === n.state);
@@ -948,8 +948,8 @@ async function refreshResolutions(id) {
 }
 
 /**
- * A request transition arrived. Entering MANUAL_INTERVENTION: the steps' flags are read again (the
- * log says which state a step is in, not whether its executor asked for a person). Any request
+ * A movement transition arrived. Entering MANUAL_INTERVENTION: the nodes' flags are read again (the
+ * log says which state a node is in, not whether its executor asked for a person). Any movement
  * transition may have applied a resolution, so those are read again too.
  */
 function onRequestMoved(t) {
@@ -968,25 +968,25 @@ function drawAttention(live) {
   const d = ui.detail;
   const movementState = live.request.state ?? d.movement.state;
   const waiting = movementState === 'MANUAL_INTERVENTION';
-  const steps = d.nodes
+  const waitingNodes = d.nodes
     .map((n) => ({ n, state: live.nodes.get(n.node_key)?.state ?? n.state }))
     .filter(({ n, state }) => needsPerson(n.node_key, state) || (waiting && SETTLEABLE.includes(state)));
   const panel = $('attention');
-  panel.hidden = !waiting && steps.length === 0;
+  panel.hidden = !waiting && waitingNodes.length === 0;
   panel.dataset.state = movementState;
   $('attention-note').textContent = waiting
-    ? '- the movement waits in MANUAL_INTERVENTION until a step is settled'
+    ? '- the movement waits in MANUAL_INTERVENTION until a node is settled'
     : `- the movement is ${movementState}`;
-  $('attention-nodes').replaceChildren(...steps.map(({ n, state }) =>
+  $('attention-nodes').replaceChildren(...waitingNodes.map(({ n, state }) =>
     el('li', { 'data-key': n.node_key, 'data-state': state },
       el('b', {}, n.node_key), ' ', el('span', { class: `badge s-${state}` }, state),
       needsPerson(n.node_key, state) ? el('span', { class: 'flag' }, 'manual intervention required') : '',
       n.error_code ? el('span', { class: 'why' }, `${n.error_code}${n.error_detail ? `: ${n.error_detail}` : ''}`) : '')));
 
-  // The form settles steps of a waiting movement; its choices survive redraws.
+  // The form settles nodes of a waiting movement; its choices survive redraws.
   $('resolution-form').hidden = !waiting;
   const select = $('resolution-node');
-  const keys = steps.filter(({ state }) => SETTLEABLE.includes(state)).map(({ n }) => n.node_key);
+  const keys = waitingNodes.filter(({ state }) => SETTLEABLE.includes(state)).map(({ n }) => n.node_key);
   if ([...select.options].map((o) => o.value).join() !== keys.join()) {
     const chosen = select.value;
     select.replaceChildren(...keys.map((k) => el('option', { value: k }, k)));
@@ -1043,7 +1043,7 @@ async function confirmResolution(resolutionId) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Manual gates: a READY gate step waits for a person other than the movement's requester, who
+// Manual gates: a READY gate node waits for a person other than the movement's requester, who
 // confirms it with a note or skips it with a reason (POST /v3/movements/{id}/gates/{node_key}/confirm,
 // .../skip). Who may is Ferry's to say: its refusal (FOUR_EYES_VIOLATION) is shown.
 
@@ -1207,12 +1207,12 @@ function drawDiff(d) {
     el('h4', {}, title), el('ul', {}, ...items)));
   const edge = (sign) => (e) => el('li', { 'data-edge': `${e.from}->${e.to}` }, `${sign} ${e.from} -> ${e.to}`);
   const groups = [
-    group('nodes-added', 'Steps added', diff.nodes.added.map((k) => {
+    group('nodes-added', 'Nodes added', diff.nodes.added.map((k) => {
       const n = nodeOf(k);
       return el('li', { 'data-key': k }, `+ ${k}`, n ? el('span', { class: 'hint' }, ` ${n.action_type} on ${n.executor_binding}`) : '');
     })),
-    group('nodes-removed', 'Steps removed', diff.nodes.removed.map((k) => el('li', { 'data-key': k }, `- ${k}`))),
-    group('nodes-changed', 'Steps changed', diff.nodes.changed.map((c) => el('li', { 'data-key': c.node_key }, `~ ${c.node_key}`,
+    group('nodes-removed', 'Nodes removed', diff.nodes.removed.map((k) => el('li', { 'data-key': k }, `- ${k}`))),
+    group('nodes-changed', 'Nodes changed', diff.nodes.changed.map((c) => el('li', { 'data-key': c.node_key }, `~ ${c.node_key}`,
       el('ul', {}, ...c.fields.map((f) => el('li', { 'data-field': f.field },
         el('code', {}, f.field), ' ', el('span', { class: 'from' }, json(f.from)), ' -> ', el('span', { class: 'to' }, json(f.to)))))))),
     group('edges-added', 'Edges added', diff.edges.added.map(edge('+'))),
