@@ -2,6 +2,9 @@
  * `npm run verify`: the exhaustive model check of S1-S5 and L1 (test/model) at bounds larger than
  * CI's, with its figures: states, transitions, faults, violations. Exits 1 on a violation (and
  * prints its shortest trace). `--quick` runs CI's bounds; `--max-states N` caps each run.
+ * `--random N` (default 10, 0 with --quick) then runs N seeded random runs of the real system
+ * (test/model/random-run.ts: worker processes, an embedded PostgreSQL and anvil, with kills, stalls,
+ * a stalled RPC and database restarts), seeds from `--seed S` (default 1) upwards.
  *
  * The known findings at the end are configurations the check is expected to fail on (timing
  * assumptions, see docs/design.md); they are reported, not counted.
@@ -13,6 +16,16 @@ const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const capAt = args.indexOf('--max-states');
 const maxStates = capAt >= 0 ? Number(args[capAt + 1]) : 3_000_000;
+const flag = (name: string, def: number) => {
+  const at = args.indexOf(name);
+  return at >= 0 ? Number(args[at + 1]) : def;
+};
+const randomRuns = flag('--random', quick ? 0 : 10);
+const firstSeed = flag('--seed', 1);
+if (!Number.isInteger(randomRuns) || randomRuns < 0 || !Number.isInteger(firstSeed)) {
+  console.error('--random must be a whole number of runs, --seed a whole number');
+  process.exit(2);
+}
 
 type Case = [string, ModelConfig, string[]?];
 
@@ -54,4 +67,30 @@ for (const [name, cfg] of findings) {
   const r = check(cfg, { maxStates });
   console.log(r.violation ? `${name}: ${r.violation.rule} at depth ${r.violation.trace.length - 1}: ${r.violation.message}` : `${name}: no violation (the finding is gone; update docs/design.md)`);
 }
-process.exitCode = total.violations > 0 ? 1 : 0;
+
+let randomViolations = 0;
+if (randomRuns > 0) {
+  console.log(`\nrandom runs of the real system (${randomRuns}, seeds ${firstSeed}-${firstSeed + randomRuns - 1}):`);
+  const { randomRun, formatRun } = await import('../test/model/random-run.ts');
+  const { startLocalChain, ANVIL_DEV_KEY } = await import('../test/helpers/anvil.ts');
+  const { deployToken } = await import('../test/helpers/contracts.ts');
+  const local = await startLocalChain();
+  try {
+    const usdc = await deployToken(local.chain, local.anvil.url, ANVIL_DEV_KEY, { symbol: 'USDC', decimals: 6 });
+    const figures = { runs: 0, faults: 0, transfers: 0, violations: 0, ms: 0 };
+    for (let seed = firstSeed; seed < firstSeed + randomRuns; seed++) {
+      const r = await randomRun({ seed, movements: 8, workers: 2, faults: { crashes: 3, stalls: 2, provider: 2, database: 1 }, horizonMs: 15_000 }, { ...local, usdc });
+      console.log(formatRun(r));
+      figures.runs++;
+      figures.faults += r.faultsInjected;
+      figures.transfers += r.transfers;
+      figures.violations += r.violations.length;
+      figures.ms += r.ms;
+    }
+    randomViolations = figures.violations;
+    console.log(`\nrandom total: ${figures.runs} runs, ${figures.faults} faults injected, ${figures.transfers} transfers on chain, violations: ${figures.violations}, ${(figures.ms / 1000).toFixed(1)} s`);
+  } finally {
+    await local.anvil.stop();
+  }
+}
+process.exitCode = total.violations > 0 || randomViolations > 0 ? 1 : 0;

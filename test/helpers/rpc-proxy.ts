@@ -13,6 +13,8 @@ export type ProxyMode = 'pass' | 'hold_before' | 'hold_after';
 export interface RpcProxy {
   url: string;
   mode: ProxyMode;
+  /** A provider that stops answering for `ms`: requests arriving meanwhile wait until it ends, then pass. */
+  stall(ms: number): void;
   /** Resolves when the first broadcast is held. */
   held: Promise<string>;
   stop(): Promise<void>;
@@ -21,9 +23,12 @@ export interface RpcProxy {
 export async function startRpcProxy(target: string, mode: ProxyMode): Promise<RpcProxy> {
   let onHeld!: (raw: string) => void;
   const held = new Promise<string>((r) => (onHeld = r));
-  const proxy: RpcProxy = { url: '', mode, held, stop: async () => {} };
+  let stalledUntil = 0;
+  const proxy: RpcProxy = { url: '', mode, held, stop: async () => {}, stall: (ms) => void (stalledUntil = Math.max(stalledUntil, Date.now() + ms)) };
   const server: Server = createServer(async (req, res) => {
     const body = await read(req);
+    const wait = stalledUntil - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     let method = '';
     let raw = '';
     try {
