@@ -53,6 +53,14 @@ export const fencedRetriesTotal = counter(
 
 export const leasedTotal = counter('ferry_movement_leases_total', 'Movements leased by this process (the actor runtime, FERRY_RUNTIME=actors).', []);
 
+export const movementDurationSeconds = new client.Histogram({
+  name: 'ferry_movement_duration_seconds',
+  help: 'Time from a movement\'s creation to the state that ended it (COMPLETED, FAILED, CANCELLED, REJECTED, EXPIRED), by template and that state.',
+  labelNames: ['template', 'state'],
+  buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14_400, 86_400],
+  registers: [registry],
+});
+
 export const workerRunsTotal = counter('ferry_worker_runs_total', 'Worker loop runs by worker and outcome.', ['worker', 'outcome']);
 
 export const workerRunSeconds = new client.Histogram({

@@ -110,6 +110,7 @@ test('/metrics is Prometheus text: Ferry families under ferry_, the standard pro
     'ferry_worker_run_seconds histogram',
     'ferry_worker_items_total counter',
     'ferry_commit_seconds histogram',
+    'ferry_movement_duration_seconds histogram',
     'ferry_approval_expiry_total counter',
     'ferry_callback_deliveries_total counter',
     'ferry_nodes gauge',
@@ -170,6 +171,9 @@ test('counters and gauges match a movement run to completion', async () => {
   assert.equal(delta('ferry_claims_total', { worker: 'dispatcher', result: 'hit' }), 3, 'one dispatch claim per node');
   assert.equal(delta('ferry_claims_total', { worker: 'observer', result: 'hit' }), 1, 'the observe node was observed once');
   assert.ok(delta('ferry_commit_seconds_count', {}) >= logged.node, 'commits were timed');
+  // The movement's run, once, under its template and the state that ended it.
+  assert.equal(delta('ferry_movement_duration_seconds_count', { template: 'metrics-three', state: 'COMPLETED' }), 1);
+  assert.ok(delta('ferry_movement_duration_seconds_sum', { template: 'metrics-three', state: 'COMPLETED' }) > 0);
 
   // Gauges are read from the database at scrape time.
   const counts = await db.pool.query(`SELECT node_state, count(*)::int AS n FROM request_nodes GROUP BY node_state`);

@@ -15,7 +15,7 @@ import {
   type MovementContext,
   type MovementEvent,
 } from '../machines/movement-machine.ts';
-import { transitionsTotal } from '../metrics.ts';
+import { movementDurationSeconds, transitionsTotal } from '../metrics.ts';
 import type { NewArtifact } from '../persistence/artifacts.ts';
 import { writeAudit, type AuditEntry } from '../persistence/audit.ts';
 import { attemptKey } from '../ids.ts';
@@ -329,6 +329,9 @@ interface Entity<Row> {
   /** A movement read without a lock: the write_version its write must still find (else null). */
   expectedWrite?: number | null;
 }
+
+/** The movement states that end a run of it (FAILED may be retried, and then ends again). */
+const MOVEMENT_ENDS = new Set(['COMPLETED', 'FAILED', 'CANCELLED', 'REJECTED', 'EXPIRED']);
 
 /** An accepted transition waiting for its log row id and time. */
 export class Pending {
@@ -682,6 +685,14 @@ export class Batch {
       this.transitions[i].id = l.id;
       this.transitions[i].at = l.at;
     });
+    // How long each movement that ended took, from its creation (ferry_movement_duration_seconds).
+    const ended = this.transitions
+      .filter((t) => t.row.entity_type === 'request' && t.row.from_state !== t.row.to_state && MOVEMENT_ENDS.has(t.row.to_state))
+      .map((t) => {
+        const m = this.movementRow(t.row.entity_id);
+        return { labels: { template: m.template_key, state: t.row.to_state }, seconds: (Date.now() - new Date(m.created_at).getTime()) / 1000 };
+      });
+    if (ended.length > 0) onCommit(() => ended.forEach((e) => movementDurationSeconds.observe(e.labels, e.seconds)));
     // One info line per committed transition, for people reading the log (see transitionLine).
     const transitionLog = this.opts.deps.log ?? rootLog;
     if (transitionLog.isLevelEnabled('info')) {
