@@ -39,3 +39,12 @@ export function withoutLanes(names: readonly string[], list: LaneList = all): La
   }
   return list.filter((l) => !removed.has(l.name));
 }
+
+/** The marks around the lane table of the docs index (README.md, "Lanes"); the table between them is laneIndex()'s. */
+export const LANE_INDEX_MARKS = ['<!-- lanes:start (rendered from src/executors/lanes.ts) -->', '<!-- lanes:end -->'] as const;
+
+/** The docs index's lane table: one row per lane of the list, with its executors and its docs page. */
+export function laneIndex(list: LaneList = all): string {
+  const rows = list.map((l) => `| \`${l.name}\` | ${l.summary} | ${l.executorKeys.map((k) => `\`${k}\``).join(', ')} | [${l.docs}](${l.docs}) |`);
+  return ['| lane | what it does | executors | docs |', '|---|---|---|---|', ...rows].join('\n');
+}

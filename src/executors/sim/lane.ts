@@ -10,7 +10,7 @@ import { createSimExecutors } from './index.ts';
 export const simLane: LaneDefinition<Record<never, never>, { sim: typeof SimSectionSchema }> = {
   name: 'sim',
   summary: 'scripted providers recorded in the sim ledger, for demos and tests',
-  docs: 'docs/design.md',
+  docs: 'docs/lanes.md#the-simulation-lane',
   env: {},
   fileSections: { sim: SimSectionSchema },
   executorKeys: ['exec.sim.action', 'exec.sim.observe'],
