@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
+import { recoveryArms } from '../src/actors/recovery.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { sweepDefinitionsOf, sweepDefinitions } from '../src/actors/sweeps.ts';
 import { createBalanceFetchers, EvmChainClients } from '../src/balances/fetchers.ts';
@@ -122,6 +123,11 @@ test('removing a lane removes its executors from the registries; its register() 
     assert.ok(lane, `${e.executorKey} belongs to a listed lane`);
     assert.equal(e.lane, lane.name);
   }
+});
+
+test('removing a lane removes its recovery arm', () => {
+  assert.deepEqual(recoveryArms(8).map((a) => a.lanes), [['cctp'], ['evm'], ['cex'], null]);
+  assert.deepEqual(recoveryArms(9, withoutLanes(['cex'])).map((a) => [a.lanes, a.limit]), [[['cctp'], 3], [['evm'], 3], [null, 3]]);
 });
 
 test('removing a lane removes its sweeps and balance fetchers', () => {

@@ -82,6 +82,11 @@ export interface LaneDefinition<Env extends Record<string, ConfigField> = Record
   signerKeys: readonly string[];
   observeIntervals: readonly LaneObserveInterval[];
   /**
+   * Its own arm of recovery, in this order (lowest first: a lane whose stuck nodes cost most, such as
+   * a burn waiting for its mint); unset: it shares the arm of every other lane.
+   */
+  recoveryPriority?: number;
+  /**
    * Registers the lane's executors and signers for this configuration (nothing when it configures
    * none); its result is handed to later lanes and to its sweeps. Throws a ConfigError naming what
    * cannot be used.

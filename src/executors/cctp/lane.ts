@@ -12,6 +12,7 @@ export const cctpLane: LaneDefinition<Record<never, never>, { cctp: typeof CctpS
   fileSections: { cctp: CctpSectionSchema },
   executorKeys: ['exec.cctp.burn', 'exec.cctp.mint', 'exec.observe.cctp_attestation'],
   signerKeys: [],
+  recoveryPriority: 1,
   observeIntervals: [{ executorKey: 'exec.observe.cctp_attestation', defaultSeconds: 5, setBy: 'cctp.poll_seconds' }],
   async register(ctx) {
     const { registerCctpLane } = await import('./index.ts');

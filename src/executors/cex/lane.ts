@@ -10,6 +10,7 @@ export const cexLane: LaneDefinition<Record<never, never>, { cex: typeof CexSect
   fileSections: { cex: CexSectionSchema },
   executorKeys: ['exec.cex.withdrawal_action', 'exec.cex.withdrawal_observe', 'exec.cex.deposit_observe'],
   signerKeys: [],
+  recoveryPriority: 3,
   observeIntervals: [
     { executorKey: 'exec.cex.withdrawal_observe', defaultSeconds: 5, setBy: 'the lane (withdrawals)' },
     { executorKey: 'exec.cex.deposit_observe', defaultSeconds: 10, setBy: 'the lane (deposits)' },

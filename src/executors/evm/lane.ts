@@ -28,6 +28,7 @@ export const evmLane: LaneDefinition<typeof evmVariables, { evm: typeof EvmSecti
   fileSections: { evm: EvmSectionSchema },
   executorKeys: ['exec.evm.native_transfer', 'exec.evm.erc20_transfer', 'exec.observe.evm_balance', 'exec.observe.evm_finality'],
   signerKeys: ['evm_local'],
+  recoveryPriority: 2,
   observeIntervals: [
     { executorKey: 'exec.observe.evm_balance', defaultSeconds: 1, setBy: 'evm.chains[].poll_seconds' },
     { executorKey: 'exec.observe.evm_finality', defaultSeconds: 1, setBy: 'evm.chains[].poll_seconds' },
