@@ -17,6 +17,7 @@ import type { LaneDefinition } from '../src/executors/lane.ts';
 import { LANE_INDEX_MARKS, laneIndex, laneNamed, laneOfExecutor, lanes, withoutLanes } from '../src/executors/lanes.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import type { ExecutionContext } from '../src/executors/protocol.ts';
+import { demoTemplateWanted } from '../src/demo/template.ts';
 import { executorView } from '../src/http/views.ts';
 import { log } from '../src/log.ts';
 import { createPool } from '../src/persistence/db.ts';
@@ -123,6 +124,14 @@ test('removing a lane removes its executors from the registries; its register() 
     assert.ok(lane, `${e.executorKey} belongs to a listed lane`);
     assert.equal(e.lane, lane.name);
   }
+});
+
+test("removing a lane removes its templates: the demo is the simulation lane's", () => {
+  assert.equal(demoTemplateWanted({ demoTemplate: true }, 'external'), true);
+  assert.equal(demoTemplateWanted({ demoTemplate: undefined }, 'embedded', withoutLanes(['cex'])), true);
+  assert.equal(demoTemplateWanted({ demoTemplate: true }, 'embedded', withoutLanes(['sim'])), false);
+  const keys = lanes.flatMap((l) => l.templates.map((t) => t.key));
+  assert.equal(new Set(keys).size, keys.length, 'a template key is one lane\'s');
 });
 
 test('removing a lane removes its recovery arm', () => {
