@@ -113,6 +113,19 @@ export function configFileSchema(list: LaneList = lanes) {
     .superRefine((file, ctx) => {
       const f = file as unknown as Record<string, unknown>;
       for (const lane of list) lane.refineFile?.(f, ctx);
+      // A field a lane not in the list owns inside a listed lane's entries is refused like its sections.
+      for (const lane of lanes as LaneList) {
+        if (list.includes(lane)) continue;
+        for (const { section, list: entries, field } of lane.nestedFields ?? []) {
+          const items = (f[section] as Record<string, unknown> | undefined)?.[entries];
+          if (!Array.isArray(items)) continue;
+          items.forEach((item, i) => {
+            if (item && typeof item === 'object' && field in item) {
+              ctx.addIssue({ code: 'custom', path: [section, entries, i, field], message: `belongs to the ${lane.name} lane, which this Ferry does not list` });
+            }
+          });
+        }
+      }
       // A remote signer's chains need a fee cap too, from evm.chains or evm.fee_caps (none without the EVM lane).
       const evm = evmListed ? (f.evm as Parameters<typeof feeCapOf>[0]) : null;
       file.remote.signers.forEach((s, i) => {

@@ -66,6 +66,26 @@ test('the list names each lane folder once, in an order where a lane comes after
   assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp']);
 });
 
+test("removing cctp removes its section and the field it owns in the EVM lane's chain entries", () => {
+  const text = `
+evm:
+  chains:
+    - chain_id: 31337
+      rpc_url: http://127.0.0.1:9
+      cctp:
+        domain: 0
+        token_messenger: "0x0000000000000000000000000000000000000001"
+        message_transmitter: "0x0000000000000000000000000000000000000002"
+`;
+  const list = withoutLanes(['cctp']);
+  assert.equal(parseConfigFile(text).ok, true);
+  const refused = parseConfigFile(text, configFileSchema(list));
+  assert.equal(refused.ok, false);
+  assert.match((refused as { reason: string }).reason, /^evm\.chains\[0\]\.cctp: belongs to the cctp lane/);
+  assert.equal(parseConfigFile(text.replace(/\n      cctp:[\s\S]*$/, '\n'), configFileSchema(list)).ok, true);
+  assert.equal(parseConfigFile('cctp:\n  attestation_url: http://127.0.0.1:9\n', configFileSchema(list)).ok, false, 'its section is unknown');
+});
+
 test('removing cex from the list removes its config section: a file with one is refused, and nothing reads it', () => {
   const list = withoutLanes(['cex']);
   const path = configFile(CEX_FILE);

@@ -75,6 +75,11 @@ export interface LaneDefinition<Env extends Record<string, ConfigField> = Record
   checkConfig?(values: Readonly<Record<string, unknown>>): void;
   /** Its sections of the configuration file (top-level keys of FERRY_CONFIG_FILE). */
   fileSections: Sections;
+  /**
+   * Fields it owns inside another lane's list entries (the CCTP lane's `evm.chains[].cctp`): without
+   * this lane in the list, an entry holding one is refused, as its own sections are.
+   */
+  nestedFields?: ReadonlyArray<{ section: string; list: string; field: string }>;
   /** Cross-checks of its sections; issues name paths from the file's top level. */
   refineFile?(file: Readonly<Record<string, unknown>>, ctx: z.RefinementCtx): void;
   /** The executor keys it can register, and its signer keys (a configured signer's own key aside). */

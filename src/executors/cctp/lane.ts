@@ -10,6 +10,8 @@ export const cctpLane: LaneDefinition<Record<never, never>, { cctp: typeof CctpS
   requires: ['evm'],
   env: {},
   fileSections: { cctp: CctpSectionSchema },
+  // A chain's CCTP deployment is written in its EVM chain entry (src/executors/cctp/config.ts).
+  nestedFields: [{ section: 'evm', list: 'chains', field: 'cctp' }],
   executorKeys: ['exec.cctp.burn', 'exec.cctp.mint', 'exec.observe.cctp_attestation'],
   signerKeys: [],
   recoveryPriority: 1,
