@@ -3,7 +3,6 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ADDRESS, ENV_NAME, KEY, TypedDataAllowSchema } from './config-schemas.ts';
 import { lanes, type LaneList } from './executors/lanes.ts';
-import { feeCapOf } from './executors/evm/config.ts';
 
 /**
  * The optional configuration file (`FERRY_CONFIG_FILE`, YAML): what does not fit in environment
@@ -140,7 +139,10 @@ export function configFileSchema(list: LaneList = lanes) {
 
 export const ConfigFileSchema = configFileSchema(lanes);
 
-export { feeCapOf };
+/** The fee cap the configuration gives a chain (its evm.chains entry, else evm.fee_caps), in wei; undefined: none. */
+export function feeCapOf(evm: { chains: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei?: string }>; fee_caps: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei: string }> }, chainId: number): string | undefined {
+  return evm.chains.find((c) => c.chain_id === chainId)?.max_fee_per_gas_cap_wei ?? evm.fee_caps.find((c) => c.chain_id === chainId)?.max_fee_per_gas_cap_wei;
+}
 
 export type ConfigFile = z.output<typeof ConfigFileSchema>;
 export type EvmChainConfig = ConfigFile['evm']['chains'][number];

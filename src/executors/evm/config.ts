@@ -194,9 +194,3 @@ export const EvmSectionSchema = z
     });
   })
   .default({ chains: [], signers: [], tokens: [], watch: [], fee_caps: [] });
-
-/** The fee cap the configuration gives a chain (its evm.chains entry, else evm.fee_caps), in wei; undefined: none. */
-export function feeCapOf(evm: { chains: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei?: string }>; fee_caps: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei: string }> }, chainId: number): string | undefined {
-  return evm.chains.find((c) => c.chain_id === chainId)?.max_fee_per_gas_cap_wei ?? evm.fee_caps.find((c) => c.chain_id === chainId)?.max_fee_per_gas_cap_wei;
-}
-
