@@ -284,3 +284,44 @@ test('pre_submit_check: awaited after the node is SUBMITTING, right before submi
   // Only the node whose check passed was submitted, once.
   assert.deepEqual(seen.submits, [`${(await state('pass')).id}:1`]);
 });
+
+test('outside the lane folders only the list registers or configures a lane: no other module imports a lane definition, its index or its config', () => {
+  const laneFolders = lanes.map((l) => l.name);
+  const files: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.ts')) files.push(p);
+    }
+  };
+  walk(join(root, 'src'));
+  const offending: string[] = [];
+  const known: string[] = [];
+  for (const file of files) {
+    const rel = relative(root, file);
+    if (laneFolders.some((l) => rel.startsWith(`src/executors/${l}/`)) || rel === 'src/executors/lanes.ts') continue;
+    for (const m of readFileSync(file, 'utf8').matchAll(/^import\s+(?!type\b)[^;]*?from\s+['"](\.[^'"]+)['"]/gm)) {
+      const target = relative(root, resolve(dirname(file), m[1]!));
+      const lane = laneFolders.find((l) => target.startsWith(`src/executors/${l}/`));
+      if (!lane) continue;
+      if (/\/(lane|index|config)\.ts$/.test(target)) offending.push(`${rel} -> ${target}`);
+      else known.push(`${rel} -> ${target}`);
+    }
+  }
+  assert.deepEqual(offending, []);
+  // What the rest of Ferry still takes from a lane's own modules: the signing effect every EVM signer
+  // checks (docs/signing.md), the CCTP burn's ABI in that effect, and the nonce reaper's helpers (the
+  // EVM lane's sweep, whose code writes through the machines and so lives in src/actors/).
+  const allowed = new Set([
+    'src/actors/evm-nonce-reaper.ts -> src/executors/evm/fee-bump.ts',
+    'src/actors/evm-nonce-reaper.ts -> src/executors/evm/rpc-errors.ts',
+    'src/actors/evm-nonce-reaper.ts -> src/executors/evm/signed-tx.ts',
+    'src/actors/evm-nonce-reaper.ts -> src/executors/evm/tx-lifecycle.ts',
+    'src/services/movements.ts -> src/executors/evm/expected-effect.ts',
+    'src/http/effect.ts -> src/executors/cctp/message.ts',
+    'src/http/effect.ts -> src/executors/evm/expected-effect.ts',
+    'src/executors/sign-request.ts -> src/executors/evm/expected-effect.ts',
+  ]);
+  assert.deepEqual(known.filter((k) => !allowed.has(k)), [], 'a new use of a lane module outside its folder');
+});
