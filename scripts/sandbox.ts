@@ -16,13 +16,14 @@
  */
 import { resolve } from 'node:path';
 import { localChain } from './sandbox/chain.ts';
-import { Sandbox, type SandboxContext } from './sandbox/component.ts';
+import { Sandbox, type SandboxComponent, type SandboxContext } from './sandbox/component.ts';
 import { exchangeEmulator } from './sandbox/exchange.ts';
 import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
 import { cctpBridgeTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
 import { sandboxCctp } from './sandbox/cctp.ts';
 import { freshSandboxData } from './sandbox/fresh-data.ts';
+import { lanes } from '../src/executors/lanes.ts';
 
 const CHAIN_ID = 31337;
 /** anvil's development account 0 (deploys and mints) and 1 (the hot wallet); 2 receives. */
@@ -94,6 +95,90 @@ function cexToChainCommand(url: string, tokens: Record<'requester' | 'approver' 
   ].join(' && ');
 }
 
+/**
+ * What the sandbox brings up for each lane of the lane list (src/executors/lanes.ts) that has a
+ * sandbox part, and the commands it prints for it. A part is used only when its lane and the lanes
+ * it needs are listed; a lane without a part is named as having none.
+ */
+interface SandboxPart {
+  lane: string;
+  needs: string[];
+  components(chain: ReturnType<typeof localChain>, ctx: SandboxContext): SandboxComponent[];
+  /** Lines to print, and the commands' entry in the ready line. */
+  describe(url: string, tokens: Record<'requester' | 'approver' | 'admin', string>, ctx: SandboxContext): { lines: string[]; ready: Record<string, unknown> };
+}
+
+const sandboxParts: SandboxPart[] = [
+  {
+    lane: 'evm',
+    needs: [],
+    components: (chain, ctx) => {
+      ctx.templates.push(usdcTransferTemplate({ chainId: CHAIN_ID, signerKey: SIGNER_KEY, confirmations: 3 }));
+      return [
+        stablecoin({
+          chain: chain.chain,
+          symbol: 'USDC',
+          decimals: 6,
+          deployerKey: DEPLOYER_KEY,
+          hotWallet: { signerKey: SIGNER_KEY, keyEnv: 'SANDBOX_HOT_WALLET_KEY', key: HOT_WALLET_KEY },
+          funding: 1_000_000n * 10n ** 6n,
+        }),
+      ];
+    },
+    describe: (url, tokens, ctx) => {
+      const intent = JSON.stringify({ asset: 'USDC', amount: '25', destination: { address: RECIPIENT } });
+      const commands = [
+        `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template usdc.transfer --intent '${intent}'`,
+        `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
+      ];
+      return {
+        lines: [
+          `USDC ${String((ctx.facts.token_USDC as { address: string }).address)}; hot wallet ${String(ctx.facts.hot_wallet)} holds 1000000 USDC.`,
+          '',
+          'Create a transfer of 25 USDC, then approve it (a second person, by a second token):',
+          '',
+          ...commands.map((c) => `  ${c}`),
+          '',
+        ],
+        ready: { commands },
+      };
+    },
+  },
+  {
+    lane: 'cctp',
+    needs: ['evm'],
+    components: (chain, ctx) => {
+      const { remote, cctp } = cctpComponents(chain, ctx);
+      return [remote, cctp];
+    },
+    describe: (url, tokens) => ({
+      lines: [
+        `Or bridge 10 USDC from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} with CCTP (burn, attestation, mint, balance check):`,
+        '',
+        ...cctpCommands(url, tokens).map((c) => `  ${c}`),
+        '',
+      ],
+      ready: { cctp_commands: cctpCommands(url, tokens) },
+    }),
+  },
+  {
+    lane: 'cex',
+    // The withdrawal lands in a wallet the EVM lane sweeps.
+    needs: ['evm'],
+    components: (chain) => [exchange(chain)],
+    describe: (url, tokens, ctx) => ({
+      lines: [
+        `The exchange emulator (${String((ctx.facts.exchange as { url: string }).url)}) holds 1000000 USDC for account sandbox_exchange.`,
+        `cex_to_chain withdraws to the receiving wallet ${String(ctx.facts.receiving_wallet)}, waits for it on chain and sweeps it to the treasury ${String(ctx.facts.treasury)}:`,
+        '',
+        `  ${cexToChainCommand(url, tokens)}`,
+        '',
+      ],
+      ready: { cex_to_chain_command: cexToChainCommand(url, tokens) },
+    }),
+  },
+];
+
 async function main(): Promise<void> {
   const ctx: SandboxContext = {
     dataDir: resolve(process.env.FERRY_DATA_DIR ?? '.ferry/sandbox'),
@@ -101,28 +186,16 @@ async function main(): Promise<void> {
     config: { chains: [], signers: [], tokens: [] },
     sections: {},
     ferryEnv: {},
-    templates: [usdcTransferTemplate({ chainId: CHAIN_ID, signerKey: SIGNER_KEY, confirmations: 3 })],
+    templates: [],
     facts: {},
     log: (line) => console.log(`sandbox: ${line}`),
   };
+  const listed = new Set(lanes.map((l) => l.name));
+  const parts = sandboxParts.filter((p) => listed.has(p.lane) && p.needs.every((n) => listed.has(n)));
+  for (const lane of lanes) if (!sandboxParts.some((p) => p.lane === lane.name)) ctx.log(`the ${lane.name} lane has no sandbox part (it needs no chain)`);
   const chain = localChain({ chainId: CHAIN_ID, name: 'local', port: process.env.SANDBOX_ANVIL_PORT ? Number(process.env.SANDBOX_ANVIL_PORT) : undefined });
   const ferry = ferryServer({ port: process.env.PORT ?? '3000' });
-  const { remote, cctp } = cctpComponents(chain, ctx);
-  const sandbox = new Sandbox(ctx, [
-    chain,
-    stablecoin({
-      chain: chain.chain,
-      symbol: 'USDC',
-      decimals: 6,
-      deployerKey: DEPLOYER_KEY,
-      hotWallet: { signerKey: SIGNER_KEY, keyEnv: 'SANDBOX_HOT_WALLET_KEY', key: HOT_WALLET_KEY },
-      funding: 1_000_000n * 10n ** 6n,
-    }),
-    remote,
-    cctp,
-    exchange(chain),
-    ferry,
-  ]);
+  const sandbox = new Sandbox(ctx, [chain, ...parts.flatMap((p) => p.components(chain, ctx)), ferry]);
 
   let stopping = false;
   const stop = async (code: number) => {
@@ -147,37 +220,19 @@ async function main(): Promise<void> {
   }
   const url = ferry.url();
   const tokens = ferry.tokens();
-  const intent = JSON.stringify({ asset: 'USDC', amount: '25', destination: { address: RECIPIENT } });
-  const commands = [
-    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template usdc.transfer --intent '${intent}'`,
-    `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
-  ];
+  const described = parts.map((p) => p.describe(url, tokens, ctx));
   console.log(
     [
       '',
       `Ferry runs on ${url} with chain ${CHAIN_ID} at ${String((ctx.facts.chain_local as { rpc_url: string }).rpc_url)}.`,
-      `USDC ${String((ctx.facts.token_USDC as { address: string }).address)}; hot wallet ${String(ctx.facts.hot_wallet)} holds 1000000 USDC.`,
-      '',
-      'Create a transfer of 25 USDC, then approve it (a second person, by a second token):',
-      '',
-      ...commands.map((c) => `  ${c}`),
-      '',
-      `Or bridge 10 USDC from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} with CCTP (burn, attestation, mint, balance check):`,
-      '',
-      ...cctpCommands(url, tokens).map((c) => `  ${c}`),
-      '',
+      ...described.flatMap((d) => d.lines),
       `Watch it in ${url}/ui with the admin token ${tokens.admin}`,
-      '',
-      `The exchange emulator (${String((ctx.facts.exchange as { url: string }).url)}) holds 1000000 USDC for account sandbox_exchange.`,
-      `cex_to_chain withdraws to the receiving wallet ${String(ctx.facts.receiving_wallet)}, waits for it on chain and sweeps it to the treasury ${String(ctx.facts.treasury)}:`,
-      '',
-      `  ${cexToChainCommand(url, tokens)}`,
       `Ferry's log: ${String(ctx.facts.ferry_log)}. Ctrl-C stops the sandbox.`,
       '',
     ].join('\n'),
   );
   // For scripts and tests: the same facts, one JSON line.
-  console.log(JSON.stringify({ sandbox: 'ready', url, commands, cctp_commands: cctpCommands(url, tokens), cex_to_chain_command: cexToChainCommand(url, tokens), tokens, recipient: RECIPIENT, ...ctx.facts }));
+  console.log(JSON.stringify({ sandbox: 'ready', url, lanes: parts.map((p) => p.lane), ...Object.assign({}, ...described.map((d) => d.ready)), tokens, recipient: RECIPIENT, ...ctx.facts }));
 }
 
 void main();

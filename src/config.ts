@@ -1,27 +1,18 @@
 import { z } from 'zod';
 import { parseCidr } from './callbacks/cidr.ts';
 import { WEBHOOK_SECRET_PREFIX, decodeWebhookSecret } from './callbacks/signing.ts';
-import { EMPTY_CONFIG_FILE, readConfigFile, type ConfigFile } from './config-file.ts';
+import { bool, ConfigError, count, csv, seconds, type ConfigField } from './config-schemas.ts';
+import { EMPTY_CONFIG_FILE, configFileSchema, readConfigFile, type ConfigFile } from './config-file.ts';
+import { lanes, type LaneList } from './executors/lanes.ts';
+
+export { ConfigError } from './config-schemas.ts';
 
 /**
  * Ferry's whole configuration: one object, validated once at start from the environment.
  * Defaults follow the reference worker runtime (intervals, batch sizes, TTLs, flags).
+ * Each lane's variables are its own (src/executors/<lane>/config.ts) and join this object through
+ * the lane list (src/executors/lanes.ts).
  */
-
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on');
-
-const seconds = (def: number) => z.coerce.number().positive().default(def);
-const count = (def: number) => z.coerce.number().int().positive().default(def);
-const csv = z
-  .string()
-  .transform((v) =>
-    v
-      .split(',')
-      .map((s) => s.trim().toLowerCase())
-      .filter(Boolean),
-  );
 
 // "lane=seconds,lane=seconds": per-lane overrides of how long a node may sit in SUBMITTING before
 // recovery asks the provider what happened.
@@ -79,8 +70,8 @@ const cidrList = csv.pipe(
 export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
 
-/** Environment variable name -> config key, with its schema. */
-const fields = {
+/** Environment variable name -> config key, with its schema: Ferry's own (the lanes' are theirs). */
+const coreFields = {
   PORT: ['port', z.coerce.number().int().min(0).max(65535).default(3000)],
   HOST: ['host', z.string().min(1).default('127.0.0.1')],
   DATABASE_URL: ['databaseUrl', z.string().url().optional()],
@@ -187,25 +178,6 @@ const fields = {
   FERRY_AUTH_FAILURE_WINDOW_SECONDS: ['authFailureWindowSeconds', count(60)],
   FERRY_AUTH_FAILURE_MAX_ADDRESSES: ['authFailureMaxAddresses', count(10_000)],
   FERRY_DEMO_TEMPLATE: ['demoTemplate', bool.optional()],
-  FERRY_EVM_RPC_URL: ['evmRpcUrl', z.string().url().optional()],
-  // Development only: the key lives in process memory (see docs/evm-lane.md).
-  FERRY_EVM_SIGNER_KEY: ['evmSignerKey', z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'expected 0x and 64 hex digits').optional()],
-  FERRY_EVM_CONFIRMATIONS: ['evmConfirmations', count(1)],
-  // The fee cap (maxFeePerGas, wei) of the chain of FERRY_EVM_RPC_URL, which the configuration file
-  // does not list; required with FERRY_EVM_SIGNER_KEY (docs/signing.md, "Fee caps").
-  FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI: ['evmMaxFeePerGasCapWei', z.string().regex(/^[0-9]+$/, 'a whole number of wei').optional()],
-  // Replacements (fee bumps) an EVM signer signs per attempt, and how far above the original's fee
-  // per gas a replacement may go (docs/signing.md, "Replacements").
-  FERRY_EVM_MAX_REPLACEMENTS: ['evmMaxReplacements', z.coerce.number().int().min(0).max(50).default(5)],
-  FERRY_EVM_MAX_FEE_BUMP_FACTOR: ['evmMaxFeeBumpFactor', z.coerce.number().min(1).max(100).default(4)],
-  // The EVM nonce reaper (docs/evm-lane.md, "Nonces").
-  FERRY_EVM_NONCE_REAPER_ENABLED: ['evmNonceReaperEnabled', bool.default(true)],
-  FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: ['evmNonceReaperIntervalSeconds', seconds(60)],
-  FERRY_EVM_NONCE_STUCK_SECONDS: ['evmNonceStuckSeconds', seconds(300)],
-  // A reservation above the chain's pending nonce this long is a chain state disagreement: attention.
-  FERRY_EVM_NONCE_DISAGREEMENT_SECONDS: ['evmNonceDisagreementSeconds', seconds(120)],
-  FERRY_EVM_NONCE_REAPER_BATCH_SIZE: ['evmNonceReaperBatchSize', count(20)],
-  FERRY_EVM_NONCE_REAPER_MAX_RUN_MS: ['evmNonceReaperMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
   // Template proposals (docs/operations.md, "Template proposals"): the review window (PROPOSED ->
   // EXPIRED), the challenge window after approval (APPROVED -> FINALIZED), and their two sweeps.
   // Windows under 60 s are refused unless FERRY_TEMPLATE_SHORT_WINDOWS=true (development only).
@@ -278,7 +250,23 @@ const fields = {
   FERRY_HOST_REQUEST_MAX_AGE_SECONDS: ['hostRequestMaxAgeSeconds', z.coerce.number().int().min(1).max(600).default(60)],
 } as const;
 
-type Fields = typeof fields;
+type UnionToIntersection<U> = (U extends unknown ? (k: U) => void : never) extends (k: infer I) => void ? I : never;
+/** The variables of every lane of the list. */
+type LaneFields = UnionToIntersection<(typeof lanes)[number]['env']>;
+type Fields = typeof coreFields & LaneFields;
+
+function fieldsOf(list: LaneList): Record<string, ConfigField> {
+  const out: Record<string, ConfigField> = { ...coreFields };
+  for (const lane of list) {
+    for (const [name, field] of Object.entries(lane.env)) {
+      if (name in out) throw new Error(`lane ${lane.name}: variable ${name} is already Ferry's or another lane's`);
+      out[name] = field;
+    }
+  }
+  return out;
+}
+
+const fields = fieldsOf(lanes) as unknown as Fields;
 export type FerryConfig = {
   [K in keyof Fields as Fields[K][0]]: z.output<Fields[K][1]>;
 } & {
@@ -291,30 +279,26 @@ export type ConfigVariable<T = unknown> = { [V in keyof Fields]: z.output<Fields
 
 /** The value a variable gave this configuration (its config key's). */
 export function configValue<V extends keyof Fields>(config: FerryConfig, variable: V): z.output<Fields[V][1]> {
-  return (config as Record<string, unknown>)[fields[variable][0]] as z.output<Fields[V][1]>;
+  return (config as unknown as Record<string, unknown>)[fields[variable][0]] as z.output<Fields[V][1]>;
 }
 
 /** Variables whose values must never appear in messages or logs. */
-const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET', 'FERRY_EVM_SIGNER_KEY']);
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'FERRY_DATABASE_DIRECT_URL', 'FERRY_CALLBACK_SECRET']);
 // Role separation and audit checkpoints (docs/security.md).
 for (const name of ['FERRY_DATABASE_OWNER_URL', 'FERRY_AUDIT_CHECKPOINT_KEY']) SECRET_VARIABLES.add(name);
 // Tokens the executor and signer hosts require of their callers (docs/operations.md).
 for (const name of ['FERRY_EXECUTOR_HOST_TOKEN', 'FERRY_SIGNER_HOST_TOKEN', 'FERRY_HOST_REQUEST_KEY']) SECRET_VARIABLES.add(name);
+// The lanes' own secrets.
+for (const lane of lanes) for (const name of lane.secretVariables ?? []) SECRET_VARIABLES.add(name);
 
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    reason: string,
-  ) {
-    super(`Invalid configuration: ${variable} ${reason}`);
-    this.name = 'ConfigError';
-  }
-}
-
-/** Builds the config from an environment; a bad value throws a ConfigError naming the variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
+/**
+ * Builds the config from an environment; a bad value throws a ConfigError naming the variable.
+ * `list`: the lanes whose variables and file sections are read (default: every lane); a lane not
+ * listed has none, and a file section of it is refused like any unknown entry.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, list: LaneList = lanes): FerryConfig {
   const out: Record<string, unknown> = {};
-  for (const [name, [key, schema]] of Object.entries(fields)) {
+  for (const [name, [key, schema]] of Object.entries(list === lanes ? (fields as unknown as Record<string, ConfigField>) : fieldsOf(list))) {
     const raw = env[name];
     const value = raw === undefined || raw === '' ? undefined : raw;
     const parsed = (schema as z.ZodType).safeParse(value);
@@ -327,23 +311,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
     out[key] = parsed.data;
   }
   for (const name of ['FERRY_TEMPLATE_REVIEW_WINDOW_SECONDS', 'FERRY_TEMPLATE_CHALLENGE_WINDOW_SECONDS'] as const) {
-    const value = out[fields[name][0]] as number;
+    const value = out[coreFields[name][0]] as number;
     if (value < 60 && !out.templateShortWindows) {
       throw new ConfigError(name, `(${value}): windows under 60 seconds need FERRY_TEMPLATE_SHORT_WINDOWS=true (development only)`);
     }
   }
-  // A key that signs with no fee cap can be made to pay any fee: no start without one.
-  if (out.evmRpcUrl && out.evmSignerKey && out.evmMaxFeePerGasCapWei === undefined) {
-    throw new ConfigError('FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI', 'is required with FERRY_EVM_RPC_URL and FERRY_EVM_SIGNER_KEY: the most wei per gas the key may offer on that chain');
-  }
+  for (const lane of list) lane.checkConfig?.(out);
   if (out.configFile) {
-    const read = readConfigFile(out.configFile as string);
+    const read = readConfigFile(out.configFile as string, list === lanes ? undefined : configFileSchema(list));
     if (!read.ok) throw new ConfigError('FERRY_CONFIG_FILE', read.reason);
     out.file = read.file;
   } else {
-    out.file = EMPTY_CONFIG_FILE;
+    out.file = list === lanes ? EMPTY_CONFIG_FILE : configFileSchema(list).parse({});
   }
   return out as FerryConfig;
+}
+
+/** The variables of these lanes (each lane's own, for docs and tests). */
+export function laneVariables(list: LaneList = lanes): string[] {
+  return list.flatMap((l) => Object.keys(l.env));
 }
 
 /**
@@ -352,9 +338,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): FerryConfig {
  * loadConfig() refuses it at start with a ConfigError naming the variable.
  */
 export function earlyLogLevel(env: NodeJS.ProcessEnv = process.env): LogLevel {
-  const parsed = fields.FERRY_LOG_LEVEL[1].safeParse(env.FERRY_LOG_LEVEL || undefined);
+  const parsed = coreFields.FERRY_LOG_LEVEL[1].safeParse(env.FERRY_LOG_LEVEL || undefined);
   return parsed.success ? parsed.data : 'info';
 }
 
 /** The variables Ferry reads, for the README table and `ferry config`. */
-export const configVariables = Object.keys(fields);
+export const configVariables = Object.keys(fields as unknown as Record<string, ConfigField>);

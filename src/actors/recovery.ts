@@ -1,3 +1,4 @@
+import { lanes, type LaneList } from '../executors/lanes.ts';
 import { isMovementError } from '../executors/errors.ts';
 import { addSeconds, observeDelaySeconds } from '../machines/observe-policy.ts';
 import { claimAbandonedDispatches, claimRecoveryBatch, type RecoveryArm } from '../persistence/claims.ts';
@@ -22,11 +23,11 @@ import { deliverBatch, type NodeItem } from './transition.ts';
  * The batch is split across lane arms in priority order, each taking max(1, batch / arms), so one
  * lane with many stuck nodes cannot starve the others.
  */
-const PRIORITY_LANES = [['cctp'], ['evm'], ['cex']];
-
-export function recoveryArms(batch: number): RecoveryArm[] {
-  const share = Math.max(1, Math.floor(batch / (PRIORITY_LANES.length + 1)));
-  return [...PRIORITY_LANES.map((lanes) => ({ lanes, limit: share })), { lanes: null, limit: share }];
+export function recoveryArms(batch: number, list: LaneList = lanes): RecoveryArm[] {
+  // The lanes with an arm of their own (recoveryPriority, src/executors/<lane>/lane.ts), in priority order.
+  const priority = list.filter((l) => l.recoveryPriority !== undefined).sort((a, b) => a.recoveryPriority! - b.recoveryPriority!);
+  const share = Math.max(1, Math.floor(batch / (priority.length + 1)));
+  return [...priority.map((l) => ({ lanes: [l.name], limit: share })), { lanes: null, limit: share }];
 }
 
 export async function recoverBatch(deps: WorkerDeps): Promise<number> {
@@ -42,7 +43,7 @@ async function recoverArm(deps: WorkerDeps, arm: RecoveryArm): Promise<number> {
     const claimed = await claimRecoveryBatch(
       client,
       arm,
-      PRIORITY_LANES.flat(),
+      recoveryArms(1).flatMap((a) => a.lanes ?? []),
       Object.entries(config.submittingGraceByLane ?? {}).map(([lane, seconds]) => ({ lane, seconds })),
       config.submittingGraceSeconds,
     );

@@ -7,14 +7,11 @@ import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
 import type { FerryConfig } from '../config.ts';
 import { APP_NAMES } from '../connection-budget.ts';
-import { createCexLane } from '../executors/cex/index.ts';
-import { registerCctpLane } from '../executors/cctp/index.ts';
-import { EvmNonceManager, registerEvmLane } from '../executors/evm/index.ts';
+import { lanes as allLanes, type LaneList } from '../executors/lanes.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { HostRequestSigner } from '../executors/host-requests.ts';
 import { registerRemoteExecutors, registerRemoteSigners } from '../executors/remote-config.ts';
 import { NoopSigner } from '../executors/signers/noop.ts';
-import { createSimExecutors } from '../executors/sim/index.ts';
 import type { Logger } from '../log.ts';
 import { workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
 import { createPool, type Pool } from '../persistence/db.ts';
@@ -69,33 +66,36 @@ export interface Runtime {
 }
 
 /**
- * The built-in registries: the simulation lane and the noop signer. `providerPool` is the
+ * The built-in registries: the lanes' built-in executors (the simulation lane's) and the noop signer. `providerPool` is the
  * simulated provider's own connection pool: like a real provider it must not draw on the
  * runtime's pool, whose connections the observer and recovery hold (with their row locks) while
  * they call it.
  */
-export function defaultRegistries(providerPool: Pool): { executors: ExecutorRegistry; signers: SignerRegistry } {
+export function defaultRegistries(providerPool: Pool, lanes: LaneList = allLanes): { executors: ExecutorRegistry; signers: SignerRegistry } {
   const executors = new ExecutorRegistry();
-  createSimExecutors(providerPool, executors);
+  for (const lane of lanes) lane.builtIn?.(providerPool, executors);
   const signers = new SignerRegistry();
   signers.register(new NoopSigner('noop'));
   return { executors, signers };
 }
 
 /**
- * The registries a runtime starts with: the built-in ones, plus the EVM lane (chains, signers and
- * executors) from the configuration file and the legacy single-chain variables, with the nonce
- * manager its signing executors share (null without an EVM lane), and the CEX lane for the file's
- * exchange accounts.
+ * The registries a runtime starts with: the built-in ones, plus each lane of the list registered
+ * for the configuration (src/executors/lanes.ts: the EVM lane's chains, signers and executors from
+ * the configuration file and the legacy single-chain variables, the CEX lane for the file's
+ * exchange accounts, the CCTP lane on the EVM lane's chains), with what each lane's register()
+ * returned (its sweeps read it: the EVM lane's nonce manager), and the remote executors and signers.
  * @throws ConfigError naming the variable or file entry that cannot be used.
  */
 export async function configuredRegistries(
   providerPool: Pool,
   config: Pick<FerryConfig, 'file' | 'evmRpcUrl' | 'evmSignerKey' | 'evmConfirmations'> &
     Partial<Pick<FerryConfig, 'executorAnswerMaxBytes' | 'evmMaxReplacements' | 'evmMaxFeeBumpFactor' | 'evmMaxFeePerGasCapWei' | 'hostRequestKey'>>,
-  deps: { env?: NodeJS.ProcessEnv; log: Logger },
-): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry; evmNonces: EvmNonceManager | null }> {
-  const registries = defaultRegistries(providerPool);
+  deps: { env?: NodeJS.ProcessEnv; log: Logger; lanes?: LaneList },
+): Promise<{ executors: ExecutorRegistry; signers: SignerRegistry; lanes: Record<string, unknown> }> {
+  const list = deps.lanes ?? allLanes;
+  const registries = defaultRegistries(providerPool, list);
+  const env = deps.env ?? process.env;
   // Every POST to a remote host is signed with Ferry's host request key, when there is one.
   const requestSigner = config.hostRequestKey ? new HostRequestSigner(config.hostRequestKey) : undefined;
   const remote = config.file.remote;
@@ -103,17 +103,15 @@ export async function configuredRegistries(
     deps.log.warn('remote executors or signers are configured without FERRY_HOST_REQUEST_KEY: ferry executor-host and ferry signer-host refuse unsigned requests (HOST_REQUEST_UNSIGNED)');
   }
   // Remote signers (remote.signers) first: the EVM lane may send from their wallets.
-  registerRemoteSigners(remote, registries.signers, deps.env ?? process.env, { replacements: replacementLimitsOf(config), feeCaps: feeCapsOf(config.file.evm) }, requestSigner);
-  // Nonce reservations use the providers' pool, never the runtime's (see EvmNonceManager).
-  const evmNonces = new EvmNonceManager(providerPool);
-  const lane = await registerEvmLane(config, registries, { env: deps.env ?? process.env, log: deps.log, nonces: evmNonces });
-  // The CEX lane for the exchange accounts of the config file (cex.accounts), if any.
-  createCexLane(config.file.cex.accounts, registries.executors, { env: deps.env ?? process.env });
-  // The CCTP lane on the EVM lane's chains that have a cctp entry (docs/cctp-lane.md).
-  registerCctpLane(config.file, lane, registries.executors, { log: deps.log, nonces: evmNonces });
+  registerRemoteSigners(remote, registries.signers, env, { replacements: replacementLimitsOf(config), feeCaps: feeCapsOf(config.file.evm ?? { chains: [] }) }, requestSigner);
+  // Each lane in the list's order (a lane that builds on another reads what that one returned).
+  const states: Record<string, unknown> = {};
+  for (const lane of list) {
+    states[lane.name] = await lane.register({ config: config as FerryConfig, executors: registries.executors, signers: registries.signers, env, log: deps.log, providerPool, lanes: states });
+  }
   // Remote executors (remote.executors) last: a key a local lane already serves is refused.
-  registerRemoteExecutors(remote, registries.executors, deps.env ?? process.env, config.executorAnswerMaxBytes, requestSigner);
-  return { ...registries, evmNonces: lane ? evmNonces : null };
+  registerRemoteExecutors(remote, registries.executors, env, config.executorAnswerMaxBytes, requestSigner);
+  return { ...registries, lanes: states };
 }
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
@@ -129,7 +127,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const executors = opts.executors ?? defaults!.executors;
   const signers = opts.signers ?? defaults!.signers;
   const workers = opts.workers ?? config.workersEnabled;
-  const evmNonces = defaults?.evmNonces ?? null;
+  const laneStates = defaults?.lanes ?? {};
   const processId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 
   const boss = await startBoss(opts.databaseUrl, {
@@ -245,7 +243,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const balances = config.balanceSnapshotEnabled ? createBalanceSnapshotDeps({ pool, config, log }) : undefined;
     sweeps = await startSweeps({
       boss,
-      deps: { ...deps, callbackQueue: queue, balances, evmNonces },
+      deps: { ...deps, callbackQueue: queue, balances, lanes: laneStates },
       processId,
       onRun: (name, err) => roster.ran(name, err),
     });

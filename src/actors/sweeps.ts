@@ -16,11 +16,10 @@ import {
   type SweepJobRow,
 } from '../persistence/sweep-jobs.ts';
 import { runBalanceSnapshotSweep, type BalanceSweepDeps } from '../balances/sweep.ts';
-import type { EvmNonceManager } from '../executors/evm/nonces.ts';
+import { lanes as allLanes, type LaneList } from '../executors/lanes.ts';
 import { promoteAuditRun } from './audit-promoter.ts';
 import { ensureQueue, PGBOSS_SCHEMA, type QueueDefinition } from './boss.ts';
 import { sweepStrandedCallbacks } from './callback-delivery.ts';
-import { runEvmNonceReaper } from './evm-nonce-reaper.ts';
 import type { WorkerDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingMovements } from './expiry.ts';
@@ -87,8 +86,8 @@ export interface SweepDeps extends Pick<WorkerDeps, 'pool' | 'config' | 'executo
   callbackQueue: CallbackQueue;
   /** The balance fetchers with their per-process caches (clients, decimals, watch list); when enabled. */
   balances?: BalanceSweepDeps;
-  /** The EVM lane's nonce manager with this process's wallets (chain client and signer); null without an EVM lane. */
-  evmNonces?: EvmNonceManager | null;
+  /** What each lane's register() returned in this process, by lane name (the EVM lane's: its nonce manager with this process's wallets). */
+  lanes?: Readonly<Record<string, unknown>>;
 }
 
 /** The configuration variables behind a sweep's settings: its switch, its interval and, when it has them, a batch size and a run time budget (ms). */
@@ -231,41 +230,6 @@ const sweepTable: SweepEntry[] = [
       };
     },
   },
-  {
-    name: 'evm_nonce_reaper',
-    summary: 'settles EVM nonce reservations the chain has passed; re-sends, fills or releases stuck nonces',
-    variables: {
-      enabled: 'FERRY_EVM_NONCE_REAPER_ENABLED',
-      interval: 'FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS',
-      batchSize: 'FERRY_EVM_NONCE_REAPER_BATCH_SIZE',
-      budget: 'FERRY_EVM_NONCE_REAPER_MAX_RUN_MS',
-    },
-    async run(deps, s) {
-      // A wallet whose signer this process lacks is skipped and left to a process that has it.
-      if (!deps.evmNonces) return { items: 0, budget_exhausted: false, skipped: 'no EVM lane in this process' };
-      const r = await runEvmNonceReaper(
-        {
-          nonces: deps.evmNonces,
-          stuckSeconds: deps.config.evmNonceStuckSeconds,
-          log: deps.log.child({ worker: 'evm_nonce_reaper' }),
-          disagreement: { afterSeconds: deps.config.evmNonceDisagreementSeconds, callbackMaxAttempts: deps.config.callbackMaxAttempts },
-        },
-        { batchSize: s.batchSize ?? 20, maxRunMs: s.maxRunMs },
-      );
-      return {
-        items: r.settled + r.rebroadcast + r.filled + r.released,
-        budget_exhausted: r.budgetExhausted,
-        wallets: r.wallets,
-        settled: r.settled,
-        rebroadcast: r.rebroadcast,
-        filled: r.filled,
-        released: r.released,
-        pending: r.pending,
-        disagreements: r.disagreements,
-        skipped: r.skipped,
-      };
-    },
-  },
   // --- Template proposals (src/services/template-proposals.ts; docs/operations.md "Template proposals").
   {
     name: 'template_proposal_expiration',
@@ -297,7 +261,13 @@ const sweepTable: SweepEntry[] = [
   },
 ];
 
-export const sweepDefinitions: readonly SweepDefinition[] = sweepTable.map(sweepDefinition);
+/** The sweeps of a list of lanes (each lane's own, src/executors/<lane>/lane.ts) after Ferry's. */
+export function sweepDefinitionsOf(list: LaneList): SweepDefinition[] {
+  const laneSweeps: SweepEntry[] = list.flatMap((lane) => lane.sweeps.map((s) => ({ ...s, variables: s.variables as SweepVariables })));
+  return [...sweepTable, ...laneSweeps].map(sweepDefinition);
+}
+
+export const sweepDefinitions: readonly SweepDefinition[] = sweepDefinitionsOf(allLanes);
 
 /** Queues of the scheme before sweeps were jobs; removed on start (see retireLegacySweeps). */
 export const LEGACY_SWEEP_QUEUES = ['ferry-callbacks-sweep'] as const;

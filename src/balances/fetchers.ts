@@ -143,10 +143,15 @@ export class SimBalanceFetcher implements BalanceFetcher {
   }
 }
 
-/** The built-in fetchers over one set of chain clients. */
-export function createBalanceFetchers(clients: EvmChainClients): BalanceFetcherRegistry {
-  return new BalanceFetcherRegistry()
-    .register(new EvmNativeBalanceFetcher(clients))
-    .register(new Erc20BalanceFetcher(clients))
-    .register(new SimBalanceFetcher());
+/**
+ * The fetchers of a list of lanes over one set of chain clients (each lane's balanceFetchers,
+ * src/executors/<lane>/lane.ts): by default every lane's (evm_native and erc20 of the EVM lane, sim).
+ */
+export function createBalanceFetchers(
+  clients: EvmChainClients,
+  lanes: ReadonlyArray<{ balanceFetchers?(clients: EvmChainClients): BalanceFetcher[] }>,
+): BalanceFetcherRegistry {
+  const registry = new BalanceFetcherRegistry();
+  for (const lane of lanes) for (const fetcher of lane.balanceFetchers?.(clients) ?? []) registry.register(fetcher);
+  return registry;
 }

@@ -1,5 +1,6 @@
 import type { FerryConfig } from '../config.ts';
 import type { Logger } from '../log.ts';
+import { lanes as allLanes, type LaneList } from '../executors/lanes.ts';
 import { balanceFetchErrorsTotal, balanceSnapshotsTotal, balanceSweepBudgetExhaustedTotal } from '../metrics.ts';
 import {
   claimDueWatchEntries,
@@ -152,6 +153,8 @@ export function createBalanceSnapshotDeps(opts: {
   env?: NodeJS.ProcessEnv;
   /** Replaces the client factory (tests; the lane's shared chain clients). */
   clientFor?: (chain: BalanceChain) => ReturnType<typeof balanceClientFor>;
+  /** The lanes whose balance fetchers are used (default: every lane). */
+  lanes?: LaneList;
 }): BalanceSweepDeps {
   const { pool, config, log } = opts;
   const env = opts.env ?? process.env;
@@ -164,7 +167,7 @@ export function createBalanceSnapshotDeps(opts: {
   return {
     pool,
     log,
-    fetchers: createBalanceFetchers(clients),
+    fetchers: createBalanceFetchers(clients, opts.lanes ?? allLanes),
     // Due a little before a full interval has passed: the loop, woken early by its jitter, still
     // finds them due, so each balance is fetched once per interval rather than every other one.
     intervalSeconds: config.balanceSnapshotIntervalSeconds * 0.8,

@@ -59,7 +59,12 @@ export function addressOfKey(key: string | undefined): Address | null {
 }
 
 export function buildWatchPlan(input: { file: ConfigFile; legacy?: LegacyChain | null; env: NodeJS.ProcessEnv }): WatchPlan {
-  const { file, legacy, env } = input;
+  const { legacy, env } = input;
+  // A section of a lane the lane list lacks is absent: it watches nothing (src/executors/lanes.ts).
+  const file = {
+    evm: input.file.evm ?? { chains: [], signers: [], watch: [], tokens: [], fee_caps: [] },
+    sim: input.file.sim ?? { balances: [] },
+  };
   const chains = new Map<number, BalanceChain>();
   for (const c of file.evm.chains) chains.set(c.chain_id, c);
   if (legacy && !chains.has(legacy.chainId)) chains.set(legacy.chainId, { chain_id: legacy.chainId, rpc_url: legacy.rpcUrl });

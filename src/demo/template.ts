@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import type { FerryConfig } from '../config.ts';
+import { lanes, type LaneList } from '../executors/lanes.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 import { installSystemTemplate } from '../services/template-proposals.ts';
 import type { Pool } from '../persistence/db.ts';
@@ -22,7 +23,9 @@ export function demoTemplate(): TemplateDefinition {
   return parseTemplateDefinition(parse(readFileSync(new URL('./withdraw-sweep.yaml', import.meta.url), 'utf8')));
 }
 
-export function demoTemplateWanted(config: Pick<FerryConfig, 'demoTemplate'>, database: 'embedded' | 'external'): boolean {
+/** Wanted (FERRY_DEMO_TEMPLATE, else with the embedded database) and shipped by a lane of the list (the simulation lane's templates). */
+export function demoTemplateWanted(config: Pick<FerryConfig, 'demoTemplate'>, database: 'embedded' | 'external', list: LaneList = lanes): boolean {
+  if (!list.some((l) => l.templates.some((t) => t.key === DEMO_TEMPLATE_KEY))) return false;
   return config.demoTemplate ?? database === 'embedded';
 }
 

@@ -1,4 +1,5 @@
 import type { z } from '@hono/zod-openapi';
+import { laneNamed } from '../executors/lanes.ts';
 import type { ActorNames } from './actor-names.ts';
 import type { Movement } from '../services/movements.ts';
 import type { NodeState } from '../machines/node-machine.ts';
@@ -313,6 +314,7 @@ export function executorView(e: ExecutorRosterRow): z.infer<typeof ExecutorSchem
   return {
     executor_key: e.executor_key,
     lane: e.lane,
+    docs: laneNamed(e.lane)?.docs ?? null,
     status: e.status,
     health_state: e.health_state,
     health_detail: e.health_detail,

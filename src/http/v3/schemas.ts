@@ -458,6 +458,7 @@ export const ExecutorSchema = z
   .object({
     executor_key: z.string(),
     lane: z.string(),
+    docs: z.string().nullable().openapi({ description: "The lane's docs page (src/executors/lanes.ts); null for a lane Ferry does not list (a remote host's)" }),
     status: registryStatus,
     health_state: healthState,
     health_detail: anyObject,
