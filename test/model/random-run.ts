@@ -123,6 +123,9 @@ const describe = (s: Step): string => {
 };
 
 const WORKER_ENV = {
+  // Past these, recovery asks the chain about a SUBMITTING node, and gives a dispatch abandoned in
+  // PREPARING or AWAITING_SIGNATURE (its process died or stalled there) back to READY.
+  FERRY_SUBMITTING_GRACE_SECONDS: '2',
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=1',
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
