@@ -263,12 +263,18 @@ async function deferralCount(cause: string): Promise<number> {
   return metric.values.filter((v) => v.labels.cause === cause).reduce((a, v) => a + v.value, 0);
 }
 
-test("the sim lane's pool failing its checkout defers the node, never fails it, and the movement completes", async (t) => {
+test("the sim provider's pool failing its checkout at submit leaves the node SUBMITTING for recovery, never FAILED or UNKNOWN, and the movement completes", async (t) => {
   const db = await scratchDatabase(t);
   // The simulated provider's pool: one connection, and a checkout that gives up after a second.
   const providerPool = new pg.Pool({ connectionString: db.url, max: 1, connectionTimeoutMillis: 1000, application_name: 'ferry-sim-provider' });
   providerPool.on('error', () => {});
-  t.after(() => providerPool.end());
+  // The test takes the pool's only connection (a slow machine may need more than one try to open it).
+  let hog: pg.PoolClient | null = null;
+  // Released before the pool ends, whatever an assertion did: end() waits for every client.
+  t.after(async () => {
+    hog?.release();
+    await providerPool.end();
+  });
   const deps = runtimeDeps(db.pool);
   const executors = new ExecutorRegistry();
   executors.register(new SimExecutor(SIM_ACTION_KEY, 'action', providerPool));
@@ -276,27 +282,30 @@ test("the sim lane's pool failing its checkout defers the node, never fails it, 
 
   const [m] = await approvedSingleNodes(db.pool, 1, 'batch-infra');
   const before = await deferralCount('checkout_timeout');
-  // The test takes the pool's only connection (a slow machine may need more than one try to open it).
-  let hog: pg.PoolClient | null = null;
   for (let i = 0; i < 10 && !hog; i++) hog = await providerPool.connect().catch(() => null);
   assert.ok(hog, "the test holds the provider pool's only connection");
+  // preflight and prepare do not reach the provider; the submit's record does, and cannot be written.
   await dispatchBatch(lane);
-  const deferred = (await getNode(db.pool, m.nodeId))!;
-  assert.equal(deferred.node_state, 'READY', 'deferred, not failed');
-  assert.equal(deferred.error_code, 'FERRY_DATABASE_UNAVAILABLE');
-  assert.ok(deferred.dispatch_after);
+  const stuck = (await getNode(db.pool, m.nodeId))!;
+  assert.equal(stuck.node_state, 'SUBMITTING', 'whether it was submitted is for recovery to find out');
   assert.equal(await deferralCount('checkout_timeout'), before + 1, 'the deferral is counted by cause');
 
   hog!.release();
-  await db.pool.query('UPDATE request_nodes SET dispatch_after = now() WHERE id = $1', [m.nodeId]);
-  await waitFor('the deferred node to complete', async () => {
+  hog = null;
+  // Past the SUBMITTING grace: recovery asks the provider, which has no record, so a new attempt.
+  await db.pool.query("UPDATE request_nodes SET updated_at = now() - interval '1 hour' WHERE id = $1", [m.nodeId]);
+  await recoverBatch(lane);
+  const released = (await getNode(db.pool, m.nodeId))!;
+  assert.equal(released.node_state, 'READY');
+  assert.equal(released.error_code, 'RECOVERY_NO_SUBMISSION');
+  await waitFor('the node to complete', async () => {
     await dispatchBatch(lane);
     return (await snapshot(db.pool, m.movementId)).request.request_state === 'COMPLETED';
   });
   const log = await transitionsOfEntity(db.pool, m.nodeId);
   assert.ok(!log.some((l) => ['FAILED', 'UNKNOWN'].includes(l.to_state)), 'the node was never FAILED or UNKNOWN');
   const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM sim_side_effects WHERE request_node_id = $1 AND call = 'submit'`, [m.nodeId]);
-  assert.equal(rows[0].n, 1);
+  assert.equal(rows[0].n, 1, 'one submit reached the provider');
 });
 
 test('the sim ledger numbers calls written in one batch as one-at-a-time recording would', async (t) => {

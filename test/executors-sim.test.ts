@@ -91,7 +91,8 @@ describe('sim action executor, unscripted', () => {
     assert.deepEqual(submitted.provider_refs, { sim_ref: `sim-${ctx.request_node_id}:1` });
     assert.equal(submitted.provider_state, 'SIM_COMPLETED');
     const calls = await callsFor(pool, ctx.request_node_id);
-    assert.deepEqual(calls.map((c) => c.call), ['preflight', 'prepare', 'submit']);
+    // preflight and prepare only read: the provider's record holds the submit alone.
+    assert.deepEqual(calls.map((c) => c.call), ['submit']);
     assert.ok(calls.every((c) => c.executor_key === SIM_ACTION_KEY && c.attempt_no === 1 && c.idempotency_key === `${ctx.request_node_id}:1`));
   });
 

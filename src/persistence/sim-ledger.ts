@@ -1,13 +1,15 @@
 import type { Queryable } from './db.ts';
 
 /**
- * The simulation lane's side-effect ledger (sim_side_effects): one row per executor call, so tests
- * and the benchmark can prove that a submit happened exactly once per attempt. Every write is a
+ * The simulation lane's side-effect ledger (sim_side_effects): one row per call that reaches the
+ * simulated provider (submit, observe, recover, inspect, cancel; preflight and prepare only read and
+ * are not recorded), so tests and the benchmark can prove that a submit happened exactly once per
+ * attempt. Every write is a
  * single autocommit statement: it is durable the moment the call returns, whatever the caller's
  * transaction does afterwards, exactly like a real provider's record of a request.
  */
 
-export type SimCall = 'preflight' | 'prepare' | 'submit' | 'observe' | 'recover' | 'inspect' | 'cancel';
+export type SimCall = 'submit' | 'observe' | 'recover' | 'inspect' | 'cancel';
 
 export interface SimCallEntry {
   request_node_id: string;

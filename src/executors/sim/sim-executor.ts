@@ -45,7 +45,7 @@ export class SimExecutor implements Executor {
   }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const { script } = await this.#call(ctx, 'preflight');
+    const script = await this.#unrecorded(ctx);
     switch (script.preflight ?? 'ok') {
       case 'ok':
         return null;
@@ -61,7 +61,7 @@ export class SimExecutor implements Executor {
   }
 
   async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const { script } = await this.#call(ctx, 'prepare');
+    const script = await this.#unrecorded(ctx);
     switch (script.prepare ?? 'ok') {
       case 'none':
         return result({ next_state: 'FAILED', error_code: 'SIM_NOTHING_PREPARED', error_detail: 'scripted prepare without an action' });
@@ -137,6 +137,18 @@ export class SimExecutor implements Executor {
 
   async health(): Promise<Record<string, unknown>> {
     return { ok: true, executor_key: this.executorKey, lane: SIM_LANE };
+  }
+
+  /**
+   * preflight() and prepare() only read, at a real provider as here: nothing of theirs is recorded,
+   * so the ledger holds what reached the provider (submit, observe, recover, inspect, cancel) and a
+   * movement's critical path carries no statement for them. Their scripted latency still applies.
+   */
+  async #unrecorded(ctx: ExecutionContext): Promise<SimScript> {
+    const script = simScript(ctx);
+    if (script.latency_ms) await sleep(script.latency_ms);
+    if (script.ack_latency_ms) await sleep(script.ack_latency_ms);
+    return script;
   }
 
   async #call(ctx: ExecutionContext, call: SimCall): Promise<{ script: SimScript; n: number }> {
