@@ -117,6 +117,29 @@ describe('movements waiting too long', () => {
     await slack.close();
   });
 
+  test('the transition log is a source: a movement entering MANUAL_INTERVENTION is recorded once, after it has settled', async () => {
+    const deps = { pool: db.pool, config: loadConfig({}), log };
+    await runNotificationDispatcher(deps, { batchSize: 50, maxRunMs: 0 }); // the cursor starts at the newest transition
+    const m = await create('followup-step');
+    // A log row as the movement machine writes it (the log only takes inserts), 11 s old: past the settling time.
+    const logRow = (at: string) =>
+      db.pool.query(
+        `INSERT INTO transitions (machine_id, machine_version, entity_type, entity_id, request_id, seq, from_state, to_state, event_type, actor, at)
+         VALUES ('ferry.movement', '1', 'request', $1, $1, (SELECT coalesce(max(seq), 0) + 1 FROM transitions WHERE entity_id = $1), 'EXECUTING', 'MANUAL_INTERVENTION', 'NODES_SETTLED', 'test', ${at})`,
+        [m.id],
+      );
+    await logRow(`now() - interval '11 seconds'`);
+    const r = await runNotificationDispatcher(deps, { batchSize: 50, maxRunMs: 0 });
+    assert.equal(r.recorded, 1);
+    assert.equal((await runNotificationDispatcher(deps, { batchSize: 50, maxRunMs: 0 })).recorded, 0, 'once');
+    const events = (await listAttention(db.pool, { kind: 'manual_intervention' })).filter((e) => e.movement_id === m.id);
+    assert.equal(events.length, 1);
+    assert.equal(events[0].dedup_key, `manual_intervention:${m.id}`);
+    // A row younger than the settling time waits for a later run.
+    await logRow('now()');
+    assert.equal((await runNotificationDispatcher(deps, { batchSize: 50, maxRunMs: 0 })).recorded, 0);
+  });
+
   test('the sweep is registered, off by default', () => {
     const s = findSweep('capital_transfer_followup');
     assert.equal(s.settings(loadConfig({})).enabled, false);

@@ -61,6 +61,13 @@ async function moveCursor(db: Queryable, source: string, to: number): Promise<vo
 }
 
 /**
+ * How old a transition must be before the cursor passes it: ids are taken when a row is written but
+ * become visible at commit, so a writer still committing may hold a lower id than one already seen.
+ * Transactions are short (no external call inside one); reading only rows this old leaves none behind.
+ */
+export const TRANSITION_SETTLE_SECONDS = 10;
+
+/**
  * Attention from the transition log, after the cursor, up to `limit` transitions read: a movement
  * entering MANUAL_INTERVENTION, and a node FAILED while another node of its movement has COMPLETED
  * (a side effect already happened). Call inside a transaction. Returns the events written.
@@ -69,7 +76,7 @@ export async function ingestTransitions(db: Queryable, limit: number): Promise<n
   const from = await cursorOf(db, 'transitions', 'SELECT max(id) FROM transitions');
   if (from === null) return 0;
   const { rows } = await db.query<{ upto: string | null; written: string }>(
-    `WITH scan AS (SELECT * FROM transitions WHERE id > $1 ORDER BY id LIMIT $2),
+    `WITH scan AS (SELECT * FROM transitions WHERE id > $1 AND at < clock_timestamp() - make_interval(secs => $3) ORDER BY id LIMIT $2),
           found AS (
             SELECT 'manual_intervention' AS kind, 'transition:' || s.id AS source_key, 'manual_intervention:' || s.request_id AS dedup_key,
                    s.request_id AS movement_id, 'movement ' || s.request_id || ' needs manual intervention (was ' || s.from_state || ')' AS summary,
@@ -86,7 +93,7 @@ export async function ingestTransitions(db: Queryable, limit: number): Promise<n
                   SELECT kind, source_key, dedup_key, movement_id, summary, details FROM found ORDER BY id
                   ON CONFLICT (source_key) DO NOTHING RETURNING 1)
      SELECT (SELECT max(id) FROM scan) AS upto, (SELECT count(*) FROM ins) AS written`,
-    [from, limit],
+    [from, limit, TRANSITION_SETTLE_SECONDS],
   );
   if (rows[0]?.upto) await moveCursor(db, 'transitions', Number(rows[0].upto));
   return Number(rows[0]?.written ?? 0);
