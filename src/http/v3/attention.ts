@@ -4,6 +4,7 @@ import { waitingTooLong } from '../../services/followups.ts';
 import { resourceApp, type V3Context } from './context.ts';
 import { isoTime } from './schemas.ts';
 import { readRoute } from './route.ts';
+import { pageLimit } from '../query.ts';
 
 /**
  * /v3/attention: what the operator should hear about. The attention events the notification
@@ -45,7 +46,7 @@ const AttentionSchema = z
 
 const AttentionQuery = z.object({
   kind: z.enum(attentionKinds).optional().openapi({ param: { name: 'kind', in: 'query' } }),
-  limit: z.coerce.number().int().min(1).max(500).default(100).openapi({ param: { name: 'limit', in: 'query' } }),
+  limit: pageLimit(500, 100),
 });
 
 const WaitingSchema = z
@@ -62,7 +63,7 @@ const WaitingSchema = z
   .openapi('WaitingMovement');
 
 const WaitingQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(500).default(200).openapi({ param: { name: 'limit', in: 'query' } }),
+  limit: pageLimit(500, 200),
 });
 
 const listRoute = readRoute({
