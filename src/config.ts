@@ -67,6 +67,69 @@ const cidrList = csv.pipe(
   z.array(z.string().refine((v) => parseCidr(v) !== null, { message: 'expected networks such as 10.0.0.0/8 or fd00::/8, comma-separated' })),
 );
 
+// --- Operator notifications (notification_dispatcher, docs/operations.md "Operator notifications").
+// FERRY_NOTIFY_CHANNELS: a JSON array of channels, each
+//   {"name", "kind": "webhook" | "slack", "url", "secret" (webhook: whsec_...), "rate_limit_per_minute",
+//    "dedup_seconds", "max_attempts", "timeout_ms"}.
+export const NOTIFY_CHANNEL_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/;
+const notifyChannel = z
+  .strictObject({
+    name: z.string().regex(NOTIFY_CHANNEL_NAME, 'channel names are 1-63 lowercase letters, digits, "_", "." or "-"'),
+    kind: z.enum(['webhook', 'slack']),
+    url: z
+      .string()
+      .max(2048)
+      .refine((u) => {
+        try {
+          return ['http:', 'https:'].includes(new URL(u).protocol);
+        } catch {
+          return false;
+        }
+      }, 'url must be an http(s) URL'),
+    secret: z
+      .string()
+      .refine((s) => s.startsWith(WEBHOOK_SECRET_PREFIX) && decodeWebhookSecret(s) !== null, 'secret must be whsec_ + base64 of 24 to 64 bytes')
+      .optional(),
+    rate_limit_per_minute: z.number().int().min(1).max(10_000).default(30),
+    dedup_seconds: z.number().int().min(0).max(30 * 86_400).default(3600),
+    max_attempts: z.number().int().min(1).max(100).default(5),
+    timeout_ms: z.number().int().min(100).max(60_000).default(5_000),
+  })
+  .refine((c) => c.kind !== 'webhook' || c.secret !== undefined, 'a webhook channel needs a secret (whsec_...) to sign with');
+export type NotifyChannel = z.output<typeof notifyChannel>;
+const notifyChannels = z
+  .string()
+  .transform((v, ctx) => {
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'expected a JSON array of channels such as [{"name":"ops","kind":"slack","url":"https://..."}]' });
+      return z.NEVER;
+    }
+  })
+  .pipe(
+    z
+      .array(notifyChannel)
+      .max(20, 'at most 20 channels')
+      .refine((cs) => new Set(cs.map((c) => c.name)).size === cs.length, 'channel names must be unique'),
+  );
+
+// --- Capital transfer follow-up (capital_transfer_followup, docs/operations.md "Movements waiting too long").
+// "template_key=seconds,template_key=seconds": per-template ages past which a waiting movement is surfaced.
+const templateSeconds = z.string().transform((v, ctx) => {
+  const out: Record<string, number> = {};
+  for (const part of v.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const [key, secs] = part.split('=');
+    const n = Number(secs);
+    if (!key || !Number.isInteger(n) || n <= 0) {
+      ctx.addIssue({ code: 'custom', message: `expected template_key=seconds, got ${JSON.stringify(part)}` });
+      return z.NEVER;
+    }
+    out[key.trim()] = n;
+  }
+  return out;
+});
+
 export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof logLevels)[number];
 
@@ -248,6 +311,20 @@ const coreFields = {
       .optional(),
   ],
   FERRY_HOST_REQUEST_MAX_AGE_SECONDS: ['hostRequestMaxAgeSeconds', z.coerce.number().int().min(1).max(600).default(60)],
+
+  // --- Operator notifications (notification_dispatcher; see the block above the table).
+  FERRY_NOTIFY_ENABLED: ['notifyEnabled', bool.default(false)],
+  FERRY_NOTIFY_INTERVAL_SECONDS: ['notifyIntervalSeconds', seconds(5)],
+  FERRY_NOTIFY_BATCH_SIZE: ['notifyBatchSize', count(100)],
+  FERRY_NOTIFY_MAX_RUN_MS: ['notifyMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  FERRY_NOTIFY_CHANNELS: ['notifyChannels', notifyChannels.default([])],
+
+  // --- Capital transfer follow-up (capital_transfer_followup).
+  FERRY_CAPITAL_TRANSFER_FOLLOWUP_ENABLED: ['followupEnabled', bool.default(false)],
+  FERRY_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS: ['followupIntervalSeconds', seconds(60)],
+  FERRY_CAPITAL_TRANSFER_FOLLOWUP_BATCH_SIZE: ['followupBatchSize', count(100)],
+  FERRY_CAPITAL_TRANSFER_FOLLOWUP_AFTER_SECONDS: ['followupAfterSeconds', z.coerce.number().int().positive().default(3600)],
+  FERRY_CAPITAL_TRANSFER_FOLLOWUP_AFTER_SECONDS_BY_TEMPLATE: ['followupAfterByTemplate', templateSeconds.default({})],
 } as const;
 
 type UnionToIntersection<U> = (U extends unknown ? (k: U) => void : never) extends (k: infer I) => void ? I : never;
@@ -290,6 +367,8 @@ for (const name of ['FERRY_DATABASE_OWNER_URL', 'FERRY_AUDIT_CHECKPOINT_KEY']) S
 for (const name of ['FERRY_EXECUTOR_HOST_TOKEN', 'FERRY_SIGNER_HOST_TOKEN', 'FERRY_HOST_REQUEST_KEY']) SECRET_VARIABLES.add(name);
 // The lanes' own secrets.
 for (const lane of lanes) for (const name of lane.secretVariables ?? []) SECRET_VARIABLES.add(name);
+// Operator notification channels hold signing secrets and webhook URLs that are credentials (Slack).
+SECRET_VARIABLES.add('FERRY_NOTIFY_CHANNELS');
 
 /**
  * Builds the config from an environment; a bad value throws a ConfigError naming the variable.

@@ -48,6 +48,9 @@ const expectedOperations = [
   'post /v3/callback-destinations/{id}/rotate-secret',
   'post /v3/callback-destinations/{id}/disable',
   'get /v3/audit-events',
+  // Operator notifications and movements waiting too long.
+  'get /v3/attention',
+  'get /v3/attention/waiting-too-long',
   'get /v3/workers',
   'get /v3/balances',
   'get /v3/template-proposals',

@@ -34,6 +34,8 @@ const INTERVALS: Record<string, number> = {
   evm_nonce_reaper: 2,
   template_proposal_expiration: 2,
   template_finalization: 2,
+  notification_dispatcher: 2,
+  capital_transfer_followup: 2,
 };
 
 const ENV = {
@@ -49,6 +51,11 @@ const ENV = {
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: String(INTERVALS.evm_nonce_reaper),
   FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: String(INTERVALS.template_proposal_expiration),
   FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: String(INTERVALS.template_finalization),
+  // Off by default; on here so every sweep of the registry runs across the processes.
+  FERRY_NOTIFY_ENABLED: 'true',
+  FERRY_NOTIFY_INTERVAL_SECONDS: String(INTERVALS.notification_dispatcher),
+  FERRY_CAPITAL_TRANSFER_FOLLOWUP_ENABLED: 'true',
+  FERRY_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS: String(INTERVALS.capital_transfer_followup),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

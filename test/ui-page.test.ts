@@ -50,6 +50,8 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
   const js = await (await app.request('/ui/app.js')).text();
   const paths = new Set([...js.matchAll(/[`'](\/v3\/[^`'?]*)/g)].map((m) => m[1].replace(/\$\{[^}]+\}/g, '{}')));
   assert.deepEqual([...paths].sort(), [
+    // The movements waiting too long (capital_transfer_followup).
+    '/v3/attention/waiting-too-long',
     '/v3/balances',
     // A manual gate's confirm and skip.
     '/v3/movements/{}/gates/{}/{}',

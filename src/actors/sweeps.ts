@@ -26,6 +26,8 @@ import { expirePendingMovements } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
 import { expireDueProposals, finalizeDueProposals } from '../services/template-proposals.ts';
 import { reconcileWithProviders } from './provider-reconciliation.ts';
+import { runNotificationDispatcher } from './notification-dispatcher.ts';
+import { followUpWaitingMovements } from '../services/followups.ts';
 
 /**
  * Sweeps: the periodic, batch-shaped workers (approval expiry, executor health, audit promotion,
@@ -257,6 +259,35 @@ const sweepTable: SweepEntry[] = [
     async run(deps, s) {
       const r = await finalizeDueProposals(deps, { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs });
       return { items: r.done, budget_exhausted: r.budgetExhausted, finalized: r.done, skipped: r.skipped };
+    },
+  },
+  // --- Operator notifications (src/actors/notification-dispatcher.ts; docs/operations.md "Operator notifications").
+  {
+    name: 'notification_dispatcher',
+    summary: 'records attention events and sends them to the operator channels (signed webhook, Slack-style)',
+    variables: {
+      enabled: 'FERRY_NOTIFY_ENABLED',
+      interval: 'FERRY_NOTIFY_INTERVAL_SECONDS',
+      batchSize: 'FERRY_NOTIFY_BATCH_SIZE',
+      budget: 'FERRY_NOTIFY_MAX_RUN_MS',
+    },
+    async run(deps, s) {
+      const r = await runNotificationDispatcher({ pool: deps.pool, config: deps.config, log: deps.log }, { batchSize: s.batchSize ?? 100, maxRunMs: s.maxRunMs });
+      return { items: r.recorded + r.delivered + r.failed + r.retried, ...r };
+    },
+  },
+  // --- Capital transfer follow-up (src/services/followups.ts; docs/operations.md "Movements waiting too long").
+  {
+    name: 'capital_transfer_followup',
+    summary: 'surfaces movements waiting in a non-terminal state past their template age (attention, notification)',
+    variables: {
+      enabled: 'FERRY_CAPITAL_TRANSFER_FOLLOWUP_ENABLED',
+      interval: 'FERRY_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS',
+      batchSize: 'FERRY_CAPITAL_TRANSFER_FOLLOWUP_BATCH_SIZE',
+    },
+    async run(deps, s) {
+      const r = await followUpWaitingMovements({ pool: deps.pool, config: deps.config }, { batchSize: s.batchSize ?? 100 });
+      return { items: r.surfaced, budget_exhausted: false, surfaced: r.surfaced };
     },
   },
 ];

@@ -54,7 +54,19 @@ export interface CallbackInput {
   request: MovementRow;
   eventType: string;
   nodeKey?: string | null;
+  /** For a node callback (node_<state>): the node's change. */
+  node?: NodeChange;
   occurredAt: string;
+}
+
+/** What a node callback says of the node's change. */
+export interface NodeChange {
+  node_id: string;
+  node_key: string;
+  from_state: string;
+  node_state: string;
+  attempt_no: number;
+  error_code: string | null;
 }
 
 /** Writes one callback outbox row (and its delivery job) inside the transaction. */
@@ -347,6 +359,7 @@ interface QueuedCallback {
   movementId: string;
   eventType: string;
   nodeKey: string | null;
+  node?: NodeChange;
   /** The transition whose time is the callback's occurred_at. */
   at: Pending;
 }
@@ -459,8 +472,8 @@ export class Batch {
     return logged;
   }
 
-  #callback(movementId: string, eventType: string, nodeKey: string | null, at: Pending) {
-    if (this.movementRow(movementId).callback_url) this.callbacks.push({ movementId, eventType, nodeKey, at });
+  #callback(movementId: string, eventType: string, nodeKey: string | null, at: Pending, node?: NodeChange) {
+    if (this.movementRow(movementId).callback_url) this.callbacks.push({ movementId, eventType, nodeKey, at, ...(node ? { node } : {}) });
   }
 
   #setFrontier(movementId: string, frontier: string[]) {
@@ -537,6 +550,18 @@ export class Batch {
     );
     this.notifications.add(JSON.stringify({ request_id: row.request_id, entity: 'node', node_id: nodeId, state: to }));
     transitionsTotal.inc({ machine: NODE_MACHINE_ID, from, to });
+    // A node callback, when the movement's destination asked for them: queued before what the
+    // change leads to (successors, the movement's state), so it is delivered before their callbacks.
+    if (to !== from && this.movementRow(row.request_id).node_callbacks) {
+      this.#callback(row.request_id, `node_${to.toLowerCase()}`, row.node_key, logged, {
+        node_id: nodeId,
+        node_key: row.node_key,
+        from_state: from,
+        node_state: to,
+        attempt_no: e.row.attempt_no,
+        error_code: e.row.error_code,
+      });
+    }
 
     for (const action of actions) {
       switch (action.type) {
@@ -706,6 +731,7 @@ export class Batch {
         request: this.movementRow(cb.movementId),
         eventType: cb.eventType,
         nodeKey: cb.nodeKey,
+        ...(cb.node ? { node: cb.node } : {}),
         occurredAt: cb.at.at.toISOString(),
       });
     }

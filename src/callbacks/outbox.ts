@@ -35,12 +35,24 @@ export interface EnqueueCallbackInput {
   request: CallbackMovementRow;
   /** The callback's id; enqueueCallback makes one. */
   callbackId?: string;
-  /** request_<lowercased new state>, frontier_advanced or request_attention. */
+  /** request_<lowercased new state>, frontier_advanced, request_attention or node_<lowercased new state>. */
   eventType: string;
   nodeKey?: string | null;
+  /** A node callback's node change (event node_<state>). */
+  node?: CallbackNode;
   /** ISO 8601. */
   occurredAt: string;
   maxAttempts: number;
+}
+
+/** What a node callback reports of the node's change. */
+export interface CallbackNode {
+  node_id: string;
+  node_key: string;
+  from_state: string;
+  node_state: string;
+  attempt_no: number;
+  error_code: string | null;
 }
 
 export interface CallbackPayload {
@@ -50,6 +62,8 @@ export interface CallbackPayload {
   request_id: string;
   request_state: string;
   node_key?: string;
+  /** Node callbacks only. */
+  node?: CallbackNode;
   occurred_at: string;
   movement: CallbackMovement;
 }
@@ -58,7 +72,7 @@ function iso(t: Date | string): string {
   return t instanceof Date ? t.toISOString() : t;
 }
 
-/** The POST body. node_key is present only for events about a node. */
+/** The POST body. node_key is present only for events about a node; node only for node callbacks. */
 export function buildCallbackPayload(input: Omit<EnqueueCallbackInput, 'maxAttempts'> & { callbackId: string }): CallbackPayload {
   const r = input.request;
   return {
@@ -67,6 +81,7 @@ export function buildCallbackPayload(input: Omit<EnqueueCallbackInput, 'maxAttem
     request_id: r.id,
     request_state: r.request_state,
     ...(input.nodeKey ? { node_key: input.nodeKey } : {}),
+    ...(input.node ? { node: input.node } : {}),
     occurred_at: input.occurredAt,
     movement: {
       id: r.id,

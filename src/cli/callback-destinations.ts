@@ -26,14 +26,14 @@ const create: CliCommand = {
   path: ['callbacks', 'destinations', 'create'],
   summary: 'register a callback destination (its signing secret is printed once)',
   // --callback-url, because --url (as for every API command) is where Ferry itself answers.
-  usage: `--name NAME --callback-url URL ${API_USAGE}`,
-  options: { ...apiOptions, name: { type: 'string' }, 'callback-url': { type: 'string' } },
+  usage: `--name NAME --callback-url URL [--node-events] ${API_USAGE}`,
+  options: { ...apiOptions, name: { type: 'string' }, 'callback-url': { type: 'string' }, 'node-events': { type: 'boolean' } },
   async run(ctx) {
     const name = ctx.option('name');
     const url = ctx.option('callback-url');
     if (!name) throw new UsageError('--name is required');
     if (!url) throw new UsageError('--callback-url is required (where the destination receives its callbacks)');
-    const made = await callApi((await apiTarget(ctx)), 'POST', BASE, { name, url });
+    const made = await callApi((await apiTarget(ctx)), 'POST', BASE, { name, url, ...(ctx.flag('node-events') ? { node_events: true } : {}) });
     if (printedJson(ctx, made)) return;
     ctx.out(`Registered callback destination "${made.destination.name}" (id ${made.destination.id}) -> ${made.destination.url}. Signing secret:`);
     printSecret(ctx, made.destination.name, made.secret, `Movements name it with callback_destination: "${made.destination.name}".`);
@@ -67,6 +67,7 @@ const show: CliCommand = {
     ctx.out(`Callback destination ${d.name} (${d.id})`);
     ctx.out(`  url            ${d.url}`);
     ctx.out(`  status         ${d.status}${d.disabled_at ? ` since ${d.disabled_at} by ${d.disabled_by}` : ''}`);
+    ctx.out(`  node events    ${d.node_events ? 'yes (a callback on every node state change)' : 'no'}`);
     ctx.out(`  secret since   ${d.secret_created_at ?? '-'}`);
     ctx.out(`  overlap until  ${d.previous_secrets_expire_at ?? '- (only the current secret signs)'}`);
   },

@@ -14,6 +14,8 @@ export interface DestinationRow {
   name: string;
   url: string;
   status: DestinationStatus;
+  /** Whether it also receives a callback on every node state change (migration 0350). */
+  node_events: boolean;
   created_by: string;
   created_at: Date;
   disabled_by: string | null;
@@ -25,15 +27,15 @@ export interface DestinationRow {
   previous_secrets_expire_at: Date | null;
 }
 
-const DESTINATION_COLUMNS = `d.id, d.name, d.url, d.status, d.created_by, d.created_at, d.disabled_by, d.disabled_at, d.updated_at,
+const DESTINATION_COLUMNS = `d.id, d.name, d.url, d.status, d.node_events, d.created_by, d.created_at, d.disabled_by, d.disabled_at, d.updated_at,
   (SELECT s.created_at FROM callback_destination_secrets s WHERE s.destination_id = d.id AND s.expires_at IS NULL) AS secret_created_at,
   (SELECT max(s.expires_at) FROM callback_destination_secrets s WHERE s.destination_id = d.id AND s.expires_at > now()) AS previous_secrets_expire_at`;
 
-export async function insertDestination(db: Queryable, d: { name: string; url: string; createdBy: string }): Promise<{ id: string }> {
+export async function insertDestination(db: Queryable, d: { name: string; url: string; createdBy: string; nodeEvents?: boolean }): Promise<{ id: string }> {
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO callback_destinations (name, url, created_by) VALUES ($1, $2, $3)
+    `INSERT INTO callback_destinations (name, url, created_by, node_events) VALUES ($1, $2, $3, $4)
      ON CONFLICT (name) DO NOTHING RETURNING id`,
-    [d.name, d.url, d.createdBy],
+    [d.name, d.url, d.createdBy, d.nodeEvents ?? false],
   );
   return rows[0];
 }
@@ -93,13 +95,12 @@ export async function markDestinationDisabled(db: Queryable, id: string, actor: 
  * to and that destination's URL, in one statement: a callback can never be written with the URL but
  * without the destination (which would sign it with the instance secret).
  */
-export async function setMovementDestination(db: Queryable, movementId: string, destination: { id: string; url: string }): Promise<void> {
+export async function setMovementDestination(db: Queryable, movementId: string, destination: { id: string; url: string; node_events?: boolean }): Promise<void> {
   // write_version moves too: a writer holding the movement's rows from before must read the URL anew.
-  await db.query('UPDATE movement_requests SET callback_destination_id = $2, callback_url = $3, write_version = write_version + 1 WHERE id = $1', [
-    movementId,
-    destination.id,
-    destination.url,
-  ]);
+  await db.query(
+    'UPDATE movement_requests SET callback_destination_id = $2, callback_url = $3, node_callbacks = $4, write_version = write_version + 1 WHERE id = $1',
+    [movementId, destination.id, destination.url, destination.node_events ?? false],
+  );
 }
 
 export interface DeliveryTarget {

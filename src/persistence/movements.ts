@@ -36,6 +36,8 @@ export interface MovementRow extends Omit<NewMovement, 'intent' | 'input_params'
   policy_destination?: string | null;
   policy_destination_entry?: string | null;
   policy_approvers?: { principals: string[] } | null;
+  /** Whether its destination asked for node callbacks (migration 0350); false for a raw callback_url. */
+  node_callbacks?: boolean;
   created_at: Date;
   updated_at: Date;
 }

@@ -52,18 +52,19 @@ export function assertDestinationName(name: string): void {
 
 export async function createDestination(
   deps: DestinationServiceDeps,
-  input: { actor: string; name: string; url: string },
+  input: { actor: string; name: string; url: string; nodeEvents?: boolean },
 ): Promise<DestinationWithSecret> {
   assertDestinationName(input.name);
   assertCallbackUrlAllowed(input.url, deps.config);
   const secret = newSecret();
   const destination = await withTransaction(deps.pool, async (client) => {
-    const inserted = await insertDestination(client, { name: input.name, url: input.url, createdBy: input.actor });
+    const nodeEvents = input.nodeEvents ?? false;
+    const inserted = await insertDestination(client, { name: input.name, url: input.url, createdBy: input.actor, nodeEvents });
     if (!inserted) {
       throw new FerryError('CALLBACK_DESTINATION_EXISTS', `a callback destination named ${input.name} already exists`, { name: input.name });
     }
     await insertSecret(client, { destinationId: inserted.id, secret, createdBy: input.actor });
-    await auditDestination(client, input.actor, 'callback_destination.create', { id: inserted.id, name: input.name });
+    await auditDestination(client, input.actor, 'callback_destination.create', { id: inserted.id, name: input.name }, { node_events: nodeEvents });
     return (await findDestination(client, inserted.id))!;
   });
   return { destination, secret };

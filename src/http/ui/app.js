@@ -162,6 +162,7 @@ function signOut(message) {
   stopFollowing();
   clearInterval(ui.listTimer);
   stopBalances();
+  stopWaiting();
   ui.token = null;
   sessionStorage.removeItem(TOKEN_KEY);
   // Nothing of this session stays on the page for the next token to see before it reads its own.
@@ -196,6 +197,7 @@ async function start() {
   }
   await refreshList();
   startBalances();
+  startWaiting();
   clearInterval(ui.listTimer);
   ui.listTimer = setInterval(() => {
     if (!document.hidden) void refreshCurrent().catch(() => {});
@@ -362,6 +364,48 @@ async function refreshBalances() {
       el('td', {}, `${b.symbol ?? b.asset}`, el('div', { class: 'chain' }, `chain ${b.chain_id ?? b.chain}`)),
       el('td', { class: 'amount' }, b.amount ?? '-',
         b.stale ? el('div', { class: 'stale-badge' }, b.error ? `stale: ${b.error.code}` : 'stale') : '')));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Waiting too long (GET /v3/attention/waiting-too-long): movements the capital transfer follow-up
+// surfaced that still wait (approval not given, a manual gate untouched, a node observed too long).
+// Shown only when there are any; a row opens its movement.
+
+const WAITING_REASONS = {
+  approval_not_given: () => 'approval not given',
+  manual_gate_untouched: (w) => `manual gate ${w.node_key}`,
+  node_observed_too_long: (w) => `node ${w.node_key} observed`,
+  waiting_in_state: (w) => w.request_state,
+};
+const waiting = { timer: null };
+
+function startWaiting() {
+  stopWaiting();
+  void refreshWaiting().catch(() => {});
+  waiting.timer = setInterval(() => {
+    if (!document.hidden) void refreshWaiting().catch(() => {});
+  }, BALANCES_REFRESH_MS);
+}
+
+function stopWaiting() {
+  clearInterval(waiting.timer);
+  waiting.timer = null;
+}
+
+async function refreshWaiting() {
+  const { movements: rows } = await api('/v3/attention/waiting-too-long?limit=100');
+  $('waiting-panel').hidden = rows.length === 0;
+  $('waiting-note').textContent = `- ${rows.length}`;
+  const body = $('waiting').querySelector('tbody');
+  body.replaceChildren();
+  for (const w of rows) {
+    const tr = el('tr', { class: 'stale', title: `${w.movement_id} (${w.template_key}), ${w.request_state}; too long after ${w.age_seconds} s` },
+      el('td', { class: 'wallet' }, `${w.template_key} ${w.movement_id.slice(0, 8)}`),
+      el('td', {}, WAITING_REASONS[w.reason] ? WAITING_REASONS[w.reason](w) : w.reason),
+      el('td', {}, new Date(w.waiting_since).toLocaleString()));
+    tr.addEventListener('click', () => { location.hash = `#/movements/${w.movement_id}`; });
+    body.append(tr);
   }
 }
 

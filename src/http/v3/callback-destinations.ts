@@ -112,6 +112,7 @@ export function destinationView(d: DestinationRow) {
     name: d.name,
     url: d.url,
     status: d.status,
+    node_events: d.node_events,
     created_by: d.created_by,
     created_at: d.created_at.toISOString(),
     disabled_by: d.disabled_by,
@@ -127,7 +128,7 @@ export function callbackDestinationRoutes(ctx: V3Context) {
 
   app.openapi(createRouteDef, async (c) => {
     const body = c.req.valid('json');
-    const made = await createDestination(deps, { actor: actorOf(c), name: body.name, url: body.url });
+    const made = await createDestination(deps, { actor: actorOf(c), name: body.name, url: body.url, nodeEvents: body.node_events });
     return c.json({ destination: destinationView(made.destination), secret: made.secret }, 201);
   });
 

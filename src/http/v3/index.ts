@@ -4,6 +4,7 @@ import { auditRoutes } from './audit.ts';
 import { balanceRoutes } from './balances.ts';
 import { callbackRoutes } from './callbacks.ts';
 import { callbackDestinationRoutes } from './callback-destinations.ts';
+import { attentionRoutes } from './attention.ts';
 import { credentialProposalRoutes } from './credential-proposals.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
@@ -47,6 +48,8 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', operationsRoutes(ctx));
   // Manual gates: confirm or skip (movement.operate, four-eyes).
   app.route('/', gateRoutes(ctx));
+  // Operator notifications and movements waiting too long (docs/operations.md).
+  app.route('/', attentionRoutes(ctx));
   // Last: it sees every route above.
   refuseOtherMethods(app);
   return app;

@@ -905,6 +905,10 @@ export const CreateDestinationBody = z
       .regex(DESTINATION_NAME_PATTERN, 'name must be 1-63 lowercase letters, digits, "_", "." or "-", starting with a letter or digit')
       .openapi({ example: 'ledger-prod' }),
     url: z.string().min(1).max(2048).openapi({ format: 'uri' }),
+    node_events: z.boolean().optional().openapi({
+      description:
+        'Also send a callback (event node_<state>, with a node object) on every node state change of the movements naming it; default false. Fixed at creation.',
+    }),
   })
   .openapi('CreateCallbackDestinationRequest');
 
@@ -926,6 +930,7 @@ export const DestinationSchema = z
     name: z.string(),
     url: z.string(),
     status: z.enum(['active', 'disabled']),
+    node_events: z.boolean().openapi({ description: 'Whether it also receives node callbacks (node_<state>)' }),
     created_by: z.string(),
     created_at: isoTime,
     disabled_by: z.string().nullable(),

@@ -32,12 +32,25 @@ export const CallbackPayloadSchema = z
       .string()
       .openapi({ ...UUID, description: 'The callback id, also the webhook-id header: the same on every retry and redrive of this callback, so dedupe on it' }),
     event_type: z.string().openapi({
-      description: 'request_<new state, lowercased> (request_executing, request_completed, ...), frontier_advanced (a node finished), or request_attention (a node needs an operator)',
+      description:
+        'request_<new state, lowercased> (request_executing, request_completed, ...), frontier_advanced (a node finished), request_attention (a node needs an operator), ' +
+        'or, for a destination registered with node_events, node_<new node state, lowercased> (node_ready, node_submitted, node_completed, ...)',
       example: 'request_completed',
     }),
     request_id: z.string().openapi({ ...UUID, description: 'The movement id' }),
     request_state: z.enum(movementStates),
     node_key: z.string().optional().openapi({ description: 'Present only for an event about one node' }),
+    node: z
+      .object({
+        node_id: z.string().openapi(UUID),
+        node_key: z.string(),
+        from_state: z.string(),
+        node_state: z.string(),
+        attempt_no: z.number().int(),
+        error_code: z.string().nullable(),
+      })
+      .optional()
+      .openapi('CallbackNode', { description: 'Node callbacks (node_<state>) only: the node change reported' }),
     occurred_at: time,
     movement: CallbackMovementSchema,
   })
