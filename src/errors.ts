@@ -82,6 +82,8 @@ export const errorStatus = {
   POLICY_APPROVER_NOT_ELIGIBLE: 403,
   /** A rule set or book entry whose parts contradict each other or the book (details.problems). */
   POLICY_INVALID: 422,
+  /** At dispatch: the live rule set requires more approvals than the movement was approved with (never an HTTP answer: a node's error code). */
+  POLICY_QUORUM_RAISED: 409,
 
   // Queued movement orders (src/actors/movement-queue.ts): never an HTTP answer, the reason of a
   // dead-lettered order.
