@@ -276,6 +276,26 @@ const fields = {
       .optional(),
   ],
   FERRY_HOST_REQUEST_MAX_AGE_SECONDS: ['hostRequestMaxAgeSeconds', z.coerce.number().int().min(1).max(600).default(60)],
+
+  // --- Standing orders (docs/policy.md, "Standing orders"): the sweep that runs them, and the
+  // time zone their schedules are read in unless an order names its own.
+  FERRY_STANDING_ORDERS_ENABLED: ['standingOrdersEnabled', bool.default(true)],
+  FERRY_STANDING_ORDERS_INTERVAL_SECONDS: ['standingOrdersIntervalSeconds', seconds(60)],
+  FERRY_STANDING_ORDERS_BATCH_SIZE: ['standingOrdersBatchSize', count(100)],
+  FERRY_OPERATOR_TIME_ZONE: [
+    'operatorTimeZone',
+    z
+      .string()
+      .refine((tz) => {
+        try {
+          new Intl.DateTimeFormat('en', { timeZone: tz });
+          return true;
+        } catch {
+          return false;
+        }
+      }, 'must be an IANA time zone such as "UTC" or "Europe/Paris"')
+      .default('UTC'),
+  ],
 } as const;
 
 type Fields = typeof fields;
