@@ -34,6 +34,7 @@ const INTERVALS: Record<string, number> = {
   evm_nonce_reaper: 2,
   template_proposal_expiration: 2,
   template_finalization: 2,
+  standing_orders: 2,
 };
 
 const ENV = {
@@ -49,6 +50,7 @@ const ENV = {
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: String(INTERVALS.evm_nonce_reaper),
   FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: String(INTERVALS.template_proposal_expiration),
   FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: String(INTERVALS.template_finalization),
+  FERRY_STANDING_ORDERS_INTERVAL_SECONDS: String(INTERVALS.standing_orders),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

@@ -43,6 +43,8 @@ const env = (extra: Record<string, string> = {}) =>
     FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '2',
     FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: '2',
     FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: '2',
+    // No standing orders here: each run is one indexed read.
+    FERRY_STANDING_ORDERS_INTERVAL_SECONDS: '2',
     ...extra,
   });
 

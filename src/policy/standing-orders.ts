@@ -17,7 +17,7 @@ import { ENTRY_NAME_PATTERN, addDecimals, cmp } from './rules.ts';
  */
 
 const decimal = z.string().max(MAX_DECIMALS + 80).regex(DECIMAL_PATTERN, 'must be a decimal string such as "1000" or "0.5"');
-const positive = decimal.refine((d) => scaled(d, MAX_DECIMALS) > 0n, 'must be above 0');
+const positive = decimal.refine((d) => d.length <= MAX_DECIMALS + 80 && DECIMAL_PATTERN.test(d) && scaled(d, MAX_DECIMALS) > 0n, 'must be above 0');
 
 function validCron(expr: string, tz: string): boolean {
   try {

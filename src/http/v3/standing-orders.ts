@@ -10,13 +10,13 @@ import {
   rejectStandingOrder,
   resumeStandingOrder,
   revokeStandingOrder,
-  runStandingOrders,
   standingOrderDetail,
   type StandingOrderDeps,
 } from '../../services/standing-orders.ts';
 import { actorNames, type ActorNames } from '../actor-names.ts';
 import { iso } from '../views.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
+import { pageLimit } from '../query.ts';
 import { EmptyBody, conflict, forbidden, jsonBody, jsonResponse, notFound, unprocessable } from './schemas.ts';
 import { apiRoute, readRoute } from './route.ts';
 
@@ -35,7 +35,7 @@ const StandingOrderParams = z.object({
 });
 const ListQuery = z.object({
   state: z.enum(standingOrderStates).optional(),
-  limit: z.coerce.number().int().min(1).max(500).default(100),
+  limit: pageLimit(500, 100),
 });
 const ReasonBody = z.strictObject({ reason: z.string().trim().min(1, 'a reason is required').max(2000) }).openapi('StandingOrderReasonRequest');
 const OptionalReasonBody = z.strictObject({ reason: z.string().trim().min(1).max(2000).optional() }).openapi('StandingOrderOptionalReasonRequest');
@@ -87,7 +87,6 @@ const DetailSchema = z
     history: z.array(z.object({ seq: z.number().int(), from: z.string(), to: z.string(), event: z.string(), actor: z.string(), at: z.string() })),
   })
   .openapi('StandingOrderDetail');
-const SweepSchema = anyObject.openapi('StandingOrderSweepReport');
 
 function orderView(o: StandingOrderRow, names: ActorNames): z.infer<typeof StandingOrderSchema> {
   return {
@@ -171,16 +170,6 @@ const rejectRoute = decide('reject', 'rejectStandingOrder', 'Reject a proposed s
 const pauseRoute = decide('pause', 'pauseStandingOrder', 'Pause an active standing order: it creates no runs until resumed', 'policy.write', OptionalReasonBody, 'The order, PAUSED', false);
 const resumeRoute = decide('resume', 'resumeStandingOrder', 'Resume a paused standing order', 'policy.write', EmptyBody, 'The order, ACTIVE', false);
 const revokeRoute = decide('revoke', 'revokeStandingOrder', 'Revoke a standing order for good', 'policy.write', OptionalReasonBody, 'The order, REVOKED', false);
-const sweepRoute = apiRoute({
-  method: 'post',
-  path: '/standing-orders/sweep',
-  operationId: 'sweepStandingOrders',
-  tags,
-  summary: 'Check every active standing order now (what the standing_orders sweep does on its schedule)',
-  permission: 'policy.write',
-  request: { body: jsonBody(EmptyBody, false) },
-  responses: { 200: jsonResponse(SweepSchema, 'What the check did') },
-});
 
 export function standingOrderRoutes(ctx: V3Context) {
   const app = resourceApp();
@@ -194,7 +183,6 @@ export function standingOrderRoutes(ctx: V3Context) {
     const names = await actorNames(ctx.pool, rows.flatMap(actorsOf));
     return c.json({ standing_orders: rows.map((o) => orderView(o, names)) }, 200);
   });
-  app.openapi(sweepRoute, async (c) => c.json({ ...(await runStandingOrders(deps())) }, 200));
   app.openapi(showRoute, async (c) => {
     const d = await standingOrderDetail(ctx.pool, c.req.valid('param').id);
     return c.json(
