@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { runCli } from '../src/cli/run.ts';
 import { collectingDeps } from './helpers/fixtures.ts';
 import { getPolicyProposal } from '../src/persistence/policy.ts';
 import { finalizePolicyProposal } from '../src/services/policy.ts';
@@ -172,4 +173,27 @@ test('a standing order to a destination outside the address book is refused', as
   });
   assert.equal(outside.status, 422, outside.text);
   assert.equal(outside.body.error.code, 'STANDING_ORDER_INVALID');
+});
+
+test('ferry standing-orders list, show and pause through the API', async () => {
+  const id = await activeOrder('cli-sweep');
+  const cli = async (...args: string[]) => {
+    let out = '';
+    const code = await runCli(['standing-orders', ...args], {
+      env: { FERRY_URL: ferry.url, FERRY_TOKEN: tokens.operator.token },
+      io: { out: (t) => (out += t + '\n'), err: (t) => (out += t + '\n') },
+    });
+    return { code, out };
+  };
+  const listed = await cli('list', '--state', 'active');
+  assert.equal(listed.code, 0, listed.out);
+  assert.match(listed.out, /cli-sweep\s+ACTIVE/);
+  const shown = await cli('show', 'cli-sweep');
+  assert.equal(shown.code, 0, shown.out);
+  assert.match(shown.out, /sweep sim\/hot\/USDC above 1000 on each crossing/);
+  assert.match(shown.out, /APPROVE PROPOSED -> ACTIVE/);
+  const paused = await cli('pause', id, '--reason', 'audit');
+  assert.equal(paused.code, 0, paused.out);
+  assert.match(paused.out, /cli-sweep\s+PAUSED/);
+  assert.equal((await cli('reject', id)).code, 2, 'reject without --reason is a usage error');
 });
