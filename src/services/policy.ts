@@ -57,6 +57,7 @@ import {
   cmp,
   decide,
   destinationKey,
+  expandGroups,
   intentFacts,
   quorumOf,
   ruleSetProblems,
@@ -269,8 +270,11 @@ export function parseRuleSet(input: unknown): RuleSet {
     throw new ValidationError(`rule set: ${issue.path.join('.') || 'rule set'}: ${issue.message}`, { field: issue.path.join('.') });
   }
   const problems = ruleSetProblems(parsed.data);
+  const expanded = problems.length === 0 ? expandGroups(parsed.data) : parsed.data;
+  // Checked again with the groups read in: a tier must have enough people to reach its count.
+  if (problems.length === 0) problems.push(...ruleSetProblems(expanded));
   if (problems.length > 0) throw new FerryError('POLICY_INVALID', `rule set refused: ${problems[0]}`, { problems });
-  return parsed.data;
+  return expanded;
 }
 
 /** A new rule set version, proposed: it replaces the live one once approved and past its cool-down. */
