@@ -325,6 +325,26 @@ const coreFields = {
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_BATCH_SIZE: ['followupBatchSize', count(100)],
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_AFTER_SECONDS: ['followupAfterSeconds', z.coerce.number().int().positive().default(3600)],
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_AFTER_SECONDS_BY_TEMPLATE: ['followupAfterByTemplate', templateSeconds.default({})],
+
+  // --- Standing orders (docs/policy.md, "Standing orders"): the sweep that runs them, and the
+  // time zone their schedules are read in unless an order names its own.
+  FERRY_STANDING_ORDERS_ENABLED: ['standingOrdersEnabled', bool.default(true)],
+  FERRY_STANDING_ORDERS_INTERVAL_SECONDS: ['standingOrdersIntervalSeconds', seconds(60)],
+  FERRY_STANDING_ORDERS_BATCH_SIZE: ['standingOrdersBatchSize', count(100)],
+  FERRY_OPERATOR_TIME_ZONE: [
+    'operatorTimeZone',
+    z
+      .string()
+      .refine((tz) => {
+        try {
+          new Intl.DateTimeFormat('en', { timeZone: tz });
+          return true;
+        } catch {
+          return false;
+        }
+      }, 'must be an IANA time zone such as "UTC" or "Europe/Paris"')
+      .default('UTC'),
+  ],
 } as const;
 
 type UnionToIntersection<U> = (U extends unknown ? (k: U) => void : never) extends (k: infer I) => void ? I : never;

@@ -82,6 +82,18 @@ export const errorStatus = {
   POLICY_APPROVER_NOT_ELIGIBLE: 403,
   /** A rule set or book entry whose parts contradict each other or the book (details.problems). */
   POLICY_INVALID: 422,
+  /** At dispatch: the live rule set requires more approvals than the movement was approved with (never an HTTP answer: a node's error code). */
+  POLICY_QUORUM_RAISED: 409,
+
+  // Standing orders (src/services/standing-orders.ts, docs/policy.md "Standing orders").
+  /** A standing order whose parts contradict each other or the book (details.problems). */
+  STANDING_ORDER_INVALID: 422,
+  /** Another standing order has this name. */
+  STANDING_ORDER_EXISTS: 409,
+  /** The standing order is not in a state that takes this action (paused, revoked, ...). */
+  STANDING_ORDER_STATE_CONFLICT: 409,
+  /** The standing order is past its expiry. */
+  STANDING_ORDER_EXPIRED: 409,
 
   // Queued movement orders (src/actors/movement-queue.ts): never an HTTP answer, the reason of a
   // dead-lettered order.

@@ -105,6 +105,27 @@ await call('POST', '/v3/policy/address-book', tokens.operator.token, fuzzEntry);
 await call('POST', '/v3/policy/rules', tokens.operator.token, fuzzRules);
 const decidedPolicy = await call('POST', '/v3/policy/address-book', tokens.operator.token, { ...fuzzEntry, name: 'fuzz-rejected', address: `0x${'d'.repeat(40)}` });
 await call('POST', `/v3/policy/proposals/${decidedPolicy.id}/reject`, tokens.approver.token, { reason: 'no' });
+// A revoked standing order: every decision on it is refused.
+const revokedOrder = (
+  await db.pool.query(
+    `INSERT INTO standing_orders (name, template_key, intent, asset, destinations, max_per_run, max_per_window, window_seconds, trigger,
+                                  expires_at, machine_id, machine_version, order_state, proposed_by, required_approvals)
+     VALUES ('fuzz-order', 'shape', '{}', 'USDC', ARRAY['fuzz-cold'], 1, 1, 3600, '{"kind":"schedule","schedule":{"cron":"0 * * * *"},"amount":"1"}',
+             now() + interval '1 day', 'ferry.standing_order', '1', 'REVOKED', 'principal:00000000-0000-4000-8000-000000000009', 1)
+     RETURNING id`,
+  )
+).rows[0] as { id: string };
+const fuzzOrder = {
+  name: 'fuzz-new-order',
+  template_key: 'shape',
+  asset: 'USDC',
+  destinations: ['fuzz-cold'],
+  max_per_run: '1',
+  max_per_window: '1',
+  window_seconds: 3600,
+  trigger: { kind: 'schedule', schedule: { cron: '0 * * * *' }, amount: '1' },
+  expires_at: '2099-01-01T00:00:00Z',
+};
 const UNKNOWN = '00000000-0000-4000-8000-000000000000';
 const HASH = `sha256:${'0'.repeat(64)}`;
 
@@ -603,6 +624,15 @@ const fuzzBase: Record<string, BaseRequest> = {
   'POST /v3/policy/proposals/{id}/withdraw': { path: { id: decidedPolicy.id }, body: {}, safeTarget: true },
   'POST /v3/policy/proposals/{id}/finalize': { path: { id: decidedPolicy.id }, body: {}, safeTarget: true },
   'POST /v3/policy/test': { path: {}, body: { template_key: 'shape', intent: { n: 1 } } },
+  // Standing orders: a valid order whose destination is not (yet) in the book is refused; the revoked order takes nothing.
+  'GET /v3/standing-orders': { path: {}, query: { limit: '5' } },
+  'GET /v3/standing-orders/{id}': { path: { id: revokedOrder.id } },
+  'POST /v3/standing-orders': { path: {}, body: fuzzOrder, safeTarget: true },
+  'POST /v3/standing-orders/{id}/approve': { path: { id: revokedOrder.id }, body: {}, safeTarget: true },
+  'POST /v3/standing-orders/{id}/reject': { path: { id: revokedOrder.id }, body: { reason: 'no' }, safeTarget: true },
+  'POST /v3/standing-orders/{id}/pause': { path: { id: revokedOrder.id }, body: {}, safeTarget: true },
+  'POST /v3/standing-orders/{id}/resume': { path: { id: revokedOrder.id }, body: {}, safeTarget: true },
+  'POST /v3/standing-orders/{id}/revoke': { path: { id: revokedOrder.id }, body: {}, safeTarget: true },
   // A cancelled movement's node: a valid request is refused (not a gate, not running).
   'POST /v3/movements/{id}/gates/{node_key}/confirm': { path: { id: cancelled.id, node_key: 'a' }, body: { note: 'checked' }, safeTarget: true },
   'POST /v3/movements/{id}/gates/{node_key}/skip': { path: { id: cancelled.id, node_key: 'a' }, body: { reason: 'not needed' }, safeTarget: true },

@@ -21,6 +21,7 @@ const tokens = await createTokens(db.pool, {
   approver: 'approver',
   approver2: { name: 'approver-2', role: 'approver' },
   approver3: { name: 'approver-3', role: 'approver' },
+  approver4: { name: 'approver-4', role: 'approver' },
 });
 type Who = keyof typeof tokens;
 const call = (method: string, path: string, who: Who, body?: unknown): Promise<Reply> => callApi(ferry.url, method, path, tokens[who].token, body);
@@ -257,4 +258,35 @@ test('the address book: entries are proposed, one destination has one name, remo
   await call('POST', `/v3/policy/proposals/${removal.body.id}/approve`, 'approver', {});
   await finalizeAtCooldownEnd(removal.body.id);
   assert.deepEqual((await call('GET', '/v3/policy/address-book', 'requester')).body.entries, []);
+});
+
+test('a tier takes its approvals from a named group: three members are required, two are not enough, a non-member does not count', async () => {
+  const unknownGroup = await call('POST', '/v3/policy/rules', 'operator', {
+    rules: [{ id: 'leads', action: { type: 'require_approvals', approvals: 1, from_groups: ['nobody'] } }],
+  });
+  assert.equal(unknownGroup.status, 422, unknownGroup.text);
+  assert.equal(unknownGroup.body.error.code, 'POLICY_INVALID');
+  const tooSmall = await call('POST', '/v3/policy/rules', 'operator', {
+    groups: [{ name: 'pair', members: ['approver-1', 'approver-2'] }],
+    rules: [{ id: 'leads', action: { type: 'require_approvals', approvals: 3, from_groups: ['pair'] } }],
+  });
+  assert.equal(tooSmall.status, 422, 'a group of two cannot give three approvals');
+
+  await liveRules({
+    groups: [{ name: 'treasury-leads', members: ['approver-1', 'approver-2', 'approver-3'] }],
+    rules: [
+      { id: 'large-gbp', match: { assets: ['GBPT'], amount: { at_least: '1000' } }, action: { type: 'require_approvals', approvals: 3, from_groups: ['treasury-leads'] } },
+      allowAll,
+    ],
+  });
+  const m = (await create({ asset: 'GBPT', amount: '5000' })).body.movement;
+  assert.equal(m.approval_quorum, 3);
+  assert.deepEqual(m.policy.approvers_from, ['approver-1', 'approver-2', 'approver-3']);
+  const outsider = await approve(m, 'approver4');
+  assert.equal(outsider.status, 403, outsider.text);
+  assert.equal(outsider.body.error.code, 'POLICY_APPROVER_NOT_ELIGIBLE');
+  assert.equal((await approve(m, 'approver')).body.movement.state, 'PENDING_APPROVAL');
+  const two = await approve(m, 'approver2');
+  assert.equal(two.body.movement.state, 'PENDING_APPROVAL', 'two of the group are not enough');
+  assert.equal((await approve(m, 'approver3')).body.movement.state, 'APPROVED');
 });

@@ -36,6 +36,7 @@ const INTERVALS: Record<string, number> = {
   template_finalization: 2,
   notification_dispatcher: 2,
   capital_transfer_followup: 2,
+  standing_orders: 2,
 };
 
 const ENV = {
@@ -56,6 +57,7 @@ const ENV = {
   FERRY_NOTIFY_INTERVAL_SECONDS: String(INTERVALS.notification_dispatcher),
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_ENABLED: 'true',
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS: String(INTERVALS.capital_transfer_followup),
+  FERRY_STANDING_ORDERS_INTERVAL_SECONDS: String(INTERVALS.standing_orders),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

@@ -48,6 +48,8 @@ const env = (extra: Record<string, string> = {}) =>
     FERRY_NOTIFY_INTERVAL_SECONDS: '2',
     FERRY_CAPITAL_TRANSFER_FOLLOWUP_ENABLED: 'true',
     FERRY_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS: '2',
+    // No standing orders here: each run is one indexed read.
+    FERRY_STANDING_ORDERS_INTERVAL_SECONDS: '2',
     ...extra,
   });
 

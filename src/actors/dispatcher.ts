@@ -14,6 +14,7 @@ import { claimsTotal, deferralsTotal, fencedRetriesTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
+import { policyAtDispatch } from '../services/policy.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
 import { EXPIRED_RETRY_SECONDS, preparedActionExpired } from './prepared-expiry.ts';
 import { deliverBatch, deliverHeld, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
@@ -169,8 +170,10 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   const prepared = await Promise.all(dispatches.map((d, i) => prepareOne(deps, d, contexts[i])));
 
   // One commit: every node's SUBMITTING (or why not), written over the rows the claim left (no re-read).
-  const items = prepared.flatMap((p) => p.items);
-  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: heldRows(dispatches.map((d) => ({ request: d.request, nodes: d.nodes }))) });
+  // Movements created under the treasury policy are checked again in that commit (policyGate).
+  let items = prepared.flatMap((p) => p.items);
+  const gate = policyGate(deps, dispatches, prepared, (checked) => (items = checked));
+  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: heldRows(dispatches.map((d) => ({ request: d.request, nodes: d.nodes }))) }, gate);
   if (!committed) return [];
   remember(latest, committed, [...new Set(dispatches.map((d) => d.request.id))]);
   const refusedNodes = refusals(deps, dispatches, items, committed);
@@ -200,6 +203,30 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   return done.claimed;
 }
 
+/**
+ * The treasury policy's check at dispatch (src/services/policy.ts, policyAtDispatch), for a round
+ * with a node about to record SUBMITTING whose movement was created under a rule set; null for
+ * any other round, which commits as before. The gate runs inside the commit's transaction: a
+ * refused movement's node fails (PREPARE_FAILED with the refusal's code) instead of recording
+ * SUBMITTING, and its prepared action and signature are never stored nor submitted.
+ */
+function policyGate(deps: WorkerDeps, dispatches: CarriedClaim[], prepared: Prepared[], onItems: (items: NodeItem[]) => void): ((client: Client) => Promise<NodeItem[]>) | null {
+  const gated = dispatches.filter((d, i) => prepared[i].submit && d.request.policy_rule_set_version != null);
+  if (gated.length === 0) return null;
+  return async (client) => {
+    const refused = await policyAtDispatch(client, heldRows(gated.map((d) => ({ request: d.request, nodes: d.nodes }))).map((m) => m.request), deps.config.approvalQuorum, new Date());
+    const items = prepared.flatMap((p, i) => {
+      const d = dispatches[i];
+      const why = p.submit ? refused.get(d.request.id) : undefined;
+      if (!why) return p.items;
+      nodeLog(deps, 'dispatcher', d.node).warn({ code: why.code, err: why.message }, 'dispatch refused by the treasury policy');
+      return [item(d, { type: 'PREPARE_FAILED', errorCode: why.code, errorDetail: why.message })];
+    });
+    onItems(items);
+    return items;
+  };
+}
+
 /** One entry per movement (the first seen): the rows a batch may write over without re-reading them. */
 function heldRows(movements: LockedMovement[]): LockedMovement[] {
   const byId = new Map<string, LockedMovement>();
@@ -214,13 +241,15 @@ function heldRows(movements: LockedMovement[]): LockedMovement[] {
  * on what is there now. Ferry's own database trouble is retried a few times (nothing was written);
  * if it persists the nodes stay where they are, and recovery releases or resolves them later.
  */
-async function commit(deps: WorkerDeps, items: NodeItem[], opts: BatchOptions): Promise<BatchResult | null> {
+async function commit(deps: WorkerDeps, items: NodeItem[], opts: BatchOptions, gate: ((client: Client) => Promise<NodeItem[]>) | null = null): Promise<BatchResult | null> {
   if (items.length === 0) return null;
   let current = opts;
   for (let attempt = 0; ; attempt++) {
     try {
       const held = current.held;
-      return await (held
+      return await (gate
+        ? withTransaction(deps.pool, async (client: Client) => deliverBatch(client, { nodes: await gate(client) }, current))
+        : held
         ? (deps.groupWriter?.write({ nodes: items }, { ...current, held }) ?? deliverHeld(deps.pool, { nodes: items }, { ...current, held }))
         : withTransaction(deps.pool, (client: Client) => deliverBatch(client, { nodes: items }, current)));
     } catch (err) {

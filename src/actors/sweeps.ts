@@ -24,6 +24,7 @@ import type { WorkerDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingMovements } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
+import { runStandingOrders } from '../services/standing-orders.ts';
 import { expireDueProposals, finalizeDueProposals } from '../services/template-proposals.ts';
 import { reconcileWithProviders } from './provider-reconciliation.ts';
 import { runNotificationDispatcher } from './notification-dispatcher.ts';
@@ -288,6 +289,16 @@ const sweepTable: SweepEntry[] = [
     async run(deps, s) {
       const r = await followUpWaitingMovements({ pool: deps.pool, config: deps.config }, { batchSize: s.batchSize ?? 100 });
       return { items: r.surfaced, budget_exhausted: false, surfaced: r.surfaced };
+    },
+  },
+  // --- Standing orders (src/services/standing-orders.ts; docs/policy.md "Standing orders").
+  {
+    name: 'standing_orders',
+    summary: 'creates the due run of every ACTIVE standing order (once per schedule slot or balance crossing) and expires orders past their expiry',
+    variables: { enabled: 'FERRY_STANDING_ORDERS_ENABLED', interval: 'FERRY_STANDING_ORDERS_INTERVAL_SECONDS', batchSize: 'FERRY_STANDING_ORDERS_BATCH_SIZE' },
+    async run(deps, s) {
+      const r = await runStandingOrders(deps, { limit: s.batchSize ?? 100 });
+      return { items: r.created, budget_exhausted: false, ...r };
     },
   },
 ];

@@ -6,6 +6,7 @@ import { hostCommands } from './hosts.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
 import { policyCommands } from './policy.ts';
+import { standingOrderCommands } from './standing-orders.ts';
 import { principalCommands } from './principals.ts';
 import { operationsCommands } from './operations.ts';
 import { gateCommands } from './gates.ts';
@@ -30,6 +31,7 @@ export const commands: CliCommand[] = [
   ...templateCommands,
   ...movementCommands,
   ...policyCommands,
+  ...standingOrderCommands,
   ...queueCommands,
   ...sweepCommands,
   ...balanceCommands,

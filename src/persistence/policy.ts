@@ -336,3 +336,49 @@ function normalizeNumeric(text: string): string {
   const t = text.replace(/0+$/, '').replace(/\.$/, '');
   return t === '' ? '0' : t;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The velocity sums at dispatch (migration 0370)
+
+/** The movements of `ids` the dispatcher already counted (their first node was let through). */
+export async function dispatchedMovements(db: Queryable, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const { rows } = await db.query<{ movement_id: string }>('SELECT movement_id FROM policy_velocity_dispatches WHERE movement_id = ANY($1::uuid[])', [ids]);
+  return new Set(rows.map((r) => r.movement_id));
+}
+
+/**
+ * The sum of `asset` over movements dispatched at or after `since` and still counted
+ * (VELOCITY_STATES), of one destination when given, with the limit's destination filter.
+ */
+export async function dispatchedSum(
+  db: Queryable,
+  q: { asset: string; destination: string | null; since: Date; except: string | null; filter?: { in_book?: boolean; kinds?: readonly string[]; entries?: readonly string[] } | null },
+): Promise<string> {
+  const f = q.filter ?? null;
+  const { rows } = await db.query<{ total: string }>(
+    `SELECT coalesce(sum(d.amount), 0)::text AS total
+       FROM policy_velocity_dispatches d JOIN movement_requests r ON r.id = d.movement_id
+      WHERE d.asset = $1
+        AND ($2::text IS NULL OR d.destination = $2)
+        AND r.request_state = ANY($3::text[])
+        AND d.dispatched_at >= $4
+        AND ($5::uuid IS NULL OR d.movement_id <> $5::uuid)
+        AND ($6::boolean IS NULL OR (d.destination_entry IS NOT NULL) = $6)
+        AND ($7::text[] IS NULL OR d.destination_entry = ANY($7::text[]))
+        AND ($8::text[] IS NULL OR d.destination_entry IN (SELECT name FROM address_book_entries WHERE kind = ANY($8::text[])))`,
+    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null],
+  );
+  return normalizeNumeric(rows[0].total);
+}
+
+export async function recordDispatch(
+  client: Client,
+  r: { movement_id: string; rule_set_version: number; asset: string; amount: string; destination: string | null; destination_entry: string | null; at: Date },
+): Promise<void> {
+  await client.query(
+    `INSERT INTO policy_velocity_dispatches (movement_id, rule_set_version, asset, amount, destination, destination_entry, dispatched_at)
+     VALUES ($1, $2, $3, $4::numeric, $5, $6, $7) ON CONFLICT (movement_id) DO NOTHING`,
+    [r.movement_id, r.rule_set_version, r.asset, r.amount, r.destination, r.destination_entry, r.at],
+  );
+}

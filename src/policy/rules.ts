@@ -87,6 +87,8 @@ const actionSchema = z.discriminatedUnion('type', [
     approvals: z.number().int().min(1).max(20),
     /** Only these principals (by name) count; absent: any principal that may approve. */
     from: z.array(principalName).min(1).max(500).optional(),
+    /** Only members of these groups (the rule set's `groups`) count, besides those in `from`. */
+    from_groups: z.array(z.string().regex(RULE_ID_PATTERN, 'must be a group name')).min(1).max(50).optional(),
   }),
 ]);
 
@@ -113,11 +115,38 @@ export const limitSchema = z.strictObject({
 });
 export type VelocityLimit = z.output<typeof limitSchema>;
 
+export const groupSchema = z.strictObject({
+  name: z.string().regex(RULE_ID_PATTERN, 'group names are lowercase letters, digits, "_", "." or "-" (1-64)'),
+  description: z.string().max(500).optional(),
+  /** Principal names. */
+  members: z.array(principalName).min(1).max(500),
+});
+export type ApproverGroup = z.output<typeof groupSchema>;
+
 export const ruleSetSchema = z.strictObject({
   rules: z.array(ruleSchema).max(500),
   limits: z.array(limitSchema).max(200).default([]),
+  /** Named groups of principals a tier's approvals may come from (`from_groups`). */
+  groups: z.array(groupSchema).max(100).default([]),
 });
 export type RuleSet = z.output<typeof ruleSetSchema>;
+
+/**
+ * The rule set with every tier's `from_groups` read into its `from` (the union of the named
+ * principals and the groups' members), as it is stored and decided: a group's members are part of
+ * the rule set version, changed only by a new, reviewed version. Unknown groups are left for
+ * ruleSetProblems to name.
+ */
+export function expandGroups(set: RuleSet): RuleSet {
+  const members = new Map(set.groups.map((g) => [g.name, g.members]));
+  const rules = set.rules.map((r) => {
+    const a = r.action;
+    if (a.type !== 'require_approvals' || !a.from_groups) return r;
+    const from = [...new Set([...(a.from ?? []), ...a.from_groups.flatMap((g) => members.get(g) ?? [])])].sort();
+    return { ...r, action: { ...a, from } };
+  });
+  return { ...set, rules };
+}
 
 /** What is wrong with a rule set its shape alone cannot say, as sentences (empty when nothing). */
 export function ruleSetProblems(set: RuleSet): string[] {
@@ -134,9 +163,17 @@ export function ruleSetProblems(set: RuleSet): string[] {
     if (m.destination?.in_book === false && (m.destination.kinds || m.destination.entries)) {
       problems.push(`rule "${r.id}" matches destinations outside the book by book kind or entry: none`);
     }
+    if (r.action.type === 'require_approvals') {
+      for (const g of r.action.from_groups ?? []) if (!set.groups.some((x) => x.name === g)) problems.push(`rule "${r.id}" takes approvals from group "${g}", which the rule set does not define`);
+    }
     if (r.action.type === 'require_approvals' && r.action.from && new Set(r.action.from).size < r.action.approvals) {
       problems.push(`rule "${r.id}" requires ${r.action.approvals} approvals from ${new Set(r.action.from).size} named principals`);
     }
+  }
+  const groups = new Set<string>();
+  for (const g of set.groups) {
+    if (groups.has(g.name)) problems.push(`group "${g.name}" is defined twice`);
+    groups.add(g.name);
   }
   const limits = new Set<string>();
   for (const l of set.limits) {

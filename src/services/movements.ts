@@ -359,11 +359,12 @@ function assertPlanHash(request: MovementRow, reviewed: string): void {
 export async function approveMovement(
   deps: MovementServiceDeps,
   id: string,
-  input: { actor: string; compiledPlanHash: string },
+  input: { actor: string; compiledPlanHash: string; /** The standing order this approval is given under (its run). */ standingOrderId?: string },
 ): Promise<Movement> {
   const { actor } = input;
   await settleDuePolicyProposals({ pool: deps.pool });
-  return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash } }, async (client, request) => {
+  const under = input.standingOrderId ? { standing_order_id: input.standingOrderId } : {};
+  return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash, ...under } }, async (client, request) => {
     // Four-eyes and quorum count principals: every token of the approver's principal is the approver,
     // including rows recorded as `token:<id>` before principals existed. The machine compares actor
     // ids; these checks are what make an older row's token id count as its principal.

@@ -18,6 +18,8 @@ import { withTransaction, type Client, type Pool, type Queryable } from '../pers
 import { appendEntityTransition } from '../persistence/entity-transitions.ts';
 import { namesOfActors } from '../persistence/principals.ts';
 import {
+  dispatchedMovements,
+  dispatchedSum,
   duePolicyExpirations,
   duePolicyFinalizations,
   entryForDestination,
@@ -34,6 +36,7 @@ import {
   openProposalWithAddress,
   policyProposalTransitions,
   putAddressBookEntry,
+  recordDispatch,
   recordPolicyResult,
   removeAddressBookEntry,
   updatePolicyProposal,
@@ -54,6 +57,7 @@ import {
   cmp,
   decide,
   destinationKey,
+  expandGroups,
   intentFacts,
   quorumOf,
   ruleSetProblems,
@@ -266,8 +270,11 @@ export function parseRuleSet(input: unknown): RuleSet {
     throw new ValidationError(`rule set: ${issue.path.join('.') || 'rule set'}: ${issue.message}`, { field: issue.path.join('.') });
   }
   const problems = ruleSetProblems(parsed.data);
+  const expanded = problems.length === 0 ? expandGroups(parsed.data) : parsed.data;
+  // Checked again with the groups read in: a tier must have enough people to reach its count.
+  if (problems.length === 0) problems.push(...ruleSetProblems(expanded));
   if (problems.length > 0) throw new FerryError('POLICY_INVALID', `rule set refused: ${problems[0]}`, { problems });
-  return parsed.data;
+  return expanded;
 }
 
 /** A new rule set version, proposed: it replaces the live one once approved and past its cool-down. */
@@ -467,7 +474,7 @@ export async function movementFacts(db: Queryable, s: MovementSubject): Promise<
   return { templateKey: s.templateKey, ...facts, entry, requester: { actor: s.createdBy, name } };
 }
 
-function refusal(decision: PolicyDecision, facts: MovementFacts, when: 'creation' | 'approval'): FerryError {
+function refusal(decision: PolicyDecision, facts: MovementFacts, when: 'creation' | 'approval' | 'dispatch'): FerryError {
   const details = {
     rule_set_version: decision.ruleSetVersion,
     rule_id: decision.ruleId,
@@ -631,6 +638,119 @@ export async function policyForApproval(
     out.velocity = await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, m.id, live.version);
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// At dispatch: the last check before a movement's first effect
+
+/** A movement row as the dispatch check reads it. */
+export type DispatchSubject = MovementPolicyColumns & { policy_rule_set_version?: number | null };
+
+/**
+ * The policy's last word on movements about to record SUBMITTING, inside the transaction that
+ * records it (the dispatcher's commit). For every movement that was created under a rule set:
+ *
+ * - the live rule set (which may be newer than the one its approvals were given under) must still
+ *   allow it, and must not require more approvals than it was approved with
+ *   (POLICY_BLOCKED, POLICY_NO_MATCHING_RULE, POLICY_QUORUM_RAISED);
+ * - on its first dispatch, every velocity limit that bounds it is checked against the sum of the
+ *   movements dispatched in the window, under the limit's advisory lock (every key the batch needs
+ *   is locked first, in one order, so two dispatchers never wait on each other), and the movement
+ *   is then counted: the lock is held until the commit, so two movements that each fit but not
+ *   together are let through one at a time and the second sees the first.
+ *
+ * Returns the refusal of each movement that may not go on; the others were counted.
+ */
+export async function policyAtDispatch(client: Client, movements: DispatchSubject[], globalQuorum: number, at: Date): Promise<Map<string, FerryError>> {
+  const refused = new Map<string, FerryError>();
+  const subjects = movements.filter((m) => m.policy_rule_set_version != null);
+  if (subjects.length === 0) return refused;
+  const live = await liveRuleSet(client);
+  if (!live) return refused;
+  const counted = await dispatchedMovements(client, subjects.map((m) => m.id));
+  const pending: { m: DispatchSubject; facts: MovementFacts; limits: ApplicableLimit[] }[] = [];
+  for (const m of subjects) {
+    const facts = await movementFacts(client, {
+      templateKey: m.template_key,
+      intent: m.intent,
+      nodes: (m.compiled_plan as { nodes?: { executor_binding?: unknown }[] }).nodes ?? [],
+      createdBy: m.created_by,
+    });
+    const decision = decide(live, facts);
+    if (!allows(decision)) {
+      refused.set(m.id, refusal(decision, facts, 'dispatch'));
+      continue;
+    }
+    const needed = quorumOf(decision, globalQuorum);
+    if (needed > m.approval_quorum) {
+      refused.set(
+        m.id,
+        new FerryError('POLICY_QUORUM_RAISED', `rule ${decision.ruleId} of rule set version ${live.version} requires ${needed} approvals; movement ${m.id} was approved by ${m.approval_quorum}`, {
+          movement_id: m.id,
+          rule_set_version: live.version,
+          rule_id: decision.ruleId,
+          approved_under: m.policy_rule_set_version ?? null,
+          required: needed,
+          approved_by: m.approval_quorum,
+          checked_at: 'dispatch',
+        }),
+      );
+      continue;
+    }
+    if (!counted.has(m.id)) pending.push({ m, facts, limits: applicableLimits(live.limits, facts) });
+  }
+  const keys = [...new Set(pending.flatMap((p) => p.limits.map((l) => l.key)))].sort();
+  for (const key of keys) await lockVelocitySum(client, key);
+  for (const { m, facts, limits } of pending) {
+    let refusedHere: FerryError | null = null;
+    for (const a of limits) {
+      const base = { limit_id: a.limit.id, asset: a.limit.asset, destination: a.destination, window_seconds: a.limit.window_seconds, max_amount: a.limit.max_amount };
+      if (facts.amount === null) {
+        refusedHere = new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${a.limit.id} bounds ${a.limit.asset}, but movement ${m.id} names no amount to count`, {
+          ...base,
+          rule_set_version: live.version,
+          reason: 'AMOUNT_UNKNOWN',
+          checked_at: 'dispatch',
+        });
+        break;
+      }
+      const used = await dispatchedSum(client, {
+        asset: facts.asset!,
+        destination: a.destination,
+        since: new Date(at.getTime() - a.limit.window_seconds * 1000),
+        except: m.id,
+        filter: a.limit.destination ?? null,
+      });
+      const total = addDecimals(used, facts.amount);
+      if (cmp(total, a.limit.max_amount) > 0) {
+        refusedHere = new FerryError(
+          'VELOCITY_LIMIT_EXCEEDED',
+          `velocity limit ${a.limit.id}: ${used} ${a.limit.asset} dispatched in the last ${a.limit.window_seconds} s; ${facts.amount} more would make ${total}, above its maximum ${a.limit.max_amount}`,
+          { ...base, rule_set_version: live.version, used, amount: facts.amount, total, checked_at: 'dispatch' },
+        );
+        break;
+      }
+    }
+    if (refusedHere) {
+      refused.set(m.id, refusedHere);
+      continue;
+    }
+    if (facts.asset && facts.amount !== null) {
+      await recordDispatch(client, {
+        movement_id: m.id,
+        rule_set_version: live.version,
+        asset: facts.asset,
+        amount: facts.amount,
+        destination: destinationKey(facts.destination),
+        destination_entry: facts.entry?.name ?? null,
+        at,
+      });
+    }
+  }
+  for (const [id, err] of refused) {
+    await writeAudit(client, { actor: 'worker:dispatcher', action: 'policy.dispatch_refused', entity_type: 'request', entity_id: id, details: { code: err.code, message: err.message, ...err.details } });
+  }
+  return refused;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import { credentialProposalRoutes } from './credential-proposals.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
 import { policyRoutes } from './policy.ts';
+import { standingOrderRoutes } from './standing-orders.ts';
 import { principalRoutes } from './principals.ts';
 import { registryRoutes } from './registry.ts';
 import { templateRoutes } from './templates.ts';
@@ -41,6 +42,8 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', templateProposalRoutes(ctx));
   // The treasury policy: address book, rule set, their proposals (docs/policy.md).
   app.route('/', policyRoutes(ctx));
+  // Standing orders: routine movements approved once, within bounds (docs/policy.md).
+  app.route('/', standingOrderRoutes(ctx));
   // Principals and tokens (token.admin).
   app.route('/', principalRoutes(ctx));
   app.route('/', credentialProposalRoutes(ctx));
