@@ -276,6 +276,17 @@ const fields = {
       .optional(),
   ],
   FERRY_HOST_REQUEST_MAX_AGE_SECONDS: ['hostRequestMaxAgeSeconds', z.coerce.number().int().min(1).max(600).default(60)],
+  // --- Fresh balances and balance history (src/balances/fresh.ts, src/balances/rollup.ts; docs/operations.md "Balances").
+  // GET /v3/balances?fresh=true: how many balances are fetched at once and how long one may take.
+  FERRY_BALANCE_FRESH_CONCURRENCY: ['balanceFreshConcurrency', z.coerce.number().int().min(1).max(64).default(4)],
+  FERRY_BALANCE_FRESH_TIMEOUT_MS: ['balanceFreshTimeoutMs', z.coerce.number().int().min(50).max(120_000).default(5_000)],
+  // The balance_history_rollup sidecar: hourly and daily min/max/last of the snapshots, kept this long.
+  FERRY_BALANCE_HISTORY_ENABLED: ['balanceHistoryEnabled', bool.default(true)],
+  FERRY_BALANCE_HISTORY_INTERVAL_SECONDS: ['balanceHistoryIntervalSeconds', seconds(300)],
+  FERRY_BALANCE_HISTORY_BATCH_SIZE: ['balanceHistoryBatchSize', count(5_000)],
+  FERRY_BALANCE_HISTORY_MAX_RUN_MS: ['balanceHistoryMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  FERRY_BALANCE_HISTORY_HOURLY_RETENTION_DAYS: ['balanceHistoryHourlyRetentionDays', count(30)],
+  FERRY_BALANCE_HISTORY_DAILY_RETENTION_DAYS: ['balanceHistoryDailyRetentionDays', count(400)],
 } as const;
 
 type Fields = typeof fields;

@@ -26,6 +26,7 @@ import { expirePendingMovements } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
 import { expireDueProposals, finalizeDueProposals } from '../services/template-proposals.ts';
 import { reconcileWithProviders } from './provider-reconciliation.ts';
+import { runBalanceHistoryRollup } from '../balances/rollup.ts';
 
 /**
  * Sweeps: the periodic, batch-shaped workers (approval expiry, executor health, audit promotion,
@@ -256,6 +257,21 @@ const sweepTable: SweepEntry[] = [
         disagreements: r.disagreements,
         skipped: r.skipped,
       };
+    },
+  },
+  // --- Balance history (src/balances/rollup.ts; docs/operations.md "Balances").
+  {
+    name: 'balance_history_rollup',
+    summary: 'folds balance snapshots into hourly and daily min/max/last buckets; deletes buckets past retention',
+    variables: {
+      enabled: 'FERRY_BALANCE_HISTORY_ENABLED',
+      interval: 'FERRY_BALANCE_HISTORY_INTERVAL_SECONDS',
+      batchSize: 'FERRY_BALANCE_HISTORY_BATCH_SIZE',
+      budget: 'FERRY_BALANCE_HISTORY_MAX_RUN_MS',
+    },
+    async run(deps, s) {
+      const r = await runBalanceHistoryRollup(deps.pool, deps.config, { batchSize: s.batchSize ?? 5_000, maxRunMs: s.maxRunMs });
+      return { items: r.folded, budget_exhausted: r.budgetExhausted, folded: r.folded, deleted_buckets: r.deleted };
     },
   },
   // --- Template proposals (src/services/template-proposals.ts; docs/operations.md "Template proposals").

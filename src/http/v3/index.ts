@@ -36,7 +36,7 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', callbackDestinationRoutes(ctx));
   app.route('/', auditRoutes(ctx));
   app.route('/', workerRoutes(ctx));
-  app.route('/', balanceRoutes(ctx));
+  app.route('/', balanceRoutes(ctx, deps.balanceSources));
   app.route('/', templateProposalRoutes(ctx));
   // The treasury policy: address book, rule set, their proposals (docs/policy.md).
   app.route('/', policyRoutes(ctx));
