@@ -51,6 +51,7 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
   const paths = new Set([...js.matchAll(/[`'](\/v3\/[^`'?]*)/g)].map((m) => m[1].replace(/\$\{[^}]+\}/g, '{}')));
   assert.deepEqual([...paths].sort(), [
     '/v3/balances',
+    '/v3/balances/history',
     // A manual gate's confirm and skip.
     '/v3/movements/{}/gates/{}/{}',
     '/v3/movements/{}/resolutions',
