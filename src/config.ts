@@ -287,6 +287,13 @@ const fields = {
   FERRY_BALANCE_HISTORY_MAX_RUN_MS: ['balanceHistoryMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
   FERRY_BALANCE_HISTORY_HOURLY_RETENTION_DAYS: ['balanceHistoryHourlyRetentionDays', count(30)],
   FERRY_BALANCE_HISTORY_DAILY_RETENTION_DAYS: ['balanceHistoryDailyRetentionDays', count(400)],
+  // --- Exchange transfers no movement made (src/actors/cex-transfer-ingest.ts; docs/operations.md "Exchange transfers").
+  // The CEX account keys (cex.accounts[].key) whose deposit and withdrawal history is read; empty: off.
+  FERRY_CEX_TRANSFER_INGEST_VENUES: ['cexTransferIngestVenues', z.string().transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)).default([])],
+  // A switch beside the list (the sweep table names one per sweep); the sidecar runs only with venues listed.
+  FERRY_CEX_TRANSFER_INGEST_ENABLED: ['cexTransferIngestEnabled', bool.default(true)],
+  FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: ['cexTransferIngestIntervalSeconds', seconds(300)],
+  FERRY_CEX_TRANSFER_INGEST_LOOKBACK_SECONDS: ['cexTransferIngestLookbackSeconds', z.coerce.number().int().min(60).max(90 * 86_400).default(86_400)],
 } as const;
 
 type Fields = typeof fields;
