@@ -563,6 +563,7 @@ const fuzzBase: Record<string, BaseRequest> = {
   'GET /v3/audit-events': { path: {}, query: { order: 'desc', entity_type: 'movement', limit: '5' } },
   'GET /v3/workers': { path: {} },
   'GET /v3/balances': { path: {}, query: { chain: 'sim', limit: '5' } },
+  'GET /v3/cex-transfers': { path: {}, query: { venue: 'ex1', limit: '5' } },
   'GET /v3/balances/history': { path: {}, query: { chain: 'sim', address: 'nobody', asset: 'USDC', bucket: 'hour', limit: '5' } },
   'GET /v3/template-proposals': { path: {}, query: { state: 'FINALIZED', template_key: 'shape', limit: '5' } },
   'GET /v3/template-proposals/{id}': { path: { id: finalizedProposal.id } },

@@ -7,6 +7,8 @@ import { runCexTransferIngest } from '../src/actors/cex-transfer-ingest.ts';
 import { loadConfig, type FerryConfig } from '../src/config.ts';
 import { createCexAccount } from '../src/executors/cex/client.ts';
 import { listForeignTransfers } from '../src/persistence/cex-transfers.ts';
+import { createApp } from '../src/http/app.ts';
+import { createToken } from '../src/persistence/tokens.ts';
 import { startBinanceEmulator, type BinanceEmulator } from './emulators/binance.ts';
 import { ANVIL_DEV_ADDRESS, freshAddress, startAnvil, type Anvil } from './helpers/anvil.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -98,5 +100,16 @@ test('a foreign deposit is recorded once across two runs; the withdrawal a movem
   const audit = await db.pool.query(`SELECT count(*)::int AS n FROM audit_outbox WHERE action = 'cex.foreign_transfer'`);
   assert.equal(audit.rows[0].n, 2, 'one attention event per transfer');
   assert.ok(ex.requests.some((r) => r.path === '/sapi/v1/capital/deposit/hisrec' && r.status === 200));
+
+  // Shown in /v3.
+  const viewer = (await createToken(db.pool, { name: 'ingest-viewer', role: 'viewer' })).token;
+  const app = createApp({ pool: db.pool, config });
+  const res = await app.request('/v3/cex-transfers?venue=ex1', { headers: { authorization: `Bearer ${viewer}` } });
+  assert.equal(res.status, 200);
+  const body = (await res.json()) as { transfers: Array<Record<string, unknown>> };
+  assert.deepEqual(body.transfers.map((t) => t.direction).sort(), ['deposit', 'withdrawal']);
+  assert.equal(String(body.transfers.find((t) => t.direction === 'deposit')!.tx_id).toLowerCase(), txHash.toLowerCase());
+  const bad = await app.request('/v3/cex-transfers?venue=%20', { headers: { authorization: `Bearer ${viewer}` } });
+  assert.equal(bad.status, 400);
   assert.ok(ex.requests.some((r) => r.path === '/sapi/v1/capital/withdraw/history' && r.status === 200));
 });

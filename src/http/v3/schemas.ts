@@ -750,6 +750,32 @@ export const BalanceHistorySchema = z
   })
   .openapi('BalanceHistory');
 
+// Exchange transfers no movement made (GET /v3/cex-transfers)
+
+export const CexTransferListQuery = z.object({
+  venue: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'a CEX account key').optional().openapi({ description: 'Only this CEX account (cex.accounts[].key)' }),
+  limit: pageLimit(500, 100),
+});
+
+export const CexTransferSchema = z
+  .object({
+    id: z.number().int(),
+    venue: z.string().openapi({ description: 'The CEX account key' }),
+    direction: z.enum(['deposit', 'withdrawal']),
+    asset: z.string(),
+    amount: z.string().openapi({ description: 'A decimal string, as the exchange gave it' }),
+    network: z.string().nullable(),
+    tx_id: z.string().nullable(),
+    address: z.string().nullable(),
+    provider_id: z.string().openapi({ description: "The exchange's id of the deposit or withdrawal" }),
+    provider_status: z.string().nullable(),
+    occurred_at: isoTime,
+    recorded_at: isoTime,
+  })
+  .openapi('CexTransfer');
+
+export const CexTransferListSchema = z.object({ transfers: z.array(CexTransferSchema) }).openapi('CexTransferList');
+
 // ---------------------------------------------------------------------------------------------
 // Template proposals (/v3/template-proposals; POST /v3/templates answers 202 with one)
 
