@@ -43,6 +43,10 @@ const env = (extra: Record<string, string> = {}) =>
     FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '2',
     FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: '2',
     FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: '2',
+    FERRY_BALANCE_HISTORY_INTERVAL_SECONDS: '2',
+    // On only with venues; an account the configuration lacks is reported in each run's result.
+    FERRY_CEX_TRANSFER_INGEST_VENUES: 'no-such-account',
+    FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: '2',
     ...extra,
   });
 
