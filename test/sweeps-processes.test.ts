@@ -34,6 +34,8 @@ const INTERVALS: Record<string, number> = {
   evm_nonce_reaper: 2,
   template_proposal_expiration: 2,
   template_finalization: 2,
+  balance_history_rollup: 2,
+  cex_transfer_ingest: 2,
 };
 
 const ENV = {
@@ -49,6 +51,10 @@ const ENV = {
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: String(INTERVALS.evm_nonce_reaper),
   FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: String(INTERVALS.template_proposal_expiration),
   FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: String(INTERVALS.template_finalization),
+  FERRY_BALANCE_HISTORY_INTERVAL_SECONDS: String(INTERVALS.balance_history_rollup),
+  // On only with venues; an account the configuration lacks is reported in each run's result.
+  FERRY_CEX_TRANSFER_INGEST_VENUES: 'no-such-account',
+  FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: String(INTERVALS.cex_transfer_ingest),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',
