@@ -52,6 +52,7 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
   assert.deepEqual([...paths].sort(), [
     '/v3/balances',
     '/v3/balances/history',
+    '/v3/cex-transfers',
     // A manual gate's confirm and skip.
     '/v3/movements/{}/gates/{}/{}',
     '/v3/movements/{}/resolutions',

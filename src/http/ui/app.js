@@ -365,6 +365,20 @@ async function refreshBalances() {
     row.addEventListener('click', () => void showBalanceHistory(b).catch(() => {}));
     body.append(row);
   }
+  void refreshForeignTransfers().catch(() => {});
+}
+
+// Exchange transfers no movement made (GET /v3/cex-transfers, the cex_transfer_ingest sidecar):
+// listed under the balances, marked as needing attention.
+async function refreshForeignTransfers() {
+  const { transfers } = await api('/v3/cex-transfers?limit=20');
+  const box = $('foreign-transfers');
+  box.hidden = transfers.length === 0;
+  if (transfers.length > 0) $('balances-panel').hidden = false;
+  box.replaceChildren(el('h3', {}, `Transfers no movement made `, el('span', { class: 'hint' }, `- ${transfers.length}`)),
+    el('ul', { class: 'foreign-transfers' }, ...transfers.map((t) => el('li', { class: 'attention', title: `${t.venue} ${t.provider_id}${t.tx_id ? `\ntx ${t.tx_id}` : ''}` },
+      `${t.direction === 'deposit' ? 'deposit' : 'withdrawal'} ${t.amount} ${t.asset}${t.network ? ` (${t.network})` : ''} on ${t.venue}`,
+      el('div', { class: 'chain' }, new Date(t.occurred_at).toLocaleString())))));
 }
 
 // A balance's history (GET /v3/balances/history): hourly buckets drawn as a small inline SVG, the
