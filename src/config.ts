@@ -345,6 +345,25 @@ const coreFields = {
       }, 'must be an IANA time zone such as "UTC" or "Europe/Paris"')
       .default('UTC'),
   ],
+
+  // --- Fresh balances and balance history (src/balances/fresh.ts, src/balances/rollup.ts; docs/operations.md "Balances").
+  // GET /v3/balances?fresh=true: how many balances are fetched at once and how long one may take.
+  FERRY_BALANCE_FRESH_CONCURRENCY: ['balanceFreshConcurrency', z.coerce.number().int().min(1).max(64).default(4)],
+  FERRY_BALANCE_FRESH_TIMEOUT_MS: ['balanceFreshTimeoutMs', z.coerce.number().int().min(50).max(120_000).default(5_000)],
+  // The balance_history_rollup sidecar: hourly and daily min/max/last of the snapshots, kept this long.
+  FERRY_BALANCE_HISTORY_ENABLED: ['balanceHistoryEnabled', bool.default(true)],
+  FERRY_BALANCE_HISTORY_INTERVAL_SECONDS: ['balanceHistoryIntervalSeconds', seconds(300)],
+  FERRY_BALANCE_HISTORY_BATCH_SIZE: ['balanceHistoryBatchSize', count(5_000)],
+  FERRY_BALANCE_HISTORY_MAX_RUN_MS: ['balanceHistoryMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
+  FERRY_BALANCE_HISTORY_HOURLY_RETENTION_DAYS: ['balanceHistoryHourlyRetentionDays', count(30)],
+  FERRY_BALANCE_HISTORY_DAILY_RETENTION_DAYS: ['balanceHistoryDailyRetentionDays', count(400)],
+  // --- Exchange transfers no movement made (src/actors/cex-transfer-ingest.ts; docs/operations.md "Exchange transfers").
+  // The CEX account keys (cex.accounts[].key) whose deposit and withdrawal history is read; empty: off.
+  FERRY_CEX_TRANSFER_INGEST_VENUES: ['cexTransferIngestVenues', z.string().transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)).default([])],
+  // A switch beside the list (the sweep table names one per sweep); the sidecar runs only with venues listed.
+  FERRY_CEX_TRANSFER_INGEST_ENABLED: ['cexTransferIngestEnabled', bool.default(true)],
+  FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: ['cexTransferIngestIntervalSeconds', seconds(300)],
+  FERRY_CEX_TRANSFER_INGEST_LOOKBACK_SECONDS: ['cexTransferIngestLookbackSeconds', z.coerce.number().int().min(60).max(90 * 86_400).default(86_400)],
 } as const;
 
 type UnionToIntersection<U> = (U extends unknown ? (k: U) => void : never) extends (k: infer I) => void ? I : never;

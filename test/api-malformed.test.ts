@@ -586,6 +586,8 @@ const fuzzBase: Record<string, BaseRequest> = {
   'GET /v3/balances': { path: {}, query: { chain: 'sim', limit: '5' } },
   'GET /v3/attention': { path: {}, query: { kind: 'drift', limit: '5' } },
   'GET /v3/attention/waiting-too-long': { path: {}, query: { limit: '5' } },
+  'GET /v3/cex-transfers': { path: {}, query: { venue: 'ex1', limit: '5' } },
+  'GET /v3/balances/history': { path: {}, query: { chain: 'sim', address: 'nobody', asset: 'USDC', bucket: 'hour', limit: '5' } },
   'GET /v3/template-proposals': { path: {}, query: { state: 'FINALIZED', template_key: 'shape', limit: '5' } },
   'GET /v3/template-proposals/{id}': { path: { id: finalizedProposal.id } },
   'POST /v3/template-proposals/{id}/approve': { path: { id: finalizedProposal.id }, body: {}, safeTarget: true },

@@ -55,6 +55,8 @@ const expectedOperations = [
   'get /v3/attention/waiting-too-long',
   'get /v3/workers',
   'get /v3/balances',
+  'get /v3/balances/history',
+  'get /v3/cex-transfers',
   'get /v3/template-proposals',
   'get /v3/template-proposals/{id}',
   'post /v3/template-proposals/{id}/approve',

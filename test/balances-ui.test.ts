@@ -58,4 +58,31 @@ if (browserAvailable('balances panel in a browser')) {
     assert.deepEqual(offsite, []);
     assert.deepEqual(errors, []);
   });
+
+  test("clicking a balance draws its hourly history as an inline chart", async () => {
+    const { page, offsite, errors } = held.browser!;
+    // Three hourly buckets (what balance_history_rollup writes; its own test is balances-history.test.ts).
+    await db.pool.query(
+      `INSERT INTO balance_rollups (chain, wallet, asset, bucket, bucket_start, decimals, min_amount, max_amount, last_amount, last_at, samples)
+       SELECT 'eip155:1', '0x00000000000000000000000000000000000000aa', '0x00000000000000000000000000000000000000cc', 'hour',
+              date_trunc('hour', now()) - make_interval(hours => h), 6, 1000000000 + h, 1300000000 + h, 1250000000 + h,
+              date_trunc('hour', now()) - make_interval(hours => h) + interval '30 minutes', 4
+         FROM generate_series(1, 3) AS h`,
+    );
+    assert.equal(await page.locator('#balance-chart').isHidden(), true);
+    await page.locator('#balances tbody tr').first().click();
+    await page.locator('#balance-chart svg.balance-chart').waitFor({ timeout: 30_000 });
+    assert.match(await page.locator('#balance-chart .chart-title').innerText(), /hot_1 USDC: hourly, last 3 hours/);
+    assert.equal(await page.locator('#balance-chart circle.dot').count(), 3);
+    const line = await page.locator('#balance-chart polyline.line').getAttribute('points');
+    assert.equal(line!.trim().split(/\s+/).length, 3);
+    assert.match((await page.locator('#balance-chart circle.dot title').first().textContent()) ?? '', /last 1250\.000003 \(min 1000\.000003, max 1300\.000003, 4 snapshots\)/);
+    // A balance without history says so.
+    await page.locator('#balances tbody tr').nth(1).click();
+    await page.locator('#balance-chart .hint').waitFor({ timeout: 30_000 });
+    assert.match(await page.locator('#balance-chart').innerText(), /No history yet/);
+    await screenshot(page, 'balances-history.png');
+    assert.deepEqual(offsite, []);
+    assert.deepEqual(errors, []);
+  });
 }

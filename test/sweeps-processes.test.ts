@@ -37,6 +37,8 @@ const INTERVALS: Record<string, number> = {
   notification_dispatcher: 2,
   capital_transfer_followup: 2,
   standing_orders: 2,
+  balance_history_rollup: 2,
+  cex_transfer_ingest: 2,
 };
 
 const ENV = {
@@ -58,6 +60,10 @@ const ENV = {
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_ENABLED: 'true',
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS: String(INTERVALS.capital_transfer_followup),
   FERRY_STANDING_ORDERS_INTERVAL_SECONDS: String(INTERVALS.standing_orders),
+  FERRY_BALANCE_HISTORY_INTERVAL_SECONDS: String(INTERVALS.balance_history_rollup),
+  // On only with venues; an account the configuration lacks is reported in each run's result.
+  FERRY_CEX_TRANSFER_INGEST_VENUES: 'no-such-account',
+  FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: String(INTERVALS.cex_transfer_ingest),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

@@ -50,6 +50,10 @@ const env = (extra: Record<string, string> = {}) =>
     FERRY_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS: '2',
     // No standing orders here: each run is one indexed read.
     FERRY_STANDING_ORDERS_INTERVAL_SECONDS: '2',
+    FERRY_BALANCE_HISTORY_INTERVAL_SECONDS: '2',
+    // On only with venues; an account the configuration lacks is reported in each run's result.
+    FERRY_CEX_TRANSFER_INGEST_VENUES: 'no-such-account',
+    FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: '2',
     ...extra,
   });
 

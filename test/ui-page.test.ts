@@ -53,6 +53,8 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
     // The movements waiting too long (capital_transfer_followup).
     '/v3/attention/waiting-too-long',
     '/v3/balances',
+    '/v3/balances/history',
+    '/v3/cex-transfers',
     // A manual gate's confirm and skip.
     '/v3/movements/{}/gates/{}/{}',
     '/v3/movements/{}/resolutions',

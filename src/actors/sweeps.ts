@@ -29,6 +29,8 @@ import { expireDueProposals, finalizeDueProposals } from '../services/template-p
 import { reconcileWithProviders } from './provider-reconciliation.ts';
 import { runNotificationDispatcher } from './notification-dispatcher.ts';
 import { followUpWaitingMovements } from '../services/followups.ts';
+import { runBalanceHistoryRollup } from '../balances/rollup.ts';
+import { runCexTransferIngest } from './cex-transfer-ingest.ts';
 
 /**
  * Sweeps: the periodic, batch-shaped workers (approval expiry, executor health, audit promotion,
@@ -231,6 +233,33 @@ const sweepTable: SweepEntry[] = [
         released: r.released,
         deleted_snapshots: r.deleted.snapshots,
       };
+    },
+  },
+  // --- Balance history (src/balances/rollup.ts; docs/operations.md "Balances").
+  {
+    name: 'balance_history_rollup',
+    summary: 'folds balance snapshots into hourly and daily min/max/last buckets; deletes buckets past retention',
+    variables: {
+      enabled: 'FERRY_BALANCE_HISTORY_ENABLED',
+      interval: 'FERRY_BALANCE_HISTORY_INTERVAL_SECONDS',
+      batchSize: 'FERRY_BALANCE_HISTORY_BATCH_SIZE',
+      budget: 'FERRY_BALANCE_HISTORY_MAX_RUN_MS',
+    },
+    async run(deps, s) {
+      const r = await runBalanceHistoryRollup(deps.pool, deps.config, { batchSize: s.batchSize ?? 5_000, maxRunMs: s.maxRunMs });
+      return { items: r.folded, budget_exhausted: r.budgetExhausted, folded: r.folded, deleted_buckets: r.deleted };
+    },
+  },
+  // --- Exchange transfers no movement made (src/actors/cex-transfer-ingest.ts; docs/operations.md "Exchange transfers").
+  {
+    name: 'cex_transfer_ingest',
+    summary: 'records deposits and withdrawals on the listed exchange accounts that no movement made',
+    variables: { enabled: 'FERRY_CEX_TRANSFER_INGEST_ENABLED', interval: 'FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS' },
+    // On only with venues listed (FERRY_CEX_TRANSFER_INGEST_VENUES).
+    settings: (c) => ({ enabled: c.cexTransferIngestEnabled && c.cexTransferIngestVenues.length > 0, intervalSeconds: c.cexTransferIngestIntervalSeconds, batchSize: null, maxRunMs: 0 }),
+    async run(deps) {
+      const r = await runCexTransferIngest({ pool: deps.pool, config: deps.config, log: deps.log });
+      return { items: r.recorded, budget_exhausted: false, venues: r.venues, seen: r.seen, recorded: r.recorded, own: r.own, failed: r.failed };
     },
   },
   // --- Template proposals (src/services/template-proposals.ts; docs/operations.md "Template proposals").

@@ -19,6 +19,7 @@ import { uiRoutes } from './ui.ts';
 import { mountDocs } from './docs.ts';
 import { mountOpenApi } from './openapi.ts';
 import { v3Routes, type ApiRuntime } from './v3/index.ts';
+import type { BalanceSweepDeps } from '../balances/sweep.ts';
 
 /**
  * What one app holds open besides its routes: its event streams and its dashboard's pools. Made by
@@ -58,6 +59,8 @@ export interface AppDeps {
   directDatabaseUrl?: string;
   /** Failed-authentication counts; createApp makes one per app from the configuration when absent. */
   authThrottle?: AuthThrottle;
+  /** The balance sources of GET /v3/balances?fresh=true (tests); made from the configuration when absent. */
+  balanceSources?: BalanceSweepDeps;
 }
 
 export function createApp(given: AppDeps): FerryApp {

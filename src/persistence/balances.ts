@@ -255,3 +255,101 @@ function watchRow(r: WatchRow): WatchRow {
     consecutive_errors: Number(r.consecutive_errors),
   };
 }
+
+// ---------------------------------------------------------------------------------------------
+// Balance history rollups (migration 0360, src/balances/rollup.ts)
+
+export type RollupBucket = 'hour' | 'day';
+
+/**
+ * Folds the next snapshots (by id, after the recorded progress) into the hourly and daily rollups,
+ * in one short transaction: min and max widen, `last` follows the latest snapshot, samples add up,
+ * and the progress moves to the last id folded, so each snapshot is counted once even when the run
+ * is retried. Snapshots younger than `settleSeconds` wait for the next run (and so do those after
+ * them), so a snapshot whose insert commits late is not skipped. Returns how many were folded.
+ */
+export async function foldSnapshotsIntoRollups(db: Queryable, opts: { limit: number; settleSeconds: number }): Promise<{ folded: number; more: boolean }> {
+  const { rows } = await db.query<{ folded: string; more: boolean }>(
+    `WITH progress AS (SELECT last_snapshot_id FROM balance_rollup_progress WHERE id FOR UPDATE),
+     candidates AS (
+       SELECT s.*, s.taken_at >= now() - make_interval(secs => $2) AS young
+         FROM balance_snapshots s, progress p
+        WHERE s.id > p.last_snapshot_id
+        ORDER BY s.id
+        LIMIT $1),
+     batch AS (
+       SELECT * FROM candidates
+        WHERE id < coalesce((SELECT min(id) FROM candidates WHERE young), 9223372036854775807)),
+     buckets AS (
+       SELECT chain, wallet, asset, b.bucket, date_trunc(b.bucket, taken_at, 'UTC') AS bucket_start,
+              max(decimals) AS decimals, min(amount) AS min_amount, max(amount) AS max_amount,
+              (array_agg(amount ORDER BY taken_at DESC, id DESC))[1] AS last_amount, max(taken_at) AS last_at,
+              count(*)::int AS samples
+         FROM batch CROSS JOIN (VALUES ('hour'), ('day')) AS b(bucket)
+        GROUP BY chain, wallet, asset, b.bucket, date_trunc(b.bucket, taken_at, 'UTC')),
+     upserted AS (
+       INSERT INTO balance_rollups AS r (chain, wallet, asset, bucket, bucket_start, decimals, min_amount, max_amount, last_amount, last_at, samples)
+       SELECT * FROM buckets
+       ON CONFLICT (chain, wallet, asset, bucket, bucket_start) DO UPDATE
+          SET min_amount = LEAST(r.min_amount, EXCLUDED.min_amount),
+              max_amount = GREATEST(r.max_amount, EXCLUDED.max_amount),
+              last_amount = CASE WHEN EXCLUDED.last_at >= r.last_at THEN EXCLUDED.last_amount ELSE r.last_amount END,
+              last_at = GREATEST(r.last_at, EXCLUDED.last_at),
+              decimals = CASE WHEN EXCLUDED.last_at >= r.last_at THEN EXCLUDED.decimals ELSE r.decimals END,
+              samples = r.samples + EXCLUDED.samples
+       RETURNING 1),
+     moved AS (
+       UPDATE balance_rollup_progress SET last_snapshot_id = (SELECT max(id) FROM batch), updated_at = now()
+        WHERE id AND EXISTS (SELECT 1 FROM batch)
+       RETURNING 1)
+     SELECT (SELECT count(*) FROM batch) AS folded,
+            (SELECT count(*) FROM candidates) = $1 AND NOT EXISTS (SELECT 1 FROM candidates WHERE young) AS more,
+            (SELECT count(*) FROM upserted) AS buckets, (SELECT count(*) FROM moved) AS moved`,
+    [opts.limit, opts.settleSeconds],
+  );
+  return { folded: Number(rows[0]?.folded ?? 0), more: Boolean(rows[0]?.more) };
+}
+
+/** Retention of the rollups: hourly and daily buckets older than their own number of days. */
+export async function deleteExpiredRollups(db: Queryable, opts: { hourlyDays: number; dailyDays: number }): Promise<number> {
+  const r = await db.query(
+    `DELETE FROM balance_rollups
+      WHERE (bucket = 'hour' AND bucket_start < now() - make_interval(days => $1))
+         OR (bucket = 'day' AND bucket_start < now() - make_interval(days => $2))`,
+    [opts.hourlyDays, opts.dailyDays],
+  );
+  return r.rowCount ?? 0;
+}
+
+export interface RollupRow {
+  bucket_start: Date;
+  decimals: number;
+  min_amount: string;
+  max_amount: string;
+  last_amount: string;
+  last_at: Date;
+  samples: number;
+}
+
+/** One balance's rollups of one bucket size, oldest first, from `since` on (at most `limit`, the newest). */
+export async function rollupsOf(db: Queryable, key: WatchKey, bucket: RollupBucket, opts: { since: Date | null; limit: number }): Promise<RollupRow[]> {
+  const { rows } = await db.query(
+    `SELECT * FROM (
+       SELECT bucket_start, decimals, min_amount::text AS min_amount, max_amount::text AS max_amount,
+              last_amount::text AS last_amount, last_at, samples
+         FROM balance_rollups
+        WHERE (chain, wallet, asset, bucket) = ($1, $2, $3, $4)
+          AND ($5::timestamptz IS NULL OR bucket_start >= $5)
+        ORDER BY bucket_start DESC
+        LIMIT $6) newest
+      ORDER BY bucket_start`,
+    [key.chain, key.wallet, key.asset, bucket, opts.since, opts.limit],
+  );
+  return rows.map((r) => ({ ...r, decimals: Number(r.decimals), samples: Number(r.samples) }));
+}
+
+/** Whether a balance is watched (its row exists). */
+export async function watchEntryExists(db: Queryable, key: WatchKey): Promise<boolean> {
+  const { rowCount } = await db.query(`SELECT 1 FROM balance_watch WHERE (chain, wallet, asset) = ($1, $2, $3)`, [key.chain, key.wallet, key.asset]);
+  return (rowCount ?? 0) > 0;
+}

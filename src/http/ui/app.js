@@ -323,7 +323,7 @@ function drawOpenListRow() {
 // only when Ferry watches any; a stale balance is marked, with the class of its last fetch error.
 
 const BALANCES_REFRESH_MS = 10000;
-const balances = { timer: null };
+const balances = { timer: null, chartKey: null };
 
 function startBalances() {
   stopBalances();
@@ -359,12 +359,65 @@ async function refreshBalances() {
   for (const b of rows) {
     const when = b.as_of ? `as of ${new Date(b.as_of).toLocaleString()}` : 'never fetched';
     const why = b.error ? ` - last fetch failed: ${b.error.code}` : '';
-    body.append(el('tr', { class: b.stale ? 'stale' : '', title: `${b.chain} ${b.wallet}\n${when}${why}` },
+    const row = el('tr', { class: `${b.stale ? 'stale' : ''} ${balances.chartKey === balanceKey(b) ? 'charted' : ''}`.trim(), title: `${b.chain} ${b.wallet}\n${when}${why}\n(click: history)` },
       el('td', { class: 'wallet' }, b.label ?? shortWallet(b.wallet)),
       el('td', {}, `${b.symbol ?? b.asset}`, el('div', { class: 'chain' }, `chain ${b.chain_id ?? b.chain}`)),
       el('td', { class: 'amount' }, b.amount ?? '-',
-        b.stale ? el('div', { class: 'stale-badge' }, b.error ? `stale: ${b.error.code}` : 'stale') : '')));
+        b.stale ? el('div', { class: 'stale-badge' }, b.error ? `stale: ${b.error.code}` : 'stale') : ''));
+    row.addEventListener('click', () => void showBalanceHistory(b).catch(() => {}));
+    body.append(row);
   }
+  void refreshForeignTransfers().catch(() => {});
+}
+
+// Exchange transfers no movement made (GET /v3/cex-transfers, the cex_transfer_ingest sidecar):
+// listed under the balances, marked as needing attention.
+async function refreshForeignTransfers() {
+  const { transfers } = await api('/v3/cex-transfers?limit=20');
+  const box = $('foreign-transfers');
+  box.hidden = transfers.length === 0;
+  if (transfers.length > 0) $('balances-panel').hidden = false;
+  box.replaceChildren(el('h3', {}, `Transfers no movement made `, el('span', { class: 'hint' }, `- ${transfers.length}`)),
+    el('ul', { class: 'foreign-transfers' }, ...transfers.map((t) => el('li', { class: 'attention', title: `${t.venue} ${t.provider_id}${t.tx_id ? `\ntx ${t.tx_id}` : ''}` },
+      `${t.direction === 'deposit' ? 'deposit' : 'withdrawal'} ${t.amount} ${t.asset}${t.network ? ` (${t.network})` : ''} on ${t.venue}`,
+      el('div', { class: 'chain' }, new Date(t.occurred_at).toLocaleString())))));
+}
+
+// A balance's history (GET /v3/balances/history): hourly buckets drawn as a small inline SVG, the
+// band from each bucket's lowest to highest amount and a line through the last amounts.
+
+const balanceKey = (b) => `${b.chain} ${b.wallet} ${b.asset}`;
+
+async function showBalanceHistory(b) {
+  balances.chartKey = balanceKey(b);
+  for (const tr of $('balances').querySelectorAll('tbody tr')) tr.classList.remove('charted');
+  const query = new URLSearchParams({ chain: b.chain, address: b.wallet, asset: b.asset, bucket: 'hour', limit: '168' });
+  const history = await api(`/v3/balances/history?${query}`);
+  const box = $('balance-chart');
+  box.hidden = false;
+  box.replaceChildren(el('div', { class: 'chart-title' }, `${b.label ?? shortWallet(b.wallet)} ${b.symbol ?? b.asset}: hourly, last ${history.points.length} hours with snapshots`),
+    history.points.length === 0 ? el('div', { class: 'hint' }, 'No history yet (the balance_history_rollup sidecar folds snapshots every few minutes).') : balanceChart(history.points));
+}
+
+function balanceChart(points) {
+  const W = 260;
+  const H = 80;
+  const pad = 4;
+  // Amounts are exact decimal strings; a chart needs only their shape, so Number is close enough.
+  const lo = Math.min(...points.map((p) => Number(p.min)));
+  const hi = Math.max(...points.map((p) => Number(p.max)));
+  const span = hi - lo || 1;
+  const x = (i) => pad + (points.length === 1 ? (W - 2 * pad) / 2 : (i * (W - 2 * pad)) / (points.length - 1));
+  const y = (v) => H - pad - ((Number(v) - lo) / span) * (H - 2 * pad);
+  const band = [...points.map((p, i) => `${x(i)},${y(p.max)}`), ...points.map((p, i) => `${x(i)},${y(p.min)}`).reverse()].join(' ');
+  const line = points.map((p, i) => `${x(i)},${y(p.last)}`).join(' ');
+  const last = points[points.length - 1];
+  return svgEl('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'balance-chart', role: 'img', 'aria-label': `balance history, ${points.length} buckets` },
+    svgEl('polygon', { points: band, class: 'band' }),
+    svgEl('polyline', { points: line, class: 'line' }),
+    ...points.map((p, i) => svgEl('circle', { cx: x(i), cy: y(p.last), r: 1.8, class: 'dot' },
+      svgEl('title', {}, `${new Date(p.bucket_start).toLocaleString()}: last ${p.last} (min ${p.min}, max ${p.max}, ${p.samples} snapshots)`))),
+    svgText(W - pad, 10, `${last.last}`, 'chart-label', 'end'));
 }
 
 // ------------------------------------------------------------------------------------------------

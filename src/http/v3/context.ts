@@ -15,6 +15,7 @@ import { can, type AuthEnv } from '../auth.ts';
 import { validationHook } from '../errors.ts';
 import type { Audience } from '../views.ts';
 import type { AuthThrottle } from '../auth-throttle.ts';
+import type { BalanceSweepDeps } from '../../balances/sweep.ts';
 
 /**
  * What the /v3 routes need. Reads need only the pool; anything that changes state also needs the
@@ -31,6 +32,8 @@ export interface V3Deps {
   config: FerryConfig;
   runtime?: ApiRuntime;
   authThrottle?: AuthThrottle;
+  /** The balance sources GET /v3/balances?fresh=true asks (tests); made from the configuration when absent. */
+  balanceSources?: BalanceSweepDeps;
 }
 
 export interface V3Context {

@@ -3,6 +3,7 @@ import { authenticate } from '../auth.ts';
 import { auditRoutes } from './audit.ts';
 import { balanceRoutes } from './balances.ts';
 import { callbackRoutes } from './callbacks.ts';
+import { cexTransferRoutes } from './cex-transfers.ts';
 import { callbackDestinationRoutes } from './callback-destinations.ts';
 import { attentionRoutes } from './attention.ts';
 import { credentialProposalRoutes } from './credential-proposals.ts';
@@ -38,7 +39,9 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', callbackDestinationRoutes(ctx));
   app.route('/', auditRoutes(ctx));
   app.route('/', workerRoutes(ctx));
-  app.route('/', balanceRoutes(ctx));
+  app.route('/', balanceRoutes(ctx, deps.balanceSources));
+  // Exchange transfers no movement made (cex_transfer_ingest).
+  app.route('/', cexTransferRoutes(ctx));
   app.route('/', templateProposalRoutes(ctx));
   // The treasury policy: address book, rule set, their proposals (docs/policy.md).
   app.route('/', policyRoutes(ctx));

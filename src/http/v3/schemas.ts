@@ -677,6 +677,10 @@ export const BalanceListQuery = z.object({
     .openapi({ description: 'A chain id, `eip155:<chain id>`, or `sim`', example: '31337' }),
   address: z.string().min(1).max(128).optional().openapi({ description: 'The wallet: an EVM address (any case) or a sim wallet name' }),
   asset: z.string().min(1).max(64).optional().openapi({ description: '`native`, a token address, or a token symbol (any case)' }),
+  fresh: z
+    .enum(['true', 'false'])
+    .optional()
+    .openapi({ description: 'true: fetch the matching balances now (FERRY_BALANCE_FRESH_CONCURRENCY at once, FERRY_BALANCE_FRESH_TIMEOUT_MS each) before answering; each balance then says how its fetch went' }),
   limit: pageLimit(500, 100),
   cursor: pageCursor,
 });
@@ -700,10 +704,78 @@ export const BalanceSchema = z
       .object({ code: z.string(), at: isoTime, consecutive: z.number().int() })
       .nullable()
       .openapi({ description: 'The last fetch failed: its class of error (never its text)' }),
+    fresh: z
+      .object({
+        status: z.enum(['fetched', 'failed', 'timed_out', 'not_fetched']),
+        code: z.string().nullable().openapi({ description: 'The class of error when not fetched (FRESH_TIMEOUT: no answer in time)' }),
+      })
+      .optional()
+      .openapi({ description: 'With fresh=true only: how this balance\'s fetch went. Failed or timed out: the amount is the last good one (see stale)' }),
   })
   .openapi('Balance');
 
 export const BalancePageSchema = pageSchema('BalancePage', 'balances', BalanceSchema);
+
+export const BalanceHistoryQuery = z.object({
+  chain: BalanceListQuery.shape.chain.unwrap().openapi({ description: 'A chain id, `eip155:<chain id>`, or `sim`', example: '31337' }),
+  address: z.string().min(1).max(128).openapi({ description: 'The wallet: an EVM address (any case) or a sim wallet name' }),
+  asset: z.string().min(1).max(128).openapi({ description: '`native`, a token address, or a token symbol (any case)' }),
+  bucket: z.enum(['hour', 'day']).default('hour').openapi({ description: 'Hourly or daily buckets (UTC)' }),
+  since: z.iso.datetime({ offset: true }).optional().openapi({ description: 'Only buckets starting at or after this time' }),
+  limit: pageLimit(2000, 168),
+});
+
+export const BalanceHistoryPointSchema = z
+  .object({
+    bucket_start: isoTime,
+    min: z.string().openapi({ description: 'Lowest amount in the bucket, in asset units (exact)' }),
+    max: z.string(),
+    last: z.string().openapi({ description: 'The amount of the latest snapshot in the bucket' }),
+    last_at: isoTime,
+    min_base_units: z.string(),
+    max_base_units: z.string(),
+    last_base_units: z.string(),
+    decimals: z.number().int(),
+    samples: z.number().int().openapi({ description: 'Snapshots folded into the bucket' }),
+  })
+  .openapi('BalanceHistoryPoint');
+
+export const BalanceHistorySchema = z
+  .object({
+    chain: z.string(),
+    wallet: z.string(),
+    asset: z.string(),
+    symbol: z.string().nullable(),
+    bucket: z.enum(['hour', 'day']),
+    points: z.array(BalanceHistoryPointSchema).openapi({ description: 'Oldest first; the newest `limit` buckets' }),
+  })
+  .openapi('BalanceHistory');
+
+// Exchange transfers no movement made (GET /v3/cex-transfers)
+
+export const CexTransferListQuery = z.object({
+  venue: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'a CEX account key').optional().openapi({ description: 'Only this CEX account (cex.accounts[].key)' }),
+  limit: pageLimit(500, 100),
+});
+
+export const CexTransferSchema = z
+  .object({
+    id: z.number().int(),
+    venue: z.string().openapi({ description: 'The CEX account key' }),
+    direction: z.enum(['deposit', 'withdrawal']),
+    asset: z.string(),
+    amount: z.string().openapi({ description: 'A decimal string, as the exchange gave it' }),
+    network: z.string().nullable(),
+    tx_id: z.string().nullable(),
+    address: z.string().nullable(),
+    provider_id: z.string().openapi({ description: "The exchange's id of the deposit or withdrawal" }),
+    provider_status: z.string().nullable(),
+    occurred_at: isoTime,
+    recorded_at: isoTime,
+  })
+  .openapi('CexTransfer');
+
+export const CexTransferListSchema = z.object({ transfers: z.array(CexTransferSchema) }).openapi('CexTransferList');
 
 // ---------------------------------------------------------------------------------------------
 // Template proposals (/v3/template-proposals; POST /v3/templates answers 202 with one)
