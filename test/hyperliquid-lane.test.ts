@@ -3,6 +3,7 @@ import { after, test } from 'node:test';
 import { erc20Abi, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { parseConfigFile } from '../src/config-file.ts';
+import { deriveExpectedEffect } from '../src/executors/evm/expected-effect.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';
 import type { Pool } from '../src/persistence/db.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
@@ -96,14 +97,19 @@ test('4 USDC is refused before anything is signed: it would never be credited', 
   const db = await scratchDatabase(t);
   const wallet = await hotWallet(100_000_000n);
   const deps = await laneDeps(db.pool, wallet);
-  const id = await approvedMovement(deps, topupPlan('hl-topup-small', 'hot_1'), { asset: 'USDC', amount: '4.999999' });
+  const ids = [];
+  for (const amount of ['4', '4.999999']) ids.push(await approvedMovement(deps, topupPlan(`hl-topup-small-${amount}`, 'hot_1'), { asset: 'USDC', amount }));
   await drain(deps);
-  const node = (await snapshot(db.pool, id)).byKey.topup;
-  assert.equal(node.node_state, 'FAILED');
-  assert.equal(node.error_code, 'HYPERLIQUID_DEPOSIT_BELOW_MINIMUM');
-  assert.match(node.error_detail!, /minimum of 5/);
-  const kinds = (await artifactsOfNodes(db.pool, [node.id])).map((a) => a.artifact_type);
-  assert.ok(!kinds.includes('signature') && !kinds.includes('prepared_action'), 'nothing was prepared or signed');
+  for (const id of ids) {
+    const node = (await snapshot(db.pool, id)).byKey.topup;
+    assert.equal(node.node_state, 'FAILED');
+    assert.equal(node.error_code, 'HYPERLIQUID_DEPOSIT_BELOW_MINIMUM');
+    assert.match(node.error_detail!, /minimum of 5/);
+    const kinds = (await artifactsOfNodes(db.pool, [node.id])).map((a) => a.artifact_type);
+    assert.ok(!kinds.includes('signature') && !kinds.includes('prepared_action'), 'nothing was prepared or signed');
+    const signing = await db.pool.query(`SELECT count(*)::int AS n FROM transitions WHERE entity_id = $1 AND to_state = 'AWAITING_SIGNATURE'`, [node.id]);
+    assert.equal(signing.rows[0].n, 0, 'the node never asked for a signature');
+  }
   assert.equal(await chain.getTransactionCount({ address: wallet.address }), 0, 'no transaction from the wallet');
   assert.equal((await depositsFrom(wallet.address)).length, 0);
 });
@@ -147,4 +153,30 @@ test('the emulated info API refuses malformed bodies with a 4xx and answers deci
   assert.equal(good.withdrawable, '0.0');
   assert.equal(typeof good.time, 'number');
   assert.equal((good.marginSummary as Record<string, unknown>).accountValue, '0.0');
+});
+
+test("the signer's expected effect of a top-up comes from the hyperliquid section: the token's transfer to the bridge, on the bridge's chain", () => {
+  const token = '0x00000000000000000000000000000000000000aa';
+  const evm = {
+    chains: [{ chain_id: 42161, rpc_url: 'http://127.0.0.1:9', max_fee_per_gas_cap_wei: '1000' }],
+    signers: [],
+    watch: [],
+    tokens: [{ chain_id: 42161, symbol: 'USDC', address: token, decimals: 6 }],
+    fee_caps: [],
+  } as never;
+  const hl = { chain_id: 42161, bridge: '0x2df1c51e09aecf9cacb7bc98cb1742757f163df7', info_url: 'http://127.0.0.1:9/info', token: 'USDC', poll_seconds: 5, timeout_ms: 10_000 };
+  const planOf = (config: Record<string, unknown>, signer: unknown = 'hot_1') => ({
+    nodes: [{ node_key: 'topup', executor_binding: 'exec.hyperliquid.topup', signer_binding: signer, config }],
+  });
+  const derive = (config: Record<string, unknown>, hyperliquid: typeof hl | null = hl, signer?: unknown) =>
+    deriveExpectedEffect({ plan: planOf(config, signer), nodeKey: 'topup', intent: { asset: 'USDC', amount: '12.5' }, evm, hyperliquid });
+  assert.deepEqual(derive({}), {
+    ok: true,
+    effect: { chain_id: 42161, asset: token, to: hl.bridge, amount_base_units: '12500000', token_method: 'transfer', token_decimals: 6, token_symbol: 'USDC', max_fee_per_gas_cap_wei: '1000' },
+  });
+  const reason = (r: ReturnType<typeof derive>) => (r.ok ? '' : r.reason);
+  assert.match(reason(derive({}, null)), /no hyperliquid section/);
+  assert.match(reason(derive({ to: freshAddress() })), /is not the bridge/);
+  assert.match(reason(derive({ token: 'USDT' })), /is not USDC/);
+  assert.match(reason(derive({}, hl, { signer_key: 'hot_1', chain_id: 1 })), /pins chain 1, the bridge is on chain 42161/);
 });
