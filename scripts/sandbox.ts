@@ -9,6 +9,8 @@
  *
  * A second chain (31338) with the CCTP v2 test contracts on both and the attestation emulator
  * make the `cctp_bridge` template runnable too; its two commands are printed after the transfer's.
+ * The Hyperliquid info API emulator, crediting deposits to a bridge address on the local chain,
+ * makes `hyperliquid_topup` runnable; its two commands are printed too.
  *
  * Settings: FERRY_DATA_DIR (default ./.ferry/sandbox), PORT (Ferry, default 3000),
  * SANDBOX_ANVIL_PORT and SANDBOX_REMOTE_ANVIL_PORT (default: free ports), DATABASE_URL (default: embedded PostgreSQL in the
@@ -20,7 +22,8 @@ import { Sandbox, type SandboxComponent, type SandboxContext } from './sandbox/c
 import { exchangeEmulator } from './sandbox/exchange.ts';
 import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
-import { cctpBridgeTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
+import { cctpBridgeTemplate, hyperliquidTopupTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
+import { sandboxHyperliquid } from './sandbox/hyperliquid.ts';
 import { sandboxCctp } from './sandbox/cctp.ts';
 import { freshSandboxData } from './sandbox/fresh-data.ts';
 import { lanes } from '../src/executors/lanes.ts';
@@ -64,6 +67,17 @@ function cctpCommands(url: string, tokens: Record<'requester' | 'approver', stri
   ];
 }
 // --- end CCTP ---
+// --- Hyperliquid: Bridge2's Arbitrum One address, only an address here (a deposit runs no bridge code) ---
+const HYPERLIQUID_BRIDGE = '0x2df1c51e09aecf9cacb7bc98cb1742757f163df7';
+
+function hyperliquidCommands(url: string, tokens: Record<'requester' | 'approver', string>): string[] {
+  const intent = JSON.stringify({ asset: 'USDC', amount: '20' });
+  return [
+    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template hyperliquid_topup --intent '${intent}'`,
+    `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
+  ];
+}
+// --- end Hyperliquid ---
 // The exchange (cex_to_chain): anvil's development accounts 3 (the exchange's hot wallet) and 4
 // (Ferry's receiving wallet, which sweeps), and a treasury address (account 5). Public keys too.
 const EXCHANGE_HOT_KEY = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
@@ -160,6 +174,22 @@ const sandboxParts: SandboxPart[] = [
       ],
       ready: { cctp_commands: cctpCommands(url, tokens) },
     }),
+  },
+  {
+    lane: 'hyperliquid',
+    // The deposit is an ERC-20 transfer from the EVM lane's hot wallet, on the local chain standing for Arbitrum.
+    needs: ['evm'],
+    components: (chain, ctx) => {
+      ctx.templates.push(hyperliquidTopupTemplate({ signerKey: SIGNER_KEY, chainId: CHAIN_ID }));
+      return [sandboxHyperliquid({ chain: chain.chain, symbol: 'USDC', bridge: HYPERLIQUID_BRIDGE })];
+    },
+    describe: (url, tokens) => {
+      const commands = hyperliquidCommands(url, tokens);
+      return {
+        lines: [`Or top up the hot wallet's Hyperliquid account with 20 USDC (a deposit to the bridge ${HYPERLIQUID_BRIDGE}, then the credit):`, '', ...commands.map((c) => `  ${c}`), ''],
+        ready: { hyperliquid_commands: commands },
+      };
+    },
   },
   {
     lane: 'cex',

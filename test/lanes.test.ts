@@ -56,14 +56,15 @@ test('the list names each lane folder once, in an order where a lane comes after
     .map((e) => e.name)
     .sort();
   assert.deepEqual([...names(lanes)].sort(), folders, 'every folder with a lane.ts is in the list, and nothing else');
-  assert.deepEqual(names(lanes), ['sim', 'evm', 'cex', 'cctp']);
+  assert.deepEqual(names(lanes), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid']);
   lanes.forEach((lane, i) => {
     for (const r of lane.requires ?? []) assert.ok(names(lanes.slice(0, i)).includes(r), `${lane.name} requires ${r}, listed before it`);
     assert.ok(existsSync(join(root, lane.docs.split('#')[0]!)), `${lane.name}'s docs page ${lane.docs} exists`);
   });
   // A lane whose requirement is removed goes with it.
   assert.deepEqual(names(withoutLanes(['evm'])), ['sim', 'cex']);
-  assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp']);
+  assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp', 'hyperliquid']);
+  assert.deepEqual(names(withoutLanes(['hyperliquid'])), ['sim', 'evm', 'cex', 'cctp']);
 });
 
 test("removing cctp removes its section and the field it owns in the EVM lane's chain entries", () => {
@@ -86,6 +87,41 @@ evm:
   assert.equal(parseConfigFile('cctp:\n  attestation_url: http://127.0.0.1:9\n', configFileSchema(list)).ok, false, 'its section is unknown');
 });
 
+test('removing hyperliquid removes its section and its executors; without the EVM lane it is not listed either', async (t) => {
+  const text = `
+evm:
+  chains:
+    - chain_id: 31337
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+  tokens:
+    - chain_id: 31337
+      symbol: USDC
+      address: "0x0000000000000000000000000000000000000001"
+      decimals: 6
+hyperliquid:
+  chain_id: 31337
+  bridge: "0x2df1c51e09aecf9cacb7bc98cb1742757f163df7"
+  info_url: http://127.0.0.1:9/info
+`;
+  assert.equal(parseConfigFile(text).ok, true);
+  const refused = parseConfigFile(text, configFileSchema(withoutLanes(['hyperliquid'])));
+  assert.equal(refused.ok, false, 'its section is an unknown entry without the lane');
+  assert.ok(!names(withoutLanes(['evm'])).includes('hyperliquid'));
+  const db = await scratchDatabase(t as never);
+  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
+  t.after(() => providerPool.end());
+  const config = loadConfig({ FERRY_CONFIG_FILE: configFile(text) });
+  const full = await configuredRegistries(providerPool, config, { env: {}, log });
+  for (const key of laneNamed('hyperliquid')!.executorKeys) {
+    assert.ok(full.executors.has(key), `${key} with the hyperliquid lane`);
+    assert.equal(full.executors.get(key as never).lane, 'hyperliquid');
+  }
+  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.replace(/hyperliquid:[\s\S]*$/, '')) }, withoutLanes(['hyperliquid'])), { env: {}, log, lanes: withoutLanes(['hyperliquid']) });
+  for (const key of laneNamed('hyperliquid')!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
+  assert.ok(!laneIndex(withoutLanes(['hyperliquid'])).includes('docs/hyperliquid-lane.md'));
+});
+
 test('removing cex from the list removes its config section: a file with one is refused, and nothing reads it', () => {
   const list = withoutLanes(['cex']);
   const path = configFile(CEX_FILE);
@@ -99,8 +135,8 @@ test('removing cex from the list removes its config section: a file with one is 
   const without = loadConfig({}, list);
   assert.ok(!('cex' in without.file), 'no cex section in the config object');
   assert.ok('evm' in without.file && 'sim' in without.file);
-  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['cctp', 'evm', 'remote', 'sim']);
-  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['cctp', 'cex', 'evm', 'remote', 'sim']);
+  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['cctp', 'evm', 'hyperliquid', 'remote', 'sim']);
+  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['cctp', 'cex', 'evm', 'hyperliquid', 'remote', 'sim']);
 });
 
 test("removing evm removes its variables and file section; the loader's own checks then read no evm section", () => {

@@ -30,12 +30,15 @@ interface Ready {
   chain_remote: { rpc_url: string };
   cctp: { destination: { token: Address } };
   cex_to_chain_command: string;
+  hyperliquid_commands: string[];
+  hyperliquid: { info_url: string; bridge: Address };
+  hot_wallet: Address;
   exchange: { url: string; hot_wallet: Address };
   receiving_wallet: Address;
   treasury: Address;
 }
 
-test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 USDC with CCTP and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
+test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 USDC with CCTP, top up Hyperliquid with 20 USDC and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
   const db = await scratchDatabase(t);
   const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
   t.after(() => stopChild(sandbox, 'SIGKILL'));
@@ -83,6 +86,18 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 
   const remote = createPublicClient({ transport: http(ready.chain_remote.rpc_url, { retryCount: 0 }) });
   const minted = await remote.readContract({ address: ready.cctp.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
   assert.equal(minted, 10_000_000n, '10 USDC minted on the remote chain');
+  // The Hyperliquid top-up: a deposit to the bridge address, credited by the info API emulator.
+  assert.equal(ready.hyperliquid_commands.length, 2);
+  const topped = await shell(ready.hyperliquid_commands[0]);
+  const topupId = /Created movement ([0-9a-f-]{36})/.exec(topped.stdout)?.[1];
+  assert.ok(topupId, topped.stdout + topped.stderr);
+  await shell(`${ready.hyperliquid_commands[1].replace('<movement id>', topupId)} --yes`);
+  const toppedDone = await finished('the hyperliquid_topup movement to finish', topupId);
+  assert.equal(toppedDone.movement.state, 'COMPLETED', JSON.stringify(toppedDone.nodes));
+  const atBridge = await chain.readContract({ address: ready.token_USDC.address, abi: erc20Abi, functionName: 'balanceOf', args: [ready.hyperliquid.bridge] });
+  assert.equal(atBridge, 20_000_000n, '20 USDC sent to the bridge');
+  const state = (await (await fetch(ready.hyperliquid.info_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'clearinghouseState', user: ready.hot_wallet }) })).json()) as { withdrawable: string };
+  assert.equal(state.withdrawable, '20.0', 'credited to the hot wallet on Hyperliquid');
   // The exchange emulator runs too, and the printed cex_to_chain command (create, approve, watch)
   // withdraws 40 USDC to the receiving wallet and sweeps them to the treasury.
   const usdcOf = (owner: Address) => chain.readContract({ address: ready.token_USDC.address, abi: erc20Abi, functionName: 'balanceOf', args: [owner] });

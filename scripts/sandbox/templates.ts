@@ -121,6 +121,41 @@ export function cctpBridgeTemplate(opts: {
   };
 }
 // --- end CCTP lane ---
+// --- Hyperliquid lane ---
+/**
+ * `hyperliquid_topup`: deposit USDC from the hot wallet to Hyperliquid through Bridge2 (a transfer
+ * to the bridge address on the chain standing for Arbitrum, credited to the sending address), then
+ * wait until the info API shows the credit. Hyperliquid never credits less than 5 USDC: the intent
+ * refuses it at creation, and the executor before signing (docs/hyperliquid-lane.md).
+ */
+export function hyperliquidTopupTemplate(opts: { signerKey: string; chainId: number }): Record<string, unknown> {
+  const intent = tokenIntentSchema('USDC', 6, { destination: false });
+  (intent.fields as { amount: { min: string } }).amount.min = '5';
+  return {
+    template_key: 'hyperliquid_topup',
+    description: 'Hyperliquid: a USDC deposit through Bridge2 from the hot wallet, then its credit on Hyperliquid.',
+    nodes: [
+      {
+        node_key: 'topup',
+        node_kind: 'action',
+        action_type: 'hyperliquid_topup',
+        executor_binding: 'exec.hyperliquid.topup',
+        signer_binding: { signer_key: opts.signerKey, chain_id: opts.chainId },
+        config: {},
+      },
+      {
+        node_key: 'credit',
+        node_kind: 'observe',
+        action_type: 'hyperliquid_credit',
+        executor_binding: 'exec.observe.hyperliquid_credit',
+        config: { user: '$ref:topup.hyperliquid_user', amount: '$ref:topup.amount', baseline_withdrawable: '$ref:topup.baseline_withdrawable' },
+      },
+    ],
+    edges: [{ from: 'topup', to: 'credit' }],
+    intent_schema: intent,
+  };
+}
+// --- end Hyperliquid lane ---
 export const CEX_TO_CHAIN_TEMPLATE_KEY = 'cex_to_chain';
 
 export interface CexToChainTemplateOptions {

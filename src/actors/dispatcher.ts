@@ -392,7 +392,7 @@ async function sign(
       throw violation('attempt_already_signed', `attempt ${ctx.attempt_no} already holds a signed version; another is signed only as its replacement`);
     }
     const signer = deps.signers.get(node.signer_binding as never);
-    const request = buildSignRequest({ ctx, prepared, plan: d.request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei });
+    const request = buildSignRequest({ ctx, prepared, plan: d.request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei, hyperliquid: deps.config.file.hyperliquid });
     const result = await signer.sign(request);
     const artifact: NewArtifact = {
       request_id: node.request_id,

@@ -122,7 +122,7 @@ async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise
     // The dispatcher's own builder: the expected effect from the approved plan (recipient, amount,
     // the chain's fee cap) binds every version exactly as it bound the first; `replaces` binds it
     // to the original.
-    signature = await signer.sign(buildSignRequest({ ctx, prepared, plan: request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei, replaces }));
+    signature = await signer.sign(buildSignRequest({ ctx, prepared, plan: request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei, hyperliquid: deps.config.file.hyperliquid, replaces }));
   } catch (err) {
     if (err instanceof FatalMovementError) return refuse(err);
     // Nothing changes: the pending version stays, and a later observation proposes again.

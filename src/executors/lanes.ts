@@ -1,6 +1,7 @@
 import { cctpLane } from './cctp/lane.ts';
 import { cexLane } from './cex/lane.ts';
 import { evmLane } from './evm/lane.ts';
+import { hyperliquidLane } from './hyperliquid/lane.ts';
 import type { LaneDefinition } from './lane.ts';
 import { simLane } from './sim/lane.ts';
 
@@ -9,7 +10,7 @@ import { simLane } from './sim/lane.ts';
  * balance fetchers, GET /v3/executors, the sandbox and the docs index learn about them (docs/lanes.md).
  * A lane builds on the lanes before it (`requires`), so the order is the order of registration.
  */
-export const lanes = [simLane, evmLane, cexLane, cctpLane] as const;
+export const lanes = [simLane, evmLane, cexLane, cctpLane, hyperliquidLane] as const;
 
 export type LaneList = readonly LaneDefinition[];
 const all: LaneList = lanes;

@@ -23,6 +23,8 @@ export function buildSignRequest(input: {
   evm: ConfigFile['evm'];
   /** FERRY_EVM_MAX_FEE_PER_GAS_CAP_WEI, for the chain of FERRY_EVM_RPC_URL (see deriveExpectedEffect). */
   fallbackFeeCapWei?: string;
+  /** Ferry's `config.file.hyperliquid`: a top-up's bridge and token (see deriveExpectedEffect). */
+  hyperliquid?: ConfigFile['hyperliquid'];
   /** For a replacement: the attempt's original version, from Ferry's own records (see ReplacedVersionSchema). */
   replaces?: ReplacedVersion;
   /** For an operator's cancel: the attempt's original version, from Ferry's own records (see SignRequestSchema.cancels). */
@@ -31,7 +33,7 @@ export function buildSignRequest(input: {
   const { ctx, prepared } = input;
   const destination = ctx.intent.destination;
   const pinned = ctx.expected_effect === undefined && ctx.expected_effect_unavailable === undefined ? null : { effect: ctx.expected_effect ?? null, unavailable: ctx.expected_effect_unavailable ?? null };
-  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei });
+  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei, hyperliquid: input.hyperliquid });
   if (!derived.ok && derived.changed !== undefined) {
     throw violation(EFFECT_CHANGED_RULE, `node ${ctx.node_key} is not signed: ${derived.reason}; its pinned effect rules, and it no longer matches Ferry's configuration`, {
       actual: derived.changed,

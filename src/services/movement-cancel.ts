@@ -154,7 +154,7 @@ async function askToCancel(deps: CancelServiceDeps, request: MovementRow, node: 
   try {
     const signer = deps.signers.get(node.signer_binding as never);
     const cancels = { payload: versions.original.payload, payload_hash: versions.original.payload_hash, replacement_no: versions.replacements + 1 };
-    signature = await signer.sign(buildSignRequest({ ctx, prepared: proposed, plan: request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei, cancels }));
+    signature = await signer.sign(buildSignRequest({ ctx, prepared: proposed, plan: request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei, hyperliquid: deps.config.file.hyperliquid, cancels }));
   } catch (err) {
     const code = isMovementError(err) ? err.code : 'CANCEL_NOT_SIGNED';
     const audits = err instanceof FatalMovementError ? [signingRefusalAudit(ctx, err, err.code, { actor: input.actor, details: { cancel: true, payload_hash: proposed.payload_hash } })] : [];

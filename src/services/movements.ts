@@ -162,7 +162,7 @@ function pinnedEffects(plan: CompiledPlan, intent: Record<string, unknown>, conf
   if (!config.file) return pinned;
   for (const node of plan.nodes) {
     if (!node.signer_binding) continue;
-    pinned.set(node.node_key, pinExpectedEffect({ plan, nodeKey: node.node_key, intent, evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei }));
+    pinned.set(node.node_key, pinExpectedEffect({ plan, nodeKey: node.node_key, intent, evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid }));
   }
   return pinned;
 }

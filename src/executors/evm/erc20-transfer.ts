@@ -46,7 +46,7 @@ interface Pinned {
  */
 export class EvmErc20TransferExecutor extends EvmContractCallExecutor<Pinned> {
   readonly executorKey: string;
-  readonly lane = EVM_LANE;
+  readonly lane: string = EVM_LANE;
   readonly #tokens: readonly EvmTokenConfig[];
 
   constructor(opts: EvmErc20TransferOptions) {

@@ -5,6 +5,7 @@ import { DEPOSIT_FOR_BURN_SIGNATURE, encodeDepositForBurn, RECEIVE_MESSAGE_SIGNA
 import { bindingExtras, bindingKey } from '../registry.ts';
 import { DEFAULT_PERMIT_DEADLINE_SECONDS, MAX_TYPED_DATA_DEADLINE_SECONDS, PERMIT_PRIMARY_TYPE } from '../signers/typed-data-policy.ts';
 import type { ExpectedEffect } from '../protocol.ts';
+import type { HyperliquidConfig } from '../hyperliquid/config.ts';
 
 /**
  * The expected effect of a signing node: what the APPROVED plan lets its transaction do (chain,
@@ -22,6 +23,7 @@ export const NATIVE_TRANSFER_EXECUTOR = 'exec.evm.native_transfer';
 export const ERC20_TRANSFER_EXECUTOR = 'exec.evm.erc20_transfer';
 export const CCTP_BURN_EXECUTOR = 'exec.cctp.burn';
 export const CCTP_MINT_EXECUTOR = 'exec.cctp.mint';
+export const HYPERLIQUID_TOPUP_EXECUTOR = 'exec.hyperliquid.topup';
 /** config.token_permit.spender naming the chain's CCTP TokenMessengerV2 (evm.chains[].cctp.token_messenger). */
 export const CCTP_TOKEN_MESSENGER_SPENDER = 'cctp.token_messenger';
 
@@ -39,6 +41,8 @@ export interface ExpectedEffectInput {
    * in evm.fee_caps (the single chain of FERRY_EVM_RPC_URL).
    */
   fallbackFeeCapWei?: string;
+  /** Ferry's `config.file.hyperliquid` (the Hyperliquid lane's bridge and token), when configured. */
+  hyperliquid?: HyperliquidConfig | null;
 }
 
 interface PlanNode {
@@ -145,16 +149,15 @@ function differences(a: Record<string, unknown>, b: Record<string, unknown>): st
   return keys.filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k])).map((k) => `${k} (${shown(a[k])} -> ${shown(b[k])})`);
 }
 
-function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffectInput): ExpectedEffect {
+function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid }: ExpectedEffectInput): ExpectedEffect {
   const node = planNode(plan, nodeKey);
   const config = node.config ?? {};
   const executorKey = bindingKey(node.executor_binding, 'executor_key');
+  // --- Hyperliquid lane (docs/hyperliquid-lane.md): its chain is the bridge's, not the node's to choose.
+  if (executorKey === HYPERLIQUID_TOPUP_EXECUTOR) return hyperliquidTopupEffect(node, config, intent, evm, hyperliquid ?? null, fallbackFeeCapWei);
   const chainId = chainIdOf(node, config, evm);
   const chain = evm.chains.find((c) => c.chain_id === chainId);
-  // Listed chains take their own cap (none: the signer refuses, fee_cap_missing); the fallback is
-  // only for a chain the file does not list at all.
-  const listed = chain !== undefined || (evm.fee_caps ?? []).some((c) => c.chain_id === chainId);
-  const cap = listed ? feeCapOf({ chains: evm.chains, fee_caps: evm.fee_caps ?? [] }, chainId) : fallbackFeeCapWei;
+  const cap = capOf(evm, chainId, fallbackFeeCapWei);
   const withCap = (e: ExpectedEffect): ExpectedEffect => (cap === undefined ? e : { ...e, max_fee_per_gas_cap_wei: cap });
 
   // A permit is typed data, a call or an approval a transaction: a node is one of them, never two.
@@ -229,6 +232,41 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei }: ExpectedEffec
 
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
 }
+
+/** A chain's fee cap: listed chains take their own (none: the signer refuses, fee_cap_missing); the fallback is only for a chain the file does not list at all. */
+function capOf(evm: ConfigFile['evm'], chainId: number, fallbackFeeCapWei: string | undefined): string | undefined {
+  const listed = evm.chains.some((c) => c.chain_id === chainId) || (evm.fee_caps ?? []).some((c) => c.chain_id === chainId);
+  return listed ? feeCapOf({ chains: evm.chains, fee_caps: evm.fee_caps ?? [] }, chainId) : fallbackFeeCapWei;
+}
+
+// --- Hyperliquid lane ---
+/**
+ * A Bridge2 deposit: the configured token's `transfer(bridge, amount)` on the bridge's chain, both
+ * from the `hyperliquid` section; a node pinning another chain, recipient or token has no effect
+ * (the executor refuses it too). The 5 USDC minimum is the executor's to refuse, before signing.
+ */
+function hyperliquidTopupEffect(
+  node: PlanNode,
+  config: Record<string, unknown>,
+  intent: Record<string, unknown>,
+  evm: ConfigFile['evm'],
+  hl: HyperliquidConfig | null,
+  fallbackFeeCapWei: string | undefined,
+): ExpectedEffect {
+  if (!hl) return unavailable('no hyperliquid section is configured: a top-up has no bridge to go to');
+  const chainId = hl.chain_id;
+  const pinnedChain = [config.chain_id, bindingExtras(node.signer_binding).chain_id, bindingExtras(node.executor_binding).chain_id].find((v) => v !== undefined && v !== null);
+  if (pinnedChain !== undefined && Number(plain(pinnedChain, 'chain_id')) !== chainId) unavailable(`the node pins chain ${String(pinnedChain)}, the bridge is on chain ${chainId} (hyperliquid.chain_id)`);
+  const bridge = address(hl.bridge, 'hyperliquid.bridge');
+  if (config.to !== undefined && (typeof config.to !== 'string' || config.to.toLowerCase() !== bridge)) unavailable(`config.to ${JSON.stringify(config.to)} is not the bridge ${bridge}`);
+  if (config.token !== undefined && config.token !== hl.token) unavailable(`config.token ${JSON.stringify(config.token)} is not ${hl.token} (hyperliquid.token)`);
+  const { token, decimals, symbol } = tokenOf(hl.token, plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
+  const amount = toBaseUnits(plain(config.amount ?? intent.amount, 'amount'), decimals);
+  const cap = capOf(evm, chainId, fallbackFeeCapWei);
+  const effect: ExpectedEffect = { chain_id: chainId, asset: token, to: bridge, amount_base_units: amount, token_method: 'transfer', ...tokenFacts(decimals, symbol) };
+  return cap === undefined ? effect : { ...effect, max_fee_per_gas_cap_wei: cap };
+}
+// --- end Hyperliquid lane ---
 
 /**
  * An EIP-2612 permit: the token's own domain (name and version from evm.tokens[].eip712, the chain,

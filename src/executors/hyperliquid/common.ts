@@ -1,0 +1,3 @@
+export const HYPERLIQUID_LANE = 'hyperliquid';
+export const HYPERLIQUID_TOPUP_KEY = 'exec.hyperliquid.topup';
+export const HYPERLIQUID_CREDIT_KEY = 'exec.observe.hyperliquid_credit';
