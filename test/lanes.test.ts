@@ -354,6 +354,10 @@ test('outside the lane folders only the list registers or configures a lane: no 
     'src/actors/evm-nonce-reaper.ts -> src/executors/evm/rpc-errors.ts',
     'src/actors/evm-nonce-reaper.ts -> src/executors/evm/signed-tx.ts',
     'src/actors/evm-nonce-reaper.ts -> src/executors/evm/tx-lifecycle.ts',
+    // cex_transfer_ingest reads the exchange accounts' history through the CEX lane's client; it
+    // writes Ferry's tables, so it lives in src/actors/ (executors/ may not), and runs only with
+    // FERRY_CEX_TRANSFER_INGEST_VENUES naming accounts of the cex section.
+    'src/actors/cex-transfer-ingest.ts -> src/executors/cex/client.ts',
     'src/services/movements.ts -> src/executors/evm/expected-effect.ts',
     'src/http/effect.ts -> src/executors/cctp/message.ts',
     'src/http/effect.ts -> src/executors/evm/expected-effect.ts',
