@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { erc20Abi, type Address, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { prng } from '../../scripts/lib/prng.ts';
 import { reconcileMovement } from '../../src/actors/reconciliation.ts';
 import { deliverMovementEvent } from '../../src/actors/transition.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../../src/executors/evm/index.ts';
@@ -79,21 +80,9 @@ export interface RandomRunReport {
   workerTail: string;
 }
 
-/** mulberry32: a small seeded generator, the same sequence for the same seed on every machine. */
-function generator(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The run's schedule, from the seed alone: approvals in the first half, faults anywhere. */
 export function schedule(opts: RandomRunOptions): Step[] {
-  const rand = generator(opts.seed);
+  const rand = prng(opts.seed);
   const horizon = opts.horizonMs ?? 12_000;
   const between = (lo: number, hi: number) => Math.round(lo + rand() * (hi - lo));
   const steps: Step[] = [];
