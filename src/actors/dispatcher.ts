@@ -4,7 +4,7 @@ import { InvalidTransitionError, LeaseLostError, TransitionConflictError } from 
 import { FatalMovementError, NothingSentError, TemporaryMovementError, isMovementError } from '../executors/errors.ts';
 import { FerryInfraError, infraCauseOf } from '../executors/infra.ts';
 import type { ExecutionContext, Executor, PreparedAction, SignResult } from '../executors/protocol.ts';
-import { buildSignRequest, signingRefusalAudit } from '../executors/sign-request.ts';
+import { buildSignRequest, signingRefusalAudit, effectConfigOf } from '../executors/sign-request.ts';
 import { violation } from '../executors/signers/evm-policy.ts';
 import type { NodeEvent } from '../machines/node-machine.ts';
 import { addSeconds } from '../machines/observe-policy.ts';
@@ -392,7 +392,7 @@ async function sign(
       throw violation('attempt_already_signed', `attempt ${ctx.attempt_no} already holds a signed version; another is signed only as its replacement`);
     }
     const signer = deps.signers.get(node.signer_binding as never);
-    const request = buildSignRequest({ ctx, prepared, plan: d.request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei, hyperliquid: deps.config.file.hyperliquid });
+    const request = buildSignRequest({ ctx, prepared, plan: d.request.compiled_plan, ...effectConfigOf(deps.config) });
     const result = await signer.sign(request);
     const artifact: NewArtifact = {
       request_id: node.request_id,

@@ -2,7 +2,7 @@ import { parseTransaction, type Hex } from 'viem';
 import { FatalMovementError, isMovementError } from '../executors/errors.ts';
 import type { ExecutionContext, PreparedAction, ReplacedVersion, SignResult } from '../executors/protocol.ts';
 import { PreparedActionSchema } from '../executors/protocol.ts';
-import { buildSignRequest, signingRefusalAudit } from '../executors/sign-request.ts';
+import { buildSignRequest, signingRefusalAudit, effectConfigOf } from '../executors/sign-request.ts';
 import { violation } from '../executors/signers/evm-policy.ts';
 import { evmReplacementsTotal } from '../metrics.ts';
 import { artifactsOfNodes, inlineArtifact, insertArtifacts, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
@@ -122,7 +122,7 @@ async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise
     // The dispatcher's own builder: the expected effect from the approved plan (recipient, amount,
     // the chain's fee cap) binds every version exactly as it bound the first; `replaces` binds it
     // to the original.
-    signature = await signer.sign(buildSignRequest({ ctx, prepared, plan: request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei, hyperliquid: deps.config.file.hyperliquid, replaces }));
+    signature = await signer.sign(buildSignRequest({ ctx, prepared, plan: request.compiled_plan, ...effectConfigOf(deps.config), replaces }));
   } catch (err) {
     if (err instanceof FatalMovementError) return refuse(err);
     // Nothing changes: the pending version stays, and a later observation proposes again.

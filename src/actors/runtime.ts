@@ -300,7 +300,6 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   };
 }
 
-/** Every worker a process with workers has, with whether its configuration enables it. */
 /** How much slower than the first slot the other dispatcher slots poll (they are woken for work). */
 const SECONDARY_SLOT_FACTOR = 10;
 
@@ -314,6 +313,7 @@ export function dispatcherIntervalSeconds(config: Pick<FerryConfig, 'dispatchInt
   return slot === 0 ? config.dispatchIntervalSeconds : config.dispatchIntervalSeconds * SECONDARY_SLOT_FACTOR;
 }
 
+/** Every worker a process with workers has, with whether its configuration enables it. */
 function rosterOf(config: FerryConfig, dispatcherNames: string[]): RosterEntry[] {
   const actors = config.runtime === 'actors';
   return [

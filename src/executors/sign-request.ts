@@ -1,9 +1,24 @@
 import type { ConfigFile } from '../config-file.ts';
+import type { FerryConfig } from '../config.ts';
 import type { AuditEntry } from '../persistence/audit.ts';
 import { isMovementError } from './errors.ts';
 import { EFFECT_CHANGED_RULE, resolveSigningEffect } from './evm/expected-effect.ts';
 import { violation } from './signers/evm-policy.ts';
 import type { ExecutionContext, PreparedAction, ReplacedVersion, SignRequest } from './protocol.ts';
+
+/**
+ * What of Ferry's configuration a signing node's expected effect is derived from (the EVM chains
+ * and tokens, the legacy single-chain fee cap, the Hyperliquid bridge). Every caller that pins,
+ * derives or signs an effect takes it from here, so a lane whose effect needs its own section adds
+ * it once.
+ */
+export function effectConfigOf(config: Pick<FerryConfig, 'file'> & Partial<Pick<FerryConfig, 'evmMaxFeePerGasCapWei'>>): {
+  evm: ConfigFile['evm'];
+  fallbackFeeCapWei?: string;
+  hyperliquid?: ConfigFile['hyperliquid'];
+} {
+  return { evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid };
+}
 
 /**
  * The SignRequest the dispatcher sends for a prepared action. Besides the reference protocol's

@@ -6,7 +6,7 @@ import { FerryError, NotFoundError } from '../errors.ts';
 import { FatalMovementError, isMovementError } from '../executors/errors.ts';
 import type { ExecutionContext, ExecutionResult, Executor, SignResult } from '../executors/protocol.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
-import { buildSignRequest, signingRefusalAudit } from '../executors/sign-request.ts';
+import { buildSignRequest, signingRefusalAudit, effectConfigOf } from '../executors/sign-request.ts';
 import type { Logger } from '../log.ts';
 import type { ExecutorOutcome, OutcomeState } from '../machines/outcome.ts';
 import { artifactsOfNodes, type NewArtifact } from '../persistence/artifacts.ts';
@@ -154,7 +154,7 @@ async function askToCancel(deps: CancelServiceDeps, request: MovementRow, node: 
   try {
     const signer = deps.signers.get(node.signer_binding as never);
     const cancels = { payload: versions.original.payload, payload_hash: versions.original.payload_hash, replacement_no: versions.replacements + 1 };
-    signature = await signer.sign(buildSignRequest({ ctx, prepared: proposed, plan: request.compiled_plan, evm: deps.config.file.evm, fallbackFeeCapWei: deps.config.evmMaxFeePerGasCapWei, hyperliquid: deps.config.file.hyperliquid, cancels }));
+    signature = await signer.sign(buildSignRequest({ ctx, prepared: proposed, plan: request.compiled_plan, ...effectConfigOf(deps.config), cancels }));
   } catch (err) {
     const code = isMovementError(err) ? err.code : 'CANCEL_NOT_SIGNED';
     const audits = err instanceof FatalMovementError ? [signingRefusalAudit(ctx, err, err.code, { actor: input.actor, details: { cancel: true, payload_hash: proposed.payload_hash } })] : [];

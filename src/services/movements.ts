@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { effectConfigOf } from '../executors/sign-request.ts';
 import { destinationForMovement } from './callback-destinations.ts';
 import { assertCallbackUrlAllowed } from '../callbacks/url-policy.ts';
 import { setMovementDestination } from '../persistence/callback-destinations.ts';
@@ -162,7 +163,7 @@ function pinnedEffects(plan: CompiledPlan, intent: Record<string, unknown>, conf
   if (!config.file) return pinned;
   for (const node of plan.nodes) {
     if (!node.signer_binding) continue;
-    pinned.set(node.node_key, pinExpectedEffect({ plan, nodeKey: node.node_key, intent, evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid }));
+    pinned.set(node.node_key, pinExpectedEffect({ plan, nodeKey: node.node_key, intent, ...effectConfigOf({ ...config, file: config.file }) }));
   }
   return pinned;
 }
