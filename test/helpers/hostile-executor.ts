@@ -111,25 +111,26 @@ export async function hostileExecutor(
 }
 
 /**
- * Runtime deps with the hostile executor bound as the ERC-20 executor, a local signer that counts
- * its requests, and `evm` as the configuration file's evm section (default: the chain with its
- * RPC and `capWei`, and the token).
+ * Runtime deps with the hostile executor bound as the ERC-20 executor (or `executorKey`), a local
+ * signer that counts its requests, `evm` as the configuration file's evm section (default: the chain
+ * with its RPC and `capWei`, and the token), and `file`'s other sections.
  */
 export function hostileDeps(
   pool: Pool,
   local: UsdcChain,
   url: string,
-  opts: { env?: Record<string, string>; capWei?: bigint; evm?: Record<string, unknown> } = {},
+  opts: { env?: Record<string, string>; capWei?: bigint; evm?: Record<string, unknown>; executorKey?: string; lane?: string; file?: Record<string, unknown> } = {},
 ): WorkerDeps & { signRequests: SignRequest[] } {
   const base = runtimeDeps(pool, opts.env);
   const executors = new ExecutorRegistry();
-  executors.register(new RemoteExecutorProxy({ executorKey: ERC20_TRANSFER_EXECUTOR, baseUrl: url, timeoutMs: 10_000, lane: 'evm' }));
+  executors.register(new RemoteExecutorProxy({ executorKey: opts.executorKey ?? ERC20_TRANSFER_EXECUTOR, baseUrl: url, timeoutMs: 10_000, lane: opts.lane ?? 'evm' }));
   const key = new LocalPrivateKeySignerEvm({ signerKey: 'evm_local', privateKey: ANVIL_DEV_KEY, replacements: replacementLimitsOf(base.config) });
   const signRequests: SignRequest[] = [];
   const counting: Signer = { signerKey: key.signerKey, sign: (req) => (signRequests.push(req), key.sign(req)) };
   const signers = new SignerRegistry();
   signers.register(counting);
   const file = ConfigFileSchema.parse({
+    ...opts.file,
     evm: opts.evm ?? {
       chains: [{ chain_id: ANVIL_CHAIN_ID, rpc_url: local.anvil.url, max_fee_per_gas_cap_wei: (opts.capWei ?? 500_000_000_000n).toString() }],
       tokens: [{ chain_id: ANVIL_CHAIN_ID, symbol: 'USDC', address: local.usdc.address, decimals: 6 }],
