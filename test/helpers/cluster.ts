@@ -104,12 +104,19 @@ export async function assertAllCompletedExactlyOnce(pool: Queryable, ids: string
  * the longer-running of the workers that are up (wrote their heartbeat), so a replacement still
  * starting is not killed before it did anything. `stop()` ends the storm and says how many were killed.
  */
-export function killStorm(cluster: Cluster, url: string, pool: Queryable, env: Record<string, string>, everyMs = 2000): { stop(): Promise<number> } {
+export function killStorm(
+  cluster: Cluster,
+  url: string,
+  pool: Queryable,
+  env: Record<string, string>,
+  everyMs = 2000,
+  maxKills = Number.POSITIVE_INFINITY,
+): { stop(): Promise<number> } {
   const { workers } = cluster;
   let kills = 0;
   let stopped = false;
   const storm = (async () => {
-    while (!stopped) {
+    while (!stopped && kills < maxKills) {
       await new Promise((r) => setTimeout(r, everyMs));
       if (stopped) break;
       const up = new Set((await listHeartbeats(pool)).map((h) => h.pid));
@@ -145,14 +152,23 @@ export async function assertOneSubmitPerNode(pool: Queryable, ids: string[]): Pr
 
 /**
  * The kill storm run: `movements` of the three-node bench plan on 2 worker processes with `env`,
- * one of them SIGKILLed every `everyMs` and replaced (killStorm), until all are approved and finished.
+ * one of them SIGKILLed every `everyMs` and replaced (killStorm), until all are approved and finished
+ * or `maxKills` were killed (a storm faster than a worker starts would otherwise leave the survivors
+ * too little time to finish, and the run's length would depend on the machine's speed).
  * Checks that the storm killed at least `minKills`, that every movement completed, and that the
  * ledger has exactly one submit per node. Returns the movements' ids.
  */
-export async function runKillStorm(db: { url: string; pool: Pool }, movements: number, env: Record<string, string>, minKills: number, everyMs = 2000): Promise<string[]> {
+export async function runKillStorm(
+  db: { url: string; pool: Pool },
+  movements: number,
+  env: Record<string, string>,
+  minKills: number,
+  everyMs = 2000,
+  maxKills = Number.POSITIVE_INFINITY,
+): Promise<string[]> {
   const ids = await createMovements(db.pool, benchTemplate(), movements);
   const cluster = await startWorkers(db.url, db.pool, 2, env);
-  const storm = killStorm(cluster, db.url, db.pool, env, everyMs);
+  const storm = killStorm(cluster, db.url, db.pool, env, everyMs, maxKills);
   let kills = 0;
   await approveAndFinish(cluster, db.pool, ids, {
     beforeStop: async () => {
