@@ -91,6 +91,24 @@ test('revoking the token ends its sessions; signing out ends the session on the 
   const out = await send('POST', '/dashboard/logout', { cookie: t.cookie });
   assert.equal(out.status, 303);
   assert.equal((await page(t.cookie)).status, 303, 'a replayed cookie after sign-out opens nothing');
+  // A second sign-out of the ended session changes nothing and is not audited again.
+  assert.equal((await send('POST', '/dashboard/logout', { cookie: t.cookie })).status, 303);
+
+  // Both ends of the session are in the audit trail, by the principal, without the session id.
+  const { rows: audit } = await db.pool.query(
+    `SELECT action, actor, details::text AS details FROM (
+       SELECT action, actor, details, entity_type, entity_id FROM audit_outbox
+       UNION ALL SELECT action, actor, details, entity_type, entity_id FROM audit_events) a
+      WHERE entity_type = 'api_token' AND entity_id = $1 AND action LIKE 'dashboard.sign_%'`,
+    [operator.id],
+  );
+  const outs = audit.filter((r) => r.action === 'dashboard.sign_out');
+  assert.equal(outs.length, 1, 'one sign-out recorded');
+  assert.ok(audit.some((r) => r.action === 'dashboard.sign_in'), 'the sign-in recorded');
+  for (const r of audit) {
+    assert.equal(r.actor, `principal:${operator.principal_id}`);
+    assert.ok(!r.details.includes(t.value) && !r.details.includes(operator.token), 'neither the session id nor the token is in the audit');
+  }
 });
 
 test('the cookie is HttpOnly, SameSite=Strict, and Secure unless the request came plainly over loopback', async () => {

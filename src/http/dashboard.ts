@@ -26,11 +26,12 @@ import { Hono, type Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { PGBOSS_SCHEMA } from '../actors/boss.ts';
 import { performDashboardAction } from '../services/dashboard-actions.ts';
+import { signInToDashboard, signOutOfDashboard } from '../services/dashboard-sessions.ts';
 import { APP_NAMES } from '../connection-budget.ts';
 import { errorStatus, FerryError, NotFoundError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import type { Pool } from '../persistence/db.ts';
-import { createDashboardSession, dashboardSessionToken, endDashboardSession } from '../persistence/dashboard-sessions.ts';
+import { dashboardSessionToken } from '../persistence/dashboard-sessions.ts';
 import { authenticateToken } from '../persistence/tokens.ts';
 import { principalActor } from '../persistence/principals.ts';
 import { bearerToken, callerOf, can, type AuthEnv } from './auth.ts';
@@ -266,14 +267,14 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
     if (!can(who.role, 'dashboard')) {
       return loginForm(c, `Role ${who.role} does not grant the dashboard; use an operator or admin token.`, errorStatus.FORBIDDEN);
     }
-    const session = await createDashboardSession(deps.pool, who.id, SESSION_SECONDS);
+    const session = await signInToDashboard(deps.pool, who, SESSION_SECONDS);
     setCookie(c, DASHBOARD_COOKIE, session, { ...cookieOptions(c), maxAge: SESSION_SECONDS });
     return c.redirect(`${DASHBOARD_PATH}/`, 303);
   });
 
   app.post(`${DASHBOARD_PATH}/logout`, async (c) => {
     const session = getCookie(c, DASHBOARD_COOKIE);
-    if (session) await endDashboardSession(deps.pool, session);
+    if (session) await signOutOfDashboard(deps.pool, session);
     deleteCookie(c, DASHBOARD_COOKIE, cookieOptions(c));
     return c.redirect(`${DASHBOARD_PATH}/login`, 303);
   });

@@ -42,8 +42,14 @@ export async function dashboardSessionToken(db: Queryable, sessionId: string): P
   return rows[0] ?? null;
 }
 
-/** Ends a session (sign-out); an unknown or ended one is left as it is. */
-export async function endDashboardSession(db: Queryable, sessionId: string): Promise<void> {
-  if (typeof sessionId !== 'string' || !SESSION_SHAPE.test(sessionId)) return;
-  await db.query(`UPDATE dashboard_sessions SET revoked_at = now() WHERE id_hash = $1 AND revoked_at IS NULL`, [hashSession(sessionId)]);
+/** Ends a session (sign-out): the token and principal it belonged to, or null for an unknown or ended one. */
+export async function endDashboardSession(db: Queryable, sessionId: string): Promise<{ tokenId: string; principalId: string } | null> {
+  if (typeof sessionId !== 'string' || !SESSION_SHAPE.test(sessionId)) return null;
+  const { rows } = await db.query<{ tokenId: string; principalId: string }>(
+    `UPDATE dashboard_sessions s SET revoked_at = now() FROM api_tokens t
+      WHERE s.id_hash = $1 AND s.revoked_at IS NULL AND t.id = s.token_id
+      RETURNING t.id AS "tokenId", t.principal_id AS "principalId"`,
+    [hashSession(sessionId)],
+  );
+  return rows[0] ?? null;
 }
