@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pino from 'pino';
 import { getAddress, type Address, type Hex } from 'viem';
-import { PGBOSS_SCHEMA } from '../src/actors/boss.ts';
+import { PGBOSS_SCHEMA } from '../src/persistence/pgboss-jobs.ts';
 import { startRuntime } from '../src/actors/runtime.ts';
 import { sweepQueue } from '../src/actors/sweeps.ts';
 import { runsSince } from '../src/persistence/sweep-jobs.ts';

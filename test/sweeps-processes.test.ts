@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
-import { PGBOSS_SCHEMA } from '../src/actors/boss.ts';
+import { PGBOSS_SCHEMA } from '../src/persistence/pgboss-jobs.ts';
 import { sweepDefinitions, sweepQueue } from '../src/actors/sweeps.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp, type FerryApp } from '../src/http/app.ts';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { PGBOSS_SCHEMA } from '../src/actors/boss.ts';
+import { PGBOSS_SCHEMA } from '../src/persistence/pgboss-jobs.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { requestSweepRun, sweepDefinitions, sweepQueue, sweepSchedule } from '../src/actors/sweeps.ts';
 import { runCli } from '../src/cli/run.ts';

@@ -1,6 +1,7 @@
 import { PgBoss, type Queue } from 'pg-boss';
 import { APP_NAMES } from '../connection-budget.ts';
 import { log as rootLog, type Logger } from '../log.ts';
+import { PGBOSS_SCHEMA } from '../persistence/pgboss-jobs.ts';
 import { schemaExists } from '../persistence/roles.ts';
 
 /**
@@ -8,8 +9,6 @@ import { schemaExists } from '../persistence/roles.ts';
  * release its operator dashboard bundles (12.33.x), because the dashboard refuses any other schema
  * version; upgrade the two together.
  */
-
-export const PGBOSS_SCHEMA = 'pgboss';
 
 /** Ferry's queue names. The sweeps' queues (ferry-sweep-NAME) come from src/actors/sweeps.ts. */
 export const QUEUES = {

@@ -18,7 +18,8 @@ import {
 import { runBalanceSnapshotSweep, type BalanceSweepDeps } from '../balances/sweep.ts';
 import { lanes as allLanes, type LaneList } from '../executors/lanes.ts';
 import { promoteAuditRun } from './audit-promoter.ts';
-import { ensureQueue, PGBOSS_SCHEMA, type QueueDefinition } from './boss.ts';
+import { PGBOSS_SCHEMA } from '../persistence/pgboss-jobs.ts';
+import { ensureQueue, type QueueDefinition } from './boss.ts';
 import { sweepStrandedCallbacks } from './callback-delivery.ts';
 import type { WorkerDeps } from './execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';

@@ -24,7 +24,7 @@
 import { createDashboardHandler, type DashboardHandler } from '@pg-boss/dashboard/handler';
 import { Hono, type Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
-import { PGBOSS_SCHEMA } from '../actors/boss.ts';
+import { PGBOSS_SCHEMA } from '../persistence/pgboss-jobs.ts';
 import { performDashboardAction } from '../services/dashboard-actions.ts';
 import { signInToDashboard, signOutOfDashboard } from '../services/dashboard-sessions.ts';
 import { APP_NAMES } from '../connection-budget.ts';

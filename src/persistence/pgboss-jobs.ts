@@ -5,6 +5,9 @@ import type { Queryable } from './db.ts';
  * dashboard (src/services/dashboard-actions.ts). Ferry never writes these rows.
  */
 
+/** The schema pg-boss's tables live in (Ferry's migrations grant the application role its use). */
+export const PGBOSS_SCHEMA = 'pgboss';
+
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/i;
 
 /** The state of one job of one queue, or null when there is no such job. */

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { PGBOSS_SCHEMA } from '../actors/boss.ts';
+import { PGBOSS_SCHEMA } from './pgboss-jobs.ts';
 import { APP_NAMES } from '../connection-budget.ts';
 import type { Queryable } from './db.ts';
 
