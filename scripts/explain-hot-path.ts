@@ -74,7 +74,7 @@ async function main() {
     await run('observe claim', (db) => claimObserveBatch(db, 10));
     await run('recovery claim (sim arm)', (db) => claimRecoveryBatch(db, { lanes: ['sim'], limit: 10 }, [], [{ lane: 'sim', seconds: 30 }], 30));
     await run('recovery claim (other lanes)', (db) => claimRecoveryBatch(db, { lanes: null, limit: 10 }, ['sim'], [], 30));
-    await run('abandoned dispatches', (db) => claimAbandonedDispatches(db, [{ lane: 'sim', seconds: 5 }], 30, 10));
+    await run('abandoned dispatches', (db) => claimAbandonedDispatches(db, 30, 10));
     await run('expiry candidates', (db) => expiredCandidates(db, 20));
     await run('reconciliation candidates', (db) => reconciliationCandidates(db, 50));
     // Steady state: every movement reconciled, nothing changed since.

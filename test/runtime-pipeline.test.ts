@@ -368,21 +368,6 @@ describe('recovery', () => {
     assert.equal(await submits(`${node.id}:1`), 1);
   });
 
-  test("a dispatch abandoned in PREPARING is released after its lane's grace, not the global one", async () => {
-    const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS: '300', FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=60' });
-    const id = await approvedMovement(fast, plan(key('abandoned-lane'), [simNode('a', {})]));
-    const node = (await snapshot(db.pool, id)).byKey.a;
-    await dispatchByHand(fast, id, node.id, ['DISPATCH_CLAIMED']);
-    await backdateNodes(db.pool, [id], 'updated_at', 30); // within the sim lane's 60 s
-    await recoverBatch(fast);
-    assert.equal((await snapshot(db.pool, id)).byKey.a.node_state, 'PREPARING');
-    await backdateNodes(db.pool, [id], 'updated_at', 120); // past the lane's 60 s, well within the global 300 s
-    await recoverBatch(fast);
-    const released = (await snapshot(db.pool, id)).byKey.a;
-    assert.equal(released.node_state, 'READY');
-    assert.equal(released.error_code, 'DISPATCH_ABANDONED');
-  });
-
   test('a node stuck in SUBMITTING past the lane grace is recovered; within grace it is left alone', async () => {
     const fast = runtimeDeps(db.pool, { FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=60' });
     const id = await approvedMovement(fast, plan(key('stuck'), [simNode('a', {})]));

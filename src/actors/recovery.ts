@@ -30,11 +30,6 @@ export function recoveryArms(batch: number, list: LaneList = lanes): RecoveryArm
   return [...priority.map((l) => ({ lanes: [l.name], limit: share })), { lanes: null, limit: share }];
 }
 
-/** FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE as rows for the claims' lane table. */
-function laneGraces(config: WorkerDeps['config']): { lane: string; seconds: number }[] {
-  return Object.entries(config.submittingGraceByLane ?? {}).map(([lane, seconds]) => ({ lane, seconds }));
-}
-
 export async function recoverBatch(deps: WorkerDeps): Promise<number> {
   const { config } = deps;
   let done = await releaseAbandonedDispatches(deps);
@@ -49,7 +44,7 @@ async function recoverArm(deps: WorkerDeps, arm: RecoveryArm): Promise<number> {
       client,
       arm,
       recoveryArms(1).flatMap((a) => a.lanes ?? []),
-      laneGraces(config),
+      Object.entries(config.submittingGraceByLane ?? {}).map(([lane, seconds]) => ({ lane, seconds })),
       config.submittingGraceSeconds,
     );
     if (claimed.length === 0) return 0;
@@ -87,12 +82,12 @@ async function recoverArm(deps: WorkerDeps, arm: RecoveryArm): Promise<number> {
 /**
  * A node left in PREPARING or AWAITING_SIGNATURE by a process that died (or stalled) has moved no
  * money: nothing is submitted before SUBMITTING is committed. It goes back to READY for a fresh
- * dispatch, without asking anyone, once it has been idle longer than its lane's SUBMITTING grace; its
+ * dispatch, without asking anyone, once it has been idle longer than the SUBMITTING grace; its
  * lease goes with it, so the stalled dispatcher's later writes are refused.
  */
 async function releaseAbandonedDispatches(deps: WorkerDeps): Promise<number> {
   return withTransaction(deps.pool, async (client) => {
-    const claimed = await claimAbandonedDispatches(client, laneGraces(deps.config), deps.config.submittingGraceSeconds, deps.config.recoveryBatchSize);
+    const claimed = await claimAbandonedDispatches(client, deps.config.submittingGraceSeconds, deps.config.recoveryBatchSize);
     if (claimed.length === 0) return 0;
     const at = nowIso();
     const items: NodeItem[] = claimed.map(({ node }) => ({

@@ -198,28 +198,20 @@ export async function claimRecoveryBatch(
 
 /**
  * Claims nodes whose dispatch was abandoned before SUBMITTING (the process died, or stalled, in
- * preflight, prepare or signing): idle in PREPARING or AWAITING_SIGNATURE past its lane's grace (the
- * same as for SUBMITTING, applied the same way). Nothing
+ * preflight, prepare or signing): idle in PREPARING or AWAITING_SIGNATURE past the grace. Nothing
  * was submitted for them; releasing them clears their lease, so a stalled dispatcher that wakes up
  * later has its writes refused.
  */
-export async function claimAbandonedDispatches(
-  db: Queryable,
-  grace: { lane: string; seconds: number }[],
-  defaultGraceSeconds: number,
-  limit: number,
-): Promise<Claimed[]> {
+export async function claimAbandonedDispatches(db: Queryable, graceSeconds: number, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query<{ node_id: string }>(
-    `WITH g AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS g(lane text, seconds double precision))
-     SELECT n.id AS node_id
+    `SELECT n.id AS node_id
        FROM movement_requests r JOIN request_nodes n ON n.request_id = r.id
-            LEFT JOIN g ON g.lane = split_part(${EXECUTOR_KEY}, '.', 2)
       WHERE n.node_state IN ('PREPARING', 'AWAITING_SIGNATURE') AND r.request_state = 'EXECUTING'
-        AND n.updated_at < now() - make_interval(secs => coalesce(g.seconds, $2))
+        AND n.updated_at < now() - make_interval(secs => $1)
       ORDER BY n.updated_at
-      LIMIT $3
+      LIMIT $2
       FOR UPDATE OF n, r SKIP LOCKED`,
-    [JSON.stringify(grace), defaultGraceSeconds, limit],
+    [graceSeconds, limit],
   );
   return readLocked(db, rows);
 }
