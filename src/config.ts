@@ -153,6 +153,10 @@ const coreFields = {
   FERRY_NETWORK_CLASS: ['networkClass', z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/, 'a lower-case name of at most 32 letters, digits, - and _').default('default')],
   // A process whose workers wrote no heartbeat for this long is listed as gone (GET /v3/workers, ferry workers).
   FERRY_WORKER_GONE_AFTER_SECONDS: ['workerGoneAfterSeconds', z.coerce.number().int().min(10).max(86400).default(60)],
+  // A core worker (lease holder, dispatcher, observer, recovery) whose runs failed this many times in
+  // a row, not counting Ferry's database being away, takes its process down (exit code 1) so that the
+  // cluster primary or the service manager starts a fresh one; 0: it only backs off, forever.
+  FERRY_CORE_WORKER_CRASH_AFTER_FAILURES: ['coreWorkerCrashAfterFailures', z.coerce.number().int().min(0).max(10000).default(10)],
   // Per-worker switches for the hot loops and the callback delivery consumer (the sweeps have their
   // own FERRY_<SWEEP>_ENABLED); a disabled worker is listed as disabled in GET /v3/workers.
   // Which runtime drives movements (docs/actor-runtime.md): the dispatcher and observer loops, or a

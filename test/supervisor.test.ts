@@ -152,3 +152,45 @@ test('one wake-up wakes every loop sleeping on a shared waker', async () => {
   assert.equal(first, 'woken');
   abort.abort();
 });
+
+test('a loop with crashAfter crashes after that many failures in a row; tolerated errors and a success start the count again', async () => {
+  const abort = new AbortController();
+  const outage = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+  const bug = new TypeError("Cannot read properties of undefined (reading 'id')");
+  // bug, bug, outage (excused: the count starts again), bug, ok (starts again), bug, bug, bug: crash.
+  const script: Array<Error | null> = [bug, bug, outage, bug, null, bug, bug, bug, null];
+  let runs = 0;
+  const crash = await runLoop(
+    {
+      name: 'wedged',
+      intervalMs: 1,
+      crashAfter: 3,
+      tolerated: (err) => err === outage,
+      run: async () => {
+        const next = script[runs++];
+        if (next) throw next;
+        return 0;
+      },
+    },
+    abort.signal,
+    quiet,
+  ).then(
+    () => null,
+    (err: unknown) => err,
+  );
+  assert.ok(crash instanceof WorkerCrash, 'the loop ended with a WorkerCrash');
+  assert.equal(runs, 8, 'the third failure in a row after the success ends it');
+  assert.equal((crash as WorkerCrash).cause, bug);
+  assert.match((crash as WorkerCrash).message, /^wedged failed 3 runs in a row: Cannot read/);
+});
+
+test('without crashAfter a failing loop only backs off, and a supervised core crash fails the supervision', async () => {
+  const abort = new AbortController();
+  let runs = 0;
+  const loop = runLoop({ name: 'patient', intervalMs: 1, run: async () => (runs++, Promise.reject(new Error('no'))) }, abort.signal, quiet);
+  await waitFor('four failed runs', () => runs >= 4);
+  abort.abort();
+  await loop;
+  const sup = superviseWorkers({ core: [{ name: 'core', intervalMs: 1, crashAfter: 2, run: async () => Promise.reject(new Error('stuck')) }], sidecar: [] }, quiet);
+  await assert.rejects(sup.done, WorkerCrash);
+});

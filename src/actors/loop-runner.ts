@@ -8,7 +8,10 @@ import type { Logger } from '../log.ts';
  *
  * A failing run is logged and counted; from the fifth consecutive failure on, the loop backs off
  * min(2^n, 60) seconds. A WorkerCrash thrown by `run` ends the loop abnormally: the supervisor then
- * decides whether the process goes on.
+ * decides whether the process goes on. So does a loop with `crashAfter` whose runs failed that many
+ * times in a row with errors `tolerated` does not excuse: a worker wedged by something a restart may
+ * clear (a broken connection state, a bug on one code path) must not sit in a live process whose
+ * heartbeats look healthy while movements wait.
  */
 
 export const MAX_CONSECUTIVE_ERRORS = 5;
@@ -70,6 +73,13 @@ export interface LoopSpec {
   jitterMs?: number;
   run: () => Promise<number>;
   waker?: Waker;
+  /**
+   * Crash (a WorkerCrash) after this many failed runs in a row, counting only errors that
+   * `tolerated` does not excuse (Ferry's own database being away: a restart would not help).
+   * Undefined or 0: never.
+   */
+  crashAfter?: number;
+  tolerated?: (err: unknown) => boolean;
   /** Called after every run, for heartbeats and metrics; must not throw. */
   onRun?: (stats: LoopStats, durationMs: number, error: unknown) => void;
 }
@@ -81,19 +91,26 @@ export function backoffSeconds(consecutiveErrors: number): number {
 export async function runLoop(spec: LoopSpec, signal: AbortSignal, log: Logger): Promise<void> {
   const waker = spec.waker ?? new Waker();
   const stats: LoopStats = { runs: 0, consecutiveErrors: 0, lastError: null, lastItems: 0 };
+  let untoleratedInARow = 0;
   while (!signal.aborted) {
     const started = performance.now();
     let error: unknown = null;
     try {
       stats.lastItems = await spec.run();
       stats.consecutiveErrors = 0;
+      untoleratedInARow = 0;
     } catch (err) {
       if (err instanceof WorkerCrash) throw err;
       error = err;
       stats.lastItems = 0;
       stats.consecutiveErrors++;
       stats.lastError = err instanceof Error ? err.message : String(err);
+      untoleratedInARow = spec.tolerated?.(err) ? 0 : untoleratedInARow + 1;
       log.error({ worker: spec.name, err, consecutive_errors: stats.consecutiveErrors }, 'worker run failed');
+      if (spec.crashAfter && untoleratedInARow >= spec.crashAfter) {
+        spec.onRun?.(stats, performance.now() - started, error);
+        throw new WorkerCrash(`${spec.name} failed ${untoleratedInARow} runs in a row: ${stats.lastError}`, { cause: err });
+      }
     }
     stats.runs++;
     spec.onRun?.(stats, performance.now() - started, error);

@@ -15,6 +15,7 @@ import { NoopSigner } from '../executors/signers/noop.ts';
 import type { Logger } from '../log.ts';
 import { workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.ts';
 import { createPool, type Pool } from '../persistence/db.ts';
+import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { destinationPolicy } from '../callbacks/destinations.ts';
 import { startBoss, stopBoss } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
@@ -218,6 +219,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       jitterMs: intervalSeconds * 100,
       run,
       waker,
+      // Every loop here is a core worker: wedged, it takes the process down to be replaced.
+      crashAfter: config.coreWorkerCrashAfterFailures,
+      tolerated: (err) => databaseTroubleCause(err) !== null,
       onRun: (stats, ms, error) => {
         roster.loopRan(name, stats);
         workerRunsTotal.inc({ worker: name, outcome: error ? 'error' : 'ok' });

@@ -43,6 +43,7 @@ export function databaseTroubleCause(err: unknown, depth = 0): InfraCause | null
   // connection that died under a query.
   if (/timeout exceeded when trying to connect/i.test(message)) return 'checkout_timeout';
   if (/Connection terminated/i.test(message)) return 'connection_reset';
+  if (/connection error and is not queryable/i.test(message)) return 'connection_reset';
   if (/sorry, too many clients/i.test(message)) return 'too_many_connections';
   if (Array.isArray(e.errors)) {
     for (const inner of e.errors) {
