@@ -137,6 +137,7 @@ describe('operator channels through the API', () => {
     assert.equal(settled.status, 'failed');
     assert.equal(settled.last_error, 'channel_disabled');
 
+    await run();
     const toConfigured = configured.received.length;
     await attention();
     await db.pool.query(`UPDATE notification_deliveries SET next_attempt_at = now() - interval '1 hour' WHERE channel = 'toggle'`);
