@@ -202,7 +202,20 @@ describe('operator channels through the API', () => {
       if (field) assert.equal(r.body.error.details.field, field, what);
       assert.ok(!r.text.includes('not-a-whsec-value-4711'), `${what}: a mistyped secret is not echoed`);
     }
+    // A secret too long or of the wrong type is refused by the schema, without its value.
+    const long = `whsec_${'A'.repeat(300)}`;
+    const tooLong = await admin('POST', '/v3/operator-channels', { ...good, secret: long });
+    expectStatus(tooLong, 400, 'VALIDATION_FAILED');
+    assert.ok(!tooLong.text.includes('A'.repeat(50)), 'the value is not echoed');
+    expectStatus(await admin('POST', '/v3/operator-channels', { ...good, secret: 12345 }), 400, 'VALIDATION_FAILED');
+    expectStatus(await admin('POST', '/v3/operator-channels', { ...good, name: 'x'.repeat(64) }), 400, 'VALIDATION_FAILED');
+    expectStatus(await admin('POST', '/v3/operator-channels', { ...good, url: 'http://127.0.0.1:9/a b' }), 400, 'VALIDATION_FAILED');
+    expectStatus(await admin('POST', '/v3/operator-channels', { ...good, url: 'http://[::ffff:10.0.0.1]/x' }), 422, 'CALLBACK_ADDRESS_NOT_ALLOWED');
     expectStatus(await admin('POST', '/v3/operator-channels', good), 201);
+    // No body changes nothing.
+    const bare = await admin('PATCH', '/v3/operator-channels/valid-hook');
+    expectStatus(bare, 200);
+    assert.equal(bare.body.channel.enabled, true);
     const dup = await admin('POST', '/v3/operator-channels', { ...good, kind: 'slack', secret: undefined });
     expectStatus(dup, 409, 'OPERATOR_CHANNEL_EXISTS');
     assert.equal(dup.body.error.details.source, 'api');
@@ -239,6 +252,27 @@ describe('operator channels through the API', () => {
     const still = await admin('GET', '/v3/operator-channels/ops-hook');
     assert.equal(still.body.channel.enabled, true);
     assert.ok(!(await admin('GET', '/v3/operator-channels')).body.channels.some((c: any) => c.name === 'sneaky'));
+  });
+
+  test('an API channel whose name configuration took later is not delivered to; the configured one is, with a warning', async () => {
+    // As if FERRY_NOTIFY_CHANNELS gained the name after the channel was made (the service refuses it now).
+    const rx = await new CallbackReceiver().listen();
+    try {
+      const { insertChannel } = await import('../src/persistence/operator-channels.ts');
+      await insertChannel(db.pool, { name: 'cfg-hook', kind: 'slack', url: rx.url('/services/shadow'), secret: null, actor: 'test', rate_limit_per_minute: 30, dedup_seconds: 0, max_attempts: 1, timeout_ms: 1000, enabled: true });
+      const before = configured.received.length;
+      await run();
+      await attention();
+      await run();
+      assert.equal(rx.received.length, 0, 'the shadowed API channel gets nothing');
+      assert.equal(configured.received.length, before + 1, 'the configured channel gets the event');
+      assert.ok(logLines.some((l) => l.includes('has the name of a configured one') && l.includes('"channel":"cfg-hook"')));
+      const listed = await admin('GET', '/v3/operator-channels');
+      assert.deepEqual(listed.body.channels.filter((c: any) => c.name === 'cfg-hook').map((c: any) => c.source), ['config']);
+    } finally {
+      await db.pool.query(`DELETE FROM operator_channels WHERE name = 'cfg-hook'`);
+      await rx.close();
+    }
   });
 
   test('no secret is in any answer, audit event or log line', async () => {

@@ -5,7 +5,7 @@
  * read from a file or standard input (--secret-file PATH|-), never from the command line, and is
  * never printed: Ferry does not give it back.
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { printedJson, printList } from './format.ts';
 import { API_USAGE, apiOptions, apiTarget, callApi } from './movements.ts';
@@ -39,6 +39,8 @@ async function secretFrom(ctx: CliContext): Promise<string | undefined> {
     text = await ctx.readStdin();
   } else {
     try {
+      const mode = (await stat(file)).mode;
+      if ((mode & 0o077) !== 0) ctx.err(`ferry: warning: ${file} is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`);
       text = await readFile(file, 'utf8');
     } catch (err) {
       throw new CliError(`cannot read --secret-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);

@@ -163,7 +163,7 @@ export function operatorChannelRoutes(ctx: V3Context) {
 
   app.openapi(updateRouteDef, async (c) => {
     const { name } = c.req.valid('param');
-    return c.json({ channel: await updateChannel(deps, { actor: actorOf(c), name, change: c.req.valid('json') }) }, 200);
+    return c.json({ channel: await updateChannel(deps, { actor: actorOf(c), name, change: c.req.valid('json') ?? {} }) }, 200);
   });
 
   app.openapi(deleteRouteDef, async (c) => {
