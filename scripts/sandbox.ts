@@ -7,6 +7,11 @@
  * `cex_to_chain` (withdraw -> withdrawal observe -> deposit on chain -> sweep to the treasury) and
  * prints one command that creates, approves and watches such a movement. Ctrl-C stops everything.
  *
+ * `usdc.reviewed_transfer` puts a manual gate before the transfer (its printed commands create,
+ * approve, and confirm the gate as a third principal) and reports to a callback receiver registered
+ * with node events, which logs every node's change. A deposit no movement made is sent to the
+ * exchange, and cex_transfer_ingest records it; the command that lists it is printed too.
+ *
  * A second chain (31338) with the CCTP v2 test contracts on both and the attestation emulator
  * make the `cctp_bridge` template runnable too; its two commands are printed after the transfer's.
  * The Hyperliquid info API emulator, crediting deposits to a bridge address on the local chain,
@@ -22,7 +27,8 @@ import { Sandbox, type SandboxComponent, type SandboxContext } from './sandbox/c
 import { exchangeEmulator } from './sandbox/exchange.ts';
 import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
-import { cctpBridgeTemplate, hyperliquidTopupTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
+import { cctpBridgeTemplate, hyperliquidTopupTemplate, reviewedTransferTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
+import { callbackReceiver } from './sandbox/callback-receiver.ts';
 import { sandboxHyperliquid } from './sandbox/hyperliquid.ts';
 import { sandboxCctp } from './sandbox/cctp.ts';
 import { freshSandboxData } from './sandbox/fresh-data.ts';
@@ -84,6 +90,19 @@ const EXCHANGE_HOT_KEY = '0x7c852118294e51e653712a81e05800f419141751be58f605c371
 const RECEIVING_KEY = '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a';
 const TREASURY = '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc';
 
+/** The sandbox's callback receiver, a destination with node events (scripts/sandbox/callback-receiver.ts). */
+const CALLBACK_DESTINATION = 'sandbox-receiver';
+
+/** Create (naming the receiver), approve, and confirm the gate as a third principal (the admin). */
+function reviewedTransferCommands(url: string, tokens: Record<'requester' | 'approver' | 'admin', string>): string[] {
+  const intent = JSON.stringify({ asset: 'USDC', amount: '5', destination: { address: RECIPIENT } });
+  return [
+    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template usdc.reviewed_transfer --callback-destination ${CALLBACK_DESTINATION} --intent '${intent}'`,
+    `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
+    `FERRY_TOKEN=${tokens.admin} npm run ferry -- gates confirm --url ${url} <movement id> --node review --note 'destination checked'`,
+  ];
+}
+
 function exchange(chain: ReturnType<typeof localChain>) {
   return exchangeEmulator({
     chain: chain.chain,
@@ -96,6 +115,7 @@ function exchange(chain: ReturnType<typeof localChain>) {
     receiving: { signerKey: 'sandbox_receiving', keyEnv: 'SANDBOX_RECEIVING_KEY', key: RECEIVING_KEY },
     treasury: TREASURY,
     confirmations: 3,
+    foreignDeposit: '75',
   });
 }
 
@@ -128,7 +148,9 @@ const sandboxParts: SandboxPart[] = [
     needs: [],
     components: (chain, ctx) => {
       ctx.templates.push(usdcTransferTemplate({ chainId: CHAIN_ID, signerKey: SIGNER_KEY, confirmations: 3 }));
+      ctx.templates.push(reviewedTransferTemplate({ chainId: CHAIN_ID, signerKey: SIGNER_KEY, confirmations: 3 }));
       return [
+        callbackReceiver({ name: CALLBACK_DESTINATION }),
         stablecoin({
           chain: chain.chain,
           symbol: 'USDC',
@@ -145,6 +167,8 @@ const sandboxParts: SandboxPart[] = [
         `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template usdc.transfer --intent '${intent}'`,
         `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
       ];
+      const gated = reviewedTransferCommands(url, tokens);
+      const receiver = ctx.facts.callback_receiver as { log: string };
       return {
         lines: [
           `USDC ${String((ctx.facts.token_USDC as { address: string }).address)}; hot wallet ${String(ctx.facts.hot_wallet)} holds 1000000 USDC.`,
@@ -153,8 +177,13 @@ const sandboxParts: SandboxPart[] = [
           '',
           ...commands.map((c) => `  ${c}`),
           '',
+          `Or a transfer of 5 USDC behind a manual gate: create it, approve it, and a third person confirms the gate "review".`,
+          `It reports to the callback destination ${CALLBACK_DESTINATION}, registered with node events: every node's change is in ${receiver.log}.`,
+          '',
+          ...gated.map((c) => `  ${c}`),
+          '',
         ],
-        ready: { commands },
+        ready: { commands, gate_commands: gated },
       };
     },
   },
@@ -196,16 +225,25 @@ const sandboxParts: SandboxPart[] = [
     // The withdrawal lands in a wallet the EVM lane sweeps.
     needs: ['evm'],
     components: (chain) => [exchange(chain)],
-    describe: (url, tokens, ctx) => ({
-      lines: [
-        `The exchange emulator (${String((ctx.facts.exchange as { url: string }).url)}) holds 1000000 USDC for account sandbox_exchange.`,
-        `cex_to_chain withdraws to the receiving wallet ${String(ctx.facts.receiving_wallet)}, waits for it on chain and sweeps it to the treasury ${String(ctx.facts.treasury)}:`,
-        '',
-        `  ${cexToChainCommand(url, tokens)}`,
-        '',
-      ],
-      ready: { cex_to_chain_command: cexToChainCommand(url, tokens) },
-    }),
+    describe: (url, tokens, ctx) => {
+      const foreign = ctx.facts.foreign_deposit as { amount: string; tx_id: string };
+      const ingest = `FERRY_TOKEN=${tokens.admin} npm run ferry -- cex-transfers list --url ${url} --venue sandbox_exchange`;
+      return {
+        lines: [
+          `The exchange emulator (${String((ctx.facts.exchange as { url: string }).url)}) holds 1000000 USDC for account sandbox_exchange.`,
+          `cex_to_chain withdraws to the receiving wallet ${String(ctx.facts.receiving_wallet)}, waits for it on chain and sweeps it to the treasury ${String(ctx.facts.treasury)}:`,
+          '',
+          `  ${cexToChainCommand(url, tokens)}`,
+          '',
+          `A deposit of ${foreign.amount} USDC that no movement made (${foreign.tx_id}) reached the account: cex_transfer_ingest records it`,
+          'within a few seconds and raises attention (Attention in /ui). List the transfers Ferry did not start:',
+          '',
+          `  ${ingest}`,
+          '',
+        ],
+        ready: { cex_to_chain_command: cexToChainCommand(url, tokens), cex_transfers_command: ingest },
+      };
+    },
   },
 ];
 

@@ -40,6 +40,11 @@ export const errorStatus = {
   CALLBACK_DESTINATION_EXISTS: 409,
   CALLBACK_DESTINATION_DISABLED: 409,
   CALLBACK_DESTINATION_UNKNOWN: 422,
+  // Operator channels made through the API (src/services/operator-channels.ts)
+  /** Another operator channel (made through the API, or configured in FERRY_NOTIFY_CHANNELS: details.source) has this name. */
+  OPERATOR_CHANNEL_EXISTS: 409,
+  /** The channel is configured in FERRY_NOTIFY_CHANNELS: it is changed there, not through the API. */
+  OPERATOR_CHANNEL_READ_ONLY: 409,
   SNAPSHOT_INCOMPATIBLE: 409,
   // An operator's cancel of a movement with nodes in flight (src/services/movement-cancel.ts, docs/operations.md "Cancelling").
   /** A node's attempt is between claim and provider (PREPARING, AWAITING_SIGNATURE, SUBMITTING) or UNKNOWN: nothing can be asked of its lane yet. */

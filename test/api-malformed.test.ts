@@ -34,6 +34,8 @@ const env = {
   FERRY_LOG_LEVEL: 'silent',
   FERRY_CALLBACK_ALLOWED_NETWORKS: LOOPBACK_NETWORKS,
   FERRY_AUTH_FAILURE_LIMIT: '1000000',
+  // A configured operator channel: the API cannot change it, so a valid change of it is refused.
+  FERRY_NOTIFY_CHANNELS: JSON.stringify([{ name: 'fuzz-cfg', kind: 'slack', url: 'http://127.0.0.1:9/services/x' }]),
 };
 const config = loadConfig(env);
 // Workers off: nothing in the background may touch the tables between the two checksums.
@@ -586,6 +588,12 @@ const fuzzBase: Record<string, BaseRequest> = {
   'GET /v3/balances': { path: {}, query: { chain: 'sim', limit: '5' } },
   'GET /v3/attention': { path: {}, query: { kind: 'drift', limit: '5' } },
   'GET /v3/attention/waiting-too-long': { path: {}, query: { limit: '5' } },
+  // Operator channels: a valid create or change of a configured channel's name is refused; the delete's target does not exist.
+  'GET /v3/operator-channels': { path: {} },
+  'GET /v3/operator-channels/{name}': { path: { name: 'fuzz-cfg' } },
+  'POST /v3/operator-channels': { path: {}, body: { name: 'fuzz-cfg', kind: 'slack', url: 'http://127.0.0.1:9/services/x' }, safeTarget: true },
+  'PATCH /v3/operator-channels/{name}': { path: { name: 'fuzz-cfg' }, body: { rate_limit_per_minute: 5 }, safeTarget: true },
+  'DELETE /v3/operator-channels/{name}': { path: { name: 'nobody-here' }, safeTarget: true },
   'GET /v3/cex-transfers': { path: {}, query: { venue: 'ex1', limit: '5' } },
   'GET /v3/balances/history': { path: {}, query: { chain: 'sim', address: 'nobody', asset: 'USDC', bucket: 'hour', limit: '5' } },
   'GET /v3/template-proposals': { path: {}, query: { state: 'FINALIZED', template_key: 'shape', limit: '5' } },

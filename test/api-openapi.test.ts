@@ -53,6 +53,12 @@ const expectedOperations = [
   // Operator notifications and movements waiting too long.
   'get /v3/attention',
   'get /v3/attention/waiting-too-long',
+  // Operator channels (admin only).
+  'get /v3/operator-channels',
+  'post /v3/operator-channels',
+  'get /v3/operator-channels/{name}',
+  'patch /v3/operator-channels/{name}',
+  'delete /v3/operator-channels/{name}',
   'get /v3/workers',
   'get /v3/balances',
   'get /v3/balances/history',

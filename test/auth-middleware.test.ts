@@ -37,6 +37,7 @@ const expected: Record<Role, Permission[]> = {
     'token.admin',
     'policy.write',
     'policy.approve',
+    'notify.channel',
   ],
 };
 

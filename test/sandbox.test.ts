@@ -36,9 +36,13 @@ interface Ready {
   exchange: { url: string; hot_wallet: Address };
   receiving_wallet: Address;
   treasury: Address;
+  gate_commands: string[];
+  callback_receiver: { name: string; received_url: string; log: string };
+  cex_transfers_command: string;
+  foreign_deposit: { venue: string; amount: string; tx_id: string };
 }
 
-test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 USDC with CCTP, top up Hyperliquid with 20 USDC and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
+test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, top up Hyperliquid with 20 USDC and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
   const db = await scratchDatabase(t);
   const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
   t.after(() => stopChild(sandbox, 'SIGKILL'));
@@ -74,6 +78,41 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, bridge 10 
   const chain = createPublicClient({ transport: http(ready.chain_local.rpc_url, { retryCount: 0 }) });
   const balance = await chain.readContract({ address: ready.token_USDC.address, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
   assert.equal(balance, 25_000_000n, '25 USDC arrived');
+
+  // The transfer behind a manual gate, reporting every node's change to the sandbox's receiver.
+  assert.equal(ready.gate_commands.length, 3);
+  const gatedMade = await shell(ready.gate_commands[0]);
+  const gatedId = /Created movement ([0-9a-f-]{36})/.exec(gatedMade.stdout)?.[1];
+  assert.ok(gatedId, gatedMade.stdout + gatedMade.stderr);
+  await shell(`${ready.gate_commands[1].replace('<movement id>', gatedId)} --yes`);
+  await waitFor('the gate to be READY', async () => {
+    const r = await api(ready.url, ready.tokens.admin, 'GET', `/v3/movements/${gatedId}`);
+    return r.body?.nodes?.some((n: { node_key: string; state: string }) => n.node_key === 'review' && n.state === 'READY');
+  }, 60_000);
+  const held = await api(ready.url, ready.tokens.admin, 'GET', `/v3/movements/${gatedId}`);
+  assert.equal(held.body.nodes.find((n: { node_key: string }) => n.node_key === 'transfer').state, 'BLOCKED', 'nothing is sent before the gate');
+  const confirmed = await shell(ready.gate_commands[2].replace('<movement id>', gatedId));
+  assert.match(confirmed.stdout, /Confirmed gate review \(COMPLETED\)/, confirmed.stdout + confirmed.stderr);
+  const gatedDone = await finished('the gated movement to finish', gatedId);
+  assert.equal(gatedDone.movement.state, 'COMPLETED', JSON.stringify(gatedDone.nodes));
+  const callbacks = (await waitFor('the completion callback', async () => {
+    const got = (await (await fetch(ready.callback_receiver.received_url)).json()) as Array<{ event_type: string; movement_id: string; node_key: string | null; verified: boolean }>;
+    const mine = got.filter((c) => c.movement_id === gatedId);
+    return mine.some((c) => c.event_type === 'request_completed') ? mine : null;
+  }, 60_000)) as Array<{ event_type: string; node_key: string | null; verified: boolean }>;
+  assert.ok(callbacks.every((c) => c.verified), 'every callback verified with the destination secret');
+  const nodeEvents = callbacks.filter((c) => c.event_type.startsWith('node_'));
+  for (const key of ['review', 'transfer', 'finality']) assert.ok(nodeEvents.some((c) => c.node_key === key && c.event_type === 'node_completed'), `node_completed for ${key}`);
+  assert.ok(callbacks.some((c) => c.event_type === 'manual_gate_confirmed'));
+  const order = (e: string, k: string) => callbacks.findIndex((c) => c.event_type === e && c.node_key === k);
+  assert.ok(order('node_completed', 'review') < order('node_submitted', 'transfer'), 'in creation order: the gate before the transfer');
+
+  // The deposit no movement made, recorded by cex_transfer_ingest and listed by the printed command.
+  const listed = await waitFor('the foreign deposit to be recorded', async () => {
+    const r = await shell(ready.cex_transfers_command);
+    return r.stdout.includes(ready.foreign_deposit.tx_id) ? r.stdout : null;
+  }, 90_000);
+  assert.match(listed, new RegExp(`^sandbox_exchange\\s+deposit\\s+USDC\\s+75\\s+ETH\\s+${ready.foreign_deposit.tx_id}`, 'm'));
 
   // The CCTP bridge between the sandbox's two chains, through its own printed commands.
   assert.equal(ready.cctp_commands.length, 2);

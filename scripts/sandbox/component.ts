@@ -24,6 +24,8 @@ export interface SandboxContext {
   cex?: { accounts: Array<Record<string, unknown>> };
   /** Environment for the Ferry process (e.g. the variable holding a hot wallet's key). */
   ferryEnv: Record<string, string>;
+  /** Callback destinations Ferry registers once it runs; `secret` receives each one's signing secret. */
+  callbackDestinations?: Array<{ name: string; url: string; nodeEvents: boolean; secret?(secret: string): void }>;
   /** Plan templates Ferry installs once it runs. */
   templates: Array<Record<string, unknown>>;
   /** Facts for the summary (addresses, URLs). */

@@ -21,6 +21,12 @@ export interface ExchangeOptions {
   receiving: { signerKey: string; keyEnv: string; key: Hex };
   treasury: Address;
   confirmations: number;
+  /**
+   * A deposit to the account that no movement makes, sent once the emulator runs (token units), and
+   * the venues Ferry's cex_transfer_ingest then reads: it records the deposit and raises attention.
+   * The emulator credits a plain value transfer to its deposit address as a deposit of `symbol`.
+   */
+  foreignDeposit?: string;
 }
 
 const MINT_ABI = parseAbi(['function mint(address to, uint256 amount)']);
@@ -84,6 +90,14 @@ export function exchangeEmulator(opts: ExchangeOptions): SandboxComponent & { em
         }),
       );
       ctx.facts.exchange = { url: emulator.url, account: opts.account.key, hot_wallet: hot.toLowerCase(), balance: opts.funding };
+      if (opts.foreignDeposit) {
+        const sent = await deployer.sendTransaction({ chain: null, to: hot, value: parseUnits(opts.foreignDeposit, opts.decimals) });
+        await client.waitForTransactionReceipt({ hash: sent, pollingInterval: 200, timeout: 60_000 });
+        ctx.facts.foreign_deposit = { venue: opts.account.key, amount: opts.foreignDeposit, tx_id: sent };
+        // Read every 10 s (the default is every 5 minutes), so the sandbox shows it soon.
+        ctx.ferryEnv.FERRY_CEX_TRANSFER_INGEST_VENUES = opts.account.key;
+        ctx.ferryEnv.FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS = '10';
+      }
       ctx.facts.receiving_wallet = receiving.toLowerCase();
       ctx.facts.treasury = opts.treasury.toLowerCase();
     },

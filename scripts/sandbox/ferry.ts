@@ -5,6 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { withCliDatabase } from '../../src/cli/database.ts';
 import { installSystemTemplate } from '../../src/services/template-proposals.ts';
+import { createDestination } from '../../src/services/callback-destinations.ts';
+import { loadConfig } from '../../src/config.ts';
 import { withTransaction } from '../../src/persistence/db.ts';
 import { parseTemplateDefinition } from '../../src/plan/template-schema.ts';
 import { createToken } from '../../src/persistence/tokens.ts';
@@ -93,6 +95,16 @@ export function ferryServer(opts: { port: string }): SandboxFerry {
           }
         }
       });
+      // The callback destinations, through their service (audited as the sandbox's).
+      if (ctx.callbackDestinations?.length) {
+        const config = loadConfig(env);
+        await withCliDatabase({ ...env }, async (db) => {
+          for (const d of ctx.callbackDestinations!) {
+            const made = await createDestination({ pool: db.pool, config }, { actor: 'system:sandbox', name: d.name, url: d.url, nodeEvents: d.nodeEvents });
+            d.secret?.(made.secret);
+          }
+        });
+      }
     },
     async stop() {
       if (!child || child.exitCode !== null || child.signalCode !== null) return;

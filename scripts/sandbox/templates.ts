@@ -46,6 +46,25 @@ export function usdcTransferTemplate(opts: { chainId: number; signerKey: string;
   };
 }
 
+/**
+ * `usdc.reviewed_transfer`: `usdc.transfer` behind a manual gate. The gate `review` waits, READY,
+ * until a person other than the requester confirms it (what they checked, as a note) or skips it
+ * (docs/operations.md, "Manual gates"); only then is the transfer signed and sent.
+ */
+export function reviewedTransferTemplate(opts: { chainId: number; signerKey: string; confirmations: number }): Record<string, unknown> {
+  const base = usdcTransferTemplate(opts);
+  return {
+    ...base,
+    template_key: 'usdc.reviewed_transfer',
+    description: 'Sandbox: a person reviews the transfer at a manual gate, then USDC is sent from the hot wallet and its finality checked.',
+    nodes: [
+      { node_key: 'review', node_kind: 'manual_gate', action_type: 'manual_review', executor_binding: 'exec.sim.action' },
+      ...(base.nodes as Array<Record<string, unknown>>),
+    ],
+    edges: [{ from: 'review', to: 'transfer' }, ...(base.edges as Array<Record<string, unknown>>)],
+  };
+}
+
 // --- CCTP lane ---
 /**
  * `cctp_bridge`: burn USDC on the source chain (CCTP v2 depositForBurn), wait for Circle's

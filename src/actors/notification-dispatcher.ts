@@ -1,19 +1,15 @@
 import { request } from 'undici';
-import { transition } from 'xstate';
 import { deliveryErrorClass, destinationPolicy, literalRefusal, type DestinationPolicy } from '../callbacks/destinations.ts';
 import { webhookHeaders } from '../callbacks/signing.ts';
 import type { FerryConfig, NotifyChannel } from '../config.ts';
 import type { Logger } from '../log.ts';
-import {
-  notificationMachine,
-  type NotificationContext,
-  type NotificationEvent,
-  type NotificationState,
-} from '../machines/notification-delivery-machine.ts';
+import { decideNotification, type NotificationContext, type NotificationEvent, type NotificationState } from '../machines/notification-delivery-machine.ts';
+import { channelsToDeliver } from '../services/operator-channels.ts';
 import { withTransaction, type Pool } from '../persistence/db.ts';
 import {
   attemptsLastMinute,
   dbNow,
+  deliveryContext,
   dueDeliveries,
   fanOut,
   ingestAudit,
@@ -32,7 +28,8 @@ import { runBudget } from '../run-budget.ts';
  *
  *   1. records new attention events from their sources (the transition log, the audit log, the
  *      callback dead-letter queue, stale balances, signer identities), each once;
- *   2. gives every configured channel a delivery row per new event, suppressed when the channel
+ *   2. gives every channel (configured in FERRY_NOTIFY_CHANNELS, or made through the API and
+ *      enabled: src/services/operator-channels.ts) a delivery row per new event, suppressed when the channel
  *      said the same thing (dedup_key) within its deduplication window;
  *   3. sends each channel's due deliveries, at most its rate limit per minute, and records each
  *      outcome through the notification machine (delivered, or retried after a backoff until
@@ -85,12 +82,14 @@ export async function runNotificationDispatcher(deps: NotificationDeps, opts: { 
     n += await ingestSignerMismatches(client, limit);
     return n;
   });
-  for (const ch of deps.config.notifyChannels) {
+  // The configured channels and the enabled ones made through the API (a configured name wins).
+  const channels = await channelsToDeliver(deps.pool, deps.config, deps.log);
+  for (const ch of channels) {
     const f = await withTransaction(deps.pool, (client) => fanOut(client, { name: ch.name, maxAttempts: ch.max_attempts, dedupSeconds: ch.dedup_seconds }, limit));
     out.pending += f.pending;
     out.suppressed += f.suppressed;
   }
-  for (const ch of deps.config.notifyChannels) {
+  for (const ch of channels) {
     if (budget.spent()) {
       out.budget_exhausted = true;
       break;
@@ -122,24 +121,8 @@ export async function runNotificationDispatcher(deps: NotificationDeps, opts: { 
   return out;
 }
 
-function contextOf(row: DeliveryRow): NotificationContext {
-  const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
-  return {
-    attempts: row.attempts,
-    maxAttempts: row.max_attempts,
-    nextAttemptAt: new Date(row.next_attempt_at).toISOString(),
-    lastAttemptAt: iso(row.last_attempt_at),
-    lastError: row.last_error,
-    lastStatusCode: row.last_status_code,
-    deliveredAt: iso(row.delivered_at),
-  };
-}
-
 function decide(row: DeliveryRow, event: NotificationEvent): { to: NotificationState; context: NotificationContext } | null {
-  const snapshot = notificationMachine.resolveState({ value: row.status, context: contextOf(row) });
-  if (!snapshot.can(event)) return null;
-  const [next] = transition(notificationMachine, snapshot, event);
-  return { to: next.value as NotificationState, context: next.context };
+  return decideNotification(row.status, deliveryContext(row), event);
 }
 
 /** The body a channel receives: the signed JSON of a generic webhook, or a Slack-style {text}. */

@@ -1,3 +1,4 @@
+import { attentionCommands } from './attention.ts';
 import { auditCommands } from './audit.ts';
 import { balanceCommands } from './balances.ts';
 import { callbackDestinationCommands } from './callback-destinations.ts';
@@ -5,6 +6,7 @@ import { credentialCommands } from './credentials.ts';
 import { hostCommands } from './hosts.ts';
 import type { CliCommand } from './command.ts';
 import { movementCommands } from './movements.ts';
+import { notifyCommands } from './notify.ts';
 import { policyCommands } from './policy.ts';
 import { standingOrderCommands } from './standing-orders.ts';
 import { principalCommands } from './principals.ts';
@@ -41,5 +43,9 @@ export const commands: CliCommand[] = [
   ...operationsCommands,
   // gates confirm|skip
   ...gateCommands,
+  // attention list|waiting-too-long, cex-transfers list
+  ...attentionCommands,
+  // notify channels ...
+  ...notifyCommands,
   ...hostCommands,
 ];

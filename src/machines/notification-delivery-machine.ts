@@ -1,4 +1,4 @@
-import { assign, setup } from 'xstate';
+import { assign, setup, transition as xstateTransition } from 'xstate';
 
 /**
  * The delivery lifecycle of one operator notification (one `notification_deliveries` row: one
@@ -7,6 +7,7 @@ import { assign, setup } from 'xstate';
  *   pending --DELIVERED (a 2xx)--> delivered
  *   pending --DELIVERY_FAILED (attempts exhausted)--> failed
  *   pending --DELIVERY_FAILED (otherwise)--> pending, next attempt after the backoff
+ *   pending --CHANNEL_CLOSED (the channel was disabled or deleted)--> failed, never sent
  *
  * A row the channel's deduplication window covers is written 'suppressed' and never moves. Which
  * rows are due, and how many a channel's rate limit lets through, is the dispatcher's choice
@@ -31,7 +32,9 @@ export interface NotificationContext {
 
 export type NotificationEvent =
   | { type: 'DELIVERED'; at: string; statusCode: number }
-  | { type: 'DELIVERY_FAILED'; at: string; statusCode: number | null; error: string };
+  | { type: 'DELIVERY_FAILED'; at: string; statusCode: number | null; error: string }
+  /** An operator disabled or deleted the channel: what it had not sent yet is not sent later. */
+  | { type: 'CHANNEL_CLOSED'; at: string; reason: 'channel_disabled' | 'channel_deleted' };
 
 /** The wait before the next attempt after `attemptsMade` failed ones: 2, 4, 8, ... up to 64 s. */
 export function notificationRetrySeconds(attemptsMade: number): number {
@@ -52,6 +55,7 @@ export const notificationMachine = setup({
     recordFailure: assign(({ context, event }) =>
       event.type === 'DELIVERY_FAILED' ? { attempts: context.attempts + 1, lastAttemptAt: event.at, lastError: event.error, lastStatusCode: event.statusCode } : {},
     ),
+    recordClosed: assign(({ event }) => (event.type === 'CHANNEL_CLOSED' ? { lastError: event.reason, nextAttemptAt: event.at } : {})),
     // After recordFailure: attempts already counts the failed attempt.
     scheduleRetry: assign({ nextAttemptAt: ({ context, event }) => plusSeconds(event.at, notificationRetrySeconds(context.attempts)) }),
   },
@@ -68,6 +72,7 @@ export const notificationMachine = setup({
           { guard: 'attemptsExhausted', target: 'failed', actions: 'recordFailure' },
           { actions: ['recordFailure', 'scheduleRetry'] },
         ],
+        CHANNEL_CLOSED: { target: 'failed', actions: 'recordClosed' },
       },
     },
     delivered: { type: 'final' },
@@ -75,3 +80,15 @@ export const notificationMachine = setup({
     suppressed: { type: 'final' },
   },
 });
+
+/** What the machine makes of `event` for a row in `status` with `context`; null when the state does not take it. */
+export function decideNotification(
+  status: NotificationState,
+  context: NotificationContext,
+  event: NotificationEvent,
+): { to: NotificationState; context: NotificationContext } | null {
+  const snapshot = notificationMachine.resolveState({ value: status, context });
+  if (!snapshot.can(event)) return null;
+  const [next] = xstateTransition(notificationMachine, snapshot, event);
+  return { to: next.value as NotificationState, context: next.context };
+}

@@ -252,6 +252,34 @@ export async function dueDeliveries(db: Queryable, channel: string, limit: numbe
   return rows;
 }
 
+/** A delivery row's columns as the notification machine's context. */
+export function deliveryContext(row: DeliveryRow): NotificationContext {
+  const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+  return {
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
+    nextAttemptAt: new Date(row.next_attempt_at).toISOString(),
+    lastAttemptAt: iso(row.last_attempt_at),
+    lastError: row.last_error,
+    lastStatusCode: row.last_status_code,
+    deliveredAt: iso(row.delivered_at),
+  };
+}
+
+/** A channel's pending deliveries, locked (the channel service settles them when it closes the channel). */
+export async function pendingDeliveriesOf(db: Queryable, channel: string): Promise<DeliveryRow[]> {
+  const { rows } = await db.query<DeliveryRow>(`SELECT * FROM notification_deliveries WHERE channel = $1 AND status = 'pending' ORDER BY created_at, id FOR UPDATE`, [channel]);
+  return rows;
+}
+
+/**
+ * Forgets how far a channel has read the attention events: the next run starts it at the newest
+ * event again, as a new channel (what happened while it was disabled or before it existed is not sent).
+ */
+export async function forgetChannelCursor(db: Queryable, channel: string): Promise<void> {
+  await db.query('DELETE FROM notification_cursors WHERE source = $1', [`channel:${channel}`]);
+}
+
 /** Writes what the machine decided for an attempt, if the row is still at the attempt it was decided from. */
 export async function writeDelivery(db: Queryable, id: string, fromAttempts: number, to: NotificationState, c: NotificationContext): Promise<boolean> {
   const { rowCount } = await db.query(

@@ -27,6 +27,8 @@ export const permissions = [
   'template.challenge',
   /** change jobs, queues and schedules through the dashboard (admin only: nobody else holds it) */
   'dashboard.jobs',
+  /** list, create, change and delete the operator channels notifications go to (admin only: their URLs and secrets reach outside) */
+  'notify.channel',
   /** propose and withdraw changes of the address book and the rule set (docs/policy.md) */
   'policy.write',
   /** approve, reject or challenge a policy proposal (never one's own approval) */

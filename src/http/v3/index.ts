@@ -6,6 +6,7 @@ import { callbackRoutes } from './callbacks.ts';
 import { cexTransferRoutes } from './cex-transfers.ts';
 import { callbackDestinationRoutes } from './callback-destinations.ts';
 import { attentionRoutes } from './attention.ts';
+import { operatorChannelRoutes } from './operator-channels.ts';
 import { credentialProposalRoutes } from './credential-proposals.ts';
 import { resourceApp, v3Context, type V3Deps } from './context.ts';
 import { movementRoutes } from './movements.ts';
@@ -56,6 +57,8 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', gateRoutes(ctx));
   // Operator notifications and movements waiting too long (docs/operations.md).
   app.route('/', attentionRoutes(ctx));
+  // Where notifications go: the operator channels (notify.channel, admin only).
+  app.route('/', operatorChannelRoutes(ctx));
   // Last: it sees every route above.
   refuseOtherMethods(app);
   return app;
