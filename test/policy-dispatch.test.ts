@@ -203,3 +203,23 @@ test('two movements of one requester racing under a per-requester velocity limit
   assert.equal(audit.rows[0].details.requester, rows[0].created_by);
   assert.equal(audit.rows[0].details.used, '600');
 });
+
+test('a per-source velocity limit at approval: the second movement from one source is refused, another source has a sum of its own', async () => {
+  await liveRules({ rules: [allowAll], limits: [{ id: 'gbpt-per-source', asset: 'GBPT', window_seconds: 3600, max_amount: '1000', per_source: true }] });
+  const create = async (template: string) => {
+    const c = await call('POST', '/v3/movements', 'requester', { template_key: template, intent: { asset: 'GBPT', amount: '600' } });
+    assert.equal(c.status, 201, c.text);
+    return c.body.movement;
+  };
+  const approve = (m: { id: string; compiled_plan_hash: string }) => call('POST', `/v3/movements/${m.id}/approve`, 'approver', { compiled_plan_hash: m.compiled_plan_hash });
+  const first = await create('policy.from-hot');
+  const second = await create('policy.from-hot');
+  const cold = await create('policy.from-cold');
+  assert.equal((await approve(first)).status, 200);
+  const refused = await approve(second);
+  assert.equal(refused.status, 422, refused.text);
+  assert.equal(refused.body.error.code, 'VELOCITY_LIMIT_EXCEEDED');
+  assert.equal(refused.body.error.details.source, 'hot');
+  assert.equal(refused.body.error.details.used, '600');
+  assert.equal((await approve(cold)).status, 200, 'the cold account counts in a sum of its own');
+});

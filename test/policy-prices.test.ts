@@ -110,6 +110,24 @@ test('the Chainlink reader: a fresh answer is read with its decimals; stale, non
   assert.equal(!wbtc.ok && wbtc.code, 'PRICE_UNREADABLE', JSON.stringify(wbtc));
   const eur = await source.read('ETH', 'EUR', at());
   assert.equal(!eur.ok && eur.code, 'PRICE_FEED_NOT_CONFIGURED');
+
+  // An endpoint that serves another chain than the feed's, and one that does not answer: no price.
+  const elsewhere = parseConfigFile(
+    yaml({
+      evm: { chains: [{ chain_id: 1, rpc_url: local.anvil.url, max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }, { chain_id: 10, rpc_url: 'http://127.0.0.1:9', max_fee_per_gas_cap_wei: TEST_FEE_CAP_WEI }] },
+      price_feeds: [
+        { asset: 'ETH', currency: 'USD', chain_id: 1, address: feed.address, heartbeat_seconds: HEARTBEAT },
+        { asset: 'OP', currency: 'USD', chain_id: 10, address: feed.address, heartbeat_seconds: HEARTBEAT },
+      ],
+    }),
+  );
+  assert.ok(elsewhere.ok, JSON.stringify(elsewhere));
+  const other = priceSourceFromConfig(elsewhere.file)!;
+  const mismatch = await other.read('ETH', 'USD', at());
+  assert.equal(!mismatch.ok && mismatch.code, 'PRICE_UNREADABLE', JSON.stringify(mismatch));
+  assert.match(!mismatch.ok ? mismatch.message : '', /serves chain 31337/);
+  const down = await other.read('OP', 'USD', at());
+  assert.equal(!down.ok && down.code, 'PRICE_UNREADABLE', JSON.stringify(down));
 });
 
 test('a price feed must be on a configured chain, once per asset and currency', () => {
