@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { stringify as yaml } from 'yaml';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
+import { runCli } from '../src/cli/run.ts';
 import { parseConfigFile } from '../src/config-file.ts';
 import { getPolicyProposal } from '../src/persistence/policy.ts';
 import { priceSourceFromConfig } from '../src/prices/chainlink.ts';
@@ -190,8 +191,23 @@ test('a rule bounds an amount in USD: the tier follows the price; a stale price 
   const submitted = await db.pool.query(`SELECT 1 FROM transitions WHERE request_id = $1 AND to_state = 'SUBMITTING'`, [toDispatch.id]);
   assert.equal(submitted.rows.length, 0);
 
+  // ferry policy test shows the price it read, or why none could be used.
+  const cli = async (...args: string[]) => {
+    let out = '';
+    const code = await runCli(args, { env: { FERRY_URL: ferry.url, FERRY_TOKEN: tokens.requester.token }, io: { out: (t) => (out += t + '\n'), err: (t) => (out += t + '\n') } });
+    return { code, out };
+  };
+  const staleTest = await cli('policy', 'test', '--template', 'eth.pay', '--intent', JSON.stringify({ asset: 'ETH', amount: '40' }));
+  assert.equal(staleTest.code, 0, staleTest.out);
+  assert.match(staleTest.out, /^live \(version \d+\): REFUSED by rule large-usd$/m);
+  assert.match(staleTest.out, /^  price ETH\/USD: none \(PRICE_STALE\)$/m);
+  assert.match((await cli('policy', 'rules')).out, /large-usd: amount >= 100000 USD -> require 2 approvals/);
+
   // Fresh again: the same movement is approvable.
   await fresh(2500n);
   const again = await call('POST', `/v3/movements/${m.id}/approve`, 'approver', { compiled_plan_hash: m.compiled_plan_hash });
   assert.equal(again.status, 200, again.text);
+  const freshTest = await cli('policy', 'test', '--template', 'eth.pay', '--intent', JSON.stringify({ asset: 'ETH', amount: '40' }));
+  assert.match(freshTest.out, /^live \(version \d+\): ALLOWED by rule large-usd; needs 2 approvals$/m);
+  assert.match(freshTest.out, new RegExp(`^  price ETH/USD: 250000000000 \\(8 decimals\\), round \\d+ of .*, feed ${ANVIL_CHAIN_ID}:${feed.address}$`, 'm'));
 });
