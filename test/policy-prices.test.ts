@@ -207,6 +207,8 @@ test('a rule bounds an amount in USD: the tier follows the price; a stale price 
   await fresh(2500n);
   const again = await call('POST', `/v3/movements/${m.id}/approve`, 'approver', { compiled_plan_hash: m.compiled_plan_hash });
   assert.equal(again.status, 200, again.text);
+  const approval = await db.pool.query(`SELECT details FROM audit_outbox WHERE action = 'movement.approve' AND entity_id = $1`, [m.id]);
+  assert.equal(approval.rows[0].details.policy.prices[0].answer, '250000000000', 'the approval records the price it was checked with');
   const freshTest = await cli('policy', 'test', '--template', 'eth.pay', '--intent', JSON.stringify({ asset: 'ETH', amount: '40' }));
   assert.match(freshTest.out, /^live \(version \d+\): ALLOWED by rule large-usd; needs 2 approvals$/m);
   assert.match(freshTest.out, new RegExp(`^  price ETH/USD: 250000000000 \\(8 decimals\\), round \\d+ of .*, feed ${ANVIL_CHAIN_ID}:${feed.address}$`, 'm'));
