@@ -30,6 +30,8 @@ const local = await startLocalChain();
 after(() => local.anvil.stop());
 const feed = await deployAggregator(local.chain, local.anvil.url, ANVIL_DEV_KEY, 8, 'ETH / USD');
 const wrongDecimals = await deployAggregator(local.chain, local.anvil.url, ANVIL_DEV_KEY, 18, 'DAI / USD');
+// A feed with no round yet: latestRoundData reverts ("No data present"), as a real aggregator's does.
+const noRounds = await deployAggregator(local.chain, local.anvil.url, ANVIL_DEV_KEY, 8, 'LINK / USD');
 const HEARTBEAT = 3600;
 const now = () => Math.floor(Date.now() / 1000);
 const fresh = (usd: bigint) => feed.setRound(usd * 10n ** 8n, now() - 60);
@@ -41,6 +43,7 @@ const file = {
     { asset: 'ETH', currency: 'USD', chain_id: ANVIL_CHAIN_ID, address: feed.address, heartbeat_seconds: HEARTBEAT, decimals: 8 },
     // Configured as 8 decimals; the contract answers with 18.
     { asset: 'DAI', currency: 'USD', chain_id: ANVIL_CHAIN_ID, address: wrongDecimals.address, heartbeat_seconds: HEARTBEAT, decimals: 8 },
+    { asset: 'LINK', currency: 'USD', chain_id: ANVIL_CHAIN_ID, address: noRounds.address, heartbeat_seconds: HEARTBEAT },
     // No contract at this address.
     { asset: 'WBTC', currency: 'USD', chain_id: ANVIL_CHAIN_ID, address: `0x${'ab'.repeat(20)}`, heartbeat_seconds: HEARTBEAT },
   ],
@@ -109,6 +112,8 @@ test('the Chainlink reader: a fresh answer is read with its decimals; stale, non
   assert.match(!dai.ok ? dai.message : '', /18 decimals/);
   const wbtc = await source.read('WBTC', 'USD', at());
   assert.equal(!wbtc.ok && wbtc.code, 'PRICE_UNREADABLE', JSON.stringify(wbtc));
+  const link = await source.read('LINK', 'USD', at());
+  assert.equal(!link.ok && link.code, 'PRICE_UNREADABLE', JSON.stringify(link));
   const eur = await source.read('ETH', 'EUR', at());
   assert.equal(!eur.ok && eur.code, 'PRICE_FEED_NOT_CONFIGURED');
 
@@ -176,7 +181,7 @@ test('a rule bounds an amount in USD: the tier follows the price; a stale price 
   assert.equal(stale.body.error.details.price_code, 'PRICE_STALE');
   assert.equal(stale.body.error.details.rule_id, 'large-usd');
   // An asset without a feed: refused the same way (no feed, no price, no decision).
-  const noFeed = await create('1', 'LINK');
+  const noFeed = await create('1', 'UNI');
   assert.equal(noFeed.body.error?.code, 'POLICY_PRICE_UNAVAILABLE', noFeed.text);
   assert.equal(noFeed.body.error.details.price_code, 'PRICE_FEED_NOT_CONFIGURED');
   // Approval: refused.
