@@ -149,6 +149,7 @@ test('a rule matches one source and not another: the account a node moves from d
   const hot = await call('POST', '/v3/movements', 'requester', { template_key: 'policy.from-hot', intent: { asset: 'USDC', amount: '5' } });
   assert.equal(hot.status, 201, hot.text);
   assert.equal(hot.body.movement.policy.rule_id, 'hot-only');
+  assert.deepEqual(hot.body.movement.policy.sources, ['hot'], '/v3 shows the sources the rules read');
   const { rows } = await db.pool.query(`SELECT policy_sources FROM movement_requests WHERE id = $1`, [hot.body.movement.id]);
   assert.deepEqual(rows[0].policy_sources, ['hot'], 'the movement records its sources');
   const cold = await call('POST', '/v3/movements', 'requester', { template_key: 'policy.from-cold', intent: { asset: 'USDC', amount: '5' } });

@@ -223,6 +223,7 @@ export const MovementPolicySchema = z
     asset: z.string().nullable(),
     amount: z.string().nullable(),
     destination_entry: z.string().nullable().openapi({ description: 'The address book entry the destination is; null: not in the book' }),
+    sources: z.array(z.string()).nullable().openapi({ description: 'The signer keys and accounts its nodes move funds from, as the rules read them; null on movements from before sources were recorded' }),
     approvers_from: z.array(z.string()).nullable().openapi({ description: 'The principals whose approvals count under the rule; null: any approver' }),
   })
   .openapi('MovementPolicy');
