@@ -17,6 +17,10 @@
  * The Hyperliquid info API emulator, crediting deposits to a bridge address on the local chain,
  * makes `hyperliquid_topup` runnable; its two commands are printed too.
  *
+ * The treasury policy: an address book entry for a cold address, a rule set, and one standing order
+ * (an hourly sweep of the hot wallet's USDC above 900000 to the cold address), each proposed and
+ * approved through the API (scripts/sandbox/policy.ts), to watch in /ui's Standing orders.
+ *
  * Settings: FERRY_DATA_DIR (default ./.ferry/sandbox), PORT (Ferry, default 3000),
  * SANDBOX_ANVIL_PORT and SANDBOX_REMOTE_ANVIL_PORT (default: free ports), DATABASE_URL (default: embedded PostgreSQL in the
  * data folder). The keys are anvil's public development keys: nothing here is a secret.
@@ -32,6 +36,7 @@ import { callbackReceiver } from './sandbox/callback-receiver.ts';
 import { sandboxHyperliquid } from './sandbox/hyperliquid.ts';
 import { sandboxCctp } from './sandbox/cctp.ts';
 import { freshSandboxData } from './sandbox/fresh-data.ts';
+import { installSandboxPolicy } from './sandbox/policy.ts';
 import { lanes } from '../src/executors/lanes.ts';
 
 const CHAIN_ID = 31337;
@@ -253,7 +258,8 @@ async function main(): Promise<void> {
     chains: [],
     config: { chains: [], signers: [], tokens: [] },
     sections: {},
-    ferryEnv: {},
+    // The policy's changes are live once approved (no cool-down), and the balances the standing order reads are snapshotted.
+    ferryEnv: { FERRY_POLICY_COOLDOWN_SECONDS: '0', FERRY_BALANCE_SNAPSHOT_ENABLED: 'true' },
     templates: [],
     facts: {},
     log: (line) => console.log(`sandbox: ${line}`),
@@ -289,6 +295,19 @@ async function main(): Promise<void> {
   const url = ferry.url();
   const tokens = ferry.tokens();
   const described = parts.map((p) => p.describe(url, tokens, ctx));
+  if (parts.some((p) => p.lane === 'evm')) {
+    try {
+      const policy = await installSandboxPolicy(url, tokens, {
+        chainId: CHAIN_ID,
+        hotWallet: String(ctx.facts.hot_wallet),
+        usdc: (ctx.facts.token_USDC as { address: string }).address,
+      });
+      described.push({ lines: policy.lines, ready: { standing_order_id: policy.standing_order_id, cold: policy.cold } });
+    } catch (err) {
+      console.error((err as Error).message);
+      return stop(1);
+    }
+  }
   console.log(
     [
       '',

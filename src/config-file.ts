@@ -89,9 +89,28 @@ const RemoteSchema = z
 
 const remoteSection = { remote: RemoteSchema.default({ executors: [], signers: [] }) };
 
+// --- Price feeds (docs/policy.md, "Amounts in a reference currency"): where the treasury policy reads
+// the price of an asset when a rule bounds an amount in a reference currency.
+/** One Chainlink-style feed (AggregatorV3Interface) of an asset's price in a currency, on a chain of evm.chains. */
+const PriceFeedSchema = z
+  .object({
+    /** The asset as intents name it (`ETH`, `USDC`). */
+    asset: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$/, 'an asset symbol'),
+    /** The currency the feed quotes in (`USD`). */
+    currency: z.string().regex(/^[A-Z][A-Z0-9]{1,9}$/, 'a currency code such as USD'),
+    chain_id: z.number().int().positive(),
+    address: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address'),
+    /** The longest the feed's latest answer may be old (its heartbeat, from the feed's page); older is stale. */
+    heartbeat_seconds: z.number().int().min(1).max(7 * 24 * 3600),
+    /** The feed's decimals, checked against decimals() when it is first read (unset: whatever it answers). */
+    decimals: z.number().int().min(0).max(36).optional(),
+  })
+  .strict();
+const priceSection = { price_feeds: z.array(PriceFeedSchema).max(200).default([]) };
+
 type UnionToIntersection<U> = (U extends unknown ? (k: U) => void : never) extends (k: infer I) => void ? I : never;
 /** The file's sections: each lane's (src/executors/<lane>/config.ts), and remote hosts. */
-type Sections = UnionToIntersection<(typeof lanes)[number]['fileSections']> & typeof remoteSection;
+type Sections = UnionToIntersection<(typeof lanes)[number]['fileSections']> & typeof remoteSection & typeof priceSection;
 
 /**
  * The file's schema for a list of lanes: their sections and `remote`. A section of a lane not in
@@ -101,13 +120,13 @@ export function configFileSchema(list: LaneList = lanes) {
   const shape: Record<string, z.ZodType> = {};
   for (const lane of list) {
     for (const [name, section] of Object.entries(lane.fileSections)) {
-      if (name in shape || name in remoteSection) throw new Error(`lane ${lane.name}: file section ${name} is already another lane's`);
+      if (name in shape || name in remoteSection || name in priceSection) throw new Error(`lane ${lane.name}: file section ${name} is already another lane's`);
       shape[name] = section;
     }
   }
   const evmListed = list.some((l) => 'evm' in l.fileSections);
   return z
-    .object({ ...shape, ...remoteSection } as unknown as Sections)
+    .object({ ...shape, ...remoteSection, ...priceSection } as unknown as Sections)
     .strict()
     .superRefine((file, ctx) => {
       const f = file as unknown as Record<string, unknown>;
@@ -125,6 +144,17 @@ export function configFileSchema(list: LaneList = lanes) {
           });
         }
       }
+      // A price feed is read over one of evm.chains, once per (asset, currency).
+      const feedKeys = new Set<string>();
+      file.price_feeds.forEach((p, i) => {
+        const key = `${p.asset.toUpperCase()}/${p.currency}`;
+        if (feedKeys.has(key)) ctx.addIssue({ code: 'custom', path: ['price_feeds', i, 'asset'], message: `a second feed of ${key}` });
+        feedKeys.add(key);
+        const chains = evmListed ? ((f.evm as { chains?: { chain_id: number }[] } | undefined)?.chains ?? []) : [];
+        if (!chains.some((c) => c.chain_id === p.chain_id)) {
+          ctx.addIssue({ code: 'custom', path: ['price_feeds', i, 'chain_id'], message: `chain ${p.chain_id} is not in evm.chains: a feed is read over its RPC endpoint` });
+        }
+      });
       // A remote signer's chains need a fee cap too, from evm.chains or evm.fee_caps (none without the EVM lane).
       const evm = evmListed ? (f.evm as Parameters<typeof feeCapOf>[0]) : null;
       file.remote.signers.forEach((s, i) => {
@@ -154,6 +184,7 @@ export type CexAccountConfig = ConfigFile['cex']['accounts'][number];
 export type CctpConfig = NonNullable<ConfigFile['cctp']>;
 export type RemoteExecutorConfig = ConfigFile['remote']['executors'][number];
 export type RemoteSignerConfig = ConfigFile['remote']['signers'][number];
+export type PriceFeedConfig = ConfigFile['price_feeds'][number];
 
 /** The empty file: what Ferry runs with when FERRY_CONFIG_FILE is unset. */
 export const EMPTY_CONFIG_FILE: ConfigFile = ConfigFileSchema.parse({});

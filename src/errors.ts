@@ -83,6 +83,12 @@ export const errorStatus = {
   POLICY_NO_MATCHING_RULE: 422,
   /** The movement would take an asset's sum over a velocity limit's window past its maximum. */
   VELOCITY_LIMIT_EXCEEDED: 422,
+  /**
+   * The rule that would decide bounds an amount in a reference currency, and the asset's price cannot
+   * be used (details.price_code: PRICE_STALE, PRICE_NOT_POSITIVE, PRICE_ROUND_INCOMPLETE,
+   * PRICE_FEED_NOT_CONFIGURED, PRICE_UNREADABLE): refused, never allowed (fail closed).
+   */
+  POLICY_PRICE_UNAVAILABLE: 422,
   /** The matching rule counts approvals only from named principals, and the approver is not one. */
   POLICY_APPROVER_NOT_ELIGIBLE: 403,
   /** A rule set or book entry whose parts contradict each other or the book (details.problems). */

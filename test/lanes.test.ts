@@ -135,8 +135,8 @@ test('removing cex from the list removes its config section: a file with one is 
   const without = loadConfig({}, list);
   assert.ok(!('cex' in without.file), 'no cex section in the config object');
   assert.ok('evm' in without.file && 'sim' in without.file);
-  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['cctp', 'evm', 'hyperliquid', 'remote', 'sim']);
-  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['cctp', 'cex', 'evm', 'hyperliquid', 'remote', 'sim']);
+  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['cctp', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim']);
+  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['cctp', 'cex', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim']);
 });
 
 test("removing evm removes its variables and file section; the loader's own checks then read no evm section", () => {

@@ -10,6 +10,7 @@ const facts = (over: Partial<MovementFacts> = {}): MovementFacts => ({
   amount: '100',
   destination: { address: '0xabc', tag: null },
   entry: null,
+  sources: ['hot'],
   requester: { actor: 'principal:x', name: 'alice' },
   ...over,
 });
@@ -83,5 +84,62 @@ test('intent facts: the asset upper case, the amount as given, the destination w
     { executor_binding: { executor_key: 'exec.sim.observe' } },
     { executor_binding: 'exec.cex.observe' },
   ]);
-  assert.deepEqual(f, { lanes: ['cex', 'sim'], asset: 'USDC', amount: '12.50', destination: { address: 'bnb1x', tag: '42' } });
+  assert.deepEqual(f, { lanes: ['cex', 'sim'], asset: 'USDC', amount: '12.50', destination: { address: 'bnb1x', tag: '42' }, sources: [] });
+});
+
+test('a rule matches on the sources of its nodes: one source and not another, and a movement of two sources only where both are listed', () => {
+  const s = set([
+    { id: 'from-hot', match: { sources: ['hot'] }, action: { type: 'allow' } },
+    { id: 'from-exchange', match: { sources: ['binance_main', 'hot'] }, action: { type: 'require_approvals', approvals: 2 } },
+    { id: 'else', action: { type: 'block', reason: 'only the hot wallet and the exchange account' } },
+  ]);
+  assert.equal(decide(s, facts({ sources: ['hot'] })).ruleId, 'from-hot');
+  assert.equal(decide(s, facts({ sources: ['cold'] })).ruleId, 'else', 'another source does not match');
+  assert.equal(decide(s, facts({ sources: ['binance_main', 'hot'] })).ruleId, 'from-exchange', 'both sources must be listed');
+  assert.equal(decide(s, facts({ sources: [] })).ruleId, 'else', 'a movement without a source never matches a source rule');
+  // The sources come from the plan: a signing node's signer key, an exchange node's account; never the intent.
+  const f = intentFacts({ asset: 'USDC', amount: '1', source: 'cold' }, [
+    { executor_binding: 'exec.evm.erc20_transfer', signer_binding: { signer_key: 'hot', chain_id: 1 } },
+    { executor_binding: { executor_key: 'exec.cex.withdrawal_action', account: 'binance_main' } },
+    { executor_binding: 'exec.cex.withdrawal_action', config: { account: 'okx_main' } },
+    { executor_binding: 'exec.sim.observe' },
+  ]);
+  assert.deepEqual(f.sources, ['binance_main', 'hot', 'okx_main']);
+});
+
+test('limits per source and per requester: one sum each, named in the lock key', () => {
+  const limits = ruleSetSchema.parse({
+    rules: [],
+    limits: [
+      { id: 'per-source', asset: 'USDC', window_seconds: 60, max_amount: '10', per_source: true },
+      { id: 'per-requester', asset: 'USDC', window_seconds: 60, max_amount: '10', per_requester: true },
+    ],
+  }).limits;
+  const got = applicableLimits(limits, facts({ sources: ['cold', 'hot'] }));
+  assert.deepEqual(got.map((l) => l.key), ['per-requester:USDC:*:requester=principal:x', 'per-source:USDC:*:source=cold', 'per-source:USDC:*:source=hot']);
+  assert.deepEqual(got.map((l) => [l.source, l.requester]), [[null, 'principal:x'], ['cold', null], ['hot', null]]);
+  // No source: counted against the sum over every source (never against none).
+  assert.deepEqual(applicableLimits(limits, facts({ sources: [] })).map((l) => l.key), ['per-requester:USDC:*:requester=principal:x', 'per-source:USDC:*:source=*']);
+});
+
+test('an amount in a reference currency: compared exactly through the price; an unreadable price refuses, never falls through to a later rule', () => {
+  const s = set([
+    { id: 'big', match: { amount: { at_least: '100000', currency: 'USD' } }, action: { type: 'require_approvals', approvals: 3 } },
+    { id: 'rest', action: { type: 'allow' } },
+  ]);
+  assert.deepEqual(ruleSetProblems(ruleSetSchema.parse({ rules: [{ id: 'usd', match: { amount: { at_least: '1', currency: 'USD' } }, action: { type: 'allow' } }] })), [], 'a currency amount needs no assets');
+  const price = (answer: string) => ({
+    'ETH/USD': { ok: true as const, asset: 'ETH', currency: 'USD', answer, decimals: 8, round_id: '1', updated_at: '2026-01-01T00:00:00.000Z', feed: '1:0xfeed' },
+  });
+  // 40 ETH at 2500.00000000 USD is exactly 100000 USD: at_least is inclusive.
+  assert.equal(decide(s, { ...facts({ asset: 'ETH', amount: '40' }), prices: price('250000000000') }).ruleId, 'big');
+  assert.equal(decide(s, { ...facts({ asset: 'ETH', amount: '40' }), prices: price('249999999999') }).ruleId, 'rest', 'one unit of the answer below');
+  assert.equal(decide(s, { ...facts({ asset: 'ETH', amount: '39.999999' }), prices: price('250000000000') }).ruleId, 'rest');
+  for (const prices of [undefined, { 'ETH/USD': { ok: false as const, asset: 'ETH', currency: 'USD', code: 'PRICE_STALE', message: 'stale', feed: '1:0xfeed' } }]) {
+    const d = decide(s, { ...facts({ asset: 'ETH', amount: '1' }), prices });
+    assert.equal(d.action, 'price_unavailable');
+    assert.equal(d.ruleId, 'big');
+  }
+  // Without an amount the rule cannot match, price or not.
+  assert.equal(decide(s, facts({ asset: 'ETH', amount: null })).ruleId, 'rest');
 });

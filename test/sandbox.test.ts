@@ -15,6 +15,8 @@ import { waitFor } from './helpers/wait.ts';
  * stablecoin, the exchange emulator, Ferry), the two commands it prints create and approve a
  * movement, the movement completes with the USDC on chain, the printed cex_to_chain command
  * withdraws from the exchange and sweeps to the treasury, and SIGTERM stops everything cleanly.
+ * It also installs the treasury policy: an address book entry, a rule set and one standing order
+ * (the hourly sweep of the hot wallet's excess to the cold address), live and shown by the API.
  */
 
 const run = promisify(execFile);
@@ -40,6 +42,8 @@ interface Ready {
   callback_receiver: { name: string; received_url: string; log: string };
   cex_transfers_command: string;
   foreign_deposit: { venue: string; amount: string; tx_id: string };
+  standing_order_id: string;
+  cold: Address;
 }
 
 test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, top up Hyperliquid with 20 USDC and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
@@ -73,6 +77,23 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, pass a man
     );
   const done = await finished('the movement to finish', id);
   assert.equal(done.movement.state, 'COMPLETED', JSON.stringify(done.nodes));
+  assert.equal(done.movement.policy.rule_id, 'sandbox', 'checked against the sandbox rule set');
+
+  // The policy: the book entry, the rule set, and the hourly sweep of the hot wallet, ACTIVE.
+  const order = await api(ready.url, ready.tokens.admin, 'GET', `/v3/standing-orders/${ready.standing_order_id}`);
+  assert.equal(order.status, 200, order.text);
+  assert.equal(order.body.standing_order.state, 'ACTIVE');
+  assert.equal(order.body.standing_order.name, 'hot-sweep');
+  assert.deepEqual(order.body.standing_order.destinations, ['cold']);
+  assert.deepEqual(order.body.standing_order.trigger.schedule, { cron: '0 * * * *' });
+  assert.equal(order.body.standing_order.trigger.balance.wallet, ready.hot_wallet);
+  const book = await api(ready.url, ready.tokens.admin, 'GET', '/v3/policy/address-book');
+  assert.equal(book.status, 200, book.text);
+  assert.match(JSON.stringify(book.body), new RegExp(ready.cold, 'i'));
+  const sweep = await api(ready.url, ready.tokens.admin, 'POST', '/v3/policy/test', { template_key: 'usdc.transfer', intent: { asset: 'USDC', amount: '100000', destination: ready.cold } });
+  assert.equal(sweep.status, 200, sweep.text);
+  assert.equal(sweep.body.live.rule_id, 'sweeps-to-cold');
+  assert.equal(sweep.body.live.outcome, 'allowed');
   assert.deepEqual(done.nodes.map((n: { node_key: string; state?: string; node_state?: string }) => n.node_key).sort(), ['finality', 'transfer']);
 
   const chain = createPublicClient({ transport: http(ready.chain_local.rpc_url, { retryCount: 0 }) });

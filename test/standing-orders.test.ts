@@ -24,6 +24,7 @@ const tokens = await createTokens(db.pool, {
   requester: 'requester',
   approver: 'approver',
   approver2: { name: 'approver-2', role: 'approver' },
+  admin: 'admin',
 });
 type Who = keyof typeof tokens;
 const call = (method: string, path: string, who: Who, body?: unknown): Promise<Reply> => callApi(ferry.url, method, path, tokens[who].token, body);
@@ -196,4 +197,65 @@ test('ferry standing-orders list, show and pause through the API', async () => {
   assert.equal(paused.code, 0, paused.out);
   assert.match(paused.out, /cli-sweep\s+PAUSED/);
   assert.equal((await cli('reject', id)).code, 2, 'reject without --reason is a usage error');
+});
+
+test('what /ui\'s standing orders page reads and does: the list, one order with its runs and history, approve (refused to its proposer), pause and resume', async () => {
+  await balance(900);
+  // Proposed by an admin, who may also approve orders: only four-eyes stops it approving its own.
+  const p = await call('POST', '/v3/standing-orders', 'admin', {
+    name: 'ui-sweep',
+    template_key: 'treasury.sweep',
+    asset: 'USDC',
+    destinations: ['cold'],
+    max_per_run: '500',
+    max_per_window: '100000',
+    window_seconds: 86400,
+    trigger: { kind: 'ceiling', balance: HOT, ceiling: '1000' },
+    expires_at: new Date(Date.now() + 30 * 86400_000).toISOString(),
+  });
+  assert.equal(p.status, 202, p.text);
+  const id: string = p.body.id;
+  // The list the page draws (any role may read it), filtered by state as its select asks.
+  const list = await call('GET', '/v3/standing-orders?limit=100&state=PROPOSED', 'requester');
+  assert.equal(list.status, 200, list.text);
+  const listed = list.body.standing_orders.find((o: { id: string }) => o.id === id);
+  assert.ok(listed, 'the proposed order is listed under PROPOSED');
+  for (const field of ['id', 'name', 'state', 'template_key', 'asset', 'destinations', 'trigger']) assert.ok(field in listed, field);
+  assert.deepEqual(listed.trigger, { kind: 'ceiling', balance: HOT, ceiling: '1000' });
+  assert.equal((await call('GET', '/v3/standing-orders?limit=100&state=ACTIVE', 'requester')).body.standing_orders.some((o: { id: string }) => o.id === id), false);
+
+  // The page's approve button: its proposer is refused with a code the page shows; the requester role may not approve at all.
+  const self = await call('POST', `/v3/standing-orders/${id}/approve`, 'admin', {});
+  assert.equal(self.status, 403);
+  assert.equal(self.body.error.code, 'FOUR_EYES_VIOLATION');
+  const role = await call('POST', `/v3/standing-orders/${id}/approve`, 'operator', {});
+  assert.equal(role.status, 403);
+  assert.equal(role.body.error.code, 'FORBIDDEN');
+  const ok = await call('POST', `/v3/standing-orders/${id}/approve`, 'approver', {});
+  assert.equal(ok.status, 200, ok.text);
+  assert.equal(ok.body.state, 'ACTIVE');
+  assert.deepEqual(ok.body.approvals.map((a: { by_name: string }) => a.by_name), ['approver-1']);
+  assert.equal(ok.body.required_approvals, 1);
+
+  await balance(1300);
+  assert.equal((await runStandingOrders(runner())).approved, 1);
+  const detail = await call('GET', `/v3/standing-orders/${id}`, 'requester');
+  assert.equal(detail.status, 200, detail.text);
+  for (const field of ['proposed_by_name', 'created_at', 'expires_at', 'max_per_run', 'max_per_window', 'window_seconds', 'approvals', 'required_approvals', 'reason']) {
+    assert.ok(field in detail.body.standing_order, field);
+  }
+  const [run] = detail.body.runs;
+  assert.deepEqual(
+    { amount: run.amount, destination_entry: run.destination_entry, outcome: run.outcome, error_code: run.error_code },
+    { amount: '300', destination_entry: 'cold', outcome: 'approved', error_code: null },
+  );
+  for (const field of ['id', 'slot_key', 'created_at', 'error_detail']) assert.ok(field in run, field);
+  assert.match(run.movement_id, /^[0-9a-f-]{36}$/, 'the page links the run to its movement');
+  assert.deepEqual(detail.body.history.map((h: { from: string; to: string; event: string }) => [h.from, h.to, h.event]), [['', 'PROPOSED', 'xstate.init'], ['PROPOSED', 'ACTIVE', 'APPROVE']]);
+  for (const field of ['seq', 'at', 'actor']) assert.ok(field in detail.body.history[1], field);
+
+  // Pause and resume, with the empty body the page sends.
+  assert.equal((await call('POST', `/v3/standing-orders/${id}/pause`, 'operator', {})).body.state, 'PAUSED');
+  assert.equal((await call('POST', `/v3/standing-orders/${id}/resume`, 'operator', {})).body.state, 'ACTIVE');
+  await call('POST', `/v3/standing-orders/${id}/revoke`, 'operator', {});
 });

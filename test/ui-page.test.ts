@@ -61,6 +61,10 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
     '/v3/movements/{}/resolutions/{}/confirm',
     // A pending movement's approve (with the plan hash on screen) and reject.
     '/v3/movements/{}/{}',
+    // Standing orders: the list, one order with its runs and history, and its approve, pause and resume.
+    '/v3/standing-orders',
+    '/v3/standing-orders/{}',
+    '/v3/standing-orders/{}/{}',
     '/v3/template-proposals',
     '/v3/template-proposals/{}',
     '/v3/template-proposals/{}/{}',
@@ -81,7 +85,7 @@ test('the page works under its Content-Security-Policy: no inline script, style 
   assert.doesNotMatch(html, /<style\b/i, 'no inline stylesheet');
   assert.doesNotMatch(html, /\sstyle=/i, 'no style attribute');
   assert.doesNotMatch(html, /\son[a-z]+=/i, 'no inline event handler');
-  for (const id of ['views', 'proposals', 'proposal', 'proposal-diff', 'proposal-history', 'attention', 'resolution-form', 'resolutions']) {
+  for (const id of ['views', 'proposals', 'proposal', 'proposal-diff', 'proposal-history', 'attention', 'resolution-form', 'resolutions', 'standing-orders', 'standing-order', 'standing-order-runs', 'standing-order-history', 'standing-order-approve']) {
     assert.match(html, new RegExp(`id="${id}"`), id);
   }
   const js = await (await app.request('/ui/app.js')).text();

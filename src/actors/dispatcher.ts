@@ -14,7 +14,8 @@ import { claimsTotal, deferralsTotal, fencedRetriesTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
-import { policyAtDispatch } from '../services/policy.ts';
+import { policyAtDispatch, pricesForDispatch } from '../services/policy.ts';
+import { priceSourceOf } from '../prices/chainlink.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
 import { EXPIRED_RETRY_SECONDS, preparedActionExpired } from './prepared-expiry.ts';
 import { deliverBatch, deliverHeld, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
@@ -172,7 +173,7 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   // One commit: every node's SUBMITTING (or why not), written over the rows the claim left (no re-read).
   // Movements created under the treasury policy are checked again in that commit (policyGate).
   let items = prepared.flatMap((p) => p.items);
-  const gate = policyGate(deps, dispatches, prepared, (checked) => (items = checked));
+  const gate = await policyGate(deps, dispatches, prepared, (checked) => (items = checked));
   const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: heldRows(dispatches.map((d) => ({ request: d.request, nodes: d.nodes }))) }, gate);
   if (!committed) return [];
   remember(latest, committed, [...new Set(dispatches.map((d) => d.request.id))]);
@@ -210,11 +211,19 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
  * refused movement's node fails (PREPARE_FAILED with the refusal's code) instead of recording
  * SUBMITTING, and its prepared action and signature are never stored nor submitted.
  */
-function policyGate(deps: WorkerDeps, dispatches: CarriedClaim[], prepared: Prepared[], onItems: (items: NodeItem[]) => void): ((client: Client) => Promise<NodeItem[]>) | null {
+async function policyGate(
+  deps: WorkerDeps,
+  dispatches: CarriedClaim[],
+  prepared: Prepared[],
+  onItems: (items: NodeItem[]) => void,
+): Promise<((client: Client) => Promise<NodeItem[]>) | null> {
   const gated = dispatches.filter((d, i) => prepared[i].submit && d.request.policy_rule_set_version != null);
   if (gated.length === 0) return null;
+  const movements = heldRows(gated.map((d) => ({ request: d.request, nodes: d.nodes }))).map((m) => m.request);
+  // Prices for reference-currency rules are read before the SUBMITTING transaction opens: no RPC call under its locks.
+  const prices = await pricesForDispatch(deps.pool, deps.prices !== undefined ? deps.prices : priceSourceOf(deps.config.file), movements, new Date());
   return async (client) => {
-    const refused = await policyAtDispatch(client, heldRows(gated.map((d) => ({ request: d.request, nodes: d.nodes }))).map((m) => m.request), deps.config.approvalQuorum, new Date());
+    const refused = await policyAtDispatch(client, movements, deps.config.approvalQuorum, new Date(), prices);
     const items = prepared.flatMap((p, i) => {
       const d = dispatches[i];
       const why = p.submit ? refused.get(d.request.id) : undefined;

@@ -1,3 +1,4 @@
+import type { PriceSource } from '../prices/price-source.ts';
 import type { FerryConfig } from '../config.ts';
 import { buildExecutionContext } from '../executors/context.ts';
 import { boundText, RESULT_BOUNDS, type ExecutionContext, type ExecutionResult, type PreparedAction } from '../executors/protocol.ts';
@@ -30,6 +31,8 @@ export interface WorkerDeps {
   dispatchQueue?: HandedOffClaims;
   /** The actor runtime's group writer: writes over held rows go through it, merged under load. */
   groupWriter?: GroupWriter;
+  /** Where the treasury policy reads prices at dispatch; unset: the configuration's price_feeds (src/prices/). */
+  prices?: PriceSource | null;
 }
 
 export const nowIso = () => new Date().toISOString();

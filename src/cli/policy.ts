@@ -97,14 +97,20 @@ const bookRemove: CliCommand = {
   },
 };
 
+/** Per what a limit keeps its sums, in words (" per destination, per source"). */
+function perWhat(l: any): string {
+  return [l.per_destination && ' per destination', l.per_source && ' per source', l.per_requester && ' per requester'].filter(Boolean).join(',');
+}
+
 function ruleLine(r: any): string {
   const m = r.match ?? {};
   const parts = [
     m.templates && `template ${m.templates.join('|')}`,
     m.lanes && `lane ${m.lanes.join('|')}`,
     m.assets && `asset ${m.assets.join('|')}`,
+    m.sources && `source ${m.sources.join('|')}`,
     m.destination && `destination ${JSON.stringify(m.destination)}`,
-    m.amount && `amount${m.amount.at_least ? ` >= ${m.amount.at_least}` : ''}${m.amount.below ? ` < ${m.amount.below}` : ''}`,
+    m.amount && `amount${m.amount.at_least ? ` >= ${m.amount.at_least}` : ''}${m.amount.below ? ` < ${m.amount.below}` : ''}${m.amount.currency ? ` ${m.amount.currency}` : ''}`,
     m.requesters && `requester ${m.requesters.join('|')}`,
   ].filter(Boolean);
   const a = r.action;
@@ -124,7 +130,7 @@ const rules: CliCommand = {
     ctx.out(`rule set version ${r.version} (first match wins; no match: refused)`);
     for (const rule of r.rules) ctx.out(ruleLine(rule));
     for (const l of r.limits) {
-      ctx.out(`  limit ${l.id}: at most ${l.max_amount} ${l.asset} per ${l.window_seconds} s${l.per_destination ? ' per destination' : ''}`);
+      ctx.out(`  limit ${l.id}: at most ${l.max_amount} ${l.asset} per ${l.window_seconds} s${perWhat(l)}`);
     }
   },
 };
@@ -171,7 +177,7 @@ const proposal: CliCommand = {
     const c = r.proposal.change;
     if (c.op === 'replace') {
       for (const rule of c.rules) ctx.out(ruleLine(rule));
-      for (const l of c.limits) ctx.out(`  limit ${l.id}: at most ${l.max_amount} ${l.asset} per ${l.window_seconds} s${l.per_destination ? ' per destination' : ''}`);
+      for (const l of c.limits) ctx.out(`  limit ${l.id}: at most ${l.max_amount} ${l.asset} per ${l.window_seconds} s${perWhat(l)}`);
     } else if (c.op === 'put') {
       const e = c.entry;
       ctx.out(`  ${e.name}: ${e.kind} ${e.network} ${e.address}${e.tag ? ` tag ${e.tag}` : ''} owned by ${e.owner}`);
@@ -204,8 +210,13 @@ function verdictLines(label: string, v: any): string[] {
       (v.outcome === 'allowed' ? `; needs ${v.approvals_required} approval${v.approvals_required === 1 ? '' : 's'}${v.approvers_from ? ` from ${v.approvers_from.join(', ')}` : ''}` : ''),
   ];
   if (v.outcome === 'refused') lines.push(`  ${v.code}: ${v.message}`);
+  for (const p of v.prices ?? []) {
+    lines.push(p.answer !== undefined
+      ? `  price ${p.asset}/${p.currency}: ${p.answer} (${p.decimals} decimals), round ${p.round_id} of ${p.updated_at}, feed ${p.feed}`
+      : `  price ${p.asset}/${p.currency}: none (${p.code})`);
+  }
   for (const l of v.limits) {
-    lines.push(`  limit ${l.limit_id}: ${l.used} used of ${l.max_amount} in ${l.window_seconds} s${l.destination ? ` to ${l.destination}` : ''}; with this movement ${l.total ?? '?'}${l.exceeded ? ' (EXCEEDED)' : ''}`);
+    lines.push(`  limit ${l.limit_id}: ${l.used} used of ${l.max_amount} in ${l.window_seconds} s${l.destination ? ` to ${l.destination}` : ''}${l.source ? ` from ${l.source}` : ''}${l.requester ? ` requested by ${l.requester}` : ''}; with this movement ${l.total ?? '?'}${l.exceeded ? ' (EXCEEDED)' : ''}`);
   }
   return lines;
 }
@@ -231,7 +242,7 @@ const test: CliCommand = {
     if (printedJson(ctx, r)) return;
     const f = r.facts;
     ctx.out(
-      `movement: template ${f.templateKey}, lanes ${f.lanes.join(',') || '-'}, ${f.amount ?? '?'} ${f.asset ?? '?'} to ` +
+      `movement: template ${f.templateKey}, lanes ${f.lanes.join(',') || '-'}, sources ${(f.sources ?? []).join(',') || '-'}, ${f.amount ?? '?'} ${f.asset ?? '?'} to ` +
         `${f.destination ? f.destination.address : '-'} (${f.entry ? `book entry ${f.entry.name}, ${f.entry.kind}` : 'not in the address book'}), requested by ${f.requester.name ?? f.requester.actor}`,
     );
     for (const line of verdictLines('live', r.live)) ctx.out(line);

@@ -90,6 +90,7 @@ export function policyView(r: MovementSummaryRow): z.infer<typeof MovementSummar
     asset: r.policy_asset ?? null,
     amount: r.policy_amount == null ? null : String(r.policy_amount),
     destination_entry: r.policy_destination_entry ?? null,
+    sources: r.policy_sources ?? null,
     approvers_from: r.policy_approvers?.principals ?? null,
   };
 }

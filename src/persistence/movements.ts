@@ -36,6 +36,8 @@ export interface MovementRow extends Omit<NewMovement, 'intent' | 'input_params'
   policy_destination?: string | null;
   policy_destination_entry?: string | null;
   policy_approvers?: { principals: string[] } | null;
+  /** The sources its nodes move funds from, as the policy read them (migration 0390); null before. */
+  policy_sources?: string[] | null;
   /** Whether its destination asked for node callbacks (migration 0350); false for a raw callback_url. */
   node_callbacks?: boolean;
   created_at: Date;
@@ -292,7 +294,7 @@ export const MOVEMENT_SUMMARY_COLUMNS = `id, template_version_id, template_key, 
             machine_id, machine_version, request_state, row_version, approval_status, approval_quorum, approvals,
             decided_by, expires_at, current_frontier, callback_url, idempotency_key, request_fingerprint,
             created_by, created_at, updated_at, policy_rule_set_version, policy_rule_id, policy_action, policy_asset,
-            policy_amount, policy_destination, policy_destination_entry, policy_approvers`;
+            policy_amount, policy_destination, policy_destination_entry, policy_approvers, policy_sources`;
 
 
 /** Ids arrive from URLs; one that is not a UUID names nothing (and must never reach a uuid cast). */

@@ -271,6 +271,8 @@ export interface MovementPolicyRecord {
   amount: string | null;
   destination: string | null;
   destination_entry: string | null;
+  /** The sources its nodes move funds from (signer keys, accounts). */
+  sources: string[];
   approvers: { principals: string[] } | null;
 }
 
@@ -279,9 +281,9 @@ export async function recordMovementPolicy(client: Client, movementId: string, p
   await client.query(
     `UPDATE movement_requests
         SET policy_rule_set_version = $2, policy_rule_id = $3, policy_action = $4, policy_asset = $5, policy_amount = $6::numeric,
-            policy_destination = $7, policy_destination_entry = $8, policy_approvers = $9::jsonb
+            policy_destination = $7, policy_destination_entry = $8, policy_approvers = $9::jsonb, policy_sources = $10::text[]
       WHERE id = $1`,
-    [movementId, p.rule_set_version, p.rule_id, p.action, p.asset, p.amount, p.destination, p.destination_entry, p.approvers ? JSON.stringify(p.approvers) : null],
+    [movementId, p.rule_set_version, p.rule_id, p.action, p.asset, p.amount, p.destination, p.destination_entry, p.approvers ? JSON.stringify(p.approvers) : null, p.sources],
   );
 }
 
@@ -310,6 +312,10 @@ export async function velocitySum(
     except: string | null;
     /** The limit's destination filter: only movements whose recorded book entry matches it count. */
     filter?: { in_book?: boolean; kinds?: readonly string[]; entries?: readonly string[] } | null;
+    /** One source's sum (per_source): only movements that recorded it among their sources count. */
+    source?: string | null;
+    /** One requester's sum (per_requester): only movements it created count. */
+    requester?: string | null;
   },
 ): Promise<string> {
   const f = q.filter ?? null;
@@ -324,8 +330,10 @@ export async function velocitySum(
         AND ($5::uuid IS NULL OR id <> $5::uuid)
         AND ($6::boolean IS NULL OR (policy_destination_entry IS NOT NULL) = $6)
         AND ($7::text[] IS NULL OR policy_destination_entry = ANY($7::text[]))
-        AND ($8::text[] IS NULL OR policy_destination_entry IN (SELECT name FROM address_book_entries WHERE kind = ANY($8::text[])))`,
-    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null],
+        AND ($8::text[] IS NULL OR policy_destination_entry IN (SELECT name FROM address_book_entries WHERE kind = ANY($8::text[])))
+        AND ($9::text IS NULL OR $9 = ANY(policy_sources))
+        AND ($10::text IS NULL OR created_by = $10)`,
+    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null, q.source ?? null, q.requester ?? null],
   );
   return normalizeNumeric(rows[0].total);
 }
@@ -353,7 +361,17 @@ export async function dispatchedMovements(db: Queryable, ids: string[]): Promise
  */
 export async function dispatchedSum(
   db: Queryable,
-  q: { asset: string; destination: string | null; since: Date; except: string | null; filter?: { in_book?: boolean; kinds?: readonly string[]; entries?: readonly string[] } | null },
+  q: {
+    asset: string;
+    destination: string | null;
+    since: Date;
+    except: string | null;
+    filter?: { in_book?: boolean; kinds?: readonly string[]; entries?: readonly string[] } | null;
+    /** One source's sum: only movements counted with it among their sources. */
+    source?: string | null;
+    /** One requester's sum: only movements it created. */
+    requester?: string | null;
+  },
 ): Promise<string> {
   const f = q.filter ?? null;
   const { rows } = await db.query<{ total: string }>(
@@ -366,19 +384,30 @@ export async function dispatchedSum(
         AND ($5::uuid IS NULL OR d.movement_id <> $5::uuid)
         AND ($6::boolean IS NULL OR (d.destination_entry IS NOT NULL) = $6)
         AND ($7::text[] IS NULL OR d.destination_entry = ANY($7::text[]))
-        AND ($8::text[] IS NULL OR d.destination_entry IN (SELECT name FROM address_book_entries WHERE kind = ANY($8::text[])))`,
-    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null],
+        AND ($8::text[] IS NULL OR d.destination_entry IN (SELECT name FROM address_book_entries WHERE kind = ANY($8::text[])))
+        AND ($9::text IS NULL OR $9 = ANY(d.sources))
+        AND ($10::text IS NULL OR r.created_by = $10)`,
+    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null, q.source ?? null, q.requester ?? null],
   );
   return normalizeNumeric(rows[0].total);
 }
 
 export async function recordDispatch(
   client: Client,
-  r: { movement_id: string; rule_set_version: number; asset: string; amount: string; destination: string | null; destination_entry: string | null; at: Date },
+  r: {
+    movement_id: string;
+    rule_set_version: number;
+    asset: string;
+    amount: string;
+    destination: string | null;
+    destination_entry: string | null;
+    sources: string[];
+    at: Date;
+  },
 ): Promise<void> {
   await client.query(
-    `INSERT INTO policy_velocity_dispatches (movement_id, rule_set_version, asset, amount, destination, destination_entry, dispatched_at)
-     VALUES ($1, $2, $3, $4::numeric, $5, $6, $7) ON CONFLICT (movement_id) DO NOTHING`,
-    [r.movement_id, r.rule_set_version, r.asset, r.amount, r.destination, r.destination_entry, r.at],
+    `INSERT INTO policy_velocity_dispatches (movement_id, rule_set_version, asset, amount, destination, destination_entry, sources, dispatched_at)
+     VALUES ($1, $2, $3, $4::numeric, $5, $6, $7::text[], $8) ON CONFLICT (movement_id) DO NOTHING`,
+    [r.movement_id, r.rule_set_version, r.asset, r.amount, r.destination, r.destination_entry, r.sources, r.at],
   );
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { executorKeyOf } from '../plan/bindings.ts';
+import { executorKeyOf, signerKeyOf } from '../plan/bindings.ts';
 import { ASSET_SYMBOL_PATTERN, DECIMAL_PATTERN, MAX_DECIMALS, scaled } from '../plan/intent-schema.ts';
 import { TEMPLATE_KEY_PATTERN } from '../plan/template-schema.ts';
 
@@ -9,16 +9,22 @@ import { TEMPLATE_KEY_PATTERN } from '../plan/template-schema.ts';
  * reads the book and the live rule set and hands them in with the movement's facts.
  *
  * A rule set is an ordered list of rules, first match wins. A rule matches on template, lane,
- * asset, destination (a book entry, its kind, or not in the book), amount (in the asset) and
- * requester; its action allows, blocks with a reason, or requires N approvals from distinct
- * principals (optionally only from named ones). A movement no rule matches is refused. Velocity
- * limits bound the sum of one asset's amounts (per destination if asked) over a rolling window.
+ * asset, source (the signer or account its nodes move funds from), destination (a book entry, its
+ * kind, or not in the book), amount (in the asset, or in a reference currency through a price
+ * source) and requester; its action allows, blocks with a reason, or requires N approvals from
+ * distinct principals (optionally only from named ones). A movement no rule matches is refused.
+ * Velocity limits bound the sum of one asset's amounts (per destination, per source, per requester
+ * if asked) over a rolling window.
  */
 
 export const ENTRY_NAME_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
 export const RULE_ID_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
 const PRINCIPAL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$/;
 const LANE_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+/** A source as the rules name it: a signer key (`hot`) or an account key (`binance_main`), as the configuration spells them. */
+export const SOURCE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+/** A reference currency (`USD`, `EUR`): what a price feed quotes in. */
+export const CURRENCY_PATTERN = /^[A-Z][A-Z0-9]{1,9}$/;
 const printable = (max: number) => z.string().min(1).max(max).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII');
 const noSpaces = (max: number) => z.string().min(1).max(max).regex(/^[\x21-\x7e]+$/, 'must be printable, without spaces');
 
@@ -68,10 +74,22 @@ const matchSchema = z.strictObject({
   /** The lanes the movement runs on (from its nodes' executors: exec.<lane>.*); every one must be listed. */
   lanes: z.array(z.string().regex(LANE_PATTERN, 'must be a lane name')).min(1).max(20).optional(),
   assets: z.array(symbol).min(1).max(100).optional(),
+  /**
+   * The sources the movement's nodes move funds from (a signing node's signer key, an exchange
+   * node's account); every one must be listed.
+   */
+  sources: z.array(z.string().regex(SOURCE_PATTERN, 'must be a signer or account key')).min(1).max(200).optional(),
   destination: destinationMatch.optional(),
-  /** In the asset: at_least inclusive, below exclusive. A rule with an amount names its assets. */
+  /**
+   * at_least inclusive, below exclusive. In the asset (then the rule names its assets), or with
+   * `currency` in that reference currency, read through the asset's price feed.
+   */
   amount: z
-    .strictObject({ at_least: decimal.optional(), below: decimal.optional() })
+    .strictObject({
+      at_least: decimal.optional(),
+      below: decimal.optional(),
+      currency: z.string().regex(CURRENCY_PATTERN, 'must be a currency code such as USD').optional(),
+    })
     .refine((a) => a.at_least !== undefined || a.below !== undefined, { message: 'an amount match names at_least or below' })
     .optional(),
   /** Principal names; the movement's creator must be one of them. */
@@ -110,6 +128,10 @@ export const limitSchema = z.strictObject({
   max_amount: decimal,
   /** true: one sum per destination address; false: one sum over all destinations. */
   per_destination: z.boolean().default(false),
+  /** true: one sum per source (a movement counts in the sum of each of its sources). */
+  per_source: z.boolean().default(false),
+  /** true: one sum per requester (the principal that created the movement). */
+  per_requester: z.boolean().default(false),
   /** Only movements whose destination matches count and are checked (absent: all). */
   destination: destinationMatch.optional(),
 });
@@ -156,7 +178,7 @@ export function ruleSetProblems(set: RuleSet): string[] {
     if (seen.has(r.id)) problems.push(`rule id "${r.id}" is used twice`);
     seen.add(r.id);
     const m = r.match;
-    if (m.amount && !m.assets) problems.push(`rule "${r.id}" matches an amount without naming its assets: an amount is in one asset`);
+    if (m.amount && !m.amount.currency && !m.assets) problems.push(`rule "${r.id}" matches an amount without naming its assets: an amount is in one asset`);
     if (m.amount?.at_least !== undefined && m.amount.below !== undefined && cmp(m.amount.at_least, m.amount.below) >= 0) {
       problems.push(`rule "${r.id}" matches amounts at least ${m.amount.at_least} and below ${m.amount.below}: none`);
     }
@@ -213,6 +235,12 @@ export interface MovementFacts {
   amount: string | null;
   /** The intent's destination; null when it names none. */
   destination: { address: string; tag: string | null } | null;
+  /**
+   * Where its nodes move funds from, sorted, without repeats: each signing node's signer key, each
+   * other node's account (its executor binding's `account`, else its config's, as the exchange lane
+   * reads it). Read from the compiled plan only, never from the intent, so a requester cannot add one.
+   */
+  sources: string[];
   /** The book entry the destination is, if any. */
   entry: { name: string; kind: EntryKind } | null;
   /** The creator: its actor id and principal name (null when it names no principal). */
@@ -225,12 +253,29 @@ export function laneOf(executorKey: string): string {
   return parts[0] === 'exec' && parts.length > 1 ? parts[1]! : parts[0]!;
 }
 
-/** The intent's facts (asset, amount, destination) and the plan's lanes. */
+/** A plan node as the policy reads it. */
+export interface PolicyNode {
+  executor_binding?: unknown;
+  signer_binding?: unknown;
+  config?: unknown;
+}
+
+/** The source a node moves funds from: its signer key, else the account it names; null when neither. */
+export function sourceOf(n: PolicyNode): string | null {
+  const signer = signerKeyOf(n.signer_binding);
+  if (signer) return signer;
+  const field = (o: unknown) => (o && typeof o === 'object' && !Array.isArray(o) ? (o as Record<string, unknown>).account : undefined);
+  const account = field(n.executor_binding) ?? field(n.config);
+  return typeof account === 'string' && account !== '' ? account : null;
+}
+
+/** The intent's facts (asset, amount, destination) and the plan's lanes and sources. */
 export function intentFacts(
   intent: Readonly<Record<string, unknown>>,
-  nodes: ReadonlyArray<{ executor_binding?: unknown }>,
-): Pick<MovementFacts, 'lanes' | 'asset' | 'amount' | 'destination'> {
+  nodes: ReadonlyArray<PolicyNode>,
+): Pick<MovementFacts, 'lanes' | 'asset' | 'amount' | 'destination' | 'sources'> {
   const lanes = [...new Set(nodes.map((n) => executorKeyOf(n.executor_binding)).filter((k): k is string => !!k).map(laneOf))].sort();
+  const sources = [...new Set(nodes.map(sourceOf).filter((s): s is string => s !== null))].sort();
   const asset = typeof intent.asset === 'string' && intent.asset !== '' ? intent.asset.toUpperCase() : null;
   const a = intent.amount;
   const amount =
@@ -242,7 +287,7 @@ export function intentFacts(
     const o = d as Record<string, unknown>;
     if (typeof o.address === 'string' && o.address !== '') destination = { address: o.address, tag: typeof o.tag === 'string' ? o.tag : null };
   }
-  return { lanes, asset, amount, destination };
+  return { lanes, asset, amount, destination, sources };
 }
 
 function destinationMatches(m: z.output<typeof destinationMatch>, f: MovementFacts): boolean {
@@ -252,20 +297,109 @@ function destinationMatches(m: z.output<typeof destinationMatch>, f: MovementFac
   return true;
 }
 
-/** Whether a rule matches the movement: every condition it names holds. */
-export function ruleMatches(rule: PolicyRule, f: MovementFacts): boolean {
+/**
+ * A price as the rules read it: the answer of the asset's feed in a reference currency, already
+ * judged by the price source (fresh, positive, from a complete round), or why there is none.
+ */
+export type PriceReading =
+  | {
+      ok: true;
+      asset: string;
+      currency: string;
+      /** The feed's answer as an integer string, with `decimals` decimals (Chainlink's int256 answer). */
+      answer: string;
+      decimals: number;
+      round_id: string;
+      updated_at: string;
+      /** Where it was read: `<chain id>:<feed address>`. */
+      feed: string;
+    }
+  | {
+      ok: false;
+      asset: string;
+      currency: string;
+      /** PRICE_FEED_NOT_CONFIGURED, PRICE_STALE, PRICE_NOT_POSITIVE, PRICE_ROUND_INCOMPLETE, PRICE_UNREADABLE. */
+      code: string;
+      message: string;
+      feed: string | null;
+    };
+
+/** The key of a price: `USDC/USD`. */
+export const priceKey = (asset: string, currency: string) => `${asset.toUpperCase()}/${currency}`;
+
+/** The movement's facts with the prices read for it (by priceKey). */
+export type FactsWithPrices = MovementFacts & { prices?: Readonly<Record<string, PriceReading>> };
+
+/**
+ * The value of `amount` of an asset in its reference currency compared with `bound`, exactly:
+ * amount * answer / 10^decimals against bound (-1, 0, 1).
+ */
+export function compareValue(amount: string, price: { answer: string; decimals: number }, bound: string): number {
+  const left = scaled(amount, MAX_DECIMALS) * BigInt(price.answer);
+  const right = scaled(bound, MAX_DECIMALS) * 10n ** BigInt(price.decimals);
+  return left < right ? -1 : left > right ? 1 : 0;
+}
+
+/** The value of `amount` in the price's currency, as a decimal string (rounded down to 2 places below a unit of the answer). */
+export function valueOf(amount: string, price: { answer: string; decimals: number }): string {
+  const units = (scaled(amount, MAX_DECIMALS) * BigInt(price.answer)) / 10n ** BigInt(price.decimals);
+  const digits = units.toString().padStart(MAX_DECIMALS + 1, '0');
+  const whole = digits.slice(0, -MAX_DECIMALS).replace(/^0+(?=\d)/, '');
+  const fraction = digits.slice(-MAX_DECIMALS).replace(/0+$/, '');
+  return fraction ? `${whole}.${fraction}` : whole;
+}
+
+type Match = { matches: boolean; unreadable?: Extract<PriceReading, { ok: false }> };
+
+/**
+ * Whether a rule matches the movement: every condition it names holds. An amount in a reference
+ * currency whose price could not be read (stale, not positive, an incomplete round, no feed) is
+ * `unreadable` once every other condition holds: the rule can neither be applied nor skipped.
+ */
+export function ruleMatch(rule: PolicyRule, f: FactsWithPrices): Match {
   const m = rule.match;
-  if (m.templates && !m.templates.includes(f.templateKey)) return false;
-  if (m.lanes && (f.lanes.length === 0 || !f.lanes.every((l) => m.lanes!.includes(l)))) return false;
-  if (m.assets && !(f.asset && m.assets.some((a) => a.toUpperCase() === f.asset))) return false;
-  if (m.destination && !destinationMatches(m.destination, f)) return false;
+  const no = { matches: false };
+  if (m.templates && !m.templates.includes(f.templateKey)) return no;
+  if (m.lanes && (f.lanes.length === 0 || !f.lanes.every((l) => m.lanes!.includes(l)))) return no;
+  if (m.assets && !(f.asset && m.assets.some((a) => a.toUpperCase() === f.asset))) return no;
+  if (m.sources && (f.sources.length === 0 || !f.sources.every((s) => m.sources!.includes(s)))) return no;
+  if (m.destination && !destinationMatches(m.destination, f)) return no;
+  if (m.requesters && !(f.requester.name && m.requesters.includes(f.requester.name))) return no;
   if (m.amount) {
-    if (f.amount === null) return false;
-    if (m.amount.at_least !== undefined && cmp(f.amount, m.amount.at_least) < 0) return false;
-    if (m.amount.below !== undefined && cmp(f.amount, m.amount.below) >= 0) return false;
+    if (f.amount === null) return no;
+    if (m.amount.currency) {
+      if (f.asset === null) return no;
+      const key = priceKey(f.asset, m.amount.currency);
+      const price: PriceReading = f.prices?.[key] ?? {
+        ok: false,
+        asset: f.asset,
+        currency: m.amount.currency,
+        code: 'PRICE_UNREADABLE',
+        message: `no price of ${key} was read for this check`,
+        feed: null,
+      };
+      if (!price.ok) return { matches: false, unreadable: price };
+      if (m.amount.at_least !== undefined && compareValue(f.amount, price, m.amount.at_least) < 0) return no;
+      if (m.amount.below !== undefined && compareValue(f.amount, price, m.amount.below) >= 0) return no;
+    } else {
+      if (m.amount.at_least !== undefined && cmp(f.amount, m.amount.at_least) < 0) return no;
+      if (m.amount.below !== undefined && cmp(f.amount, m.amount.below) >= 0) return no;
+    }
   }
-  if (m.requesters && !(f.requester.name && m.requesters.includes(f.requester.name))) return false;
-  return true;
+  return { matches: true };
+}
+
+/** Whether a rule matches the movement (an unreadable price is not a match: see ruleMatch). */
+export function ruleMatches(rule: PolicyRule, f: FactsWithPrices): boolean {
+  return ruleMatch(rule, f).matches;
+}
+
+/** The prices the rule set's reference-currency amounts need for this movement (none without an asset and an amount). */
+export function pricesNeeded(set: { rules: readonly PolicyRule[] } | null, f: Pick<MovementFacts, 'asset' | 'amount'>): { asset: string; currency: string }[] {
+  if (!set || !f.asset || f.amount === null) return [];
+  const currencies = new Set<string>();
+  for (const r of set.rules) if (r.match.amount?.currency) currencies.add(r.match.amount.currency);
+  return [...currencies].sort().map((currency) => ({ asset: f.asset!, currency }));
 }
 
 export interface PolicyDecision {
@@ -273,25 +407,35 @@ export interface PolicyDecision {
   ruleSetVersion: number | null;
   /** The rule that matched; null when none did (or there is no rule set). */
   ruleId: string | null;
-  /** 'none': no rule matched, so the movement is refused. */
-  action: 'allow' | 'block' | 'require_approvals' | 'none' | 'no_policy';
+  /**
+   * 'none': no rule matched, so the movement is refused. 'price_unavailable': the rule that would
+   * decide compares a reference-currency amount whose price could not be read: refused (fail closed).
+   */
+  action: 'allow' | 'block' | 'require_approvals' | 'none' | 'no_policy' | 'price_unavailable';
   /** Approvals the rule requires (require_approvals), else null. */
   approvals: number | null;
   /** The principals whose approvals count, or null for any approver. */
   from: string[] | null;
   reason: string | null;
+  /** Why the price could not be used (price_unavailable). */
+  price?: Extract<PriceReading, { ok: false }>;
 }
 
 /** What the rule set says about the movement: the first rule that matches. */
-export function decide(set: { version: number; rules: PolicyRule[] } | null, f: MovementFacts): PolicyDecision {
+export function decide(set: { version: number; rules: PolicyRule[] } | null, f: FactsWithPrices): PolicyDecision {
   if (!set) return { ruleSetVersion: null, ruleId: null, action: 'no_policy', approvals: null, from: null, reason: null };
-  const rule = set.rules.find((r) => ruleMatches(r, f));
   const base = { ruleSetVersion: set.version, approvals: null, from: null, reason: null };
-  if (!rule) return { ...base, ruleId: null, action: 'none' };
-  const a = rule.action;
-  if (a.type === 'allow') return { ...base, ruleId: rule.id, action: 'allow' };
-  if (a.type === 'block') return { ...base, ruleId: rule.id, action: 'block', reason: a.reason };
-  return { ...base, ruleId: rule.id, action: 'require_approvals', approvals: a.approvals, from: a.from ?? null };
+  for (const rule of set.rules) {
+    const m = ruleMatch(rule, f);
+    // Fail closed: a rule that might decide but cannot be evaluated refuses; skipping it could let a later rule allow.
+    if (m.unreadable) return { ...base, ruleId: rule.id, action: 'price_unavailable', reason: m.unreadable.message, price: m.unreadable };
+    if (!m.matches) continue;
+    const a = rule.action;
+    if (a.type === 'allow') return { ...base, ruleId: rule.id, action: 'allow' };
+    if (a.type === 'block') return { ...base, ruleId: rule.id, action: 'block', reason: a.reason };
+    return { ...base, ruleId: rule.id, action: 'require_approvals', approvals: a.approvals, from: a.from ?? null };
+  }
+  return { ...base, ruleId: null, action: 'none' };
 }
 
 /** Whether the decision lets the movement be created. */
@@ -307,11 +451,20 @@ export interface ApplicableLimit {
   limit: VelocityLimit;
   /** The destination whose sum it is (per_destination), else null. */
   destination: string | null;
+  /** The source whose sum it is (per_source), else null: all sources. */
+  source: string | null;
+  /** The requester (actor id) whose sum it is (per_requester), else null: all requesters. */
+  requester: string | null;
   /** Names the sum: what the lock that serialises it is keyed by. */
   key: string;
 }
 
-/** The limits of the rule set that bound this movement (its asset, and destination filter). */
+/**
+ * The limits of the rule set that bound this movement (its asset, and destination filter). A
+ * per_source limit bounds one sum per source of the movement (a movement with two sources counts
+ * in both; one with none counts against the sum over all sources); a per_requester limit the sum
+ * of the movement's creator.
+ */
 export function applicableLimits(limits: readonly VelocityLimit[], f: MovementFacts): ApplicableLimit[] {
   if (!f.asset) return [];
   const out: ApplicableLimit[] = [];
@@ -319,7 +472,14 @@ export function applicableLimits(limits: readonly VelocityLimit[], f: MovementFa
     if (limit.asset.toUpperCase() !== f.asset) continue;
     if (limit.destination && !destinationMatches(limit.destination, f)) continue;
     const destination = limit.per_destination ? destinationKey(f.destination) : null;
-    out.push({ limit, destination, key: `${limit.id}:${f.asset}:${destination ?? '*'}` });
+    const requester = limit.per_requester ? f.requester.actor : null;
+    const sources: (string | null)[] = limit.per_source && f.sources.length > 0 ? f.sources : [null];
+    for (const source of sources) {
+      let key = `${limit.id}:${f.asset}:${destination ?? '*'}`;
+      if (limit.per_source) key += `:source=${source ?? '*'}`;
+      if (limit.per_requester) key += `:requester=${requester}`;
+      out.push({ limit, destination, source, requester, key });
+    }
   }
   // One order for every transaction that locks several: no two wait on each other.
   return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));

@@ -30,6 +30,8 @@ import { pinExpectedEffect, type PinnedEffect } from '../executors/evm/expected-
 import { startMovement } from './start-movement.ts';
 import { policyForApproval, policyForNewMovement, settleDuePolicyProposals } from './policy.ts';
 import { recordMovementPolicy } from '../persistence/policy.ts';
+import { priceSourceOf } from '../prices/chainlink.ts';
+import type { PriceSource } from '../prices/price-source.ts';
 import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../actors/transition.ts';
 
 /**
@@ -46,6 +48,13 @@ export interface MovementServiceDeps {
   transitions: TransitionDeps;
   /** The registered executors and signers; a plan bound to anything else is refused at creation. */
   bindings?: BindingCatalog;
+  /** Where the policy reads prices for amounts in a reference currency; unset: the configuration's price_feeds. */
+  prices?: PriceSource | null;
+}
+
+/** The price source a movement service uses: its own, else the configuration's feeds (none: null). */
+export function pricesOf(deps: Pick<MovementServiceDeps, 'prices' | 'config'>): PriceSource | null {
+  return deps.prices !== undefined ? deps.prices : priceSourceOf(deps.config.file);
 }
 
 export interface Movement {
@@ -201,6 +210,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
         { templateKey: plan.template_key, intent: input.intent, nodes: plan.nodes, createdBy: input.actor },
         deps.config.approvalQuorum,
         now,
+        pricesOf(deps),
       );
       const started = await startMovement(client, {
         plan,
@@ -238,6 +248,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
             destination_entry: policy.record.destination_entry,
             ...(policy.record.approvers ? { approvers_from: policy.record.approvers.principals } : {}),
             ...(policy.velocity.length ? { velocity: policy.velocity } : {}),
+            ...(policy.prices.length ? { prices: policy.prices } : {}),
           },
         },
       });
@@ -391,7 +402,7 @@ export async function approveMovement(
     const at = new Date();
     if (request.expires_at && at.getTime() >= request.expires_at.getTime()) throw approvalWindowClosed(request);
     // The treasury policy: who counts, whether the live rule set still allows it, the velocity limits.
-    const policy = await policyForApproval(client, request, actor, at);
+    const policy = await policyForApproval(client, request, actor, at, pricesOf(deps));
     await deliver(deps, client, id, { type: 'APPROVE', by: actor, at: at.toISOString() }, actor);
     return {
       approvals: request.approvals.length + 1,

@@ -59,15 +59,21 @@ import {
   destinationKey,
   expandGroups,
   intentFacts,
+  pricesNeeded,
+  priceKey,
   quorumOf,
   ruleSetProblems,
   ruleSetSchema,
   type AddressBookEntry,
   type ApplicableLimit,
+  type FactsWithPrices,
   type MovementFacts,
   type PolicyDecision,
+  type PolicyNode,
+  type PriceReading,
   type RuleSet,
 } from '../policy/rules.ts';
+import type { PriceSource } from '../prices/price-source.ts';
 import { deliverToRow, type RowMachine } from './row-machine.ts';
 
 /**
@@ -461,7 +467,7 @@ export function replayPolicyProposal(log: PolicyTransitionRow[]): ReplayResult {
 export interface MovementSubject {
   templateKey: string;
   intent: Readonly<Record<string, unknown>>;
-  nodes: ReadonlyArray<{ executor_binding?: unknown }>;
+  nodes: ReadonlyArray<PolicyNode>;
   /** The creator's actor id. */
   createdBy: string;
 }
@@ -481,6 +487,14 @@ function refusal(decision: PolicyDecision, facts: MovementFacts, when: 'creation
     checked_at: when,
     destination_entry: facts.entry?.name ?? null,
   };
+  if (decision.action === 'price_unavailable') {
+    const p = decision.price!;
+    return new FerryError(
+      'POLICY_PRICE_UNAVAILABLE',
+      `policy rule ${decision.ruleId} (rule set version ${decision.ruleSetVersion}) compares an amount in ${p.currency}, and the price of ${p.asset} in ${p.currency} cannot be used: ${p.message}; the movement is refused until it can`,
+      { ...details, asset: p.asset, currency: p.currency, price_code: p.code, feed: p.feed },
+    );
+  }
   if (decision.action === 'block') {
     return new FerryError('POLICY_BLOCKED', `policy rule ${decision.ruleId} (rule set version ${decision.ruleSetVersion}) blocks this movement: ${decision.reason}`, {
       ...details,
@@ -499,6 +513,9 @@ export interface VelocityCheck {
   limit_id: string;
   asset: string;
   destination: string | null;
+  /** The source (per_source) or requester (per_requester) whose sum it is, else null. */
+  source: string | null;
+  requester: string | null;
   window_seconds: number;
   max_amount: string;
   /** The window's sum before this movement. */
@@ -522,7 +539,7 @@ export async function checkVelocity(
 ): Promise<VelocityCheck[]> {
   const checks: VelocityCheck[] = [];
   for (const a of limits) {
-    const base = { limit_id: a.limit.id, asset: a.limit.asset, destination: a.destination, window_seconds: a.limit.window_seconds, max_amount: a.limit.max_amount };
+    const base = limitBase(a);
     if (facts.amount === null) {
       throw new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${a.limit.id} bounds ${a.limit.asset}, but this movement's intent names no amount to count`, {
         ...base,
@@ -537,12 +554,14 @@ export async function checkVelocity(
       since: new Date(at.getTime() - a.limit.window_seconds * 1000),
       except: movementId,
       filter: a.limit.destination ?? null,
+      source: a.source,
+      requester: a.requester,
     });
     const total = addDecimals(used, facts.amount);
     if (cmp(total, a.limit.max_amount) > 0) {
       throw new FerryError(
         'VELOCITY_LIMIT_EXCEEDED',
-        `velocity limit ${a.limit.id}: ${used} ${a.limit.asset} moved in the last ${a.limit.window_seconds} s${a.destination ? ` to ${a.destination}` : ''}; ` +
+        `velocity limit ${a.limit.id}: ${used} ${a.limit.asset} moved in the last ${a.limit.window_seconds} s${sumOf(a)}; ` +
           `${facts.amount} more would make ${total}, above its maximum ${a.limit.max_amount}`,
         { ...base, rule_set_version: ruleSetVersion, used, amount: facts.amount, total },
       );
@@ -552,10 +571,65 @@ export async function checkVelocity(
   return checks;
 }
 
+/** What a velocity refusal or check says about the limit and the sum it bounds. */
+function limitBase(a: ApplicableLimit) {
+  return {
+    limit_id: a.limit.id,
+    asset: a.limit.asset,
+    destination: a.destination,
+    source: a.source,
+    requester: a.requester,
+    window_seconds: a.limit.window_seconds,
+    max_amount: a.limit.max_amount,
+  };
+}
+
+/** Whose sum a limit bounds, in words (" to 0xabc from hot by principal:..."). */
+function sumOf(a: ApplicableLimit): string {
+  return `${a.destination ? ` to ${a.destination}` : ''}${a.source ? ` from ${a.source}` : ''}${a.requester ? ` requested by ${a.requester}` : ''}`;
+}
+
+/**
+ * Reads the prices the rule set's reference-currency amounts need for this movement, by priceKey.
+ * A price source that throws gives an unreadable price (the rule then refuses), never an allowed
+ * movement; no price source gives the same for every needed price.
+ */
+export async function readPrices(
+  prices: PriceSource | null | undefined,
+  set: { rules: RuleSet['rules'] } | null,
+  facts: Pick<MovementFacts, 'asset' | 'amount'>,
+  at: Date,
+): Promise<Record<string, PriceReading>> {
+  const out: Record<string, PriceReading> = {};
+  for (const { asset, currency } of pricesNeeded(set, facts)) {
+    let reading: PriceReading;
+    if (!prices) {
+      reading = { ok: false, asset, currency, code: 'PRICE_FEED_NOT_CONFIGURED', message: 'no price source is configured (price_feeds in FERRY_CONFIG_FILE)', feed: null };
+    } else {
+      try {
+        reading = await prices.read(asset, currency, at);
+      } catch (err) {
+        reading = { ok: false, asset, currency, code: 'PRICE_UNREADABLE', message: `the price source failed: ${(err as Error).message}`, feed: null };
+      }
+    }
+    out[priceKey(asset, currency)] = reading;
+  }
+  return out;
+}
+
+/** The prices a decision used, as a movement's audit event records them. */
+function pricesUsed(prices: Record<string, PriceReading>): Record<string, unknown>[] {
+  return Object.values(prices).map((p) =>
+    p.ok ? { asset: p.asset, currency: p.currency, answer: p.answer, decimals: p.decimals, round_id: p.round_id, updated_at: p.updated_at, feed: p.feed } : { asset: p.asset, currency: p.currency, code: p.code, feed: p.feed },
+  );
+}
+
 export interface NewMovementPolicy {
   quorum: number;
   record: MovementPolicyRecord;
   velocity: VelocityCheck[];
+  /** The prices its reference-currency rules read (empty when none). */
+  prices: Record<string, unknown>[];
 }
 
 /**
@@ -563,15 +637,23 @@ export interface NewMovementPolicy {
  * (POLICY_BLOCKED, POLICY_NO_MATCHING_RULE, VELOCITY_LIMIT_EXCEEDED) or the quorum it needs and
  * what it records (the rule set version and the rule).
  */
-export async function policyForNewMovement(client: Client, s: MovementSubject, globalQuorum: number, at: Date): Promise<NewMovementPolicy> {
+export async function policyForNewMovement(
+  client: Client,
+  s: MovementSubject,
+  globalQuorum: number,
+  at: Date,
+  prices?: PriceSource | null,
+): Promise<NewMovementPolicy> {
   const live = await liveRuleSet(client);
-  const facts = await movementFacts(client, s);
+  const facts: FactsWithPrices = await movementFacts(client, s);
+  facts.prices = await readPrices(prices, live, facts, at);
   const decision = decide(live, facts);
   if (!allows(decision)) throw refusal(decision, facts, 'creation');
   const velocity = live ? await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, null, live.version) : [];
   return {
     quorum: quorumOf(decision, globalQuorum),
     velocity,
+    prices: pricesUsed(facts.prices),
     record: {
       rule_set_version: decision.ruleSetVersion,
       rule_id: decision.ruleId,
@@ -580,6 +662,7 @@ export async function policyForNewMovement(client: Client, s: MovementSubject, g
       amount: facts.amount,
       destination: destinationKey(facts.destination),
       destination_entry: facts.entry?.name ?? null,
+      sources: facts.sources,
       approvers: decision.from ? { principals: decision.from } : null,
     },
   };
@@ -610,6 +693,7 @@ export async function policyForApproval(
   m: MovementPolicyColumns,
   approver: string,
   at: Date,
+  prices?: PriceSource | null,
 ): Promise<Record<string, unknown>> {
   const from = m.policy_approvers?.principals ?? null;
   if (from) {
@@ -625,15 +709,17 @@ export async function policyForApproval(
   }
   const live = await liveRuleSet(client);
   if (!live) return {};
-  const facts = await movementFacts(client, {
+  const facts: FactsWithPrices = await movementFacts(client, {
     templateKey: m.template_key,
     intent: m.intent,
-    nodes: ((m.compiled_plan as { nodes?: { executor_binding?: unknown }[] }).nodes ?? []),
+    nodes: planNodes(m.compiled_plan),
     createdBy: m.created_by,
   });
+  facts.prices = await readPrices(prices, live, facts, at);
   const decision = decide(live, facts);
   if (!allows(decision)) throw refusal(decision, facts, 'approval');
   const out: Record<string, unknown> = { policy_checked_under: { rule_set_version: live.version, rule_id: decision.ruleId } };
+  if (Object.keys(facts.prices).length) out.prices = pricesUsed(facts.prices);
   if (m.approvals.length + 1 >= m.approval_quorum) {
     out.velocity = await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, m.id, live.version);
   }
@@ -661,7 +747,13 @@ export type DispatchSubject = MovementPolicyColumns & { policy_rule_set_version?
  *
  * Returns the refusal of each movement that may not go on; the others were counted.
  */
-export async function policyAtDispatch(client: Client, movements: DispatchSubject[], globalQuorum: number, at: Date): Promise<Map<string, FerryError>> {
+export async function policyAtDispatch(
+  client: Client,
+  movements: DispatchSubject[],
+  globalQuorum: number,
+  at: Date,
+  prices: Readonly<Record<string, Record<string, PriceReading>>> = {},
+): Promise<Map<string, FerryError>> {
   const refused = new Map<string, FerryError>();
   const subjects = movements.filter((m) => m.policy_rule_set_version != null);
   if (subjects.length === 0) return refused;
@@ -670,12 +762,15 @@ export async function policyAtDispatch(client: Client, movements: DispatchSubjec
   const counted = await dispatchedMovements(client, subjects.map((m) => m.id));
   const pending: { m: DispatchSubject; facts: MovementFacts; limits: ApplicableLimit[] }[] = [];
   for (const m of subjects) {
-    const facts = await movementFacts(client, {
+    const facts: FactsWithPrices = await movementFacts(client, {
       templateKey: m.template_key,
       intent: m.intent,
-      nodes: (m.compiled_plan as { nodes?: { executor_binding?: unknown }[] }).nodes ?? [],
+      nodes: planNodes(m.compiled_plan),
       createdBy: m.created_by,
     });
+    // Read before this transaction (pricesForDispatch): no RPC call is made while the locks are held.
+    // A price missing here (the rule set changed since) is unreadable, and the rule refuses.
+    facts.prices = prices[m.id] ?? {};
     const decision = decide(live, facts);
     if (!allows(decision)) {
       refused.set(m.id, refusal(decision, facts, 'dispatch'));
@@ -704,7 +799,7 @@ export async function policyAtDispatch(client: Client, movements: DispatchSubjec
   for (const { m, facts, limits } of pending) {
     let refusedHere: FerryError | null = null;
     for (const a of limits) {
-      const base = { limit_id: a.limit.id, asset: a.limit.asset, destination: a.destination, window_seconds: a.limit.window_seconds, max_amount: a.limit.max_amount };
+      const base = limitBase(a);
       if (facts.amount === null) {
         refusedHere = new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${a.limit.id} bounds ${a.limit.asset}, but movement ${m.id} names no amount to count`, {
           ...base,
@@ -720,12 +815,14 @@ export async function policyAtDispatch(client: Client, movements: DispatchSubjec
         since: new Date(at.getTime() - a.limit.window_seconds * 1000),
         except: m.id,
         filter: a.limit.destination ?? null,
+        source: a.source,
+        requester: a.requester,
       });
       const total = addDecimals(used, facts.amount);
       if (cmp(total, a.limit.max_amount) > 0) {
         refusedHere = new FerryError(
           'VELOCITY_LIMIT_EXCEEDED',
-          `velocity limit ${a.limit.id}: ${used} ${a.limit.asset} dispatched in the last ${a.limit.window_seconds} s; ${facts.amount} more would make ${total}, above its maximum ${a.limit.max_amount}`,
+          `velocity limit ${a.limit.id}: ${used} ${a.limit.asset} dispatched in the last ${a.limit.window_seconds} s${sumOf(a)}; ${facts.amount} more would make ${total}, above its maximum ${a.limit.max_amount}`,
           { ...base, rule_set_version: live.version, used, amount: facts.amount, total, checked_at: 'dispatch' },
         );
         break;
@@ -743,6 +840,7 @@ export async function policyAtDispatch(client: Client, movements: DispatchSubjec
         amount: facts.amount,
         destination: destinationKey(facts.destination),
         destination_entry: facts.entry?.name ?? null,
+        sources: facts.sources,
         at,
       });
     }
@@ -751,6 +849,31 @@ export async function policyAtDispatch(client: Client, movements: DispatchSubjec
     await writeAudit(client, { actor: 'worker:dispatcher', action: 'policy.dispatch_refused', entity_type: 'request', entity_id: id, details: { code: err.code, message: err.message, ...err.details } });
   }
   return refused;
+}
+
+/** A compiled plan's nodes as the policy reads them. */
+function planNodes(plan: Record<string, unknown>): PolicyNode[] {
+  const nodes = (plan as { nodes?: unknown }).nodes;
+  return Array.isArray(nodes) ? (nodes as PolicyNode[]) : [];
+}
+
+/**
+ * The prices the live rule set needs for each of these movements, read before the dispatcher's
+ * SUBMITTING transaction opens (policyAtDispatch takes them), by movement id.
+ */
+export async function pricesForDispatch(
+  db: Queryable,
+  prices: PriceSource | null | undefined,
+  movements: ReadonlyArray<Pick<DispatchSubject, 'id' | 'intent' | 'policy_rule_set_version'>>,
+  at: Date,
+): Promise<Record<string, Record<string, PriceReading>>> {
+  const out: Record<string, Record<string, PriceReading>> = {};
+  const subjects = movements.filter((m) => m.policy_rule_set_version != null);
+  if (subjects.length === 0) return out;
+  const live = await liveRuleSet(db);
+  if (!live || !live.rules.some((r) => r.match.amount?.currency)) return out;
+  for (const m of subjects) out[m.id] = await readPrices(prices, live, intentFacts(m.intent, []), at);
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -766,10 +889,20 @@ export interface PolicyVerdict {
   message: string | null;
   approvals_required: number | null;
   approvers_from: string[] | null;
-  limits: { limit_id: string; destination: string | null; window_seconds: number; max_amount: string; used: string; total: string | null; exceeded: boolean }[];
+  /** The prices its reference-currency rules read. */
+  prices: Record<string, unknown>[];
+  limits: { limit_id: string; destination: string | null; source: string | null; requester: string | null; window_seconds: number; max_amount: string; used: string; total: string | null; exceeded: boolean }[];
 }
 
-async function verdict(db: Queryable, set: { version: number; rules: RuleSet['rules']; limits: RuleSet['limits'] } | null, facts: MovementFacts, globalQuorum: number, at: Date): Promise<PolicyVerdict> {
+async function verdict(
+  db: Queryable,
+  set: { version: number; rules: RuleSet['rules']; limits: RuleSet['limits'] } | null,
+  base: MovementFacts,
+  globalQuorum: number,
+  at: Date,
+  prices: PriceSource | null | undefined,
+): Promise<PolicyVerdict> {
+  const facts: FactsWithPrices = { ...base, prices: await readPrices(prices, set, base, at) };
   const d = decide(set, facts);
   const limits: PolicyVerdict['limits'] = [];
   for (const a of set ? applicableLimits(set.limits, facts) : []) {
@@ -779,11 +912,15 @@ async function verdict(db: Queryable, set: { version: number; rules: RuleSet['ru
       since: new Date(at.getTime() - a.limit.window_seconds * 1000),
       except: null,
       filter: a.limit.destination ?? null,
+      source: a.source,
+      requester: a.requester,
     });
     const total = facts.amount === null ? null : addDecimals(used, facts.amount);
     limits.push({
       limit_id: a.limit.id,
       destination: a.destination,
+      source: a.source,
+      requester: a.requester,
       window_seconds: a.limit.window_seconds,
       max_amount: a.limit.max_amount,
       used,
@@ -801,6 +938,7 @@ async function verdict(db: Queryable, set: { version: number; rules: RuleSet['ru
     message: refused?.message ?? null,
     approvals_required: allows(d) ? quorumOf(d, globalQuorum) : null,
     approvers_from: d.from,
+    prices: pricesUsed(facts.prices ?? {}),
     limits,
   };
 }
@@ -818,20 +956,21 @@ export async function testPolicy(
   s: MovementSubject,
   globalQuorum: number,
   candidate?: unknown,
+  prices?: PriceSource | null,
 ): Promise<PolicyTestResult> {
   await settleDuePolicyProposals(deps);
   const at = clock(deps);
   const facts = await movementFacts(deps.pool, s);
   const live: RuleSetRow | null = await liveRuleSet(deps.pool);
-  const liveVerdict = await verdict(deps.pool, live, facts, globalQuorum, at);
+  const liveVerdict = await verdict(deps.pool, live, facts, globalQuorum, at, prices);
   let proposed: PolicyTestResult['proposed'] = null;
   if (candidate !== undefined) {
     const set = parseRuleSet(candidate);
-    proposed = { ...(await verdict(deps.pool, { version: (live?.version ?? 0) + 1, ...set }, facts, globalQuorum, at)), proposal_id: null, proposal_state: 'CANDIDATE' };
+    proposed = { ...(await verdict(deps.pool, { version: (live?.version ?? 0) + 1, ...set }, facts, globalQuorum, at, prices)), proposal_id: null, proposal_state: 'CANDIDATE' };
   } else {
     const open = await openPolicyProposalOf(deps.pool, 'rule_set', 'rules');
     if (open && open.change.op === 'replace') {
-      const v = await verdict(deps.pool, { version: open.change.base_version + 1, rules: open.change.rules, limits: open.change.limits }, facts, globalQuorum, at);
+      const v = await verdict(deps.pool, { version: open.change.base_version + 1, rules: open.change.rules, limits: open.change.limits }, facts, globalQuorum, at, prices);
       proposed = { ...v, proposal_id: open.id, proposal_state: open.proposal_state };
     }
   }

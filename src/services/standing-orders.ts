@@ -44,8 +44,10 @@ import {
   type StandingOrderInput,
 } from '../policy/standing-orders.ts';
 import type { TransitionDeps } from '../actors/transition.ts';
-import { approveMovement, createMovement } from './movements.ts';
-import { movementFacts } from './policy.ts';
+import { approveMovement, createMovement, pricesOf } from './movements.ts';
+import { movementFacts, readPrices } from './policy.ts';
+import { getTemplateVersion } from '../persistence/templates.ts';
+import type { PriceSource } from '../prices/price-source.ts';
 import { deliverToRow, type RowMachine } from './row-machine.ts';
 
 /**
@@ -71,6 +73,8 @@ export interface StandingOrderDeps {
   config: Pick<FerryConfig, 'approvalQuorum' | 'approvalTtlSeconds' | 'callbackAllowedHosts' | 'operatorTimeZone'> & Partial<Pick<FerryConfig, 'file' | 'evmMaxFeePerGasCapWei'>>;
   transitions: TransitionDeps;
   now?: () => Date;
+  /** Where the policy reads prices (unset: the configuration's price_feeds). */
+  prices?: PriceSource | null;
 }
 
 /** How long one runner holds a pending run it carries on (a runner that died leaves it to the next after this). */
@@ -127,15 +131,18 @@ function parseOrder(input: unknown, deps: StandingOrderDeps): StandingOrderInput
 async function requiredApprovals(client: Client, deps: StandingOrderDeps, o: StandingOrderInput, actor: string): Promise<number> {
   const entry = await getAddressBookEntry(client, o.destinations[0]!);
   const live = await liveRuleSet(client);
+  // The live template's nodes: its lanes and sources are what a run's movement will have.
+  const version = await getTemplateVersion(client, o.template_key);
   const facts = await movementFacts(client, {
     templateKey: o.template_key,
     intent: { ...o.intent, asset: o.asset, amount: o.max_per_run, destination: entry ? (entry.tag ? { address: entry.address, tag: entry.tag } : entry.address) : undefined },
-    nodes: [],
+    nodes: version?.nodes ?? [],
     createdBy: actor,
   });
-  const decision = decide(live, facts);
+  const decision = decide(live, { ...facts, prices: await readPrices(pricesOf(deps), live, facts, clock(deps)) });
   if (!allows(decision)) {
-    throw new FerryError(decision.action === 'block' ? 'POLICY_BLOCKED' : 'POLICY_NO_MATCHING_RULE', `the policy does not allow a run of standing order ${o.name} at its maximum (rule ${decision.ruleId ?? 'none'})`, {
+    const code = decision.action === 'block' ? 'POLICY_BLOCKED' : decision.action === 'price_unavailable' ? 'POLICY_PRICE_UNAVAILABLE' : 'POLICY_NO_MATCHING_RULE';
+    throw new FerryError(code, `the policy does not allow a run of standing order ${o.name} at its maximum (rule ${decision.ruleId ?? 'none'})`, {
       rule_set_version: decision.ruleSetVersion,
       rule_id: decision.ruleId,
       reason: decision.reason,

@@ -126,3 +126,36 @@ export function usdcChainForFile(ready: (local: UsdcChain) => void | Promise<voi
     await ready({ ...local, usdc });
   });
 }
+
+/** A TestAggregator (test/contracts/PriceFeed.sol): Chainlink's AggregatorV3Interface, rounds written by the test. */
+export interface DeployedAggregator {
+  address: Address;
+  abi: Abi;
+  /** Writes the next round (updatedAt in seconds; answeredInRound 0: the round itself) and waits until it is mined. */
+  setRound(answer: bigint, updatedAt: number, opts?: { startedAt?: number; answeredInRound?: bigint }): Promise<void>;
+}
+
+export async function deployAggregator(chain: PublicClient, rpcUrl: string, deployerKey: Hex, decimals = 8, description = 'ETH / USD'): Promise<DeployedAggregator> {
+  const compiled = compileContracts('PriceFeed.sol').TestAggregator;
+  if (!compiled) throw new Error('no contract TestAggregator');
+  const wallet = walletFor(chain, rpcUrl, deployerKey);
+  const hash = await wallet.deployContract({ abi: compiled.abi, bytecode: compiled.bytecode, args: [decimals, description], chain: null });
+  const receipt = await chain.waitForTransactionReceipt({ hash, pollingInterval: 50, timeout: 30_000 });
+  if (!receipt.contractAddress) throw new Error('deployment produced no contract');
+  const address = receipt.contractAddress.toLowerCase() as Address;
+  return {
+    address,
+    abi: compiled.abi,
+    async setRound(answer, updatedAt, opts = {}) {
+      const tx = await wallet.writeContract({
+        address,
+        abi: compiled.abi,
+        functionName: 'setRound',
+        args: [answer, BigInt(opts.startedAt ?? updatedAt), BigInt(updatedAt), opts.answeredInRound ?? 0n],
+        chain: null,
+      } as never);
+      const r = await chain.waitForTransactionReceipt({ hash: tx, pollingInterval: 50, timeout: 30_000 });
+      if (r.status !== 'success') throw new Error('setRound reverted');
+    },
+  };
+}

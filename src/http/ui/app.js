@@ -1,5 +1,6 @@
 // Ferry's visualizer: one page over the inspection API (/inspect/*), no dependencies. It also shows
-// template proposals and resolutions of movements that need a person, and acts on them, through the
+// template proposals, standing orders with their runs, and resolutions of movements that need a
+// person, and acts on them, through the
 // same /v3 routes the CLI uses, with the same token. Diagrams are
 // SVG laid out here: plans and machines are small, so a layered layout of a few dozen lines does.
 //
@@ -31,11 +32,14 @@ const ui = {
   listed: null, // { movements, state, more } of the latest list answer (more: older pages follow)
   listPages: 1, // pages of the movement list on show ("Show older" adds one)
   renderQueued: false,
-  view: 'movements', // or 'proposals'
+  view: 'movements', // or 'proposals', 'standing-orders'
   resolutions: [], // the open movement's resolutions (GET /v3/movements/{id}/resolutions)
   proposalId: null,
   proposal: null, // the open proposal's detail
   proposalSeq: 0,
+  standingOrderId: null,
+  standingOrder: null, // the open standing order's detail (order, runs, history)
+  standingOrderSeq: 0,
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -167,14 +171,17 @@ function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   // Nothing of this session stays on the page for the next token to see before it reads its own.
   // (Answers still in flight are dropped: the lists' numbers move on, the ids no longer match.)
-  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, listed: null, listPages: 1 });
+  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, standingOrderId: null, standingOrder: null, listed: null, listPages: 1 });
   ui.listSeq++;
   ui.proposalSeq++;
+  ui.standingOrderSeq++;
   $('movement').hidden = true;
   $('proposal').hidden = true;
-  for (const id of ['movements', 'proposals']) $(id).replaceChildren();
+  $('standing-order').hidden = true;
+  for (const id of ['movements', 'proposals', 'standing-orders']) $(id).replaceChildren();
+  for (const id of ['standing-order-runs', 'standing-order-history']) $(id).tBodies[0].replaceChildren();
   drawResolutions();
-  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error']) clearError(id);
+  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error']) clearError(id);
   $('app').hidden = true;
   $('views').hidden = true;
   $('sign-out').hidden = true;
@@ -207,6 +214,7 @@ async function start() {
 
 /** The poll: the list of the view on show (and the open proposal, which sweeps may decide). */
 function refreshCurrent() {
+  if (ui.view === 'standing-orders') return Promise.all([refreshStandingOrders(), ui.standingOrderId ? openStandingOrder(ui.standingOrderId, true) : null]);
   if (ui.view !== 'proposals') return refreshList();
   return Promise.all([refreshProposals(), ui.proposalId ? openProposal(ui.proposalId, true) : null]);
 }
@@ -466,6 +474,21 @@ async function refreshWaiting() {
 // One movement
 
 async function route() {
+  const orders = /^#\/standing-orders(?:\/([0-9a-fA-F-]{36}))?$/.exec(location.hash);
+  if (orders) {
+    showView('standing-orders');
+    stopFollowing();
+    ui.movementId = null;
+    ui.proposalId = null;
+    await refreshStandingOrders().catch((err) => {
+      if (!(err instanceof Unauthenticated)) throw err;
+    });
+    if (orders[1]) await openStandingOrder(orders[1]);
+    else closeStandingOrder();
+    return;
+  }
+  ui.standingOrderId = null;
+  ui.standingOrder = null;
   const proposals = /^#\/proposals(?:\/([0-9a-fA-F-]{36}))?$/.exec(location.hash);
   showView(proposals ? 'proposals' : 'movements');
   if (proposals) {
@@ -1189,14 +1212,21 @@ function showView(view) {
   ui.view = view;
   $('movements-side').hidden = view !== 'movements';
   $('proposals-side').hidden = view !== 'proposals';
+  $('standing-orders-side').hidden = view !== 'standing-orders';
   $('view-movements').classList.toggle('current', view === 'movements');
   $('view-proposals').classList.toggle('current', view === 'proposals');
-  if (view === 'proposals') {
+  $('view-standing-orders').classList.toggle('current', view === 'standing-orders');
+  if (view !== 'movements') {
     $('empty').hidden = true;
     $('movement').hidden = true;
-  } else {
+  }
+  if (view !== 'proposals') {
     $('proposals-empty').hidden = true;
     $('proposal').hidden = true;
+  }
+  if (view !== 'standing-orders') {
+    $('standing-orders-empty').hidden = true;
+    $('standing-order').hidden = true;
   }
 }
 
@@ -1334,6 +1364,117 @@ async function proposalAction(action, body) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Standing orders (GET /v3/standing-orders, .../{id} with its runs and history; POST .../approve,
+// pause, resume). Who may press a button is Ferry's to say: its refusal is shown with its code.
+
+const STANDING_ORDER_STATES = ['PROPOSED', 'ACTIVE', 'PAUSED', 'REJECTED', 'REVOKED', 'EXPIRED'];
+
+/** What the order runs on, in words. */
+function triggerText(t) {
+  const schedule = (s) => (s ? `${s.cron}${s.time_zone ? ` (${s.time_zone})` : ''}` : '');
+  const balance = (b) => `${b.asset} of ${b.wallet} on ${b.chain}`;
+  switch (t.kind) {
+    case 'schedule': return `runs at ${schedule(t.schedule)}, moving ${t.amount ?? '-'} each time`;
+    case 'ceiling': return `sweeps ${balance(t.balance)} above ${t.ceiling} down to ${t.target ?? t.ceiling}${t.schedule ? `, at ${schedule(t.schedule)}` : ', once per crossing'}`;
+    case 'floor': return `tops up ${balance(t.balance)} below ${t.floor} to ${t.target}${t.schedule ? `, at ${schedule(t.schedule)}` : ', once per crossing'}`;
+    default: return JSON.stringify(t);
+  }
+}
+
+async function refreshStandingOrders() {
+  const seq = ++ui.standingOrderSeq;
+  const state = $('standing-order-filter').value;
+  const { standing_orders: orders } = await api(`/v3/standing-orders?limit=100${state ? `&state=${state}` : ''}`);
+  if (seq !== ui.standingOrderSeq) return;
+  const list = $('standing-orders');
+  list.replaceChildren();
+  if (orders.length === 0) {
+    list.append(el('li', { class: 'none' }, state ? `No standing order is ${state}.` : 'No standing orders yet.'));
+    return;
+  }
+  for (const o of orders) {
+    const li = el('li', { 'data-id': o.id, 'data-name': o.name, 'data-state': o.state, class: o.id === ui.standingOrderId ? 'selected' : '' },
+      el('div', { class: 'row' }, el('b', {}, o.name), el('span', { class: `badge s-${o.state}`, 'data-state': o.state }, o.state)),
+      el('div', { class: 'who' }, `${o.template_key} - ${o.asset} to ${o.destinations.join(', ')}`),
+      el('div', { class: 'nodes' }, triggerText(o.trigger)));
+    li.addEventListener('click', () => { location.hash = `#/standing-orders/${o.id}`; });
+    list.append(li);
+  }
+}
+
+function closeStandingOrder() {
+  ui.standingOrderId = null;
+  ui.standingOrder = null;
+  $('standing-order').hidden = true;
+  $('standing-orders-empty').hidden = false;
+}
+
+/** Opens (or, quietly, re-reads) a standing order. */
+async function openStandingOrder(id, quiet = false) {
+  if (ui.standingOrderId !== id) clearError('standing-order-error');
+  ui.standingOrderId = id;
+  let detail;
+  try {
+    detail = await api(`/v3/standing-orders/${id}`);
+  } catch (err) {
+    if (err instanceof Unauthenticated || quiet) return;
+    $('standing-order').hidden = true;
+    $('standing-orders-empty').hidden = false;
+    $('standing-orders-empty').querySelector('p').textContent = `Cannot show standing order ${id}: ${err.message}`;
+    return;
+  }
+  if (ui.standingOrderId !== id || ui.view !== 'standing-orders') return;
+  ui.standingOrder = detail;
+  $('standing-orders-empty').hidden = true;
+  $('standing-order').hidden = false;
+  for (const li of $('standing-orders').children) li.classList.toggle('selected', li.dataset.id === id);
+  drawStandingOrder(detail);
+}
+
+function drawStandingOrder(d) {
+  const o = d.standing_order;
+  $('standing-order-title').textContent = `${o.name} - standing order`;
+  $('standing-order-meta').textContent = `${o.id} - ${o.template_key} - proposed by ${o.proposed_by_name ?? o.proposed_by} on ${formatWhen(o.created_at)} - expires ${formatWhen(o.expires_at)}`;
+  $('standing-order-bounds').textContent = `${o.asset} to ${o.destinations.join(', ')} - at most ${o.max_per_run} per run and ${o.max_per_window} per ${o.window_seconds} s`;
+  $('standing-order-trigger').textContent = triggerText(o.trigger);
+  const approvedBy = o.approvals.map((a) => a.by_name ?? a.by);
+  $('standing-order-approvals').textContent = `approvals ${o.approvals.length} of ${o.required_approvals}${approvedBy.length ? ` (${approvedBy.join(', ')})` : ''}` +
+    `${o.reason ? ` - ${o.state === 'PAUSED' ? 'paused' : 'reason'}: ${o.reason}` : ''}`;
+  const badge = $('standing-order-state');
+  badge.textContent = o.state;
+  badge.className = `badge s-${o.state}`;
+  badge.dataset.state = o.state;
+  // The buttons follow the machine; who may press them is Ferry's to say.
+  $('standing-order-approve').disabled = o.state !== 'PROPOSED';
+  $('standing-order-pause').disabled = o.state !== 'ACTIVE';
+  $('standing-order-resume').disabled = o.state !== 'PAUSED';
+  $('standing-order-runs-note').textContent = d.runs.length ? `- ${d.runs.length} newest first` : '- none yet';
+  $('standing-order-runs').tBodies[0].replaceChildren(...d.runs.map((r) => {
+    const movement = r.movement_id ? el('a', { href: `#/movements/${r.movement_id}` }, r.movement_id.slice(0, 8)) : '-';
+    return el('tr', { 'data-id': r.id, 'data-outcome': r.outcome, 'data-slot': r.slot_key },
+      el('td', { class: 'event' }, r.slot_key), el('td', {}, formatWhen(r.created_at)), el('td', { class: 'amount' }, r.amount ?? '-'),
+      el('td', {}, r.destination_entry ?? '-'), el('td', {}, el('span', { class: `badge o-${r.outcome}` }, r.outcome)),
+      el('td', { class: 'reason', title: r.error_detail ?? '' }, r.error_code ?? ''), el('td', {}, movement));
+  }));
+  $('standing-order-history').tBodies[0].replaceChildren(...d.history.map((t) => el('tr', { 'data-event': t.event },
+    el('td', {}, String(t.seq)), el('td', {}, formatWhen(t.at)), el('td', {}, t.from || '-'), el('td', {}, t.to),
+    el('td', { class: 'event' }, t.event === 'xstate.init' ? 'created' : t.event), el('td', { class: 'actor' }, t.actor))));
+}
+
+async function standingOrderAction(action) {
+  const id = ui.standingOrderId;
+  if (!id) return;
+  clearError('standing-order-error');
+  try {
+    await api(`/v3/standing-orders/${id}/${action}`, {});
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('standing-order-error', err);
+  }
+  await Promise.all([openStandingOrder(id, true), refreshStandingOrders()]).catch(() => {});
+}
+
+// ------------------------------------------------------------------------------------------------
 // DOM helpers
 
 function el(tag, attrs, ...children) {
@@ -1381,6 +1522,9 @@ $('proposal-filter').addEventListener('change', () => void refreshProposals().ca
 $('proposal-approve').addEventListener('click', () => void proposalAction('approve', {}));
 $('proposal-withdraw').addEventListener('click', () => void proposalAction('withdraw', {}));
 $('proposal-challenge').addEventListener('click', () => void proposalAction('challenge', { reason: $('challenge-reason').value }));
+for (const s of STANDING_ORDER_STATES) $('standing-order-filter').append(el('option', { value: s }, s));
+$('standing-order-filter').addEventListener('change', () => void refreshStandingOrders().catch(() => {}));
+for (const action of ['approve', 'pause', 'resume']) $(`standing-order-${action}`).addEventListener('click', () => void standingOrderAction(action));
 $('resolution-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
   void proposeResolution();

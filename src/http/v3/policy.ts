@@ -18,6 +18,7 @@ import {
   finalizePolicyProposal,
   type PolicyDeps,
 } from '../../services/policy.ts';
+import { priceSourceOf } from '../../prices/chainlink.ts';
 import { actorNames, type ActorNames } from '../actor-names.ts';
 import { iso, isoOrNull } from '../views.ts';
 import { actorOf, resourceApp, type V3Context } from './context.ts';
@@ -335,6 +336,7 @@ export function policyRoutes(ctx: V3Context) {
       { templateKey: body.template_key, intent: body.intent, nodes: version.nodes, createdBy: requester },
       ctx.config.approvalQuorum,
       body.rule_set,
+      priceSourceOf(ctx.config.file),
     );
     return c.json({ ...result, facts: result.facts as unknown as Record<string, unknown> }, 200);
   });

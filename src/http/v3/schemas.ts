@@ -223,6 +223,7 @@ export const MovementPolicySchema = z
     asset: z.string().nullable(),
     amount: z.string().nullable(),
     destination_entry: z.string().nullable().openapi({ description: 'The address book entry the destination is; null: not in the book' }),
+    sources: z.array(z.string()).nullable().openapi({ description: 'The signer keys and accounts its nodes move funds from, as the rules read them; null on movements from before sources were recorded' }),
     approvers_from: z.array(z.string()).nullable().openapi({ description: 'The principals whose approvals count under the rule; null: any approver' }),
   })
   .openapi('MovementPolicy');
@@ -1119,10 +1120,13 @@ const PolicyVerdictSchema = z.object({
   message: z.string().nullable(),
   approvals_required: z.number().int().nullable(),
   approvers_from: z.array(z.string()).nullable(),
+  prices: z.array(anyObject).openapi({ description: 'The prices its reference-currency rules read: asset, currency, answer and decimals, round and time; or the code of why none could be used' }),
   limits: z.array(
     z.object({
       limit_id: z.string(),
       destination: z.string().nullable(),
+      source: z.string().nullable().openapi({ description: 'The source whose sum it is (per_source)' }),
+      requester: z.string().nullable().openapi({ description: 'The requester whose sum it is (per_requester)' }),
       window_seconds: z.number().int(),
       max_amount: z.string(),
       used: z.string(),
@@ -1133,7 +1137,7 @@ const PolicyVerdictSchema = z.object({
 });
 export const PolicyTestSchema = z
   .object({
-    facts: anyObject.openapi({ description: 'The movement as the rules read it: template, lanes, asset, amount, destination, book entry, requester' }),
+    facts: anyObject.openapi({ description: 'The movement as the rules read it: template, lanes, asset, amount, sources, destination, book entry, requester' }),
     live: PolicyVerdictSchema,
     proposed: PolicyVerdictSchema.extend({
       proposal_id: z.string().nullable().openapi({ description: 'The open rule set proposal; null for a rule set given in the request' }),

@@ -151,7 +151,7 @@ const proposeRoute = apiRoute({
   responses: {
     202: answer('The order, PROPOSED'),
     ...conflict('Another order has this name (STANDING_ORDER_EXISTS)'),
-    ...unprocessable('The order contradicts itself or the book (STANDING_ORDER_INVALID), or the policy does not allow its maximum (POLICY_BLOCKED, POLICY_NO_MATCHING_RULE)'),
+    ...unprocessable('The order contradicts itself or the book (STANDING_ORDER_INVALID), or the policy does not allow its maximum (POLICY_BLOCKED, POLICY_NO_MATCHING_RULE, POLICY_PRICE_UNAVAILABLE)'),
   },
 });
 const decide = (path: string, operationId: string, summary: string, permission: 'policy.write' | 'policy.approve', body: z.ZodType, ok: string, required = true) =>
