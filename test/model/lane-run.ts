@@ -200,12 +200,26 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
   try {
     instance = await lane.setup(pool, opts, opts.workers);
     const inst = instance;
+    const killed = new WeakSet<ChildProcess>();
     const spawn = (w: number): ChildProcess => {
       const child = spawnWorker(url, { ...RUN_ENV, ...lane.env, FERRY_RUNTIME: runtime, ...inst.env(w) }, { output: 'pipe', preload: inst.preload });
       child.stdout!.setEncoding('utf8').on('data', (chunk: string) => void (tail = (tail + `[w${w}] ` + chunk).slice(-20_000)));
+      // The supervisor's part: a worker that exits on its own (it could not reach the database while
+      // starting) is started again, as a process manager would.
+      child.once('exit', (code, signal) => {
+        if (finishing || killed.has(child) || workers[w] !== child) return;
+        note(`worker ${w} exited on its own (${signal ?? `code ${code}`}); started again`);
+        pending.push(sleep(500).then(() => void (workers[w] === child && !finishing && (workers[w] = spawn(w)))));
+      });
       return child;
     };
     for (let w = 0; w < opts.workers; w++) workers.push(spawn(w));
+    // The schedule's clock starts once every worker is up (a worker takes seconds to start).
+    await waitFor(
+      'the workers to start',
+      async () => (await pool.query(`SELECT count(DISTINCT pid)::int AS n FROM worker_heartbeats WHERE pid = ANY($1::int[])`, [workers.map((c) => c.pid)])).rows[0].n >= opts.workers,
+      { timeoutMs: 90_000, everyMs: 200 },
+    );
     const ctx: RunContext = {
       pool: () => pool,
       note,
@@ -213,6 +227,7 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
       kill: (w, downMs, why) => {
         const child = workers[w]!;
         if (finishing || stopped.has(w) || child.exitCode !== null || child.signalCode !== null) return false;
+        killed.add(child);
         child.kill('SIGKILL');
         note(`SIGKILL worker ${w} (${why}), back after ${downMs} ms`);
         pending.push(
