@@ -30,7 +30,8 @@ test('a CEX schedule depends on its seed alone and holds every fault asked for',
 });
 
 test('planted: recovery answers READY without asking the exchange; a kill after the exchange accepted gives the node a second withdrawal, reported as S1 with seed and trace', async () => {
-  const report = await laneRun(cexLane(local), { seed: 42, movements: 1, workers: 1, faults: { kill_after_accept: 1 }, horizonMs: 2000, plant: 'recovery_resubmits' });
+  // Two workers: the one still up recovers (as planted) while the killed one comes back.
+  const report = await laneRun(cexLane(local), { seed: 42, movements: 1, workers: 2, faults: { kill_after_accept: 1 }, horizonMs: 2000, plant: 'recovery_resubmits' });
   const text = formatLaneRun(report);
   const s1 = report.violations.filter((v) => v.startsWith('S1:'));
   assert.equal(s1.length, 1, text);
@@ -38,12 +39,12 @@ test('planted: recovery answers READY without asking the exchange; a kill after 
   assert.equal(report.faults.kill_after_accept, 1, 'the kill fired');
   assert.match(text, /^cex seed 42 /);
   assert.match(text, /replay: npm run verify -- --lane cex --random 1 --seed 42/);
-  assert.match(text, /trace:\n(.*\n)*.*approved movement 0\n.*SIGKILL worker 0 \(the exchange accepted its withdraw\/apply/);
+  assert.match(text, /trace:\n(.*\n)*.*approved movement 0\n.*SIGKILL worker [01] \(the exchange accepted its withdraw\/apply/);
 });
 
 for (const seed of SEEDS) {
   test(`CEX seed ${seed}: kills (one after the exchange accepted), stalls, 5xx, 429, an outage, slow answers and a PostgreSQL restart; one withdrawal per approved node`, async () => {
-    const report = await laneRun(cexLane(local), { seed, movements: 4, workers: 2, faults: FAULTS });
+    const report = await laneRun(cexLane(local), { seed, movements: 4, workers: 2, faults: FAULTS, horizonMs: 8000 });
     console.log(formatLaneRun(report));
     if (report.violations.length > 0) console.log(report.workerTail.split('\n').slice(-40).join('\n'));
     assert.deepEqual(report.violations, []);
