@@ -130,13 +130,12 @@ if (randomRuns > 0) {
   const { laneRun, formatLaneRun } = await import('../test/model/lane-run.ts');
   if (lanes.includes('cctp')) {
     console.log(`\nrandom runs of the real system, CCTP on two anvil chains (${randomRuns}, seeds ${firstSeed}-${firstSeed + randomRuns - 1}):`);
-    const { cctpLane } = await import('../test/model/cctp-run.ts');
+    const { cctpLane, CCTP_RUN } = await import('../test/model/cctp-run.ts');
     const { startCctpWorld } = await import('../test/helpers/cctp.ts');
     const world = await startCctpWorld({ confirmations: 1 });
     try {
-      const faults = { crash: 2, stall: 1, database: 1, kill_burn_before: 1, kill_burn_after: 1, kill_mint_before: 1, kill_mint_after: 1, kill_attestation: 1, rpc_stall: 1, attestation_down: 1, attestation_slow: 1 };
       for (const seed of seeds) {
-        const r = await laneRun(cctpLane(world), { seed, movements: 4, workers: 2, faults, horizonMs: 12_000 });
+        const r = await laneRun(cctpLane(world), { ...CCTP_RUN, seed });
         console.log(formatLaneRun(r));
         add('cctp', r);
       }
@@ -146,12 +145,11 @@ if (randomRuns > 0) {
   }
   if (lanes.includes('cex')) {
     console.log(`\nrandom runs of the real system, CEX on the exchange emulator (${randomRuns}, seeds ${firstSeed}-${firstSeed + randomRuns - 1}):`);
-    const { cexLane } = await import('../test/model/cex-run.ts');
+    const { cexLane, CEX_RUN } = await import('../test/model/cex-run.ts');
     const local = await startLocalChain();
     try {
-      const faults = { crash: 2, stall: 1, database: 1, kill_after_accept: 2, exchange_5xx: 1, exchange_rate_limit: 1, exchange_down: 1, exchange_slow: 1 };
       for (const seed of seeds) {
-        const r = await laneRun(cexLane(local), { seed, movements: 5, workers: 2, faults, horizonMs: 12_000 });
+        const r = await laneRun(cexLane(local), { ...CEX_RUN, seed });
         console.log(formatLaneRun(r));
         add('cex', r);
       }

@@ -11,8 +11,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startCctpWorld, type CctpWorld } from './helpers/cctp.ts';
-import { cctpLane, type CctpFault } from './model/cctp-run.ts';
-import { formatLaneRun, laneRun, laneSchedule, type LaneRunOptions } from './model/lane-run.ts';
+import { CCTP_RUN, cctpLane } from './model/cctp-run.ts';
+import { formatLaneRun, laneRun, laneSchedule } from './model/lane-run.ts';
 
 let w: CctpWorld;
 before(async () => {
@@ -24,19 +24,7 @@ after(async () => {
 });
 
 const SEEDS = (process.env.FERRY_RANDOM_SEEDS ?? '20261204').split(',').map(Number);
-const FAULTS: LaneRunOptions<CctpFault>['faults'] = {
-  crash: 1,
-  stall: 1,
-  database: 1,
-  kill_burn_before: 1,
-  kill_burn_after: 1,
-  kill_mint_before: 1,
-  kill_mint_after: 1,
-  kill_attestation: 1,
-  rpc_stall: 1,
-  attestation_down: 1,
-  attestation_slow: 1,
-};
+const FAULTS = CCTP_RUN.faults;
 
 test('a CCTP schedule depends on its seed alone and holds every fault asked for', () => {
   const lane = cctpLane(undefined as never);
@@ -50,7 +38,7 @@ test('a CCTP schedule depends on its seed alone and holds every fault asked for'
 
 for (const seed of SEEDS) {
   test(`CCTP seed ${seed}: kills at the burn, the attestation and the mint, stalls, a stalled RPC, the attestation service down and slow, a PostgreSQL restart; one burn and one mint per approved movement`, async () => {
-    const report = await laneRun(cctpLane(w), { seed, movements: 3, workers: 2, faults: FAULTS });
+    const report = await laneRun(cctpLane(w), { ...CCTP_RUN, seed });
     console.log(formatLaneRun(report));
     if (report.violations.length > 0) console.log(report.workerTail.split('\n').slice(-40).join('\n'));
     assert.deepEqual(report.violations, []);

@@ -10,14 +10,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { localChainForFile, type LocalChain } from './helpers/anvil.ts';
-import { cexLane, type CexFault } from './model/cex-run.ts';
-import { formatLaneRun, laneRun, laneSchedule, type LaneRunOptions } from './model/lane-run.ts';
+import { CEX_RUN, cexLane } from './model/cex-run.ts';
+import { formatLaneRun, laneRun, laneSchedule } from './model/lane-run.ts';
 
 let local: LocalChain;
 localChainForFile((l) => void (local = l));
 
 const SEEDS = (process.env.FERRY_RANDOM_SEEDS ?? '20261205').split(',').map(Number);
-const FAULTS: LaneRunOptions<CexFault>['faults'] = { crash: 1, stall: 1, database: 1, kill_after_accept: 1, exchange_5xx: 1, exchange_rate_limit: 1, exchange_down: 1, exchange_slow: 1 };
+const FAULTS = CEX_RUN.faults;
 
 test('a CEX schedule depends on its seed alone and holds every fault asked for', () => {
   const lane = cexLane(undefined as never);
@@ -38,13 +38,13 @@ test('planted: recovery answers READY without asking the exchange; a kill after 
   assert.match(s1[0]!, /movement 0 .*: node withdraw has 2 withdrawals on the exchange's ledger: [0-9a-f-]+:1 \(0\.01042\), [0-9a-f-]+:2 \(0\.01042\)/);
   assert.equal(report.faults.kill_after_accept, 1, 'the kill fired');
   assert.match(text, /^cex seed 42 /);
-  assert.match(text, /replay: npm run verify -- --lane cex --random 1 --seed 42/);
+  assert.match(text, /replay: seed 42 with \{"movements":1,"workers":2,"faults":\{"kill_after_accept":1\},"horizonMs":2000,"plant":"recovery_resubmits"\}/);
   assert.match(text, /trace:\n(.*\n)*.*approved movement 0\n.*SIGKILL worker [01] \(the exchange accepted its withdraw\/apply/);
 });
 
 for (const seed of SEEDS) {
   test(`CEX seed ${seed}: kills (one after the exchange accepted), stalls, 5xx, 429, an outage, slow answers and a PostgreSQL restart; one withdrawal per approved node`, async () => {
-    const report = await laneRun(cexLane(local), { seed, movements: 4, workers: 2, faults: FAULTS, horizonMs: 8000 });
+    const report = await laneRun(cexLane(local), { ...CEX_RUN, seed });
     console.log(formatLaneRun(report));
     if (report.violations.length > 0) console.log(report.workerTail.split('\n').slice(-40).join('\n'));
     assert.deepEqual(report.violations, []);

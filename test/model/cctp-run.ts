@@ -49,6 +49,14 @@ export const CCTP_FAULTS: Record<CctpFault, FaultSpec> = {
   attestation_slow: { window: [0.05, 0.8], ms: [1000, 4000], describe: (s) => `for ${s.ms} ms the attestation service answers ${SLOW_BY_MS} ms late (the client gives up at 5000)` },
 };
 
+/** A run as CI and `npm run verify` make it (one seed, the same schedule in both): every fault kind once. */
+export const CCTP_RUN = {
+  movements: 3,
+  workers: 2,
+  horizonMs: 10_000,
+  faults: { crash: 1, stall: 1, database: 1, kill_burn_before: 1, kill_burn_after: 1, kill_mint_before: 1, kill_mint_after: 1, kill_attestation: 1, rpc_stall: 1, attestation_down: 1, attestation_slow: 1 },
+} satisfies Omit<LaneRunOptions<CctpFault>, 'seed'>;
+
 type Kill = 'kill_burn_before' | 'kill_burn_after' | 'kill_mint_before' | 'kill_mint_after' | 'kill_attestation';
 
 /** The `to` of a JSON-RPC eth_sendRawTransaction, or null for any other request. */

@@ -55,6 +55,14 @@ export const CEX_FAULTS: Record<CexFault, FaultSpec> = {
   exchange_slow: { window: [0.05, 0.8], ms: [1000, 3000], describe: (s) => `for ${s.ms} ms the exchange's answers come ${SLOW_BY_MS} ms late (the client gives up at ${TIMEOUT_MS})` },
 };
 
+/** A run as CI and `npm run verify` make it (one seed, the same schedule in both): every fault kind once. */
+export const CEX_RUN = {
+  movements: 4,
+  workers: 2,
+  horizonMs: 8000,
+  faults: { crash: 1, stall: 1, database: 1, kill_after_accept: 1, exchange_5xx: 1, exchange_rate_limit: 1, exchange_down: 1, exchange_slow: 1 },
+} satisfies Omit<LaneRunOptions<CexFault>, 'seed'>;
+
 /** Planted bugs: `recovery_resubmits` makes recover() answer READY (a new attempt) without asking the exchange. */
 export type CexPlant = 'recovery_resubmits';
 

@@ -70,6 +70,8 @@ export interface LaneRunOptions<K extends string> {
 export interface LaneRunReport {
   lane: string;
   seed: number;
+  /** The options the run was made with (with the seed, they replay its schedule). */
+  options: Omit<LaneRunOptions<string>, 'seed'>;
   runtime: 'loops' | 'actors';
   schedule: string[];
   /** What fired when: the faults as they were injected, the approvals, the kills at a lane's step. */
@@ -341,9 +343,11 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
     }
     const checked = await inst.check(rows);
     violations.push(...checked.violations);
+    const { seed: _seed, ...options } = opts;
     return {
       lane: lane.name,
       seed: opts.seed,
+      options,
       runtime,
       schedule: steps.map((s) => describeStep(lane, s)),
       trace,
@@ -382,5 +386,6 @@ export function formatLaneRun(r: LaneRunReport): string {
     .join(', ');
   const head = `${r.lane} seed ${r.seed} (${r.runtime}): ${Object.entries(r.states).map(([s, n]) => `${n} ${s}`).join(', ')}; ${effects}; ${total} faults (${kinds || 'none'}); violations: ${r.violations.length}; ${(r.ms / 1000).toFixed(1)} s`;
   if (r.violations.length === 0) return head;
-  return [head, `  replay: npm run verify -- --lane ${r.lane} --random 1 --seed ${r.seed}`, '  schedule:', ...r.schedule.map((s) => `    ${s}`), '  trace:', ...r.trace.map((s) => `    ${s}`), '  violations:', ...r.violations.map((v) => `    ${v}`)].join('\n');
+  const replay = [`  replay: seed ${r.seed} with ${JSON.stringify(r.options)}`, `    (a run as CI and verify make it: npm run verify -- --lane ${r.lane} --random 1 --seed ${r.seed})`];
+  return [head, ...replay, '  schedule:', ...r.schedule.map((s) => `    ${s}`), '  trace:', ...r.trace.map((s) => `    ${s}`), '  violations:', ...r.violations.map((v) => `    ${v}`)].join('\n');
 }
