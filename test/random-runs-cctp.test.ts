@@ -38,11 +38,18 @@ test('a CCTP schedule depends on its seed alone and holds every fault asked for'
 
 for (const seed of SEEDS) {
   test(`CCTP seed ${seed}: kills at the burn, the attestation and the mint, stalls, a stalled RPC, the attestation service down and slow, a PostgreSQL restart; one burn and one mint per approved movement`, async () => {
-    const report = await laneRun(cctpLane(w), { ...CCTP_RUN, seed });
+    // Once the run is checked, a second burn for movement 0 and a mint of another wallet's burn are
+    // planted on the chains, and the check must report them (it can fail).
+    const report = await laneRun(cctpLane(w), { ...CCTP_RUN, seed, plant: 'double_burn_and_stray_mint' });
     console.log(formatLaneRun(report));
     if (report.violations.length > 0) console.log(report.workerTail.split('\n').slice(-40).join('\n'));
     assert.deepEqual(report.violations, []);
     assert.deepEqual(report.effects, { burns: 3, mints: 3 });
     assert.ok(Object.values(report.faults).reduce((a, b) => a + b, 0) >= 7, 'the faults happened');
+
+    const planted = report.planted ?? [];
+    assert.equal(planted.length, 2, planted.join('\n'));
+    assert.match(planted[0]!, /^S1: movement 0 .*: 2 burns on chain 31337: 0x[0-9a-f]{64}, 0x[0-9a-f]{64}$/);
+    assert.match(planted[1]!, /^S2: message 0x[0-9a-f]{64} was received \(minted\) on chain 31338 by 0x[0-9a-f]{64} without an approved burn of this run$/);
   });
 }

@@ -20,17 +20,18 @@
  * holding exactly the approved amount on the destination chain; S4, nothing burned for a movement
  * that did not complete.
  */
-import { encodeAbiParameters, keccak256, maxUint256, parseTransaction, type Address, type Hex } from 'viem';
+import { encodeAbiParameters, keccak256, maxUint256, pad, parseTransaction, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { cctpBridgeTemplate } from '../../scripts/sandbox/templates.ts';
 import type { Pool } from '../../src/persistence/db.ts';
 import type { TemplateDefinitionInput } from '../../src/plan/template-schema.ts';
 import { messageTransmitterAbi } from '../../src/executors/cctp/message.ts';
 import { ANVIL_DEV_KEY, freshAddress } from '../helpers/anvil.ts';
-import { cctpConfigFile, DESTINATION_CHAIN_ID, SOURCE_CHAIN_ID, type CctpWorld } from '../helpers/cctp.ts';
+import { cctpConfigFile, DESTINATION_CHAIN_ID, DESTINATION_DOMAIN, SOURCE_CHAIN_ID, SOURCE_DOMAIN, write, type CctpWorld } from '../helpers/cctp.ts';
 import { sendCall, tokenBalance } from '../helpers/contracts.ts';
 import { startFaultProxy, type FaultProxy, type ProxiedRequest } from '../helpers/fault-proxy.ts';
 import { seedMovement } from '../helpers/fixtures.ts';
+import { waitFor } from '../helpers/wait.ts';
 import type { FaultSpec, LaneDefinition, LaneInstance, LaneRunOptions, RunContext, RunMovement } from './lane-run.ts';
 
 export type CctpFault = 'kill_burn_before' | 'kill_burn_after' | 'kill_mint_before' | 'kill_mint_after' | 'kill_attestation' | 'rpc_stall' | 'attestation_down' | 'attestation_slow';
@@ -56,6 +57,13 @@ export const CCTP_RUN = {
   horizonMs: 10_000,
   faults: { crash: 1, stall: 1, database: 1, kill_burn_before: 1, kill_burn_after: 1, kill_mint_before: 1, kill_mint_after: 1, kill_attestation: 1, rpc_stall: 1, attestation_down: 1, attestation_slow: 1 },
 } satisfies Omit<LaneRunOptions<CctpFault>, 'seed'>;
+
+/**
+ * After-run plants: `double_burn_and_stray_mint` burns movement 0's amount to its recipient a second
+ * time from the run's wallet (S1), and burns from another wallet, has it attested and mints it (a
+ * mint no approved burn of the run accounts for: S2).
+ */
+export type CctpPlant = 'double_burn_and_stray_mint';
 
 type Kill = 'kill_burn_before' | 'kill_burn_after' | 'kill_mint_before' | 'kill_mint_after' | 'kill_attestation';
 
@@ -145,6 +153,21 @@ export function cctpLane(w: CctpWorld): LaneDefinition<CctpFault> {
         disarm() {
           for (const q of Object.values(armed)) q.length = 0;
         },
+        ...(opts.plant === 'double_burn_and_stray_mint'
+          ? {
+              async plantAfter() {
+                const burn = (key: Hex, to: Address, units: bigint) =>
+                  write(w.source, key, w.source.messenger, 'depositForBurn', [units, DESTINATION_DOMAIN, pad(to), w.source.token.address, pad('0x'), 0n, 2000]);
+                await burn(hotKey, movements[0]!.to, movements[0]!.units);
+                const stray = await burn(w.hotKey, freshAddress().toLowerCase() as Address, 1_000_000n);
+                const m = await waitFor('the stray burn to be attested', async () => {
+                  const answer = (await (await fetch(`${w.iris.url}/v2/messages/${SOURCE_DOMAIN}?transactionHash=${stray}`)).json()) as { messages?: { message: Hex; attestation: Hex; status: string }[] };
+                  return answer.messages?.find((x) => x.status === 'complete') ?? null;
+                }, { timeoutMs: 30_000, everyMs: 250 });
+                await write(w.destination, w.hotKey, w.destination.transmitter, 'receiveMessage', [m.message, m.attestation]);
+              },
+            }
+          : {}),
         async check(rows) {
           const violations: string[] = [];
           // eth_getLogs refuses a range that starts past the head: a chain nothing was sent to holds nothing of the run's.

@@ -63,7 +63,11 @@ export interface LaneRunOptions<K extends string> {
   runtime?: 'loops' | 'actors';
   /** The span over which approvals and faults are spread. Default 10 s. */
   horizonMs?: number;
-  /** A bug planted in the worker processes, which the check must report (the lane says which). */
+  /**
+   * A planted fault the check must report (the lane says which): a bug in the worker processes, or
+   * effects added on the providers once the run is over, after which the check runs a second time
+   * (its violations in `planted`, the run's own in `violations`).
+   */
   plant?: string;
 }
 
@@ -82,6 +86,8 @@ export interface LaneRunReport {
   /** The lane's effects as its provider records them (burns, mints, withdrawals). */
   effects: Record<string, number>;
   violations: string[];
+  /** With an after-run plant: what the second check reported. */
+  planted?: string[];
   ms: number;
   workerTail: string;
 }
@@ -116,6 +122,8 @@ export interface LaneInstance {
   disarm(): void;
   /** The providers' records held against the rows: the violations, and the effects counted. */
   check(rows: MovementRows[]): Promise<{ violations: string[]; effects: Record<string, number> }>;
+  /** Adds the planted effects on the providers, after the first check (an after-run plant). */
+  plantAfter?(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -343,6 +351,11 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
     }
     const checked = await inst.check(rows);
     violations.push(...checked.violations);
+    let planted: string[] | undefined;
+    if (inst.plantAfter) {
+      await inst.plantAfter();
+      planted = (await inst.check(rows)).violations;
+    }
     const { seed: _seed, ...options } = opts;
     return {
       lane: lane.name,
@@ -355,6 +368,7 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
       faults,
       effects: checked.effects,
       violations,
+      ...(planted ? { planted } : {}),
       ms: Date.now() - started,
       workerTail: tail,
     };
