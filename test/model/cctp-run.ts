@@ -39,12 +39,14 @@ export type CctpFault = 'kill_burn_before' | 'kill_burn_after' | 'kill_mint_befo
 const SLOW_BY_MS = 6000;
 const back = (s: { ms: number }) => `back after ${s.ms} ms`;
 
+// The kills at a step are armed early (the approvals spread over the first half of the run), so
+// that most of them find a burn, an attestation or a mint still to come.
 export const CCTP_FAULTS: Record<CctpFault, FaultSpec> = {
-  kill_burn_before: { window: [0, 0.5], ms: [0, 1500], describe: (s) => `arm: the next burn broadcast never reaches the chain, its sender is SIGKILLed; ${back(s)}` },
-  kill_burn_after: { window: [0, 0.5], ms: [0, 1500], describe: (s) => `arm: the next burn reaches the chain, its sender is SIGKILLed before the answer; ${back(s)}` },
-  kill_mint_before: { window: [0, 0.6], ms: [0, 1500], describe: (s) => `arm: the next mint broadcast never reaches the chain, its sender is SIGKILLed; ${back(s)}` },
-  kill_mint_after: { window: [0, 0.6], ms: [0, 1500], describe: (s) => `arm: the next mint reaches the chain, its sender is SIGKILLed before the answer; ${back(s)}` },
-  kill_attestation: { window: [0, 0.6], ms: [0, 1500], describe: (s) => `arm: the next complete attestation is held from the worker that asked, which is SIGKILLed; ${back(s)}` },
+  kill_burn_before: { window: [0, 0.3], ms: [0, 1500], describe: (s) => `arm: the next burn broadcast never reaches the chain, its sender is SIGKILLed; ${back(s)}` },
+  kill_burn_after: { window: [0, 0.3], ms: [0, 1500], describe: (s) => `arm: the next burn reaches the chain, its sender is SIGKILLed before the answer; ${back(s)}` },
+  kill_mint_before: { window: [0, 0.4], ms: [0, 1500], describe: (s) => `arm: the next mint broadcast never reaches the chain, its sender is SIGKILLed; ${back(s)}` },
+  kill_mint_after: { window: [0, 0.4], ms: [0, 1500], describe: (s) => `arm: the next mint reaches the chain, its sender is SIGKILLed before the answer; ${back(s)}` },
+  kill_attestation: { window: [0, 0.4], ms: [0, 1500], describe: (s) => `arm: the next complete attestation is held from the worker that asked, which is SIGKILLed; ${back(s)}` },
   rpc_stall: { window: [0.05, 0.8], ms: [1000, 4000], describe: (s) => `both chains' RPC stop answering for ${s.ms} ms` },
   attestation_down: { window: [0.05, 0.8], ms: [1000, 4000], describe: (s) => `the attestation service is unreachable for ${s.ms} ms` },
   attestation_slow: { window: [0.05, 0.8], ms: [1000, 4000], describe: (s) => `for ${s.ms} ms the attestation service answers ${SLOW_BY_MS} ms late (the client gives up at 5000)` },
