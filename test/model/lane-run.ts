@@ -86,6 +86,8 @@ export interface LaneRunReport {
   /** The lane's effects as its provider records them (burns, mints, withdrawals). */
   effects: Record<string, number>;
   violations: string[];
+  /** Workers that exited without being killed (and were started again): not a violation, but worth a look. */
+  selfExits: number;
   /** With an after-run plant: what the second check reported. */
   planted?: string[];
   ms: number;
@@ -207,6 +209,7 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
   const pending: Promise<unknown>[] = [];
   let tail = '';
   let finishing = false;
+  let selfExits = 0;
   try {
     instance = await lane.setup(pool, opts, opts.workers);
     const inst = instance;
@@ -218,6 +221,7 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
       // starting) is started again, as a process manager would.
       child.once('exit', (code, signal) => {
         if (finishing || killed.has(child) || workers[w] !== child) return;
+        selfExits++;
         note(`worker ${w} exited on its own (${signal ?? `code ${code}`}); started again`);
         pending.push(sleep(500).then(() => void (workers[w] === child && !finishing && (workers[w] = spawn(w)))));
       });
@@ -368,6 +372,7 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
       faults,
       effects: checked.effects,
       violations,
+      selfExits,
       ...(planted ? { planted } : {}),
       ms: Date.now() - started,
       workerTail: tail,
@@ -398,7 +403,7 @@ export function formatLaneRun(r: LaneRunReport): string {
   const effects = Object.entries(r.effects)
     .map(([k, n]) => `${n} ${k}`)
     .join(', ');
-  const head = `${r.lane} seed ${r.seed} (${r.runtime}): ${Object.entries(r.states).map(([s, n]) => `${n} ${s}`).join(', ')}; ${effects}; ${total} faults (${kinds || 'none'}); violations: ${r.violations.length}; ${(r.ms / 1000).toFixed(1)} s`;
+  const head = `${r.lane} seed ${r.seed} (${r.runtime}): ${Object.entries(r.states).map(([s, n]) => `${n} ${s}`).join(', ')}; ${effects}; ${total} faults (${kinds || 'none'}); violations: ${r.violations.length}${r.selfExits > 0 ? `; ${r.selfExits} worker(s) exited on their own and were started again` : ''}; ${(r.ms / 1000).toFixed(1)} s`;
   if (r.violations.length === 0) return head;
   const replay = [`  replay: seed ${r.seed} with ${JSON.stringify(r.options)}`, `    (a run as CI and verify make it: npm run verify -- --lane ${r.lane} --random 1 --seed ${r.seed})`];
   return [head, ...replay, '  schedule:', ...r.schedule.map((s) => `    ${s}`), '  trace:', ...r.trace.map((s) => `    ${s}`), '  violations:', ...r.violations.map((v) => `    ${v}`)].join('\n');
