@@ -16,7 +16,7 @@ import { formatLaneRun, laneRun, laneSchedule } from './model/lane-run.ts';
 let local: LocalChain;
 localChainForFile((l) => void (local = l));
 
-const SEEDS = (process.env.FERRY_RANDOM_SEEDS ?? '20261205').split(',').map(Number);
+const SEEDS = (process.env.FERRY_RANDOM_SEEDS ?? '20261207').split(',').map(Number);
 const FAULTS = CEX_RUN.faults;
 
 test('a CEX schedule depends on its seed alone and holds every fault asked for', () => {
