@@ -6,7 +6,8 @@ import { test } from 'node:test';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { parseConfigFile } from '../src/config-file.ts';
 import { ConfigError, loadConfig } from '../src/config.ts';
-import { CEX_DEPOSIT_OBSERVE_KEY, CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSERVE_KEY, createCexLane } from '../src/executors/cex/index.ts';
+import type { CexAccountConfig } from '../src/config-file.ts';
+import { CEX_DEPOSIT_OBSERVE_KEY, CEX_WITHDRAWAL_ACTION_KEY, CEX_WITHDRAWAL_OBSERVE_KEY, CexWithdrawalActionExecutor, createCexAccount, createCexLane, type CexAccount } from '../src/executors/cex/index.ts';
 import { log } from '../src/log.ts';
 import { createPool } from '../src/persistence/db.ts';
 
@@ -90,4 +91,34 @@ test('an unset key or secret variable stops start naming the variable; the lane 
     delete process.env.BINANCE_MAIN_SECRET;
     await pool.end();
   }
+});
+
+test("not_found_after_seconds: an account's grace before an unknown attempt absent from the history counts as never made", async () => {
+  const set = parseConfigFile(ACCOUNT + '      not_found_after_seconds: 8\n');
+  assert.ok(set.ok, set.ok ? '' : set.reason);
+  assert.equal(set.file.cex.accounts[0]!.not_found_after_seconds, 8);
+  const zero = parseConfigFile(ACCOUNT + '      not_found_after_seconds: 0\n');
+  assert.ok(!zero.ok);
+  assert.match(zero.reason, /^cex\.accounts\[0\]\.not_found_after_seconds: /);
+
+  // recover() of an attempt prepared 10 s ago that the exchange does not list: READY (a new
+  // attempt) past an 8 s grace, UNKNOWN (look again) under the default 300 s.
+  const attempt = (account: CexAccount) => {
+    const payload = JSON.stringify({ account: 'binance_main', coin: 'ETH', network: 'ETH', address: '0x' + '11'.repeat(20), address_tag: null, amount: '0.1', withdraw_order_id: 'n:1', prepared_at_ms: Date.now() - 10_000 });
+    const prepared = { prepared_action_id: 'p', action_type: 'cex_withdrawal', payload_format: 'cex_withdrawal_json', payload, payload_hash: 'h', signing_required: false, provider_hints: {}, expires_at: null };
+    const ctx = { attempt_artifacts: [{ artifact_type: 'prepared_action', content_inline: JSON.stringify(prepared) }] };
+    return new CexWithdrawalActionExecutor(new Map([['binance_main', account]])).recover(ctx as never);
+  };
+  const env = { BINANCE_MAIN_KEY: SECRET, BINANCE_MAIN_SECRET: `${SECRET}-2` };
+  const withGrace = createCexAccount(set.file.cex.accounts[0]!, env);
+  const plain = parseConfigFile(ACCOUNT) as { ok: true; file: { cex: { accounts: CexAccountConfig[] } } };
+  const byDefault = createCexAccount(plain.file.cex.accounts[0]!, env);
+  for (const a of [withGrace, byDefault]) a.client = async () => ({ fetchWithdrawals: async () => [] }) as never;
+  assert.equal(withGrace.notFoundAfterMs, 8000);
+  const past = await attempt(withGrace);
+  assert.equal(past.next_state, 'READY');
+  assert.match(past.error_detail!, /after 8 s: nothing was withdrawn/);
+  const under = await attempt(byDefault);
+  assert.equal(under.next_state, 'UNKNOWN');
+  assert.equal(under.error_code, 'CEX_WITHDRAWAL_NOT_FOUND');
 });

@@ -121,8 +121,8 @@ export async function startCctpWorld(opts: { funding?: bigint; confirmations?: n
   };
 }
 
-/** The FERRY_CONFIG_FILE for the world: both chains with their cctp entries, the hot wallet on both, USDC on both. */
-export function cctpConfigFile(w: CctpWorld, opts: { rpc?: { source?: string; destination?: string } } = {}): string {
+/** The FERRY_CONFIG_FILE for the world: both chains with their cctp entries, the hot wallet on both, USDC on both (RPC and attestation service maybe behind proxies). */
+export function cctpConfigFile(w: CctpWorld, opts: { rpc?: { source?: string; destination?: string }; attestationUrl?: string } = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'ferry-cctp-'));
   const path = join(dir, 'ferry.yaml');
   const chain = (d: CctpDeployment, rpc: string) => ({
@@ -138,7 +138,7 @@ export function cctpConfigFile(w: CctpWorld, opts: { rpc?: { source?: string; de
       signers: [{ key: 'hot', kind: 'local_key', private_key_env: 'CCTP_HOT_KEY', chains: [w.source.chainId, w.destination.chainId] }],
       tokens: [w.source, w.destination].map((d) => ({ chain_id: d.chainId, symbol: 'USDC', address: d.token.address, decimals: 6 })),
     },
-    cctp: { attestation_url: w.iris.url, poll_seconds: 0.2, timeout_ms: 5000 },
+    cctp: { attestation_url: opts.attestationUrl ?? w.iris.url, poll_seconds: 0.2, timeout_ms: 5000 },
   };
   writeFileSync(path, stringify(config));
   return path;

@@ -74,6 +74,8 @@ export interface RandomRunReport {
   states: Record<string, number>;
   transfers: number;
   faultsInjected: number;
+  /** The faults injected, by kind. */
+  faults: Record<string, number>;
   violations: string[];
   ms: number;
   /** The workers' last output, for a failing run. */
@@ -181,6 +183,11 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
   const stopped = new Set<number>();
   const pending: Promise<unknown>[] = [];
   let faults = 0;
+  const kinds: Record<string, number> = {};
+  const injected = (kind: string) => {
+    faults++;
+    kinds[kind] = (kinds[kind] ?? 0) + 1;
+  };
   const approveLater: number[] = [];
 
   const approve = async (m: number) => {
@@ -202,30 +209,30 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
           await approve(step.movement);
           break;
         case 'crash': {
-          faults++;
           const w = step.worker;
           if (stopped.has(w)) break;
+          injected('crash');
           workers[w].kill('SIGKILL');
           await exited(workers[w]);
           pending.push(sleep(step.downMs).then(() => (workers[w] = spawn())));
           break;
         }
         case 'stall': {
-          faults++;
           const w = step.worker;
           const child = workers[w];
           if (stopped.has(w) || child.exitCode !== null || child.signalCode !== null) break;
+          injected('stall');
           stopped.add(w);
           child.kill('SIGSTOP');
           pending.push(sleep(step.ms).then(() => (child.kill('SIGCONT'), stopped.delete(w))));
           break;
         }
         case 'provider':
-          faults++;
+          injected('provider');
           proxy.stall(step.ms);
           break;
         case 'database':
-          faults++;
+          injected('database');
           await pool.end().catch(() => {});
           await server.stop();
           await sleep(step.downMs);
@@ -282,7 +289,7 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
     }
     const stray = logs.filter((l) => !accounted.has(l.transactionHash));
     if (stray.length > 0) violations.push(`S1: ${stray.length} Transfer(s) from the wallet no movement accounts for: ${stray.map((l) => `${l.transactionHash} to ${l.args.to}`).join(', ')}`);
-    return { seed: opts.seed, runtime, schedule: steps.map(describe), states, transfers: logs.length, faultsInjected: faults, violations, ms: Date.now() - started, workerTail: tail };
+    return { seed: opts.seed, runtime, schedule: steps.map(describe), states, transfers: logs.length, faultsInjected: faults, faults: kinds, violations, ms: Date.now() - started, workerTail: tail };
   } finally {
     for (const w of workers) {
       w.kill('SIGCONT');

@@ -55,6 +55,8 @@ export interface CexAccount {
   redact(text: string): string;
   /** Until when (ms) the exchange asked us to stay away (Retry-After of a 429/418); 0: not asked. */
   blockedUntilMs: number;
+  /** The account's `not_found_after_seconds`, in ms (unset: the withdrawal executor's own). */
+  notFoundAfterMs?: number;
 }
 
 export interface ApprovedWithdrawal {
@@ -178,6 +180,7 @@ export function createCexAccount(entry: CexAccountConfig, env: NodeJS.ProcessEnv
       return out;
     },
     blockedUntilMs: 0,
+    ...(entry.not_found_after_seconds !== undefined ? { notFoundAfterMs: entry.not_found_after_seconds * 1000 } : {}),
   };
 }
 

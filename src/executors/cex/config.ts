@@ -23,6 +23,14 @@ export const CexAccountSchema = z
     networks: z.record(z.string().min(1).max(64), z.string().regex(NETWORK_REF, 'an exchange network id (e.g. BSC) or a ccxt network code (e.g. BEP20)')).optional(),
     /** Timeout of one exchange request, in milliseconds. */
     timeout_ms: z.number().int().positive().default(10_000),
+    /**
+     * How long an attempt whose outcome is unknown (a timeout, a 5xx, a process that died in submit)
+     * must stay absent from the exchange's withdrawal history before recovery concludes nothing was
+     * withdrawn and lets the node start a new attempt. Default 300. It must exceed the longest time
+     * a withdraw call can take to reach the exchange (a stalled process, a slow network): a call
+     * arriving later than this is a second withdrawal.
+     */
+    not_found_after_seconds: z.number().positive().max(86_400).optional(),
   })
   .strict();
 

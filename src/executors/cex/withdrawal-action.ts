@@ -50,7 +50,8 @@ export interface CexWithdrawalActionOptions {
   /**
    * How long after prepare an attempt whose outcome is unknown (timeout, 5xx, a process that died
    * in submit) must stay invisible in the exchange's history before recovery concludes nothing was
-   * withdrawn and lets the node start a new attempt (with a new withdrawOrderId).
+   * withdrawn and lets the node start a new attempt (with a new withdrawOrderId). An account's
+   * `not_found_after_seconds` takes precedence.
    */
   notFoundAfterSeconds?: number;
   executorKey?: string;
@@ -266,12 +267,13 @@ export class CexWithdrawalActionExecutor implements Executor {
         retry_after_seconds: Math.ceil((refusal.retry_at_ms - now) / 1000),
       });
     }
-    if (now - request.prepared_at_ms >= this.#notFoundAfterMs) {
+    const notFoundAfterMs = account.notFoundAfterMs ?? this.#notFoundAfterMs;
+    if (now - request.prepared_at_ms >= notFoundAfterMs) {
       return result({
         next_state: 'READY',
         provider_refs: refs(request),
         error_code: 'CEX_WITHDRAWAL_NOT_FOUND',
-        error_detail: `no withdrawal with withdrawOrderId ${request.withdraw_order_id} after ${this.#notFoundAfterMs / 1000} s: nothing was withdrawn`,
+        error_detail: `no withdrawal with withdrawOrderId ${request.withdraw_order_id} after ${notFoundAfterMs / 1000} s: nothing was withdrawn`,
       });
     }
     return result({
