@@ -7,6 +7,7 @@ import { observeBatch } from '../src/actors/observer.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { deriveExpectedEffect, pinExpectedEffect } from '../src/executors/evm/expected-effect.ts';
 import { effectConfigOf } from '../src/executors/sign-request.ts';
+import { movementEffect } from '../src/http/effect.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';
 import type { Executor, Signer } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
@@ -119,6 +120,13 @@ test('usdt0_send: quoteSend, send with exactly the quoted fee on 31337, the cred
   const pinned = pinExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, ...effectConfigOf(deps.config) });
   assert.ok('effect' in pinned);
   assert.deepEqual(pinned.effect.oft_send, e.effect.oft_send);
+  // What approvers are shown: the token amount to the recipient, not the OFT call's native value.
+  const view = movementEffect({ plan: s.request.compiled_plan, intent: s.request.intent, compiledPlanHash: 'sha256:x', nodes: [{ node_key: 'send', expected_effect: pinned }], policy: null }).nodes.find((n) => n.node_key === 'send')!;
+  assert.equal(view.asset, 'USDT0');
+  assert.equal(view.amount, '12.5');
+  assert.equal(view.destination, to);
+  assert.equal(view.destination_chain_id, DESTINATION_CHAIN_ID);
+  assert.equal(view.contract, w.source.oft.address.toLowerCase());
   // Without the usdt0 section there is nothing to sign against.
   const none = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm });
   assert.ok(!none.ok && /no usdt0 section/.test(none.reason));
