@@ -336,3 +336,33 @@ test('a dropped packet is never credited: the credit node keeps observing and th
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 0n);
   assert.equal(SOURCE_EID, 30101);
 });
+
+test('the test OFT removes dust to 6 shared decimals and refuses a token with fewer decimals than shared (InvalidLocalDecimals)', async () => {
+  const { compileContracts, deployToken } = await import('./helpers/contracts.ts');
+  const { ANVIL_DEV_KEY } = await import('./helpers/anvil.ts');
+  const { createWalletClient, http, pad } = await import('viem');
+  const compiled = compileContracts('Oft.sol');
+  const wallet = createWalletClient({ account: privateKeyToAccount(ANVIL_DEV_KEY), transport: http(w.source.rpcUrl, { retryCount: 0 }) });
+  const deployOft = async (decimals: number) => {
+    const token = await deployToken(w.source.chain, w.source.rpcUrl, ANVIL_DEV_KEY, { symbol: 'T18', decimals });
+    const hash = await wallet.deployContract({ abi: compiled.TestOFT!.abi, bytecode: compiled.TestOFT!.bytecode, args: [token.address, w.source.endpoint.address, false], chain: null });
+    return w.source.chain.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  };
+  const r = await deployOft(18);
+  const oft = r.contractAddress!;
+  assert.equal(await w.source.chain.readContract({ address: oft, abi: compiled.TestOFT!.abi, functionName: 'decimalConversionRate' }), 10n ** 12n);
+  const h = await wallet.writeContract({ address: oft, abi: compiled.TestOFT!.abi, functionName: 'setPeer', args: [DESTINATION_EID, pad(w.destination.oft.address)], chain: null });
+  await w.source.chain.waitForTransactionReceipt({ hash: h, pollingInterval: 50 });
+  const amountLD = 1_234_567_890_123_456_789n; // 1.234567890123456789, dust below 1e12
+  const sp = { dstEid: DESTINATION_EID, to: addressToBytes32(fresh()), amountLD, minAmountLD: 0n, extraOptions: '0x' as Hex, composeMsg: '0x' as Hex, oftCmd: '0x' as Hex };
+  const [, , receipt] = (await w.source.chain.readContract({ address: oft, abi: compiled.TestOFT!.abi, functionName: 'quoteOFT', args: [sp] })) as [unknown, unknown, { amountSentLD: bigint; amountReceivedLD: bigint }];
+  assert.equal(receipt.amountSentLD, 1_234_567_000_000_000_000n, 'the dust stays with the sender');
+  assert.equal(receipt.amountReceivedLD, 1_234_567_000_000_000_000n);
+  await assert.rejects(w.source.chain.readContract({ address: oft, abi: oftAbi, functionName: 'quoteSend', args: [{ ...sp, minAmountLD: amountLD }, false] }), /SlippageExceeded/);
+  await w.source.chain.readContract({ address: oft, abi: oftAbi, functionName: 'quoteSend', args: [{ ...sp, minAmountLD: receipt.amountReceivedLD }, false] });
+  // With enforced options set (an lzReceive gas option), the caller's options must be type 3 too, as OAppOptionsType3 combines them.
+  const enforced = await wallet.writeContract({ address: oft, abi: compiled.TestOFT!.abi, functionName: 'setEnforcedOptions', args: [DESTINATION_EID, 1, '0x00030100110100000000000000000000000000030d40'], chain: null });
+  await w.source.chain.waitForTransactionReceipt({ hash: enforced, pollingInterval: 50 });
+  await assert.rejects(w.source.chain.readContract({ address: oft, abi: oftAbi, functionName: 'quoteSend', args: [{ ...sp, extraOptions: '0x0001' }, false] }), /InvalidOptions/);
+  await assert.rejects(deployOft(4), /reverted|InvalidLocalDecimals/);
+});

@@ -9,7 +9,8 @@ pragma solidity 0.8.37;
 /// - the endpoint reverts LZ_InsufficientFee when msg.value is below the fee, and refunds the excess to
 ///   the refund address; the OApp itself wants msg.value == fee.nativeFee exactly (NotEnoughNative);
 /// - OFT: dust removal to 6 shared decimals, SlippageExceeded when what is received is below
-///   minAmountLD, NoPeer for an eid with no peer, type-3 options only, the message is to ‖ uint64 amountSD;
+///   minAmountLD, NoPeer for an eid with no peer, the caller's options type 3 when combined with enforced
+///   options (OAppOptionsType3), the message is to ‖ uint64 amountSD;
 /// - on the destination only the endpoint may call lzReceive, and only from the peer of the source eid.
 /// What is emulated, not copied: verification (DVNs, the receive library) is one trusted relayer
 /// (test/emulators/lz-relayer.ts), which the destination endpoint alone lets deliver a packet, once.
