@@ -3,6 +3,8 @@ import { after, before, test } from 'node:test';
 import { encodeFunctionData, parseTransaction, serializeTransaction, type Address, type Hex, type TransactionSerializableEIP1559 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
+import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { withTransaction } from '../src/persistence/db.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { deriveExpectedEffect, pinExpectedEffect } from '../src/executors/evm/expected-effect.ts';
@@ -365,4 +367,51 @@ test('the test OFT removes dust to 6 shared decimals and refuses a token with fe
   await w.source.chain.waitForTransactionReceipt({ hash: enforced, pollingInterval: 50 });
   await assert.rejects(w.source.chain.readContract({ address: oft, abi: oftAbi, functionName: 'quoteSend', args: [{ ...sp, extraOptions: '0x0001' }, false] }), /InvalidOptions/);
   await assert.rejects(deployOft(4), /reverted|InvalidLocalDecimals/);
+});
+
+test("with the observer's own timeout enforced on the credit node: UNKNOWN and a person asked, never FAILED, nothing sent again; resumed once delivered, recovery reads the credit and completes", async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = await laneDeps(db.pool);
+  deps.config = { ...deps.config, observeTimeoutEnforcement: true };
+  const to = fresh();
+  w.relayer.hold();
+  t.after(() => w.relayer.release());
+  const tpl = template('usdt0-observe-timeout') as unknown as { nodes: Array<{ node_key: string; timeout_policy?: Record<string, unknown> }> };
+  tpl.nodes.find((n) => n.node_key === 'credit')!.timeout_policy = { observe_seconds: 1 };
+  const before = await oftEvents(w);
+  const id = await approvedMovement(deps, tpl as unknown as TemplateDefinitionInput, { asset: 'USDT0', amount: '6', destination: { address: to } });
+  await waitFor('the credit watch to start', async () => {
+    await drain(deps);
+    const s = await snapshot(db.pool, id);
+    return ['SUBMITTED', 'OBSERVING'].includes(s.byKey.credit.node_state) ? s : null;
+  });
+  await backdateNodes(db.pool, [id], 'started_at', 60);
+  await backdateNodes(db.pool, [id], 'next_observe_at', 60);
+  await observeBatch(deps);
+  await backdateNodes(db.pool, [id], 'updated_at', 3600);
+  await drain(deps);
+  const s1 = await snapshot(db.pool, id);
+  // The observer's timeout is Ferry's generic one: the watch is undecided and a person is asked; the
+  // lane has nothing to undo and nothing to send again.
+  assert.equal(s1.byKey.credit.node_state, 'UNKNOWN');
+  assert.equal(s1.byKey.credit.error_code, 'OBSERVATION_TIMEOUT');
+  assert.equal(s1.request.request_state, 'MANUAL_INTERVENTION');
+  assert.equal(s1.byKey.send.node_state, 'COMPLETED');
+  assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 0n);
+
+  w.relayer.release();
+  const guid = String(s1.byKey.send.provider_refs.guid);
+  await waitFor('the relayer to deliver', () => w.relayer.delivered.find((d) => d.guid.toLowerCase() === guid) ?? null);
+  await withTransaction(db.pool, (c) => deliverMovementEvent(c, id, { type: 'RESUME', by: 'operator' }, { actor: 'operator', deps: deps.transitions }));
+  const done = await waitFor('the credit to complete', async () => {
+    await backdateNodes(db.pool, [id], 'updated_at', 3600);
+    await drain(deps);
+    const s = await snapshot(db.pool, id);
+    return s.byKey.credit.node_state === 'COMPLETED' ? s : null;
+  });
+  assert.equal(done.request.request_state, 'COMPLETED');
+  assert.equal(done.byKey.credit.provider_refs.guid, guid);
+  assert.equal(done.byKey.credit.attempt_no, s1.byKey.credit.attempt_no, 'recovery read the same watch');
+  assert.equal((await oftEvents(w)).sent.length - before.sent.length, 1, 'one send, never a second');
+  assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 6_000_000n);
 });
