@@ -15,7 +15,8 @@
  * A second chain (31338) with the CCTP v2 test contracts on both and the attestation emulator
  * make the `cctp_bridge` template runnable too; its two commands are printed after the transfer's.
  * The Hyperliquid info API emulator, crediting deposits to a bridge address on the local chain,
- * makes `hyperliquid_topup` runnable; its two commands are printed too.
+ * makes `hyperliquid_topup` runnable; its two commands are printed too. The LayerZero OFT v2 test
+ * contracts on the local and the remote chain, with the relayer emulator, make `usdt0_send` runnable.
  *
  * The treasury policy: an address book entry for a cold address, a rule set, and one standing order
  * (an hourly sweep of the hot wallet's USDC above 900000 to the cold address), each proposed and
@@ -31,8 +32,9 @@ import { Sandbox, type SandboxComponent, type SandboxContext } from './sandbox/c
 import { exchangeEmulator } from './sandbox/exchange.ts';
 import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
-import { cctpBridgeTemplate, hyperliquidTopupTemplate, reviewedTransferTemplate, usdcTransferTemplate } from './sandbox/templates.ts';
+import { cctpBridgeTemplate, hyperliquidTopupTemplate, reviewedTransferTemplate, usdcTransferTemplate, usdt0SendTemplate } from './sandbox/templates.ts';
 import { callbackReceiver } from './sandbox/callback-receiver.ts';
+import { sandboxUsdt0 } from './sandbox/usdt0.ts';
 import { sandboxHyperliquid } from './sandbox/hyperliquid.ts';
 import { sandboxCctp } from './sandbox/cctp.ts';
 import { freshSandboxData } from './sandbox/fresh-data.ts';
@@ -53,12 +55,21 @@ const CCTP_REMOTE_DOMAIN = 6;
 /** anvil's development account 3: the sandbox attester (public, like every key here). */
 const ATTESTER_KEY = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
 
+/** The second chain, shared by the lanes that cross chains (CCTP, USDT0): started by the first part that needs it. */
+let remoteChain: ReturnType<typeof localChain> | null = null;
+function remote(): { chain: ReturnType<typeof localChain>; components: SandboxComponent[] } {
+  if (remoteChain) return { chain: remoteChain, components: [] };
+  remoteChain = localChain({ chainId: REMOTE_CHAIN_ID, name: 'remote', port: process.env.SANDBOX_REMOTE_ANVIL_PORT ? Number(process.env.SANDBOX_REMOTE_ANVIL_PORT) : undefined });
+  return { chain: remoteChain, components: [remoteChain] };
+}
+
 function cctpComponents(local: ReturnType<typeof localChain>, ctx: SandboxContext) {
-  const remote = localChain({ chainId: REMOTE_CHAIN_ID, name: 'remote', port: process.env.SANDBOX_REMOTE_ANVIL_PORT ? Number(process.env.SANDBOX_REMOTE_ANVIL_PORT) : undefined });
+  const shared = remote();
+  const remoteChainOfCctp = shared.chain;
   ctx.templates.push(cctpBridgeTemplate({ sourceChainId: CHAIN_ID, destinationChainId: REMOTE_CHAIN_ID, signerKey: SIGNER_KEY }));
   const cctp = sandboxCctp({
     source: local.chain,
-    destination: remote.chain,
+    destination: remoteChainOfCctp.chain,
     sourceDomain: CCTP_SOURCE_DOMAIN,
     destinationDomain: CCTP_REMOTE_DOMAIN,
     deployerKey: DEPLOYER_KEY,
@@ -67,7 +78,7 @@ function cctpComponents(local: ReturnType<typeof localChain>, ctx: SandboxContex
     symbol: 'USDC',
     confirmations: 2,
   });
-  return { remote, cctp };
+  return { remote: shared.components, cctp };
 }
 
 function cctpCommands(url: string, tokens: Record<'requester' | 'approver', string>): string[] {
@@ -89,6 +100,18 @@ function hyperliquidCommands(url: string, tokens: Record<'requester' | 'approver
   ];
 }
 // --- end Hyperliquid ---
+// --- USDT0: the OFT test contracts on the local and the remote chain, the LayerZero relayer emulator ---
+const USDT0_SOURCE_EID = 30101;
+const USDT0_REMOTE_EID = 30110;
+
+function usdt0Commands(url: string, tokens: Record<'requester' | 'approver', string>): string[] {
+  const intent = JSON.stringify({ asset: 'USDT0', amount: '15', destination: { address: RECIPIENT } });
+  return [
+    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template usdt0_send --intent '${intent}'`,
+    `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
+  ];
+}
+// --- end USDT0 ---
 // The exchange (cex_to_chain): anvil's development accounts 3 (the exchange's hot wallet) and 4
 // (Ferry's receiving wallet, which sweeps), and a treasury address (account 5). Public keys too.
 const EXCHANGE_HOT_KEY = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
@@ -197,7 +220,7 @@ const sandboxParts: SandboxPart[] = [
     needs: ['evm'],
     components: (chain, ctx) => {
       const { remote, cctp } = cctpComponents(chain, ctx);
-      return [remote, cctp];
+      return [...remote, cctp];
     },
     describe: (url, tokens) => ({
       lines: [
@@ -222,6 +245,34 @@ const sandboxParts: SandboxPart[] = [
       return {
         lines: [`Or top up the hot wallet's Hyperliquid account with 20 USDC (a deposit to the bridge ${HYPERLIQUID_BRIDGE}, then the credit):`, '', ...commands.map((c) => `  ${c}`), ''],
         ready: { hyperliquid_commands: commands },
+      };
+    },
+  },
+  {
+    lane: 'usdt0',
+    // The send is a contract call from the EVM lane's hot wallet; the credit is read on the remote chain.
+    needs: ['evm'],
+    components: (chain, ctx) => {
+      const shared = remote();
+      ctx.templates.push(usdt0SendTemplate({ sourceChainId: CHAIN_ID, destinationChainId: REMOTE_CHAIN_ID, signerKey: SIGNER_KEY, maxNativeFeeWei: '1000000000000000' }));
+      return [
+        ...shared.components,
+        sandboxUsdt0({
+          source: chain.chain,
+          destination: shared.chain.chain,
+          sourceEid: USDT0_SOURCE_EID,
+          destinationEid: USDT0_REMOTE_EID,
+          deployerKey: DEPLOYER_KEY,
+          hotWallet: { signerKey: SIGNER_KEY, key: HOT_WALLET_KEY },
+          funding: 1_000_000n * 10n ** 6n,
+        }),
+      ];
+    },
+    describe: (url, tokens) => {
+      const commands = usdt0Commands(url, tokens);
+      return {
+        lines: [`Or send 15 USDT0 from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} through LayerZero OFT v2 (quoteSend, send, the credit by its GUID; the fee at most 0.001 ETH):`, '', ...commands.map((c) => `  ${c}`), ''],
+        ready: { usdt0_commands: commands },
       };
     },
   },

@@ -56,15 +56,16 @@ test('the list names each lane folder once, in an order where a lane comes after
     .map((e) => e.name)
     .sort();
   assert.deepEqual([...names(lanes)].sort(), folders, 'every folder with a lane.ts is in the list, and nothing else');
-  assert.deepEqual(names(lanes), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid']);
+  assert.deepEqual(names(lanes), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0']);
   lanes.forEach((lane, i) => {
     for (const r of lane.requires ?? []) assert.ok(names(lanes.slice(0, i)).includes(r), `${lane.name} requires ${r}, listed before it`);
     assert.ok(existsSync(join(root, lane.docs.split('#')[0]!)), `${lane.name}'s docs page ${lane.docs} exists`);
   });
   // A lane whose requirement is removed goes with it.
   assert.deepEqual(names(withoutLanes(['evm'])), ['sim', 'cex']);
-  assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp', 'hyperliquid']);
-  assert.deepEqual(names(withoutLanes(['hyperliquid'])), ['sim', 'evm', 'cex', 'cctp']);
+  assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp', 'hyperliquid', 'usdt0']);
+  assert.deepEqual(names(withoutLanes(['hyperliquid'])), ['sim', 'evm', 'cex', 'cctp', 'usdt0']);
+  assert.deepEqual(names(withoutLanes(['usdt0'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid']);
 });
 
 test("removing cctp removes its section and the field it owns in the EVM lane's chain entries", () => {
@@ -122,6 +123,52 @@ hyperliquid:
   assert.ok(!laneIndex(withoutLanes(['hyperliquid'])).includes('docs/hyperliquid-lane.md'));
 });
 
+test('removing usdt0 removes its section and its executors; without the EVM lane it is not listed either', async (t) => {
+  const text = `
+evm:
+  chains:
+    - chain_id: 31337
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+    - chain_id: 31338
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+  tokens:
+    - chain_id: 31337
+      symbol: USDT0
+      address: "0x0000000000000000000000000000000000000001"
+      decimals: 6
+    - chain_id: 31338
+      symbol: USDT0
+      address: "0x0000000000000000000000000000000000000002"
+      decimals: 6
+usdt0:
+  deployments:
+    - chain_id: 31337
+      eid: 30101
+      oft: "0x0000000000000000000000000000000000000003"
+    - chain_id: 31338
+      eid: 30110
+      oft: "0x0000000000000000000000000000000000000004"
+`;
+  assert.equal(parseConfigFile(text).ok, true);
+  assert.equal(parseConfigFile(text, configFileSchema(withoutLanes(['usdt0']))).ok, false, 'its section is an unknown entry without the lane');
+  assert.ok(!names(withoutLanes(['evm'])).includes('usdt0'));
+  const db = await scratchDatabase(t as never);
+  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
+  t.after(() => providerPool.end());
+  const full = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text) }), { env: {}, log });
+  for (const key of laneNamed('usdt0')!.executorKeys) {
+    assert.ok(full.executors.has(key), `${key} with the usdt0 lane`);
+    assert.equal(full.executors.get(key as never).lane, 'usdt0');
+  }
+  const list = withoutLanes(['usdt0']);
+  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.replace(/usdt0:\n  deployments:[\s\S]*$/, '')) }, list), { env: {}, log, lanes: list });
+  for (const key of laneNamed('usdt0')!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
+  assert.ok(!laneIndex(list).includes('docs/usdt0-lane.md'));
+  assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes('usdt0_send'), 'nor its template');
+});
+
 test('removing cex from the list removes its config section: a file with one is refused, and nothing reads it', () => {
   const list = withoutLanes(['cex']);
   const path = configFile(CEX_FILE);
@@ -135,8 +182,8 @@ test('removing cex from the list removes its config section: a file with one is 
   const without = loadConfig({}, list);
   assert.ok(!('cex' in without.file), 'no cex section in the config object');
   assert.ok('evm' in without.file && 'sim' in without.file);
-  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['cctp', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim']);
-  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['cctp', 'cex', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim']);
+  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['cctp', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
+  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['cctp', 'cex', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
 });
 
 test("removing evm removes its variables and file section; the loader's own checks then read no evm section", () => {
@@ -362,6 +409,8 @@ test('outside the lane folders only the list registers or configures a lane: no 
     'src/http/effect.ts -> src/executors/cctp/message.ts',
     'src/http/effect.ts -> src/executors/evm/expected-effect.ts',
     'src/executors/sign-request.ts -> src/executors/evm/expected-effect.ts',
+    // The USDT0 lane's OFT send: the signer decodes it whole (its SendParam, fee and refund) against the effect.
+    'src/executors/signers/evm-policy.ts -> src/executors/usdt0/oft.ts',
   ]);
   assert.deepEqual(known.filter((k) => !allowed.has(k)), [], 'a new use of a lane module outside its folder');
 });

@@ -33,6 +33,8 @@ interface Ready {
   cctp: { destination: { token: Address } };
   cex_to_chain_command: string;
   hyperliquid_commands: string[];
+  usdt0_commands: string[];
+  usdt0: { destination: { token: Address } };
   hyperliquid: { info_url: string; bridge: Address };
   hot_wallet: Address;
   exchange: { url: string; hot_wallet: Address };
@@ -46,7 +48,7 @@ interface Ready {
   cold: Address;
 }
 
-test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, top up Hyperliquid with 20 USDC and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
+test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, send 15 USDT0 with LayerZero OFT, top up Hyperliquid with 20 USDC and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
   const db = await scratchDatabase(t);
   const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
   t.after(() => stopChild(sandbox, 'SIGKILL'));
@@ -146,6 +148,16 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, pass a man
   const remote = createPublicClient({ transport: http(ready.chain_remote.rpc_url, { retryCount: 0 }) });
   const minted = await remote.readContract({ address: ready.cctp.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
   assert.equal(minted, 10_000_000n, '10 USDC minted on the remote chain');
+  // The USDT0 send: an OFT send on the local chain, the credit found by its GUID on the remote chain.
+  assert.equal(ready.usdt0_commands.length, 2);
+  const sent = await shell(ready.usdt0_commands[0]);
+  const sendId = /Created movement ([0-9a-f-]{36})/.exec(sent.stdout)?.[1];
+  assert.ok(sendId, sent.stdout + sent.stderr);
+  await shell(`${ready.usdt0_commands[1].replace('<movement id>', sendId)} --yes`);
+  const sentDone = await finished('the usdt0_send movement to finish', sendId);
+  assert.equal(sentDone.movement.state, 'COMPLETED', JSON.stringify(sentDone.nodes));
+  const credited = await remote.readContract({ address: ready.usdt0.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
+  assert.equal(credited, 15_000_000n, '15 USDT0 credited on the remote chain');
   // The Hyperliquid top-up: a deposit to the bridge address, credited by the info API emulator.
   assert.equal(ready.hyperliquid_commands.length, 2);
   const topped = await shell(ready.hyperliquid_commands[0]);

@@ -175,6 +175,40 @@ export function hyperliquidTopupTemplate(opts: { signerKey: string; chainId: num
   };
 }
 // --- end Hyperliquid lane ---
+// --- USDT0 lane ---
+/**
+ * `usdt0_send`: USDT0 from the hot wallet on one chain to intent.destination.address on another,
+ * through LayerZero OFT v2 (quoteSend, then send with exactly the quoted native fee, at most
+ * `maxNativeFeeWei`), then wait until the destination OFT emits OFTReceived with the send's GUID
+ * (docs/usdt0-lane.md). The whole amount must arrive (min_amount is the amount).
+ */
+export function usdt0SendTemplate(opts: { templateKey?: string; sourceChainId: number; destinationChainId: number; signerKey: string; maxNativeFeeWei: string; token?: string }): Record<string, unknown> {
+  const token = opts.token ?? 'USDT0';
+  return {
+    template_key: opts.templateKey ?? 'usdt0_send',
+    description: 'USDT0: an OFT send on the source chain, then its credit on the destination chain, found by the GUID.',
+    nodes: [
+      {
+        node_key: 'send',
+        node_kind: 'action',
+        action_type: 'usdt0_send',
+        executor_binding: 'exec.usdt0.send',
+        signer_binding: { signer_key: opts.signerKey, chain_id: opts.sourceChainId },
+        config: { token, destination_chain_id: opts.destinationChainId, max_native_fee_wei: opts.maxNativeFeeWei },
+      },
+      {
+        node_key: 'credit',
+        node_kind: 'observe',
+        action_type: 'usdt0_credit',
+        executor_binding: 'exec.observe.usdt0_credit',
+        config: {},
+      },
+    ],
+    edges: [{ from: 'send', to: 'credit' }],
+    intent_schema: tokenIntentSchema(token, 6, { destination: true }),
+  };
+}
+// --- end USDT0 lane ---
 export const CEX_TO_CHAIN_TEMPLATE_KEY = 'cex_to_chain';
 
 export interface CexToChainTemplateOptions {

@@ -4,13 +4,14 @@ import { evmLane } from './evm/lane.ts';
 import { hyperliquidLane } from './hyperliquid/lane.ts';
 import type { LaneDefinition } from './lane.ts';
 import { simLane } from './sim/lane.ts';
+import { usdt0Lane } from './usdt0/lane.ts';
 
 /**
  * Ferry's lanes: the one place the runtime, the config loader, the registries, the sweeps, the
  * balance fetchers, GET /v3/executors, the sandbox and the docs index learn about them (docs/lanes.md).
  * A lane builds on the lanes before it (`requires`), so the order is the order of registration.
  */
-export const lanes = [simLane, evmLane, cexLane, cctpLane, hyperliquidLane] as const;
+export const lanes = [simLane, evmLane, cexLane, cctpLane, hyperliquidLane, usdt0Lane] as const;
 
 export type LaneList = readonly LaneDefinition[];
 const all: LaneList = lanes;

@@ -222,6 +222,24 @@ export const ExpectedEffectSchema = z.object({
     })
     .optional(),
   /**
+   * A LayerZero OFT `send` (the USDT0 lane, usdt0/oft.ts): the SendParam the plan fixes, the cap of
+   * the native fee (the value sent, equal to the fee the calldata declares) and the refund address
+   * (unset: the sender). `to` is the OFT, `asset` the token it moves, `amount_base_units` the amount.
+   */
+  oft_send: z
+    .object({
+      dst_eid: z.number().int().positive(),
+      to: z.string().regex(/^0x[0-9a-f]{64}$/),
+      amount_ld: baseUnits,
+      min_amount_ld: baseUnits,
+      extra_options: z.string().regex(/^0x([0-9a-f]{2})*$/),
+      compose_msg: z.string().regex(/^0x([0-9a-f]{2})*$/),
+      oft_cmd: z.string().regex(/^0x([0-9a-f]{2})*$/),
+      max_native_fee_wei: baseUnits,
+      refund_address: evmAddress.optional(),
+    })
+    .optional(),
+  /**
    * Typed data (EIP-712) the plan approved instead of a transaction: the primary type, the exact
    * domain (every field it has, none other), how far ahead its deadline may be, and the nonce when
    * the plan pins one. With `token_method` 'permit': an EIP-2612 permit on the token `asset` for the

@@ -16,8 +16,9 @@ export function effectConfigOf(config: Pick<FerryConfig, 'file'> & Partial<Pick<
   evm: ConfigFile['evm'];
   fallbackFeeCapWei?: string;
   hyperliquid?: ConfigFile['hyperliquid'];
+  usdt0?: ConfigFile['usdt0'];
 } {
-  return { evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid };
+  return { evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid, usdt0: config.file.usdt0 };
 }
 
 /**
@@ -40,6 +41,8 @@ export function buildSignRequest(input: {
   fallbackFeeCapWei?: string;
   /** Ferry's `config.file.hyperliquid`: a top-up's bridge and token (see deriveExpectedEffect). */
   hyperliquid?: ConfigFile['hyperliquid'];
+  /** Ferry's `config.file.usdt0`: the OFT deployments of a USDT0 send (see deriveExpectedEffect). */
+  usdt0?: ConfigFile['usdt0'];
   /** For a replacement: the attempt's original version, from Ferry's own records (see ReplacedVersionSchema). */
   replaces?: ReplacedVersion;
   /** For an operator's cancel: the attempt's original version, from Ferry's own records (see SignRequestSchema.cancels). */
@@ -48,7 +51,7 @@ export function buildSignRequest(input: {
   const { ctx, prepared } = input;
   const destination = ctx.intent.destination;
   const pinned = ctx.expected_effect === undefined && ctx.expected_effect_unavailable === undefined ? null : { effect: ctx.expected_effect ?? null, unavailable: ctx.expected_effect_unavailable ?? null };
-  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei, hyperliquid: input.hyperliquid });
+  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei, hyperliquid: input.hyperliquid, usdt0: input.usdt0 });
   if (!derived.ok && derived.changed !== undefined) {
     throw violation(EFFECT_CHANGED_RULE, `node ${ctx.node_key} is not signed: ${derived.reason}; its pinned effect rules, and it no longer matches Ferry's configuration`, {
       actual: derived.changed,

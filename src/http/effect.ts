@@ -147,6 +147,8 @@ interface Pinned {
   token_decimals?: number;
   token_symbol?: string;
   call?: { method: string; selector: string; data?: string };
+  /** A LayerZero OFT send (ExpectedEffect.oft_send): what is read of it for display. */
+  oft_send?: { dst_eid: number; to: string; amount_ld: string };
 }
 
 const NATIVE_DECIMALS = 18;
@@ -327,6 +329,18 @@ function signingEffect(
     v.contract = e.to;
     v.method = e.call?.method ?? null;
     v.destination = text(config.mint_recipient) ?? destinationOf(intent).address;
+    return v;
+  }
+  if (e.oft_send) {
+    // A LayerZero OFT send (the USDT0 lane): the token and amount it moves, to the recipient on the destination chain.
+    tokenAsset();
+    v.decimals = e.token_decimals ?? null;
+    v.amount_base_units = e.oft_send.amount_ld;
+    v.amount = v.decimals === null ? null : decimalOf(e.oft_send.amount_ld, v.decimals);
+    v.destination = `0x${e.oft_send.to.slice(26)}`;
+    v.destination_chain_id = integer(config.destination_chain_id);
+    v.contract = e.to;
+    v.method = e.call?.method ?? null;
     return v;
   }
   if (e.token_method !== undefined) {

@@ -25,6 +25,8 @@ export interface ContractCall {
   /** The contract called (the transaction's `to`). */
   to: Address;
   data: Hex;
+  /** Native value sent with the call, in wei (a LayerZero fee); unset: none. */
+  value?: bigint;
   /** The prepared action's provider_hints between chain_id, nonce, from and gas_limit, gas_estimate. */
   hints: Record<string, unknown>;
   /** The node ran the call and it reverted (certain, and nothing was signed): what prepare reports. */
@@ -81,9 +83,10 @@ export abstract class EvmContractCallExecutor<P> implements Executor {
     const call = await this.call(ctx);
     if (!call.ok) return failed(call.code, call.detail);
     const { to, data, hints } = call.value;
+    const value = call.value.value ?? 0n;
     let estimate: bigint;
     try {
-      estimate = await this.chain.client.estimateGas({ account: this.from, to, data });
+      estimate = await this.chain.client.estimateGas({ account: this.from, to, data, value });
     } catch (err) {
       if (reverted(err)) return call.value.reverts(errorDetail(err));
       return this.tx.read('eth_estimateGas', () => Promise.reject(err));
@@ -91,7 +94,7 @@ export abstract class EvmContractCallExecutor<P> implements Executor {
     // The nonce reservation is prepareTx's last step: nothing below can fail.
     const { chainId, nonce, maxFeePerGas, maxPriorityFeePerGas } = await this.tx.prepareTx(ctx);
     const gas = (estimate * CONTRACT_CALL_GAS_MARGIN_PERCENT + 99n) / 100n;
-    const payload = serializeTransaction({ type: 'eip1559', chainId, nonce, to, value: 0n, data, gas, maxFeePerGas, maxPriorityFeePerGas });
+    const payload = serializeTransaction({ type: 'eip1559', chainId, nonce, to, value, data, gas, maxFeePerGas, maxPriorityFeePerGas });
     return awaitingSignature(ctx, payload, {
       chain_id: chainId,
       nonce,

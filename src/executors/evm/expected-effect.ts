@@ -6,6 +6,8 @@ import { bindingExtras, bindingKey } from '../registry.ts';
 import { DEFAULT_PERMIT_DEADLINE_SECONDS, MAX_TYPED_DATA_DEADLINE_SECONDS, PERMIT_PRIMARY_TYPE } from '../signers/typed-data-policy.ts';
 import type { ExpectedEffect } from '../protocol.ts';
 import type { HyperliquidConfig } from '../hyperliquid/config.ts';
+import type { Usdt0Config } from '../usdt0/config.ts';
+import { addressToBytes32, DEFAULT_SHARED_DECIMALS, SEND_SELECTOR, SEND_SIGNATURE } from '../usdt0/oft.ts';
 
 /**
  * The expected effect of a signing node: what the APPROVED plan lets its transaction do (chain,
@@ -24,6 +26,7 @@ export const ERC20_TRANSFER_EXECUTOR = 'exec.evm.erc20_transfer';
 export const CCTP_BURN_EXECUTOR = 'exec.cctp.burn';
 export const CCTP_MINT_EXECUTOR = 'exec.cctp.mint';
 export const HYPERLIQUID_TOPUP_EXECUTOR = 'exec.hyperliquid.topup';
+export const USDT0_SEND_EXECUTOR = 'exec.usdt0.send';
 /** config.token_permit.spender naming the chain's CCTP TokenMessengerV2 (evm.chains[].cctp.token_messenger). */
 export const CCTP_TOKEN_MESSENGER_SPENDER = 'cctp.token_messenger';
 
@@ -43,6 +46,8 @@ export interface ExpectedEffectInput {
   fallbackFeeCapWei?: string;
   /** Ferry's `config.file.hyperliquid` (the Hyperliquid lane's bridge and token), when configured. */
   hyperliquid?: HyperliquidConfig | null;
+  /** Ferry's `config.file.usdt0` (the USDT0 lane's OFT deployments), when configured. */
+  usdt0?: Usdt0Config | null;
 }
 
 interface PlanNode {
@@ -149,7 +154,7 @@ function differences(a: Record<string, unknown>, b: Record<string, unknown>): st
   return keys.filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k])).map((k) => `${k} (${shown(a[k])} -> ${shown(b[k])})`);
 }
 
-function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid }: ExpectedEffectInput): ExpectedEffect {
+function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, usdt0 }: ExpectedEffectInput): ExpectedEffect {
   const node = planNode(plan, nodeKey);
   const config = node.config ?? {};
   const executorKey = bindingKey(node.executor_binding, 'executor_key');
@@ -229,6 +234,9 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid }: 
     });
   }
   // --- end CCTP lane ---
+  // --- USDT0 lane (docs/usdt0-lane.md) ---
+  if (executorKey === USDT0_SEND_EXECUTOR) return withCap(usdt0SendEffect(config, intent, chainId, evm, usdt0 ?? null));
+  // --- end USDT0 lane ---
 
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
 }
@@ -358,6 +366,80 @@ function cctpBurnEffect(config: Record<string, unknown>, intent: Record<string, 
   };
 }
 // --- end CCTP lane ---
+
+// --- USDT0 lane ---
+/**
+ * An OFT `send` on the source chain's deployment with its SendParam fixed by the plan: destination
+ * eid (of destination_chain_id's deployment, or destination_eid; both must agree), recipient
+ * (config.to or the intent's destination), amount, minimum amount (config.min_amount, default the
+ * amount itself: nothing may be lost on the way), extra options (config.extra_options, default
+ * none), no compose message, no OFT command; the native fee cap (config.max_native_fee_wei,
+ * required) and the refund address (config.refund_address, default the sender). An amount with dust
+ * below the 6 shared decimals has no effect: the OFT would keep part of what the approver saw.
+ */
+function usdt0SendEffect(config: Record<string, unknown>, intent: Record<string, unknown>, chainId: number, evm: ConfigFile['evm'], usdt0: Usdt0Config | null): ExpectedEffect {
+  if (!usdt0) return unavailable('no usdt0 section is configured: a send has no OFT to go through');
+  const source = usdt0.deployments.find((d) => d.chain_id === chainId) ?? unavailable(`chain ${chainId} has no usdt0 deployment`);
+  let dstEid: number | null = null;
+  const destChainId = plain(config.destination_chain_id, 'config.destination_chain_id');
+  if (destChainId !== undefined) {
+    dstEid = (usdt0.deployments.find((d) => d.chain_id === Number(destChainId)) ?? unavailable(`destination chain ${String(destChainId)} has no usdt0 deployment`)).eid;
+  }
+  const rawEid = plain(config.destination_eid, 'config.destination_eid');
+  if (rawEid !== undefined) {
+    if (typeof rawEid !== 'number' || !Number.isInteger(rawEid) || rawEid <= 0) unavailable('config.destination_eid is not a LayerZero endpoint id');
+    if (dstEid !== null && dstEid !== rawEid) unavailable(`config.destination_eid ${String(rawEid)} is not the eid of config.destination_chain_id (${dstEid})`);
+    dstEid = rawEid as number;
+  }
+  if (dstEid === null) unavailable('the send names neither config.destination_chain_id nor config.destination_eid');
+  if (!usdt0.deployments.some((d) => d.eid === dstEid)) unavailable(`eid ${String(dstEid)} has no usdt0 deployment: its credit could not be observed`);
+  if (dstEid === source.eid) unavailable(`the destination eid ${source.eid} is the source chain's own`);
+  const tokenRef = plain(config.token ?? intent.asset ?? source.token, 'token');
+  const { token, decimals, symbol } = tokenOf(tokenRef, plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
+  const deployed = evm.tokens.find((t) => t.chain_id === chainId && t.symbol === source.token);
+  if (!deployed || deployed.address.toLowerCase() !== token) unavailable(`token ${String(tokenRef)} is not ${source.token}, the token of chain ${chainId}'s usdt0 deployment`);
+  const amount = BigInt(toBaseUnits(plain(config.amount ?? intent.amount, 'amount'), decimals));
+  const rate = 10n ** BigInt(Math.max(0, decimals - DEFAULT_SHARED_DECIMALS));
+  if (amount % rate !== 0n) unavailable(`amount has dust below the ${DEFAULT_SHARED_DECIMALS} shared decimals: the OFT would send ${(amount / rate) * rate} base units of ${amount}`);
+  const min = config.min_amount === undefined ? amount : BigInt(toBaseUnitsOrZero(plain(config.min_amount, 'config.min_amount'), decimals));
+  if (min > amount) unavailable('config.min_amount is above the amount');
+  const recipient = address(plain(config.to ?? destinationOf(intent), 'recipient'), 'recipient');
+  const rawOptions = plain(config.extra_options ?? '0x', 'config.extra_options');
+  if (typeof rawOptions !== 'string' || !/^0x([0-9a-fA-F]{2})*$/.test(rawOptions) || (rawOptions !== '0x' && !rawOptions.toLowerCase().startsWith('0x0003'))) {
+    unavailable('config.extra_options must be hex: empty, or type-3 options (0x0003...)');
+  }
+  if (config.max_native_fee_wei === undefined) unavailable('config.max_native_fee_wei is required: the approved cap of the LayerZero fee the send pays in native coin');
+  const cap = whole(plain(config.max_native_fee_wei, 'config.max_native_fee_wei'), 'config.max_native_fee_wei');
+  const rawRefund = plain(config.refund_address, 'config.refund_address');
+  const refund = rawRefund === undefined || rawRefund === null ? undefined : address(rawRefund, 'config.refund_address');
+  return {
+    chain_id: chainId,
+    asset: token,
+    to: address(source.oft, 'usdt0.deployments[].oft'),
+    amount_base_units: amount.toString(),
+    call: { method: SEND_SIGNATURE, selector: SEND_SELECTOR },
+    oft_send: {
+      dst_eid: dstEid as number,
+      to: addressToBytes32(recipient),
+      amount_ld: amount.toString(),
+      min_amount_ld: min.toString(),
+      extra_options: (rawOptions as string).toLowerCase(),
+      compose_msg: '0x',
+      oft_cmd: '0x',
+      max_native_fee_wei: cap,
+      ...(refund ? { refund_address: refund } : {}),
+    },
+    ...tokenFacts(decimals, symbol),
+  };
+}
+
+/** As toBaseUnits, but "0" is a valid minimum (a plan may accept any amount received, if it says so). */
+function toBaseUnitsOrZero(value: unknown, decimals: number): string {
+  const text = typeof value === 'number' && Number.isFinite(value) && value >= 0 ? String(value) : value;
+  if (typeof text === 'string' && /^0+(\.0+)?$/.test(text)) return '0';
+  return toBaseUnits(value, decimals);
+}
+// --- end USDT0 lane ---
 
 /** The token (lowercase address) and its trusted decimals: from the node, else evm.tokens; never from the chain. */
 function tokenOf(tokenRef: unknown, nodeDecimals: unknown, chainId: number, evm: ConfigFile['evm'], where: string): { token: string; decimals: number; symbol?: string } {

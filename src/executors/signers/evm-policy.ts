@@ -2,6 +2,7 @@ import { decodeFunctionData, encodeFunctionData, erc20Abi, type Hex, type Transa
 import { FatalMovementError } from '../errors.ts';
 import type { ExpectedEffect, SignRequest } from '../protocol.ts';
 import type { TokenNonceReader } from './typed-data-policy.ts';
+import { checkOftSend } from '../usdt0/oft.ts';
 
 /**
  * The policy every EVM signer applies before its key touches a transaction (local key, KMS, the
@@ -128,6 +129,8 @@ export function checkEvmTransaction(
   expected: ExpectedEffect | null | undefined,
   scope: EvmSignerScope,
   unavailableReason?: string | null,
+  /** The signer's address, for the rules that need it (an OFT send's refund); null or unset: not known here. */
+  sender?: string | null,
 ): void {
   if (expected?.typed_data) throw violation('typed_data_effect', 'the approved plan names typed data for this node, not a transaction');
   if (!expected) {
@@ -152,6 +155,11 @@ export function checkEvmTransaction(
   }
   checkFeeCap(tx, expected, scope);
 
+  // A LayerZero OFT send (the USDT0 lane): its SendParam, fee and refund address, decoded and checked whole.
+  if (expected.oft_send) {
+    checkOftSend(tx, { to: expected.to, oft_send: expected.oft_send }, sender ?? null, violation);
+    return;
+  }
   const want = BigInt(expected.amount_base_units);
   if (expected.call) {
     if (effect.kind === 'deploy') throw violation('call', 'the transaction deploys a contract; the plan names a call');

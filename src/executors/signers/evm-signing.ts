@@ -51,7 +51,9 @@ export async function signEvmRequest(
     case 'evm_raw_tx': {
       // The address only for the gap filler's rule: a KMS signer reads it with a call, and a
       // refused request must make none.
-      const sender = r.signing_intent.action === EVM_NONCE_FILL_ACTION || r.cancels ? await backend.getAddress() : null;
+      // An OFT send's refund goes back to the sender unless the plan names another address.
+      const needsSender = r.signing_intent.action === EVM_NONCE_FILL_ACTION || r.cancels || (r.expected_effect?.oft_send && !r.expected_effect.oft_send.refund_address);
+      const sender = needsSender ? await backend.getAddress() : null;
       const tx = checkEvmRawTxRequest(r, scope, sender);
       const signature = await backend.signTransaction(tx);
       return { signature, signature_format: 'evm_signed_tx', signer_ref: signerRef(await backend.getAddress()) };
@@ -103,9 +105,9 @@ export function checkEvmRawTxRequest(r: SignRequest, scope: EvmSignerScope, send
     // The replacement rules first: their refusal says how the version differs from the original.
     const original = parseUnsignedTransaction(r.replaces.payload);
     checkReplacement(tx, original, r.replaces.replacement_no, scope.replacements);
-    checkEvmTransaction(original, r.expected_effect, scope, r.expected_effect_unavailable);
+    checkEvmTransaction(original, r.expected_effect, scope, r.expected_effect_unavailable, sender);
   }
-  checkEvmTransaction(tx, r.expected_effect, scope, r.expected_effect_unavailable);
+  checkEvmTransaction(tx, r.expected_effect, scope, r.expected_effect_unavailable, sender);
   return tx;
 }
 
