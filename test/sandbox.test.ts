@@ -127,8 +127,8 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, pass a man
   const nodeEvents = callbacks.filter((c) => c.event_type.startsWith('node_'));
   for (const key of ['review', 'transfer', 'finality']) assert.ok(nodeEvents.some((c) => c.node_key === key && c.event_type === 'node_completed'), `node_completed for ${key}`);
   assert.ok(callbacks.some((c) => c.event_type === 'manual_gate_confirmed'));
-  const order = (e: string, k: string) => callbacks.findIndex((c) => c.event_type === e && c.node_key === k);
-  assert.ok(order('node_completed', 'review') < order('node_submitted', 'transfer'), 'in creation order: the gate before the transfer');
+  const positionOf = (e: string, k: string) => callbacks.findIndex((c) => c.event_type === e && c.node_key === k);
+  assert.ok(positionOf('node_completed', 'review') < positionOf('node_submitted', 'transfer'), 'in creation order: the gate before the transfer');
 
   // The deposit no movement made, recorded by cex_transfer_ingest and listed by the printed command.
   const listed = await waitFor('the foreign deposit to be recorded', async () => {
