@@ -7,6 +7,7 @@ import { failed, manual, preparedWatch, result } from '../evm/tx-lifecycle.ts';
 import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
 import { CCTP_ATTESTATION_KEY, cctpOfChainId } from './common.ts';
 import { attestationSigners, decodeMessage, type DecodedMessage } from './message.ts';
+import { parseWatch as parseWatchOf, pinnedWatch } from '../watch.ts';
 
 /** Circle blocks a client for 5 minutes after too many requests; without a Retry-After, wait that long. */
 const RATE_LIMIT_DEFAULT_SECONDS = 300;
@@ -254,21 +255,9 @@ function againstBurn(ctx: ExecutionContext, m: NonNullable<ReturnType<typeof dec
 }
 
 function parseWatch(payload: string | null): Watch | null {
-  if (!payload) return null;
-  try {
-    const w = JSON.parse(payload) as Watch;
-    return typeof w.tx_hash === 'string' && typeof w.source_domain === 'number' ? w : null;
-  } catch {
-    return null;
-  }
+  return parseWatchOf<Watch>(payload, (w) => typeof w.tx_hash === 'string' && typeof w.source_domain === 'number');
 }
 
 function pinned(ctx: ExecutionContext): Watch | null {
-  const prepared = [...(ctx.attempt_artifacts ?? [])].reverse().find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
-  if (!prepared?.content_inline) return null;
-  try {
-    return parseWatch((JSON.parse(prepared.content_inline) as PreparedAction).payload);
-  } catch {
-    return null;
-  }
+  return pinnedWatch(ctx, parseWatch);
 }

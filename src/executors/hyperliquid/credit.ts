@@ -4,6 +4,7 @@ import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from
 import { HYPERLIQUID_CREDIT_KEY, HYPERLIQUID_LANE } from './common.ts';
 import type { HyperliquidConfig } from './config.ts';
 import { compare, formatDecimal, parseDecimal, subtract, type HyperliquidInfoClient } from './info.ts';
+import { parseWatch as parseWatchOf, pinnedWatch } from '../watch.ts';
 
 /** What the watch pins: whose account, how much must arrive, over which baseline. */
 interface Watch {
@@ -103,21 +104,9 @@ function watchOf(ctx: ExecutionContext): Parsed<Watch> {
 }
 
 function parseWatch(payload: string | null): Watch | null {
-  if (!payload) return null;
-  try {
-    const w = JSON.parse(payload) as Watch;
-    return typeof w.user === 'string' && typeof w.amount === 'string' && typeof w.baseline_withdrawable === 'string' && parseDecimal(w.amount) && parseDecimal(w.baseline_withdrawable) ? w : null;
-  } catch {
-    return null;
-  }
+  return parseWatchOf<Watch>(payload, (w) => typeof w.user === 'string' && typeof w.amount === 'string' && typeof w.baseline_withdrawable === 'string' && !!parseDecimal(w.amount) && !!parseDecimal(w.baseline_withdrawable));
 }
 
 function pinned(ctx: ExecutionContext): Watch | null {
-  const prepared = [...(ctx.attempt_artifacts ?? [])].reverse().find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
-  if (!prepared?.content_inline) return null;
-  try {
-    return parseWatch((JSON.parse(prepared.content_inline) as PreparedAction).payload);
-  } catch {
-    return null;
-  }
+  return pinnedWatch(ctx, parseWatch);
 }

@@ -6,6 +6,7 @@ import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from
 import { USDT0_CREDIT_KEY, USDT0_LANE } from './common.ts';
 import type { Usdt0Config } from './config.ts';
 import { oftAbi } from './oft.ts';
+import { parseWatch as parseWatchOf, pinnedWatch } from '../watch.ts';
 
 /** What the watch pins: the packet's GUID, where and to whom it is credited, how much, and since when. */
 interface Watch {
@@ -195,21 +196,9 @@ export class Usdt0CreditObserver implements Executor {
 }
 
 function parseWatch(payload: string | null): Watch | null {
-  if (!payload) return null;
-  try {
-    const w = JSON.parse(payload) as Watch;
-    return typeof w.guid === 'string' && typeof w.oft === 'string' && typeof w.recipient === 'string' && typeof w.amount_base_units === 'string' && typeof w.from_block === 'number' ? w : null;
-  } catch {
-    return null;
-  }
+  return parseWatchOf<Watch>(payload, (w) => typeof w.guid === 'string' && typeof w.oft === 'string' && typeof w.recipient === 'string' && typeof w.amount_base_units === 'string' && typeof w.from_block === 'number');
 }
 
 function pinned(ctx: ExecutionContext): Watch | null {
-  const prepared = [...(ctx.attempt_artifacts ?? [])].reverse().find((a) => a.artifact_type === 'prepared_action' && a.content_inline);
-  if (!prepared?.content_inline) return null;
-  try {
-    return parseWatch((JSON.parse(prepared.content_inline) as PreparedAction).payload);
-  } catch {
-    return null;
-  }
+  return pinnedWatch(ctx, parseWatch);
 }
