@@ -44,16 +44,20 @@ export async function apiTarget(ctx: CliContext): Promise<ApiTarget> {
   }
   const file = ctx.option('token-file');
   let token: string | undefined;
-  if (file !== undefined) token = await tokenFromFile(ctx, file);
+  if (file !== undefined) token = await secretFromFile(ctx, 'token-file', file, 'token');
   else token = ctx.env.FERRY_TOKEN;
   if (!token) throw new UsageError(`an API token is required: ${TOKEN_WAYS} (create one with \`ferry tokens create\`)`);
   return { url, token };
 }
 
-async function tokenFromFile(ctx: CliContext, file: string): Promise<string> {
+/**
+ * The first line of a secret file given to `--<option>` (a token, a channel secret), or of standard
+ * input for `-`; warns when others may read the file. `what` names the secret in errors.
+ */
+export async function secretFromFile(ctx: CliContext, option: string, file: string, what: string): Promise<string> {
   let text: string;
   if (file === '-') {
-    if (!ctx.readStdin) throw new UsageError('--token-file -: no standard input to read');
+    if (!ctx.readStdin) throw new UsageError(`--${option} -: no standard input to read`);
     text = await ctx.readStdin();
   } else {
     try {
@@ -61,12 +65,12 @@ async function tokenFromFile(ctx: CliContext, file: string): Promise<string> {
       if ((mode & 0o077) !== 0) ctx.err(`ferry: warning: ${file} is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`);
       text = await readFile(file, 'utf8');
     } catch (err) {
-      throw new CliError(`cannot read --token-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new CliError(`cannot read --${option} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
   }
-  const token = text.split(/\r?\n/)[0].trim();
-  if (!token) throw new CliError(`--token-file ${file} holds no token`);
-  return token;
+  const secret = text.split(/\r?\n/)[0].trim();
+  if (!secret) throw new CliError(`--${option} ${file} holds no ${what}`);
+  return secret;
 }
 
 function unreachable(target: ApiTarget, err: unknown): CliError {

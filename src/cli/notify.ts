@@ -5,10 +5,9 @@
  * read from a file or standard input (--secret-file PATH|-), never from the command line, and is
  * never printed: Ferry does not give it back.
  */
-import { readFile, stat } from 'node:fs/promises';
 import { CliError, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { printedJson, printList } from './format.ts';
-import { API_USAGE, apiOptions, apiTarget, callApi } from './movements.ts';
+import { API_USAGE, apiOptions, apiTarget, callApi, secretFromFile } from './movements.ts';
 
 const BASE = '/v3/operator-channels';
 
@@ -32,23 +31,8 @@ async function secretFrom(ctx: CliContext): Promise<string | undefined> {
   const file = ctx.option('secret-file');
   if (file === undefined) return undefined;
   if (ctx.option('token') !== undefined) throw new UsageError('--token is refused');
-  let text: string;
-  if (file === '-') {
-    if (ctx.option('token-file') === '-') throw new UsageError('--secret-file - and --token-file - cannot both read standard input');
-    if (!ctx.readStdin) throw new UsageError('--secret-file -: no standard input to read');
-    text = await ctx.readStdin();
-  } else {
-    try {
-      const mode = (await stat(file)).mode;
-      if ((mode & 0o077) !== 0) ctx.err(`ferry: warning: ${file} is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`);
-      text = await readFile(file, 'utf8');
-    } catch (err) {
-      throw new CliError(`cannot read --secret-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    }
-  }
-  const secret = text.split(/\r?\n/)[0].trim();
-  if (!secret) throw new CliError(`--secret-file ${file} holds no secret`);
-  return secret;
+  if (file === '-' && ctx.option('token-file') === '-') throw new UsageError('--secret-file - and --token-file - cannot both read standard input');
+  return secretFromFile(ctx, 'secret-file', file, 'secret');
 }
 
 /** The numeric settings given, as the API's fields. */
