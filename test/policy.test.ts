@@ -92,6 +92,8 @@ test('a movement to an address outside the book is refused at creation when the 
     asset: 'USDC',
     amount: '10',
     destination_entry: 'cold',
+    // The plan's nodes name no signer key or account: no source to match.
+    sources: [],
     approvers_from: null,
   });
   const audit = await db.pool.query(`SELECT details FROM audit_outbox WHERE action = 'movement.create' AND entity_id = $1`, [cold.body.movement.id]);
