@@ -174,14 +174,23 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
   const keep = (chunk: string) => {
     tail = (tail + chunk).slice(-20_000);
   };
-  const spawn = (): ChildProcess => {
+  const killed = new WeakSet<ChildProcess>();
+  let finishing = false;
+  const pending: Promise<unknown>[] = [];
+  const spawn = (w: number): ChildProcess => {
     const child = spawnWorker(url, env, { output: 'pipe' });
     child.stdout!.setEncoding('utf8').on('data', keep);
+    // The process manager's part: a worker that exits on its own (it started while the database was
+    // down, or a core worker gave up) is started again. A run without it ends with no worker left.
+    child.once('exit', () => {
+      if (finishing || killed.has(child) || workers[w] !== child) return;
+      pending.push(sleep(500).then(() => void (workers[w] === child && !finishing && (workers[w] = spawn(w)))));
+    });
     return child;
   };
-  const workers: ChildProcess[] = Array.from({ length: opts.workers }, spawn);
+  const workers: ChildProcess[] = [];
+  for (let w = 0; w < opts.workers; w++) workers.push(spawn(w));
   const stopped = new Set<number>();
-  const pending: Promise<unknown>[] = [];
   let faults = 0;
   const kinds: Record<string, number> = {};
   const injected = (kind: string) => {
@@ -212,9 +221,10 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
           const w = step.worker;
           if (stopped.has(w)) break;
           injected('crash');
+          killed.add(workers[w]);
           workers[w].kill('SIGKILL');
           await exited(workers[w]);
-          pending.push(sleep(step.downMs).then(() => (workers[w] = spawn())));
+          pending.push(sleep(step.downMs).then(() => (workers[w] = spawn(w))));
           break;
         }
         case 'stall': {
@@ -291,6 +301,7 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
     if (stray.length > 0) violations.push(`S1: ${stray.length} Transfer(s) from the wallet no movement accounts for: ${stray.map((l) => `${l.transactionHash} to ${l.args.to}`).join(', ')}`);
     return { seed: opts.seed, runtime, schedule: steps.map(describe), states, transfers: logs.length, faultsInjected: faults, faults: kinds, violations, ms: Date.now() - started, workerTail: tail };
   } finally {
+    finishing = true;
     for (const w of workers) {
       w.kill('SIGCONT');
       w.kill('SIGTERM');
