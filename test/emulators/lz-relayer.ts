@@ -71,11 +71,14 @@ export function startLzRelayer(opts: { sides: LzSide[]; relayerKey: Hex; delayMs
   const next = new Map<number, bigint>(opts.sides.map((s) => [s.eid, 0n]));
   let held = false;
   let stopped = false;
-  let busy = false;
+  /** The tick in progress, if any: stop() waits for it rather than polling a flag. */
+  let running: Promise<void> | null = null;
 
-  const tick = async () => {
-    if (busy || stopped) return;
-    busy = true;
+  const tick = () => {
+    if (running || stopped) return;
+    running = deliverDue().finally(() => (running = null));
+  };
+  const deliverDue = async () => {
     try {
       for (const side of opts.sides) {
         const head = await side.chain.getBlockNumber();
@@ -114,11 +117,9 @@ export function startLzRelayer(opts: { sides: LzSide[]; relayerKey: Hex; delayMs
       }
     } catch {
       // A chain that did not answer this time: the next tick asks again.
-    } finally {
-      busy = false;
     }
   };
-  const timer = setInterval(() => void tick(), opts.pollMs ?? 100);
+  const timer = setInterval(tick, opts.pollMs ?? 100);
 
   return {
     packets,
@@ -129,7 +130,7 @@ export function startLzRelayer(opts: { sides: LzSide[]; relayerKey: Hex; delayMs
     stop: async () => {
       stopped = true;
       clearInterval(timer);
-      while (busy) await new Promise((r) => setTimeout(r, 20));
+      await running;
     },
   };
 }
