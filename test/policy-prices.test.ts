@@ -17,6 +17,7 @@ import { runCli } from '../src/cli/run.ts';
 import { parseConfigFile } from '../src/config-file.ts';
 import { getPolicyProposal } from '../src/persistence/policy.ts';
 import { priceSourceFromConfig } from '../src/prices/chainlink.ts';
+import { approveMovement, createMovement } from '../src/services/movements.ts';
 import { finalizePolicyProposal } from '../src/services/policy.ts';
 import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, TEST_FEE_CAP_WEI, startLocalChain } from './helpers/anvil.ts';
 import { deployAggregator } from './helpers/contracts.ts';
@@ -217,4 +218,34 @@ test('a rule bounds an amount in USD: the tier follows the price; a stale price 
   const freshTest = await cli('policy', 'test', '--template', 'eth.pay', '--intent', JSON.stringify({ asset: 'ETH', amount: '40' }));
   assert.match(freshTest.out, /^live \(version \d+\): ALLOWED by rule large-usd; needs 2 approvals$/m);
   assert.match(freshTest.out, new RegExp(`^  price ETH/USD: 250000000000 \\(8 decimals\\), round \\d+ of .*, feed ${ANVIL_CHAIN_ID}:${feed.address}$`, 'm'));
+});
+
+test('prices are read before the creating and approving transactions open: no RPC call while a movement row is locked', async () => {
+  await fresh(2500n);
+  await liveRules({ rules: [{ id: 'large-usd', match: { amount: { at_least: '100000', currency: 'USD' } }, action: { type: 'require_approvals', approvals: 1 } }, { id: 'rest', action: { type: 'allow' } }] });
+  const deps = runtimeDeps(db.pool, { FERRY_CONFIG_FILE: path });
+  const parsed = parseConfigFile(yaml(file));
+  assert.ok(parsed.ok);
+  const real = priceSourceFromConfig(parsed.file)!;
+  // Each read first counts this pool's sessions that sit in an open transaction, as one waiting on
+  // an RPC answer would.
+  const open: number[] = [];
+  const watching = {
+    read: async (asset: string, currency: string, at: Date) => {
+      const { rows } = await db.pool.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = current_setting('application_name') AND state LIKE 'idle in transaction%'`,
+      );
+      open.push(rows[0].n);
+      return real.read(asset, currency, at);
+    },
+  };
+  const created = await createMovement({ ...deps, prices: watching }, { actor: `principal:${tokens.requester.principal_id}`, templateKey: 'eth.pay', intent: { asset: 'ETH', amount: '40' } });
+  assert.equal(created.request.policy_rule_id, 'large-usd');
+  await approveMovement({ ...deps, prices: watching }, created.request.id, {
+    actor: `principal:${tokens.approver.principal_id}`,
+    compiledPlanHash: created.request.compiled_plan_hash,
+  });
+  assert.ok(open.length >= 2, `the price was read at creation and at approval (${open.length} reads)`);
+  assert.deepEqual(open, open.map(() => 0), 'no transaction of this pool was open during a price read');
 });

@@ -28,7 +28,7 @@ import type { CompiledPlan } from '../plan/types.ts';
 import type { BindingCatalog } from '../plan/validate.ts';
 import { pinExpectedEffect, type PinnedEffect } from '../executors/evm/expected-effect.ts';
 import { startMovement } from './start-movement.ts';
-import { policyForApproval, policyForNewMovement, settleDuePolicyProposals } from './policy.ts';
+import { policyForApproval, policyForNewMovement, pricesReadAhead, settleDuePolicyProposals } from './policy.ts';
 import { recordMovementPolicy } from '../persistence/policy.ts';
 import { priceSourceOf } from '../prices/chainlink.ts';
 import type { PriceSource } from '../prices/price-source.ts';
@@ -191,6 +191,8 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
 
   // A policy change whose cool-down has passed is live before this movement is checked against it.
   await settleDuePolicyProposals({ pool: deps.pool });
+  // Prices for reference-currency rules are read before the transaction: no RPC call under its locks.
+  const prices = await pricesReadAhead(deps.pool, pricesOf(deps), input.intent, new Date());
   try {
     return await withTransaction(deps.pool, async (client) => {
       const version = await getTemplateVersion(client, input.templateKey, input.templateVersion);
@@ -210,7 +212,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
         { templateKey: plan.template_key, intent: input.intent, nodes: plan.nodes, createdBy: input.actor },
         deps.config.approvalQuorum,
         now,
-        pricesOf(deps),
+        prices,
       );
       const started = await startMovement(client, {
         plan,
@@ -376,6 +378,9 @@ export async function approveMovement(
   const { actor } = input;
   await settleDuePolicyProposals({ pool: deps.pool });
   const under = input.standingOrderId ? { standing_order_id: input.standingOrderId } : {};
+  // The intent never changes after creation: its prices are read before the row is locked.
+  const unlocked = isMovementId(id) ? await getMovement(deps.pool, id) : null;
+  const prices = unlocked ? await pricesReadAhead(deps.pool, pricesOf(deps), unlocked.intent, new Date()) : null;
   return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash, ...under } }, async (client, request) => {
     // Four-eyes and quorum count principals: every token of the approver's principal is the approver,
     // including rows recorded as `token:<id>` before principals existed. The machine compares actor
@@ -402,7 +407,7 @@ export async function approveMovement(
     const at = new Date();
     if (request.expires_at && at.getTime() >= request.expires_at.getTime()) throw approvalWindowClosed(request);
     // The treasury policy: who counts, whether the live rule set still allows it, the velocity limits.
-    const policy = await policyForApproval(client, request, actor, at, pricesOf(deps));
+    const policy = await policyForApproval(client, request, actor, at, prices);
     await deliver(deps, client, id, { type: 'APPROVE', by: actor, at: at.toISOString() }, actor);
     return {
       approvals: request.approvals.length + 1,

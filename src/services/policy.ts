@@ -617,6 +617,34 @@ export async function readPrices(
   return out;
 }
 
+/**
+ * The prices a decision on this intent will need under the live rule set, read now, before the
+ * caller opens its transaction, as a price source that answers from them: the checks at creation and
+ * approval then make no RPC call while they hold the movement's row and the velocity locks. A price
+ * the rule set asks for inside the transaction that was not read here (the rule set changed in
+ * between) is unreadable, and the rule refuses (fail closed); trying again reads it.
+ */
+export async function pricesReadAhead(
+  db: Queryable,
+  prices: PriceSource | null | undefined,
+  intent: Readonly<Record<string, unknown>>,
+  at: Date,
+): Promise<PriceSource | null> {
+  if (!prices) return null;
+  const readings = await readPrices(prices, await liveRuleSet(db), intentFacts(intent, []), at);
+  return {
+    read: async (asset, currency) =>
+      readings[priceKey(asset, currency)] ?? {
+        ok: false,
+        asset,
+        currency,
+        code: 'PRICE_UNREADABLE',
+        message: `the rule set changed while ${priceKey(asset, currency)} was read; try again`,
+        feed: null,
+      },
+  };
+}
+
 /** The prices a decision used, as a movement's audit event records them. */
 function pricesUsed(prices: Record<string, PriceReading>): Record<string, unknown>[] {
   return Object.values(prices).map((p) =>
