@@ -16,6 +16,7 @@ import type { LockedMovement } from '../persistence/group-commit.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { policyAtDispatch, pricesForDispatch } from '../services/policy.ts';
 import { priceSourceOf } from '../prices/chainlink.ts';
+import { versionsOf, type ArtifactCache } from './artifact-cache.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
 import { EXPIRED_RETRY_SECONDS, preparedActionExpired } from './prepared-expiry.ts';
 import { deliverBatch, deliverHeld, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
@@ -111,10 +112,10 @@ export async function dispatchBatch(deps: WorkerDeps, opts: DispatchOptions = {}
  * Returns each movement's rows as the last commit that wrote them left them (a movement actor goes
  * on from them without a re-read); a movement whose commits were all refused is missing.
  */
-export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], carry = true): Promise<Map<string, LockedMovement>> {
+export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], carry = true, artifacts?: ArtifactCache): Promise<Map<string, LockedMovement>> {
   const latest = new Map<string, LockedMovement>();
   let current = claims;
-  while (current.length > 0) current = await runRound(deps, current, carry, latest);
+  while (current.length > 0) current = await runRound(deps, current, carry, latest, artifacts);
   return latest;
 }
 
@@ -166,16 +167,18 @@ interface Prepared {
   submit?: Omit<ToSubmit, 'd'>;
 }
 
-async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boolean, latest?: Map<string, LockedMovement>): Promise<CarriedClaim[]> {
-  const contexts = await claimedContexts(deps.pool, dispatches, (n) => n.attempt_no + 1);
+async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boolean, latest?: Map<string, LockedMovement>, artifacts?: ArtifactCache): Promise<CarriedClaim[]> {
+  const contexts = await claimedContexts(deps.pool, dispatches, (n) => n.attempt_no + 1, artifacts);
   const prepared = await Promise.all(dispatches.map((d, i) => prepareOne(deps, d, contexts[i])));
 
   // One commit: every node's SUBMITTING (or why not), written over the rows the claim left (no re-read).
   // Movements created under the treasury policy are checked again in that commit (policyGate).
   let items = prepared.flatMap((p) => p.items);
   const gate = await policyGate(deps, dispatches, prepared, (checked) => (items = checked));
-  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: heldRows(dispatches.map((d) => ({ request: d.request, nodes: d.nodes }))) }, gate);
+  const claimedRows = heldRows(dispatches.map((d) => ({ request: d.request, nodes: d.nodes })));
+  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate);
   if (!committed) return [];
+  artifacts?.committed(versionsOf(claimedRows), items, committed);
   remember(latest, committed, [...new Set(dispatches.map((d) => d.request.id))]);
   const refusedNodes = refusals(deps, dispatches, items, committed);
   const toSubmit: ToSubmit[] = [];
@@ -190,14 +193,11 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   const results = await Promise.all(toSubmit.map((s) => submitOne(deps, s)));
   const resultItems = results.filter((r): r is NodeItem => r !== null);
   if (resultItems.length === 0) return [];
-  const done = await commit(deps, resultItems, {
-    actor: ACTOR,
-    deps: deps.transitions,
-    claimUnblocked: carry ? () => randomUUID() : undefined,
-    // The rows the SUBMITTING commit left: the result is written without re-reading them.
-    held: heldRows(toSubmit.map((s) => ({ request: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) }))),
-  });
+  // The rows the SUBMITTING commit left: the result is written without re-reading them.
+  const submittedRows = heldRows(toSubmit.map((s) => ({ request: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) })));
+  const done = await commit(deps, resultItems, { actor: ACTOR, deps: deps.transitions, claimUnblocked: carry ? () => randomUUID() : undefined, held: submittedRows });
   if (!done) return [];
+  artifacts?.committed(versionsOf(submittedRows), resultItems, done);
   remember(latest, done, [...new Set(toSubmit.map((t) => t.d.request.id))]);
   refusals(deps, dispatches, resultItems, done);
   for (const _ of done.claimed) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });

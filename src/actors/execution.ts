@@ -7,7 +7,8 @@ import type { Logger } from '../log.ts';
 import { infraCauseOf } from '../executors/infra.ts';
 import type { InfraCause } from '../persistence/infra-errors.ts';
 import { isOutcomeState, type ExecutorOutcome, type OutcomeState } from '../machines/outcome.ts';
-import { artifactsOfNodes, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
+import { artifactsOfNodes, type NewArtifact } from '../persistence/artifacts.ts';
+import type { ArtifactCache } from './artifact-cache.ts';
 import type { Pool, Queryable } from '../persistence/db.ts';
 import { nodesOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 import type { HandedOffClaims } from './dispatcher.ts';
@@ -59,8 +60,16 @@ export interface ContextInput {
   attemptNo: number;
 }
 
-/** contextFor for a batch of claimed nodes whose siblings are known: one artifacts query for all. */
-export async function contextsFor(db: Queryable, inputs: ContextInput[]): Promise<ExecutionContext[]> {
+/**
+ * contextFor for a batch of claimed nodes whose siblings are known: one artifacts query for all, or
+ * none when a movement actor's cache (artifact-cache.ts) has the artifacts of the rows it holds.
+ */
+export async function contextsFor(db: Queryable, inputs: ContextInput[], cache?: ArtifactCache): Promise<ExecutionContext[]> {
+  if (cache) {
+    const movements = new Map(inputs.map((i) => [i.request.id, { request: i.request, nodes: i.nodes }]));
+    const artifacts = await cache.of(db, [...movements.values()]);
+    return inputs.map((input) => buildContext(input, artifacts));
+  }
   const wanted = new Set<string>();
   for (const { node, nodes } of inputs) {
     wanted.add(node.id);
@@ -70,7 +79,7 @@ export async function contextsFor(db: Queryable, inputs: ContextInput[]): Promis
   return inputs.map((input) => buildContext(input, artifacts));
 }
 
-function buildContext({ request, node, nodes, attemptNo }: ContextInput, artifacts: ArtifactRow[]): ExecutionContext {
+function buildContext({ request, node, nodes, attemptNo }: ContextInput, artifacts: readonly NewArtifact[]): ExecutionContext {
   const completedPredecessors = new Set(
     nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED').map((n) => n.id),
   );
@@ -234,9 +243,10 @@ export async function claimedContexts(
   db: Queryable,
   claims: { request: MovementRow; node: NodeRow; nodes: NodeRow[] }[],
   attemptOf: (node: NodeRow) => number,
+  cache?: ArtifactCache,
 ): Promise<(ExecutionContext | { error: unknown })[]> {
   try {
-    return await contextsFor(db, claims.map((c) => ({ ...c, attemptNo: attemptOf(c.node) })));
+    return await contextsFor(db, claims.map((c) => ({ ...c, attemptNo: attemptOf(c.node) })), cache);
   } catch {
     // One bad node must not sink the batch: build them one by one to find whose context fails.
     return Promise.all(

@@ -1,6 +1,7 @@
 import type { Logger } from '../log.ts';
 import { leasedTotal } from '../metrics.ts';
 import { acquireLeases, releaseLeases, renewLeases } from '../persistence/leases.ts';
+import { ArtifactCache } from './artifact-cache.ts';
 import type { WorkerDeps } from './execution.ts';
 import { startMovementActor, type MovementActor, type MovementActorState } from './movement-actor.ts';
 import { nextWorkAt } from './transition.ts';
@@ -14,10 +15,11 @@ import type { EventNotice } from './wakeups.ts';
  *
  * - Acquiring is its run (a core-group loop of the supervisor): woken by an approval's NOTIFY, by
  *   a movement it handed back coming due, and on its interval; it takes at most `maxMovements`.
- * - A NOTIFY about a movement it holds whose states differ from the actor's rows (an outside event:
- *   a cancel, a resolution, a retry) pokes a waiting actor to read its rows again at once; one that
- *   only echoes the actor's own write changes nothing. A stepping actor learns of it at its next
- *   write, which the fence refuses.
+ * - A NOTIFY about a movement it holds carries the movement's write_version after that commit. One
+ *   newer than the actor's rows (an outside event: a cancel, a resolution, a retry) pokes a waiting
+ *   actor to read its rows again at once; one its rows already have (the echo of its own write)
+ *   changes nothing. A stepping actor compares at its next step, or learns of it at its next write,
+ *   which the fence refuses.
  * - A renewal that does not return a movement means the lease is lost (expired and taken): its
  *   actor stops after its current step, whose writes the fence refuses.
  * - `stop()` (SIGTERM) lets every actor finish its current step, then hands back every lease in one
@@ -80,7 +82,7 @@ export class LeaseHolder {
     const room = this.opts.maxMovements - this.#held.size;
     if (room <= 0) return 0;
     const leased = await acquireLeases(this.deps.pool, this.opts.owner, this.opts.ttlSeconds, room);
-    for (const m of leased) this.#run({ movementId: m.request.id, held: m, refusedSteps: 0 });
+    for (const m of leased) this.#run({ movementId: m.request.id, held: m, refusedSteps: 0, artifacts: new ArtifactCache() });
     leasedTotal.inc(leased.length);
     return leased.length >= room ? leased.length : 0;
   }
@@ -90,6 +92,15 @@ export class LeaseHolder {
     for (const n of notices) {
       const h = this.#held.get(n.request_id);
       if (!h) continue;
+      if (n.write_version !== undefined) {
+        // Compared with the actor's rows when its next step starts (movement-actor.ts): the notice of
+        // the actor's own write may arrive before that write's answer does. A waiting actor whose rows
+        // are older than the notice is poked; one whose rows already are at it has nothing to learn.
+        h.state.noticed = Math.max(h.state.noticed ?? 0, n.write_version);
+        if (!h.state.held || n.write_version > Number(h.state.held.request.write_version)) h.actor.send({ type: 'POKE' });
+        continue;
+      }
+      // A writer older than the versioned notices: compare the states it tells with the actor's rows.
       const rows = h.state.held;
       const echo =
         rows !== null &&

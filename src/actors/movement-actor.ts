@@ -5,6 +5,7 @@ import { isManualNode } from '../machines/node-summary.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
 import { readMovements } from '../persistence/leases.ts';
 import type { NodeRow } from '../persistence/movements.ts';
+import { ArtifactCache, versionsOf } from './artifact-cache.ts';
 import { runDispatches } from './dispatcher.ts';
 import { claimedContexts, nowIso, type WorkerDeps } from './execution.ts';
 import { observationOf } from './observer.ts';
@@ -50,6 +51,10 @@ export interface MovementActorState {
   refusedSteps: number;
   /** An outside event changed the movement: the next step reads its rows first. */
   stale?: boolean;
+  /** The highest write_version a NOTIFY told of (lease-holder.ts): rows older than it are read again. */
+  noticed?: number;
+  /** The artifacts of the held rows, kept between steps (artifact-cache.ts). */
+  artifacts?: ArtifactCache;
 }
 
 const driver = setup({
@@ -147,7 +152,7 @@ const isRefusal = (r: unknown) => r instanceof Error;
 
 /** One step over the movement: dispatch its due READY node, or observe its due nodes, or say when. */
 export async function stepMovement(deps: WorkerDeps, state: MovementActorState, holdMs: number): Promise<StepOutcome> {
-  if (state.stale) {
+  if (state.stale || (state.held && (state.noticed ?? 0) > Number(state.held.request.write_version))) {
     state.stale = false;
     state.held = null;
   }
@@ -175,9 +180,11 @@ export async function stepMovement(deps: WorkerDeps, state: MovementActorState, 
 /** A write over held rows; null when the fence refused it (the rows are read again next step). */
 async function commitHeld(deps: WorkerDeps, state: MovementActorState, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, carry: boolean): Promise<BatchResult | null> {
   try {
+    const before = versionsOf([state.held!]);
     const opts = { actor: ACTOR, deps: deps.transitions, held: [state.held!], claimUnblocked: carry ? () => randomUUID() : undefined };
     const result = await (deps.groupWriter?.write(items, opts) ?? deliverHeld(deps.pool, items, opts));
     state.held = { request: result.movementOf(state.movementId), nodes: result.nodesOf(state.movementId) };
+    state.artifacts?.committed(before, items.nodes ?? [], result);
     return result;
   } catch (err) {
     if (!(err instanceof TransitionConflictError)) throw err;
@@ -200,13 +207,13 @@ async function dispatchNode(deps: WorkerDeps, state: MovementActorState, held: L
   state.refusedSteps = 0;
   const nodes = result.nodesOf(held.request.id);
   const claim = { node: nodes.find((n) => n.id === node.id)!, request: result.movementOf(held.request.id), nodes, lease };
-  const latest = await runDispatches(deps, [claim]);
+  const latest = await runDispatches(deps, [claim], true, state.artifacts);
   state.held = latest.get(held.request.id) ?? null;
   return { next: 'step' };
 }
 
 async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: LockedMovement, due: NodeRow[]): Promise<StepOutcome> {
-  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ node, request: held.request, nodes: held.nodes })), (n) => n.attempt_no);
+  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ node, request: held.request, nodes: held.nodes })), (n) => n.attempt_no, state.artifacts);
   const observed = await Promise.all(due.map((n, i) => observationOf(deps, n, contexts[i])));
   const result = await commitHeld(deps, state, { nodes: observed.map((o) => o.item) }, true);
   if (!result) return { next: 'step' };
@@ -214,9 +221,13 @@ async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: L
   // Only a fee bump whose observation was recorded goes on to be signed (replacement.ts writes it).
   const accepted = observed.map((o) => o.proposal).filter((p, i): p is ReplacementProposal => p !== undefined && !isRefusal(result.nodes[i]));
   for (const proposal of accepted) await signAndSendReplacement(deps, proposal);
-  if (accepted.length > 0) state.held = null;
+  if (accepted.length > 0) {
+    // A refused fee bump stores its artifact without a transition: what the actor holds is read again.
+    state.held = null;
+    state.artifacts?.forget(state.movementId);
+  }
   if (result.claimed.length > 0) {
-    const latest = await runDispatches(deps, result.claimed);
+    const latest = await runDispatches(deps, result.claimed, true, state.artifacts);
     state.held = latest.get(held.request.id) ?? null;
   }
   return { next: 'step' };

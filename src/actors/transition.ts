@@ -31,6 +31,7 @@ import {
   type MovementWriteRow,
 } from '../persistence/group-commit.ts';
 import type { NodeRow, MovementRow, TransitionRow } from '../persistence/movements.ts';
+import type { EventNotice } from './wakeups.ts';
 
 /**
  * The one durable transition function, batched. Delivering events to requests and nodes is, inside
@@ -397,7 +398,8 @@ export class Batch {
   readonly callbacks: QueuedCallback[] = [];
   readonly artifacts: NewArtifact[] = [];
   readonly audits: AuditEntry[] = [];
-  readonly notifications = new Set<string>();
+  /** What this batch's NOTIFY tells listeners, per entity changed (the movement's write_version is added at flush). */
+  readonly notifications = new Map<string, Omit<EventNotice, 'write_version'>>();
   readonly deriveMovements = new Set<string>();
   readonly unblocked: string[] = [];
   readonly claims: { nodeId: string; movementId: string; lease: string }[] = [];
@@ -413,6 +415,18 @@ export class Batch {
   nodeRow = (id: string) => this.nodes.get(id)!.row;
   movementRow = (id: string) => this.requests.get(id)!.row;
   siblings = (movementId: string) => (this.nodesOfMovement.get(movementId) ?? []).map(this.nodeRow);
+
+  #stamped(n: Omit<EventNotice, 'write_version'>): EventNotice {
+    const version = this.requests.get(n.request_id)?.row.write_version;
+    return version === undefined ? n : { ...n, write_version: Number(version) + 1 };
+  }
+
+  /** One notice per state an entity passes through (a state reached twice in one batch is told once, as before). */
+  #notice(n: Omit<EventNotice, 'write_version'>) {
+    const key = `${n.entity}:${n.node_id ?? n.request_id}:${n.state}`;
+    this.notifications.delete(key);
+    this.notifications.set(key, n);
+  }
 
   #log(t: Omit<NewTransitionRow, 'event_payload' | 'event_type'>, event: { type: string }): Pending {
     const p = new Pending(this.transitions.length, { ...t, event_type: event.type, event_payload: eventPayload(event) });
@@ -450,7 +464,7 @@ export class Batch {
       { machine_id: MOVEMENT_MACHINE_ID, machine_version: MOVEMENT_MACHINE_VERSION, entity_type: 'request', entity_id: movementId, request_id: movementId, node_key: null, seq: e.row.row_version, from_state: from, to_state: to, actor },
       event,
     );
-    this.notifications.add(JSON.stringify({ request_id: movementId, entity: 'request', state: to }));
+    this.#notice({ request_id: movementId, entity: 'request', state: to });
     transitionsTotal.inc({ machine: MOVEMENT_MACHINE_ID, from, to });
 
     if (to !== from) this.#callback(movementId, `request_${to.toLowerCase()}`, null, logged);
@@ -548,7 +562,7 @@ export class Batch {
       { machine_id: NODE_MACHINE_ID, machine_version: NODE_MACHINE_VERSION, entity_type: 'node', entity_id: nodeId, request_id: row.request_id, node_key: row.node_key, seq: e.row.row_version, from_state: from, to_state: to, actor },
       event,
     );
-    this.notifications.add(JSON.stringify({ request_id: row.request_id, entity: 'node', node_id: nodeId, state: to }));
+    this.#notice({ request_id: row.request_id, entity: 'node', node_id: nodeId, state: to });
     transitionsTotal.inc({ machine: NODE_MACHINE_ID, from, to });
     // A node callback, when the movement's destination asked for them: queued before what the
     // change leads to (successors, the movement's state), so it is delivered before their callbacks.
@@ -693,7 +707,9 @@ export class Batch {
       transitions: this.transitions.map((t) => t.row),
       artifacts: this.artifacts,
       channel: EVENTS_CHANNEL,
-      notices: chunkNotices([...this.notifications]),
+      // Each notice carries the write_version its movement has once this commit is in: a holder
+      // whose rows are at that version or past it already has what the notice tells (lease-holder.ts).
+      notices: chunkNotices([...this.notifications.values()].map((n) => JSON.stringify(this.#stamped(n)))),
     });
     // Nothing was written: a movement was written since it was read (the fence), or a row was not
     // at its version (never under the locks).

@@ -30,6 +30,8 @@ export interface EventNotice {
   entity: 'request' | 'node';
   node_id?: string;
   state: string;
+  /** The movement's write_version once the commit that sent this is in (absent from older writers). */
+  write_version?: number;
 }
 
 export class Wakeups {
