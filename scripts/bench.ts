@@ -22,7 +22,7 @@
  * before the run: claim cost must not grow with history), --stall-seconds (default 30), --failing N
  * and --stuck N (that many extra movements that cannot complete, to see the bench report them),
  * --trace (print the statements of the median probe's critical path), --runtime loops|actors (FERRY_RUNTIME
- * of the workers, default loops).
+ * of the workers, default actors, as in FERRY_RUNTIME).
  * --api N measures the API process instead (scripts/lib/api-bench.ts): two rounds of N hostile and
  * ordinary requests against `src/main.ts`, and its memory after each (api_rss_mb_after); with
  * --heap-snapshots also the heap it retains after a full collection, from heap snapshots.
@@ -77,7 +77,7 @@ const { values } = parseArgs({
     'heap-snapshots': { type: 'boolean', default: false },
     trace: { type: 'boolean', default: false },
     // Which runtime the workers run (FERRY_RUNTIME): loops or actors.
-    runtime: { type: 'string', default: 'loops' },
+    runtime: { type: 'string', default: 'actors' },
   },
 });
 const stallSeconds = Number(values['stall-seconds']);

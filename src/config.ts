@@ -161,7 +161,7 @@ const coreFields = {
   // own FERRY_<SWEEP>_ENABLED); a disabled worker is listed as disabled in GET /v3/workers.
   // Which runtime drives movements (docs/actor-runtime.md): the dispatcher and observer loops, or a
   // lease holder with one movement actor per leased movement. Every process of a cluster must run the same.
-  FERRY_RUNTIME: ['runtime', z.enum(['loops', 'actors']).default('loops')],
+  FERRY_RUNTIME: ['runtime', z.enum(['loops', 'actors']).default('actors')],
   FERRY_LEASE_TTL_SECONDS: ['leaseTtlSeconds', z.coerce.number().min(1).max(3600).default(15)],
   FERRY_LEASE_MAX_MOVEMENTS: ['leaseMaxMovements', count(500)],
   FERRY_ACTOR_HOLD_SECONDS: ['actorHoldSeconds', z.coerce.number().min(0).max(300).default(5)],

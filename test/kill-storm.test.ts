@@ -12,6 +12,8 @@ import { scratchDatabase } from './helpers/db.ts';
  */
 const MOVEMENTS = 500;
 const ENV = {
+  // The polling loops' storm (test/kill-storm-actors.test.ts is the actor runtime's).
+  FERRY_RUNTIME: 'loops',
   FERRY_SUBMITTING_GRACE_SECONDS: '5',
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=5',
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',

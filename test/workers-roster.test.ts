@@ -39,10 +39,15 @@ const workersNow = async () => {
 
 test('two processes: every worker listed with its switch and interval; a disabled one never runs', async () => {
   const common = { FERRY_CALLBACK_SECRET: 'a-test-secret-of-enough-length', FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.2', FERRY_NODE_DISPATCH_CONCURRENCY: '1' };
-  const quiet = spawnWorker(db.url, { ...common, FERRY_WORKER_NODE_RECOVERY_ENABLED: 'false' });
-  const busy = spawnWorker(db.url, common);
+  // One process per runtime: the polling loops' core workers, and the actor runtime's lease holder.
+  const quiet = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'loops', FERRY_WORKER_NODE_RECOVERY_ENABLED: 'false' });
+  const busy = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'actors' });
   children.push(quiet, busy);
-  const expected = ['node_dispatcher', 'node_observer', 'node_recovery', 'callback_dispatcher', ...sweepDefinitions.map((d) => d.name)].sort();
+  const others = ['node_recovery', 'callback_dispatcher', ...sweepDefinitions.map((d) => d.name)];
+  const expectedOf = new Map([
+    [quiet, ['node_dispatcher', 'node_observer', ...others].sort()],
+    [busy, ['lease_holder', ...others].sort()],
+  ]);
 
   const rows = await waitFor('both processes to report their recovery loop', async () => {
     const all = await workersNow();
@@ -53,7 +58,7 @@ test('two processes: every worker listed with its switch and interval; a disable
 
   for (const child of [quiet, busy]) {
     const mine = rows.filter((w) => w.pid === child.pid);
-    assert.deepEqual(mine.map((w) => w.worker_name).sort(), expected, `every worker of process ${child.pid}`);
+    assert.deepEqual(mine.map((w) => w.worker_name).sort(), expectedOf.get(child), `every worker of process ${child.pid}`);
     assert.equal(new Set(mine.map((w) => w.process_id)).size, 1);
     const cb = mine.find((w) => w.worker_name === 'callback_dispatcher');
     assert.equal(cb.kind, 'queue');
@@ -124,7 +129,7 @@ test("a failing worker's consecutive errors and last error appear, with secrets 
 test('processes: groups expected against running, actors and leases; stopped, gone and other network classes', async () => {
   const common = { FERRY_CALLBACK_SECRET: 'a-test-secret-of-enough-length', FERRY_NODE_DISPATCH_CONCURRENCY: '1' };
   const actors = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'actors', FERRY_NETWORK_CLASS: 'testnet' });
-  const stopping = spawnWorker(db.url, { ...common, FERRY_NETWORK_CLASS: 'testnet' });
+  const stopping = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'loops', FERRY_NETWORK_CLASS: 'testnet' });
   const mainnet = spawnWorker(db.url, { ...common, FERRY_NETWORK_CLASS: 'mainnet' });
   children.push(actors, stopping, mainnet);
   const processesOf = async (cls: string) => {
