@@ -4,13 +4,13 @@ import type { WorkerDeps } from '../src/actors/execution.ts';
 import { GroupWriter } from '../src/actors/group-writer.ts';
 import { LeaseHolder } from '../src/actors/lease-holder.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverHeld, deliverMovementEvent } from '../src/actors/transition.ts';
 import { Wakeups } from '../src/actors/wakeups.ts';
 import type { Executor, ExecutionContext, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { ExecutorRegistry } from '../src/executors/registry.ts';
 import { summarizeNodes } from '../src/machines/node-summary.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
-import { leasesOf, readMovements } from '../src/persistence/leases.ts';
+import { acquireLeases, leasesOf, readMovements } from '../src/persistence/leases.ts';
 import { TransitionConflictError } from '../src/errors.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { approvedMovement, backdateNodes, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
@@ -93,6 +93,35 @@ test('a movement leased by one holder is not leased by another until the lease e
   const submits = await submitsOf(db.pool, id);
   assert.deepEqual([...submits.values()], [1, 1]);
 });
+
+test("a holder's write extends its own live lease; another owner's lease and an expired one are left as they are", async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push(await approvedMovement(deps, plan(`actor-renew-${i}`, [simNode('a', {})])));
+  const [mine, theirs, expired] = ids;
+  const owner = 'test:holder:renew';
+  const leased = await acquireLeases(db.pool, owner, 5, 3);
+  assert.equal(leased.length, 3);
+  await db.pool.query("UPDATE movement_requests SET lease_owner = 'test:holder:other' WHERE id = $1", [theirs]);
+  await db.pool.query("UPDATE movement_requests SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [expired]);
+  const before = await expiries(db.pool, ids);
+  // Each node's claim, written over the rows the lease returned, by a writer that names its lease.
+  const writer = { ...deps.transitions, lease: { owner, ttlSeconds: 600 } };
+  for (const m of await readMovements(db.pool, ids)) {
+    const node = m.nodes[0];
+    await deliverHeld(db.pool, { nodes: [{ nodeId: node.id, event: { type: 'DISPATCH_CLAIMED', at: new Date().toISOString() }, lease: crypto.randomUUID() }] }, { actor: 'test', deps: writer, held: [m] });
+  }
+  const after = await expiries(db.pool, ids);
+  assert.ok(after.get(mine)!.getTime() > Date.now() + 500_000, `own live lease extended: ${after.get(mine)!.toISOString()}`);
+  assert.equal(after.get(theirs)!.getTime(), before.get(theirs)!.getTime(), "another owner's lease is not touched");
+  assert.equal(after.get(expired)!.getTime(), before.get(expired)!.getTime(), 'an expired lease stays expired');
+});
+
+async function expiries(pool: Pool, ids: string[]): Promise<Map<string, Date>> {
+  const { rows } = await pool.query<{ id: string; lease_expires_at: Date }>('SELECT id, lease_expires_at FROM movement_requests WHERE id = ANY($1::uuid[])', [ids]);
+  return new Map(rows.map((r) => [r.id, r.lease_expires_at]));
+}
 
 test('a holder paused past its lease expiry, whose movement another process finished, has every late write refused', async (t) => {
   const db = await scratchDatabase(t);

@@ -166,10 +166,12 @@ export class LeaseHolder {
     const ids = [...this.#held.keys()];
     if (ids.length === 0 || this.#stopping) return;
     try {
-      const kept = await renewLeases(this.deps.pool, this.opts.owner, ids, this.opts.ttlSeconds);
+      const { kept, ended } = await renewLeases(this.deps.pool, this.opts.owner, ids, this.opts.ttlSeconds);
       for (const id of ids) {
         const h = this.#held.get(id);
-        if (!h || kept.has(id)) continue;
+        // Ended: the actor's own last write (or an operator's) ended the movement, and its lease
+        // went with it. That is not a loss; the actor stops on the state it reads.
+        if (!h || kept.has(id) || ended.has(id)) continue;
         h.lost = true;
         this.opts.log.warn({ movement_id: id, worker: 'lease_holder' }, 'lease lost; the movement actor stops');
         h.actor.send({ type: 'LEASE_LOST' });

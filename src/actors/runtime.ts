@@ -168,7 +168,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     executors,
     signers,
     log,
-    transitions: { callbacks: callbackSink({ maxAttempts: config.callbackMaxAttempts, queue }) },
+    transitions: {
+      callbacks: callbackSink({ maxAttempts: config.callbackMaxAttempts, queue }),
+      // The lease holder's writes renew its leases as they go (lease-holder.ts).
+      ...(workers && actors ? { lease: { owner: processId, ttlSeconds: config.leaseTtlSeconds } } : {}),
+    },
   };
 
   const wakers = { observer: new Waker(), recovery: new Waker() };

@@ -77,6 +77,12 @@ export interface TransitionDeps {
   callbacks: CallbackSink;
   /** Where the one info line per committed transition goes; unset: Ferry's logger. */
   log?: Logger;
+  /**
+   * The actor runtime's lease holder of this process: a write of a movement whose live lease it
+   * holds extends that lease (persistence/group-commit.ts), so a movement being worked on never
+   * waits on the renewal timer, which is then only needed by actors that wait.
+   */
+  lease?: { owner: string; ttlSeconds: number };
 }
 
 export interface DeliverOptions {
@@ -699,6 +705,8 @@ export class Batch {
         decided_by: r.decided_by,
         current_frontier: r.current_frontier,
         next_work_at: nextWorkAt(r, this.siblings(id)),
+        lease_owner: this.opts.deps.lease?.owner ?? null,
+        lease_ttl_seconds: this.opts.deps.lease?.ttlSeconds ?? null,
       });
     }
     const written = await writeGroup(client, {

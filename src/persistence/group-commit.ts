@@ -110,6 +110,9 @@ export interface MovementWriteRow {
   approvals: unknown[];
   decided_by: string | null;
   current_frontier: string[];
+  /** The writer's lease owner: a live lease of this owner on the movement is extended by `lease_ttl_seconds`. */
+  lease_owner: string | null;
+  lease_ttl_seconds: number | null;
 }
 
 export type NewTransitionRow = Omit<TransitionRow, 'id' | 'at'>;
@@ -146,14 +149,19 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
   const result = await db.query<{ n: Stamp[] | null; r: Stamp[] | null; t: { id: number; at: string }[] | null }>(
     `WITH rw AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id uuid, from_state text, from_version int, expected_write_version bigint,
                    request_state text, row_version int, approval_status text, approvals jsonb, decided_by text, current_frontier jsonb,
-                   next_work_at timestamptz)),
+                   next_work_at timestamptz, lease_owner text, lease_ttl_seconds float8)),
           ru AS (UPDATE movement_requests r
                     SET request_state = rw.request_state, approval_status = rw.approval_status, approvals = rw.approvals,
                         decided_by = rw.decided_by, current_frontier = rw.current_frontier, row_version = rw.row_version,
                         write_version = r.write_version + 1, next_work_at = rw.next_work_at,
                         -- A movement no longer running is no holder's work: its lease goes with it.
                         lease_owner = CASE WHEN rw.request_state IN ('APPROVED', 'EXECUTING') THEN r.lease_owner END,
-                        lease_expires_at = CASE WHEN rw.request_state IN ('APPROVED', 'EXECUTING') THEN r.lease_expires_at END,
+                        -- A writer's own live lease is extended by its write (the renewal, for free); an
+                        -- expired one stays expired: another holder may be taking the movement.
+                        lease_expires_at = CASE WHEN rw.request_state NOT IN ('APPROVED', 'EXECUTING') THEN NULL
+                                                WHEN rw.lease_owner IS NOT NULL AND r.lease_owner = rw.lease_owner AND r.lease_expires_at > now()
+                                                THEN greatest(r.lease_expires_at, now() + make_interval(secs => rw.lease_ttl_seconds))
+                                                ELSE r.lease_expires_at END,
                         updated_at = CASE WHEN rw.row_version <> rw.from_version THEN now() ELSE r.updated_at END
                    FROM rw
                   WHERE r.id = rw.id AND r.request_state = rw.from_state AND r.row_version = rw.from_version

@@ -50,16 +50,24 @@ export async function acquireLeases(db: Queryable, owner: string, ttlSeconds: nu
   );
 }
 
-/** Extends the leases `owner` still holds among `ids`; returns the ids it still holds. */
-export async function renewLeases(db: Queryable, owner: string, ids: string[], ttlSeconds: number): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  const { rows: held } = await db.query<{ id: string }>(
-    `UPDATE movement_requests SET lease_expires_at = now() + make_interval(secs => $3)
-      WHERE lease_owner = $1 AND id = ANY($2::uuid[]) AND lease_expires_at > now()
-      RETURNING id`,
+/**
+ * Extends the leases `owner` still holds among `ids`. Returns the ids it still holds, and apart from
+ * them those that are no longer running (a write that ended the movement cleared its lease): a
+ * running movement in neither set is lost. Both come from one snapshot, so a movement ended by a
+ * commit just before this statement is seen as ended, never as lost.
+ */
+export async function renewLeases(db: Queryable, owner: string, ids: string[], ttlSeconds: number): Promise<{ kept: Set<string>; ended: Set<string> }> {
+  if (ids.length === 0) return { kept: new Set(), ended: new Set() };
+  const { rows } = await db.query<{ id: string; kept: boolean }>(
+    `WITH renewed AS (UPDATE movement_requests SET lease_expires_at = now() + make_interval(secs => $3)
+                       WHERE lease_owner = $1 AND id = ANY($2::uuid[]) AND lease_expires_at > now()
+                       RETURNING id)
+     SELECT m.id, m.id IN (SELECT id FROM renewed) AS kept
+       FROM movement_requests m
+      WHERE m.id = ANY($2::uuid[]) AND (m.id IN (SELECT id FROM renewed) OR m.request_state NOT IN ('APPROVED', 'EXECUTING'))`,
     [owner, ids, ttlSeconds],
   );
-  return new Set(held.map((r) => r.id));
+  return { kept: new Set(rows.filter((r) => r.kept).map((r) => r.id)), ended: new Set(rows.filter((r) => !r.kept).map((r) => r.id)) };
 }
 
 /** Hands back the leases `owner` holds among `ids`: another holder may take them at once. */
