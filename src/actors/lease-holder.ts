@@ -134,8 +134,10 @@ export class LeaseHolder {
       this.#held.delete(state.movementId);
       return;
     }
+    // A write that ended the movement cleared its lease already (group-commit.ts): nothing to hand back.
+    const ended = state.held !== null && state.held.request.request_state !== 'APPROVED' && state.held.request.request_state !== 'EXECUTING';
     try {
-      if (!lost) await releaseLeases(this.deps.pool, this.opts.owner, [state.movementId]);
+      if (!lost && !ended) await releaseLeases(this.deps.pool, this.opts.owner, [state.movementId]);
       log.debug({ reason }, 'movement handed back');
     } catch (err) {
       // The lease expires on its own; another holder takes the movement then.
