@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import pg from 'pg';
 import { reconcileBatch } from '../src/actors/reconciliation.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { approvedMovement, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
@@ -66,4 +67,76 @@ test('movements run by the runtime replay exactly; tampering is reported as drif
   assert.equal(byEntity[victim.id].node_key, 'pay');
   assert.equal(byEntity[victim.id].seq, 3);
   assert.match(byEntity[victim.id].reason, /expected transition 2, found 3/);
+});
+
+/** Counts the statements the pool's checked-out clients send while `fn` runs. */
+async function countingStatements<T>(pool: import('pg').Pool, fn: () => Promise<T>): Promise<{ value: T; statements: number }> {
+  let statements = 0;
+  const connect = pool.connect.bind(pool);
+  // pool.query checks out through connect(callback): those pass through (reconciliation's own
+  // statements all run on clients it checks out itself).
+  (pool as { connect: unknown }).connect = async (cb?: unknown) => {
+    if (cb) return (connect as (cb: unknown) => void)(cb);
+    const client = await connect();
+    const query = client.query.bind(client);
+    (client as { query: unknown }).query = (...args: unknown[]) => {
+      statements++;
+      return (query as (...a: unknown[]) => unknown)(...args);
+    };
+    (client as { release: unknown }).release = ((release) => (err?: Error) => {
+      (client as { query: unknown }).query = query;
+      return release(err);
+    })(client.release.bind(client));
+    return client;
+  };
+  try {
+    const value = await fn();
+    return { value, statements };
+  } finally {
+    (pool as { connect: unknown }).connect = connect;
+  }
+}
+
+test('movements are checked a chunk per snapshot: statements per chunk, not per movement', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const template = plan('reconcile-many', [simNode('pay', {}), simNode('settle', {})], [{ from: 'pay', to: 'settle' }]);
+  const ids: string[] = [];
+  for (let i = 0; i < 30; i++) ids.push(await approvedMovement(deps, template));
+  await drain(deps);
+  // Two chunks of at most 25: each one read transaction (BEGIN, SET, 3 reads, now, COMMIT) and one
+  // marking transaction (BEGIN, one statement, COMMIT); per movement it would be eleven each.
+  const { value, statements } = await countingStatements(db.pool, () => reconcileBatch({ ...deps, config: { ...deps.config, reconciliationBatchSize: 50 } }));
+  assert.deepEqual(value, { checked: 30, drifted: 0, budgetExhausted: false });
+  assert.ok(statements <= 2 * 10, `statements for 30 movements: ${statements}`);
+  const due = await db.pool.query(`SELECT count(*)::int AS n FROM movement_requests WHERE reconciled_at IS NULL OR reconciled_at < updated_at`);
+  assert.equal(due.rows[0].n, 0);
+  assert.equal((await reconcileBatch(deps)).checked, 0);
+});
+
+test('a movement whose row a writer holds is checked but not marked: it stays due, and nothing waits for the writer', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const template = plan('reconcile-held', [simNode('pay', {})], []);
+  const held = await approvedMovement(deps, template);
+  const free = await approvedMovement(deps, template);
+  await drain(deps);
+  // A connection of its own: the scratch pool is small, and the writer stands for another process.
+  const writer = new pg.Client({ connectionString: db.url });
+  writer.on('error', () => {}); // the scratch database's teardown may end it first
+  await writer.connect();
+  t.after(() => writer.end().catch(() => {}));
+  await writer.query('BEGIN');
+  await writer.query('SELECT 1 FROM movement_requests WHERE id = $1 FOR UPDATE', [held]);
+  const first = await reconcileBatch(deps);
+  assert.equal(first.checked, 2);
+  const marks = await db.pool.query(`SELECT id, reconciled_at FROM movement_requests WHERE id = ANY($1::uuid[])`, [[held, free]]);
+  const byId = Object.fromEntries(marks.rows.map((r) => [r.id, r.reconciled_at]));
+  assert.equal(byId[held], null, 'the held movement stays due');
+  assert.ok(byId[free] instanceof Date, 'the other one is marked');
+  await writer.query('ROLLBACK');
+  const second = await reconcileBatch(deps);
+  assert.deepEqual(second, { checked: 1, drifted: 0, budgetExhausted: false });
+  const nodes = await db.pool.query(`SELECT count(*)::int AS n FROM request_nodes WHERE reconciled_at IS NULL`);
+  assert.equal(nodes.rows[0].n, 0, 'its nodes were marked with it');
 });

@@ -106,7 +106,7 @@ describe('reconciliation', () => {
 
   test('the run time stops a run part-way (injected clock); the next run continues', async () => {
     for (let i = 0; i < 4; i++) await seedMovement(db.pool, singleNodeTemplate(`rec-time-${i}`));
-    const first = await reconcileBatch(deps({ reconciliationBatchSize: 50, reconciliationMaxRunMs: 2500 }), { now: steppingClock() });
+    const first = await reconcileBatch(deps({ reconciliationBatchSize: 50, reconciliationMaxRunMs: 2500 }), { now: steppingClock(), chunkSize: 1 });
     assert.equal(first.budgetExhausted, true);
     assert.ok(first.checked >= 1 && first.checked < 4, `part-way: ${first.checked}`);
     const rest = await reconcileBatch(deps({ reconciliationBatchSize: 50, reconciliationMaxRunMs: 0 }));

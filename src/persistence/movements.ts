@@ -106,6 +106,12 @@ export async function getMovement(db: Queryable, movementId: string): Promise<Mo
   return rows[0] ?? null;
 }
 
+/** Several movements' rows, in no particular order; ids not found are absent. */
+export async function getMovements(db: Queryable, movementIds: string[]): Promise<MovementRow[]> {
+  const { rows } = await db.query<MovementRow>('SELECT * FROM movement_requests WHERE id = ANY($1::uuid[])', [movementIds]);
+  return rows;
+}
+
 export async function getNode(db: Queryable, nodeId: string): Promise<NodeRow | null> {
   const { rows } = await db.query<NodeRow>('SELECT * FROM request_nodes WHERE id = $1', [nodeId]);
   return rows[0] ?? null;
@@ -168,6 +174,23 @@ export async function transitionsOfMovement(db: Queryable, movementId: string, a
     [movementId, afterId, limit],
   );
   return rows;
+}
+
+/**
+ * The transition logs of several movements, each in id order, grouped by movement id: read in pages
+ * of `page` rows over the whole set, so a movement with a long log costs pages, not a query each.
+ */
+export async function transitionsOfMovements(db: Queryable, movementIds: string[], page = 5000): Promise<Map<string, TransitionRow[]>> {
+  const out = new Map<string, TransitionRow[]>(movementIds.map((id) => [id, []]));
+  for (let after = 0; ; ) {
+    const { rows } = await db.query<TransitionRow>(
+      'SELECT * FROM transitions WHERE request_id = ANY($1::uuid[]) AND id > $2 ORDER BY id LIMIT $3',
+      [movementIds, after, page],
+    );
+    for (const t of rows) out.get(t.request_id!)?.push(t);
+    if (rows.length < page) return out;
+    after = rows[rows.length - 1].id;
+  }
 }
 
 export async function transitionsOfEntity(db: Queryable, entityId: string): Promise<TransitionRow[]> {
@@ -355,16 +378,26 @@ export async function reconciliationCandidates(db: Queryable, limit: number): Pr
 }
 
 /**
- * Marks a movement and its nodes as checked, with one time. The movement row first: it is the lock
- * every writer of its nodes takes first (group-commit.ts).
+ * Marks movements and their nodes as checked, with one time, and returns the ids it marked.
+ *
+ * Concurrency: the movement rows are locked in id order with SKIP LOCKED. A movement whose row a
+ * writer holds right now is left unmarked (it stays due and the next run checks it again), so the
+ * mark never waits on the hot path and cannot form a lock cycle with a group write, whose own order
+ * over several movements is not sorted. Holding a movement's row keeps its nodes' writers out (every
+ * writer of a node locks its movement row first, group-commit.ts), so the node update does not wait.
+ *
+ * checkedAt is the snapshot the check read: a change committed after it stays due (updated_at >
+ * checkedAt) instead of being marked as checked. Nodes already marked since their last change are
+ * left alone (no row rewritten, no lock taken on them).
  */
-export async function markReconciled(db: Queryable, movementId: string, checkedAt: Date): Promise<void> {
-  // checkedAt is the snapshot the check read: a change committed after it stays due (updated_at >
-  // checkedAt) instead of being marked as checked. Nodes already marked since their last change
-  // are left alone (no row rewritten, no lock taken on them).
-  await db.query('UPDATE movement_requests SET reconciled_at = $2 WHERE id = $1', [movementId, checkedAt]);
-  await db.query(
-    'UPDATE request_nodes SET reconciled_at = $2 WHERE request_id = $1 AND (reconciled_at IS NULL OR reconciled_at < updated_at)',
-    [movementId, checkedAt],
+export async function markReconciled(db: Queryable, movementIds: string[], checkedAt: Date): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `WITH locked AS (SELECT id FROM movement_requests WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE SKIP LOCKED),
+          marked AS (UPDATE movement_requests m SET reconciled_at = $2 FROM locked WHERE m.id = locked.id RETURNING m.id),
+          nodes AS (UPDATE request_nodes n SET reconciled_at = $2 FROM locked
+                     WHERE n.request_id = locked.id AND (n.reconciled_at IS NULL OR n.reconciled_at < n.updated_at))
+     SELECT id FROM marked`,
+    [movementIds, checkedAt],
   );
+  return rows.map((r) => r.id);
 }
