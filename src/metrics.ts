@@ -143,6 +143,27 @@ export const balanceSnapshotsTotal = counter('ferry_balance_snapshots_total', 'B
 
 export const balanceFetchErrorsTotal = counter('ferry_balance_fetch_errors_total', 'Balance fetches that failed, by chain and error class.', ['chain', 'code']);
 
+/** The balance gauges are read from balance_watch at scrape time (src/http/metrics.ts), at most this many series each. */
+export const BALANCE_GAUGE_LIMIT = 1000;
+
+export const balanceAmount = gauge(
+  'ferry_balance',
+  'The latest fetched balance of each watched wallet and asset, in whole units of the asset (read from the database at scrape time; absent until the first successful fetch).',
+  ['chain', 'wallet', 'asset', 'symbol'],
+);
+
+export const balanceAgeSeconds = gauge(
+  'ferry_balance_age_seconds',
+  'Seconds since each watched balance was last fetched successfully, by the database clock (read at scrape time).',
+  ['chain', 'wallet', 'asset', 'symbol'],
+);
+
+export const balanceConsecutiveErrors = gauge(
+  'ferry_balance_consecutive_errors',
+  'Failed fetches in a row of each watched balance since its last success (read at scrape time).',
+  ['chain', 'wallet', 'asset', 'symbol'],
+);
+
 export const balanceSweepBudgetExhaustedTotal = counter(
   'ferry_balance_sweep_budget_exhausted_total',
   'Balance snapshot runs that stopped at their time budget (the next run continues).',

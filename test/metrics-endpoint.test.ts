@@ -6,6 +6,8 @@ import { deliverCallbackOnce } from '../src/actors/callback-delivery.ts';
 import { enqueueCallback } from '../src/callbacks/outbox.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
+import { wholeUnits } from '../src/http/metrics.ts';
+import { recordFetchError, recordSnapshot, syncWatchEntries } from '../src/persistence/balances.ts';
 import { nodeStates } from '../src/machines/node-machine.ts';
 import { movementStates } from '../src/machines/movement-machine.ts';
 import { withTransaction } from '../src/persistence/db.ts';
@@ -218,4 +220,44 @@ test('callback deliveries are counted by outcome', async () => {
   assert.equal(delta('retry'), 1);
   assert.equal(delta('dlq'), 0);
   assert.deepEqual(receiver.received.map((r) => r.url), ['/cb']);
+});
+
+test('watched balances are gauges read at scrape time: amount in whole units, age, errors in a row; never fetched means absent', async () => {
+  const usdc = { chain: 'gauge-chain', wallet: '0x00000000000000000000000000000000000000aa', asset: '0x00000000000000000000000000000000000000bb' };
+  const eth = { chain: 'gauge-chain', wallet: usdc.wallet, asset: 'native' };
+  const fresh = { chain: 'gauge-chain', wallet: '0x00000000000000000000000000000000000000cc', asset: 'native' };
+  await syncWatchEntries(db.pool, [
+    { ...usdc, lane: 'evm', fetcher: 'erc20', symbol: 'USDC', label: null },
+    { ...eth, lane: 'evm', fetcher: 'native', symbol: 'ETH', label: null },
+    { ...fresh, lane: 'evm', fetcher: 'native', symbol: 'ETH', label: null },
+  ]);
+  await recordSnapshot(db.pool, usdc, 1_234_567_890n, 6);
+  await recordSnapshot(db.pool, eth, 123_456_789_012_345_678_901_234n, 18);
+  await recordFetchError(db.pool, eth, 'RPC_UNAVAILABLE');
+  await recordFetchError(db.pool, eth, 'RPC_UNAVAILABLE');
+  // The ETH balance was last fetched ten minutes ago (backdated, no sleep).
+  await db.pool.query(`UPDATE balance_watch SET as_of = now() - interval '600 seconds' WHERE (chain, asset) = ($1, 'native') AND wallet = $2`, [eth.chain, eth.wallet]);
+
+  const samples = (await scrape()).filter((s) => s.labels.chain === 'gauge-chain');
+  const one = (name: string, key: { wallet: string; asset: string }) =>
+    samples.filter((s) => s.name === name && s.labels.wallet === key.wallet && s.labels.asset === key.asset);
+  assert.deepEqual(one('ferry_balance', usdc).map((s) => [s.labels.symbol, s.value]), [['USDC', 1234.56789]]);
+  assert.equal(one('ferry_balance', eth)[0].value, 123456.789012345678901234);
+  assert.ok(one('ferry_balance_age_seconds', usdc)[0].value < 60);
+  const ethAge = one('ferry_balance_age_seconds', eth)[0].value;
+  assert.ok(ethAge >= 600 && ethAge < 660, `age ${ethAge}`);
+  assert.equal(one('ferry_balance_consecutive_errors', eth)[0].value, 2);
+  assert.equal(one('ferry_balance_consecutive_errors', usdc)[0].value, 0);
+  assert.deepEqual(one('ferry_balance', fresh), [], 'a balance never fetched has no amount series');
+  assert.deepEqual(one('ferry_balance_age_seconds', fresh), []);
+  assert.equal(one('ferry_balance_consecutive_errors', fresh)[0].value, 0);
+});
+
+test('wholeUnits places the decimal point in the string before the float', () => {
+  assert.equal(wholeUnits('0', 6), 0);
+  assert.equal(wholeUnits('5', 6), 0.000005);
+  assert.equal(wholeUnits('1000000', 6), 1);
+  assert.equal(wholeUnits('42', 0), 42);
+  assert.equal(wholeUnits('-2500000', 6), -2.5);
+  assert.equal(wholeUnits('1' + '0'.repeat(77), 18), 1e59);
 });

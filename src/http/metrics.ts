@@ -6,13 +6,23 @@
  * information (how much is moving, how much is stuck) that an unauthenticated port should not give
  * away.
  *
- * Counters are per process; the gauges of requests and nodes by state are read from the database at
- * scrape time, so every process reports the same, cluster-wide, numbers for them.
+ * Counters are per process; the gauges of requests and nodes by state, and of the watched balances,
+ * are read from the database at scrape time, so every process reports the same, cluster-wide,
+ * numbers for them.
  */
 import { Hono } from 'hono';
 import { movementStates } from '../machines/movement-machine.ts';
 import { nodeStates } from '../machines/node-machine.ts';
-import { nodesByState, registry, movementsByState } from '../metrics.ts';
+import {
+  BALANCE_GAUGE_LIMIT,
+  balanceAgeSeconds,
+  balanceAmount,
+  balanceConsecutiveErrors,
+  nodesByState,
+  registry,
+  movementsByState,
+} from '../metrics.ts';
+import { balanceGaugeRows } from '../persistence/balances.ts';
 import type { Pool } from '../persistence/db.ts';
 import { nodeCountsByState, movementCountsByState, type StateCount } from '../persistence/inspection.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
@@ -25,8 +35,32 @@ function fill(gauge: typeof nodesByState, known: readonly string[], counts: Stat
   for (const state of new Set([...known, ...byState.keys()])) gauge.set({ state }, byState.get(state) ?? 0);
 }
 
+/**
+ * A base-unit integer as a number of whole units: the decimal point placed in the string first, so
+ * the only rounding is the float's own (a balance far above 2^53 base units keeps its magnitude).
+ */
+export function wholeUnits(amount: string, decimals: number): number {
+  const negative = amount.startsWith('-');
+  const digits = (negative ? amount.slice(1) : amount).padStart(decimals + 1, '0');
+  const text = decimals > 0 ? `${digits.slice(0, -decimals)}.${digits.slice(-decimals)}` : digits;
+  return Number(negative ? `-${text}` : text);
+}
+
+async function refreshBalanceGauges(pool: Pool): Promise<void> {
+  const rows = await balanceGaugeRows(pool, BALANCE_GAUGE_LIMIT);
+  for (const g of [balanceAmount, balanceAgeSeconds, balanceConsecutiveErrors]) g.reset();
+  for (const r of rows) {
+    const labels = { chain: r.chain, wallet: r.wallet, asset: r.asset, symbol: r.symbol ?? '' };
+    balanceConsecutiveErrors.set(labels, r.consecutive_errors);
+    // A balance never fetched has no value to report: its series is absent, not a false zero.
+    if (r.amount === null || r.decimals === null || r.age_seconds === null) continue;
+    balanceAmount.set(labels, wholeUnits(r.amount, r.decimals));
+    balanceAgeSeconds.set(labels, Math.max(0, r.age_seconds));
+  }
+}
+
 export async function refreshStateGauges(pool: Pool): Promise<void> {
-  const [requests, nodes] = await Promise.all([movementCountsByState(pool), nodeCountsByState(pool)]);
+  const [requests, nodes] = await Promise.all([movementCountsByState(pool), nodeCountsByState(pool), refreshBalanceGauges(pool)]);
   fill(movementsByState, movementStates, requests);
   fill(nodesByState, nodeStates, nodes);
 }

@@ -226,6 +226,26 @@ export async function listBalances(db: Queryable, q: BalanceListQuery): Promise<
   return { balances: page, next_cursor: rows.length > q.limit && last ? encodeBalanceCursor(last) : null };
 }
 
+/** A watched balance as the metrics gauges show it: the latest amount and its age by the database clock. */
+export interface BalanceGaugeRow extends WatchKey {
+  symbol: string | null;
+  amount: string | null;
+  decimals: number | null;
+  age_seconds: number | null;
+  consecutive_errors: number;
+}
+
+/** The first `limit` watched balances in key order, for the scrape-time gauges. */
+export async function balanceGaugeRows(db: Queryable, limit: number): Promise<BalanceGaugeRow[]> {
+  const { rows } = await db.query<BalanceGaugeRow>(
+    `SELECT chain, wallet, asset, symbol, amount::text AS amount, decimals, consecutive_errors,
+            extract(epoch FROM now() - as_of)::float8 AS age_seconds
+       FROM balance_watch ORDER BY chain, wallet, asset LIMIT $1`,
+    [limit],
+  );
+  return rows;
+}
+
 /** The history of one balance, newest first (for tests and operators' queries). */
 export async function snapshotsOf(db: Queryable, key: WatchKey): Promise<Array<{ id: number; amount: string; decimals: number; taken_at: Date }>> {
   const { rows } = await db.query(
