@@ -4,16 +4,9 @@ import type { RegistryBaseline } from '../executors/lane.ts';
 import { lanes as allLanes, type LaneList } from '../executors/lanes.ts';
 import type { Logger } from '../log.ts';
 import { registryChecksTotal } from '../metrics.ts';
-import { writeAudit } from '../persistence/audit.ts';
-import { withTransaction, type Pool } from '../persistence/db.ts';
-import {
-  forgetUnassertedFacts,
-  observeRegistryDrift,
-  recordRegistryCheck,
-  resolveRegistryDrift,
-  type RegistryCheckOutcome,
-  type RegistryFactKey,
-} from '../persistence/registry-drifts.ts';
+import type { Pool } from '../persistence/db.ts';
+import type { RegistryFactKey } from '../persistence/registry-drifts.ts';
+import { forgetUnassertedRegistryFacts, recordRegistryAnswer, type RegistryAnswer } from '../services/registry-drift.ts';
 
 /**
  * verify_drift (sidecar, every 6 hours by default; docs/operations.md "Registry drift"): every lane
@@ -35,7 +28,8 @@ import {
  * agreeing again resolves it (matched); a fact nothing asserts any more is resolved as unconfigured.
  * An unverified fact leaves its episode as it was. The first sighting writes a
  * `registry.drift_detected` audit event and a warning with `attention: registry_drift`.
- * No transaction is open while a chain is asked.
+ * The writes are the service's (src/services/registry-drift.ts); no transaction is open while a
+ * chain is asked.
  */
 
 /** The most of one JSON-RPC answer that is read (a token's symbol, a peer: a few hundred bytes). */
@@ -74,11 +68,7 @@ interface Fact extends RegistryBaseline {
   lane: string;
 }
 
-interface Answer {
-  outcome: RegistryCheckOutcome;
-  observed: string | null;
-  error_code: string | null;
-}
+type Answer = RegistryAnswer;
 
 class Unverified extends Error {
   constructor(readonly code: string) {
@@ -129,53 +119,19 @@ export async function runVerifyDrift(deps: VerifyDriftDeps, s: VerifyDriftSettin
       const c = (out.unverified_by_chain[String(f.chainId)] ??= {});
       c[a.error_code!] = (c[a.error_code!] ?? 0) + 1;
     }
-    const key = keyOf(f);
-    await withTransaction(deps.pool, async (client) => {
-      await recordRegistryCheck(client, { ...key, address: f.address.toLowerCase(), expected: f.expected, ...a });
-      if (a.outcome === 'drift') {
-        const { drift, detected } = await observeRegistryDrift(client, { ...key, address: f.address.toLowerCase(), expected: f.expected, observed: a.observed! });
-        if (detected) {
-          out.detected++;
-          await writeAudit(client, {
-            actor: 'worker:verify_drift',
-            action: 'registry.drift_detected',
-            entity_type: 'registry_drift',
-            entity_id: String(drift.id),
-            details: { ...key, address: drift.address, expected: drift.expected, observed: drift.observed },
-          });
-          deps.log.warn({ worker: 'verify_drift', attention: 'registry_drift', ...key, expected: drift.expected, observed: drift.observed }, 'the chain contradicts the configuration');
-        }
-      } else if (a.outcome === 'match') {
-        const resolved = await resolveRegistryDrift(client, key);
-        if (resolved) {
-          out.resolved++;
-          await writeAudit(client, {
-            actor: 'worker:verify_drift',
-            action: 'registry.drift_resolved',
-            entity_type: 'registry_drift',
-            entity_id: String(resolved.id),
-            details: { ...key, resolution: 'matched' },
-          });
-        }
-      }
-    });
+    const { detected, resolved } = await recordRegistryAnswer(deps.pool, { ...keyOf(f), address: f.address, expected: f.expected }, a);
+    if (resolved) out.resolved++;
+    if (detected) {
+      out.detected++;
+      deps.log.warn(
+        { worker: 'verify_drift', attention: 'registry_drift', ...keyOf(f), expected: detected.expected, observed: detected.observed },
+        'the chain contradicts the configuration',
+      );
+    }
   }
 
   // What the configuration no longer asserts.
-  const gone = await withTransaction(deps.pool, async (client) => {
-    const rows = await forgetUnassertedFacts(client, facts.map(keyOf));
-    for (const r of rows) {
-      await writeAudit(client, {
-        actor: 'worker:verify_drift',
-        action: 'registry.drift_resolved',
-        entity_type: 'registry_drift',
-        entity_id: String(r.id),
-        details: { lane: r.lane, chain_id: r.chain_id, subject: r.subject, property: r.property, resolution: 'unconfigured' },
-      });
-    }
-    return rows.length;
-  });
-  out.resolved += gone;
+  out.resolved += await forgetUnassertedRegistryFacts(deps.pool, facts.map(keyOf));
   if (out.unverified > 0) deps.log.warn({ worker: 'verify_drift', unverified: out.unverified_by_chain }, 'some registry baselines could not be verified');
   return out;
 }
