@@ -39,6 +39,7 @@ const silent = pino({ level: 'silent' });
 const A = 31337;
 const B = 31338;
 const C = 31339;
+const D = 31340;
 let a: LocalChain;
 let b: LocalChain;
 let usdcA: DeployedToken;
@@ -74,6 +75,12 @@ async function startHostileRpc() {
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
+      // A redirect to a real node: not followed (the configured URL is the one Ferry asks).
+      if (req.url === '/redirect') {
+        calls.push('redirect');
+        res.writeHead(307, { location: a.anvil.url });
+        return void res.end();
+      }
       const method = (JSON.parse(body) as { method: string }).method;
       calls.push(method);
       if (method === 'eth_getCode') {
@@ -238,12 +245,17 @@ test('an RPC that hangs is unverified within the lane timeout, never drift; the 
 test('hostile answers: an oversized or malformed RPC answer is unverified; a contract answering kilobytes of control characters is stored safely', async () => {
   const config = configWith({
     evm: {
-      chains: [chain(A, a.anvil.url), chain(C, hostileRpc.url)],
-      tokens: [token(A, hostile, 6, 'EVIL'), token(C, freshAddress(), 6)],
+      chains: [chain(A, a.anvil.url), chain(C, hostileRpc.url), chain(D, `${hostileRpc.url}/redirect`)],
+      // Chain 99 has no rpc_url here (a chain reached through a remote host): not read.
+      tokens: [token(A, hostile, 6, 'EVIL'), token(C, freshAddress(), 6), token(D, usdcA.address, 6), token(99, usdcA.address, 6)],
+      fee_caps: [{ chain_id: 99, max_fee_per_gas_cap_wei: '1000' }],
     },
   });
   const r = await within('verify_drift with hostile answers', runVerifyDrift({ pool: db.pool, config, log: silent }, settings), 15_000);
-  assert.deepEqual(r.unverified_by_chain, { [String(C)]: { RPC_ANSWER_MALFORMED: 1, RPC_ANSWER_TOO_LARGE: 2 } });
+  assert.deepEqual(r.unverified_by_chain, { [String(C)]: { RPC_ANSWER_MALFORMED: 1, RPC_ANSWER_TOO_LARGE: 2 }, [String(D)]: { RPC_UNREACHABLE: 3 } });
+  assert.deepEqual(r.not_read, { '99': 3 });
+  assert.ok(hostileRpc.calls.includes('redirect'));
+  assert.equal((await listRegistryChecks(db.pool, { limit: 50 })).filter((c) => c.chain_id === 99).length, 0, 'nothing recorded for a chain not read');
   assert.ok(hostileRpc.calls.includes('eth_call'));
   const drifts = await listRegistryDrifts(db.pool, { state: 'open', limit: 10 });
   assert.deepEqual(drifts.map((d) => d.chain_id), [A, A], 'only the real chain drifts');
@@ -290,5 +302,21 @@ test('USDT0: an OFT whose peer for the other eid is not the configured deploymen
   assert.equal(peer.property, 'peers(30110)');
   assert.equal(peer.expected, pad(oftB as Hex));
   assert.equal(peer.observed, pad(other as Hex));
+  await db.pool.query('DELETE FROM registry_checks; DELETE FROM registry_drifts');
+});
+
+test('Hyperliquid: a bridge address without code is drift; with code (a lone STOP byte is code) it agrees', async () => {
+  const bridge = freshAddress().toLowerCase();
+  const config = configWith({
+    evm: { chains: [chain(A, a.anvil.url)], tokens: [token(A, usdcA.address, 6)] },
+    hyperliquid: { chain_id: A, bridge, info_url: 'http://127.0.0.1:9/info' },
+  });
+  await runVerifyDrift({ pool: db.pool, config, log: silent }, settings);
+  const [drift] = await listRegistryDrifts(db.pool, { lane: 'hyperliquid', state: 'open', limit: 10 });
+  assert.deepEqual([drift?.subject, drift?.property, drift?.expected, drift?.observed], ['hyperliquid.bridge', 'code', 'code', 'none']);
+  await a.anvil.rpc('anvil_setCode', [bridge, '0x00']);
+  const r = await runVerifyDrift({ pool: db.pool, config, log: silent }, settings);
+  assert.equal(r.resolved, 1);
+  assert.deepEqual(await listRegistryDrifts(db.pool, { state: 'open', limit: 10 }), []);
   await db.pool.query('DELETE FROM registry_checks; DELETE FROM registry_drifts');
 });

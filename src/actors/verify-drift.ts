@@ -62,6 +62,11 @@ export interface VerifyDriftResult {
   resolved: number;
   /** Per chain: what could not be verified, and why (codes only). */
   unverified_by_chain: Record<string, Record<string, number>>;
+  /**
+   * Facts on chains without an rpc_url in evm.chains (reached through a remote host, or not at all):
+   * not read here, and still asserted (their episodes are left as they are). By chain.
+   */
+  not_read: Record<string, number>;
 }
 
 interface Fact extends RegistryBaseline {
@@ -87,17 +92,19 @@ const keyOf = (f: Fact): RegistryFactKey => ({ lane: f.lane, chain_id: f.chainId
 
 export async function runVerifyDrift(deps: VerifyDriftDeps, s: VerifyDriftSettings): Promise<VerifyDriftResult> {
   const facts = registryFacts(deps.config, deps.lanes ?? allLanes);
-  const out: VerifyDriftResult = { chains: 0, checked: 0, match: 0, drift: 0, unverified: 0, detected: 0, resolved: 0, unverified_by_chain: {} };
-  const byChain = new Map<number, Fact[]>();
-  for (const f of facts) byChain.set(f.chainId, [...(byChain.get(f.chainId) ?? []), f]);
+  const out: VerifyDriftResult = { chains: 0, checked: 0, match: 0, drift: 0, unverified: 0, detected: 0, resolved: 0, unverified_by_chain: {}, not_read: {} };
   const chains = ((deps.config.file as { evm?: { chains?: Array<{ chain_id: number; rpc_url: string }> } }).evm?.chains ?? []);
+  const byChain = new Map<number, Fact[]>();
+  for (const f of facts) {
+    if (!chains.some((c) => c.chain_id === f.chainId)) out.not_read[String(f.chainId)] = (out.not_read[String(f.chainId)] ?? 0) + 1;
+    else byChain.set(f.chainId, [...(byChain.get(f.chainId) ?? []), f]);
+  }
   out.chains = byChain.size;
 
   // Every chain at once; within one, a bounded number of calls, and each lane its own deadline.
   const answered = await Promise.all(
     [...byChain].map(async ([chainId, list]) => {
-      const rpcUrl = chains.find((c) => c.chain_id === chainId)?.rpc_url;
-      if (!rpcUrl) return list.map((f) => [f, { outcome: 'unverified', observed: null, error_code: 'NO_RPC' }] as const);
+      const rpcUrl = chains.find((c) => c.chain_id === chainId)!.rpc_url;
       const limit = limiter(s.concurrency);
       const lanes = [...new Set(list.map((f) => f.lane))];
       const perLane = await Promise.all(
@@ -150,7 +157,8 @@ async function readFact(rpcUrl: string, f: Fact, deadline: AbortSignal): Promise
 async function observe(rpcUrl: string, f: Fact, deadline: AbortSignal): Promise<string> {
   if (f.property === 'code') {
     const code = await rpc(rpcUrl, 'eth_getCode', [f.address, 'latest'], deadline);
-    return /^0x0*$/.test(code) ? 'none' : 'code';
+    // No code is `0x`; a single STOP byte (`0x00`) is code.
+    return code === '0x' ? 'none' : 'code';
   }
   let fn: AbiFunction;
   try {
@@ -195,7 +203,7 @@ async function rpc(url: string, method: string, params: unknown[], signal: Abort
   if (signal.aborted) throw new Unverified('RPC_TIMEOUT');
   let res: Response;
   try {
-    res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }), signal });
+    res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }), redirect: 'error', signal });
   } catch {
     throw new Unverified(signal.aborted ? 'RPC_TIMEOUT' : 'RPC_UNREACHABLE');
   }

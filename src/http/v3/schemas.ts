@@ -810,7 +810,7 @@ export const RegistryDriftSchema = z
 export const RegistryUnverifiedSchema = z
   .object({
     ...registryFact,
-    error_code: z.string().openapi({ description: 'Why the chain gave no usable answer: RPC_TIMEOUT, RPC_UNREACHABLE, RPC_ERROR, RPC_ANSWER_TOO_LARGE, RPC_ANSWER_MALFORMED, NO_RPC' }),
+    error_code: z.string().openapi({ description: 'Why the chain gave no usable answer: RPC_TIMEOUT, RPC_UNREACHABLE, RPC_ERROR, RPC_HTTP_<status>, RPC_ANSWER_TOO_LARGE, RPC_ANSWER_MALFORMED' }),
     checked_at: isoTime,
   })
   .openapi('RegistryUnverified');
