@@ -245,7 +245,8 @@ test('an RPC that hangs is unverified within the lane timeout, never drift; the 
 test('hostile answers: an oversized or malformed RPC answer is unverified; a contract answering kilobytes of control characters is stored safely', async () => {
   const config = configWith({
     evm: {
-      chains: [chain(A, a.anvil.url), chain(C, hostileRpc.url), chain(D, `${hostileRpc.url}/redirect`)],
+      // On chain A the hostile contract also stands as the CCTP transmitter: its localDomain() reverts.
+      chains: [chain(A, a.anvil.url, { cctp: { domain: 0, token_messenger: cctpA.messenger.address, message_transmitter: hostile } }), chain(C, hostileRpc.url), chain(D, `${hostileRpc.url}/redirect`)],
       // Chain 99 has no rpc_url here (a chain reached through a remote host): not read.
       tokens: [token(A, hostile, 6, 'EVIL'), token(C, freshAddress(), 6), token(D, usdcA.address, 6), token(99, usdcA.address, 6)],
       fee_caps: [{ chain_id: 99, max_fee_per_gas_cap_wei: '1000' }],
@@ -258,7 +259,10 @@ test('hostile answers: an oversized or malformed RPC answer is unverified; a con
   assert.equal((await listRegistryChecks(db.pool, { limit: 50 })).filter((c) => c.chain_id === 99).length, 0, 'nothing recorded for a chain not read');
   assert.ok(hostileRpc.calls.includes('eth_call'));
   const drifts = await listRegistryDrifts(db.pool, { state: 'open', limit: 10 });
-  assert.deepEqual(drifts.map((d) => d.chain_id), [A, A], 'only the real chain drifts');
+  assert.deepEqual(drifts.map((d) => d.chain_id), [A, A, A, A], 'only the real chain drifts');
+  const byProperty = Object.fromEntries(drifts.map((d) => [d.property, d.observed]));
+  assert.equal(byProperty['localDomain()'], 'reverted', "a revert is the contract's own answer: drift");
+  assert.equal(byProperty['localMessageTransmitter()'], cctpA.transmitter.address, 'the messenger names its own transmitter, not the configured one');
   const symbol = drifts.find((d) => d.property === 'symbol()')!;
   assert.ok(symbol.observed.length <= 210, `cut (${symbol.observed.length} characters)`);
   assert.match(symbol.observed, /^\\u0000\\u000a\\u007f\\u001bA\\u0000/, 'control characters escaped');
