@@ -89,7 +89,7 @@ function cctpCommands(url: string, tokens: Record<'requester' | 'approver', stri
   ];
 }
 // --- end CCTP ---
-// --- Hyperliquid: Bridge2's Arbitrum One address, only an address here (a deposit runs no bridge code) ---
+// --- Hyperliquid: Bridge2's Arbitrum One address, with placeholder code here (a deposit runs no bridge code) ---
 const HYPERLIQUID_BRIDGE = '0x2df1c51e09aecf9cacb7bc98cb1742757f163df7';
 
 function hyperliquidCommands(url: string, tokens: Record<'requester' | 'approver', string>): string[] {

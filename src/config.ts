@@ -368,6 +368,13 @@ const coreFields = {
   FERRY_CEX_TRANSFER_INGEST_ENABLED: ['cexTransferIngestEnabled', bool.default(true)],
   FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: ['cexTransferIngestIntervalSeconds', seconds(300)],
   FERRY_CEX_TRANSFER_INGEST_LOOKBACK_SECONDS: ['cexTransferIngestLookbackSeconds', z.coerce.number().int().min(60).max(90 * 86_400).default(86_400)],
+  // --- Registry drift (src/actors/verify-drift.ts; docs/operations.md "Registry drift"): the lanes'
+  // on-chain baselines read every 6 hours, at most this many calls at once per chain, each lane's
+  // reads on a chain given this long before what is left counts as unverified.
+  FERRY_VERIFY_DRIFT_ENABLED: ['verifyDriftEnabled', bool.default(true)],
+  FERRY_VERIFY_DRIFT_INTERVAL_SECONDS: ['verifyDriftIntervalSeconds', seconds(21_600)],
+  FERRY_VERIFY_DRIFT_RPC_CONCURRENCY: ['verifyDriftRpcConcurrency', z.coerce.number().int().min(1).max(32).default(4)],
+  FERRY_VERIFY_DRIFT_LANE_TIMEOUT_MS: ['verifyDriftLaneTimeoutMs', z.coerce.number().int().min(50).max(300_000).default(15_000)],
 } as const;
 
 type UnionToIntersection<U> = (U extends unknown ? (k: U) => void : never) extends (k: infer I) => void ? I : never;

@@ -193,3 +193,13 @@ export const callbackStrandedRequeuedTotal = counter(
   'ferry_callback_stranded_requeued_total',
   'Overdue pending callbacks whose delivery job the stranded-callback sweep wrote again.',
 );
+
+// --- Registry drift (src/actors/verify-drift.ts; docs/operations.md "Registry drift") ----------
+
+export const registryChecksTotal = counter(
+  'ferry_registry_checks_total',
+  "On-chain facts of the lanes' configuration read by verify_drift, by lane and outcome (match, drift, unverified).",
+  ['lane', 'outcome'],
+);
+
+export const registryDriftsOpen = gauge('ferry_registry_drifts_open', 'Open registry drifts by lane (read from the database at scrape time).', ['lane']);

@@ -595,6 +595,7 @@ const fuzzBase: Record<string, BaseRequest> = {
   'PATCH /v3/operator-channels/{name}': { path: { name: 'fuzz-cfg' }, body: { rate_limit_per_minute: 5 }, safeTarget: true },
   'DELETE /v3/operator-channels/{name}': { path: { name: 'nobody-here' }, safeTarget: true },
   'GET /v3/cex-transfers': { path: {}, query: { venue: 'ex1', limit: '5' } },
+  'GET /v3/registry-drift': { path: {}, query: { lane: 'evm', state: 'all', limit: '5' } },
   'GET /v3/balances/history': { path: {}, query: { chain: 'sim', address: 'nobody', asset: 'USDC', bucket: 'hour', limit: '5' } },
   'GET /v3/template-proposals': { path: {}, query: { state: 'FINALIZED', template_key: 'shape', limit: '5' } },
   'GET /v3/template-proposals/{id}': { path: { id: finalizedProposal.id } },

@@ -63,6 +63,7 @@ const expectedOperations = [
   'get /v3/balances',
   'get /v3/balances/history',
   'get /v3/cex-transfers',
+  'get /v3/registry-drift',
   'get /v3/template-proposals',
   'get /v3/template-proposals/{id}',
   'post /v3/template-proposals/{id}/approve',

@@ -1,8 +1,8 @@
 /**
  * The CLI for what operators see and keep in /v3: `ferry notify channels ...` (operator channels,
  * admin only, the secret read from a file or standard input and never printed), `ferry
- * cex-transfers list` (exchange transfers no movement made) and `ferry attention list |
- * waiting-too-long`. Run against the API over real HTTP, in this process and as a process of its own.
+ * cex-transfers list` (exchange transfers no movement made), `ferry registry-drift list` (on-chain
+ * facts the chain contradicts) and `ferry attention list | waiting-too-long`. Run against the API over real HTTP, in this process and as a process of its own.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { newWebhookSecret } from '../src/callbacks/signing.ts';
 import { runCli } from '../src/cli/run.ts';
 import { recordForeignTransfer } from '../src/persistence/cex-transfers.ts';
 import { insertAttention } from '../src/persistence/notifications.ts';
+import { observeRegistryDrift, recordRegistryCheck, resolveRegistryDrift } from '../src/persistence/registry-drifts.ts';
 import { followUpWaitingMovements } from '../src/services/followups.ts';
 import { appForFile } from './helpers/app.ts';
 import { startCliProcess } from './helpers/cli.ts';
@@ -184,6 +185,35 @@ describe('ferry cex-transfers list', () => {
     assert.match(bad.err, /VALIDATION_FAILED/);
     const badLimit = await ferry(['cex-transfers', 'list', '--limit', '0'], 'viewer');
     assert.equal(badLimit.code, 2);
+  });
+});
+
+describe('ferry registry-drift list', () => {
+  test('lists open drifts by default, resolved or all on request, by lane; the unverified facts after them; --json gives the API answer', async () => {
+    const empty = await ferry(['registry-drift', 'list'], 'viewer');
+    assert.equal(empty.code, 0, empty.err);
+    assert.match(empty.out, /^No open registry drift\.$/m);
+    const fact = { chain_id: 1, address: '0x00000000000000000000000000000000000000aa' };
+    await observeRegistryDrift(db.pool, { ...fact, lane: 'evm', subject: 'evm.tokens[USDC]', property: 'decimals()', expected: '18', observed: '6' });
+    await observeRegistryDrift(db.pool, { ...fact, lane: 'cctp', subject: 'evm.chains[1].cctp.message_transmitter', property: 'localDomain()', expected: '7', observed: '0' });
+    await resolveRegistryDrift(db.pool, { lane: 'cctp', chain_id: 1, subject: 'evm.chains[1].cctp.message_transmitter', property: 'localDomain()' });
+    await recordRegistryCheck(db.pool, { ...fact, lane: 'usdt0', subject: 'usdt0.deployments[30101].oft', property: 'code', expected: 'code', outcome: 'unverified', observed: null, error_code: 'RPC_TIMEOUT' });
+
+    const open = await ferry(['registry-drift', 'list'], 'viewer');
+    assert.equal(open.code, 0, open.err);
+    const lines = open.out.trim().split('\n');
+    assert.match(lines[0]!, /^ID\s+LANE\s+CHAIN\s+SUBJECT\s+PROPERTY\s+EXPECTED\s+OBSERVED\s+FIRST SEEN\s+LAST SEEN\s+RESOLVED$/);
+    assert.match(lines[1]!, /^\d+\s+evm\s+1\s+evm\.tokens\[USDC\]\s+decimals\(\)\s+18\s+6\s+\S+\s+\S+\s+-$/);
+    assert.match(open.out, /^Unverified \(the chain gave no usable answer at the last check\): 1$/m);
+    assert.match(open.out, /^  usdt0 chain 1 usdt0\.deployments\[30101\]\.oft code: RPC_TIMEOUT at /m);
+    const all = await ferry(['registry-drift', 'list', '--state', 'all', '--json'], 'viewer');
+    const answer = JSON.parse(all.out);
+    assert.deepEqual(answer.drifts.map((d: any) => [d.lane, d.resolution]), [['evm', null], ['cctp', 'matched']]);
+    assert.deepEqual(answer.unverified.map((u: any) => u.error_code), ['RPC_TIMEOUT']);
+    const cctp = await ferry(['registry-drift', 'list', '--lane', 'cctp', '--state', 'resolved', '--json'], 'viewer');
+    assert.deepEqual(JSON.parse(cctp.out).drifts.map((d: any) => d.property), ['localDomain()']);
+    assert.equal((await ferry(['registry-drift', 'list', '--state', 'sideways'], 'viewer')).code, 2);
+    assert.equal((await ferry(['registry-drift', 'list', '--lane', 'No Lane'], 'viewer')).code, 2);
   });
 });
 

@@ -257,6 +257,84 @@ test('removing a lane removes its sweeps and balance fetchers', () => {
   assert.deepEqual(createBalanceFetchers(clients, withoutLanes(['evm'])).kinds(), ['sim']);
 });
 
+test('removing the evm lane removes cctp, hyperliquid and usdt0 too (they require it): sections, executors, sweeps, baselines, templates, docs links', async (t) => {
+  const dependents = ['cctp', 'hyperliquid', 'usdt0'];
+  // The dependency is the lanes' own declaration (`requires`), not a list kept elsewhere.
+  for (const name of dependents) assert.deepEqual(laneNamed(name)!.requires, ['evm'], `${name} requires evm`);
+  const list = withoutLanes(['evm']);
+  assert.deepEqual(names(list), ['sim', 'cex']);
+  const gone = ['evm', ...dependents];
+  const text = `
+evm:
+  chains:
+    - chain_id: 31337
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+      cctp:
+        domain: 0
+        token_messenger: "0x0000000000000000000000000000000000000001"
+        message_transmitter: "0x0000000000000000000000000000000000000002"
+    - chain_id: 31338
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+  tokens:
+    - chain_id: 31337
+      symbol: USDC
+      address: "0x0000000000000000000000000000000000000003"
+      decimals: 6
+    - chain_id: 31337
+      symbol: USDT0
+      address: "0x0000000000000000000000000000000000000004"
+      decimals: 6
+    - chain_id: 31338
+      symbol: USDT0
+      address: "0x0000000000000000000000000000000000000005"
+      decimals: 6
+hyperliquid:
+  chain_id: 31337
+  bridge: "0x2df1c51e09aecf9cacb7bc98cb1742757f163df7"
+  info_url: http://127.0.0.1:9/info
+usdt0:
+  deployments:
+    - chain_id: 31337
+      eid: 30101
+      oft: "0x0000000000000000000000000000000000000006"
+    - chain_id: 31338
+      eid: 30110
+      oft: "0x0000000000000000000000000000000000000007"
+`;
+  // Config: every one of their sections is an unknown entry without them.
+  assert.equal(parseConfigFile(text).ok, true);
+  for (const section of gone) assert.ok(!(section in configFileSchema(list).shape), `no ${section} section`);
+  for (const section of ['hyperliquid', 'usdt0']) {
+    const only = text.slice(text.indexOf(`${section}:`)).split(/\n(?=[a-z])/)[0]!;
+    assert.equal(parseConfigFile(`${only}\n`, configFileSchema(list)).ok, false, `a ${section} section is refused`);
+  }
+  assert.equal(parseConfigFile(text, configFileSchema(list)).ok, false);
+  // Executors: with the full list all four lanes register theirs; without evm, none of them.
+  const db = await scratchDatabase(t as never);
+  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
+  t.after(() => providerPool.end());
+  const full = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text) }), { env: {}, log });
+  const without = await configuredRegistries(providerPool, loadConfig({}, list), { env: {}, log, lanes: list });
+  for (const name of gone) {
+    const keys = laneNamed(name)!.executorKeys;
+    if (name !== 'evm') assert.ok(keys.some((k) => full.executors.has(k)), `${name} registers executors with the full list`);
+    for (const key of keys) assert.ok(!without.executors.has(key), `no ${key} without the evm lane`);
+    assert.ok(!(name in without.lanes));
+  }
+  // Sweeps, registry baselines, templates, docs links.
+  assert.ok(!sweepDefinitionsOf(list).some((d) => d.name === 'evm_nonce_reaper'));
+  const file = loadConfig({ FERRY_CONFIG_FILE: configFile(text) }).file as unknown as Record<string, unknown>;
+  const baselineLanes = (l: readonly LaneDefinition[]) => [...new Set(l.flatMap((lane) => (lane.registryBaselines?.(file).length ? [lane.name] : [])))];
+  assert.deepEqual(baselineLanes(lanes), ['evm', 'cctp', 'hyperliquid', 'usdt0']);
+  assert.deepEqual(baselineLanes(list), []);
+  const templates = list.flatMap((l) => l.templates.map((x) => x.key));
+  for (const key of ['usdc.transfer', 'cctp_bridge', 'hyperliquid_topup', 'usdt0_send']) assert.ok(!templates.includes(key), `no ${key} template`);
+  const index = laneIndex(list);
+  for (const name of gone) assert.ok(!index.includes(laneNamed(name)!.docs), `no ${name} docs link`);
+});
+
 test('removing a lane removes its docs link from the index; the README holds the index of the list', () => {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   const [start, end] = LANE_INDEX_MARKS;

@@ -181,6 +181,15 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, pass a man
   assert.equal(await usdcOf(ready.receiving_wallet), 0n, 'the receiving wallet was swept');
   assert.equal(exchangeHotBefore - (await usdcOf(ready.exchange.hot_wallet)), 40_000_000n, 'the exchange paid 40 USDC on chain');
 
+  // verify_drift's start run read every lane's registry baselines on the sandbox's chains: the
+  // configuration the sandbox wrote agrees with its contracts (no drift, nothing unverified).
+  const drift = await waitFor('the first verify_drift run', async () => {
+    const r = await api(ready.url, ready.tokens.admin, 'GET', '/v3/registry-drift?state=all');
+    return r.body.last_checked_at ? r.body : null;
+  }, 60_000);
+  assert.deepEqual(drift.drifts, [], JSON.stringify(drift.drifts));
+  assert.deepEqual(drift.unverified, []);
+
   assert.equal(await stopChild(sandbox, 'SIGTERM'), 0, 'the sandbox stops cleanly');
   await assert.rejects(chain.getBlockNumber(), 'the chain is stopped');
   await assert.rejects(fetch(`${ready.url}/healthz`), 'Ferry is stopped');

@@ -39,6 +39,7 @@ const INTERVALS: Record<string, number> = {
   standing_orders: 2,
   balance_history_rollup: 2,
   cex_transfer_ingest: 2,
+  verify_drift: 2,
 };
 
 const ENV = {
@@ -64,6 +65,7 @@ const ENV = {
   // On only with venues; an account the configuration lacks is reported in each run's result.
   FERRY_CEX_TRANSFER_INGEST_VENUES: 'no-such-account',
   FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: String(INTERVALS.cex_transfer_ingest),
+  FERRY_VERIFY_DRIFT_INTERVAL_SECONDS: String(INTERVALS.verify_drift),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

@@ -54,6 +54,8 @@ const env = (extra: Record<string, string> = {}) =>
     // On only with venues; an account the configuration lacks is reported in each run's result.
     FERRY_CEX_TRANSFER_INGEST_VENUES: 'no-such-account',
     FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: '2',
+    // On by default (every 6 hours); no lane declares a baseline here, so each run reads nothing.
+    FERRY_VERIFY_DRIFT_INTERVAL_SECONDS: '2',
     ...extra,
   });
 

@@ -61,6 +61,8 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
     '/v3/movements/{}/resolutions/{}/confirm',
     // A pending movement's approve (with the plan hash on screen) and reject.
     '/v3/movements/{}/{}',
+    // Registry drift (verify_drift).
+    '/v3/registry-drift',
     // Standing orders: the list, one order with its runs and history, and its approve, pause and resume.
     '/v3/standing-orders',
     '/v3/standing-orders/{}',

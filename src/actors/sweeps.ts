@@ -32,6 +32,7 @@ import { runNotificationDispatcher } from './notification-dispatcher.ts';
 import { followUpWaitingMovements } from '../services/followups.ts';
 import { runBalanceHistoryRollup } from '../balances/rollup.ts';
 import { runCexTransferIngest } from './cex-transfer-ingest.ts';
+import { runVerifyDrift } from './verify-drift.ts';
 
 /**
  * Sweeps: the periodic, batch-shaped workers (approval expiry, executor health, audit promotion,
@@ -333,10 +334,28 @@ const sweepTable: SweepEntry[] = [
   },
 ];
 
+/**
+ * verify_drift (src/actors/verify-drift.ts; docs/operations.md "Registry drift"): the on-chain
+ * baselines the lanes of the list declare, read and compared with the configuration.
+ */
+function verifyDriftSweep(list: LaneList): SweepEntry {
+  return {
+    name: 'verify_drift',
+    summary: "reads the lanes' registry baselines on each chain (token decimals and symbols, CCTP contracts, OFT peers, bridge code) and records drift from the configuration",
+    variables: { enabled: 'FERRY_VERIFY_DRIFT_ENABLED', interval: 'FERRY_VERIFY_DRIFT_INTERVAL_SECONDS', budget: 'FERRY_VERIFY_DRIFT_LANE_TIMEOUT_MS' },
+    // Its budget is each lane's time on a chain (the run takes about that long at most), not the run's.
+    settings: (c) => ({ enabled: c.verifyDriftEnabled, intervalSeconds: c.verifyDriftIntervalSeconds, batchSize: null, maxRunMs: c.verifyDriftLaneTimeoutMs }),
+    async run(deps, s) {
+      const r = await runVerifyDrift({ pool: deps.pool, config: deps.config, log: deps.log, lanes: list }, { concurrency: deps.config.verifyDriftRpcConcurrency, laneTimeoutMs: s.maxRunMs });
+      return { items: r.checked, budget_exhausted: false, ...r };
+    },
+  };
+}
+
 /** The sweeps of a list of lanes (each lane's own, src/executors/<lane>/lane.ts) after Ferry's. */
 export function sweepDefinitionsOf(list: LaneList): SweepDefinition[] {
   const laneSweeps: SweepEntry[] = list.flatMap((lane) => lane.sweeps.map((s) => ({ ...s, variables: s.variables as SweepVariables })));
-  return [...sweepTable, ...laneSweeps].map(sweepDefinition);
+  return [...sweepTable, verifyDriftSweep(list), ...laneSweeps].map(sweepDefinition);
 }
 
 export const sweepDefinitions: readonly SweepDefinition[] = sweepDefinitionsOf(allLanes);

@@ -1,9 +1,10 @@
 /**
  * What operators see in /v3 about money and movements that need them, from the command line:
  * `ferry attention list` (attention events and their notifications), `ferry attention
- * waiting-too-long` (capital_transfer_followup's list) and `ferry cex-transfers list` (exchange
- * transfers no movement made, recorded by cex_transfer_ingest). Clients of a running Ferry's API,
- * read-only (permission read).
+ * waiting-too-long` (capital_transfer_followup's list), `ferry cex-transfers list` (exchange
+ * transfers no movement made, recorded by cex_transfer_ingest) and `ferry registry-drift list`
+ * (on-chain facts of the lanes' configuration that the chain contradicts, recorded by verify_drift).
+ * Clients of a running Ferry's API, read-only (permission read).
  */
 import { UsageError, type CliCommand, type CliContext } from './command.ts';
 import { printList } from './format.ts';
@@ -79,4 +80,28 @@ const cexTransfers: CliCommand = {
   },
 };
 
-export const attentionCommands: CliCommand[] = [attentionList, waitingTooLong, cexTransfers];
+const registryDrift: CliCommand = {
+  path: ['registry-drift', 'list'],
+  summary: "on-chain facts of the lanes' configuration that the chain contradicts (verify_drift), open first; then the facts left unverified",
+  usage: `[--lane LANE] [--state open|resolved|all] [--limit N] ${API_USAGE}`,
+  options: { ...apiOptions, lane: { type: 'string' }, state: { type: 'string' }, limit: { type: 'string' } },
+  async run(ctx) {
+    const lane = ctx.option('lane');
+    if (lane !== undefined && !/^[a-z][a-z0-9_]{0,39}$/.test(lane)) throw new UsageError('--lane must name a lane such as evm or cctp');
+    const state = ctx.option('state');
+    if (state !== undefined && !['open', 'resolved', 'all'].includes(state)) throw new UsageError('--state must be open, resolved or all');
+    const answer = await callApi(await apiTarget(ctx), 'GET', `/v3/registry-drift${query({ lane, state, limit: limitOf(ctx, 500) })}`);
+    printList(ctx, answer.drifts, {
+      empty: state === 'resolved' ? 'No resolved registry drift.' : state === 'all' ? 'No registry drift.' : 'No open registry drift.',
+      columns: ['ID', 'LANE', 'CHAIN', 'SUBJECT', 'PROPERTY', 'EXPECTED', 'OBSERVED', 'FIRST SEEN', 'LAST SEEN', 'RESOLVED'],
+      row: (d: any) => [String(d.id), d.lane, String(d.chain_id), d.subject, d.property, d.expected, d.observed, d.first_seen, d.last_seen, d.resolved_at ? `${d.resolved_at} (${d.resolution})` : '-'],
+      json: answer,
+    });
+    if (!ctx.flag('json') && answer.unverified.length > 0) {
+      ctx.out(`\nUnverified (the chain gave no usable answer at the last check): ${answer.unverified.length}`);
+      for (const u of answer.unverified) ctx.out(`  ${u.lane} chain ${u.chain_id} ${u.subject} ${u.property}: ${u.error_code} at ${u.checked_at}`);
+    }
+  },
+};
+
+export const attentionCommands: CliCommand[] = [attentionList, waitingTooLong, cexTransfers, registryDrift];

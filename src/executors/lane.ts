@@ -59,6 +59,25 @@ export interface LaneObserveInterval {
   setBy: string;
 }
 
+/**
+ * One on-chain fact a lane's configuration asserts (verify_drift, src/actors/verify-drift.ts): at
+ * `address` on `chainId`, either there is contract code, or a view function answers `expected`.
+ * Declared from the configuration file alone (no I/O); the sweep reads them on the chain.
+ */
+export interface RegistryBaseline {
+  chainId: number;
+  /** What is checked, stable across runs: `evm.tokens[USDC]`, `evm.chains[31337].cctp.message_transmitter`. */
+  subject: string;
+  address: string;
+  /** `code`: the address holds contract code; else a view call. */
+  property: 'code' | { name: string; signature: string; args?: readonly unknown[] };
+  /**
+   * What the configuration says, in the sweep's words: `code` for a code check; a call's answer as a
+   * decimal string (numbers), the text (strings) or lowercase 0x hex (addresses, bytes).
+   */
+  expected: string;
+}
+
 export interface LaneDefinition<Env extends Record<string, ConfigField> = Record<string, ConfigField>, Sections extends Record<string, z.ZodType> = Record<string, z.ZodType>> {
   /** The lane's name: `executor.lane` of its executors, the folder under src/executors/. */
   name: string;
@@ -103,4 +122,6 @@ export interface LaneDefinition<Env extends Record<string, ConfigField> = Record
   /** Its balance fetchers over the process's chain clients (src/balances/). */
   balanceFetchers?(clients: EvmChainClients): BalanceFetcher[];
   templates: readonly LaneTemplate[];
+  /** The on-chain facts its configuration asserts, checked by verify_drift; unset: none. */
+  registryBaselines?(file: Readonly<Record<string, unknown>>): RegistryBaseline[];
 }

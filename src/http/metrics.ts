@@ -13,6 +13,7 @@
 import { Hono } from 'hono';
 import { movementStates } from '../machines/movement-machine.ts';
 import { nodeStates } from '../machines/node-machine.ts';
+import { lanes } from '../executors/lanes.ts';
 import {
   BALANCE_GAUGE_LIMIT,
   balanceAgeSeconds,
@@ -21,10 +22,12 @@ import {
   nodesByState,
   registry,
   movementsByState,
+  registryDriftsOpen,
 } from '../metrics.ts';
 import { balanceGaugeRows } from '../persistence/balances.ts';
 import type { Pool } from '../persistence/db.ts';
 import { nodeCountsByState, movementCountsByState, type StateCount } from '../persistence/inspection.ts';
+import { openRegistryDriftCounts } from '../persistence/registry-drifts.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
@@ -60,9 +63,18 @@ async function refreshBalanceGauges(pool: Pool): Promise<void> {
 }
 
 export async function refreshStateGauges(pool: Pool): Promise<void> {
-  const [requests, nodes] = await Promise.all([movementCountsByState(pool), nodeCountsByState(pool), refreshBalanceGauges(pool)]);
+  const [requests, nodes, drifts] = await Promise.all([
+    movementCountsByState(pool),
+    nodeCountsByState(pool),
+    openRegistryDriftCounts(pool),
+    refreshBalanceGauges(pool),
+  ]);
   fill(movementsByState, movementStates, requests);
   fill(nodesByState, nodeStates, nodes);
+  // Every lane that declares baselines has a series, zero included.
+  const open = new Map(drifts.map((d) => [d.lane, d.count]));
+  registryDriftsOpen.reset();
+  for (const lane of new Set([...lanes.filter((l) => l.registryBaselines).map((l) => l.name), ...open.keys()])) registryDriftsOpen.set({ lane }, open.get(lane) ?? 0);
 }
 
 export function metricsRoutes(deps: { pool: Pool; authThrottle?: AuthThrottle }): Hono<AuthEnv> {

@@ -79,6 +79,19 @@ export const evmLane: LaneDefinition<typeof evmVariables, { evm: typeof EvmSecti
       },
     },
   ],
+  // Each listed token: a contract, with the configured decimals (when given) and symbol.
+  registryBaselines(file) {
+    const tokens = ((file.evm ?? {}) as { tokens?: Array<{ chain_id: number; symbol: string; address: string; decimals?: number }> }).tokens ?? [];
+    return tokens.flatMap((t) => {
+      const subject = `evm.tokens[${t.symbol}]`;
+      const at = { chainId: t.chain_id, subject, address: t.address };
+      return [
+        { ...at, property: 'code' as const, expected: 'code' },
+        ...(t.decimals === undefined ? [] : [{ ...at, property: { name: 'decimals()', signature: 'function decimals() view returns (uint8)' }, expected: String(t.decimals) }]),
+        { ...at, property: { name: 'symbol()', signature: 'function symbol() view returns (string)' }, expected: t.symbol },
+      ];
+    });
+  },
   balanceFetchers: (clients) => [new EvmNativeBalanceFetcher(clients), new Erc20BalanceFetcher(clients)],
   templates: [{ key: 'usdc.transfer', summary: 'send USDC from a hot wallet, then wait for finality (sandbox)' }],
 };

@@ -20,5 +20,10 @@ export const hyperliquidLane: LaneDefinition<Record<never, never>, { hyperliquid
     return registerHyperliquidLane(ctx.config.file, evm?.lane ?? null, ctx.executors, { log: ctx.log, nonces: evm?.nonces ?? null });
   },
   sweeps: [],
+  // Bridge2 is a contract on its chain.
+  registryBaselines(file) {
+    const hl = (file.hyperliquid ?? null) as { chain_id: number; bridge: string } | null;
+    return hl ? [{ chainId: hl.chain_id, subject: 'hyperliquid.bridge', address: hl.bridge, property: 'code' as const, expected: 'code' }] : [];
+  },
   templates: [{ key: 'hyperliquid_topup', summary: 'deposit USDC to Hyperliquid through Bridge2, then wait for the credit (sandbox)' }],
 };

@@ -444,8 +444,11 @@ const waiting = { timer: null };
 function startWaiting() {
   stopWaiting();
   void refreshWaiting().catch(() => {});
+  void refreshRegistryDrift().catch(() => {});
   waiting.timer = setInterval(() => {
-    if (!document.hidden) void refreshWaiting().catch(() => {});
+    if (document.hidden) return;
+    void refreshWaiting().catch(() => {});
+    void refreshRegistryDrift().catch(() => {});
   }, BALANCES_REFRESH_MS);
 }
 
@@ -467,6 +470,31 @@ async function refreshWaiting() {
       el('td', {}, new Date(w.waiting_since).toLocaleString()));
     tr.addEventListener('click', () => { location.hash = `#/movements/${w.movement_id}`; });
     body.append(tr);
+  }
+}
+
+// Registry drift (GET /v3/registry-drift, the verify_drift sidecar): on-chain facts of the lanes'
+// configuration that the chain contradicts (a token's decimals, a CCTP domain, an OFT peer, a
+// bridge without code), and how many facts the last check could not verify. Shown only when there
+// are any. Every value is set as text: what a chain answered is never markup.
+
+async function refreshRegistryDrift() {
+  const { drifts, unverified } = await api('/v3/registry-drift?limit=50');
+  $('drift-panel').hidden = drifts.length === 0 && unverified.length === 0;
+  $('drift-note').textContent = `- ${drifts.length} open${unverified.length ? `, ${unverified.length} unverified` : ''}`;
+  const body = $('drift').querySelector('tbody');
+  body.replaceChildren();
+  for (const d of drifts) {
+    body.append(el('tr', { class: 'stale', title: `${d.lane} lane, chain ${d.chain_id}, ${d.address}\nfirst seen ${new Date(d.first_seen).toLocaleString()}, last seen ${new Date(d.last_seen).toLocaleString()}` },
+      el('td', { class: 'wallet' }, `${d.subject} ${d.property}`, el('div', { class: 'chain' }, `chain ${d.chain_id}`)),
+      el('td', {}, d.expected),
+      el('td', {}, d.observed)));
+  }
+  for (const u of unverified) {
+    body.append(el('tr', { title: `${u.lane} lane, chain ${u.chain_id}, ${u.address}\nchecked ${new Date(u.checked_at).toLocaleString()}` },
+      el('td', { class: 'wallet' }, `${u.subject} ${u.property}`, el('div', { class: 'chain' }, `chain ${u.chain_id}`)),
+      el('td', {}, u.expected),
+      el('td', { class: 'hint' }, `unverified: ${u.error_code}`)));
   }
 }
 

@@ -14,6 +14,7 @@ import { policyRoutes } from './policy.ts';
 import { standingOrderRoutes } from './standing-orders.ts';
 import { principalRoutes } from './principals.ts';
 import { registryRoutes } from './registry.ts';
+import { registryDriftRoutes } from './registry-drift.ts';
 import { templateRoutes } from './templates.ts';
 import { templateProposalRoutes } from './template-proposals.ts';
 import { refuseUnstorableText } from './text-guard.ts';
@@ -43,6 +44,8 @@ export function v3Routes(deps: V3Deps) {
   app.route('/', balanceRoutes(ctx, deps.balanceSources));
   // Exchange transfers no movement made (cex_transfer_ingest).
   app.route('/', cexTransferRoutes(ctx));
+  // On-chain facts of the lanes' configuration that the chain contradicts (verify_drift).
+  app.route('/', registryDriftRoutes(ctx));
   app.route('/', templateProposalRoutes(ctx));
   // The treasury policy: address book, rule set, their proposals (docs/policy.md).
   app.route('/', policyRoutes(ctx));

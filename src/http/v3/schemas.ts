@@ -778,6 +778,51 @@ export const CexTransferSchema = z
 
 export const CexTransferListSchema = z.object({ transfers: z.array(CexTransferSchema) }).openapi('CexTransferList');
 
+// Registry drift (GET /v3/registry-drift, the verify_drift sidecar)
+
+export const RegistryDriftListQuery = z.object({
+  lane: z.string().regex(/^[a-z][a-z0-9_]{0,39}$/, 'a lane name').optional().openapi({ description: 'Only this lane (src/executors/lanes.ts)' }),
+  state: z.enum(['open', 'resolved', 'all']).default('open').openapi({ description: 'Open drifts (the default), resolved ones, or both' }),
+  limit: pageLimit(500, 100),
+});
+
+const registryFact = {
+  lane: z.string().openapi({ description: 'The lane whose configuration asserts the fact' }),
+  chain_id: z.number().int(),
+  subject: z.string().openapi({ description: 'What is checked, as the configuration names it: evm.tokens[USDC], evm.chains[1].cctp.message_transmitter' }),
+  property: z.string().openapi({ description: 'Which of its facts: code, decimals(), symbol(), localDomain(), peers(30110)' }),
+  address: z.string().openapi({ description: 'The contract address read' }),
+  expected: z.string().openapi({ description: 'What the configuration says (code: the address holds contract code)' }),
+};
+
+export const RegistryDriftSchema = z
+  .object({
+    id: z.number().int(),
+    ...registryFact,
+    observed: z.string().openapi({ description: 'What the chain answered (none: no code; reverted; empty). Text is cut and its control characters escaped' }),
+    first_seen: isoTime,
+    last_seen: isoTime,
+    resolved_at: isoTime.nullable(),
+    resolution: z.enum(['matched', 'unconfigured']).nullable().openapi({ description: 'matched: the chain agrees again; unconfigured: nothing asserts it any more' }),
+  })
+  .openapi('RegistryDrift');
+
+export const RegistryUnverifiedSchema = z
+  .object({
+    ...registryFact,
+    error_code: z.string().openapi({ description: 'Why the chain gave no usable answer: RPC_TIMEOUT, RPC_UNREACHABLE, RPC_ERROR, RPC_HTTP_<status>, RPC_ANSWER_TOO_LARGE, RPC_ANSWER_MALFORMED' }),
+    checked_at: isoTime,
+  })
+  .openapi('RegistryUnverified');
+
+export const RegistryDriftListSchema = z
+  .object({
+    drifts: z.array(RegistryDriftSchema).openapi({ description: 'Open first, then by last sighting, newest first' }),
+    unverified: z.array(RegistryUnverifiedSchema).openapi({ description: 'Facts whose latest check got no usable answer (neither drift nor agreement)' }),
+    last_checked_at: isoTime.nullable().openapi({ description: 'The latest check of any fact; null before the first run' }),
+  })
+  .openapi('RegistryDriftList');
+
 // ---------------------------------------------------------------------------------------------
 // Template proposals (/v3/template-proposals; POST /v3/templates answers 202 with one)
 
