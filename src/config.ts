@@ -226,7 +226,7 @@ const coreFields = {
   FERRY_RECONCILIATION_RECHECK_SECONDS: ['reconciliationRecheckSeconds', seconds(3_600)],
   FERRY_RECONCILIATION_EVIDENCE_BATCH_SIZE: ['reconciliationEvidenceBatchSize', count(20)],
   FERRY_RECONCILIATION_AUTO_REPAIR: ['reconciliationAutoRepair', bool.default(false)],
-  // Movements placed on the pg-boss queue ferry-movement-requests by other systems (src/actors/movement-queue.ts).
+  // Movements placed on the pg-boss queue ferry-movement-requests by other systems (src/queue/movement-queue.ts).
   FERRY_MOVEMENT_QUEUE_ENABLED: ['movementQueueEnabled', bool.default(true)],
   FERRY_MOVEMENT_QUEUE_CONCURRENCY: ['movementQueueConcurrency', count(2)],
   // Balance snapshots (src/balances/): the optional sidecar that records wallet balances per chain.
@@ -361,14 +361,14 @@ const coreFields = {
   FERRY_BALANCE_HISTORY_MAX_RUN_MS: ['balanceHistoryMaxRunMs', z.coerce.number().int().min(0).default(20_000)],
   FERRY_BALANCE_HISTORY_HOURLY_RETENTION_DAYS: ['balanceHistoryHourlyRetentionDays', count(30)],
   FERRY_BALANCE_HISTORY_DAILY_RETENTION_DAYS: ['balanceHistoryDailyRetentionDays', count(400)],
-  // --- Exchange transfers no movement made (src/actors/cex-transfer-ingest.ts; docs/operations.md "Exchange transfers").
+  // --- Exchange transfers no movement made (src/sweeps/cex-transfer-ingest.ts; docs/operations.md "Exchange transfers").
   // The CEX account keys (cex.accounts[].key) whose deposit and withdrawal history is read; empty: off.
   FERRY_CEX_TRANSFER_INGEST_VENUES: ['cexTransferIngestVenues', z.string().transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)).default([])],
   // A switch beside the list (the sweep table names one per sweep); the sidecar runs only with venues listed.
   FERRY_CEX_TRANSFER_INGEST_ENABLED: ['cexTransferIngestEnabled', bool.default(true)],
   FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: ['cexTransferIngestIntervalSeconds', seconds(300)],
   FERRY_CEX_TRANSFER_INGEST_LOOKBACK_SECONDS: ['cexTransferIngestLookbackSeconds', z.coerce.number().int().min(60).max(90 * 86_400).default(86_400)],
-  // --- Registry drift (src/actors/verify-drift.ts; docs/operations.md "Registry drift"): the lanes'
+  // --- Registry drift (src/sweeps/verify-drift.ts; docs/operations.md "Registry drift"): the lanes'
   // on-chain baselines read every 6 hours, at most this many calls at once per chain, each lane's
   // reads on a chain given this long before what is left counts as unverified.
   FERRY_VERIFY_DRIFT_ENABLED: ['verifyDriftEnabled', bool.default(true)],

@@ -106,7 +106,7 @@ export const errorStatus = {
   /** The standing order is past its expiry. */
   STANDING_ORDER_EXPIRED: 409,
 
-  // Queued movement orders (src/actors/movement-queue.ts): never an HTTP answer, the reason of a
+  // Queued movement orders (src/queue/movement-queue.ts): never an HTTP answer, the reason of a
   // dead-lettered order.
   /** The order is not signed by a usable queue credential of the principal it names. */
   QUEUE_ORDER_UNAUTHENTICATED: 401,

@@ -120,7 +120,7 @@ export const reconciliationTotal = counter(
   ['result'],
 );
 
-// Reconciliation with provider evidence (src/actors/provider-reconciliation.ts).
+// Reconciliation with provider evidence (src/sweeps/provider-reconciliation.ts).
 export const providerReconciledTotal = counter(
   'ferry_reconciliation_provider_checks_total',
   "Settled nodes whose provider was asked about their attempt, by result (consistent, drift, no_answer).",
@@ -194,7 +194,7 @@ export const callbackStrandedRequeuedTotal = counter(
   'Overdue pending callbacks whose delivery job the stranded-callback sweep wrote again.',
 );
 
-// --- Registry drift (src/actors/verify-drift.ts; docs/operations.md "Registry drift") ----------
+// --- Registry drift (src/sweeps/verify-drift.ts; docs/operations.md "Registry drift") ----------
 
 export const registryChecksTotal = counter(
   'ferry_registry_checks_total',

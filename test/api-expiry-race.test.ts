@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { expirePendingMovements } from '../src/actors/expiry.ts';
+import { expirePendingMovements } from '../src/sweeps/expiry.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { appForFile } from './helpers/app.ts';
 import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';

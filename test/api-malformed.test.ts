@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
+import { refreshRegistryHealth } from '../src/sweeps/executor-health.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { loadConfig } from '../src/config.ts';
 import { LOOPBACK_NETWORKS } from './helpers/destinations.ts';

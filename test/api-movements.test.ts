@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
 import { after, describe, test } from 'node:test';
-import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
+import { refreshRegistryHealth } from '../src/sweeps/executor-health.ts';
 import { readCallbackHeaders, verifyCallback } from '../src/callbacks/signing.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';

@@ -102,7 +102,7 @@ test('plan/ and policy/ are pure: no database, network, file or process access',
 });
 
 test('persistence/ calls no machine and no provider: it knows machine state names and types, nothing else of them', () => {
-  const upper = ['actors', 'services', 'http', 'cli', 'executors', 'callbacks', 'balances', 'hosts', 'demo'];
+  const upper = ['actors', 'sweeps', 'queue', 'services', 'http', 'cli', 'executors', 'callbacks', 'balances', 'hosts', 'demo'];
   const bad = inFolders(['persistence']).filter(
     (i) => !i.typeOnly && (intoFolders(i, upper) || (intoFolders(i, ['machines']) && !i.names.every((n) => i.typeNames.includes(n) || /States$/.test(n)))),
   );
@@ -114,13 +114,13 @@ test("executors/ answer and never write Ferry's tables: from persistence only th
   // transactions; infra-errors.ts classifies database faults; an audit entry's shape is a type.
   const laneOwned = new Set(['persistence/db.ts', 'persistence/sim-ledger.ts', 'persistence/evm-nonces.ts', 'persistence/infra-errors.ts']);
   // A lane definition (<lane>/lane.ts) names the sweeps it brings; a sweep writes Ferry's tables, so
-  // it lives in actors/ and the definition loads it when it runs.
-  const sweepOfLane = (i: Import) => /^executors\/[a-z0-9]+\/lane\.ts$/.test(i.file) && intoFolders(i, ['actors']);
+  // it lives in sweeps/ and the definition loads it when it runs.
+  const sweepOfLane = (i: Import) => /^executors\/[a-z0-9]+\/lane\.ts$/.test(i.file) && intoFolders(i, ['sweeps']);
   const bad = inFolders(['executors']).filter(
     (i) =>
       !i.typeOnly &&
       !sweepOfLane(i) &&
-      (intoFolders(i, ['actors', 'services', 'http', 'cli', 'callbacks', 'hosts']) || (intoFolders(i, ['persistence']) && !laneOwned.has(i.target))),
+      (intoFolders(i, ['actors', 'sweeps', 'queue', 'services', 'http', 'cli', 'callbacks', 'hosts']) || (intoFolders(i, ['persistence']) && !laneOwned.has(i.target))),
   );
   assert.deepEqual(show(bad), []);
 });
@@ -132,15 +132,25 @@ test('http/ and cli/ open no transaction and write no rows: they call services',
 });
 
 test("hosts/ serve a remote executor or signer and never reach Ferry's database", () => {
-  const bad = inFolders(['hosts']).filter((i) => !i.typeOnly && (intoFolders(i, ['persistence', 'services', 'actors', 'http', 'cli']) || i.target === 'pg'));
+  const bad = inFolders(['hosts']).filter((i) => !i.typeOnly && (intoFolders(i, ['persistence', 'services', 'actors', 'sweeps', 'queue', 'http', 'cli']) || i.target === 'pg'));
   assert.deepEqual(show(bad), []);
 });
 
 test('nothing below the entry points imports them, and nothing in src/ imports test/ or scripts/', () => {
-  const below = ['machines', 'plan', 'policy', 'persistence', 'services', 'actors', 'executors', 'callbacks', 'balances'];
+  const below = ['machines', 'plan', 'policy', 'persistence', 'services', 'actors', 'sweeps', 'executors', 'callbacks', 'balances'];
   const bad = inFolders(below).filter((i) => !i.typeOnly && (intoFolders(i, ['http', 'cli']) || i.target === 'hono' || i.target.startsWith('@hono/')));
   assert.deepEqual(show(bad), []);
   assert.deepEqual(show(all.filter((i) => i.outside)), []);
+});
+
+test('actors/ holds the runtime and its actors: of sweeps/ and the queue consumer, only the runtime imports them (it starts them); nothing below the entry points imports queue/', () => {
+  const intoSweepsOrQueue = inFolders(['actors']).filter((i) => !i.typeOnly && intoFolders(i, ['sweeps', 'queue']) && i.file !== 'actors/runtime.ts');
+  assert.deepEqual(show(intoSweepsOrQueue), []);
+  const below = ['machines', 'plan', 'policy', 'persistence', 'services', 'sweeps', 'executors', 'callbacks', 'balances'];
+  assert.deepEqual(show(inFolders(below).filter((i) => !i.typeOnly && intoFolders(i, ['queue']))), []);
+  // The rule sees something: the runtime does start both.
+  assert.ok(all.some((i) => i.file === 'actors/runtime.ts' && i.target === 'sweeps/sweeps.ts'));
+  assert.ok(all.some((i) => i.file === 'actors/runtime.ts' && i.target === 'queue/movement-queue.ts'));
 });
 
 test("every folder of src/ has its row in design.md's \"Where code lives\"", () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
-import { promoteAudit } from '../src/actors/audit-promoter.ts';
+import { promoteAudit } from '../src/sweeps/audit-promoter.ts';
 import { FerryError } from '../src/errors.ts';
 import {
   GENESIS_HASH,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pino from 'pino';
-import { findSweep } from '../src/actors/sweeps.ts';
+import { findSweep } from '../src/sweeps/sweeps.ts';
 import { BalanceFetcherRegistry, SimBalanceFetcher, type BalanceFetcher } from '../src/balances/fetchers.ts';
 import { runBalanceHistoryRollup } from '../src/balances/rollup.ts';
 import type { BalanceSweepDeps } from '../src/balances/sweep.ts';

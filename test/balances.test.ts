@@ -4,7 +4,7 @@ import pino from 'pino';
 import { getAddress, type Address, type Hex } from 'viem';
 import { PGBOSS_SCHEMA } from '../src/persistence/pgboss-jobs.ts';
 import { startRuntime } from '../src/actors/runtime.ts';
-import { sweepQueue } from '../src/actors/sweeps.ts';
+import { sweepQueue } from '../src/sweeps/sweeps.ts';
 import { runsSince } from '../src/persistence/sweep-jobs.ts';
 import { createBalanceSnapshotDeps, runBalanceSnapshotSweep, type BalanceSweepDeps } from '../src/balances/sweep.ts';
 import { buildWatchPlan, evmChainKey } from '../src/balances/watch.ts';

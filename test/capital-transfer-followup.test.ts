@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { runNotificationDispatcher } from '../src/actors/notification-dispatcher.ts';
-import { findSweep } from '../src/actors/sweeps.ts';
+import { runNotificationDispatcher } from '../src/sweeps/notification-dispatcher.ts';
+import { findSweep } from '../src/sweeps/sweeps.ts';
 import { loadConfig } from '../src/config.ts';
 import { callbacksForMovement } from '../src/persistence/callbacks.ts';
 import { listAttention } from '../src/persistence/notifications.ts';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { sweepDefinitions, sweepQueue } from '../src/actors/sweeps.ts';
+import { sweepDefinitions, sweepQueue } from '../src/sweeps/sweeps.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { browserAvailable, browserFixture, openBrowser } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';

@@ -8,7 +8,7 @@ import { ConfigError, loadConfig } from '../src/config.ts';
 import { createChainClient } from '../src/executors/evm/chains.ts';
 import { EVM_ERC20_TRANSFER_KEY, EVM_NATIVE_TRANSFER_KEY, EvmNativeTransferExecutor } from '../src/executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
-import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
+import { refreshRegistryHealth } from '../src/sweeps/executor-health.ts';
 import { listExecutors } from '../src/persistence/registry.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { createToken } from '../src/persistence/tokens.ts';

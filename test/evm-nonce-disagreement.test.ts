@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import pino from 'pino';
 import { createPublicClient, http, type PublicClient } from 'viem';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
-import { runEvmNonceReaper } from '../src/actors/evm-nonce-reaper.ts';
+import { runEvmNonceReaper } from '../src/sweeps/evm-nonce-reaper.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { createEvmLane, EvmNonceManager } from '../src/executors/evm/index.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
-import { runEvmNonceReaper } from '../src/actors/evm-nonce-reaper.ts';
+import { runEvmNonceReaper } from '../src/sweeps/evm-nonce-reaper.ts';
 import { deliverMovementEvent } from '../src/actors/transition.ts';
 import { createEvmLane, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';

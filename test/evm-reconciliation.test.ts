@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { keccak256, type Hex, type PublicClient } from 'viem';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
-import { reconcileWithProviders } from '../src/actors/provider-reconciliation.ts';
+import { reconcileWithProviders } from '../src/sweeps/provider-reconciliation.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
 import { createEvmLane, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import type { ExecutionContext, Executor } from '../src/executors/protocol.ts';

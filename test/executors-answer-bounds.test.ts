@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { dispatchUntilIdle } from './helpers/runtime.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
-import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
+import { refreshRegistryHealth } from '../src/sweeps/executor-health.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
 import { listExecutors } from '../src/persistence/registry.ts';

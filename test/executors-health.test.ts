@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { generatePrivateKey } from 'viem/accounts';
-import { refreshRegistryHealth } from '../src/actors/executor-health.ts';
+import { refreshRegistryHealth } from '../src/sweeps/executor-health.ts';
 import { NotFoundError, ValidationError } from '../src/errors.ts';
 import { LocalExecutorAdapter } from '../src/executors/local-adapter.ts';
 import type { Signer } from '../src/executors/protocol.ts';

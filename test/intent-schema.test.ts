@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { consumeMovementRequest, ensureMovementQueues } from '../src/actors/movement-queue.ts';
+import { consumeMovementRequest, ensureMovementQueues } from '../src/queue/movement-queue.ts';
 import { planNodeFields } from '../src/plan/compile.ts';
 import { compileOptionsOf } from '../src/services/movements.ts';
 import { compilePlan, compiledPlanHash, graphHash } from '../src/plan/compile.ts';

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import { recoveryArms } from '../src/actors/recovery.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
-import { sweepDefinitionsOf, sweepDefinitions } from '../src/actors/sweeps.ts';
+import { sweepDefinitionsOf, sweepDefinitions } from '../src/sweeps/sweeps.ts';
 import { createBalanceFetchers, EvmChainClients } from '../src/balances/fetchers.ts';
 import { ConfigError, configVariables, laneVariables, loadConfig } from '../src/config.ts';
 import { configFileSchema, parseConfigFile } from '../src/config-file.ts';
@@ -475,14 +475,14 @@ test('outside the lane folders only the list registers or configures a lane: no 
   // checks (docs/signing.md), the CCTP burn's ABI in that effect, and the nonce reaper's helpers (the
   // EVM lane's sweep, whose code writes through the machines and so lives in src/actors/).
   const allowed = new Set([
-    'src/actors/evm-nonce-reaper.ts -> src/executors/evm/fee-bump.ts',
-    'src/actors/evm-nonce-reaper.ts -> src/executors/evm/rpc-errors.ts',
-    'src/actors/evm-nonce-reaper.ts -> src/executors/evm/signed-tx.ts',
-    'src/actors/evm-nonce-reaper.ts -> src/executors/evm/tx-lifecycle.ts',
+    'src/sweeps/evm-nonce-reaper.ts -> src/executors/evm/fee-bump.ts',
+    'src/sweeps/evm-nonce-reaper.ts -> src/executors/evm/rpc-errors.ts',
+    'src/sweeps/evm-nonce-reaper.ts -> src/executors/evm/signed-tx.ts',
+    'src/sweeps/evm-nonce-reaper.ts -> src/executors/evm/tx-lifecycle.ts',
     // cex_transfer_ingest reads the exchange accounts' history through the CEX lane's client; it
     // writes Ferry's tables, so it lives in src/actors/ (executors/ may not), and runs only with
     // FERRY_CEX_TRANSFER_INGEST_VENUES naming accounts of the cex section.
-    'src/actors/cex-transfer-ingest.ts -> src/executors/cex/client.ts',
+    'src/sweeps/cex-transfer-ingest.ts -> src/executors/cex/client.ts',
     'src/services/movements.ts -> src/executors/evm/expected-effect.ts',
     'src/http/effect.ts -> src/executors/cctp/message.ts',
     'src/http/effect.ts -> src/executors/evm/expected-effect.ts',

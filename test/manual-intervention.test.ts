@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { reconcileWithProviders } from '../src/actors/provider-reconciliation.ts';
+import { reconcileWithProviders } from '../src/sweeps/provider-reconciliation.ts';
 import { callbacksForMovement } from '../src/persistence/callbacks.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';
 import { FAST_WORKERS } from './helpers/app.ts';

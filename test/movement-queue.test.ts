@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { consumeMovementRequest, MOVEMENT_QUEUE, MOVEMENT_QUEUE_DLQ, sendMovementRequest } from '../src/actors/movement-queue.ts';
+import { consumeMovementRequest, MOVEMENT_QUEUE, MOVEMENT_QUEUE_DLQ, sendMovementRequest } from '../src/queue/movement-queue.ts';
 import { createPool, withTransaction } from '../src/persistence/db.ts';
 import { saveTemplate } from '../src/persistence/templates.ts';
 import { createToken } from '../src/persistence/tokens.ts';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import pino from 'pino';
 import { Webhook } from 'standardwebhooks';
-import { runNotificationDispatcher } from '../src/actors/notification-dispatcher.ts';
+import { runNotificationDispatcher } from '../src/sweeps/notification-dispatcher.ts';
 import { newWebhookSecret } from '../src/callbacks/signing.ts';
 import { deliveriesOf, insertAttention } from '../src/persistence/notifications.ts';
 import { appForFile } from './helpers/app.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { reconcileWithProviders } from '../src/actors/provider-reconciliation.ts';
+import { reconcileWithProviders } from '../src/sweeps/provider-reconciliation.ts';
 import { confirmResolution, listResolutions, proposeResolution } from '../src/services/resolutions.ts';
 import { listDrifts } from '../src/persistence/reconciliation-drifts.ts';
 import { transitionsOfEntity } from '../src/persistence/movements.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { reconcileBatch } from '../src/actors/reconciliation.ts';
+import { reconcileBatch } from '../src/sweeps/reconciliation.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { approvedMovement, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';
 

@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { startBoss, stopBoss } from '../src/actors/boss.ts';
 import { createCallbackQueue, sweepStrandedCallbacks } from '../src/actors/callback-delivery.ts';
-import { expirePendingMovements } from '../src/actors/expiry.ts';
-import { reconcileBatch } from '../src/actors/reconciliation.ts';
-import { sweepDefinitions } from '../src/actors/sweeps.ts';
+import { expirePendingMovements } from '../src/sweeps/expiry.ts';
+import { reconcileBatch } from '../src/sweeps/reconciliation.ts';
+import { sweepDefinitions } from '../src/sweeps/sweeps.ts';
 import {
   approveProposal,
   expireDueProposals,

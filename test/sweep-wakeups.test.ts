@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { startBoss, stopBoss } from '../src/actors/boss.ts';
-import { requestSweepRun, startSweeps, sweepPollingSeconds, sweepSchedule, type SweepDefinition, type SweepDeps, type SweepWorkers } from '../src/actors/sweeps.ts';
+import { requestSweepRun, startSweeps, sweepPollingSeconds, sweepSchedule, type SweepDefinition, type SweepDeps, type SweepWorkers } from '../src/sweeps/sweeps.ts';
 import { Wakeups } from '../src/actors/wakeups.ts';
 import { loadConfig } from '../src/config.ts';
 import { log } from '../src/log.ts';

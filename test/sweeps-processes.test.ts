@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { PGBOSS_SCHEMA } from '../src/persistence/pgboss-jobs.ts';
-import { sweepDefinitions, sweepQueue } from '../src/actors/sweeps.ts';
+import { sweepDefinitions, sweepQueue } from '../src/sweeps/sweeps.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp, type FerryApp } from '../src/http/app.ts';
 import { runsSince, type SweepJobRow } from '../src/persistence/sweep-jobs.ts';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { PGBOSS_SCHEMA } from '../src/persistence/pgboss-jobs.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
-import { requestSweepRun, sweepDefinitions, sweepQueue, sweepSchedule } from '../src/actors/sweeps.ts';
+import { requestSweepRun, sweepDefinitions, sweepQueue, sweepSchedule } from '../src/sweeps/sweeps.ts';
 import { runCli } from '../src/cli/run.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp, type FerryApp } from '../src/http/app.ts';

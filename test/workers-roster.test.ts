@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { after, test } from 'node:test';
 import { runLoop } from '../src/actors/loop-runner.ts';
-import { sweepDefinitions } from '../src/actors/sweeps.ts';
+import { sweepDefinitions } from '../src/sweeps/sweeps.ts';
 import { redactSecrets, WorkerRoster } from '../src/actors/worker-roster.ts';
 import { log } from '../src/log.ts';
 import { createToken } from '../src/persistence/tokens.ts';

@@ -10,7 +10,7 @@ import { schemaExists } from '../persistence/roles.ts';
  * version; upgrade the two together.
  */
 
-/** Ferry's queue names. The sweeps' queues (ferry-sweep-NAME) come from src/actors/sweeps.ts. */
+/** Ferry's queue names. The sweeps' queues (ferry-sweep-NAME) come from src/sweeps/sweeps.ts. */
 export const QUEUES = {
   callbacks: 'ferry-callbacks',
   callbacksDeadLetter: 'ferry-callbacks-dlq',

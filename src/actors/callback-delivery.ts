@@ -278,7 +278,7 @@ export interface CallbackDelivery {
 
 /**
  * Registers the delivery worker on this process's pg-boss. The stranded-callback safety net is a
- * sweep of its own (callback_stranded_sweep in src/actors/sweeps.ts).
+ * sweep of its own (callback_stranded_sweep in src/sweeps/sweeps.ts).
  */
 export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions): Promise<CallbackDelivery> {
   const log = (opts.log ?? rootLog).child({ component: 'callback-delivery' });

@@ -24,11 +24,11 @@ import type { WorkerDeps } from './execution.ts';
 import { GroupWriter } from './group-writer.ts';
 import { LeaseHolder } from './lease-holder.ts';
 import { Waker, type LoopSpec } from './loop-runner.ts';
-import { startMovementQueue, type MovementQueueConsumer } from './movement-queue.ts';
+import { startMovementQueue, type MovementQueueConsumer } from '../queue/movement-queue.ts';
 import { observeBatch } from './observer.ts';
 import { recoverBatch } from './recovery.ts';
 import { superviseWorkers, type Supervision } from './supervisor.ts';
-import { startSweeps, sweepDefinitions, type SweepWorkers } from './sweeps.ts';
+import { startSweeps, sweepDefinitions, type SweepWorkers } from '../sweeps/sweeps.ts';
 import { configSecrets, WorkerRoster, type RosterEntry } from './worker-roster.ts';
 import { Wakeups } from './wakeups.ts';
 

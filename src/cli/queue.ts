@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { ZodError } from 'zod';
-import type { MovementRequestMessage } from '../actors/movement-queue.ts';
+import type { MovementRequestMessage } from '../queue/movement-queue.ts';
 import type { QueueCredentialInfo } from '../services/queue-credentials.ts';
 import { CliError, NAME_OR_ID, nameOrId, UsageError, type CliCommand, type CliContext } from './command.ts';
 import { refuseInexactNumbers } from './json-number.ts';
@@ -17,7 +17,7 @@ import { operatorName } from './operator.ts';
 
 // The queue consumer and the credential service (pg-boss, the services, the plan compiler) load in
 // the commands that use them, never for `ferry --help` or another command.
-const queueModule = () => import('../actors/movement-queue.ts');
+const queueModule = () => import('../queue/movement-queue.ts');
 const credentials = () => import('../services/queue-credentials.ts');
 
 async function queueKey(ctx: CliContext): Promise<string> {

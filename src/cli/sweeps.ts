@@ -9,7 +9,7 @@ import { operatorName } from './operator.ts';
  * sweep table, and `ferry --help` or an API command should not wait for it.
  */
 async function loadSweeps() {
-  const [sweeps, database] = await Promise.all([import('../actors/sweeps.ts'), import('./database.ts')]);
+  const [sweeps, database] = await Promise.all([import('../sweeps/sweeps.ts'), import('./database.ts')]);
   return { ...sweeps, withBoss: database.withBoss };
 }
 

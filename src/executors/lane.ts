@@ -29,12 +29,12 @@ export interface LaneContext {
   lanes: Readonly<Record<string, unknown>>;
 }
 
-/** A sweep a lane brings: a row of the sweep table (src/actors/sweeps.ts), named by variables of the lane's own. */
+/** A sweep a lane brings: a row of the sweep table (src/sweeps/sweeps.ts), named by variables of the lane's own. */
 export interface LaneSweep {
   name: string;
   summary: string;
   variables: { enabled: string; interval: string; batchSize?: string; budget?: string };
-  /** deps: the sweep's deps (src/actors/sweeps.ts, SweepDeps); `deps.lanes[<name>]` is what this lane's register() returned. */
+  /** deps: the sweep's deps (src/sweeps/sweeps.ts, SweepDeps); `deps.lanes[<name>]` is what this lane's register() returned. */
   run(deps: LaneSweepDeps, settings: { batchSize: number | null; maxRunMs: number }): Promise<{ items: number; budget_exhausted: boolean; [detail: string]: unknown }>;
 }
 
@@ -60,7 +60,7 @@ export interface LaneObserveInterval {
 }
 
 /**
- * One on-chain fact a lane's configuration asserts (verify_drift, src/actors/verify-drift.ts): at
+ * One on-chain fact a lane's configuration asserts (verify_drift, src/sweeps/verify-drift.ts): at
  * `address` on `chainId`, either there is contract code, or a view function answers `expected`.
  * Declared from the configuration file alone (no I/O); the sweep reads them on the chain.
  */

@@ -11,7 +11,7 @@ import { assign, setup, transition as xstateTransition } from 'xstate';
  *
  * A row the channel's deduplication window covers is written 'suppressed' and never moves. Which
  * rows are due, and how many a channel's rate limit lets through, is the dispatcher's choice
- * (src/actors/notification-dispatcher.ts), not lifecycle.
+ * (src/sweeps/notification-dispatcher.ts), not lifecycle.
  */
 
 export const NOTIFICATION_MACHINE_ID = 'ferry.notification_delivery';

@@ -3,7 +3,7 @@ import { reviveNode } from './group-commit.ts';
 import type { NodeRow } from './movements.ts';
 
 /**
- * Reconciliation with provider evidence (src/actors/provider-reconciliation.ts): which settled
+ * Reconciliation with provider evidence (src/sweeps/provider-reconciliation.ts): which settled
  * nodes to ask about, and what was found. Reading candidates takes no lock: the provider is asked
  * with no transaction open, and a repair re-checks the node under its lock through the machine.
  */

@@ -1,7 +1,7 @@
 import type { Queryable } from './db.ts';
 
 /**
- * Registry drift (migration 0420, src/actors/verify-drift.ts): the latest answer for every on-chain
+ * Registry drift (migration 0420, src/sweeps/verify-drift.ts): the latest answer for every on-chain
  * fact a lane's configuration asserts (registry_checks), and the episodes in which the chain
  * contradicted it (registry_drifts). A fact is named by (lane, chain_id, subject, property).
  */

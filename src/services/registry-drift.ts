@@ -13,7 +13,7 @@ import {
 /**
  * Registry drift's writes (docs/operations.md "Registry drift"), one transaction each with its audit
  * event: an answer of the chain about one fact a lane's configuration asserts, and the facts nothing
- * asserts any more. The verify_drift sidecar (src/actors/verify-drift.ts) reads the chains and calls
+ * asserts any more. The verify_drift sidecar (src/sweeps/verify-drift.ts) reads the chains and calls
  * these; no transaction is open while a chain is asked.
  */
 

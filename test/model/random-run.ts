@@ -25,7 +25,7 @@ import type { ChildProcess } from 'node:child_process';
 import { erc20Abi, type Address, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { prng } from '../../scripts/lib/prng.ts';
-import { reconcileMovement } from '../../src/actors/reconciliation.ts';
+import { reconcileMovement } from '../../src/sweeps/reconciliation.ts';
 import { deliverMovementEvent } from '../../src/actors/transition.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../../src/executors/evm/index.ts';
 import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';

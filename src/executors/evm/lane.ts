@@ -54,7 +54,7 @@ export const evmLane: LaneDefinition<typeof evmVariables, { evm: typeof EvmSecti
         // A wallet whose signer this process lacks is skipped and left to a process that has it.
         const state = (deps.lanes?.evm ?? null) as EvmLaneState | null;
         if (!state) return { items: 0, budget_exhausted: false, skipped: 'no EVM lane in this process' };
-        const { runEvmNonceReaper } = await import('../../actors/evm-nonce-reaper.ts');
+        const { runEvmNonceReaper } = await import('../../sweeps/evm-nonce-reaper.ts');
         const r = await runEvmNonceReaper(
           {
             nonces: state.nonces,

@@ -13,7 +13,7 @@ import { checkOftSend } from '../usdt0/oft.ts';
  */
 
 export const SIGNER_POLICY_VIOLATION = 'SIGNER_POLICY_VIOLATION';
-/** The signing intent action of the nonce reaper's gap filler (src/actors/evm-nonce-reaper.ts). */
+/** The signing intent action of the nonce reaper's gap filler (src/sweeps/evm-nonce-reaper.ts). */
 export const EVM_NONCE_FILL_ACTION = 'evm_nonce_fill';
 
 /** Who a signer serves, from its configuration entry (evm.signers[]). */

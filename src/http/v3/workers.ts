@@ -1,4 +1,4 @@
-import { sweepStatuses } from '../../actors/sweeps.ts';
+import { sweepStatuses } from '../../sweeps/sweeps.ts';
 import { listHeartbeats, type HeartbeatRow } from '../../persistence/heartbeats.ts';
 import { leasesByOwner } from '../../persistence/leases.ts';
 import { resourceApp, type V3Context } from './context.ts';

@@ -6,7 +6,7 @@ import { log as rootLog, type Logger } from '../log.ts';
 import { movementQueueMessagesTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { principalActor } from '../persistence/principals.ts';
-import { ensureQueue, type QueueDefinition } from './boss.ts';
+import { ensureQueue, type QueueDefinition } from '../actors/boss.ts';
 import { createInputOf, createMovement, type MovementServiceDeps } from '../services/movements.ts';
 import { unauthenticatedOrder, verifyMovementOrder } from '../services/queue-credentials.ts';
 

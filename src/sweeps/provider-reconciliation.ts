@@ -11,8 +11,8 @@ import {
   recordDrift,
   type DriftClass,
 } from '../persistence/reconciliation-drifts.ts';
-import { askProvider, contextFor, errorOutcome, errorText, nowIso, type WorkerDeps } from './execution.ts';
-import { deliverBatch, type MovementItem } from './transition.ts';
+import { askProvider, contextFor, errorOutcome, errorText, nowIso, type WorkerDeps } from '../actors/execution.ts';
+import { deliverBatch, type MovementItem } from '../actors/transition.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**

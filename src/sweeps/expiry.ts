@@ -2,9 +2,9 @@ import { approvalExpiryTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { claimForExpiry, expiredCandidates } from '../persistence/claims.ts';
 import { withTransaction } from '../persistence/db.ts';
-import type { WorkerDeps } from './execution.ts';
-import { nowIso } from './execution.ts';
-import { deliverMovementEvent } from './transition.ts';
+import type { WorkerDeps } from '../actors/execution.ts';
+import { nowIso } from '../actors/execution.ts';
+import { deliverMovementEvent } from '../actors/transition.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**

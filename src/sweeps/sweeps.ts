@@ -19,9 +19,9 @@ import { runBalanceSnapshotSweep, type BalanceSweepDeps } from '../balances/swee
 import { lanes as allLanes, type LaneList } from '../executors/lanes.ts';
 import { promoteAuditRun } from './audit-promoter.ts';
 import { PGBOSS_SCHEMA } from '../persistence/pgboss-jobs.ts';
-import { ensureQueue, type QueueDefinition } from './boss.ts';
-import { sweepStrandedCallbacks } from './callback-delivery.ts';
-import type { WorkerDeps } from './execution.ts';
+import { ensureQueue, type QueueDefinition } from '../actors/boss.ts';
+import { sweepStrandedCallbacks } from '../actors/callback-delivery.ts';
+import type { WorkerDeps } from '../actors/execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingMovements } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
@@ -252,7 +252,7 @@ const sweepTable: SweepEntry[] = [
       return { items: r.folded, budget_exhausted: r.budgetExhausted, folded: r.folded, deleted_buckets: r.deleted };
     },
   },
-  // --- Exchange transfers no movement made (src/actors/cex-transfer-ingest.ts; docs/operations.md "Exchange transfers").
+  // --- Exchange transfers no movement made (src/sweeps/cex-transfer-ingest.ts; docs/operations.md "Exchange transfers").
   {
     name: 'cex_transfer_ingest',
     summary: 'records deposits and withdrawals on the listed exchange accounts that no movement made',
@@ -293,7 +293,7 @@ const sweepTable: SweepEntry[] = [
       return { items: r.done, budget_exhausted: r.budgetExhausted, finalized: r.done, skipped: r.skipped };
     },
   },
-  // --- Operator notifications (src/actors/notification-dispatcher.ts; docs/operations.md "Operator notifications").
+  // --- Operator notifications (src/sweeps/notification-dispatcher.ts; docs/operations.md "Operator notifications").
   {
     name: 'notification_dispatcher',
     summary: 'records attention events and sends them to the operator channels (signed webhook, Slack-style)',
@@ -335,7 +335,7 @@ const sweepTable: SweepEntry[] = [
 ];
 
 /**
- * verify_drift (src/actors/verify-drift.ts; docs/operations.md "Registry drift"): the on-chain
+ * verify_drift (src/sweeps/verify-drift.ts; docs/operations.md "Registry drift"): the on-chain
  * baselines the lanes of the list declare, read and compared with the configuration.
  */
 function verifyDriftSweep(list: LaneList): SweepEntry {
