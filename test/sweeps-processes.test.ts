@@ -39,6 +39,7 @@ const INTERVALS: Record<string, number> = {
   standing_orders: 2,
   balance_history_rollup: 2,
   cex_transfer_ingest: 2,
+  ccip_stranded_reaper: 2,
 };
 
 const ENV = {
@@ -64,6 +65,8 @@ const ENV = {
   // On only with venues; an account the configuration lacks is reported in each run's result.
   FERRY_CEX_TRANSFER_INGEST_VENUES: 'no-such-account',
   FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: String(INTERVALS.cex_transfer_ingest),
+  // Without a ccip section each run reports it skipped.
+  FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS: String(INTERVALS.ccip_stranded_reaper),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

@@ -1,5 +1,12 @@
 import { z } from 'zod';
-import { ADDRESS } from '../../config-schemas.ts';
+import { ADDRESS, bool, count, seconds, type ConfigField } from '../../config-schemas.ts';
+
+/** Environment variable name -> config key, with its schema: the stranded-send reaper (docs/ccip-lane.md, "Stranded sends"). */
+export const ccipVariables = {
+  FERRY_CCIP_STRANDED_REAPER_ENABLED: ['ccipStrandedReaperEnabled', bool.default(true)],
+  FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS: ['ccipStrandedReaperIntervalSeconds', seconds(300)],
+  FERRY_CCIP_STRANDED_REAPER_BATCH_SIZE: ['ccipStrandedReaperBatchSize', count(50)],
+} as const satisfies Record<string, ConfigField>;
 
 /**
  * The CCIP lane's configuration (docs/ccip-lane.md): the `ccip` section of the configuration file.
