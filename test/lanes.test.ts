@@ -56,16 +56,17 @@ test('the list names each lane folder once, in an order where a lane comes after
     .map((e) => e.name)
     .sort();
   assert.deepEqual([...names(lanes)].sort(), folders, 'every folder with a lane.ts is in the list, and nothing else');
-  assert.deepEqual(names(lanes), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0']);
+  assert.deepEqual(names(lanes), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0', 'ccip']);
   lanes.forEach((lane, i) => {
     for (const r of lane.requires ?? []) assert.ok(names(lanes.slice(0, i)).includes(r), `${lane.name} requires ${r}, listed before it`);
     assert.ok(existsSync(join(root, lane.docs.split('#')[0]!)), `${lane.name}'s docs page ${lane.docs} exists`);
   });
   // A lane whose requirement is removed goes with it.
   assert.deepEqual(names(withoutLanes(['evm'])), ['sim', 'cex']);
-  assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp', 'hyperliquid', 'usdt0']);
-  assert.deepEqual(names(withoutLanes(['hyperliquid'])), ['sim', 'evm', 'cex', 'cctp', 'usdt0']);
-  assert.deepEqual(names(withoutLanes(['usdt0'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid']);
+  assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp', 'hyperliquid', 'usdt0', 'ccip']);
+  assert.deepEqual(names(withoutLanes(['hyperliquid'])), ['sim', 'evm', 'cex', 'cctp', 'usdt0', 'ccip']);
+  assert.deepEqual(names(withoutLanes(['usdt0'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'ccip']);
+  assert.deepEqual(names(withoutLanes(['ccip'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0']);
 });
 
 test("removing cctp removes its section and the field it owns in the EVM lane's chain entries", () => {
@@ -169,6 +170,54 @@ usdt0:
   assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes('usdt0_send'), 'nor its template');
 });
 
+test('removing ccip removes its section, its executors and its template; without the EVM lane it is not listed either', async (t) => {
+  const text = `
+evm:
+  chains:
+    - chain_id: 31337
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+    - chain_id: 31338
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+  tokens:
+    - chain_id: 31337
+      symbol: USDC
+      address: "0x0000000000000000000000000000000000000001"
+      decimals: 6
+    - chain_id: 31338
+      symbol: USDC
+      address: "0x0000000000000000000000000000000000000002"
+      decimals: 6
+ccip:
+  tokens: [USDC]
+  chains:
+    - chain_id: 31337
+      selector: "5009297550715157269"
+      router: "0x0000000000000000000000000000000000000003"
+    - chain_id: 31338
+      selector: "4949039107694359620"
+      router: "0x0000000000000000000000000000000000000004"
+      off_ramp: "0x0000000000000000000000000000000000000005"
+`;
+  assert.equal(parseConfigFile(text).ok, true);
+  assert.equal(parseConfigFile(text, configFileSchema(withoutLanes(['ccip']))).ok, false, 'its section is an unknown entry without the lane');
+  assert.ok(!names(withoutLanes(['evm'])).includes('ccip'));
+  const db = await scratchDatabase(t as never);
+  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
+  t.after(() => providerPool.end());
+  const full = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text) }), { env: {}, log });
+  for (const key of laneNamed('ccip')!.executorKeys) {
+    assert.ok(full.executors.has(key), `${key} with the ccip lane`);
+    assert.equal(full.executors.get(key as never).lane, 'ccip');
+  }
+  const list = withoutLanes(['ccip']);
+  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.replace(/ccip:\n[\s\S]*$/, '')) }, list), { env: {}, log, lanes: list });
+  for (const key of laneNamed('ccip')!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
+  assert.ok(!laneIndex(list).includes('docs/ccip-lane.md'));
+  assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes('ccip_send'), 'nor its template');
+});
+
 test('removing cex from the list removes its config section: a file with one is refused, and nothing reads it', () => {
   const list = withoutLanes(['cex']);
   const path = configFile(CEX_FILE);
@@ -182,8 +231,8 @@ test('removing cex from the list removes its config section: a file with one is 
   const without = loadConfig({}, list);
   assert.ok(!('cex' in without.file), 'no cex section in the config object');
   assert.ok('evm' in without.file && 'sim' in without.file);
-  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['cctp', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
-  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['cctp', 'cex', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
+  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['ccip', 'cctp', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
+  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['ccip', 'cctp', 'cex', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
 });
 
 test("removing evm removes its variables and file section; the loader's own checks then read no evm section", () => {
@@ -247,7 +296,9 @@ test('removing a lane removes its sweeps and balance fetchers', () => {
   assert.ok(all.includes('evm_nonce_reaper'));
   assert.deepEqual(sweepDefinitionsOf(withoutLanes(['cex'])).map((d) => d.name), all, 'the cex lane has no sweep');
   const withoutEvm = sweepDefinitionsOf(withoutLanes(['evm'])).map((d) => d.name);
-  assert.deepEqual(withoutEvm, all.filter((n) => n !== 'evm_nonce_reaper'));
+  // Without the EVM lane the CCIP lane goes too, and its stranded-send reaper with it.
+  assert.deepEqual(withoutEvm, all.filter((n) => n !== 'evm_nonce_reaper' && n !== 'ccip_stranded_reaper'));
+  assert.deepEqual(sweepDefinitionsOf(withoutLanes(['ccip'])).map((d) => d.name), all.filter((n) => n !== 'ccip_stranded_reaper'));
   // The reaper's settings are its lane's variables.
   const reaper = sweepDefinitions.find((d) => d.name === 'evm_nonce_reaper')!;
   assert.deepEqual(reaper.settings(loadConfig({ FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '7', FERRY_EVM_NONCE_REAPER_ENABLED: 'false' })), { enabled: false, intervalSeconds: 7, batchSize: 20, maxRunMs: 20_000 });
@@ -489,6 +540,8 @@ test('outside the lane folders only the list registers or configures a lane: no 
     'src/executors/sign-request.ts -> src/executors/evm/expected-effect.ts',
     // The USDT0 lane's OFT send: the signer decodes it whole (its SendParam, fee and refund) against the effect.
     'src/executors/signers/evm-policy.ts -> src/executors/usdt0/oft.ts',
+    // The CCIP lane's ccipSend: the signer decodes it whole (its message and the value it pays) against the effect.
+    'src/executors/signers/evm-policy.ts -> src/executors/ccip/router.ts',
   ]);
   assert.deepEqual(known.filter((k) => !allowed.has(k)), [], 'a new use of a lane module outside its folder');
 });

@@ -209,6 +209,40 @@ export function usdt0SendTemplate(opts: { templateKey?: string; sourceChainId: n
   };
 }
 // --- end USDT0 lane ---
+// --- CCIP lane ---
+/**
+ * `ccip_send`: a token from the hot wallet on one chain to intent.destination.address on another,
+ * through Chainlink CCIP (getFee, then ccipSend with exactly the quoted fee in native coin, at most
+ * `maxFeeWei`, re-quoted right before the broadcast), then wait until the destination OffRamp shows
+ * the message executed (docs/ccip-lane.md). No data and gas limit 0: tokens only, no receiver call.
+ */
+export function ccipSendTemplate(opts: { templateKey?: string; sourceChainId: number; destinationChainId: number; signerKey: string; maxFeeWei: string; token?: string; decimals?: number }): Record<string, unknown> {
+  const token = opts.token ?? 'USDC';
+  return {
+    template_key: opts.templateKey ?? 'ccip_send',
+    description: 'CCIP: a ccipSend on the source chain, then its execution on the destination chain, found by the messageId.',
+    nodes: [
+      {
+        node_key: 'send',
+        node_kind: 'action',
+        action_type: 'ccip_send',
+        executor_binding: 'exec.ccip.send',
+        signer_binding: { signer_key: opts.signerKey, chain_id: opts.sourceChainId },
+        config: { token, destination_chain_id: opts.destinationChainId, max_fee_wei: opts.maxFeeWei },
+      },
+      {
+        node_key: 'delivery',
+        node_kind: 'observe',
+        action_type: 'ccip_delivery',
+        executor_binding: 'exec.observe.ccip_delivery',
+        config: {},
+      },
+    ],
+    edges: [{ from: 'send', to: 'delivery' }],
+    intent_schema: tokenIntentSchema(token, opts.decimals ?? 6, { destination: true }),
+  };
+}
+// --- end CCIP lane ---
 export const CEX_TO_CHAIN_TEMPLATE_KEY = 'cex_to_chain';
 
 export interface CexToChainTemplateOptions {

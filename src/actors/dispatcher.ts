@@ -432,7 +432,7 @@ async function submitOne(deps: WorkerDeps, s: ToSubmit): Promise<NodeItem | null
   const attempt = ctx.attempt_no;
   if (executor.preSubmitCheck) {
     try {
-      await executor.preSubmitCheck(ctx);
+      await executor.preSubmitCheck(ctx, prepared);
     } catch (err) {
       if (err instanceof TemporaryMovementError) {
         return item(d, { type: 'PRE_SUBMIT_CHECK_DEFERRED', errorCode: 'PRE_SUBMIT_CHECK_TEMPORARY_ERROR', errorDetail: errorText(err), retryAt: retryAt(err) });

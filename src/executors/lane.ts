@@ -39,6 +39,8 @@ export interface LaneSweep {
 }
 
 export interface LaneSweepDeps {
+  /** Ferry's runtime pool (a sweep that records attention writes through src/persistence/ with it). */
+  pool: Pool;
   config: FerryConfig;
   log: Logger;
   lanes?: Readonly<Record<string, unknown>>;

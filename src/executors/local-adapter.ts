@@ -26,7 +26,7 @@ export interface ExecutorHandler {
   cancel?(ctx: ExecutionContext): MaybePromise<ExecutionResultInput>;
   health?(): MaybePromise<Record<string, unknown> | null>;
   close?(): MaybePromise<void>;
-  preSubmitCheck?(ctx: ExecutionContext): MaybePromise<void>;
+  preSubmitCheck?(ctx: ExecutionContext, prepared?: PreparedAction): MaybePromise<void>;
 }
 
 export interface LocalExecutorOptions {
@@ -47,7 +47,7 @@ export class LocalExecutorAdapter implements Executor {
   readonly lane: string;
   readonly health?: () => Promise<Record<string, unknown> | null>;
   readonly cancel?: (ctx: ExecutionContext) => Promise<ExecutionResult>;
-  readonly preSubmitCheck?: (ctx: ExecutionContext) => Promise<void>;
+  readonly preSubmitCheck?: (ctx: ExecutionContext, prepared?: PreparedAction) => Promise<void>;
   readonly #handler: ExecutorHandler;
 
   constructor(opts: LocalExecutorOptions) {
@@ -57,7 +57,7 @@ export class LocalExecutorAdapter implements Executor {
     this.#handler = handler;
     if (handler.health) this.health = async () => (await handler.health!()) ?? null;
     if (handler.cancel) this.cancel = async (ctx) => this.#result('cancel', await handler.cancel!(ctx));
-    if (handler.preSubmitCheck) this.preSubmitCheck = async (ctx) => void (await handler.preSubmitCheck!(ctx));
+    if (handler.preSubmitCheck) this.preSubmitCheck = async (ctx, prepared) => void (await handler.preSubmitCheck!(ctx, prepared));
   }
 
   async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {

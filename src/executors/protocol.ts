@@ -240,6 +240,25 @@ export const ExpectedEffectSchema = z.object({
     })
     .optional(),
   /**
+   * A Chainlink CCIP `ccipSend` (the CCIP lane, ccip/router.ts): the destination selector (and its
+   * chain), the receiver (abi-encoded), the one token amount, the data, the extraArgs, the fee token
+   * (native: the zero address) and the cap of the fee, which is the value sent (the Router keeps all
+   * of it). `to` is the Router, `asset` the token, `amount_base_units` the amount.
+   */
+  ccip_send: z
+    .object({
+      dest_chain_selector: z.string().regex(/^[0-9]{1,20}$/),
+      destination_chain_id: z.number().int().positive(),
+      receiver: z.string().regex(/^0x[0-9a-f]{64}$/),
+      token: evmAddress,
+      amount: baseUnits,
+      data: z.string().regex(/^0x([0-9a-f]{2})*$/),
+      fee_token: evmAddress,
+      extra_args: z.string().regex(/^0x([0-9a-f]{2})*$/),
+      max_fee_wei: baseUnits,
+    })
+    .optional(),
+  /**
    * Typed data (EIP-712) the plan approved instead of a transaction: the primary type, the exact
    * domain (every field it has, none other), how far ahead its deadline may be, and the nonce when
    * the plan pins one. With `token_method` 'permit': an EIP-2612 permit on the token `asset` for the
@@ -432,7 +451,7 @@ export interface Executor {
   cancel?(ctx: ExecutionContext): Promise<ExecutionResult>;
   close?(): Promise<void>;
   /** Last gate before submit(); TemporaryMovementError defers the node, anything else fails it. */
-  preSubmitCheck?(ctx: ExecutionContext): Promise<void>;
+  preSubmitCheck?(ctx: ExecutionContext, prepared?: PreparedAction): Promise<void>;
   /**
    * Checks that need the approved plan beyond this node (the CCTP burn's caller alignment with
    * its mint). Called before preflight; a result ends dispatch as a preflight result does.

@@ -17,8 +17,9 @@ export function effectConfigOf(config: Pick<FerryConfig, 'file'> & Partial<Pick<
   fallbackFeeCapWei?: string;
   hyperliquid?: ConfigFile['hyperliquid'];
   usdt0?: ConfigFile['usdt0'];
+  ccip?: ConfigFile['ccip'];
 } {
-  return { evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid, usdt0: config.file.usdt0 };
+  return { evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid, usdt0: config.file.usdt0, ccip: config.file.ccip };
 }
 
 /**
@@ -43,6 +44,8 @@ export function buildSignRequest(input: {
   hyperliquid?: ConfigFile['hyperliquid'];
   /** Ferry's `config.file.usdt0`: the OFT deployments of a USDT0 send (see deriveExpectedEffect). */
   usdt0?: ConfigFile['usdt0'];
+  /** Ferry's `config.file.ccip`: the Routers and tokens of a CCIP send (see deriveExpectedEffect). */
+  ccip?: ConfigFile['ccip'];
   /** For a replacement: the attempt's original version, from Ferry's own records (see ReplacedVersionSchema). */
   replaces?: ReplacedVersion;
   /** For an operator's cancel: the attempt's original version, from Ferry's own records (see SignRequestSchema.cancels). */
@@ -51,7 +54,7 @@ export function buildSignRequest(input: {
   const { ctx, prepared } = input;
   const destination = ctx.intent.destination;
   const pinned = ctx.expected_effect === undefined && ctx.expected_effect_unavailable === undefined ? null : { effect: ctx.expected_effect ?? null, unavailable: ctx.expected_effect_unavailable ?? null };
-  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei, hyperliquid: input.hyperliquid, usdt0: input.usdt0 });
+  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei, hyperliquid: input.hyperliquid, usdt0: input.usdt0, ccip: input.ccip });
   if (!derived.ok && derived.changed !== undefined) {
     throw violation(EFFECT_CHANGED_RULE, `node ${ctx.node_key} is not signed: ${derived.reason}; its pinned effect rules, and it no longer matches Ferry's configuration`, {
       actual: derived.changed,

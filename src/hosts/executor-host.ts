@@ -105,7 +105,7 @@ export function executorHostApp(opts: ExecutorHostOptions): Hono {
     if (!body.ok) return body.response;
     const { context, prepared_action, sign_result } = body.value;
     return answer(c, 'submit', context, async (e) => {
-      await e.preSubmitCheck?.(context);
+      await e.preSubmitCheck?.(context, prepared_action);
       return e.submit(context, prepared_action, sign_result ? { signResult: sign_result } : {});
     });
   });

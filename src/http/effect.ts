@@ -149,6 +149,8 @@ interface Pinned {
   call?: { method: string; selector: string; data?: string };
   /** A LayerZero OFT send (ExpectedEffect.oft_send): what is read of it for display. */
   oft_send?: { dst_eid: number; to: string; amount_ld: string };
+  /** A Chainlink CCIP send (ExpectedEffect.ccip_send): what is read of it for display. */
+  ccip_send?: { destination_chain_id: number; receiver: string; amount: string };
 }
 
 const NATIVE_DECIMALS = 18;
@@ -339,6 +341,18 @@ function signingEffect(
     v.amount = v.decimals === null ? null : decimalOf(e.oft_send.amount_ld, v.decimals);
     v.destination = `0x${e.oft_send.to.slice(26)}`;
     v.destination_chain_id = integer(config.destination_chain_id);
+    v.contract = e.to;
+    v.method = e.call?.method ?? null;
+    return v;
+  }
+  if (e.ccip_send) {
+    // A Chainlink CCIP send (the CCIP lane): the token and amount it moves, to the receiver on the destination chain, not the fee value.
+    tokenAsset();
+    v.decimals = e.token_decimals ?? null;
+    v.amount_base_units = e.ccip_send.amount;
+    v.amount = v.decimals === null ? null : decimalOf(e.ccip_send.amount, v.decimals);
+    v.destination = `0x${e.ccip_send.receiver.slice(26)}`;
+    v.destination_chain_id = e.ccip_send.destination_chain_id;
     v.contract = e.to;
     v.method = e.call?.method ?? null;
     return v;

@@ -15,7 +15,8 @@ export type AttentionKind =
   | 'signer_identity_mismatch'
   | 'balance_stale'
   | 'callback_dlq'
-  | 'waiting_too_long';
+  | 'waiting_too_long'
+  | 'ccip_stranded';
 
 export interface AttentionRow {
   id: string;

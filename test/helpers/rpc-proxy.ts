@@ -17,6 +17,8 @@ export interface RpcProxy {
   stall(ms: number): void;
   /** Resolves when the first broadcast is held. */
   held: Promise<string>;
+  /** Methods answered with HTTP 503 while listed (a provider failing those calls). */
+  failing: Set<string>;
   stop(): Promise<void>;
 }
 
@@ -24,7 +26,7 @@ export async function startRpcProxy(target: string, mode: ProxyMode): Promise<Rp
   let onHeld!: (raw: string) => void;
   const held = new Promise<string>((r) => (onHeld = r));
   let stalledUntil = 0;
-  const proxy: RpcProxy = { url: '', mode, held, stop: async () => {}, stall: (ms) => void (stalledUntil = Math.max(stalledUntil, Date.now() + ms)) };
+  const proxy: RpcProxy = { url: '', mode, held, failing: new Set(), stop: async () => {}, stall: (ms) => void (stalledUntil = Math.max(stalledUntil, Date.now() + ms)) };
   const server: Server = createServer(async (req, res) => {
     const body = await read(req);
     const wait = stalledUntil - Date.now();
@@ -37,6 +39,11 @@ export async function startRpcProxy(target: string, mode: ProxyMode): Promise<Rp
       raw = typeof msg.params?.[0] === 'string' ? (msg.params[0] as string) : '';
     } catch {
       // not ours to judge: forward
+    }
+    if (proxy.failing.has(method)) {
+      res.writeHead(503, { 'content-type': 'text/plain' });
+      res.end('unavailable');
+      return;
     }
     const holding = method === 'eth_sendRawTransaction' && proxy.mode !== 'pass';
     if (holding && proxy.mode === 'hold_before') {

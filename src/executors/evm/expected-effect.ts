@@ -7,6 +7,8 @@ import { DEFAULT_PERMIT_DEADLINE_SECONDS, MAX_TYPED_DATA_DEADLINE_SECONDS, PERMI
 import type { ExpectedEffect } from '../protocol.ts';
 import type { HyperliquidConfig } from '../hyperliquid/config.ts';
 import type { Usdt0Config } from '../usdt0/config.ts';
+import type { CcipConfig } from '../ccip/config.ts';
+import { CCIP_SEND_SELECTOR, CCIP_SEND_SIGNATURE, encodeExtraArgsV2 as encodeExtraArgs, encodeReceiver, MAX_UINT64 } from '../ccip/router.ts';
 import { addressToBytes32, DEFAULT_SHARED_DECIMALS, SEND_SELECTOR, SEND_SIGNATURE } from '../usdt0/oft.ts';
 
 /**
@@ -27,6 +29,7 @@ export const CCTP_BURN_EXECUTOR = 'exec.cctp.burn';
 export const CCTP_MINT_EXECUTOR = 'exec.cctp.mint';
 export const HYPERLIQUID_TOPUP_EXECUTOR = 'exec.hyperliquid.topup';
 export const USDT0_SEND_EXECUTOR = 'exec.usdt0.send';
+export const CCIP_SEND_EXECUTOR = 'exec.ccip.send';
 /** config.token_permit.spender naming the chain's CCTP TokenMessengerV2 (evm.chains[].cctp.token_messenger). */
 export const CCTP_TOKEN_MESSENGER_SPENDER = 'cctp.token_messenger';
 
@@ -48,6 +51,8 @@ export interface ExpectedEffectInput {
   hyperliquid?: HyperliquidConfig | null;
   /** Ferry's `config.file.usdt0` (the USDT0 lane's OFT deployments), when configured. */
   usdt0?: Usdt0Config | null;
+  /** Ferry's `config.file.ccip` (the CCIP lane's chains, Routers and tokens), when configured. */
+  ccip?: CcipConfig | null;
 }
 
 interface PlanNode {
@@ -154,7 +159,7 @@ function differences(a: Record<string, unknown>, b: Record<string, unknown>): st
   return keys.filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k])).map((k) => `${k} (${shown(a[k])} -> ${shown(b[k])})`);
 }
 
-function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, usdt0 }: ExpectedEffectInput): ExpectedEffect {
+function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, usdt0, ccip }: ExpectedEffectInput): ExpectedEffect {
   const node = planNode(plan, nodeKey);
   const config = node.config ?? {};
   const executorKey = bindingKey(node.executor_binding, 'executor_key');
@@ -237,6 +242,9 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, us
   // --- USDT0 lane (docs/usdt0-lane.md) ---
   if (executorKey === USDT0_SEND_EXECUTOR) return withCap(usdt0SendEffect(config, intent, chainId, evm, usdt0 ?? null));
   // --- end USDT0 lane ---
+  // --- CCIP lane (docs/ccip-lane.md) ---
+  if (executorKey === CCIP_SEND_EXECUTOR) return withCap(ccipSendEffect(config, intent, chainId, evm, ccip ?? null));
+  // --- end CCIP lane ---
 
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
 }
@@ -440,6 +448,56 @@ function toBaseUnitsOrZero(value: unknown, decimals: number): string {
   return toBaseUnits(value, decimals);
 }
 // --- end USDT0 lane ---
+
+// --- CCIP lane ---
+/**
+ * A Router `ccipSend` on the source chain's ccip entry with its message fixed by the plan: the
+ * destination (config.destination_chain_id, a chain of the ccip section, not the source), the
+ * receiver (config.to or the intent's destination), one token amount (a token of ccip.tokens and the
+ * amount), no data, EVMExtraArgsV2 of config.gas_limit (default 0) and
+ * config.allow_out_of_order_execution (default true), the fee in native coin and its cap
+ * (config.max_fee_wei, required).
+ */
+function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, unknown>, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig | null): ExpectedEffect {
+  if (!ccip) return unavailable('no ccip section is configured: a send has no Router to go through');
+  const source = ccip.chains.find((c) => c.chain_id === chainId) ?? unavailable(`chain ${chainId} has no ccip entry`);
+  const destChainId = plain(config.destination_chain_id, 'config.destination_chain_id');
+  if (destChainId === undefined) unavailable('the send names no config.destination_chain_id');
+  const destination = ccip.chains.find((c) => c.chain_id === Number(destChainId)) ?? unavailable(`destination chain ${String(destChainId)} has no ccip entry: its delivery could not be observed`);
+  if (destination.chain_id === source.chain_id) unavailable(`the destination chain ${chainId} is the source chain`);
+  if (BigInt(destination.selector) > MAX_UINT64) unavailable('the destination selector is not a uint64');
+  const tokenRef = plain(config.token ?? intent.asset, 'token');
+  const { token, decimals, symbol } = tokenOf(tokenRef, plain(config.decimals, 'config.decimals'), chainId, evm, 'config');
+  if (symbol === undefined || !ccip.tokens.includes(symbol)) unavailable(`token ${String(tokenRef)} is not one of ccip.tokens`);
+  const amount = toBaseUnits(plain(config.amount ?? intent.amount, 'amount'), decimals);
+  const recipient = address(plain(config.to ?? destinationOf(intent), 'recipient'), 'recipient');
+  const gas = plain(config.gas_limit ?? 0, 'config.gas_limit');
+  if (typeof gas !== 'number' || !Number.isSafeInteger(gas) || gas < 0) unavailable('config.gas_limit must be a whole number of gas');
+  const ooo = plain(config.allow_out_of_order_execution ?? true, 'config.allow_out_of_order_execution');
+  if (typeof ooo !== 'boolean') unavailable('config.allow_out_of_order_execution must be true or false');
+  if (config.max_fee_wei === undefined) unavailable('config.max_fee_wei is required: the approved cap of the CCIP fee the send pays in native coin');
+  const cap = whole(plain(config.max_fee_wei, 'config.max_fee_wei'), 'config.max_fee_wei');
+  return {
+    chain_id: chainId,
+    asset: token,
+    to: address(source.router, 'ccip.chains[].router'),
+    amount_base_units: amount,
+    call: { method: CCIP_SEND_SIGNATURE, selector: CCIP_SEND_SELECTOR },
+    ccip_send: {
+      dest_chain_selector: destination.selector,
+      destination_chain_id: destination.chain_id,
+      receiver: encodeReceiver(recipient),
+      token,
+      amount,
+      data: '0x',
+      fee_token: zeroAddress,
+      extra_args: encodeExtraArgs(BigInt(gas as number), ooo as boolean),
+      max_fee_wei: cap,
+    },
+    ...tokenFacts(decimals, symbol),
+  };
+}
+// --- end CCIP lane ---
 
 /** The token (lowercase address) and its trusted decimals: from the node, else evm.tokens; never from the chain. */
 function tokenOf(tokenRef: unknown, nodeDecimals: unknown, chainId: number, evm: ConfigFile['evm'], where: string): { token: string; decimals: number; symbol?: string } {

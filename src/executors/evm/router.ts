@@ -104,9 +104,9 @@ export class EvmChainRouter implements Executor {
     return t.executor.cancel(ctx);
   }
 
-  async preSubmitCheck(ctx: ExecutionContext): Promise<void> {
+  async preSubmitCheck(ctx: ExecutionContext, prepared?: PreparedAction): Promise<void> {
     const t = this.target(ctx);
-    if (t.ok) await t.executor.preSubmitCheck?.(ctx);
+    if (t.ok) await t.executor.preSubmitCheck?.(ctx, prepared);
   }
 
   /** One row per chain: its head, or why it does not answer (never its URL). Down when any chain is. */

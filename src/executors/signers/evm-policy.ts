@@ -3,6 +3,7 @@ import { FatalMovementError } from '../errors.ts';
 import type { ExpectedEffect, SignRequest } from '../protocol.ts';
 import type { TokenNonceReader } from './typed-data-policy.ts';
 import { checkOftSend } from '../usdt0/oft.ts';
+import { checkCcipSend } from '../ccip/router.ts';
 
 /**
  * The policy every EVM signer applies before its key touches a transaction (local key, KMS, the
@@ -158,6 +159,11 @@ export function checkEvmTransaction(
   // A LayerZero OFT send (the USDT0 lane): its SendParam, fee and refund address, decoded and checked whole.
   if (expected.oft_send) {
     checkOftSend(tx, { to: expected.to, oft_send: expected.oft_send }, sender ?? null, violation);
+    return;
+  }
+  // A Chainlink CCIP send (the CCIP lane): its message and the value it pays as the fee, decoded and checked whole.
+  if (expected.ccip_send) {
+    checkCcipSend(tx, { to: expected.to, ccip_send: expected.ccip_send }, violation);
     return;
   }
   const want = BigInt(expected.amount_base_units);

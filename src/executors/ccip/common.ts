@@ -1,0 +1,3 @@
+export const CCIP_LANE = 'ccip';
+export const CCIP_SEND_KEY = 'exec.ccip.send';
+export const CCIP_DELIVERY_KEY = 'exec.observe.ccip_delivery';

@@ -1,0 +1,41 @@
+import type { EvmLaneState } from '../evm/lane.ts';
+import type { LaneDefinition } from '../lane.ts';
+import { CCIP_DELIVERY_KEY } from './common.ts';
+import { ccipVariables, CcipSectionSchema, refineCcip, type CcipConfig } from './config.ts';
+
+/** The CCIP lane (docs/ccip-lane.md): Chainlink CCIP token sends through the Router, the delivery read from the destination OffRamp by messageId. */
+export const ccipLane: LaneDefinition<typeof ccipVariables, { ccip: typeof CcipSectionSchema }> = {
+  name: 'ccip',
+  summary: 'Tokens across chains with Chainlink CCIP: getFee and ccipSend on the source Router, the execution state read on the destination OffRamp by messageId',
+  docs: 'docs/ccip-lane.md',
+  requires: ['evm'],
+  env: ccipVariables,
+  fileSections: { ccip: CcipSectionSchema },
+  refineFile: refineCcip,
+  executorKeys: ['exec.ccip.send', 'exec.observe.ccip_delivery'],
+  signerKeys: [],
+  observeIntervals: [{ executorKey: 'exec.observe.ccip_delivery', defaultSeconds: 5, setBy: 'ccip.poll_seconds' }],
+  async register(ctx) {
+    const { registerCcipLane } = await import('./index.ts');
+    const evm = (ctx.lanes.evm ?? null) as EvmLaneState | null;
+    return registerCcipLane(ctx.config.file, evm?.lane ?? null, ctx.executors, { log: ctx.log, nonces: evm?.nonces ?? null });
+  },
+  sweeps: [
+    {
+      name: 'ccip_stranded_reaper',
+      summary: 'raises attention for CCIP sends whose delivery has not resolved past ccip.stranded_after_seconds (never sends again)',
+      variables: { enabled: 'FERRY_CCIP_STRANDED_REAPER_ENABLED', interval: 'FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS', batchSize: 'FERRY_CCIP_STRANDED_REAPER_BATCH_SIZE' },
+      async run(deps, s) {
+        const ccip = (deps.config.file as { ccip?: CcipConfig }).ccip;
+        if (!ccip) return { items: 0, budget_exhausted: false, skipped: 'no ccip section' };
+        const { runCcipStrandedReaper } = await import('../../sweeps/ccip-stranded-reaper.ts');
+        const r = await runCcipStrandedReaper(
+          { pool: deps.pool, log: deps.log.child({ worker: 'ccip_stranded_reaper' }), executorKey: CCIP_DELIVERY_KEY, afterSeconds: ccip.stranded_after_seconds },
+          { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs },
+        );
+        return { items: r.surfaced, budget_exhausted: r.budget_exhausted, surfaced: r.surfaced };
+      },
+    },
+  ],
+  templates: [{ key: 'ccip_send', summary: 'send a token through the CCIP Router on one chain, then wait for its execution on the other (sandbox)' }],
+};
