@@ -1,7 +1,7 @@
 /** The rule model as data (src/policy/rules.ts): pure, no database. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { addDecimals, applicableLimits, decide, intentFacts, ruleSetProblems, ruleSetSchema, type MovementFacts } from '../src/policy/rules.ts';
+import { addDecimals, applicableLimits, compareWithBound, decide, formatValue, intentFacts, ruleSetProblems, ruleSetSchema, valueOfAmounts, type MovementFacts } from '../src/policy/rules.ts';
 
 const facts = (over: Partial<MovementFacts> = {}): MovementFacts => ({
   templateKey: 't.pay',
@@ -142,4 +142,19 @@ test('an amount in a reference currency: compared exactly through the price; an 
   }
   // Without an amount the rule cannot match, price or not.
   assert.equal(decide(s, facts({ asset: 'ETH', amount: null })).ruleId, 'rest');
+});
+
+test('a limit in a currency: values of assets with different feed decimals add up exactly; one sum (one key) whatever the asset', () => {
+  const v = valueOfAmounts([
+    { amount: '24', price: { answer: String(2500n * 10n ** 8n), decimals: 8 } },
+    { amount: '0.5', price: { answer: String(50000n * 10n ** 18n), decimals: 18 } },
+    { amount: '0.000001', price: { answer: '100000000', decimals: 8 } },
+  ]);
+  assert.equal(formatValue(v), '85000.000001');
+  assert.equal(compareWithBound(v, '85000.000001'), 0);
+  assert.equal(compareWithBound(v, '85000'), 1);
+  assert.equal(compareWithBound(v, '85000.0000011'), -1);
+  const limits = ruleSetSchema.parse({ rules: [], limits: [{ id: 'usd', currency: 'USD', window_seconds: 60, max_amount: '10' }, { id: 'eth-only', currency: 'USD', assets: ['eth'], window_seconds: 60, max_amount: '10' }] }).limits;
+  assert.deepEqual(applicableLimits(limits, facts({ asset: 'ETH' })).map((a) => a.key), ['eth-only:=USD:*', 'usd:=USD:*']);
+  assert.deepEqual(applicableLimits(limits, facts({ asset: 'BTC' })).map((a) => a.key), ['usd:=USD:*']);
 });

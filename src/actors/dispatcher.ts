@@ -14,7 +14,7 @@ import { claimsTotal, deferralsTotal, fencedRetriesTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
-import { policyAtDispatch, pricesForDispatch } from '../services/policy.ts';
+import { policyAtDispatch, priceNotReadAhead, pricesForDispatch } from '../services/policy.ts';
 import { priceSourceOf } from '../prices/chainlink.ts';
 import { versionsOf, type ArtifactCache } from './artifact-cache.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
@@ -228,6 +228,12 @@ async function policyGate(
       const d = dispatches[i];
       const why = p.submit ? refused.get(d.request.id) : undefined;
       if (!why) return p.items;
+      // A price read before this transaction was missing from it (a movement of another asset entered a limit's
+      // window meanwhile): prepared again shortly, with the prices read anew, rather than failed.
+      if (priceNotReadAhead(why)) {
+        nodeLog(deps, 'dispatcher', d.node).info({ code: why.code, err: why.message }, 'dispatch deferred: a price was not read ahead');
+        return [item(d, { type: 'DISPATCH_DEFERRED', errorCode: 'PRICE_NOT_READ_AHEAD', errorDetail: why.message, retryAt: addSeconds(nowIso(), INFRA_DEFER_SECONDS) })];
+      }
       nodeLog(deps, 'dispatcher', d.node).warn({ code: why.code, err: why.message }, 'dispatch refused by the treasury policy');
       return [item(d, { type: 'PREPARE_FAILED', errorCode: why.code, errorDetail: why.message })];
     });

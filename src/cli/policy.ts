@@ -98,6 +98,11 @@ const bookRemove: CliCommand = {
 };
 
 /** Per what a limit keeps its sums, in words (" per destination, per source"). */
+/** A limit's unit: its asset, or its currency (of its assets, when it lists them). */
+function limitUnitOf(l: any): string {
+  return l.currency ? `${l.currency}${l.assets ? ` of ${l.assets.join('|')}` : ''}` : l.asset;
+}
+
 function perWhat(l: any): string {
   return [l.per_destination && ' per destination', l.per_source && ' per source', l.per_requester && ' per requester'].filter(Boolean).join(',');
 }
@@ -130,7 +135,7 @@ const rules: CliCommand = {
     ctx.out(`rule set version ${r.version} (first match wins; no match: refused)`);
     for (const rule of r.rules) ctx.out(ruleLine(rule));
     for (const l of r.limits) {
-      ctx.out(`  limit ${l.id}: at most ${l.max_amount} ${l.asset} per ${l.window_seconds} s${perWhat(l)}`);
+      ctx.out(`  limit ${l.id}: at most ${l.max_amount} ${limitUnitOf(l)} per ${l.window_seconds} s${perWhat(l)}`);
     }
   },
 };
@@ -177,7 +182,7 @@ const proposal: CliCommand = {
     const c = r.proposal.change;
     if (c.op === 'replace') {
       for (const rule of c.rules) ctx.out(ruleLine(rule));
-      for (const l of c.limits) ctx.out(`  limit ${l.id}: at most ${l.max_amount} ${l.asset} per ${l.window_seconds} s${perWhat(l)}`);
+      for (const l of c.limits) ctx.out(`  limit ${l.id}: at most ${l.max_amount} ${limitUnitOf(l)} per ${l.window_seconds} s${perWhat(l)}`);
     } else if (c.op === 'put') {
       const e = c.entry;
       ctx.out(`  ${e.name}: ${e.kind} ${e.network} ${e.address}${e.tag ? ` tag ${e.tag}` : ''} owned by ${e.owner}`);
@@ -216,7 +221,7 @@ function verdictLines(label: string, v: any): string[] {
       : `  price ${p.asset}/${p.currency}: none (${p.code})`);
   }
   for (const l of v.limits) {
-    lines.push(`  limit ${l.limit_id}: ${l.used} used of ${l.max_amount} in ${l.window_seconds} s${l.destination ? ` to ${l.destination}` : ''}${l.source ? ` from ${l.source}` : ''}${l.requester ? ` requested by ${l.requester}` : ''}; with this movement ${l.total ?? '?'}${l.exceeded ? ' (EXCEEDED)' : ''}`);
+    lines.push(`  limit ${l.limit_id}: ${l.used} used of ${l.max_amount}${l.currency ? ` ${l.currency}` : ''} in ${l.window_seconds} s${l.destination ? ` to ${l.destination}` : ''}${l.source ? ` from ${l.source}` : ''}${l.requester ? ` requested by ${l.requester}` : ''}; with this movement ${l.total ?? '?'}${l.price_code ? ` (no price: ${l.price_code})` : l.exceeded ? ' (EXCEEDED)' : ''}`);
   }
   return lines;
 }

@@ -298,31 +298,44 @@ export async function lockVelocitySum(client: Client, key: string): Promise<void
   await client.query(`SELECT pg_advisory_xact_lock(hashtextextended('ferry.velocity:' || $1, 0))`, [key]);
 }
 
-/**
- * The sum of the amounts of `asset` (of one destination when given) over movements approved at or
- * after `since` and still counted (VELOCITY_STATES): the approval that reached the quorum is the
- * last of the movement's approvals. `except` leaves one movement out (the one being decided).
- */
-export async function velocitySum(
-  db: Queryable,
-  q: {
-    asset: string;
-    destination: string | null;
-    since: Date;
-    except: string | null;
-    /** The limit's destination filter: only movements whose recorded book entry matches it count. */
-    filter?: { in_book?: boolean; kinds?: readonly string[]; entries?: readonly string[] } | null;
-    /** One source's sum (per_source): only movements that recorded it among their sources count. */
-    source?: string | null;
-    /** One requester's sum (per_requester): only movements it created count. */
-    requester?: string | null;
-  },
-): Promise<string> {
+/** Which movements a window's sum counts: the limit's assets, destination, source and requester. */
+export interface SumQuery {
+  /** The assets whose amounts count (upper case); null: every asset. */
+  assets: string[] | null;
+  destination: string | null;
+  since: Date;
+  except: string | null;
+  /** The limit's destination filter: only movements whose recorded book entry matches it count. */
+  filter?: { in_book?: boolean; kinds?: readonly string[]; entries?: readonly string[] } | null;
+  /** One source's sum (per_source): only movements that recorded it among their sources count. */
+  source?: string | null;
+  /** One requester's sum (per_requester): only movements it created count. */
+  requester?: string | null;
+}
+
+/** A window's sum of one asset. */
+export interface AssetSum {
+  asset: string;
+  total: string;
+}
+
+const sumParams = (q: SumQuery) => {
   const f = q.filter ?? null;
-  const { rows } = await db.query<{ total: string }>(
-    `SELECT coalesce(sum(policy_amount), 0)::text AS total
+  return [q.assets, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null, q.source ?? null, q.requester ?? null];
+};
+
+/**
+ * The sums of the amounts of each asset (of one destination when given) over movements approved at
+ * or after `since` and still counted (VELOCITY_STATES): the approval that reached the quorum is the
+ * last of the movement's approvals. `except` leaves one movement out (the one being decided). One
+ * row per asset with movements in the window.
+ */
+export async function velocitySums(db: Queryable, q: SumQuery): Promise<AssetSum[]> {
+  const { rows } = await db.query<AssetSum>(
+    `SELECT policy_asset AS asset, sum(policy_amount)::text AS total
        FROM movement_requests
-      WHERE policy_asset = $1
+      WHERE policy_asset IS NOT NULL
+        AND ($1::text[] IS NULL OR policy_asset = ANY($1::text[]))
         AND ($2::text IS NULL OR policy_destination = $2)
         AND request_state = ANY($3::text[])
         AND policy_amount IS NOT NULL
@@ -332,10 +345,29 @@ export async function velocitySum(
         AND ($7::text[] IS NULL OR policy_destination_entry = ANY($7::text[]))
         AND ($8::text[] IS NULL OR policy_destination_entry IN (SELECT name FROM address_book_entries WHERE kind = ANY($8::text[])))
         AND ($9::text IS NULL OR $9 = ANY(policy_sources))
-        AND ($10::text IS NULL OR created_by = $10)`,
-    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null, q.source ?? null, q.requester ?? null],
+        AND ($10::text IS NULL OR created_by = $10)
+      GROUP BY policy_asset ORDER BY policy_asset`,
+    sumParams(q),
   );
-  return normalizeNumeric(rows[0].total);
+  return rows.map((r) => ({ asset: r.asset, total: normalizeNumeric(r.total) }));
+}
+
+/**
+ * The assets (of `assets`, or any) with movements counted in a window that starts at `since`,
+ * approved or dispatched: the prices a limit in a currency will need, read before the transaction
+ * that checks it.
+ */
+export async function windowAssets(db: Queryable, since: Date, assets: string[] | null): Promise<string[]> {
+  const { rows } = await db.query<{ asset: string }>(
+    `SELECT policy_asset AS asset FROM movement_requests
+      WHERE policy_asset IS NOT NULL AND ($1::text[] IS NULL OR policy_asset = ANY($1::text[]))
+        AND request_state = ANY($3::text[]) AND (approvals -> -1 ->> 'at')::timestamptz >= $2
+     UNION
+     SELECT d.asset FROM policy_velocity_dispatches d JOIN movement_requests r ON r.id = d.movement_id
+      WHERE ($1::text[] IS NULL OR d.asset = ANY($1::text[])) AND d.dispatched_at >= $2 AND r.request_state = ANY($3::text[])`,
+    [assets, since, [...VELOCITY_STATES]],
+  );
+  return rows.map((r) => r.asset).sort();
 }
 
 /** A numeric's text in the shortest decimal form ("1500.000000" -> "1500"). */
@@ -356,28 +388,14 @@ export async function dispatchedMovements(db: Queryable, ids: string[]): Promise
 }
 
 /**
- * The sum of `asset` over movements dispatched at or after `since` and still counted
+ * The sums of each asset over movements dispatched at or after `since` and still counted
  * (VELOCITY_STATES), of one destination when given, with the limit's destination filter.
  */
-export async function dispatchedSum(
-  db: Queryable,
-  q: {
-    asset: string;
-    destination: string | null;
-    since: Date;
-    except: string | null;
-    filter?: { in_book?: boolean; kinds?: readonly string[]; entries?: readonly string[] } | null;
-    /** One source's sum: only movements counted with it among their sources. */
-    source?: string | null;
-    /** One requester's sum: only movements it created. */
-    requester?: string | null;
-  },
-): Promise<string> {
-  const f = q.filter ?? null;
-  const { rows } = await db.query<{ total: string }>(
-    `SELECT coalesce(sum(d.amount), 0)::text AS total
+export async function dispatchedSums(db: Queryable, q: SumQuery): Promise<AssetSum[]> {
+  const { rows } = await db.query<AssetSum>(
+    `SELECT d.asset, sum(d.amount)::text AS total
        FROM policy_velocity_dispatches d JOIN movement_requests r ON r.id = d.movement_id
-      WHERE d.asset = $1
+      WHERE ($1::text[] IS NULL OR d.asset = ANY($1::text[]))
         AND ($2::text IS NULL OR d.destination = $2)
         AND r.request_state = ANY($3::text[])
         AND d.dispatched_at >= $4
@@ -386,10 +404,11 @@ export async function dispatchedSum(
         AND ($7::text[] IS NULL OR d.destination_entry = ANY($7::text[]))
         AND ($8::text[] IS NULL OR d.destination_entry IN (SELECT name FROM address_book_entries WHERE kind = ANY($8::text[])))
         AND ($9::text IS NULL OR $9 = ANY(d.sources))
-        AND ($10::text IS NULL OR r.created_by = $10)`,
-    [q.asset, q.destination, [...VELOCITY_STATES], q.since, q.except, f?.in_book ?? null, f?.entries ? [...f.entries] : null, f?.kinds ? [...f.kinds] : null, q.source ?? null, q.requester ?? null],
+        AND ($10::text IS NULL OR r.created_by = $10)
+      GROUP BY d.asset ORDER BY d.asset`,
+    sumParams(q),
   );
-  return normalizeNumeric(rows[0].total);
+  return rows.map((r) => ({ asset: r.asset, total: normalizeNumeric(r.total) }));
 }
 
 export async function recordDispatch(

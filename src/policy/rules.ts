@@ -13,8 +13,8 @@ import { TEMPLATE_KEY_PATTERN } from '../plan/template-schema.ts';
  * kind, or not in the book), amount (in the asset, or in a reference currency through a price
  * source) and requester; its action allows, blocks with a reason, or requires N approvals from
  * distinct principals (optionally only from named ones). A movement no rule matches is refused.
- * Velocity limits bound the sum of one asset's amounts (per destination, per source, per requester
- * if asked) over a rolling window.
+ * Velocity limits bound the sum of one asset's amounts, or the value of several assets' in a
+ * reference currency (per destination, per source, per requester if asked), over a rolling window.
  */
 
 export const ENTRY_NAME_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
@@ -121,10 +121,18 @@ export type PolicyRule = z.output<typeof ruleSchema>;
 export const limitSchema = z.strictObject({
   id: z.string().regex(RULE_ID_PATTERN, 'limit ids are lowercase letters, digits, "_", "." or "-" (1-64)'),
   description: z.string().max(500).optional(),
-  asset: symbol,
+  /** The asset whose amounts it sums (a limit in the asset). A limit names `asset` or `currency`. */
+  asset: symbol.optional(),
+  /**
+   * A reference currency (a limit in value): the window's amounts of every asset (of `assets` when
+   * listed) are valued in it through the price feeds, and summed.
+   */
+  currency: z.string().regex(CURRENCY_PATTERN, 'must be a currency code such as USD').optional(),
+  /** With `currency`: only movements of these assets count and are checked (absent: every asset). */
+  assets: z.array(symbol).min(1).max(100).optional(),
   /** The rolling window, seconds (one minute to 31 days). */
   window_seconds: z.number().int().min(60).max(31 * 24 * 3600),
-  /** The most the window's movements of this asset may add up to, in the asset. */
+  /** The most the window's movements may add up to: in the asset, or in `currency`. */
   max_amount: decimal,
   /** true: one sum per destination address; false: one sum over all destinations. */
   per_destination: z.boolean().default(false),
@@ -202,6 +210,9 @@ export function ruleSetProblems(set: RuleSet): string[] {
     if (limits.has(l.id)) problems.push(`limit id "${l.id}" is used twice`);
     limits.add(l.id);
     if (scaled(l.max_amount, MAX_DECIMALS) === 0n) problems.push(`limit "${l.id}" has max_amount 0; block the asset with a rule instead`);
+    if (l.asset === undefined && l.currency === undefined) problems.push(`limit "${l.id}" names neither an asset nor a currency: it sums one asset, or values every asset in a currency`);
+    if (l.asset !== undefined && l.currency !== undefined) problems.push(`limit "${l.id}" names an asset and a currency: name the asset in \`assets\` to value only it`);
+    if (l.assets && l.currency === undefined) problems.push(`limit "${l.id}" lists assets without a currency: amounts of different assets add up only as values`);
   }
   return problems;
 }
@@ -446,6 +457,47 @@ export function quorumOf(d: PolicyDecision, globalQuorum: number): number {
   return Math.max(globalQuorum, d.approvals ?? 0);
 }
 
+/** The unit a limit's max_amount is in: its currency, else its asset. */
+export const limitUnit = (l: VelocityLimit): string => l.currency ?? l.asset ?? '?';
+
+/** Whether a limit bounds movements of this asset. */
+export function limitCovers(l: VelocityLimit, asset: string): boolean {
+  if (l.currency !== undefined) return !l.assets || l.assets.some((a) => a.toUpperCase() === asset);
+  return l.asset !== undefined && l.asset.toUpperCase() === asset;
+}
+
+/** An exact value in a currency: units / 10^scale. */
+export interface Value {
+  units: bigint;
+  scale: number;
+}
+
+/**
+ * The value of amounts of several assets in one currency, each at its price, exactly: the sum of
+ * amount * answer / 10^decimals, over a common denominator.
+ */
+export function valueOfAmounts(parts: ReadonlyArray<{ amount: string; price: { answer: string; decimals: number } }>): Value {
+  const d = Math.max(0, ...parts.map((p) => p.price.decimals));
+  let units = 0n;
+  for (const p of parts) units += scaled(p.amount, MAX_DECIMALS) * BigInt(p.price.answer) * 10n ** BigInt(d - p.price.decimals);
+  return { units, scale: MAX_DECIMALS + d };
+}
+
+/** A value compared with a decimal bound, exactly (-1, 0, 1). */
+export function compareWithBound(v: Value, bound: string): number {
+  const right = scaled(bound, MAX_DECIMALS) * 10n ** BigInt(v.scale - MAX_DECIMALS);
+  return v.units < right ? -1 : v.units > right ? 1 : 0;
+}
+
+/** A value as a decimal string (rounded down to MAX_DECIMALS places). */
+export function formatValue(v: Value): string {
+  const units = v.units / 10n ** BigInt(v.scale - MAX_DECIMALS);
+  const digits = units.toString().padStart(MAX_DECIMALS + 1, '0');
+  const whole = digits.slice(0, -MAX_DECIMALS).replace(/^0+(?=\d)/, '');
+  const fraction = digits.slice(-MAX_DECIMALS).replace(/0+$/, '');
+  return fraction ? `${whole}.${fraction}` : whole;
+}
+
 /** One velocity limit that applies to a movement, with the sum it bounds named by `key`. */
 export interface ApplicableLimit {
   limit: VelocityLimit;
@@ -469,13 +521,14 @@ export function applicableLimits(limits: readonly VelocityLimit[], f: MovementFa
   if (!f.asset) return [];
   const out: ApplicableLimit[] = [];
   for (const limit of limits) {
-    if (limit.asset.toUpperCase() !== f.asset) continue;
+    if (!limitCovers(limit, f.asset)) continue;
     if (limit.destination && !destinationMatches(limit.destination, f)) continue;
     const destination = limit.per_destination ? destinationKey(f.destination) : null;
     const requester = limit.per_requester ? f.requester.actor : null;
     const sources: (string | null)[] = limit.per_source && f.sources.length > 0 ? f.sources : [null];
     for (const source of sources) {
-      let key = `${limit.id}:${f.asset}:${destination ?? '*'}`;
+      // A limit in a currency has one sum over its assets: one key (one lock) whatever the movement's asset.
+      let key = `${limit.id}:${limit.currency !== undefined ? `=${limit.currency}` : f.asset}:${destination ?? '*'}`;
       if (limit.per_source) key += `:source=${source ?? '*'}`;
       if (limit.per_requester) key += `:requester=${requester}`;
       out.push({ limit, destination, source, requester, key });

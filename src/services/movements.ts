@@ -28,7 +28,7 @@ import type { CompiledPlan } from '../plan/types.ts';
 import type { BindingCatalog } from '../plan/validate.ts';
 import { pinExpectedEffect, type PinnedEffect } from '../executors/evm/expected-effect.ts';
 import { startMovement } from './start-movement.ts';
-import { policyForApproval, policyForNewMovement, pricesReadAhead, settleDuePolicyProposals } from './policy.ts';
+import { policyForApproval, policyForNewMovement, priceNotReadAhead, pricesReadAhead, settleDuePolicyProposals } from './policy.ts';
 import { recordMovementPolicy } from '../persistence/policy.ts';
 import { priceSourceOf } from '../prices/chainlink.ts';
 import type { PriceSource } from '../prices/price-source.ts';
@@ -191,78 +191,82 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
 
   // A policy change whose cool-down has passed is live before this movement is checked against it.
   await settleDuePolicyProposals({ pool: deps.pool });
-  // Prices for reference-currency rules are read before the transaction: no RPC call under its locks.
-  const prices = await pricesReadAhead(deps.pool, pricesOf(deps), input.intent, new Date());
-  try {
-    return await withTransaction(deps.pool, async (client) => {
-      const version = await getTemplateVersion(client, input.templateKey, input.templateVersion);
-      if (!version) {
-        if (input.templateVersion === undefined) await refuseNotYetLive(client, input.templateKey);
-        const what = input.templateVersion === undefined ? input.templateKey : `${input.templateKey} version ${input.templateVersion}`;
-        throw new NotFoundError('template', what);
-      }
-      const inputParams = input.inputParams ?? {};
-      const plan = compilePlan(version, input.intent, inputParams, deps.bindings, compileOptionsOf(deps.config));
-      const destination = input.callbackDestination ? await destinationForMovement(client, input.callbackDestination) : null;
-      const now = new Date();
-      const expiresAt = new Date(now.getTime() + deps.config.approvalTtlSeconds * 1000).toISOString();
-      // The treasury policy (services/policy.ts): refuses the movement, or says the quorum it needs.
-      const policy = await policyForNewMovement(
-        client,
-        { templateKey: plan.template_key, intent: input.intent, nodes: plan.nodes, createdBy: input.actor },
-        deps.config.approvalQuorum,
-        now,
-        prices,
-      );
-      const started = await startMovement(client, {
-        plan,
-        intent: input.intent,
-        inputParams,
-        createdBy: input.actor,
-        quorum: policy.quorum,
-        expiresAt,
-        callbackUrl: input.callbackUrl ?? null,
-        idempotencyKey: key,
-        fingerprint,
-        expectedEffects: pinnedEffects(plan, input.intent, deps.config),
-      });
-      const { nodes } = started;
-      await recordMovementPolicy(client, started.request.id, policy.record);
-      if (destination) await setMovementDestination(client, started.request.id, destination);
-      const request = (await getMovement(client, started.request.id))!;
-      await writeAudit(client, {
-        actor: input.actor,
-        action: 'movement.create',
-        entity_type: 'movement',
-        entity_id: request.id,
-        details: {
-          template_key: request.template_key,
-          template_version: request.template_version,
-          compiled_plan_hash: request.compiled_plan_hash,
-          approval_quorum: request.approval_quorum,
-          expires_at: expiresAt,
-          idempotency_key: key,
-          ...(destination ? { callback_destination: destination.name } : {}),
-          policy: {
-            rule_set_version: policy.record.rule_set_version,
-            rule_id: policy.record.rule_id,
-            action: policy.record.action,
-            destination_entry: policy.record.destination_entry,
-            ...(policy.record.approvers ? { approvers_from: policy.record.approvers.principals } : {}),
-            ...(policy.velocity.length ? { velocity: policy.velocity } : {}),
-            ...(policy.prices.length ? { prices: policy.prices } : {}),
+  // Prices for reference-currency rules and limits are read before the transaction: no RPC call under its locks.
+  for (let attempt = 0; ; attempt++) {
+    const prices = await pricesReadAhead(deps.pool, pricesOf(deps), input.intent, new Date());
+    try {
+      return await withTransaction(deps.pool, async (client) => {
+        const version = await getTemplateVersion(client, input.templateKey, input.templateVersion);
+        if (!version) {
+          if (input.templateVersion === undefined) await refuseNotYetLive(client, input.templateKey);
+          const what = input.templateVersion === undefined ? input.templateKey : `${input.templateKey} version ${input.templateVersion}`;
+          throw new NotFoundError('template', what);
+        }
+        const inputParams = input.inputParams ?? {};
+        const plan = compilePlan(version, input.intent, inputParams, deps.bindings, compileOptionsOf(deps.config));
+        const destination = input.callbackDestination ? await destinationForMovement(client, input.callbackDestination) : null;
+        const now = new Date();
+        const expiresAt = new Date(now.getTime() + deps.config.approvalTtlSeconds * 1000).toISOString();
+        // The treasury policy (services/policy.ts): refuses the movement, or says the quorum it needs.
+        const policy = await policyForNewMovement(
+          client,
+          { templateKey: plan.template_key, intent: input.intent, nodes: plan.nodes, createdBy: input.actor },
+          deps.config.approvalQuorum,
+          now,
+          prices,
+        );
+        const started = await startMovement(client, {
+          plan,
+          intent: input.intent,
+          inputParams,
+          createdBy: input.actor,
+          quorum: policy.quorum,
+          expiresAt,
+          callbackUrl: input.callbackUrl ?? null,
+          idempotencyKey: key,
+          fingerprint,
+          expectedEffects: pinnedEffects(plan, input.intent, deps.config),
+        });
+        const { nodes } = started;
+        await recordMovementPolicy(client, started.request.id, policy.record);
+        if (destination) await setMovementDestination(client, started.request.id, destination);
+        const request = (await getMovement(client, started.request.id))!;
+        await writeAudit(client, {
+          actor: input.actor,
+          action: 'movement.create',
+          entity_type: 'movement',
+          entity_id: request.id,
+          details: {
+            template_key: request.template_key,
+            template_version: request.template_version,
+            compiled_plan_hash: request.compiled_plan_hash,
+            approval_quorum: request.approval_quorum,
+            expires_at: expiresAt,
+            idempotency_key: key,
+            ...(destination ? { callback_destination: destination.name } : {}),
+            policy: {
+              rule_set_version: policy.record.rule_set_version,
+              rule_id: policy.record.rule_id,
+              action: policy.record.action,
+              destination_entry: policy.record.destination_entry,
+              ...(policy.record.approvers ? { approvers_from: policy.record.approvers.principals } : {}),
+              ...(policy.velocity.length ? { velocity: policy.velocity } : {}),
+              ...(policy.prices.length ? { prices: policy.prices } : {}),
+            },
           },
-        },
+        });
+        return { request, nodes, replayed: false };
       });
-      return { request, nodes, replayed: false };
-    });
-  } catch (err) {
-    // Two calls with one key raced: the loser answers exactly as a later retry would.
-    if (key && (err as { constraint?: string }).constraint === IDEMPOTENCY_CONSTRAINT) {
-      const earlier = await replayOf(deps.pool, input.actor, key, fingerprint);
-      if (earlier) return earlier;
+    } catch (err) {
+      // A price the check needed was not read ahead (a movement of another asset entered a limit's window meanwhile): once more.
+      if (attempt === 0 && priceNotReadAhead(err)) continue;
+      // Two calls with one key raced: the loser answers exactly as a later retry would.
+      if (key && (err as { constraint?: string }).constraint === IDEMPOTENCY_CONSTRAINT) {
+        const earlier = await replayOf(deps.pool, input.actor, key, fingerprint);
+        if (earlier) return earlier;
+      }
+      throw err;
     }
-    throw err;
   }
 }
 
@@ -375,12 +379,29 @@ export async function approveMovement(
   id: string,
   input: { actor: string; compiledPlanHash: string; /** The standing order this approval is given under (its run). */ standingOrderId?: string },
 ): Promise<Movement> {
-  const { actor } = input;
   await settleDuePolicyProposals({ pool: deps.pool });
-  const under = input.standingOrderId ? { standing_order_id: input.standingOrderId } : {};
   // The intent never changes after creation: its prices are read before the row is locked.
   const unlocked = isMovementId(id) ? await getMovement(deps.pool, id) : null;
-  const prices = unlocked ? await pricesReadAhead(deps.pool, pricesOf(deps), unlocked.intent, new Date()) : null;
+  for (let attempt = 0; ; attempt++) {
+    const prices = unlocked ? await pricesReadAhead(deps.pool, pricesOf(deps), unlocked.intent, new Date()) : null;
+    try {
+      return await approveWith(deps, id, input, prices);
+    } catch (err) {
+      // A price the check needed was not read ahead (a movement of another asset entered a limit's window meanwhile): once more.
+      if (attempt === 0 && priceNotReadAhead(err)) continue;
+      throw err;
+    }
+  }
+}
+
+function approveWith(
+  deps: MovementServiceDeps,
+  id: string,
+  input: { actor: string; compiledPlanHash: string; standingOrderId?: string },
+  prices: PriceSource | null,
+): Promise<Movement> {
+  const { actor } = input;
+  const under = input.standingOrderId ? { standing_order_id: input.standingOrderId } : {};
   return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash, ...under } }, async (client, request) => {
     // Four-eyes and quorum count principals: every token of the approver's principal is the approver,
     // including rows recorded as `token:<id>` before principals existed. The machine compares actor

@@ -19,7 +19,7 @@ import { appendEntityTransition } from '../persistence/entity-transitions.ts';
 import { namesOfActors } from '../persistence/principals.ts';
 import {
   dispatchedMovements,
-  dispatchedSum,
+  dispatchedSums,
   duePolicyExpirations,
   duePolicyFinalizations,
   entryForDestination,
@@ -40,13 +40,16 @@ import {
   recordPolicyResult,
   removeAddressBookEntry,
   updatePolicyProposal,
-  velocitySum,
+  velocitySums,
+  windowAssets,
+  type AssetSum,
   type MovementPolicyRecord,
   type PolicyChange,
   type PolicyProposalRow,
   type PolicySubjectKind,
   type PolicyTransitionRow,
   type RuleSetRow,
+  type SumQuery,
 } from '../persistence/policy.ts';
 import {
   addDecimals,
@@ -55,10 +58,14 @@ import {
   allows,
   applicableLimits,
   cmp,
+  compareWithBound,
   decide,
   destinationKey,
   expandGroups,
+  formatValue,
   intentFacts,
+  limitCovers,
+  limitUnit,
   pricesNeeded,
   priceKey,
   quorumOf,
@@ -72,6 +79,7 @@ import {
   type PolicyNode,
   type PriceReading,
   type RuleSet,
+  valueOfAmounts,
 } from '../policy/rules.ts';
 import type { PriceSource } from '../prices/price-source.ts';
 import { deliverToRow, type RowMachine } from './row-machine.ts';
@@ -511,23 +519,129 @@ function refusal(decision: PolicyDecision, facts: MovementFacts, when: 'creation
 
 export interface VelocityCheck {
   limit_id: string;
-  asset: string;
+  /** The asset it sums (a limit in the asset), else null. */
+  asset: string | null;
+  /** The reference currency it values the window in (a limit in a currency), else null. */
+  currency: string | null;
   destination: string | null;
   /** The source (per_source) or requester (per_requester) whose sum it is, else null. */
   source: string | null;
   requester: string | null;
   window_seconds: number;
   max_amount: string;
-  /** The window's sum before this movement. */
+  /** The window's sum before this movement (in the asset, or its value in the currency). */
   used: string;
   /** With this movement. */
   total: string;
+  /** A limit in a currency: each asset's sum and the price it was valued at. */
+  valued?: Record<string, unknown>[];
+}
+
+/** Where a velocity check finds a price: the prices read ahead, never an RPC call under the locks. */
+type PriceLookup = (asset: string, currency: string) => Promise<PriceReading>;
+
+const notReadAhead = (asset: string, currency: string): PriceReading => ({
+  ok: false,
+  asset,
+  currency,
+  code: 'PRICE_NOT_READ_AHEAD',
+  message: `${priceKey(asset, currency)} was not read before this check (a movement of ${asset} entered the window, or the rule set changed, meanwhile); try again`,
+  feed: null,
+});
+
+/** A lookup in a read-ahead price source (pricesReadAhead), or none: every price then unavailable. */
+function lookupIn(prices: PriceSource | null | undefined, at: Date): PriceLookup {
+  return (asset, currency) => readOne(prices, asset, currency, at);
+}
+
+/** What one limit's window holds with this movement in it. */
+type WindowCheck =
+  | { ok: true; used: string; amount: string; total: string; exceeded: boolean; valued?: Record<string, unknown>[] }
+  | { ok: false; price: Extract<PriceReading, { ok: false }> };
+
+/**
+ * The window's sum of one limit with this movement's amount (which must be known), from `sums`
+ * (approved movements, or dispatched ones). A limit in an asset sums that asset; a limit in a
+ * currency values each asset's sum, and this movement's amount, at its price (looked up, never
+ * read from a feed here), exactly: an asset whose price cannot be used makes the check fail.
+ */
+async function windowCheck(
+  db: Queryable,
+  sums: (db: Queryable, q: SumQuery) => Promise<AssetSum[]>,
+  a: ApplicableLimit,
+  facts: MovementFacts & { amount: string; asset: string },
+  at: Date,
+  except: string | null,
+  priceOf: PriceLookup,
+): Promise<WindowCheck> {
+  const currency = a.limit.currency;
+  const rows = await sums(db, {
+    assets: currency !== undefined ? (a.limit.assets?.map((x) => x.toUpperCase()) ?? null) : [facts.asset],
+    destination: a.destination,
+    since: new Date(at.getTime() - a.limit.window_seconds * 1000),
+    except,
+    filter: a.limit.destination ?? null,
+    source: a.source,
+    requester: a.requester,
+  });
+  if (currency === undefined) {
+    const used = rows[0]?.total ?? '0';
+    const total = addDecimals(used, facts.amount);
+    return { ok: true, used, amount: facts.amount, total, exceeded: cmp(total, a.limit.max_amount) > 0 };
+  }
+  const byAsset = new Map(rows.map((r) => [r.asset, r.total]));
+  const priced: { asset: string; used: string; price: Extract<PriceReading, { ok: true }> }[] = [];
+  for (const asset of [...new Set([...byAsset.keys(), facts.asset])].sort()) {
+    const price = await priceOf(asset, currency);
+    if (!price.ok) return { ok: false, price };
+    priced.push({ asset, used: byAsset.get(asset) ?? '0', price });
+  }
+  const own = priced.find((p) => p.asset === facts.asset)!.price;
+  const usedParts = priced.map((p) => ({ amount: p.used, price: p.price }));
+  const total = valueOfAmounts([...usedParts, { amount: facts.amount, price: own }]);
+  return {
+    ok: true,
+    used: formatValue(valueOfAmounts(usedParts)),
+    amount: formatValue(valueOfAmounts([{ amount: facts.amount, price: own }])),
+    total: formatValue(total),
+    exceeded: compareWithBound(total, a.limit.max_amount) > 0,
+    valued: priced.map((p) => ({ asset: p.asset, used: p.used, answer: p.price.answer, decimals: p.price.decimals, feed: p.price.feed })),
+  };
+}
+
+/** A limit in a currency that cannot value its window: refused, like a rule that cannot price its amount (fail closed). */
+function limitPriceRefusal(a: ApplicableLimit, p: Extract<PriceReading, { ok: false }>, ruleSetVersion: number | null, checkedAt?: string): FerryError {
+  return new FerryError(
+    'POLICY_PRICE_UNAVAILABLE',
+    `velocity limit ${a.limit.id} values its window in ${p.currency}, and the price of ${p.asset} in ${p.currency} cannot be used: ${p.message}; the movement is refused until it can`,
+    { ...limitBase(a), rule_set_version: ruleSetVersion, rule_id: null, asset: p.asset, price_code: p.code, feed: p.feed, ...(checkedAt ? { checked_at: checkedAt } : {}) },
+  );
+}
+
+function amountUnknown(a: ApplicableLimit, who: string, ruleSetVersion: number | null, checkedAt?: string): FerryError {
+  return new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${a.limit.id} bounds ${limitUnit(a.limit)}, but ${who} names no amount to count`, {
+    ...limitBase(a),
+    rule_set_version: ruleSetVersion,
+    reason: 'AMOUNT_UNKNOWN',
+    ...(checkedAt ? { checked_at: checkedAt } : {}),
+  });
+}
+
+function limitExceeded(a: ApplicableLimit, w: Extract<WindowCheck, { ok: true }>, verb: string, ruleSetVersion: number | null, checkedAt?: string): FerryError {
+  const unit = limitUnit(a.limit);
+  return new FerryError(
+    'VELOCITY_LIMIT_EXCEEDED',
+    `velocity limit ${a.limit.id}: ${w.used} ${unit} ${verb} in the last ${a.limit.window_seconds} s${sumOf(a)}; ` +
+      `${w.amount} more would make ${w.total}, above its maximum ${a.limit.max_amount}`,
+    { ...limitBase(a), rule_set_version: ruleSetVersion, used: w.used, amount: w.amount, total: w.total, ...(w.valued ? { valued: w.valued } : {}), ...(checkedAt ? { checked_at: checkedAt } : {}) },
+  );
 }
 
 /**
  * Checks the velocity limits that bound the movement, each under its lock (held until the
  * caller's transaction ends): the sum of the window's counted movements plus this one must not
- * pass the limit's maximum. The window ends at `at`.
+ * pass the limit's maximum. The window ends at `at`. A limit in a currency values the window with
+ * `priceOf`, the prices read before the transaction.
  */
 export async function checkVelocity(
   client: Client,
@@ -536,37 +650,17 @@ export async function checkVelocity(
   at: Date,
   movementId: string | null,
   ruleSetVersion: number | null,
+  priceOf: PriceLookup = async (asset, currency) => notReadAhead(asset, currency),
 ): Promise<VelocityCheck[]> {
   const checks: VelocityCheck[] = [];
   for (const a of limits) {
     const base = limitBase(a);
-    if (facts.amount === null) {
-      throw new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${a.limit.id} bounds ${a.limit.asset}, but this movement's intent names no amount to count`, {
-        ...base,
-        rule_set_version: ruleSetVersion,
-        reason: 'AMOUNT_UNKNOWN',
-      });
-    }
+    if (facts.amount === null) throw amountUnknown(a, "this movement's intent", ruleSetVersion);
     await lockVelocitySum(client, a.key);
-    const used = await velocitySum(client, {
-      asset: facts.asset!,
-      destination: a.destination,
-      since: new Date(at.getTime() - a.limit.window_seconds * 1000),
-      except: movementId,
-      filter: a.limit.destination ?? null,
-      source: a.source,
-      requester: a.requester,
-    });
-    const total = addDecimals(used, facts.amount);
-    if (cmp(total, a.limit.max_amount) > 0) {
-      throw new FerryError(
-        'VELOCITY_LIMIT_EXCEEDED',
-        `velocity limit ${a.limit.id}: ${used} ${a.limit.asset} moved in the last ${a.limit.window_seconds} s${sumOf(a)}; ` +
-          `${facts.amount} more would make ${total}, above its maximum ${a.limit.max_amount}`,
-        { ...base, rule_set_version: ruleSetVersion, used, amount: facts.amount, total },
-      );
-    }
-    checks.push({ ...base, used, total });
+    const w = await windowCheck(client, velocitySums, a, { ...facts, amount: facts.amount, asset: facts.asset! }, at, movementId, priceOf);
+    if (!w.ok) throw limitPriceRefusal(a, w.price, ruleSetVersion);
+    if (w.exceeded) throw limitExceeded(a, w, 'moved', ruleSetVersion);
+    checks.push({ ...base, used: w.used, total: w.total, ...(w.valued ? { valued: w.valued } : {}) });
   }
   return checks;
 }
@@ -575,7 +669,8 @@ export async function checkVelocity(
 function limitBase(a: ApplicableLimit) {
   return {
     limit_id: a.limit.id,
-    asset: a.limit.asset,
+    asset: a.limit.asset ?? null,
+    currency: a.limit.currency ?? null,
     destination: a.destination,
     source: a.source,
     requester: a.requester,
@@ -589,6 +684,16 @@ function sumOf(a: ApplicableLimit): string {
   return `${a.destination ? ` to ${a.destination}` : ''}${a.source ? ` from ${a.source}` : ''}${a.requester ? ` requested by ${a.requester}` : ''}`;
 }
 
+/** Reads one price; a price source that throws gives an unreadable price, no price source a missing feed. */
+async function readOne(prices: PriceSource | null | undefined, asset: string, currency: string, at: Date): Promise<PriceReading> {
+  if (!prices) return { ok: false, asset, currency, code: 'PRICE_FEED_NOT_CONFIGURED', message: 'no price source is configured (price_feeds in FERRY_CONFIG_FILE)', feed: null };
+  try {
+    return await prices.read(asset, currency, at);
+  } catch (err) {
+    return { ok: false, asset, currency, code: 'PRICE_UNREADABLE', message: `the price source failed: ${(err as Error).message}`, feed: null };
+  }
+}
+
 /**
  * Reads the prices the rule set's reference-currency amounts need for this movement, by priceKey.
  * A price source that throws gives an unreadable price (the rule then refuses), never an allowed
@@ -600,29 +705,53 @@ export async function readPrices(
   facts: Pick<MovementFacts, 'asset' | 'amount'>,
   at: Date,
 ): Promise<Record<string, PriceReading>> {
+  return readEach(prices, pricesNeeded(set, facts), at);
+}
+
+async function readEach(prices: PriceSource | null | undefined, needed: { asset: string; currency: string }[], at: Date, cache?: Map<string, PriceReading>): Promise<Record<string, PriceReading>> {
   const out: Record<string, PriceReading> = {};
-  for (const { asset, currency } of pricesNeeded(set, facts)) {
-    let reading: PriceReading;
-    if (!prices) {
-      reading = { ok: false, asset, currency, code: 'PRICE_FEED_NOT_CONFIGURED', message: 'no price source is configured (price_feeds in FERRY_CONFIG_FILE)', feed: null };
-    } else {
-      try {
-        reading = await prices.read(asset, currency, at);
-      } catch (err) {
-        reading = { ok: false, asset, currency, code: 'PRICE_UNREADABLE', message: `the price source failed: ${(err as Error).message}`, feed: null };
-      }
-    }
-    out[priceKey(asset, currency)] = reading;
+  for (const { asset, currency } of needed) {
+    const key = priceKey(asset, currency);
+    const reading = cache?.get(key) ?? (await readOne(prices, asset, currency, at));
+    cache?.set(key, reading);
+    out[key] = reading;
   }
   return out;
 }
 
 /**
- * The prices a decision on this intent will need under the live rule set, read now, before the
- * caller opens its transaction, as a price source that answers from them: the checks at creation and
- * approval then make no RPC call while they hold the movement's row and the velocity locks. A price
- * the rule set asks for inside the transaction that was not read here (the rule set changed in
- * between) is unreadable, and the rule refuses (fail closed); trying again reads it.
+ * The prices the rule set's limits in a currency will need to value a window with a movement of
+ * `asset`: its own, and every asset with movements counted in the window now (read outside any
+ * transaction; the window checked later, inside one, can only have lost movements at its start).
+ */
+async function limitPricesNeeded(db: Queryable, set: { limits: RuleSet['limits'] } | null, asset: string | null, at: Date): Promise<{ asset: string; currency: string }[]> {
+  if (!set || !asset) return [];
+  const out = new Map<string, { asset: string; currency: string }>();
+  for (const l of set.limits) {
+    if (l.currency === undefined || !limitCovers(l, asset)) continue;
+    out.set(priceKey(asset, l.currency), { asset, currency: l.currency });
+    const since = new Date(at.getTime() - l.window_seconds * 1000);
+    for (const a of await windowAssets(db, since, l.assets?.map((x) => x.toUpperCase()) ?? null)) out.set(priceKey(a, l.currency), { asset: a, currency: l.currency });
+  }
+  return [...out.values()];
+}
+
+/** The prices a decision on this intent needs under the rule set: its rules' and its limits'. */
+async function allPricesNeeded(db: Queryable, set: { rules: RuleSet['rules']; limits: RuleSet['limits'] } | null, intent: Readonly<Record<string, unknown>>, at: Date) {
+  const facts = intentFacts(intent, []);
+  const needed = new Map(pricesNeeded(set, facts).map((n) => [priceKey(n.asset, n.currency), n]));
+  for (const n of await limitPricesNeeded(db, set, facts.asset, at)) needed.set(priceKey(n.asset, n.currency), n);
+  return [...needed.values()];
+}
+
+/**
+ * The prices a decision on this intent will need under the live rule set (its rules' amounts in a
+ * currency, and its limits in a currency: the movement's asset and every asset in their windows),
+ * read now, before the caller opens its transaction, as a price source that answers from them:
+ * the checks at creation and approval then make no RPC call while they hold the movement's row and
+ * the velocity locks. A price asked for inside the transaction that was not read here (the rule set
+ * changed in between, or a movement of another asset entered a window) is unreadable, and the check
+ * refuses (fail closed); trying again reads it.
  */
 export async function pricesReadAhead(
   db: Queryable,
@@ -631,18 +760,19 @@ export async function pricesReadAhead(
   at: Date,
 ): Promise<PriceSource | null> {
   if (!prices) return null;
-  const readings = await readPrices(prices, await liveRuleSet(db), intentFacts(intent, []), at);
+  const readings = await readEach(prices, await allPricesNeeded(db, await liveRuleSet(db), intent, at), at);
   return {
-    read: async (asset, currency) =>
-      readings[priceKey(asset, currency)] ?? {
-        ok: false,
-        asset,
-        currency,
-        code: 'PRICE_UNREADABLE',
-        message: `the rule set changed while ${priceKey(asset, currency)} was read; try again`,
-        feed: null,
-      },
+    read: async (asset, currency) => readings[priceKey(asset, currency)] ?? notReadAhead(asset, currency),
   };
+}
+
+/**
+ * Whether a refusal says only that a price was not read before the transaction (the rule set
+ * changed, or a movement of another asset entered a limit's window, meanwhile): the caller reads
+ * the prices again and tries once more; the new read sees what the transaction saw.
+ */
+export function priceNotReadAhead(err: unknown): boolean {
+  return err instanceof FerryError && err.code === 'POLICY_PRICE_UNAVAILABLE' && err.details.price_code === 'PRICE_NOT_READ_AHEAD';
 }
 
 /** The prices a decision used, as a movement's audit event records them. */
@@ -677,7 +807,7 @@ export async function policyForNewMovement(
   facts.prices = await readPrices(prices, live, facts, at);
   const decision = decide(live, facts);
   if (!allows(decision)) throw refusal(decision, facts, 'creation');
-  const velocity = live ? await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, null, live.version) : [];
+  const velocity = live ? await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, null, live.version, lookupIn(prices, at)) : [];
   return {
     quorum: quorumOf(decision, globalQuorum),
     velocity,
@@ -749,7 +879,7 @@ export async function policyForApproval(
   const out: Record<string, unknown> = { policy_checked_under: { rule_set_version: live.version, rule_id: decision.ruleId } };
   if (Object.keys(facts.prices).length) out.prices = pricesUsed(facts.prices);
   if (m.approvals.length + 1 >= m.approval_quorum) {
-    out.velocity = await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, m.id, live.version);
+    out.velocity = await checkVelocity(client, applicableLimits(live.limits, facts), facts, at, m.id, live.version, lookupIn(prices, at));
   }
   return out;
 }
@@ -826,33 +956,20 @@ export async function policyAtDispatch(
   for (const key of keys) await lockVelocitySum(client, key);
   for (const { m, facts, limits } of pending) {
     let refusedHere: FerryError | null = null;
+    // Read before this transaction (pricesForDispatch): a price not read then is unavailable here.
+    const priceOf: PriceLookup = async (asset, currency) => prices[m.id]?.[priceKey(asset, currency)] ?? notReadAhead(asset, currency);
     for (const a of limits) {
-      const base = limitBase(a);
       if (facts.amount === null) {
-        refusedHere = new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${a.limit.id} bounds ${a.limit.asset}, but movement ${m.id} names no amount to count`, {
-          ...base,
-          rule_set_version: live.version,
-          reason: 'AMOUNT_UNKNOWN',
-          checked_at: 'dispatch',
-        });
+        refusedHere = amountUnknown(a, `movement ${m.id}`, live.version, 'dispatch');
         break;
       }
-      const used = await dispatchedSum(client, {
-        asset: facts.asset!,
-        destination: a.destination,
-        since: new Date(at.getTime() - a.limit.window_seconds * 1000),
-        except: m.id,
-        filter: a.limit.destination ?? null,
-        source: a.source,
-        requester: a.requester,
-      });
-      const total = addDecimals(used, facts.amount);
-      if (cmp(total, a.limit.max_amount) > 0) {
-        refusedHere = new FerryError(
-          'VELOCITY_LIMIT_EXCEEDED',
-          `velocity limit ${a.limit.id}: ${used} ${a.limit.asset} dispatched in the last ${a.limit.window_seconds} s${sumOf(a)}; ${facts.amount} more would make ${total}, above its maximum ${a.limit.max_amount}`,
-          { ...base, rule_set_version: live.version, used, amount: facts.amount, total, checked_at: 'dispatch' },
-        );
+      const w = await windowCheck(client, dispatchedSums, a, { ...facts, amount: facts.amount, asset: facts.asset! }, at, m.id, priceOf);
+      if (!w.ok) {
+        refusedHere = limitPriceRefusal(a, w.price, live.version, 'dispatch');
+        break;
+      }
+      if (w.exceeded) {
+        refusedHere = limitExceeded(a, w, 'dispatched', live.version, 'dispatch');
         break;
       }
     }
@@ -874,6 +991,8 @@ export async function policyAtDispatch(
     }
   }
   for (const [id, err] of refused) {
+    // Deferred by the dispatcher (its prices are read again), not refused.
+    if (priceNotReadAhead(err)) continue;
     await writeAudit(client, { actor: 'worker:dispatcher', action: 'policy.dispatch_refused', entity_type: 'request', entity_id: id, details: { code: err.code, message: err.message, ...err.details } });
   }
   return refused;
@@ -899,8 +1018,9 @@ export async function pricesForDispatch(
   const subjects = movements.filter((m) => m.policy_rule_set_version != null);
   if (subjects.length === 0) return out;
   const live = await liveRuleSet(db);
-  if (!live || !live.rules.some((r) => r.match.amount?.currency)) return out;
-  for (const m of subjects) out[m.id] = await readPrices(prices, live, intentFacts(m.intent, []), at);
+  if (!live || !(live.rules.some((r) => r.match.amount?.currency) || live.limits.some((l) => l.currency !== undefined))) return out;
+  const cache = new Map<string, PriceReading>();
+  for (const m of subjects) out[m.id] = await readEach(prices, await allPricesNeeded(db, live, m.intent, at), at, cache);
   return out;
 }
 
@@ -919,7 +1039,21 @@ export interface PolicyVerdict {
   approvers_from: string[] | null;
   /** The prices its reference-currency rules read. */
   prices: Record<string, unknown>[];
-  limits: { limit_id: string; destination: string | null; source: string | null; requester: string | null; window_seconds: number; max_amount: string; used: string; total: string | null; exceeded: boolean }[];
+  limits: {
+    limit_id: string;
+    /** A limit in a currency: the currency its used and total are values in. */
+    currency: string | null;
+    destination: string | null;
+    source: string | null;
+    requester: string | null;
+    window_seconds: number;
+    max_amount: string;
+    used: string;
+    total: string | null;
+    exceeded: boolean;
+    /** Why its window could not be valued (a price that cannot be used). */
+    price_code?: string;
+  }[];
 }
 
 async function verdict(
@@ -933,30 +1067,32 @@ async function verdict(
   const facts: FactsWithPrices = { ...base, prices: await readPrices(prices, set, base, at) };
   const d = decide(set, facts);
   const limits: PolicyVerdict['limits'] = [];
+  const cache = new Map<string, PriceReading>();
+  const priceOf: PriceLookup = async (asset, currency) => {
+    const key = priceKey(asset, currency);
+    if (!cache.has(key)) cache.set(key, await readOne(prices, asset, currency, at));
+    return cache.get(key)!;
+  };
+  let priceRefusal: FerryError | null = null;
   for (const a of set ? applicableLimits(set.limits, facts) : []) {
-    const used = await velocitySum(db, {
-      asset: facts.asset!,
-      destination: a.destination,
-      since: new Date(at.getTime() - a.limit.window_seconds * 1000),
-      except: null,
-      filter: a.limit.destination ?? null,
-      source: a.source,
-      requester: a.requester,
-    });
-    const total = facts.amount === null ? null : addDecimals(used, facts.amount);
+    // A movement without an amount: the window's sum, and no total (it is refused).
+    const w = await windowCheck(db, velocitySums, a, { ...facts, amount: facts.amount ?? '0', asset: facts.asset! }, at, null, priceOf);
+    if (!w.ok) priceRefusal ??= limitPriceRefusal(a, w.price, set!.version);
     limits.push({
       limit_id: a.limit.id,
+      currency: a.limit.currency ?? null,
       destination: a.destination,
       source: a.source,
       requester: a.requester,
       window_seconds: a.limit.window_seconds,
       max_amount: a.limit.max_amount,
-      used,
-      total,
-      exceeded: total === null || cmp(total, a.limit.max_amount) > 0,
+      used: w.ok ? w.used : '?',
+      total: w.ok && facts.amount !== null ? w.total : null,
+      exceeded: !w.ok || facts.amount === null || w.exceeded,
+      ...(!w.ok ? { price_code: w.price.code } : {}),
     });
   }
-  const refused = !allows(d) ? refusal(d, facts, 'creation') : limits.find((l) => l.exceeded) ? new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${limits.find((l) => l.exceeded)!.limit_id} would be exceeded`) : null;
+  const refused = !allows(d) ? refusal(d, facts, 'creation') : priceRefusal ? priceRefusal : limits.find((l) => l.exceeded) ? new FerryError('VELOCITY_LIMIT_EXCEEDED', `velocity limit ${limits.find((l) => l.exceeded)!.limit_id} would be exceeded`) : null;
   return {
     rule_set_version: d.ruleSetVersion,
     rule_id: d.ruleId,

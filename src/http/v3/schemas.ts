@@ -1169,6 +1169,7 @@ const PolicyVerdictSchema = z.object({
   limits: z.array(
     z.object({
       limit_id: z.string(),
+      currency: z.string().nullable().openapi({ description: 'A limit in a reference currency: used, total and max_amount are values in it; null: in the asset' }),
       destination: z.string().nullable(),
       source: z.string().nullable().openapi({ description: 'The source whose sum it is (per_source)' }),
       requester: z.string().nullable().openapi({ description: 'The requester whose sum it is (per_requester)' }),
@@ -1177,6 +1178,7 @@ const PolicyVerdictSchema = z.object({
       used: z.string(),
       total: z.string().nullable(),
       exceeded: z.boolean(),
+      price_code: z.string().optional().openapi({ description: 'Why a limit in a currency could not value its window (PRICE_STALE, ...)' }),
     }),
   ),
 });
