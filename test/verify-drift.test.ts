@@ -158,6 +158,18 @@ test('a token whose decimals differ from the configuration is drift, recorded on
   );
   assert.equal(await auditCount('registry.drift_detected'), 1);
   assert.equal(counterValue(await registry.metrics(), 'evm', 'drift') - before, 1, 'one drifting check counted');
+  // The operator channels hear of it: one attention event for the episode.
+  const attention = async () =>
+    (await db.pool.query(`SELECT source_key, summary, details FROM attention_events WHERE kind = 'registry_drift'`)).rows as {
+      source_key: string;
+      summary: string;
+      details: { drift_id: number; expected: string; observed: string };
+    }[];
+  const raised = await attention();
+  assert.equal(raised.length, 1);
+  assert.equal(raised[0].source_key, `registry_drift:${drift.id}`);
+  assert.deepEqual({ id: raised[0].details.drift_id, expected: raised[0].details.expected, observed: raised[0].details.observed }, { id: drift.id, expected: '18', observed: '6' });
+  assert.match(raised[0].summary, /evm\.tokens\[USDC\] decimals\(\) is "6", the configuration says "18"/);
 
   // Seen again: the same episode, last_seen moved, no second audit event.
   await db.pool.query(`UPDATE registry_drifts SET first_seen = now() - interval '1 day', last_seen = now() - interval '1 day'`);
@@ -169,6 +181,7 @@ test('a token whose decimals differ from the configuration is drift, recorded on
   assert.ok(+again[0]!.last_seen > Date.now() - 60_000, 'last_seen moved to now');
   assert.ok(+again[0]!.first_seen < Date.now() - 3_600_000, 'first_seen kept');
   assert.equal(await auditCount('registry.drift_detected'), 1);
+  assert.equal((await attention()).length, 1, 'seen again: no second attention event');
 
   // The gauge of open drifts per lane, at scrape time.
   const viewer = (await createToken(db.pool, { name: 'drift-viewer', role: 'viewer' })).token;

@@ -16,7 +16,8 @@ export type AttentionKind =
   | 'balance_stale'
   | 'callback_dlq'
   | 'waiting_too_long'
-  | 'ccip_stranded';
+  | 'ccip_stranded'
+  | 'registry_drift';
 
 export interface AttentionRow {
   id: string;

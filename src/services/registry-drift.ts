@@ -9,6 +9,7 @@ import {
   type RegistryDriftRow,
   type RegistryFactKey,
 } from '../persistence/registry-drifts.ts';
+import { insertAttention } from '../persistence/notifications.ts';
 
 /**
  * Registry drift's writes (docs/operations.md "Registry drift"), one transaction each with its audit
@@ -48,6 +49,14 @@ export async function recordRegistryAnswer(
         entity_type: 'registry_drift',
         entity_id: String(drift.id),
         details: { ...key, address: drift.address, expected: drift.expected, observed: drift.observed },
+      });
+      // The operator channels hear of it (the notification dispatcher), once per episode.
+      await insertAttention(client, {
+        kind: 'registry_drift',
+        sourceKey: `registry_drift:${drift.id}`,
+        dedupKey: `registry_drift:${key.lane}:${key.chain_id}:${key.subject}:${key.property}`,
+        summary: `registry drift on chain ${key.chain_id} (${key.lane}): ${key.subject} ${key.property} is ${JSON.stringify(drift.observed)}, the configuration says ${JSON.stringify(drift.expected)}`,
+        details: { drift_id: drift.id, ...key, address: drift.address, expected: drift.expected, observed: drift.observed },
       });
       return { detected: drift, resolved: null };
     }

@@ -14,7 +14,7 @@ import { pageLimit } from '../query.ts';
 
 const tags = ['Attention'];
 const UUID = { format: 'uuid' } as const;
-export const attentionKinds = ['manual_intervention', 'node_failed_after_side_effect', 'drift', 'signer_identity_mismatch', 'balance_stale', 'callback_dlq', 'waiting_too_long', 'ccip_stranded'] as const;
+export const attentionKinds = ['manual_intervention', 'node_failed_after_side_effect', 'drift', 'signer_identity_mismatch', 'balance_stale', 'callback_dlq', 'waiting_too_long', 'ccip_stranded', 'registry_drift'] as const;
 
 const DeliverySchema = z
   .object({
