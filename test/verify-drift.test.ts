@@ -149,7 +149,7 @@ test('a token whose decimals differ from the configuration is drift, recorded on
   const before = counterValue(await registry.metrics(), 'evm', 'drift');
   const wrong = configWith({ evm: { chains: [chain(A, a.anvil.url)], tokens: [token(A, usdcA.address, 18)] } });
   const r1 = await runVerifyDrift({ pool: db.pool, config: wrong, log: silent }, settings);
-  assert.deepEqual({ checked: r1.checked, match: r1.match, drift: r1.drift, unverified: r1.unverified, detected: r1.detected }, { checked: 3, match: 2, drift: 1, unverified: 0, detected: 1 });
+  assert.deepEqual({ checked: r1.checked, match: r1.match, drift: r1.drift, unverified: r1.unverified, detected: r1.detected }, { checked: 4, match: 3, drift: 1, unverified: 0, detected: 1 }, "the chain's id and the token's code, decimals and symbol");
   const [drift] = await listRegistryDrifts(db.pool, { state: 'open', limit: 10 });
   assert.ok(drift);
   assert.deepEqual(
@@ -199,7 +199,7 @@ test('a token whose decimals differ from the configuration is drift, recorded on
   // The configuration fixed: resolved (matched), one resolution event.
   const fixed = configWith({ evm: { chains: [chain(A, a.anvil.url)], tokens: [token(A, usdcA.address, 6)] } });
   const r3 = await runVerifyDrift({ pool: db.pool, config: fixed, log: silent }, settings);
-  assert.deepEqual({ match: r3.match, drift: r3.drift, resolved: r3.resolved }, { match: 3, drift: 0, resolved: 1 });
+  assert.deepEqual({ match: r3.match, drift: r3.drift, resolved: r3.resolved }, { match: 4, drift: 0, resolved: 1 });
   assert.deepEqual(await listRegistryDrifts(db.pool, { state: 'open', limit: 10 }), []);
   const [done] = await listRegistryDrifts(db.pool, { state: 'resolved', limit: 10 });
   assert.equal(done!.id, drift.id);
@@ -207,7 +207,7 @@ test('a token whose decimals differ from the configuration is drift, recorded on
   assert.ok(done!.resolved_at);
   assert.equal(await auditCount('registry.drift_resolved'), 1);
   const checks = await listRegistryChecks(db.pool, { limit: 10 });
-  assert.deepEqual(checks.map((c) => c.outcome), ['match', 'match', 'match']);
+  assert.deepEqual(checks.map((c) => c.outcome), ['match', 'match', 'match', 'match']);
   await db.pool.query('DELETE FROM registry_checks; DELETE FROM registry_drifts');
 });
 
@@ -215,7 +215,7 @@ test('CCTP: the transmitter of another domain is drift; a token the configuratio
   const cctp = (domain: number) => ({ domain, token_messenger: cctpA.messenger.address, message_transmitter: cctpA.transmitter.address });
   const right = configWith({ evm: { chains: [chain(A, a.anvil.url, { cctp: cctp(0) })], tokens: [token(A, usdcA.address, 6)] } });
   const r1 = await runVerifyDrift({ pool: db.pool, config: right, log: silent }, settings);
-  assert.deepEqual({ checked: r1.checked, match: r1.match }, { checked: 7, match: 7 }, 'code x2, localDomain(), localMessageTransmitter(), and the token');
+  assert.deepEqual({ checked: r1.checked, match: r1.match }, { checked: 8, match: 8 }, "code x2, localDomain(), localMessageTransmitter(), the token's three and the chain's id");
   const wrong = configWith({ evm: { chains: [chain(A, a.anvil.url, { cctp: cctp(7) })], tokens: [token(A, usdcA.address, 18)] } });
   await runVerifyDrift({ pool: db.pool, config: wrong, log: silent }, settings);
   const open = await listRegistryDrifts(db.pool, { state: 'open', limit: 10 });
@@ -229,7 +229,11 @@ test('CCTP: the transmitter of another domain is drift; a token the configuratio
   assert.equal(r3.resolved, 2);
   const resolved = await listRegistryDrifts(db.pool, { state: 'resolved', limit: 10 });
   assert.deepEqual(resolved.map((d) => d.resolution), ['unconfigured', 'unconfigured']);
-  assert.deepEqual(await listRegistryChecks(db.pool, { limit: 10 }), [], 'their last answers are forgotten');
+  assert.deepEqual(
+    (await listRegistryChecks(db.pool, { limit: 10 })).map((c) => [c.subject, c.property]),
+    [[`evm.chains[${A}]`, 'chain_id']],
+    "their last answers are forgotten; the chain's own is kept (the chain is still configured)",
+  );
   await db.pool.query('DELETE FROM registry_checks; DELETE FROM registry_drifts');
 });
 
@@ -243,10 +247,10 @@ test('an RPC that hangs is unverified within the lane timeout, never drift; the 
     const r = await within('verify_drift with a hanging chain', runVerifyDrift({ pool: db.pool, config, log: silent }, { concurrency: 1, laneTimeoutMs: 400 }), 10_000);
     const took = Date.now() - started;
     assert.ok(took < 5_000, `bounded by the lane timeout (${took} ms)`);
-    assert.deepEqual(r.unverified_by_chain, { [String(B)]: { RPC_TIMEOUT: 3 } });
+    assert.deepEqual(r.unverified_by_chain, { [String(B)]: { RPC_TIMEOUT: 4 } });
     assert.equal(r.drift, 1, "chain A's decimals are still checked and drift");
     const checks = await listRegistryChecks(db.pool, { limit: 20 });
-    assert.deepEqual(checks.filter((c) => c.chain_id === B).map((c) => [c.outcome, c.error_code]), [['unverified', 'RPC_TIMEOUT'], ['unverified', 'RPC_TIMEOUT'], ['unverified', 'RPC_TIMEOUT']]);
+    assert.deepEqual(checks.filter((c) => c.chain_id === B).map((c) => [c.outcome, c.error_code]), [['unverified', 'RPC_TIMEOUT'], ['unverified', 'RPC_TIMEOUT'], ['unverified', 'RPC_TIMEOUT'], ['unverified', 'RPC_TIMEOUT']]);
     const open = await listRegistryDrifts(db.pool, { state: 'open', limit: 10 });
     assert.deepEqual(open.map((d) => [d.chain_id, d.property]).sort(), [[A, 'decimals()'], [B, 'symbol()']], "B's old drift stays open: unverified is no evidence either way");
   } finally {
@@ -266,7 +270,7 @@ test('hostile answers: an oversized or malformed RPC answer is unverified; a con
     },
   });
   const r = await within('verify_drift with hostile answers', runVerifyDrift({ pool: db.pool, config, log: silent }, settings), 15_000);
-  assert.deepEqual(r.unverified_by_chain, { [String(C)]: { RPC_ANSWER_MALFORMED: 1, RPC_ANSWER_TOO_LARGE: 2 }, [String(D)]: { RPC_UNREACHABLE: 3 } });
+  assert.deepEqual(r.unverified_by_chain, { [String(C)]: { RPC_ANSWER_MALFORMED: 1, RPC_ANSWER_TOO_LARGE: 3 }, [String(D)]: { RPC_UNREACHABLE: 4 } });
   assert.deepEqual(r.not_read, { '99': 3 });
   assert.ok(hostileRpc.calls.includes('redirect'));
   assert.equal((await listRegistryChecks(db.pool, { limit: 50 })).filter((c) => c.chain_id === 99).length, 0, 'nothing recorded for a chain not read');
@@ -336,4 +340,20 @@ test('Hyperliquid: a bridge address without code is drift; with code (a lone STO
   assert.equal(r.resolved, 1);
   assert.deepEqual(await listRegistryDrifts(db.pool, { state: 'open', limit: 10 }), []);
   await db.pool.query('DELETE FROM registry_checks; DELETE FROM registry_drifts');
+});
+
+test("an RPC URL of another chain is drift of that chain's id (every fact read there is read on the other chain)", async () => {
+  // Chain A's configured endpoint is chain B's node.
+  const crossed = configWith({ evm: { chains: [chain(A, b.anvil.url)] } });
+  const r = await runVerifyDrift({ pool: db.pool, config: crossed, log: silent }, settings);
+  assert.equal(r.drift, 1);
+  const [drift] = await listRegistryDrifts(db.pool, { state: 'open', limit: 10 });
+  assert.deepEqual(
+    { lane: drift!.lane, chain_id: drift!.chain_id, subject: drift!.subject, property: drift!.property, expected: drift!.expected, observed: drift!.observed },
+    { lane: 'evm', chain_id: A, subject: `evm.chains[${A}]`, property: 'chain_id', expected: String(A), observed: String(B) },
+  );
+  const right = configWith({ evm: { chains: [chain(A, a.anvil.url)] } });
+  const fixed = await runVerifyDrift({ pool: db.pool, config: right, log: silent }, settings);
+  assert.deepEqual({ match: fixed.match, drift: fixed.drift, resolved: fixed.resolved }, { match: 1, drift: 0, resolved: 1 });
+  await db.pool.query('DELETE FROM registry_checks; DELETE FROM registry_drifts; DELETE FROM attention_events');
 });

@@ -71,8 +71,11 @@ export interface RegistryBaseline {
   /** What is checked, stable across runs: `evm.tokens[USDC]`, `evm.chains[31337].cctp.message_transmitter`. */
   subject: string;
   address: string;
-  /** `code`: the address holds contract code; else a view call. */
-  property: 'code' | { name: string; signature: string; args?: readonly unknown[] };
+  /**
+   * `code`: the address holds contract code; `chain_id`: the RPC endpoint answers `eth_chainId` with
+   * this chain (the address is unused: the zero address); else a view call.
+   */
+  property: 'code' | 'chain_id' | { name: string; signature: string; args?: readonly unknown[] };
   /**
    * What the configuration says, in the sweep's words: `code` for a code check; a call's answer as a
    * decimal string (numbers), the text (strings) or lowercase 0x hex (addresses, bytes).

@@ -87,7 +87,7 @@ export function registryFacts(config: FerryConfig, list: LaneList = allLanes): F
   return list.flatMap((lane) => (lane.registryBaselines?.(file) ?? []).map((b) => ({ ...b, lane: lane.name })));
 }
 
-const propertyName = (f: RegistryBaseline) => (f.property === 'code' ? 'code' : f.property.name);
+const propertyName = (f: RegistryBaseline) => (f.property === 'code' || f.property === 'chain_id' ? f.property : f.property.name);
 const keyOf = (f: Fact): RegistryFactKey => ({ lane: f.lane, chain_id: f.chainId, subject: f.subject, property: propertyName(f) });
 
 export async function runVerifyDrift(deps: VerifyDriftDeps, s: VerifyDriftSettings): Promise<VerifyDriftResult> {
@@ -159,6 +159,12 @@ async function observe(rpcUrl: string, f: Fact, deadline: AbortSignal): Promise<
     const code = await rpc(rpcUrl, 'eth_getCode', [f.address, 'latest'], deadline);
     // No code is `0x`; a single STOP byte (`0x00`) is code.
     return code === '0x' ? 'none' : 'code';
+  }
+  if (f.property === 'chain_id') {
+    const id = await rpc(rpcUrl, 'eth_chainId', [], deadline);
+    // The answer of an endpoint of another chain: every other fact read there is read on that chain.
+    if (!/^0x[0-9a-fA-F]{1,16}$/.test(id)) throw new Unverified('RPC_ANSWER_MALFORMED');
+    return BigInt(id).toString();
   }
   let fn: AbiFunction;
   try {

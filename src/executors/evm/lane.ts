@@ -81,8 +81,17 @@ export const evmLane: LaneDefinition<typeof evmVariables, { evm: typeof EvmSecti
   ],
   // Each listed token: a contract, with the configured decimals (when given) and symbol.
   registryBaselines(file) {
-    const tokens = ((file.evm ?? {}) as { tokens?: Array<{ chain_id: number; symbol: string; address: string; decimals?: number }> }).tokens ?? [];
-    return tokens.flatMap((t) => {
+    const evm = (file.evm ?? {}) as { chains?: Array<{ chain_id: number }>; tokens?: Array<{ chain_id: number; symbol: string; address: string; decimals?: number }> };
+    // Each chain's endpoint is that chain: an RPC URL of another chain would sign and read elsewhere.
+    const chains = (evm.chains ?? []).map((c) => ({
+      chainId: c.chain_id,
+      subject: `evm.chains[${c.chain_id}]`,
+      address: '0x0000000000000000000000000000000000000000',
+      property: 'chain_id' as const,
+      expected: String(c.chain_id),
+    }));
+    const tokens = evm.tokens ?? [];
+    return [...chains, ...tokens.flatMap((t) => {
       const subject = `evm.tokens[${t.symbol}]`;
       const at = { chainId: t.chain_id, subject, address: t.address };
       return [
@@ -90,7 +99,7 @@ export const evmLane: LaneDefinition<typeof evmVariables, { evm: typeof EvmSecti
         ...(t.decimals === undefined ? [] : [{ ...at, property: { name: 'decimals()', signature: 'function decimals() view returns (uint8)' }, expected: String(t.decimals) }]),
         { ...at, property: { name: 'symbol()', signature: 'function symbol() view returns (string)' }, expected: t.symbol },
       ];
-    });
+    })];
   },
   balanceFetchers: (clients) => [new EvmNativeBalanceFetcher(clients), new Erc20BalanceFetcher(clients)],
   templates: [{ key: 'usdc.transfer', summary: 'send USDC from a hot wallet, then wait for finality (sandbox)' }],
