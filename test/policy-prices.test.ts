@@ -19,6 +19,9 @@ import { getPolicyProposal } from '../src/persistence/policy.ts';
 import { priceSourceFromConfig } from '../src/prices/chainlink.ts';
 import { approveMovement, createMovement } from '../src/services/movements.ts';
 import { finalizePolicyProposal } from '../src/services/policy.ts';
+import { proposeStandingOrder } from '../src/services/standing-orders.ts';
+import { loadConfig } from '../src/config.ts';
+import { collectingDeps } from './helpers/fixtures.ts';
 import { ANVIL_CHAIN_ID, ANVIL_DEV_KEY, TEST_FEE_CAP_WEI, startLocalChain } from './helpers/anvil.ts';
 import { deployAggregator } from './helpers/contracts.ts';
 import { ferryForFile } from './helpers/ferry.ts';
@@ -247,5 +250,48 @@ test('prices are read before the creating and approving transactions open: no RP
     compiledPlanHash: created.request.compiled_plan_hash,
   });
   assert.ok(open.length >= 2, `the price was read at creation and at approval (${open.length} reads)`);
+  assert.deepEqual(open, open.map(() => 0), 'no transaction of this pool was open during a price read');
+});
+
+test('a standing order\'s required approvals read the price of its maximum before the proposing transaction opens', async () => {
+  await fresh(2500n);
+  const vault = await call('POST', '/v3/policy/address-book', 'operator', { name: 'eth-vault', network: 'sim', address: 'eth-vault', owner: 'treasury', kind: 'internal' });
+  assert.equal(vault.status, 202, vault.text);
+  assert.equal((await call('POST', `/v3/policy/proposals/${vault.body.id}/approve`, 'approver', {})).status, 200);
+  const row = (await getPolicyProposal(db.pool, vault.body.id))!;
+  await finalizePolicyProposal({ pool: db.pool, now: () => new Date(row.challenge_ends_at!) }, vault.body.id);
+  await liveRules({ rules: [{ id: 'large-usd', match: { amount: { at_least: '100000', currency: 'USD' } }, action: { type: 'require_approvals', approvals: 2 } }, { id: 'rest', action: { type: 'allow' } }] });
+  const parsed = parseConfigFile(yaml(file));
+  assert.ok(parsed.ok);
+  const real = priceSourceFromConfig(parsed.file)!;
+  const open: number[] = [];
+  const watching = {
+    read: async (asset: string, currency: string, at: Date) => {
+      const { rows } = await db.pool.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = current_setting('application_name') AND state LIKE 'idle in transaction%'`,
+      );
+      open.push(rows[0].n);
+      return real.read(asset, currency, at);
+    },
+  };
+  const order = await proposeStandingOrder(
+    { pool: db.pool, config: loadConfig({ FERRY_DATA_DIR: '.ferry/test-prices' }), transitions: collectingDeps(), prices: watching },
+    {
+      name: 'eth-sweep',
+      template_key: 'eth.pay',
+      asset: 'ETH',
+      destinations: ['eth-vault'],
+      max_per_run: '40',
+      max_per_window: '80',
+      window_seconds: 86400,
+      trigger: { kind: 'schedule', schedule: { cron: '0 * * * *' }, amount: '40' },
+      expires_at: new Date(Date.now() + 30 * 86400_000).toISOString(),
+    },
+    `principal:${tokens.operator.principal_id}`,
+  );
+  // 40 ETH at 2500 USD is 100000 USD: the large tier.
+  assert.equal(order.required_approvals, 2);
+  assert.ok(open.length >= 1, 'the price was read');
   assert.deepEqual(open, open.map(() => 0), 'no transaction of this pool was open during a price read');
 });

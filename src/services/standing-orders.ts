@@ -45,7 +45,7 @@ import {
 } from '../policy/standing-orders.ts';
 import type { TransitionDeps } from '../actors/transition.ts';
 import { approveMovement, createMovement, pricesOf } from './movements.ts';
-import { movementFacts, readPrices } from './policy.ts';
+import { movementFacts, pricesReadAhead, readPrices } from './policy.ts';
 import { getTemplateVersion } from '../persistence/templates.ts';
 import type { PriceSource } from '../prices/price-source.ts';
 import { deliverToRow, type RowMachine } from './row-machine.ts';
@@ -128,7 +128,7 @@ function parseOrder(input: unknown, deps: StandingOrderDeps): StandingOrderInput
 }
 
 /** What the policy requires for the order's maximum per run to its first destination: refused, or the approvals it needs. */
-async function requiredApprovals(client: Client, deps: StandingOrderDeps, o: StandingOrderInput, actor: string): Promise<number> {
+async function requiredApprovals(client: Client, deps: StandingOrderDeps, o: StandingOrderInput, actor: string, prices: PriceSource | null): Promise<number> {
   const entry = await getAddressBookEntry(client, o.destinations[0]!);
   const live = await liveRuleSet(client);
   // The live template's nodes: its lanes and sources are what a run's movement will have.
@@ -139,7 +139,8 @@ async function requiredApprovals(client: Client, deps: StandingOrderDeps, o: Sta
     nodes: version?.nodes ?? [],
     createdBy: actor,
   });
-  const decision = decide(live, { ...facts, prices: await readPrices(pricesOf(deps), live, facts, clock(deps)) });
+  // A lookup in the prices read before this transaction opened: no RPC call while it is open.
+  const decision = decide(live, { ...facts, prices: await readPrices(prices, live, facts, clock(deps)) });
   if (!allows(decision)) {
     const code = decision.action === 'block' ? 'POLICY_BLOCKED' : decision.action === 'price_unavailable' ? 'POLICY_PRICE_UNAVAILABLE' : 'POLICY_NO_MATCHING_RULE';
     throw new FerryError(code, `the policy does not allow a run of standing order ${o.name} at its maximum (rule ${decision.ruleId ?? 'none'})`, {
@@ -155,11 +156,13 @@ async function requiredApprovals(client: Client, deps: StandingOrderDeps, o: Sta
 export async function proposeStandingOrder(deps: StandingOrderDeps, input: unknown, actor: string): Promise<StandingOrderRow> {
   const o = parseOrder(input, deps);
   const now = clock(deps);
+  // The price of its maximum per run, for reference-currency rules, read before the transaction opens.
+  const prices = await pricesReadAhead(deps.pool, pricesOf(deps), { asset: o.asset, amount: o.max_per_run }, now);
   return withTransaction(deps.pool, async (client) => {
     for (const name of o.destinations) {
       if (!(await getAddressBookEntry(client, name))) throw new FerryError('STANDING_ORDER_INVALID', `destination ${name} is not an address book entry`, { problems: ['destination_not_in_book'], destination: name });
     }
-    const required = await requiredApprovals(client, deps, o, actor);
+    const required = await requiredApprovals(client, deps, o, actor, prices);
     const row = await insertStandingOrder(client, {
       name: o.name,
       template_key: o.template_key,
