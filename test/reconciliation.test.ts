@@ -121,6 +121,8 @@ test('a movement whose row a writer holds is checked but not marked: it stays du
   const held = await approvedMovement(deps, template);
   const free = await approvedMovement(deps, template);
   await drain(deps);
+  // The held movement's node is written around the machines: drift, audited by the run that marks it.
+  await db.pool.query(`UPDATE request_nodes SET node_state = 'FAILED', updated_at = now() WHERE request_id = $1`, [held]);
   // A connection of its own: the scratch pool is small, and the writer stands for another process.
   const writer = new pg.Client({ connectionString: db.url });
   writer.on('error', () => {}); // the scratch database's teardown may end it first
@@ -134,9 +136,13 @@ test('a movement whose row a writer holds is checked but not marked: it stays du
   const byId = Object.fromEntries(marks.rows.map((r) => [r.id, r.reconciled_at]));
   assert.equal(byId[held], null, 'the held movement stays due');
   assert.ok(byId[free] instanceof Date, 'the other one is marked');
+  assert.deepEqual(await driftAudits(db.pool), [], 'no drift audited for a movement left unmarked');
   await writer.query('ROLLBACK');
   const second = await reconcileBatch(deps);
-  assert.deepEqual(second, { checked: 1, drifted: 0, budgetExhausted: false });
+  assert.deepEqual(second, { checked: 1, drifted: 1, budgetExhausted: false });
+  assert.equal((await driftAudits(db.pool)).length, 1, 'audited once, by the run that marked it');
+  assert.equal((await reconcileBatch(deps)).checked, 0);
+  assert.equal((await driftAudits(db.pool)).length, 1);
   const nodes = await db.pool.query(`SELECT count(*)::int AS n FROM request_nodes WHERE reconciled_at IS NULL`);
   assert.equal(nodes.rows[0].n, 0, 'its nodes were marked with it');
 });

@@ -113,7 +113,11 @@ export async function reconcileBatch(
     });
     if (found.checks.length === 0) continue;
     await withTransaction(deps.pool, async (client) => {
+      // A movement a writer holds right now is not marked: it stays due, and its drift (if any) is
+      // written by the run that marks it, so a drift is audited once per checked change.
+      const marked = new Set(await markReconciled(client, found.checks.map((c) => c.id), found.checkedAt));
       for (const { id, drifts } of found.checks) {
+        if (!marked.has(id)) continue;
         for (const drift of drifts) {
           await writeAudit(client, {
             actor: 'worker:reconciliation',
@@ -124,8 +128,6 @@ export async function reconcileBatch(
           });
         }
       }
-      // A movement a writer holds right now is not marked: it stays due for the next run.
-      await markReconciled(client, found.checks.map((c) => c.id), found.checkedAt);
     });
     for (const { drifts } of found.checks) {
       report.checked++;
