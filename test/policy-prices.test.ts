@@ -295,3 +295,52 @@ test('a standing order\'s required approvals read the price of its maximum befor
   assert.ok(open.length >= 1, 'the price was read');
   assert.deepEqual(open, open.map(() => 0), 'no transaction of this pool was open during a price read');
 });
+
+test('a dispatcher reads the rule set once per round, inside its transaction; a price the new set needs that was not read ahead defers the node, never fails it', async () => {
+  await fresh(2500n);
+  await liveRules({ rules: [{ id: 'rest', action: { type: 'allow' } }] });
+  // Earlier tests' movements wait elsewhere: these rounds dispatch this test's movements only.
+  await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() + interval '1 day' WHERE node_state = 'READY'`);
+  // One worker's dispatcher over two rounds: what its gate saw in the first is what it reads prices for in the second.
+  const deps = runtimeDeps(db.pool, { FERRY_CONFIG_FILE: path });
+  const approved = async (amount: string) => {
+    const made = await create(amount);
+    assert.equal(made.status, 201, made.text);
+    const m = made.body.movement;
+    const ok = await call('POST', `/v3/movements/${m.id}/approve`, 'approver', { compiled_plan_hash: m.compiled_plan_hash });
+    assert.equal(ok.body.movement.state, 'APPROVED', ok.text);
+    return m.id as string;
+  };
+  // Statements the dispatcher sends through the pool itself, outside its transactions.
+  const outside: string[] = [];
+  const query = db.pool.query;
+  db.pool.query = ((...args: unknown[]) => {
+    outside.push(typeof args[0] === 'string' ? args[0] : String((args[0] as { text?: string }).text));
+    return (query as (...a: unknown[]) => unknown).apply(db.pool, args);
+  }) as typeof db.pool.query;
+  const readsOutside = () => outside.filter((t) => /FROM policy_rule_sets/.test(t)).length;
+  const nodeOf = async (id: string) => (await db.pool.query(`SELECT node_state, error_code FROM request_nodes WHERE request_id = $1`, [id])).rows[0];
+  const submitting = async (id: string) => (await db.pool.query(`SELECT 1 FROM transitions WHERE request_id = $1 AND to_state = 'SUBMITTING'`, [id])).rows.length;
+  try {
+    const first = await approved('1');
+    assert.equal(await dispatchOne(deps), true);
+    assert.equal(await submitting(first), 1);
+    assert.equal(readsOutside(), 1, 'the first round reads the set ahead once (nothing seen yet)');
+
+    // The live set starts to bound amounts in USD after this worker's gate last looked.
+    await liveRules({ rules: [{ id: 'large-usd', match: { amount: { at_least: '100000', currency: 'USD' } }, action: { type: 'require_approvals', approvals: 1 } }, { id: 'rest', action: { type: 'allow' } }] });
+    const second = await approved('2');
+    assert.equal(await dispatchOne(deps), true);
+    assert.equal(readsOutside(), 1, 'no read of the rule set outside the transaction once one was seen');
+    assert.deepEqual(await nodeOf(second), { node_state: 'READY', error_code: 'PRICE_NOT_READ_AHEAD' }, 'deferred, not failed');
+    assert.equal(await submitting(second), 0);
+
+    // The next round reads the price for the set it saw, and goes on.
+    await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() - interval '1 second' WHERE request_id = $1`, [second]);
+    assert.equal(await dispatchOne(deps), true);
+    assert.equal(await submitting(second), 1);
+    assert.equal(readsOutside(), 1);
+  } finally {
+    db.pool.query = query;
+  }
+});

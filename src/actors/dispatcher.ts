@@ -14,7 +14,7 @@ import { claimsTotal, deferralsTotal, fencedRetriesTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
-import { policyAtDispatch, priceNotReadAhead, pricesForDispatch } from '../services/policy.ts';
+import { policyAtDispatch, priceNotReadAhead, pricesForDispatch, type RuleSetMemo } from '../services/policy.ts';
 import { priceSourceOf } from '../prices/chainlink.ts';
 import { versionsOf, type ArtifactCache } from './artifact-cache.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
@@ -221,9 +221,11 @@ async function policyGate(
   if (gated.length === 0) return null;
   const movements = heldRows(gated.map((d) => ({ request: d.request, nodes: d.nodes }))).map((m) => m.request);
   // Prices for reference-currency rules are read before the SUBMITTING transaction opens: no RPC call under its locks.
-  const prices = await pricesForDispatch(deps.pool, deps.prices !== undefined ? deps.prices : priceSourceOf(deps.config.file), movements, new Date());
+  // They are read for the rule set the last gate saw; the gate reads the live one inside the transaction.
+  const seen = ruleSetSeen(deps);
+  const prices = await pricesForDispatch(deps.pool, deps.prices !== undefined ? deps.prices : priceSourceOf(deps.config.file), movements, new Date(), seen);
   return async (client) => {
-    const refused = await policyAtDispatch(client, movements, deps.config.approvalQuorum, new Date(), prices);
+    const refused = await policyAtDispatch(client, movements, deps.config.approvalQuorum, new Date(), prices, seen);
     const items = prepared.flatMap((p, i) => {
       const d = dispatches[i];
       const why = p.submit ? refused.get(d.request.id) : undefined;
@@ -240,6 +242,14 @@ async function policyGate(
     onItems(items);
     return items;
   };
+}
+
+/** The rule set each worker's gate read last (rule set versions are never rewritten, only added). */
+const ruleSetsSeen = new WeakMap<WorkerDeps, RuleSetMemo>();
+function ruleSetSeen(deps: WorkerDeps): RuleSetMemo {
+  let seen = ruleSetsSeen.get(deps);
+  if (!seen) ruleSetsSeen.set(deps, (seen = {}));
+  return seen;
 }
 
 /** One entry per movement (the first seen): the rows a batch may write over without re-reading them. */

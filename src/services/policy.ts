@@ -911,11 +911,15 @@ export async function policyAtDispatch(
   globalQuorum: number,
   at: Date,
   prices: Readonly<Record<string, Record<string, PriceReading>>> = {},
+  seen?: RuleSetMemo,
 ): Promise<Map<string, FerryError>> {
   const refused = new Map<string, FerryError>();
   const subjects = movements.filter((m) => m.policy_rule_set_version != null);
   if (subjects.length === 0) return refused;
+  // The one read of the rule set per dispatch: the prices were read ahead for the set seen last
+  // time (pricesForDispatch); this read, inside the transaction, is the one that decides.
   const live = await liveRuleSet(client);
+  if (seen) seen.live = live;
   if (!live) return refused;
   const counted = await dispatchedMovements(client, subjects.map((m) => m.id));
   const pending: { m: DispatchSubject; facts: MovementFacts; limits: ApplicableLimit[] }[] = [];
@@ -927,8 +931,9 @@ export async function policyAtDispatch(
       createdBy: m.created_by,
     });
     // Read before this transaction (pricesForDispatch): no RPC call is made while the locks are held.
-    // A price missing here (the rule set changed since) is unreadable, and the rule refuses.
-    facts.prices = prices[m.id] ?? {};
+    // A price the live rule set needs that was not read then (the rule set changed since) is
+    // "not read ahead": the dispatcher defers the node and reads it on the next round.
+    facts.prices = withUnread(prices[m.id] ?? {}, live, facts);
     const decision = decide(live, facts);
     if (!allows(decision)) {
       refused.set(m.id, refusal(decision, facts, 'dispatch'));
@@ -998,6 +1003,22 @@ export async function policyAtDispatch(
   return refused;
 }
 
+/**
+ * What a dispatcher remembers of the rule set between rounds: the live set its last check read
+ * (undefined before the first). Its prices for the next round are read for that set, so the
+ * round reads the rule set once, inside its transaction.
+ */
+export interface RuleSetMemo {
+  live?: RuleSetRow | null;
+}
+
+/** The prices read ahead, with a "not read ahead" reading for each one the live set needs besides. */
+function withUnread(read: Readonly<Record<string, PriceReading>>, live: RuleSetRow, facts: MovementFacts): Record<string, PriceReading> {
+  const out: Record<string, PriceReading> = { ...read };
+  for (const { asset, currency } of pricesNeeded(live, facts)) out[priceKey(asset, currency)] ??= notReadAhead(asset, currency);
+  return out;
+}
+
 /** A compiled plan's nodes as the policy reads them. */
 function planNodes(plan: Record<string, unknown>): PolicyNode[] {
   const nodes = (plan as { nodes?: unknown }).nodes;
@@ -1013,11 +1034,13 @@ export async function pricesForDispatch(
   prices: PriceSource | null | undefined,
   movements: ReadonlyArray<Pick<DispatchSubject, 'id' | 'intent' | 'policy_rule_set_version'>>,
   at: Date,
+  seen?: RuleSetMemo,
 ): Promise<Record<string, Record<string, PriceReading>>> {
   const out: Record<string, Record<string, PriceReading>> = {};
   const subjects = movements.filter((m) => m.policy_rule_set_version != null);
   if (subjects.length === 0) return out;
-  const live = await liveRuleSet(db);
+  // The set the last check read, when there was one (policyAtDispatch reads the live one again).
+  const live = seen?.live !== undefined ? seen.live : await liveRuleSet(db);
   if (!live || !(live.rules.some((r) => r.match.amount?.currency) || live.limits.some((l) => l.currency !== undefined))) return out;
   const cache = new Map<string, PriceReading>();
   for (const m of subjects) out[m.id] = await readEach(prices, await allPricesNeeded(db, live, m.intent, at), at, cache);
