@@ -73,6 +73,31 @@ test('a leased movement runs as one actor to COMPLETED: one submit per node, no 
   assert.equal(await h.acquire(), 0);
 });
 
+test("a movement actor writes its first node's claim with the node's SUBMITTING, in one commit, and each node submits once", async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const id = await approvedMovement(deps, threeNodes('actor-first-claim'));
+  const h = holder(deps, 'test:holder:claim', { maxMovements: 1 });
+  t.after(() => h.stop());
+  assert.equal(await h.acquire(), 1);
+  await completed(db.pool, id);
+  // Rows written by one transaction share its id (xmin).
+  const { rows } = await db.pool.query(
+    `SELECT entity_type, node_key, from_state, to_state, xmin::text AS tx FROM transitions WHERE request_id = $1 ORDER BY id`,
+    [id],
+  );
+  const txOf = (entity: string, node: string | null, from: string, to: string) => {
+    const r = rows.find((x) => x.entity_type === entity && x.node_key === node && x.from_state === from && x.to_state === to);
+    assert.ok(r, `${entity} ${node ?? ''} ${from} -> ${to} in ${JSON.stringify(rows)}`);
+    return r.tx;
+  };
+  const submitting = txOf('node', 'a', 'PREPARING', 'SUBMITTING');
+  assert.equal(txOf('node', 'a', 'READY', 'PREPARING'), submitting, 'the claim commits with SUBMITTING');
+  assert.equal(txOf('request', null, 'APPROVED', 'EXECUTING'), submitting, "the movement's DISPATCH_STARTED too");
+  const submits = await submitsOf(db.pool, id);
+  assert.deepEqual([...submits.values()], [1, 1, 1]);
+});
+
 test('a movement leased by one holder is not leased by another until the lease expires', async (t) => {
   const db = await scratchDatabase(t);
   const deps = runtimeDeps(db.pool);

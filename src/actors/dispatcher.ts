@@ -175,8 +175,10 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   // Movements created under the treasury policy are checked again in that commit (policyGate).
   let items = prepared.flatMap((p) => p.items);
   const gate = await policyGate(deps, dispatches, prepared, (checked) => (items = checked));
-  const claimedRows = heldRows(dispatches.map((d) => ({ request: d.request, nodes: d.nodes })));
-  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate);
+  // A claim not yet written (a movement actor's) is written ahead of these items, over the rows as the database holds them.
+  const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { request: d.request, nodes: d.nodes }));
+  const ahead = { requests: dispatches.flatMap((d) => d.unwritten?.requests ?? []), nodes: dispatches.flatMap((d) => d.unwritten?.nodes ?? []) };
+  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate, ahead);
   if (!committed) return [];
   artifacts?.committed(versionsOf(claimedRows), items, committed);
   remember(latest, committed, [...new Set(dispatches.map((d) => d.request.id))]);
@@ -266,17 +268,31 @@ function heldRows(movements: LockedMovement[]): LockedMovement[] {
  * on what is there now. Ferry's own database trouble is retried a few times (nothing was written);
  * if it persists the nodes stay where they are, and recovery releases or resolves them later.
  */
-async function commit(deps: WorkerDeps, items: NodeItem[], opts: BatchOptions, gate: ((client: Client) => Promise<NodeItem[]>) | null = null): Promise<BatchResult | null> {
+async function commit(
+  deps: WorkerDeps,
+  items: NodeItem[],
+  opts: BatchOptions,
+  gate: ((client: Client) => Promise<NodeItem[]>) | null = null,
+  ahead: { requests: MovementItem[]; nodes: NodeItem[] } = { requests: [], nodes: [] },
+): Promise<BatchResult | null> {
   if (items.length === 0) return null;
+  // The claims written ahead of the items; the result answers for the items alone.
+  const withClaims = (nodes: NodeItem[]) => ({ requests: ahead.requests, nodes: [...ahead.nodes, ...nodes] });
+  const forItems = (r: BatchResult): BatchResult => {
+    if (ahead.nodes.length > 0) r.nodes = r.nodes.slice(ahead.nodes.length);
+    return r;
+  };
   let current = opts;
   for (let attempt = 0; ; attempt++) {
     try {
       const held = current.held;
-      return await (gate
-        ? withTransaction(deps.pool, async (client: Client) => deliverBatch(client, { nodes: await gate(client) }, current))
-        : held
-        ? (deps.groupWriter?.write({ nodes: items }, { ...current, held }) ?? deliverHeld(deps.pool, { nodes: items }, { ...current, held }))
-        : withTransaction(deps.pool, (client: Client) => deliverBatch(client, { nodes: items }, current)));
+      return forItems(
+        await (gate
+          ? withTransaction(deps.pool, async (client: Client) => deliverBatch(client, withClaims(await gate(client)), current))
+          : held
+          ? (deps.groupWriter?.write(withClaims(items), { ...current, held }) ?? deliverHeld(deps.pool, withClaims(items), { ...current, held }))
+          : withTransaction(deps.pool, (client: Client) => deliverBatch(client, withClaims(items), current))),
+      );
     } catch (err) {
       if (err instanceof TransitionConflictError && current.held) {
         fencedRetriesTotal.inc({ worker: 'dispatcher' });

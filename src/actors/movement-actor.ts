@@ -10,7 +10,7 @@ import { runDispatches } from './dispatcher.ts';
 import { claimedContexts, nowIso, type WorkerDeps } from './execution.ts';
 import { observationOf } from './observer.ts';
 import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
-import { deliverHeld, nextWorkAt, type BatchResult, type MovementItem, type NodeItem } from './transition.ts';
+import { deliverHeld, nextWorkAt, previewHeld, type BatchResult, type MovementItem, type NodeItem } from './transition.ts';
 
 /**
  * A movement actor: one live XState actor per movement this process leases (lease-holder.ts),
@@ -194,20 +194,25 @@ async function commitHeld(deps: WorkerDeps, state: MovementActorState, items: { 
   }
 }
 
+/**
+ * Dispatches a READY node. The claim (with the movement's DISPATCH_STARTED) is computed over the
+ * held rows and written with the node's SUBMITTING, in one commit, fenced like any held write:
+ * the actor's lease on the movement already keeps every other dispatcher off it.
+ */
 async function dispatchNode(deps: WorkerDeps, state: MovementActorState, held: LockedMovement, node: NodeRow): Promise<StepOutcome> {
   const lease = randomUUID();
   const requests: MovementItem[] = held.request.request_state === 'APPROVED' ? [{ movementId: held.request.id, event: { type: 'DISPATCH_STARTED' } }] : [];
-  const result = await commitHeld(deps, state, { requests, nodes: [{ nodeId: node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease }] }, false);
-  if (!result) return { next: 'step' };
-  if (isRefusal(result.nodes[0])) {
+  const nodeItems: NodeItem[] = [{ nodeId: node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease }];
+  const claimed = previewHeld(held, { requests, nodes: nodeItems }, { actor: ACTOR, deps: deps.transitions });
+  if (!claimed) {
     state.held = null;
     state.refusedSteps++;
     return { next: 'step' };
   }
   state.refusedSteps = 0;
-  const nodes = result.nodesOf(held.request.id);
-  const claim = { node: nodes.find((n) => n.id === node.id)!, request: result.movementOf(held.request.id), nodes, lease };
+  const claim = { node: claimed.nodes.find((n) => n.id === node.id)!, request: claimed.request, nodes: claimed.nodes, lease, unwritten: { held, requests, nodes: nodeItems } };
   const latest = await runDispatches(deps, [claim], true, state.artifacts);
+  // Nothing written (every commit refused): what the actor holds is read again.
   state.held = latest.get(held.request.id) ?? null;
   return { next: 'step' };
 }

@@ -136,6 +136,18 @@ export interface CarriedClaim {
   /** Every node of the request as the commit left them (for the execution context). */
   nodes: NodeRow[];
   lease: string;
+  /** Set when the claim is still to be written, with the dispatch's commit (a movement actor's first claim). */
+  unwritten?: UnwrittenClaim;
+}
+
+/**
+ * A claim computed over held rows and not yet written (see previewHeld): `held` is what the
+ * database holds, and the items are written ahead of the dispatch's own, in its commit.
+ */
+export interface UnwrittenClaim {
+  held: LockedMovement;
+  requests: MovementItem[];
+  nodes: NodeItem[];
 }
 
 export interface BatchOptions {
@@ -290,6 +302,23 @@ export async function deliverHeld(
   b.carryOnward();
   await flushHeld(pool, b);
   return batchResult(b, requests, nodes);
+}
+
+/**
+ * What the items would leave one held movement as, computed without writing anything; null when
+ * the machines refuse one of them. A movement actor prepares its first node over a claim computed
+ * this way and writes the claim with the node's SUBMITTING: one statement less, and nothing is
+ * lost by a crash in between (the node is still READY in the database, and prepare has no effect
+ * outside Ferry's own rows).
+ */
+export function previewHeld(held: LockedMovement, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): LockedMovement | null {
+  const b = new Batch(opts);
+  b.load(held.request, held.nodes, held.request.write_version);
+  const requests = (items.requests ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
+  const nodes = (items.nodes ?? []).map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
+  if (![...requests, ...nodes].every((r) => r instanceof Pending)) return null;
+  b.derive();
+  return { request: b.movementRow(held.request.id), nodes: b.siblings(held.request.id) };
 }
 
 /**
