@@ -98,6 +98,36 @@ test("a movement actor writes its first node's claim with the node's SUBMITTING,
   assert.deepEqual([...submits.values()], [1, 1, 1]);
 });
 
+test('a lease says whether the movement\'s nodes hold artifacts; an actor over a fresh movement runs to COMPLETED without reading them', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const fresh = await approvedMovement(deps, plan('actor-fresh', [simNode('a', {})]));
+  const used = await approvedMovement(deps, plan('actor-used', [simNode('a', {})]));
+  const node = (await snapshot(db.pool, used)).nodes[0];
+  await db.pool.query(
+    `INSERT INTO artifacts (request_id, request_node_id, attempt_no, artifact_type, content_inline) VALUES ($1, $2, 1, 'prepared_action', '{}')`,
+    [used, node.id],
+  );
+  const leased = await acquireLeases(db.pool, 'test:holder:artifacts', 5, 2);
+  assert.deepEqual(new Map(leased.map((m) => [m.request.id, m.noArtifacts])), new Map([[fresh, true], [used, false]]));
+
+  // A movement actor over a fresh movement: the lease's answer stands in for the artifact read.
+  const third = await approvedMovement(deps, threeNodes('actor-no-artifact-read'));
+  const reads: string[] = [];
+  const query = db.pool.query;
+  db.pool.query = ((...args: unknown[]) => {
+    const text = typeof args[0] === 'string' ? args[0] : String((args[0] as { text?: string }).text);
+    if (/FROM artifacts/.test(text)) reads.push(text);
+    return (query as (...a: unknown[]) => unknown).apply(db.pool, args);
+  }) as typeof db.pool.query;
+  t.after(() => void (db.pool.query = query));
+  const h = holder(deps, 'test:holder:fresh', { maxMovements: 1 });
+  t.after(() => h.stop());
+  assert.equal(await h.acquire(), 1);
+  await completed(db.pool, third);
+  assert.deepEqual(reads, [], 'no read of artifacts: the actor knew there were none, and kept what it wrote');
+});
+
 test('a movement leased by one holder is not leased by another until the lease expires', async (t) => {
   const db = await scratchDatabase(t);
   const deps = runtimeDeps(db.pool);

@@ -65,6 +65,11 @@ export class ArtifactCache {
     }
   }
 
+  /** Records that the movement's nodes hold no artifact as of these rows (the lease read says so). */
+  knownEmpty(m: LockedMovement): void {
+    this.#byMovement.set(m.request.id, { version: Number(m.request.write_version), rows: [] });
+  }
+
   forget(movementId: string): void {
     this.#byMovement.delete(movementId);
   }

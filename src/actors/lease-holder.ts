@@ -82,7 +82,12 @@ export class LeaseHolder {
     const room = this.opts.maxMovements - this.#held.size;
     if (room <= 0) return 0;
     const leased = await acquireLeases(this.deps.pool, this.opts.owner, this.opts.ttlSeconds, room);
-    for (const m of leased) this.#run({ movementId: m.request.id, held: m, refusedSteps: 0, artifacts: new ArtifactCache() });
+    for (const { noArtifacts, ...m } of leased) {
+      const artifacts = new ArtifactCache();
+      // A movement whose nodes hold no artifact yet (a fresh one) needs no read of them.
+      if (noArtifacts) artifacts.knownEmpty(m);
+      this.#run({ movementId: m.request.id, held: m, refusedSteps: 0, artifacts });
+    }
     leasedTotal.inc(leased.length);
     return leased.length >= room ? leased.length : 0;
   }

@@ -28,12 +28,28 @@ function rows(result: { rows: { r: MovementRow; n: NodeRow[] }[] }): LockedMovem
   return result.rows.map((row) => ({ request: reviveMovement(row.r), nodes: row.n.map(reviveNode) }));
 }
 
-/** Leases up to `limit` movements with due work to `owner` for `ttlSeconds`, oldest due first. */
-export async function acquireLeases(db: Queryable, owner: string, ttlSeconds: number, limit: number): Promise<LockedMovement[]> {
+/** A leased movement, with whether its nodes hold no artifact yet (`noArtifacts`). */
+export interface LeasedMovement extends LockedMovement {
+  /**
+   * True when no node of the movement has an artifact, as of nodes that are current: the read of
+   * the nodes saw the movement at the version the lease moved on from (no writer came between),
+   * so a holder may start with an empty artifact cache instead of reading them.
+   */
+  noArtifacts: boolean;
+}
+
+/**
+ * Leases up to `limit` movements with due work to `owner` for `ttlSeconds`, oldest due first.
+ *
+ * `noArtifacts`: the subqueries see the statement's snapshot, the UPDATE the newest row version.
+ * Only when the snapshot's write_version is the one the lease incremented were the nodes (and the
+ * absence of artifacts) read as they are now; otherwise a writer committed in between and the
+ * holder reads the artifacts itself.
+ */
+export async function acquireLeases(db: Queryable, owner: string, ttlSeconds: number, limit: number): Promise<LeasedMovement[]> {
   if (limit <= 0) return [];
-  return rows(
-    await db.query(
-      `WITH due AS (SELECT id FROM movement_requests
+  const result = await db.query(
+    `WITH due AS (SELECT id FROM movement_requests
                      WHERE request_state IN ('APPROVED', 'EXECUTING') AND next_work_at IS NOT NULL AND next_work_at <= now()
                        AND (lease_owner IS NULL OR lease_expires_at < now())
                      ORDER BY next_work_at
@@ -44,10 +60,14 @@ export async function acquireLeases(db: Queryable, owner: string, ttlSeconds: nu
                          lease_expires_at = now() + make_interval(secs => $2)
                     FROM due WHERE r.id = due.id
                   RETURNING r.*)
-       SELECT ${MOVEMENT_WITH_NODES} FROM m`,
-      [owner, ttlSeconds, limit],
-    ),
+       SELECT ${MOVEMENT_WITH_NODES},
+              (SELECT s.write_version FROM movement_requests s WHERE s.id = m.id) + 1 = m.write_version
+                AND NOT EXISTS (SELECT 1 FROM request_nodes n JOIN artifacts a ON a.request_node_id = n.id WHERE n.request_id = m.id) AS no_artifacts
+         FROM m`,
+    [owner, ttlSeconds, limit],
   );
+  const leased = rows(result);
+  return leased.map((m, i) => ({ ...m, noArtifacts: result.rows[i].no_artifacts === true }));
 }
 
 /**
