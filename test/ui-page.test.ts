@@ -61,15 +61,20 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
     '/v3/movements/{}/resolutions/{}/confirm',
     // A pending movement's approve (with the plan hash on screen) and reject.
     '/v3/movements/{}/{}',
+    // The address book, for a proposed standing order's destinations.
+    '/v3/policy/address-book',
     // Registry drift (verify_drift).
     '/v3/registry-drift',
-    // Standing orders: the list, one order with its runs and history, and its approve, pause and resume.
+    // Standing orders: the list and a proposed one, one order with its runs and history, and its
+    // approve, reject, pause, resume and revoke.
     '/v3/standing-orders',
     '/v3/standing-orders/{}',
     '/v3/standing-orders/{}/{}',
     '/v3/template-proposals',
     '/v3/template-proposals/{}',
     '/v3/template-proposals/{}/{}',
+    // The templates, for a proposed standing order's template.
+    '/v3/templates',
   ]);
   // Its actions are POSTs with the same header: no token in a body or a URL.
   assert.match(js, /init\.method = 'POST'/);

@@ -178,10 +178,12 @@ function signOut(message) {
   $('movement').hidden = true;
   $('proposal').hidden = true;
   $('standing-order').hidden = true;
+  $('standing-order-new').hidden = true;
+  resetProposeForm();
   for (const id of ['movements', 'proposals', 'standing-orders']) $(id).replaceChildren();
   for (const id of ['standing-order-runs', 'standing-order-history']) $(id).tBodies[0].replaceChildren();
   drawResolutions();
-  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error']) clearError(id);
+  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error', 'standing-order-new-error']) clearError(id);
   $('app').hidden = true;
   $('views').hidden = true;
   $('sign-out').hidden = true;
@@ -502,7 +504,7 @@ async function refreshRegistryDrift() {
 // One movement
 
 async function route() {
-  const orders = /^#\/standing-orders(?:\/([0-9a-fA-F-]{36}))?$/.exec(location.hash);
+  const orders = /^#\/standing-orders(?:\/([0-9a-fA-F-]{36}|new))?$/.exec(location.hash);
   if (orders) {
     showView('standing-orders');
     stopFollowing();
@@ -511,7 +513,8 @@ async function route() {
     await refreshStandingOrders().catch((err) => {
       if (!(err instanceof Unauthenticated)) throw err;
     });
-    if (orders[1]) await openStandingOrder(orders[1]);
+    if (orders[1] === 'new') await openProposeForm();
+    else if (orders[1]) await openStandingOrder(orders[1]);
     else closeStandingOrder();
     return;
   }
@@ -1255,6 +1258,7 @@ function showView(view) {
   if (view !== 'standing-orders') {
     $('standing-orders-empty').hidden = true;
     $('standing-order').hidden = true;
+    $('standing-order-new').hidden = true;
   }
 }
 
@@ -1392,8 +1396,8 @@ async function proposalAction(action, body) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Standing orders (GET /v3/standing-orders, .../{id} with its runs and history; POST .../approve,
-// pause, resume). Who may press a button is Ferry's to say: its refusal is shown with its code.
+// Standing orders (GET /v3/standing-orders, .../{id} with its runs and history; POST .../approve, reject,
+// pause, resume, revoke). Who may press a button is Ferry's to say: its refusal is shown with its code.
 
 const STANDING_ORDER_STATES = ['PROPOSED', 'ACTIVE', 'PAUSED', 'REJECTED', 'REVOKED', 'EXPIRED'];
 
@@ -1434,12 +1438,16 @@ function closeStandingOrder() {
   ui.standingOrderId = null;
   ui.standingOrder = null;
   $('standing-order').hidden = true;
+  $('standing-order-new').hidden = true;
   $('standing-orders-empty').hidden = false;
 }
 
 /** Opens (or, quietly, re-reads) a standing order. */
 async function openStandingOrder(id, quiet = false) {
-  if (ui.standingOrderId !== id) clearError('standing-order-error');
+  if (ui.standingOrderId !== id) {
+    clearError('standing-order-error');
+    $('standing-order-reason').value = '';
+  }
   ui.standingOrderId = id;
   let detail;
   try {
@@ -1454,6 +1462,7 @@ async function openStandingOrder(id, quiet = false) {
   if (ui.standingOrderId !== id || ui.view !== 'standing-orders') return;
   ui.standingOrder = detail;
   $('standing-orders-empty').hidden = true;
+  $('standing-order-new').hidden = true;
   $('standing-order').hidden = false;
   for (const li of $('standing-orders').children) li.classList.toggle('selected', li.dataset.id === id);
   drawStandingOrder(detail);
@@ -1476,6 +1485,9 @@ function drawStandingOrder(d) {
   $('standing-order-approve').disabled = o.state !== 'PROPOSED';
   $('standing-order-pause').disabled = o.state !== 'ACTIVE';
   $('standing-order-resume').disabled = o.state !== 'PAUSED';
+  $('standing-order-reject').disabled = o.state !== 'PROPOSED';
+  $('standing-order-revoke').disabled = o.state !== 'ACTIVE' && o.state !== 'PAUSED';
+  $('standing-order-reason').disabled = $('standing-order-reject').disabled && $('standing-order-revoke').disabled;
   $('standing-order-runs-note').textContent = d.runs.length ? `- ${d.runs.length} newest first` : '- none yet';
   $('standing-order-runs').tBodies[0].replaceChildren(...d.runs.map((r) => {
     const movement = r.movement_id ? el('a', { href: `#/movements/${r.movement_id}` }, r.movement_id.slice(0, 8)) : '-';
@@ -1493,13 +1505,158 @@ async function standingOrderAction(action) {
   const id = ui.standingOrderId;
   if (!id) return;
   clearError('standing-order-error');
+  let body = {};
+  if (action === 'reject' || action === 'revoke') {
+    const reason = $('standing-order-reason').value.trim();
+    if (!reason) {
+      showError('standing-order-error', new Error(`write why it is ${action === 'reject' ? 'rejected' : 'revoked'} in the reason`));
+      return;
+    }
+    body = { reason };
+  }
   try {
-    await api(`/v3/standing-orders/${id}/${action}`, {});
+    await api(`/v3/standing-orders/${id}/${action}`, body);
+    if (body.reason) $('standing-order-reason').value = '';
   } catch (err) {
     if (err instanceof Unauthenticated) return;
     showError('standing-order-error', err);
   }
   await Promise.all([openStandingOrder(id, true), refreshStandingOrders()]).catch(() => {});
+}
+
+// Proposing a standing order (POST /v3/standing-orders): the form sends the fields that route takes,
+// as typed; what is wrong with them (a bad cron, a maximum the policy blocks, a destination not in
+// the book) is Ferry's to say, shown with its code. The template and the destinations are chosen
+// from what Ferry lists (GET /v3/templates, /v3/policy/address-book).
+
+const propose = { destinations: [] }; // the ticked book entries, in the order they were ticked
+
+function resetProposeForm() {
+  $('standing-order-form').reset();
+  $('so-template').replaceChildren();
+  $('so-destinations').replaceChildren();
+  propose.destinations = [];
+  drawDestinationOrder();
+  drawTriggerFields();
+}
+
+async function openProposeForm() {
+  ui.standingOrderId = null;
+  ui.standingOrder = null;
+  for (const li of $('standing-orders').children) li.classList.remove('selected');
+  $('standing-order').hidden = true;
+  $('standing-orders-empty').hidden = true;
+  $('standing-order-new').hidden = false;
+  clearError('standing-order-new-error');
+  if (!$('so-expires').value) {
+    // A month from now, in local time as the input shows it.
+    const d = new Date(Date.now() + 30 * 86400_000);
+    d.setMinutes(d.getMinutes() - d.getTimezoneOffset(), 0, 0);
+    $('so-expires').value = d.toISOString().slice(0, 16);
+  }
+  drawTriggerFields();
+  let templates;
+  let entries;
+  try {
+    [{ templates }, { entries }] = await Promise.all([api('/v3/templates'), api('/v3/policy/address-book')]);
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('standing-order-new-error', err);
+    return;
+  }
+  if (location.hash !== '#/standing-orders/new') return;
+  const select = $('so-template');
+  const chosen = select.value;
+  select.replaceChildren(...templates.map((t) => el('option', { value: t.template_key }, `${t.template_key} (v${t.latest_version})`)));
+  if (templates.some((t) => t.template_key === chosen)) select.value = chosen;
+  propose.destinations = propose.destinations.filter((n) => entries.some((e) => e.name === n));
+  $('so-destinations').replaceChildren(...(entries.length === 0
+    ? [el('span', { class: 'hint' }, 'The address book is empty: an entry is proposed and approved under Policy first.')]
+    : entries.map((e) => {
+      const box = el('input', { type: 'checkbox', value: e.name, 'data-name': e.name });
+      box.checked = propose.destinations.includes(e.name);
+      box.addEventListener('change', () => {
+        propose.destinations = propose.destinations.filter((n) => n !== e.name);
+        if (box.checked) propose.destinations.push(e.name);
+        drawDestinationOrder();
+      });
+      return el('label', { title: `${e.network} ${e.address}${e.tag ? ` (tag ${e.tag})` : ''} - ${e.owner}, ${e.kind}` }, box, `${e.name}`,
+        el('span', { class: 'hint' }, ` ${e.network} ${shortAddress(e.address)}`));
+    })));
+  drawDestinationOrder();
+}
+
+function drawDestinationOrder() {
+  $('so-destination-order').textContent = propose.destinations.length ? `runs go to ${propose.destinations.join(', then ')}` : 'none ticked';
+}
+
+/** Shows the fields of the chosen trigger kind. */
+function drawTriggerFields() {
+  const kind = $('so-trigger-kind').value;
+  $('so-balance-fields').hidden = kind === 'schedule';
+  $('so-amount-label').hidden = kind !== 'schedule';
+  $('so-threshold-label').hidden = kind === 'schedule';
+  $('so-threshold-name').textContent = kind === 'floor' ? 'Floor' : 'Ceiling';
+  $('so-target-label').hidden = kind === 'schedule';
+  $('so-target').placeholder = kind === 'ceiling' ? 'the ceiling' : '';
+  $('so-cron-hint').textContent = kind === 'schedule' ? '(five cron fields)' : '(optional; without it: once per crossing)';
+}
+
+/** The body of POST /v3/standing-orders from the form, or throws (an Error without a code) what is not JSON. */
+function proposalBody() {
+  const text = (id) => $(id).value.trim();
+  const schedule = text('so-cron') ? { cron: text('so-cron'), ...(text('so-time-zone') ? { time_zone: text('so-time-zone') } : {}) } : undefined;
+  const kind = $('so-trigger-kind').value;
+  let trigger;
+  if (kind === 'schedule') trigger = { kind, schedule, amount: text('so-amount') };
+  else {
+    trigger = { kind, balance: { chain: text('so-balance-chain'), wallet: text('so-balance-wallet'), asset: text('so-balance-asset') }, [kind]: text('so-threshold') };
+    if (text('so-target') || kind === 'floor') trigger.target = text('so-target');
+    if (schedule) trigger.schedule = schedule;
+  }
+  let intent = {};
+  if (text('so-intent')) {
+    try {
+      intent = JSON.parse(text('so-intent'));
+    } catch {
+      throw new Error('the fixed intent fields are not JSON (an object such as {"memo": "sweep"})');
+    }
+  }
+  const expires = $('so-expires').value ? new Date($('so-expires').value) : null;
+  return {
+    name: text('so-name'),
+    template_key: $('so-template').value,
+    intent,
+    asset: text('so-asset'),
+    destinations: [...propose.destinations],
+    max_per_run: text('so-max-run'),
+    max_per_window: text('so-max-window'),
+    window_seconds: Number(text('so-window')),
+    trigger,
+    expires_at: expires && !Number.isNaN(expires.getTime()) ? expires.toISOString() : '',
+  };
+}
+
+async function proposeStandingOrder() {
+  clearError('standing-order-new-error');
+  let body;
+  try {
+    body = proposalBody();
+  } catch (err) {
+    showError('standing-order-new-error', err);
+    return;
+  }
+  $('so-submit').disabled = true;
+  try {
+    const order = await api('/v3/standing-orders', body);
+    resetProposeForm();
+    location.hash = `#/standing-orders/${order.id}`;
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('standing-order-new-error', err);
+  } finally {
+    $('so-submit').disabled = false;
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1552,7 +1709,12 @@ $('proposal-withdraw').addEventListener('click', () => void proposalAction('with
 $('proposal-challenge').addEventListener('click', () => void proposalAction('challenge', { reason: $('challenge-reason').value }));
 for (const s of STANDING_ORDER_STATES) $('standing-order-filter').append(el('option', { value: s }, s));
 $('standing-order-filter').addEventListener('change', () => void refreshStandingOrders().catch(() => {}));
-for (const action of ['approve', 'pause', 'resume']) $(`standing-order-${action}`).addEventListener('click', () => void standingOrderAction(action));
+for (const action of ['approve', 'pause', 'resume', 'reject', 'revoke']) $(`standing-order-${action}`).addEventListener('click', () => void standingOrderAction(action));
+$('standing-order-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  void proposeStandingOrder();
+});
+$('so-trigger-kind').addEventListener('change', drawTriggerFields);
 $('resolution-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
   void proposeResolution();
