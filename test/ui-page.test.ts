@@ -31,6 +31,12 @@ test('/ui serves a self-contained page: every asset from Ferry, nothing from the
     const external = body.match(/(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}/gi)?.filter((u) => !u.endsWith('www.w3.org')) ?? [];
     assert.deepEqual(external, [], `${ref} refers to no other host`);
   }
+  // app.js imports its diagram layouts, from Ferry too.
+  assert.match(await (await app.request('/ui/app.js')).text(), /^import \{[^}]+\} from '\/ui\/layout\.js';$/m);
+  const layout = await app.request('/ui/layout.js');
+  assert.equal(layout.status, 200);
+  assert.match(layout.headers.get('content-type') ?? '', /^text\/javascript/);
+  assert.doesNotMatch(await layout.text(), /(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}|\bimport\b|fetch\(|document\./, 'the layouts are pure: no other module, no request, no page');
   assert.match((await app.request('/ui/app.js')).headers.get('content-type') ?? '', /^text\/javascript/);
   assert.match((await app.request('/ui/app.css')).headers.get('content-type') ?? '', /^text\/css/);
   assert.equal((await app.request('/ui/secret.txt')).status, 404);

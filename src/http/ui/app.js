@@ -2,11 +2,13 @@
 // template proposals, standing orders with their runs, and resolutions of movements that need a
 // person, and acts on them, through the
 // same /v3 routes the CLI uses, with the same token. Diagrams are
-// SVG laid out here: plans and machines are small, so a layered layout of a few dozen lines does.
+// SVG laid out by layout.js (layered, ordered to keep crossings down, boxes sized to their text).
 //
 // Time travel: the page keeps a movement's whole transition log; position k shows every entity in
 // the state the first k transitions left it in. "Live" means k follows the end of the log, which
 // grows from the server-sent event stream.
+
+import { DAG, LINE, layoutMachine, layoutPlan } from '/ui/layout.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const TOKEN_KEY = 'ferry.token';
@@ -354,6 +356,16 @@ function shortAddress(a) {
   return a.length > 24 ? `${a.slice(0, 21)}...` : a;
 }
 
+/**
+ * An amount on one line of the narrow balances panel: at most six decimals shown, cut (never rounded)
+ * and marked with an ellipsis when there are more; the exact amount is the cell's title.
+ */
+function shortAmount(a) {
+  const [whole, fraction] = a.split('.');
+  if (!fraction || fraction.length <= 6) return a;
+  return `${whole}.${fraction.slice(0, 6)}\u2026`;
+}
+
 function shortWallet(w) {
   return /^0x[0-9a-f]{40}$/.test(w) ? `${w.slice(0, 6)}...${w.slice(-4)}` : w;
 }
@@ -371,8 +383,8 @@ async function refreshBalances() {
     const why = b.error ? ` - last fetch failed: ${b.error.code}` : '';
     const row = el('tr', { class: `${b.stale ? 'stale' : ''} ${balances.chartKey === balanceKey(b) ? 'charted' : ''}`.trim(), title: `${b.chain} ${b.wallet}\n${when}${why}\n(click: history)` },
       el('td', { class: 'wallet' }, b.label ?? shortWallet(b.wallet)),
-      el('td', {}, `${b.symbol ?? b.asset}`, el('div', { class: 'chain' }, `chain ${b.chain_id ?? b.chain}`)),
-      el('td', { class: 'amount' }, b.amount ?? '-',
+      el('td', { class: 'asset', title: b.asset }, b.symbol ?? shortAddress(b.asset), el('div', { class: 'chain' }, `chain ${b.chain_id ?? b.chain}`)),
+      el('td', { class: 'amount', title: b.amount ?? '' }, b.amount ? shortAmount(b.amount) : '-',
         b.stale ? el('div', { class: 'stale-badge' }, b.error ? `stale: ${b.error.code}` : 'stale') : ''));
     row.addEventListener('click', () => void showBalanceHistory(b).catch(() => {}));
     body.append(row);
@@ -811,34 +823,33 @@ function drawNodeCard(at) {
 // ------------------------------------------------------------------------------------------------
 // Plan DAG
 
-const DAG = { w: 200, h: 50, gapX: 56, gapY: 20, pad: 12 };
+/** The longest state name a node can show, so a node's box does not grow as it moves. */
+const LONGEST_NODE_STATE = 'AWAITING_SIGNATURE';
+
+/** The second line of a node's box. */
+function nodeLine(n, state) {
+  if (needsPerson(n.key, state)) return `${state} - needs a person`;
+  return `${state ?? 'not created yet'} - ${errorOf(n.key, state) ?? n.executor_key ?? n.action_type}`;
+}
+
+/** Every text a node's box may show: its key, then its second line in any state. */
+function nodeTexts(n) {
+  const row = ui.detail?.nodes.find((x) => x.node_key === n.key);
+  const tail = [n.executor_key ?? n.action_type, row?.error_code].filter(Boolean);
+  return [n.key, `${LONGEST_NODE_STATE} - needs a person`, ...tail.map((t) => `${LONGEST_NODE_STATE} - ${t}`), ...tail.map((t) => `not created yet - ${t}`)];
+}
 
 function drawDag(plan, at) {
   const svg = $('dag');
   svg.replaceChildren(arrowDefs('dag-arrow', 'arrow'));
-  const layers = new Map();
-  for (const n of plan.nodes) {
-    if (!layers.has(n.layer)) layers.set(n.layer, []);
-    layers.get(n.layer).push(n);
-  }
-  const pos = new Map();
-  let width = 0;
-  let height = 0;
-  for (const [layer, nodes] of layers) {
-    nodes.forEach((n, i) => {
-      const x = DAG.pad + layer * (DAG.w + DAG.gapX);
-      const y = DAG.pad + i * (DAG.h + DAG.gapY);
-      pos.set(n.key, { x, y });
-      width = Math.max(width, x + DAG.w + DAG.pad);
-      height = Math.max(height, y + DAG.h + DAG.pad);
-    });
-  }
-  setSize(svg, Math.max(width, 200), Math.max(height, 80));
+  const layout = layoutPlan(plan, nodeTexts);
+  const pos = layout.pos;
+  setSize(svg, layout.width, layout.height);
   for (const e of plan.edges) {
     const a = pos.get(e.from);
     const b = pos.get(e.to);
     if (!a || !b) continue;
-    const x1 = a.x + DAG.w;
+    const x1 = a.x + a.w;
     const y1 = a.y + DAG.h / 2;
     const x2 = b.x - 2;
     const y2 = b.y + DAG.h / 2;
@@ -857,9 +868,9 @@ function drawDag(plan, at) {
       transform: `translate(${p.x},${p.y})`,
     });
     g.append(
-      svgEl('rect', { width: DAG.w, height: DAG.h, rx: 8 }),
-      svgText(10, 20, n.key, 'key'),
-      svgText(10, 38, flagged ? `${state} - needs a person` : `${state ?? 'not created yet'} - ${errorOf(n.key, state) ?? n.executor_key ?? n.action_type}`, 'state'),
+      svgEl('rect', { width: p.w, height: DAG.h, rx: 8 }),
+      svgText(DAG.padX, 20, n.key, 'key'),
+      svgText(DAG.padX, 38, nodeLine(n, state), 'state'),
       svgEl('title', {}, `${n.key} (${n.kind}, ${n.action_type})`),
     );
     g.addEventListener('click', () => {
@@ -871,99 +882,14 @@ function drawDag(plan, at) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Machine diagram
+// Machine diagram (laid out by layout.js: states in columns ordered to keep crossings down, every
+// label where it covers no state and no other label)
 
-const M = { w: 148, h: 30, gapX: 58, gapY: 18, pad: 14, loop: 14 };
-
-/**
- * Columns by breadth-first distance from the initial state, with every final state in one last
- * column, so a diagram reads left to right from birth to outcome. Within a column, states sit near
- * the average position of their predecessors (one barycentre pass keeps crossings down).
- */
-function layoutMachine(view) {
-  const order = view.states.map((s) => s.key);
-  const final = new Set(view.states.filter((s) => s.final).map((s) => s.key));
-  const layer = new Map([[view.initial, 0]]);
-  const queue = [view.initial];
-  while (queue.length) {
-    const s = queue.shift();
-    for (const e of view.graph.edges) {
-      if (e.source === s && !layer.has(e.target) && !final.has(e.target)) {
-        layer.set(e.target, layer.get(s) + 1);
-        queue.push(e.target);
-      }
-    }
-  }
-  const deepest = Math.max(0, ...layer.values());
-  for (const key of order) if (!layer.has(key) && !final.has(key)) layer.set(key, deepest + 1);
-  const last = Math.max(0, ...layer.values()) + 1;
-  for (const key of final) layer.set(key, last);
-  const layers = [];
-  for (const key of order) (layers[layer.get(key)] ??= []).push(key);
-  const index = new Map();
-  layers.forEach((keys, l) => {
-    if (l > 0) {
-      const bary = (k) => {
-        const preds = view.graph.edges.filter((e) => e.target === k && layer.get(e.source) < l).map((e) => index.get(e.source) ?? 0);
-        return preds.length ? preds.reduce((a, b) => a + b, 0) / preds.length : order.indexOf(k);
-      };
-      keys.sort((a, b) => bary(a) - bary(b));
-    }
-    keys.forEach((k, i) => index.set(k, i));
-  });
-  const tallest = Math.max(...layers.map((ks) => ks.length));
-  const pos = new Map();
-  layers.forEach((keys, l) => {
-    const offset = ((tallest - keys.length) * (M.h + M.gapY)) / 2;
-    keys.forEach((k, i) => pos.set(k, { x: M.pad + l * (M.w + M.gapX), y: M.pad + M.loop + offset + i * (M.h + M.gapY), layer: l }));
-  });
-  // One drawn edge per (source, target) pair, labelled with every event that takes it.
-  const pairs = new Map();
-  for (const e of view.graph.edges) {
-    const id = `${e.source}->${e.target}`;
-    if (!pairs.has(id)) pairs.set(id, { source: e.source, target: e.target, events: [] });
-    const p = pairs.get(id);
-    if (!p.events.includes(e.event)) p.events.push(e.event);
-  }
-  return {
-    pos,
-    pairs: [...pairs.values()],
-    width: M.pad * 2 + layers.length * (M.w + M.gapX) - M.gapX,
-    height: M.pad * 2 + M.loop + tallest * (M.h + M.gapY) + 40,
-  };
-}
-
-function edgePath(a, b) {
-  if (a === b) {
-    const x = a.x + M.w / 2;
-    return { d: `M${x - 12},${a.y} C${x - 20},${a.y - M.loop * 2} ${x + 20},${a.y - M.loop * 2} ${x + 12},${a.y - 2}`, lx: x, ly: a.y - M.loop - 4 };
-  }
-  if (b.layer > a.layer) {
-    const x1 = a.x + M.w;
-    const y1 = a.y + M.h / 2;
-    const x2 = b.x - 2;
-    const y2 = b.y + M.h / 2;
-    const mx = (x1 + x2) / 2;
-    // The label sits in the gap just before the target, where no state box can cover it: find the
-    // curve's height there (x grows with t on this curve, so bisection finds the point).
-    const at = (t, p0, p1, p2, p3) => (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * p1 + 3 * (1 - t) * t ** 2 * p2 + t ** 3 * p3;
-    const lx = x2 - M.gapX / 2;
-    let lo = 0;
-    let hi = 1;
-    for (let i = 0; i < 30; i++) {
-      const mid = (lo + hi) / 2;
-      if (at(mid, x1, mx, mx, x2) < lx) lo = mid;
-      else hi = mid;
-    }
-    return { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, lx, ly: at(lo, y1, y1, y2, y2) - 4 };
-  }
-  // Backwards or within a layer: bow below both states.
-  const x1 = a.x + M.w / 2 - 10;
-  const y1 = a.y + M.h;
-  const x2 = b.x + M.w / 2 + 10;
-  const y2 = b.y + M.h + 2;
-  const low = Math.max(y1, y2) + 28 + Math.abs(a.layer - b.layer) * 6;
-  return { d: `M${x1},${y1} C${x1},${low} ${x2},${low} ${x2},${y2}`, lx: (x1 + x2) / 2, ly: low - 6 };
+/** A label's text lines, one event a line, inside its box. */
+function labelText(label, lines, cls) {
+  const text = svgEl('text', { class: cls, x: label.x, y: label.y });
+  lines.forEach((line, i) => text.append(svgEl('tspan', { x: label.x, y: label.y + (i + 1) * LINE - 3 }, line)));
+  return text;
 }
 
 function drawSelectedMachine(at) {
@@ -989,14 +915,10 @@ function drawSelectedMachine(at) {
   const taken = entity.last && entity.last.from_state ? `${entity.last.from_state}->${entity.last.to_state}` : null;
   const labels = [];
   for (const p of m.layout.pairs) {
-    const a = m.layout.pos.get(p.source);
-    const b = m.layout.pos.get(p.target);
-    const id = `${p.source}->${p.target}`;
-    const cls = id === taken ? 'taken' : p.source === entity.state ? 'next' : '';
-    const { d: path, lx, ly } = edgePath(a, b);
-    svg.append(svgEl('path', { class: `m-edge ${cls}`, d: path, 'marker-end': `url(#${cls === 'taken' ? 'm-arrow-taken' : 'm-arrow'})` }, svgEl('title', {}, `${p.source} -> ${p.target}: ${p.events.join(', ')}`)));
-    const text = cls === 'taken' ? entity.last.event_type : p.events.join(', ');
-    labels.push(svgText(lx, ly, text, `m-label ${cls}`, 'middle'));
+    const cls = p.id === taken ? 'taken' : p.source === entity.state ? 'next' : '';
+    svg.append(svgEl('path', { class: `m-edge ${cls}`, d: p.d, 'data-edge': p.id, 'marker-end': `url(#${cls === 'taken' ? 'm-arrow-taken' : 'm-arrow'})` }, svgEl('title', {}, `${p.source} -> ${p.target}: ${p.events.join(', ')}`)));
+    const lines = cls === 'taken' ? [entity.last.event_type] : p.label.lines;
+    labels.push(labelText(p.label, lines, `m-label ${cls}`));
   }
   for (const s of m.view.states) {
     const p = m.layout.pos.get(s.key);
@@ -1006,7 +928,7 @@ function drawSelectedMachine(at) {
       'data-state': s.key,
       transform: `translate(${p.x},${p.y})`,
     });
-    g.append(svgEl('rect', { width: M.w, height: M.h, rx: s.final ? 14 : 6 }), svgText(M.w / 2, 19, s.key, '', 'middle'));
+    g.append(svgEl('rect', { width: p.w, height: p.h, rx: s.final ? 14 : 6 }), svgText(p.w / 2, 19, s.key, '', 'middle'));
     svg.append(g);
   }
   svg.append(...labels); // above the states, so the highlighted labels stay readable
