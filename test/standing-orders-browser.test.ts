@@ -210,6 +210,7 @@ async function browserTests() {
     };
     await fillCeilingOrder();
     assert.equal(await textOf('#so-destination-order'), 'runs go to cold');
+    await screenshot(page, 'standing-order-form.png');
     await page.locator('#so-submit').click();
     await page.locator('#standing-order-new-error[data-code="STANDING_ORDER_INVALID"]').waitFor();
     assert.match(await textOf('#standing-order-new-error'), /max_per_run is above max_per_window/);
