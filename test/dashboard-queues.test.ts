@@ -97,6 +97,21 @@ test('an operator signs in; the cookie opens the queue list with Ferry\'s queues
   assert.ok(asset, 'the page references its script under /dashboard/assets');
   const js = await app.request(asset!, { headers: { Cookie: cookie } });
   assert.equal(js.status, 200);
+  // The font links point at this server, in the page and in the scripts that render them again
+  // when React hydrates it (the two must agree, or React throws the page away: error #418).
+  assert.match(list, /<link rel="stylesheet" href="\/dashboard\/ferry-no-fonts\.css"\/>/);
+  const scripts = [...new Set([...list.matchAll(/\/dashboard\/assets\/[^"']+\.js/g)].map((m) => m[0]))];
+  const rendering = [];
+  for (const path of scripts) {
+    const text = await (await app.request(path, { headers: { Cookie: cookie } })).text();
+    assert.doesNotMatch(text, /fonts\.googleapis|fonts\.gstatic/, path);
+    if (text.includes('/dashboard/ferry-no-fonts.css')) rendering.push(path);
+  }
+  assert.equal(rendering.length, 1, 'one client script renders the links, with the same href as the page');
+  const css = await app.request('/dashboard/ferry-no-fonts.css');
+  assert.equal(css.status, 200);
+  assert.match(css.headers.get('content-type') ?? '', /^text\/css/);
+  assert.doesNotMatch(await css.text(), /@import|url\(|@font-face/);
 
   const out = await app.request('/dashboard/logout', { method: 'POST', headers: { Cookie: cookie } });
   assert.equal(out.status, 303);

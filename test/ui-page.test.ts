@@ -31,6 +31,12 @@ test('/ui serves a self-contained page: every asset from Ferry, nothing from the
     const external = body.match(/(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}/gi)?.filter((u) => !u.endsWith('www.w3.org')) ?? [];
     assert.deepEqual(external, [], `${ref} refers to no other host`);
   }
+  // app.js imports its diagram layouts, from Ferry too.
+  assert.match(await (await app.request('/ui/app.js')).text(), /^import \{[^}]+\} from '\/ui\/layout\.js';$/m);
+  const layout = await app.request('/ui/layout.js');
+  assert.equal(layout.status, 200);
+  assert.match(layout.headers.get('content-type') ?? '', /^text\/javascript/);
+  assert.doesNotMatch(await layout.text(), /(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}|\bimport\b|fetch\(|document\./, 'the layouts are pure: no other module, no request, no page');
   assert.match((await app.request('/ui/app.js')).headers.get('content-type') ?? '', /^text\/javascript/);
   assert.match((await app.request('/ui/app.css')).headers.get('content-type') ?? '', /^text\/css/);
   assert.equal((await app.request('/ui/secret.txt')).status, 404);
@@ -61,15 +67,20 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
     '/v3/movements/{}/resolutions/{}/confirm',
     // A pending movement's approve (with the plan hash on screen) and reject.
     '/v3/movements/{}/{}',
+    // The address book, for a proposed standing order's destinations.
+    '/v3/policy/address-book',
     // Registry drift (verify_drift).
     '/v3/registry-drift',
-    // Standing orders: the list, one order with its runs and history, and its approve, pause and resume.
+    // Standing orders: the list and a proposed one, one order with its runs and history, and its
+    // approve, reject, pause, resume and revoke.
     '/v3/standing-orders',
     '/v3/standing-orders/{}',
     '/v3/standing-orders/{}/{}',
     '/v3/template-proposals',
     '/v3/template-proposals/{}',
     '/v3/template-proposals/{}/{}',
+    // The templates, for a proposed standing order's template.
+    '/v3/templates',
   ]);
   // Its actions are POSTs with the same header: no token in a body or a URL.
   assert.match(js, /init\.method = 'POST'/);

@@ -198,9 +198,16 @@ function wantsPage(c: Context): boolean {
 }
 
 // The dashboard's pages link a web font from a public font service; an operator's browser would
-// fetch it (and announce every dashboard visit there). The links are dropped and the policy below
-// keeps the page to this server.
-const OUTSIDE_ASSET_LINK = /<link\b[^>]*\bhref="https:\/\/fonts\.(?:googleapis|gstatic)\.com[^"]*"[^>]*>/g;
+// fetch it (and announce every dashboard visit there). The links are pointed at this server
+// instead: the stylesheet at an empty one served here, the preconnects at this server. React
+// hydrates the document the server rendered against what its client code renders, and a link that
+// differs between the two (dropped, or its href changed in the page only) is a mismatch: React
+// error #418, and the page is rendered again on the client, Google links included. So the same
+// rewrite is applied to the page and to the client scripts that render the links.
+const OUTSIDE_ASSET_URL = /https:\/\/fonts\.(?:googleapis|gstatic)\.com[^"'`\s<>)]*/g;
+export const DASHBOARD_NO_FONTS = `${DASHBOARD_PATH}/ferry-no-fonts.css`;
+const localAsset = (url: string) => (/\/css2?\b/.test(url) ? DASHBOARD_NO_FONTS : `${DASHBOARD_PATH}/`);
+const REWRITTEN_TYPES = /^(?:text\/html|text\/javascript|application\/javascript)\b/;
 const DASHBOARD_CSP = [
   "default-src 'self'",
   "script-src 'self' 'unsafe-inline'",
@@ -215,12 +222,16 @@ const DASHBOARD_CSP = [
 async function withoutOutsideAssets(res: Response): Promise<Response> {
   const headers = new Headers(res.headers);
   headers.set('Content-Security-Policy', DASHBOARD_CSP);
-  if (!(headers.get('content-type') ?? '').includes('text/html')) {
+  // An encoded body cannot be rewritten as text; the dashboard's handler sends none (its test says so).
+  if (!REWRITTEN_TYPES.test(headers.get('content-type') ?? '') || headers.has('content-encoding')) {
     return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
   }
-  const html = (await res.text()).replace(OUTSIDE_ASSET_LINK, '');
+  const body = await res.text();
+  OUTSIDE_ASSET_URL.lastIndex = 0;
+  if (!OUTSIDE_ASSET_URL.test(body)) return new Response(body, { status: res.status, statusText: res.statusText, headers });
   headers.delete('content-length');
-  return new Response(html, { status: res.status, statusText: res.statusText, headers });
+  headers.delete('etag'); // the body is not the one that tag names
+  return new Response(body.replace(OUTSIDE_ASSET_URL, localAsset), { status: res.status, statusText: res.statusText, headers });
 }
 
 export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
@@ -248,6 +259,8 @@ export function dashboardRoutes(deps: DashboardDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
 
   app.get(`${DASHBOARD_PATH}/login`, (c) => loginForm(c, null, 200));
+  // What the font stylesheet link points at instead (see OUTSIDE_ASSET_URL): no font, from anyone.
+  app.get(DASHBOARD_NO_FONTS, (c) => c.body('/* the dashboard uses the browser\'s own fonts */\n', 200, { 'Content-Type': 'text/css; charset=utf-8', 'Cache-Control': 'max-age=86400', 'X-Content-Type-Options': 'nosniff' }));
 
   app.post(`${DASHBOARD_PATH}/login`, async (c) => {
     if (!sameOrigin(c)) return loginForm(c, 'This sign-in form was not sent from this server.', errorStatus.FORBIDDEN);

@@ -1,5 +1,5 @@
 /**
- * The visualizer page at /ui: three static files (src/http/ui/) served by Ferry itself, so it works
+ * The visualizer page at /ui: four static files (src/http/ui/) served by Ferry itself, so it works
  * with no internet access and loads nothing from elsewhere (the Content-Security-Policy forbids it).
  * The page holds no data of its own: it reads the inspection API with the token the user gives it,
  * and its proposals and resolutions views read and act through the /v3 routes with that same token.
@@ -16,6 +16,8 @@ const assets: Record<string, Asset> = {
   '/ui': { file: 'index.html', type: 'text/html; charset=utf-8' },
   '/ui/': { file: 'index.html', type: 'text/html; charset=utf-8' },
   '/ui/app.js': { file: 'app.js', type: 'text/javascript; charset=utf-8' },
+  // The diagrams' layouts, a module of its own so tests can check them without a browser.
+  '/ui/layout.js': { file: 'layout.js', type: 'text/javascript; charset=utf-8' },
   '/ui/app.css': { file: 'app.css', type: 'text/css; charset=utf-8' },
 };
 

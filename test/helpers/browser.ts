@@ -38,6 +38,8 @@ export interface TestBrowser {
   offsite: string[];
   /** Uncaught errors of the page's scripts. */
   errors: string[];
+  /** What the page logged as an error on its console (a React hydration error, a CSP refusal). */
+  consoleErrors: string[];
   close(): Promise<void>;
 }
 
@@ -60,11 +62,16 @@ export async function openBrowser(base: string, opts: { viewport?: { width: numb
   const page = context.pages()[0] ?? (await context.newPage());
   const errors: string[] = [];
   page.on('pageerror', (err) => errors.push(String(err)));
+  const consoleErrors: string[] = [];
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') consoleErrors.push(`${msg.text()}${msg.location().url ? ` (${msg.location().url})` : ''}`);
+  });
   return {
     context,
     page,
     offsite,
     errors,
+    consoleErrors,
     close: async () => {
       await context.close().catch(() => {});
       rmSync(userDataDir, { recursive: true, force: true });

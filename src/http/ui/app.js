@@ -2,11 +2,13 @@
 // template proposals, standing orders with their runs, and resolutions of movements that need a
 // person, and acts on them, through the
 // same /v3 routes the CLI uses, with the same token. Diagrams are
-// SVG laid out here: plans and machines are small, so a layered layout of a few dozen lines does.
+// SVG laid out by layout.js (layered, ordered to keep crossings down, boxes sized to their text).
 //
 // Time travel: the page keeps a movement's whole transition log; position k shows every entity in
 // the state the first k transitions left it in. "Live" means k follows the end of the log, which
 // grows from the server-sent event stream.
+
+import { DAG, LINE, layoutMachine, layoutPlan } from '/ui/layout.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const TOKEN_KEY = 'ferry.token';
@@ -178,10 +180,12 @@ function signOut(message) {
   $('movement').hidden = true;
   $('proposal').hidden = true;
   $('standing-order').hidden = true;
+  $('standing-order-new').hidden = true;
+  resetProposeForm();
   for (const id of ['movements', 'proposals', 'standing-orders']) $(id).replaceChildren();
   for (const id of ['standing-order-runs', 'standing-order-history']) $(id).tBodies[0].replaceChildren();
   drawResolutions();
-  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error']) clearError(id);
+  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error', 'standing-order-new-error']) clearError(id);
   $('app').hidden = true;
   $('views').hidden = true;
   $('sign-out').hidden = true;
@@ -352,6 +356,16 @@ function shortAddress(a) {
   return a.length > 24 ? `${a.slice(0, 21)}...` : a;
 }
 
+/**
+ * An amount on one line of the narrow balances panel: at most six decimals shown, cut (never rounded)
+ * and marked with an ellipsis when there are more; the exact amount is the cell's title.
+ */
+function shortAmount(a) {
+  const [whole, fraction] = a.split('.');
+  if (!fraction || fraction.length <= 6) return a;
+  return `${whole}.${fraction.slice(0, 6)}\u2026`;
+}
+
 function shortWallet(w) {
   return /^0x[0-9a-f]{40}$/.test(w) ? `${w.slice(0, 6)}...${w.slice(-4)}` : w;
 }
@@ -369,8 +383,8 @@ async function refreshBalances() {
     const why = b.error ? ` - last fetch failed: ${b.error.code}` : '';
     const row = el('tr', { class: `${b.stale ? 'stale' : ''} ${balances.chartKey === balanceKey(b) ? 'charted' : ''}`.trim(), title: `${b.chain} ${b.wallet}\n${when}${why}\n(click: history)` },
       el('td', { class: 'wallet' }, b.label ?? shortWallet(b.wallet)),
-      el('td', {}, `${b.symbol ?? b.asset}`, el('div', { class: 'chain' }, `chain ${b.chain_id ?? b.chain}`)),
-      el('td', { class: 'amount' }, b.amount ?? '-',
+      el('td', { class: 'asset', title: b.asset }, b.symbol ?? shortAddress(b.asset), el('div', { class: 'chain' }, `chain ${b.chain_id ?? b.chain}`)),
+      el('td', { class: 'amount', title: b.amount ?? '' }, b.amount ? shortAmount(b.amount) : '-',
         b.stale ? el('div', { class: 'stale-badge' }, b.error ? `stale: ${b.error.code}` : 'stale') : ''));
     row.addEventListener('click', () => void showBalanceHistory(b).catch(() => {}));
     body.append(row);
@@ -502,7 +516,7 @@ async function refreshRegistryDrift() {
 // One movement
 
 async function route() {
-  const orders = /^#\/standing-orders(?:\/([0-9a-fA-F-]{36}))?$/.exec(location.hash);
+  const orders = /^#\/standing-orders(?:\/([0-9a-fA-F-]{36}|new))?$/.exec(location.hash);
   if (orders) {
     showView('standing-orders');
     stopFollowing();
@@ -511,7 +525,8 @@ async function route() {
     await refreshStandingOrders().catch((err) => {
       if (!(err instanceof Unauthenticated)) throw err;
     });
-    if (orders[1]) await openStandingOrder(orders[1]);
+    if (orders[1] === 'new') await openProposeForm();
+    else if (orders[1]) await openStandingOrder(orders[1]);
     else closeStandingOrder();
     return;
   }
@@ -808,34 +823,33 @@ function drawNodeCard(at) {
 // ------------------------------------------------------------------------------------------------
 // Plan DAG
 
-const DAG = { w: 200, h: 50, gapX: 56, gapY: 20, pad: 12 };
+/** The longest state name a node can show, so a node's box does not grow as it moves. */
+const LONGEST_NODE_STATE = 'AWAITING_SIGNATURE';
+
+/** The second line of a node's box. */
+function nodeLine(n, state) {
+  if (needsPerson(n.key, state)) return `${state} - needs a person`;
+  return `${state ?? 'not created yet'} - ${errorOf(n.key, state) ?? n.executor_key ?? n.action_type}`;
+}
+
+/** Every text a node's box may show: its key, then its second line in any state. */
+function nodeTexts(n) {
+  const row = ui.detail?.nodes.find((x) => x.node_key === n.key);
+  const tail = [n.executor_key ?? n.action_type, row?.error_code].filter(Boolean);
+  return [n.key, `${LONGEST_NODE_STATE} - needs a person`, ...tail.map((t) => `${LONGEST_NODE_STATE} - ${t}`), ...tail.map((t) => `not created yet - ${t}`)];
+}
 
 function drawDag(plan, at) {
   const svg = $('dag');
   svg.replaceChildren(arrowDefs('dag-arrow', 'arrow'));
-  const layers = new Map();
-  for (const n of plan.nodes) {
-    if (!layers.has(n.layer)) layers.set(n.layer, []);
-    layers.get(n.layer).push(n);
-  }
-  const pos = new Map();
-  let width = 0;
-  let height = 0;
-  for (const [layer, nodes] of layers) {
-    nodes.forEach((n, i) => {
-      const x = DAG.pad + layer * (DAG.w + DAG.gapX);
-      const y = DAG.pad + i * (DAG.h + DAG.gapY);
-      pos.set(n.key, { x, y });
-      width = Math.max(width, x + DAG.w + DAG.pad);
-      height = Math.max(height, y + DAG.h + DAG.pad);
-    });
-  }
-  setSize(svg, Math.max(width, 200), Math.max(height, 80));
+  const layout = layoutPlan(plan, nodeTexts);
+  const pos = layout.pos;
+  setSize(svg, layout.width, layout.height);
   for (const e of plan.edges) {
     const a = pos.get(e.from);
     const b = pos.get(e.to);
     if (!a || !b) continue;
-    const x1 = a.x + DAG.w;
+    const x1 = a.x + a.w;
     const y1 = a.y + DAG.h / 2;
     const x2 = b.x - 2;
     const y2 = b.y + DAG.h / 2;
@@ -854,9 +868,9 @@ function drawDag(plan, at) {
       transform: `translate(${p.x},${p.y})`,
     });
     g.append(
-      svgEl('rect', { width: DAG.w, height: DAG.h, rx: 8 }),
-      svgText(10, 20, n.key, 'key'),
-      svgText(10, 38, flagged ? `${state} - needs a person` : `${state ?? 'not created yet'} - ${errorOf(n.key, state) ?? n.executor_key ?? n.action_type}`, 'state'),
+      svgEl('rect', { width: p.w, height: DAG.h, rx: 8 }),
+      svgText(DAG.padX, 20, n.key, 'key'),
+      svgText(DAG.padX, 38, nodeLine(n, state), 'state'),
       svgEl('title', {}, `${n.key} (${n.kind}, ${n.action_type})`),
     );
     g.addEventListener('click', () => {
@@ -868,99 +882,14 @@ function drawDag(plan, at) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Machine diagram
+// Machine diagram (laid out by layout.js: states in columns ordered to keep crossings down, every
+// label where it covers no state and no other label)
 
-const M = { w: 148, h: 30, gapX: 58, gapY: 18, pad: 14, loop: 14 };
-
-/**
- * Columns by breadth-first distance from the initial state, with every final state in one last
- * column, so a diagram reads left to right from birth to outcome. Within a column, states sit near
- * the average position of their predecessors (one barycentre pass keeps crossings down).
- */
-function layoutMachine(view) {
-  const order = view.states.map((s) => s.key);
-  const final = new Set(view.states.filter((s) => s.final).map((s) => s.key));
-  const layer = new Map([[view.initial, 0]]);
-  const queue = [view.initial];
-  while (queue.length) {
-    const s = queue.shift();
-    for (const e of view.graph.edges) {
-      if (e.source === s && !layer.has(e.target) && !final.has(e.target)) {
-        layer.set(e.target, layer.get(s) + 1);
-        queue.push(e.target);
-      }
-    }
-  }
-  const deepest = Math.max(0, ...layer.values());
-  for (const key of order) if (!layer.has(key) && !final.has(key)) layer.set(key, deepest + 1);
-  const last = Math.max(0, ...layer.values()) + 1;
-  for (const key of final) layer.set(key, last);
-  const layers = [];
-  for (const key of order) (layers[layer.get(key)] ??= []).push(key);
-  const index = new Map();
-  layers.forEach((keys, l) => {
-    if (l > 0) {
-      const bary = (k) => {
-        const preds = view.graph.edges.filter((e) => e.target === k && layer.get(e.source) < l).map((e) => index.get(e.source) ?? 0);
-        return preds.length ? preds.reduce((a, b) => a + b, 0) / preds.length : order.indexOf(k);
-      };
-      keys.sort((a, b) => bary(a) - bary(b));
-    }
-    keys.forEach((k, i) => index.set(k, i));
-  });
-  const tallest = Math.max(...layers.map((ks) => ks.length));
-  const pos = new Map();
-  layers.forEach((keys, l) => {
-    const offset = ((tallest - keys.length) * (M.h + M.gapY)) / 2;
-    keys.forEach((k, i) => pos.set(k, { x: M.pad + l * (M.w + M.gapX), y: M.pad + M.loop + offset + i * (M.h + M.gapY), layer: l }));
-  });
-  // One drawn edge per (source, target) pair, labelled with every event that takes it.
-  const pairs = new Map();
-  for (const e of view.graph.edges) {
-    const id = `${e.source}->${e.target}`;
-    if (!pairs.has(id)) pairs.set(id, { source: e.source, target: e.target, events: [] });
-    const p = pairs.get(id);
-    if (!p.events.includes(e.event)) p.events.push(e.event);
-  }
-  return {
-    pos,
-    pairs: [...pairs.values()],
-    width: M.pad * 2 + layers.length * (M.w + M.gapX) - M.gapX,
-    height: M.pad * 2 + M.loop + tallest * (M.h + M.gapY) + 40,
-  };
-}
-
-function edgePath(a, b) {
-  if (a === b) {
-    const x = a.x + M.w / 2;
-    return { d: `M${x - 12},${a.y} C${x - 20},${a.y - M.loop * 2} ${x + 20},${a.y - M.loop * 2} ${x + 12},${a.y - 2}`, lx: x, ly: a.y - M.loop - 4 };
-  }
-  if (b.layer > a.layer) {
-    const x1 = a.x + M.w;
-    const y1 = a.y + M.h / 2;
-    const x2 = b.x - 2;
-    const y2 = b.y + M.h / 2;
-    const mx = (x1 + x2) / 2;
-    // The label sits in the gap just before the target, where no state box can cover it: find the
-    // curve's height there (x grows with t on this curve, so bisection finds the point).
-    const at = (t, p0, p1, p2, p3) => (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * p1 + 3 * (1 - t) * t ** 2 * p2 + t ** 3 * p3;
-    const lx = x2 - M.gapX / 2;
-    let lo = 0;
-    let hi = 1;
-    for (let i = 0; i < 30; i++) {
-      const mid = (lo + hi) / 2;
-      if (at(mid, x1, mx, mx, x2) < lx) lo = mid;
-      else hi = mid;
-    }
-    return { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, lx, ly: at(lo, y1, y1, y2, y2) - 4 };
-  }
-  // Backwards or within a layer: bow below both states.
-  const x1 = a.x + M.w / 2 - 10;
-  const y1 = a.y + M.h;
-  const x2 = b.x + M.w / 2 + 10;
-  const y2 = b.y + M.h + 2;
-  const low = Math.max(y1, y2) + 28 + Math.abs(a.layer - b.layer) * 6;
-  return { d: `M${x1},${y1} C${x1},${low} ${x2},${low} ${x2},${y2}`, lx: (x1 + x2) / 2, ly: low - 6 };
+/** A label's text lines, one event a line, inside its box. */
+function labelText(label, lines, cls) {
+  const text = svgEl('text', { class: cls, x: label.x, y: label.y });
+  lines.forEach((line, i) => text.append(svgEl('tspan', { x: label.x, y: label.y + (i + 1) * LINE - 3 }, line)));
+  return text;
 }
 
 function drawSelectedMachine(at) {
@@ -986,14 +915,10 @@ function drawSelectedMachine(at) {
   const taken = entity.last && entity.last.from_state ? `${entity.last.from_state}->${entity.last.to_state}` : null;
   const labels = [];
   for (const p of m.layout.pairs) {
-    const a = m.layout.pos.get(p.source);
-    const b = m.layout.pos.get(p.target);
-    const id = `${p.source}->${p.target}`;
-    const cls = id === taken ? 'taken' : p.source === entity.state ? 'next' : '';
-    const { d: path, lx, ly } = edgePath(a, b);
-    svg.append(svgEl('path', { class: `m-edge ${cls}`, d: path, 'marker-end': `url(#${cls === 'taken' ? 'm-arrow-taken' : 'm-arrow'})` }, svgEl('title', {}, `${p.source} -> ${p.target}: ${p.events.join(', ')}`)));
-    const text = cls === 'taken' ? entity.last.event_type : p.events.join(', ');
-    labels.push(svgText(lx, ly, text, `m-label ${cls}`, 'middle'));
+    const cls = p.id === taken ? 'taken' : p.source === entity.state ? 'next' : '';
+    svg.append(svgEl('path', { class: `m-edge ${cls}`, d: p.d, 'data-edge': p.id, 'marker-end': `url(#${cls === 'taken' ? 'm-arrow-taken' : 'm-arrow'})` }, svgEl('title', {}, `${p.source} -> ${p.target}: ${p.events.join(', ')}`)));
+    const lines = cls === 'taken' ? [entity.last.event_type] : p.label.lines;
+    labels.push(labelText(p.label, lines, `m-label ${cls}`));
   }
   for (const s of m.view.states) {
     const p = m.layout.pos.get(s.key);
@@ -1003,7 +928,7 @@ function drawSelectedMachine(at) {
       'data-state': s.key,
       transform: `translate(${p.x},${p.y})`,
     });
-    g.append(svgEl('rect', { width: M.w, height: M.h, rx: s.final ? 14 : 6 }), svgText(M.w / 2, 19, s.key, '', 'middle'));
+    g.append(svgEl('rect', { width: p.w, height: p.h, rx: s.final ? 14 : 6 }), svgText(p.w / 2, 19, s.key, '', 'middle'));
     svg.append(g);
   }
   svg.append(...labels); // above the states, so the highlighted labels stay readable
@@ -1255,6 +1180,7 @@ function showView(view) {
   if (view !== 'standing-orders') {
     $('standing-orders-empty').hidden = true;
     $('standing-order').hidden = true;
+    $('standing-order-new').hidden = true;
   }
 }
 
@@ -1392,8 +1318,8 @@ async function proposalAction(action, body) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Standing orders (GET /v3/standing-orders, .../{id} with its runs and history; POST .../approve,
-// pause, resume). Who may press a button is Ferry's to say: its refusal is shown with its code.
+// Standing orders (GET /v3/standing-orders, .../{id} with its runs and history; POST .../approve, reject,
+// pause, resume, revoke). Who may press a button is Ferry's to say: its refusal is shown with its code.
 
 const STANDING_ORDER_STATES = ['PROPOSED', 'ACTIVE', 'PAUSED', 'REJECTED', 'REVOKED', 'EXPIRED'];
 
@@ -1434,12 +1360,16 @@ function closeStandingOrder() {
   ui.standingOrderId = null;
   ui.standingOrder = null;
   $('standing-order').hidden = true;
+  $('standing-order-new').hidden = true;
   $('standing-orders-empty').hidden = false;
 }
 
 /** Opens (or, quietly, re-reads) a standing order. */
 async function openStandingOrder(id, quiet = false) {
-  if (ui.standingOrderId !== id) clearError('standing-order-error');
+  if (ui.standingOrderId !== id) {
+    clearError('standing-order-error');
+    $('standing-order-reason').value = '';
+  }
   ui.standingOrderId = id;
   let detail;
   try {
@@ -1454,6 +1384,7 @@ async function openStandingOrder(id, quiet = false) {
   if (ui.standingOrderId !== id || ui.view !== 'standing-orders') return;
   ui.standingOrder = detail;
   $('standing-orders-empty').hidden = true;
+  $('standing-order-new').hidden = true;
   $('standing-order').hidden = false;
   for (const li of $('standing-orders').children) li.classList.toggle('selected', li.dataset.id === id);
   drawStandingOrder(detail);
@@ -1476,6 +1407,9 @@ function drawStandingOrder(d) {
   $('standing-order-approve').disabled = o.state !== 'PROPOSED';
   $('standing-order-pause').disabled = o.state !== 'ACTIVE';
   $('standing-order-resume').disabled = o.state !== 'PAUSED';
+  $('standing-order-reject').disabled = o.state !== 'PROPOSED';
+  $('standing-order-revoke').disabled = o.state !== 'ACTIVE' && o.state !== 'PAUSED';
+  $('standing-order-reason').disabled = $('standing-order-reject').disabled && $('standing-order-revoke').disabled;
   $('standing-order-runs-note').textContent = d.runs.length ? `- ${d.runs.length} newest first` : '- none yet';
   $('standing-order-runs').tBodies[0].replaceChildren(...d.runs.map((r) => {
     const movement = r.movement_id ? el('a', { href: `#/movements/${r.movement_id}` }, r.movement_id.slice(0, 8)) : '-';
@@ -1493,13 +1427,158 @@ async function standingOrderAction(action) {
   const id = ui.standingOrderId;
   if (!id) return;
   clearError('standing-order-error');
+  let body = {};
+  if (action === 'reject' || action === 'revoke') {
+    const reason = $('standing-order-reason').value.trim();
+    if (!reason) {
+      showError('standing-order-error', new Error(`write why it is ${action === 'reject' ? 'rejected' : 'revoked'} in the reason`));
+      return;
+    }
+    body = { reason };
+  }
   try {
-    await api(`/v3/standing-orders/${id}/${action}`, {});
+    await api(`/v3/standing-orders/${id}/${action}`, body);
+    if (body.reason) $('standing-order-reason').value = '';
   } catch (err) {
     if (err instanceof Unauthenticated) return;
     showError('standing-order-error', err);
   }
   await Promise.all([openStandingOrder(id, true), refreshStandingOrders()]).catch(() => {});
+}
+
+// Proposing a standing order (POST /v3/standing-orders): the form sends the fields that route takes,
+// as typed; what is wrong with them (a bad cron, a maximum the policy blocks, a destination not in
+// the book) is Ferry's to say, shown with its code. The template and the destinations are chosen
+// from what Ferry lists (GET /v3/templates, /v3/policy/address-book).
+
+const propose = { destinations: [] }; // the ticked book entries, in the order they were ticked
+
+function resetProposeForm() {
+  $('standing-order-form').reset();
+  $('so-template').replaceChildren();
+  $('so-destinations').replaceChildren();
+  propose.destinations = [];
+  drawDestinationOrder();
+  drawTriggerFields();
+}
+
+async function openProposeForm() {
+  ui.standingOrderId = null;
+  ui.standingOrder = null;
+  for (const li of $('standing-orders').children) li.classList.remove('selected');
+  $('standing-order').hidden = true;
+  $('standing-orders-empty').hidden = true;
+  $('standing-order-new').hidden = false;
+  clearError('standing-order-new-error');
+  if (!$('so-expires').value) {
+    // A month from now, in local time as the input shows it.
+    const d = new Date(Date.now() + 30 * 86400_000);
+    d.setMinutes(d.getMinutes() - d.getTimezoneOffset(), 0, 0);
+    $('so-expires').value = d.toISOString().slice(0, 16);
+  }
+  drawTriggerFields();
+  let templates;
+  let entries;
+  try {
+    [{ templates }, { entries }] = await Promise.all([api('/v3/templates'), api('/v3/policy/address-book')]);
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('standing-order-new-error', err);
+    return;
+  }
+  if (location.hash !== '#/standing-orders/new') return;
+  const select = $('so-template');
+  const chosen = select.value;
+  select.replaceChildren(...templates.map((t) => el('option', { value: t.template_key }, `${t.template_key} (v${t.latest_version})`)));
+  if (templates.some((t) => t.template_key === chosen)) select.value = chosen;
+  propose.destinations = propose.destinations.filter((n) => entries.some((e) => e.name === n));
+  $('so-destinations').replaceChildren(...(entries.length === 0
+    ? [el('span', { class: 'hint' }, 'The address book is empty: an entry is proposed and approved under Policy first.')]
+    : entries.map((e) => {
+      const box = el('input', { type: 'checkbox', value: e.name, 'data-name': e.name });
+      box.checked = propose.destinations.includes(e.name);
+      box.addEventListener('change', () => {
+        propose.destinations = propose.destinations.filter((n) => n !== e.name);
+        if (box.checked) propose.destinations.push(e.name);
+        drawDestinationOrder();
+      });
+      return el('label', { title: `${e.network} ${e.address}${e.tag ? ` (tag ${e.tag})` : ''} - ${e.owner}, ${e.kind}` }, box, `${e.name}`,
+        el('span', { class: 'hint' }, ` ${e.network} ${shortAddress(e.address)}`));
+    })));
+  drawDestinationOrder();
+}
+
+function drawDestinationOrder() {
+  $('so-destination-order').textContent = propose.destinations.length ? `runs go to ${propose.destinations.join(', then ')}` : 'none ticked';
+}
+
+/** Shows the fields of the chosen trigger kind. */
+function drawTriggerFields() {
+  const kind = $('so-trigger-kind').value;
+  $('so-balance-fields').hidden = kind === 'schedule';
+  $('so-amount-label').hidden = kind !== 'schedule';
+  $('so-threshold-label').hidden = kind === 'schedule';
+  $('so-threshold-name').textContent = kind === 'floor' ? 'Floor' : 'Ceiling';
+  $('so-target-label').hidden = kind === 'schedule';
+  $('so-target').placeholder = kind === 'ceiling' ? 'the ceiling' : '';
+  $('so-cron-hint').textContent = kind === 'schedule' ? '(five cron fields)' : '(optional; without it: once per crossing)';
+}
+
+/** The body of POST /v3/standing-orders from the form, or throws (an Error without a code) what is not JSON. */
+function proposalBody() {
+  const text = (id) => $(id).value.trim();
+  const schedule = text('so-cron') ? { cron: text('so-cron'), ...(text('so-time-zone') ? { time_zone: text('so-time-zone') } : {}) } : undefined;
+  const kind = $('so-trigger-kind').value;
+  let trigger;
+  if (kind === 'schedule') trigger = { kind, schedule, amount: text('so-amount') };
+  else {
+    trigger = { kind, balance: { chain: text('so-balance-chain'), wallet: text('so-balance-wallet'), asset: text('so-balance-asset') }, [kind]: text('so-threshold') };
+    if (text('so-target') || kind === 'floor') trigger.target = text('so-target');
+    if (schedule) trigger.schedule = schedule;
+  }
+  let intent = {};
+  if (text('so-intent')) {
+    try {
+      intent = JSON.parse(text('so-intent'));
+    } catch {
+      throw new Error('the fixed intent fields are not JSON (an object such as {"memo": "sweep"})');
+    }
+  }
+  const expires = $('so-expires').value ? new Date($('so-expires').value) : null;
+  return {
+    name: text('so-name'),
+    template_key: $('so-template').value,
+    intent,
+    asset: text('so-asset'),
+    destinations: [...propose.destinations],
+    max_per_run: text('so-max-run'),
+    max_per_window: text('so-max-window'),
+    window_seconds: Number(text('so-window')),
+    trigger,
+    expires_at: expires && !Number.isNaN(expires.getTime()) ? expires.toISOString() : '',
+  };
+}
+
+async function proposeStandingOrder() {
+  clearError('standing-order-new-error');
+  let body;
+  try {
+    body = proposalBody();
+  } catch (err) {
+    showError('standing-order-new-error', err);
+    return;
+  }
+  $('so-submit').disabled = true;
+  try {
+    const order = await api('/v3/standing-orders', body);
+    resetProposeForm();
+    location.hash = `#/standing-orders/${order.id}`;
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('standing-order-new-error', err);
+  } finally {
+    $('so-submit').disabled = false;
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1552,7 +1631,12 @@ $('proposal-withdraw').addEventListener('click', () => void proposalAction('with
 $('proposal-challenge').addEventListener('click', () => void proposalAction('challenge', { reason: $('challenge-reason').value }));
 for (const s of STANDING_ORDER_STATES) $('standing-order-filter').append(el('option', { value: s }, s));
 $('standing-order-filter').addEventListener('change', () => void refreshStandingOrders().catch(() => {}));
-for (const action of ['approve', 'pause', 'resume']) $(`standing-order-${action}`).addEventListener('click', () => void standingOrderAction(action));
+for (const action of ['approve', 'pause', 'resume', 'reject', 'revoke']) $(`standing-order-${action}`).addEventListener('click', () => void standingOrderAction(action));
+$('standing-order-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  void proposeStandingOrder();
+});
+$('so-trigger-kind').addEventListener('change', drawTriggerFields);
 $('resolution-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
   void proposeResolution();
