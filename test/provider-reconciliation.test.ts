@@ -131,3 +131,26 @@ test('a COMPLETED node the provider calls failed is reported but never repaired;
   const drifts = await listDrifts(db.pool, { open: true, limit: 10 });
   assert.deepEqual(drifts.map((d) => [d.request_id, d.drift_class]), [[contradicted, 'completed_but_provider_failed']]);
 });
+
+test('a run reads its candidates\' movements, nodes and artifacts once for all of them, not per node', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const template = plan('evidence-many', [simNode('pay', {}), simNode('settle', {})], [{ from: 'pay', to: 'settle' }]);
+  for (let i = 0; i < 8; i++) await approvedMovement(deps, template);
+  await drain(deps);
+  const reads: string[] = [];
+  const query = db.pool.query;
+  db.pool.query = ((...args: unknown[]) => {
+    const text = typeof args[0] === 'string' ? args[0] : String((args[0] as { text?: string }).text);
+    if (/^SELECT \* FROM (movement_requests|request_nodes|artifacts) /.test(text)) reads.push(text);
+    return (query as (...a: unknown[]) => unknown).apply(db.pool, args);
+  }) as typeof db.pool.query;
+  try {
+    const report = await reconcileWithProviders(deps);
+    assert.equal(report.checked, 16);
+    assert.equal(report.drifted, 0);
+  } finally {
+    db.pool.query = query;
+  }
+  assert.equal(reads.length, 3, `reads for 16 nodes: ${reads.map((r) => r.slice(0, 60)).join(' | ')}`);
+});

@@ -3,7 +3,7 @@ import type { ExecutorOutcome, OutcomeState } from '../machines/outcome.ts';
 import { providerReconciledTotal, reconciliationDriftTotal, reconciliationRepairedTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction } from '../persistence/db.ts';
-import { getMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
+import { getMovements, nodesOfMovements, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 import {
   evidenceCandidates,
   markDriftRepaired,
@@ -11,7 +11,7 @@ import {
   recordDrift,
   type DriftClass,
 } from '../persistence/reconciliation-drifts.ts';
-import { askProvider, contextFor, errorOutcome, errorText, nowIso, type WorkerDeps } from '../actors/execution.ts';
+import { askProvider, claimedContexts, errorOutcome, errorText, nowIso, type WorkerDeps } from '../actors/execution.ts';
 import { deliverBatch, type MovementItem } from '../actors/transition.ts';
 import { runBudget } from '../run-budget.ts';
 
@@ -81,15 +81,18 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
     limit: config.reconciliationEvidenceBatchSize,
   });
   const asked: string[] = [];
-  for (const node of candidates) {
+  // The candidates' movements, their nodes and their artifacts: three reads for the whole run.
+  const movements = new Map((candidates.length ? await getMovements(pool, [...new Set(candidates.map((n) => n.request_id))]) : []).map((m) => [m.id, m]));
+  const siblings = movements.size ? await nodesOfMovements(pool, [...movements.keys()]) : new Map<string, NodeRow[]>();
+  const subjects = candidates.filter((n) => movements.has(n.request_id)).map((node) => ({ node, request: movements.get(node.request_id)!, nodes: siblings.get(node.request_id) ?? [] }));
+  const contexts = subjects.length ? await claimedContexts(pool, subjects, (n) => n.attempt_no) : [];
+  for (const [i, { node, request }] of subjects.entries()) {
     if (budget.spent()) {
       report.budgetExhausted = true;
       break;
     }
-    const request = await getMovement(pool, node.request_id);
-    if (!request) continue;
     let threw = false;
-    const ctx = await contextFor(pool, request, node, node.attempt_no).catch((error: unknown) => ({ error }));
+    const ctx = contexts[i];
     const answer = await askProvider(deps as WorkerDeps, node, ctx, 'inspect', ANY_ANSWER, (err) => {
       threw = true;
       return errorOutcome('UNKNOWN', isMovementError(err) ? err.code : 'INSPECT_ERROR', errorText(err));
