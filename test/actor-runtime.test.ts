@@ -4,7 +4,7 @@ import type { WorkerDeps } from '../src/actors/execution.ts';
 import { GroupWriter } from '../src/actors/group-writer.ts';
 import { LeaseHolder } from '../src/actors/lease-holder.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
-import { deliverHeld, deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverHeld, deliverMovementEvent } from '../src/durable/transition.ts';
 import { Wakeups } from '../src/actors/wakeups.ts';
 import type { Executor, ExecutionContext, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { ExecutorRegistry } from '../src/executors/registry.ts';

@@ -102,7 +102,7 @@ test('plan/ and policy/ are pure: no database, network, file or process access',
 });
 
 test('persistence/ calls no machine and no provider: it knows machine state names and types, nothing else of them', () => {
-  const upper = ['actors', 'sweeps', 'queue', 'services', 'http', 'cli', 'executors', 'callbacks', 'balances', 'hosts', 'demo'];
+  const upper = ['durable', 'actors', 'sweeps', 'queue', 'services', 'http', 'cli', 'executors', 'callbacks', 'balances', 'hosts', 'demo'];
   const bad = inFolders(['persistence']).filter(
     (i) => !i.typeOnly && (intoFolders(i, upper) || (intoFolders(i, ['machines']) && !i.names.every((n) => i.typeNames.includes(n) || /States$/.test(n)))),
   );
@@ -120,7 +120,7 @@ test("executors/ answer and never write Ferry's tables: from persistence only th
     (i) =>
       !i.typeOnly &&
       !sweepOfLane(i) &&
-      (intoFolders(i, ['actors', 'sweeps', 'queue', 'services', 'http', 'cli', 'callbacks', 'hosts']) || (intoFolders(i, ['persistence']) && !laneOwned.has(i.target))),
+      (intoFolders(i, ['durable', 'actors', 'sweeps', 'queue', 'services', 'http', 'cli', 'callbacks', 'hosts']) || (intoFolders(i, ['persistence']) && !laneOwned.has(i.target))),
   );
   assert.deepEqual(show(bad), []);
 });
@@ -137,7 +137,7 @@ test("hosts/ serve a remote executor or signer and never reach Ferry's database"
 });
 
 test('nothing below the entry points imports them, and nothing in src/ imports test/ or scripts/', () => {
-  const below = ['machines', 'plan', 'policy', 'persistence', 'services', 'actors', 'sweeps', 'executors', 'callbacks', 'balances'];
+  const below = ['machines', 'plan', 'policy', 'persistence', 'durable', 'services', 'actors', 'sweeps', 'executors', 'callbacks', 'balances'];
   const bad = inFolders(below).filter((i) => !i.typeOnly && (intoFolders(i, ['http', 'cli']) || i.target === 'hono' || i.target.startsWith('@hono/')));
   assert.deepEqual(show(bad), []);
   assert.deepEqual(show(all.filter((i) => i.outside)), []);
@@ -151,6 +151,15 @@ test('actors/ holds the runtime and its actors: of sweeps/ and the queue consume
   // The rule sees something: the runtime does start both.
   assert.ok(all.some((i) => i.file === 'actors/runtime.ts' && i.target === 'sweeps/sweeps.ts'));
   assert.ok(all.some((i) => i.file === 'actors/runtime.ts' && i.target === 'queue/movement-queue.ts'));
+});
+
+test('durable/ drives the machines over rows below the services: it imports no service, actor, sweep or entry point', () => {
+  const bad = inFolders(['durable']).filter((i) => !i.typeOnly && intoFolders(i, ['services', 'actors', 'sweeps', 'queue', 'http', 'cli', 'executors', 'hosts', 'demo']));
+  assert.deepEqual(show(bad), []);
+  // The rule sees something: the services and the actors both drive their machines through it.
+  assert.ok(all.some((i) => i.file.startsWith('services/') && i.target === 'durable/transition.ts'));
+  assert.ok(all.some((i) => i.file.startsWith('services/') && i.target === 'durable/row-machine.ts'));
+  assert.ok(all.some((i) => i.file.startsWith('actors/') && i.target === 'durable/transition.ts'));
 });
 
 test("every folder of src/ has its row in design.md's \"Where code lives\"", () => {

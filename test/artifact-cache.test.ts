@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { ArtifactCache, versionsOf } from '../src/actors/artifact-cache.ts';
-import { deliverBatch, deliverHeld, type NodeItem } from '../src/actors/transition.ts';
+import { deliverBatch, deliverHeld, type NodeItem } from '../src/durable/transition.ts';
 import { inlineArtifact, insertArtifacts, type NewArtifact } from '../src/persistence/artifacts.ts';
 import { withTransaction, type Queryable } from '../src/persistence/db.ts';
 import type { LockedMovement } from '../src/persistence/group-commit.ts';

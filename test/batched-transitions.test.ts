@@ -4,7 +4,7 @@ import pg from 'pg';
 import { dispatchBatch } from '../src/actors/dispatcher.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
-import { deliverBatch, deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverBatch, deliverMovementEvent } from '../src/durable/transition.ts';
 import { InvalidTransitionError, LeaseLostError } from '../src/errors.ts';
 import type { Executor } from '../src/executors/protocol.ts';
 import { ExecutorRegistry } from '../src/executors/registry.ts';

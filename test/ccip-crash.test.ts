@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { keccak256, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { CCIP_SEND_SELECTOR } from '../src/executors/ccip/index.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';

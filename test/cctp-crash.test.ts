@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { keccak256, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { cctpBridgeTemplate } from '../scripts/sandbox/templates.ts';
 import { cctpConfigFile, cctpEvents, DESTINATION_CHAIN_ID, SOURCE_CHAIN_ID, startCctpWorld, type CctpWorld } from './helpers/cctp.ts';

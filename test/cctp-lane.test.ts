@@ -7,7 +7,7 @@ import type { WorkerDeps } from '../src/actors/execution.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { recoverBatch } from '../src/actors/recovery.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
 import { CCTP_BURN_KEY, CCTP_MINT_KEY, encodeDepositForBurn } from '../src/executors/cctp/index.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';

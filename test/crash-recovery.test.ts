@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { scratchDatabase } from './helpers/db.ts';
 import { collectingDeps } from './helpers/fixtures.ts';

@@ -4,7 +4,7 @@ import { keccak256, type Address, type Hex, type PublicClient } from 'viem';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { runEvmNonceReaper } from '../src/sweeps/evm-nonce-reaper.ts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { createEvmLane, EvmNativeTransferExecutor, EvmNonceManager } from '../src/executors/evm/index.ts';
 import type { ExecutionContext, Executor, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { artifactsOfNodes } from '../src/persistence/artifacts.ts';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { loadConfig } from '../src/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { withTransaction } from '../src/persistence/db.ts';

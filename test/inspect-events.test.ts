@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { installErrorHandling } from '../src/http/errors.ts';
 import { EventStreams, inspectRoutes, type StreamOptions } from '../src/http/inspect.ts';
 import { withTransaction } from '../src/persistence/db.ts';

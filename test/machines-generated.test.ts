@@ -6,7 +6,7 @@ import {
   deliverMovementEvent,
   nodeContextFromRow,
   movementContextFromRow,
-} from '../src/actors/transition.ts';
+} from '../src/durable/transition.ts';
 import { definedTransitions, transitionKey } from '../src/machines/introspect.ts';
 import { CANCEL_REF, initialNodeContext, isCancelRecord, nodeMachine, type NodeEvent } from '../src/machines/node-machine.ts';
 import type { NodeSummary } from '../src/machines/node-summary.ts';

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import pino from 'pino';
 import { scratchDatabase } from './helpers/db.ts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { seedMovement } from './helpers/fixtures.ts';
 import { approvedMovement, drain, plan, runtimeDeps, simNode, snapshot } from './helpers/runtime.ts';

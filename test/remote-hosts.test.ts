@@ -20,7 +20,7 @@ import { snapshot } from './helpers/runtime.ts';
 import { waitFor } from './helpers/wait.ts';
 import { hostKeys } from './helpers/host-requests.ts';
 import { withTransaction } from '../src/persistence/db.ts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 
 /**
  * Remote executor and signer hosts as separate processes: a Ferry worker whose configuration file

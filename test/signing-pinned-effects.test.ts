@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { encodeFunctionData, erc20Abi, serializeTransaction, type Address, type TransactionSerializable } from 'viem';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { loadConfig } from '../src/config.ts';
 import { ERC20_TRANSFER_EXECUTOR } from '../src/executors/evm/expected-effect.ts';

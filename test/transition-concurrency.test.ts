@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import type { MovementEvent } from '../src/machines/movement-machine.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { getMovement, transitionsOfEntity } from '../src/persistence/movements.ts';

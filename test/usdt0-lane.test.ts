@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { encodeFunctionData, parseTransaction, serializeTransaction, type Address, type Hex, type TransactionSerializableEIP1559 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import { observeBatch } from '../src/actors/observer.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';

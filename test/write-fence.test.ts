@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { deliverBatch, deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverBatch, deliverMovementEvent } from '../src/durable/transition.ts';
 import { TransitionConflictError } from '../src/errors.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
 import { getMovement, getNode, nodesOfMovement, transitionsOfMovement } from '../src/persistence/movements.ts';

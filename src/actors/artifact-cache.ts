@@ -1,7 +1,7 @@
 import { artifactsOfNodes, type NewArtifact } from '../persistence/artifacts.ts';
 import type { Queryable } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
-import type { BatchResult, NodeItem } from './transition.ts';
+import type { BatchResult, NodeItem } from '../durable/transition.ts';
 
 /**
  * The artifacts of the movements a movement actor holds (movement-actor.ts), kept in memory between

@@ -19,7 +19,7 @@ import { priceSourceOf } from '../prices/chainlink.ts';
 import { versionsOf, type ArtifactCache } from './artifact-cache.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
 import { EXPIRED_RETRY_SECONDS, preparedActionExpired } from './prepared-expiry.ts';
-import { deliverBatch, deliverHeld, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from './transition.ts';
+import { deliverBatch, deliverHeld, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from '../durable/transition.ts';
 
 /**
  * The dispatcher drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,

@@ -13,7 +13,7 @@ import type { Pool, Queryable } from '../persistence/db.ts';
 import { nodesOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 import type { HandedOffClaims } from './dispatcher.ts';
 import type { GroupWriter } from './group-writer.ts';
-import type { CarriedClaim, TransitionDeps } from './transition.ts';
+import type { CarriedClaim, TransitionDeps } from '../durable/transition.ts';
 
 /** What the dispatcher, observer and recovery workers share. */
 export interface WorkerDeps {

@@ -1,7 +1,7 @@
 import { TransitionConflictError } from '../errors.ts';
 import type { Pool } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
-import { Batch, batchResult, covers, deliverHeld, flushHeld, Pending, type BatchOptions, type BatchResult, type MovementItem, type NodeItem, type Refusal } from './transition.ts';
+import { Batch, batchResult, covers, deliverHeld, flushHeld, Pending, type BatchOptions, type BatchResult, type MovementItem, type NodeItem, type Refusal } from '../durable/transition.ts';
 
 /**
  * The group writer of one process in the actor runtime: it merges the writes its movement actors

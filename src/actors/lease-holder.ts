@@ -4,8 +4,8 @@ import { acquireLeases, releaseLeases, renewLeases } from '../persistence/leases
 import { ArtifactCache } from './artifact-cache.ts';
 import type { WorkerDeps } from './execution.ts';
 import { startMovementActor, type MovementActor, type MovementActorState } from './movement-actor.ts';
-import { nextWorkAt } from './transition.ts';
-import type { EventNotice } from './wakeups.ts';
+import { nextWorkAt } from '../durable/transition.ts';
+import type { EventNotice } from '../durable/transition.ts';
 
 /**
  * The lease holder of one process in the actor runtime (FERRY_RUNTIME=actors): it leases movements

@@ -10,7 +10,7 @@ import { runDispatches } from './dispatcher.ts';
 import { claimedContexts, nowIso, type WorkerDeps } from './execution.ts';
 import { observationOf } from './observer.ts';
 import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
-import { deliverHeld, nextWorkAt, previewHeld, type BatchResult, type MovementItem, type NodeItem } from './transition.ts';
+import { deliverHeld, nextWorkAt, previewHeld, type BatchResult, type MovementItem, type NodeItem } from '../durable/transition.ts';
 
 /**
  * A movement actor: one live XState actor per movement this process leases (lease-holder.ts),

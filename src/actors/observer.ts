@@ -9,7 +9,7 @@ import { nodesOfMovements, type NodeRow } from '../persistence/movements.ts';
 import type { ExecutionContext } from '../executors/protocol.ts';
 import { runDispatches } from './dispatcher.ts';
 import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type WorkerDeps } from './execution.ts';
-import { deliverBatch, type CarriedClaim, type NodeItem } from './transition.ts';
+import { deliverBatch, type CarriedClaim, type NodeItem } from '../durable/transition.ts';
 import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
 import { CANCEL_REF, isCancelRecord } from '../machines/node-machine.ts';
 

@@ -7,7 +7,7 @@ import { withTransaction } from '../persistence/db.ts';
 import { nodesOfMovements } from '../persistence/movements.ts';
 import { cancelAsked } from './observer.ts';
 import { askProvider, claimedContexts, errorOutcome, errorText, nodeLog, nowIso, type WorkerDeps } from './execution.ts';
-import { deliverBatch, type NodeItem } from './transition.ts';
+import { deliverBatch, type NodeItem } from '../durable/transition.ts';
 
 /**
  * Recovery: resolves UNKNOWN nodes, and nodes stuck in SUBMITTING past their lane's grace (the

@@ -11,7 +11,7 @@ import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction } from '../persistence/db.ts';
 import { getNode, getMovement, type NodeRow } from '../persistence/movements.ts';
 import { contextFor, errorText, nowIso, type WorkerDeps } from './execution.ts';
-import { deliverBatch } from './transition.ts';
+import { deliverBatch } from '../durable/transition.ts';
 
 /**
  * Replacing a submitted action with a new version (an EVM fee bump: same nonce, higher fees). The

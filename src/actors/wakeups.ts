@@ -2,7 +2,7 @@ import pg from 'pg';
 import { APP_NAMES } from '../connection-budget.ts';
 import type { Logger } from '../log.ts';
 import { SWEEP_CHANNEL } from '../persistence/sweep-jobs.ts';
-import { EVENTS_CHANNEL } from './transition.ts';
+import { EVENTS_CHANNEL, type EventNotice } from '../durable/transition.ts';
 
 /**
  * Listens for the transition function's NOTIFY on a dedicated connection and wakes the workers a
@@ -25,14 +25,6 @@ export interface WakeTargets {
   sweep?: (queue: string) => void;
 }
 
-export interface EventNotice {
-  request_id: string;
-  entity: 'request' | 'node';
-  node_id?: string;
-  state: string;
-  /** The movement's write_version once the commit that sent this is in (absent from older writers). */
-  write_version?: number;
-}
 
 export class Wakeups {
   #client: pg.Client | null = null;

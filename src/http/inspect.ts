@@ -17,7 +17,8 @@ import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
 import type { AnyStateMachine } from 'xstate';
 import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 import { z } from 'zod';
-import { Wakeups, type EventNotice } from '../actors/wakeups.ts';
+import { Wakeups } from '../actors/wakeups.ts';
+import type { EventNotice } from '../durable/transition.ts';
 import { FerryError } from '../errors.ts';
 import { log as rootLog, type Logger } from '../log.ts';
 // Guards and actions are named as src/machines/introspect.ts names them, so a graph edge can be

@@ -1,7 +1,7 @@
 import type { Client } from './db.ts';
 import type { NewTransition } from './movements.ts';
 
-/** Entities whose transitions are logged one at a time by their service (src/services/row-machine.ts). */
+/** Entities whose transitions are logged one at a time by their service (src/durable/row-machine.ts). */
 export type EntityTransitionType = 'template_proposal' | 'credential_proposal' | 'policy_proposal' | 'standing_order';
 
 /** An entity's row of `transitions`: a movement's transition without request and node, at the service's time. */

@@ -3,7 +3,7 @@ import type { Queryable } from './db.ts';
 import type { NodeRow, MovementRow, TransitionRow } from './movements.ts';
 
 /**
- * The two statements of a batched durable transition (src/actors/transition.ts): lock what the
+ * The two statements of a batched durable transition (src/durable/transition.ts): lock what the
  * batch touches, then write everything the machines decided in one set-based statement.
  *
  * Concurrency. Every writer of a node locks its request row first (the request row is the mutex of

@@ -21,7 +21,7 @@ export interface StandingOrderRow {
   expires_at: Date;
   machine_id: string;
   machine_version: string;
-  /** order_state, under the name the row machine helper reads (services/row-machine.ts). */
+  /** order_state, under the name the row machine helper reads (durable/row-machine.ts). */
   proposal_state: string;
   row_version: number;
   proposed_by: string;

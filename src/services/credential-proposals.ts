@@ -30,7 +30,7 @@ import { appendEntityTransition } from '../persistence/entity-transitions.ts';
 import { assertName, findPrincipal, isPrincipalKind, principalKinds, type PrincipalInfo } from '../persistence/principals.ts';
 import type { CreatedToken, Role } from '../persistence/tokens.ts';
 import { roleDecides } from './permissions.ts';
-import { deliverToRow, type RowMachine } from './row-machine.ts';
+import { deliverToRow, type RowMachine } from '../durable/row-machine.ts';
 import { createApiToken, insertPrincipalAudited, insertTokenAudited, resolveTokenInput, type CreateApiTokenInput } from './principals.ts';
 
 /**

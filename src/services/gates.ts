@@ -6,7 +6,7 @@ import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction } from '../persistence/db.ts';
 import { getMovement, isMovementId, lockMovement, nodeByKey, nodesOfMovement, type MovementRow, type NodeRow } from '../persistence/movements.ts';
 import { actorAliases } from '../persistence/principals.ts';
-import { deliverNodeEvent } from '../actors/transition.ts';
+import { deliverNodeEvent } from '../durable/transition.ts';
 import type { Movement, MovementServiceDeps } from './movements.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { contextFor, errorText, outcomeOf, resultArtifacts } from '../actors/execution.ts';
 import { attemptVersions, signedVersionArtifacts } from '../actors/replacement.ts';
-import { deliverBatch } from '../actors/transition.ts';
+import { deliverBatch } from '../durable/transition.ts';
 import type { FerryConfig } from '../config.ts';
 import { FerryError, NotFoundError } from '../errors.ts';
 import { FatalMovementError, isMovementError } from '../executors/errors.ts';

@@ -32,7 +32,7 @@ import { policyForApproval, policyForNewMovement, priceNotReadAhead, pricesReadA
 import { recordMovementPolicy } from '../persistence/policy.ts';
 import { priceSourceOf } from '../prices/chainlink.ts';
 import type { PriceSource } from '../prices/price-source.ts';
-import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../actors/transition.ts';
+import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../durable/transition.ts';
 
 /**
  * What the API does to a movement, one function per verb. Each runs in ONE transaction that holds

@@ -82,7 +82,7 @@ import {
   valueOfAmounts,
 } from '../policy/rules.ts';
 import type { PriceSource } from '../prices/price-source.ts';
-import { deliverToRow, type RowMachine } from './row-machine.ts';
+import { deliverToRow, type RowMachine } from '../durable/row-machine.ts';
 
 /**
  * The treasury policy (docs/policy.md): the one owner of writes to the address book, the rule set

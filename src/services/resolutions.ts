@@ -13,7 +13,7 @@ import {
   type ResolutionRow,
 } from '../persistence/resolutions.ts';
 import type { Movement, MovementServiceDeps } from './movements.ts';
-import { deliverBatch, type MovementItem } from '../actors/transition.ts';
+import { deliverBatch, type MovementItem } from '../durable/transition.ts';
 
 /**
  * Manual intervention: a movement in MANUAL_INTERVENTION waits for a person to settle the node it

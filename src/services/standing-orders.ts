@@ -43,12 +43,12 @@ import {
   withinBounds,
   type StandingOrderInput,
 } from '../policy/standing-orders.ts';
-import type { TransitionDeps } from '../actors/transition.ts';
+import type { TransitionDeps } from '../durable/transition.ts';
 import { approveMovement, createMovement, pricesOf } from './movements.ts';
 import { movementFacts, pricesReadAhead, readPrices } from './policy.ts';
 import { getTemplateVersion } from '../persistence/templates.ts';
 import type { PriceSource } from '../prices/price-source.ts';
-import { deliverToRow, type RowMachine } from './row-machine.ts';
+import { deliverToRow, type RowMachine } from '../durable/row-machine.ts';
 
 /**
  * Standing orders (docs/policy.md, "Standing orders"): the one owner of writes to standing orders

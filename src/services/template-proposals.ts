@@ -42,7 +42,7 @@ import { graphHash } from '../plan/compile.ts';
 import type { TemplateDefinition } from '../plan/template-schema.ts';
 import { validateTemplate, validateTemplateStructure, type BindingCatalog } from '../plan/validate.ts';
 import { runBudget } from '../run-budget.ts';
-import { deliverToRow, type RowMachine } from './row-machine.ts';
+import { deliverToRow, type RowMachine } from '../durable/row-machine.ts';
 
 /**
  * The template proposal service: the one owner of proposal writes. Every change of a proposal

@@ -4,7 +4,7 @@ import { claimForExpiry, expiredCandidates } from '../persistence/claims.ts';
 import { withTransaction } from '../persistence/db.ts';
 import type { WorkerDeps } from '../actors/execution.ts';
 import { nowIso } from '../actors/execution.ts';
-import { deliverMovementEvent } from '../actors/transition.ts';
+import { deliverMovementEvent } from '../durable/transition.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**

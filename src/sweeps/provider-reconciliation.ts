@@ -12,7 +12,7 @@ import {
   type DriftClass,
 } from '../persistence/reconciliation-drifts.ts';
 import { askProvider, claimedContexts, errorOutcome, errorText, nowIso, type WorkerDeps } from '../actors/execution.ts';
-import { deliverBatch, type MovementItem } from '../actors/transition.ts';
+import { deliverBatch, type MovementItem } from '../durable/transition.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**

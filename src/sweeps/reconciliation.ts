@@ -16,7 +16,7 @@ import {
   type TransitionRow,
 } from '../persistence/movements.ts';
 import type { FerryConfig } from '../config.ts';
-import { nodeContextFromRow, movementContextFromRow } from '../actors/transition.ts';
+import { nodeContextFromRow, movementContextFromRow } from '../durable/transition.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**

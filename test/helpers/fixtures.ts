@@ -1,5 +1,5 @@
 import { startMovement } from '../../src/services/start-movement.ts';
-import type { CallbackInput, TransitionDeps } from '../../src/actors/transition.ts';
+import type { CallbackInput, TransitionDeps } from '../../src/durable/transition.ts';
 import { withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { saveTemplate } from '../../src/persistence/templates.ts';
 import { compilePlan } from '../../src/plan/compile.ts';

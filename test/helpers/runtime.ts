@@ -4,7 +4,7 @@ import type { WorkerDeps } from '../../src/actors/execution.ts';
 import { observeBatch } from '../../src/actors/observer.ts';
 import { recoverBatch } from '../../src/actors/recovery.ts';
 import { defaultRegistries } from '../../src/actors/runtime.ts';
-import { deliverNodeEvent, deliverMovementEvent } from '../../src/actors/transition.ts';
+import { deliverNodeEvent, deliverMovementEvent } from '../../src/durable/transition.ts';
 import { loadConfig } from '../../src/config.ts';
 import { log } from '../../src/log.ts';
 import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { prng } from '../../scripts/lib/prng.ts';
 import { reconcileMovement } from '../../src/sweeps/reconciliation.ts';
-import { deliverMovementEvent } from '../../src/actors/transition.ts';
+import { deliverMovementEvent } from '../../src/durable/transition.ts';
 import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../../src/persistence/embedded.ts';
 import { migrate } from '../../src/persistence/migrate.ts';

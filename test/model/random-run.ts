@@ -26,7 +26,7 @@ import { erc20Abi, type Address, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { prng } from '../../scripts/lib/prng.ts';
 import { reconcileMovement } from '../../src/sweeps/reconciliation.ts';
-import { deliverMovementEvent } from '../../src/actors/transition.ts';
+import { deliverMovementEvent } from '../../src/durable/transition.ts';
 import { EVM_ERC20_TRANSFER_KEY } from '../../src/executors/evm/index.ts';
 import { createPool, withTransaction, type Pool } from '../../src/persistence/db.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from '../../src/persistence/embedded.ts';

@@ -1,5 +1,5 @@
 import { transition, type AnyStateMachine } from 'xstate';
-import { Batch, movementContextFromRow, nodeContextFromRow, type Refusal } from '../../src/actors/transition.ts';
+import { Batch, movementContextFromRow, nodeContextFromRow, type Refusal } from '../../src/durable/transition.ts';
 import { InvalidTransitionError, LeaseLostError } from '../../src/errors.ts';
 import type { ExecutorOutcome } from '../../src/machines/outcome.ts';
 import { MOVEMENT_MACHINE_ID, MOVEMENT_MACHINE_VERSION, movementMachine, type MovementEvent } from '../../src/machines/movement-machine.ts';
@@ -16,7 +16,7 @@ import type { MovementRow, NodeRow } from '../../src/persistence/movements.ts';
  * a provider refuses, loses a request, loses an answer, or answers twice.
  *
  * The durable state (the rows) is kept apart from each process's memory. Every change of the rows
- * goes through the REAL durable transition function: `Batch` of src/actors/transition.ts, which
+ * goes through the REAL durable transition function: `Batch` of src/durable/transition.ts, which
  * rebuilds each row's snapshot, computes the next with XState's pure transition() on the real
  * machines of src/machines, applies the fence, the serial-per-request rule, the frontier, the
  * derived movement state and the carried-onward claim. Only its flush() (the SQL) is not run: the

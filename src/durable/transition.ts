@@ -31,7 +31,6 @@ import {
   type MovementWriteRow,
 } from '../persistence/group-commit.ts';
 import type { NodeRow, MovementRow, TransitionRow } from '../persistence/movements.ts';
-import type { EventNotice } from './wakeups.ts';
 
 /**
  * The one durable transition function, batched. Delivering events to requests and nodes is, inside
@@ -48,6 +47,16 @@ import type { EventNotice } from './wakeups.ts';
  * A single delivery is a batch of one. The result of every event is its own: a refused event leaves
  * no row, no log entry and no artifact, and the batch's other events are written.
  */
+
+/** What a committed transition tells listeners on EVENTS_CHANNEL (one notice per entity state reached). */
+export interface EventNotice {
+  request_id: string;
+  entity: 'request' | 'node';
+  node_id?: string;
+  state: string;
+  /** The movement's write_version once the commit that sent this is in (absent from older writers). */
+  write_version?: number;
+}
 
 export const EVENTS_CHANNEL = 'ferry_events';
 

@@ -10,7 +10,7 @@ import { appendEntityTransition, type EntityTransitionType } from '../persistenc
  * machine version is checked, the machine's rules are asked first (so a refusal can say which
  * rule), then XState's pure transition() decides, the row is written with its version as the
  * precondition, and one transition row is logged. A refusal throws and writes nothing. Movements
- * and nodes go through the batched durable transition function instead (actors/transition.ts).
+ * and nodes go through the batched durable transition function instead (durable/transition.ts).
  */
 export interface RowState {
   id: string;
