@@ -327,7 +327,7 @@ const sumParams = (q: SumQuery) => {
 /**
  * The sums of the amounts of each asset (of one destination when given) over movements approved at
  * or after `since` and still counted (VELOCITY_STATES): the approval that reached the quorum is the
- * last of the movement's approvals. `except` leaves one movement out (the one being decided). One
+ * last of the movement's approvals (ferry_last_approval_at, indexed per asset: migration 0430). `except` leaves one movement out (the one being decided). One
  * row per asset with movements in the window.
  */
 export async function velocitySums(db: Queryable, q: SumQuery): Promise<AssetSum[]> {
@@ -339,7 +339,7 @@ export async function velocitySums(db: Queryable, q: SumQuery): Promise<AssetSum
         AND ($2::text IS NULL OR policy_destination = $2)
         AND request_state = ANY($3::text[])
         AND policy_amount IS NOT NULL
-        AND (approvals -> -1 ->> 'at')::timestamptz >= $4
+        AND ferry_last_approval_at(approvals) >= $4
         AND ($5::uuid IS NULL OR id <> $5::uuid)
         AND ($6::boolean IS NULL OR (policy_destination_entry IS NOT NULL) = $6)
         AND ($7::text[] IS NULL OR policy_destination_entry = ANY($7::text[]))
@@ -361,7 +361,7 @@ export async function windowAssets(db: Queryable, since: Date, assets: string[] 
   const { rows } = await db.query<{ asset: string }>(
     `SELECT policy_asset AS asset FROM movement_requests
       WHERE policy_asset IS NOT NULL AND ($1::text[] IS NULL OR policy_asset = ANY($1::text[]))
-        AND request_state = ANY($3::text[]) AND (approvals -> -1 ->> 'at')::timestamptz >= $2
+        AND request_state = ANY($3::text[]) AND ferry_last_approval_at(approvals) >= $2
      UNION
      SELECT d.asset FROM policy_velocity_dispatches d JOIN movement_requests r ON r.id = d.movement_id
       WHERE ($1::text[] IS NULL OR d.asset = ANY($1::text[])) AND d.dispatched_at >= $2 AND r.request_state = ANY($3::text[])`,
