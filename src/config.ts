@@ -335,6 +335,11 @@ const coreFields = {
   FERRY_STANDING_ORDERS_ENABLED: ['standingOrdersEnabled', bool.default(true)],
   FERRY_STANDING_ORDERS_INTERVAL_SECONDS: ['standingOrdersIntervalSeconds', seconds(60)],
   FERRY_STANDING_ORDERS_BATCH_SIZE: ['standingOrdersBatchSize', count(100)],
+  // The sweep that makes reviewed policy changes live once their cool-down ends (and expires those
+  // left unreviewed), so a change does not wait for the next policy read.
+  FERRY_POLICY_PROPOSALS_ENABLED: ['policyProposalsEnabled', bool.default(true)],
+  FERRY_POLICY_PROPOSALS_INTERVAL_SECONDS: ['policyProposalsIntervalSeconds', seconds(60)],
+  FERRY_POLICY_PROPOSALS_BATCH_SIZE: ['policyProposalsBatchSize', count(50)],
   FERRY_OPERATOR_TIME_ZONE: [
     'operatorTimeZone',
     z

@@ -203,3 +203,19 @@ export const registryChecksTotal = counter(
 );
 
 export const registryDriftsOpen = gauge('ferry_registry_drifts_open', 'Open registry drifts by lane (read from the database at scrape time).', ['lane']);
+
+// --- Standing orders and policy proposals (src/services/standing-orders.ts, policy.ts; docs/policy.md) ---
+
+export const standingOrderRunsTotal = counter(
+  'ferry_standing_order_runs_total',
+  'Runs of standing orders by outcome: approved (by the order), waiting (for people), refused (by the policy), skipped (nothing to move).',
+  ['outcome'],
+);
+
+export const standingOrdersByState = gauge('ferry_standing_orders', 'Standing orders by state (read from the database at scrape time).', ['state']);
+
+export const policyProposalsSettledTotal = counter(
+  'ferry_policy_proposals_settled_total',
+  'Policy proposals (address book, rule set) the policy_proposals sweep or a policy read settled: finalized after their cool-down, or expired unreviewed.',
+  ['result'],
+);

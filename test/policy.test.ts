@@ -8,6 +8,10 @@ import { test } from 'node:test';
 import { runCli } from '../src/cli/run.ts';
 import { getPolicyProposal, lockVelocitySum } from '../src/persistence/policy.ts';
 import { finalizePolicyProposal } from '../src/services/policy.ts';
+import { loadConfig } from '../src/config.ts';
+import { log } from '../src/log.ts';
+import { registry } from '../src/metrics.ts';
+import { findSweep } from '../src/sweeps/sweeps.ts';
 import { ferryForFile } from './helpers/ferry.ts';
 import { callApi, type Reply } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
@@ -291,4 +295,29 @@ test('a tier takes its approvals from a named group: three members are required,
   const two = await approve(m, 'approver2');
   assert.equal(two.body.movement.state, 'PENDING_APPROVAL', 'two of the group are not enough');
   assert.equal((await approve(m, 'approver3')).body.movement.state, 'APPROVED');
+});
+
+test('the policy_proposals sweep makes an approved change live once its cool-down has passed, with no policy read, and counts it', async () => {
+  const settled = async () => (await registry.getSingleMetric('ferry_policy_proposals_settled_total')!.get()).values.find((v) => v.labels.result === 'finalized')?.value ?? 0;
+  const sweep = findSweep('policy_proposals');
+  const config = loadConfig({});
+  assert.deepEqual([sweep.settings(config).enabled, sweep.settings(config).intervalSeconds], [true, 60]);
+  const run = () => sweep.run({ pool: db.pool, config, log } as never, sweep.settings(config));
+
+  const p = await call('POST', '/v3/policy/address-book', 'operator', { name: 'sweep-cold', network: 'sim', address: 'sweep-cold', owner: 'treasury', kind: 'internal' });
+  assert.equal(p.status, 202, p.text);
+  assert.equal((await call('POST', `/v3/policy/proposals/${p.body.id}/approve`, 'approver', {})).status, 200);
+  // In its cool-down: the sweep leaves it.
+  assert.equal((await run()).items, 0);
+  assert.equal((await getPolicyProposal(db.pool, p.body.id))!.proposal_state, 'APPROVED');
+
+  const before = await settled();
+  await db.pool.query(`UPDATE policy_proposals SET challenge_ends_at = now() - interval '1 second' WHERE id = $1`, [p.body.id]);
+  const done = await run();
+  assert.equal(done.items, 1);
+  assert.equal((await getPolicyProposal(db.pool, p.body.id))!.proposal_state, 'FINALIZED');
+  const { rows } = await db.pool.query(`SELECT name FROM address_book_entries WHERE name = 'sweep-cold'`);
+  assert.equal(rows.length, 1, 'the entry is live');
+  assert.equal((await settled()) - before, 1);
+  assert.equal((await run()).items, 0, 'once');
 });

@@ -13,6 +13,7 @@ import { getPolicyProposal } from '../src/persistence/policy.ts';
 import { finalizePolicyProposal } from '../src/services/policy.ts';
 import { runStandingOrders, type StandingOrderDeps } from '../src/services/standing-orders.ts';
 import { loadConfig } from '../src/config.ts';
+import { registry } from '../src/metrics.ts';
 import { ferryForFile } from './helpers/ferry.ts';
 import { callApi, type Reply } from './helpers/http.ts';
 import { makeTemplateLive } from './helpers/templates.ts';
@@ -92,6 +93,11 @@ async function movementsOf(id: string) {
   return rows;
 }
 
+/** ferry_standing_order_runs_total of one outcome, in this process. */
+async function runsCounted(outcome: string): Promise<number> {
+  return (await registry.getSingleMetric('ferry_standing_order_runs_total')!.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+}
+
 test('a balance above its ceiling is swept once per crossing, across a restart and two concurrent runners', async () => {
   const id = await activeOrder('hot-sweep');
   await balance(900);
@@ -135,8 +141,10 @@ test('a run above its maximum per run waits for people; a paused order runs noth
   await balance(900);
   const id = await activeOrder('hot-sweep-2');
   await balance(1800); // 800 above the ceiling, max_per_run 500
+  const waitingBefore = await runsCounted('waiting');
   const r = await runStandingOrders(runner());
   assert.equal(r.waiting, 1, JSON.stringify(r));
+  assert.equal((await runsCounted('waiting')) - waitingBefore, 1, 'ferry_standing_order_runs_total{outcome="waiting"}');
   const runs = await runsOf(id);
   assert.equal(runs[0].outcome, 'waiting');
   assert.equal(runs[0].error_code, 'STANDING_ORDER_ABOVE_MAX_PER_RUN');
@@ -147,6 +155,10 @@ test('a run above its maximum per run waits for people; a paused order runs noth
   const paused = await call('POST', `/v3/standing-orders/${id}/pause`, 'operator', { reason: 'maintenance' });
   assert.equal(paused.status, 200, paused.text);
   assert.equal(paused.body.state, 'PAUSED');
+  const scraped = await callApi(ferry.url, 'GET', '/metrics', tokens.admin.token);
+  assert.equal(scraped.status, 200, scraped.text);
+  assert.match(scraped.text, /^ferry_standing_orders\{state="PAUSED"\} [1-9]\d*$/m);
+  assert.match(scraped.text, /^ferry_standing_orders\{state="EXPIRED"\} \d+$/m, 'every state has a series');
   await balance(900);
   await balance(1300);
   assert.equal((await runStandingOrders(runner())).created, 0, 'paused: no run');
@@ -154,8 +166,10 @@ test('a run above its maximum per run waits for people; a paused order runs noth
 
   const resumed = await call('POST', `/v3/standing-orders/${id}/resume`, 'operator', {});
   assert.equal(resumed.body.state, 'ACTIVE');
+  const approvedBefore = await runsCounted('approved');
   const after = await runStandingOrders(runner());
   assert.equal(after.approved, 1, JSON.stringify(after));
+  assert.equal((await runsCounted('approved')) - approvedBefore, 1);
   assert.equal((await runsOf(id)).length, 2);
   await call('POST', `/v3/standing-orders/${id}/revoke`, 'operator', {});
 });

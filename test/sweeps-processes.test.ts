@@ -37,6 +37,7 @@ const INTERVALS: Record<string, number> = {
   notification_dispatcher: 2,
   capital_transfer_followup: 2,
   standing_orders: 2,
+  policy_proposals: 2,
   balance_history_rollup: 2,
   cex_transfer_ingest: 2,
   verify_drift: 2,
@@ -62,6 +63,7 @@ const ENV = {
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_ENABLED: 'true',
   FERRY_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS: String(INTERVALS.capital_transfer_followup),
   FERRY_STANDING_ORDERS_INTERVAL_SECONDS: String(INTERVALS.standing_orders),
+  FERRY_POLICY_PROPOSALS_INTERVAL_SECONDS: String(INTERVALS.policy_proposals),
   FERRY_BALANCE_HISTORY_INTERVAL_SECONDS: String(INTERVALS.balance_history_rollup),
   // On only with venues; an account the configuration lacks is reported in each run's result.
   FERRY_CEX_TRANSFER_INGEST_VENUES: 'no-such-account',

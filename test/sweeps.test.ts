@@ -43,6 +43,7 @@ const env = (extra: Record<string, string> = {}) =>
     FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '2',
     FERRY_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS: '2',
     FERRY_TEMPLATE_FINALIZATION_INTERVAL_SECONDS: '2',
+    FERRY_POLICY_PROPOSALS_INTERVAL_SECONDS: '2',
     // Off by default; on here so they are exercised too (no channels, nothing waiting: they record nothing).
     FERRY_NOTIFY_ENABLED: 'true',
     FERRY_NOTIFY_INTERVAL_SECONDS: '2',

@@ -13,6 +13,7 @@
 import { Hono } from 'hono';
 import { movementStates } from '../machines/movement-machine.ts';
 import { nodeStates } from '../machines/node-machine.ts';
+import { standingOrderStates } from '../machines/standing-order-machine.ts';
 import { lanes } from '../executors/lanes.ts';
 import {
   BALANCE_GAUGE_LIMIT,
@@ -23,11 +24,13 @@ import {
   registry,
   movementsByState,
   registryDriftsOpen,
+  standingOrdersByState,
 } from '../metrics.ts';
 import { balanceGaugeRows } from '../persistence/balances.ts';
 import type { Pool } from '../persistence/db.ts';
 import { nodeCountsByState, movementCountsByState, type StateCount } from '../persistence/inspection.ts';
 import { openRegistryDriftCounts } from '../persistence/registry-drifts.ts';
+import { standingOrderCountsByState } from '../persistence/standing-orders.ts';
 import { authenticate, requirePermission, type AuthEnv } from './auth.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
@@ -63,14 +66,18 @@ async function refreshBalanceGauges(pool: Pool): Promise<void> {
 }
 
 export async function refreshStateGauges(pool: Pool): Promise<void> {
-  const [requests, nodes, drifts] = await Promise.all([
+  const [requests, nodes, drifts, orders] = await Promise.all([
     movementCountsByState(pool),
     nodeCountsByState(pool),
     openRegistryDriftCounts(pool),
+    standingOrderCountsByState(pool),
     refreshBalanceGauges(pool),
   ]);
   fill(movementsByState, movementStates, requests);
   fill(nodesByState, nodeStates, nodes);
+  // Every state has a series, zero included.
+  const byState = new Map(orders.map((o) => [o.state, o.count]));
+  for (const state of standingOrderStates) standingOrdersByState.set({ state }, byState.get(state) ?? 0);
   // Every lane that declares baselines has a series, zero included.
   const open = new Map(drifts.map((d) => [d.lane, d.count]));
   registryDriftsOpen.reset();

@@ -74,6 +74,12 @@ export async function listStandingOrders(db: Queryable, filter: { state?: string
 }
 
 /** The orders that may run (ACTIVE), and those past their expiry that have not expired yet: one index read when there are none. */
+/** How many standing orders are in each state (states without one are absent). */
+export async function standingOrderCountsByState(db: Queryable): Promise<{ state: string; count: number }[]> {
+  const { rows } = await db.query<{ state: string; count: number }>('SELECT order_state AS state, count(*)::int AS count FROM standing_orders GROUP BY order_state');
+  return rows;
+}
+
 export async function dueStandingOrders(db: Queryable, now: Date, limit: number): Promise<{ active: StandingOrderRow[]; expired: string[] }> {
   const { rows } = await db.query<StandingOrderRow>(
     `SELECT ${COLUMNS} FROM standing_orders WHERE order_state = 'ACTIVE' ORDER BY created_at LIMIT $1`,

@@ -13,6 +13,7 @@ import {
   type PolicyProposalState,
 } from '../machines/policy-proposal-machine.ts';
 import { replayLog, type ReplayResult } from '../machines/replay.ts';
+import { policyProposalsSettledTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Client, type Pool, type Queryable } from '../persistence/db.ts';
 import { appendEntityTransition } from '../persistence/entity-transitions.ts';
@@ -441,6 +442,8 @@ export async function settleDuePolicyProposals(deps: Pick<PolicyDeps, 'pool' | '
   };
   await run(await duePolicyFinalizations(deps.pool, now, limit), (id) => finalizePolicyProposal(deps, id), 'finalized');
   await run(await duePolicyExpirations(deps.pool, now, limit), (id) => expirePolicyProposal(deps, id), 'expired');
+  if (report.finalized) policyProposalsSettledTotal.inc({ result: 'finalized' }, report.finalized);
+  if (report.expired) policyProposalsSettledTotal.inc({ result: 'expired' }, report.expired);
   return report;
 }
 

@@ -10,6 +10,7 @@ import {
   type StandingOrderEvent,
   type StandingOrderState,
 } from '../machines/standing-order-machine.ts';
+import { standingOrderRunsTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction, type Client, type Pool } from '../persistence/db.ts';
 import { appendEntityTransition } from '../persistence/entity-transitions.ts';
@@ -278,14 +279,20 @@ export async function runStandingOrders(deps: StandingOrderDeps, opts: { limit?:
       });
       if (run) {
         report.created++;
-        if (run.outcome === 'skipped') report.skipped++;
+        if (run.outcome === 'skipped') {
+          report.skipped++;
+          standingOrderRunsTotal.inc({ outcome: 'skipped' });
+        }
       }
     }
     for (const run of await pendingRuns(deps.pool, order.id)) {
       // One runner carries a pending run on; another (a second process) leaves it to that one.
       if (!(await leaseRun(deps.pool, run.id, RUN_LEASE_SECONDS))) continue;
       const done = await carryRun(deps, order, run, now);
-      if (done) report[done.outcome as 'approved' | 'waiting' | 'refused']++;
+      if (done) {
+        report[done.outcome as 'approved' | 'waiting' | 'refused']++;
+        standingOrderRunsTotal.inc({ outcome: done.outcome });
+      }
     }
   }
   return report;

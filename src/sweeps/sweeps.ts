@@ -26,6 +26,7 @@ import { refreshRegistryHealth } from './executor-health.ts';
 import { expirePendingMovements } from './expiry.ts';
 import { reconcileBatch } from './reconciliation.ts';
 import { runStandingOrders } from '../services/standing-orders.ts';
+import { settleDuePolicyProposals } from '../services/policy.ts';
 import { expireDueProposals, finalizeDueProposals } from '../services/template-proposals.ts';
 import { reconcileWithProviders } from './provider-reconciliation.ts';
 import { runNotificationDispatcher } from './notification-dispatcher.ts';
@@ -330,6 +331,16 @@ const sweepTable: SweepEntry[] = [
     async run(deps, s) {
       const r = await runStandingOrders(deps, { limit: s.batchSize ?? 100 });
       return { items: r.created, budget_exhausted: false, ...r };
+    },
+  },
+  // --- Policy proposals (src/services/policy.ts; docs/policy.md "Changing the policy: proposals").
+  {
+    name: 'policy_proposals',
+    summary: 'makes approved address book and rule set changes live once their cool-down has passed, and expires proposals left unreviewed',
+    variables: { enabled: 'FERRY_POLICY_PROPOSALS_ENABLED', interval: 'FERRY_POLICY_PROPOSALS_INTERVAL_SECONDS', batchSize: 'FERRY_POLICY_PROPOSALS_BATCH_SIZE' },
+    async run(deps, s) {
+      const r = await settleDuePolicyProposals({ pool: deps.pool }, s.batchSize ?? 50);
+      return { items: r.finalized + r.expired, budget_exhausted: false, ...r };
     },
   },
 ];
