@@ -94,6 +94,11 @@ test("a movement actor writes its first node's claim with the node's SUBMITTING,
   const submitting = txOf('node', 'a', 'PREPARING', 'SUBMITTING');
   assert.equal(txOf('node', 'a', 'READY', 'PREPARING'), submitting, 'the claim commits with SUBMITTING');
   assert.equal(txOf('request', null, 'APPROVED', 'EXECUTING'), submitting, "the movement's DISPATCH_STARTED too");
+  // A result that lets the next node start is written with that node's claim and SUBMITTING: one commit per node.
+  assert.equal(txOf('node', 'a', 'SUBMITTING', 'COMPLETED'), txOf('node', 'b', 'PREPARING', 'SUBMITTING'), "a's result with b's SUBMITTING");
+  assert.equal(txOf('node', 'b', 'READY', 'PREPARING'), txOf('node', 'b', 'PREPARING', 'SUBMITTING'));
+  assert.equal(txOf('node', 'b', 'SUBMITTED', 'COMPLETED'), txOf('node', 'c', 'PREPARING', 'SUBMITTING'), "b's observed result with c's SUBMITTING");
+  assert.equal(new Set(rows.filter((r) => r.entity_type === 'node' && r.from_state !== '' && r.from_state !== 'BLOCKED').map((r) => r.tx)).size, 5, 'five writing commits for three nodes');
   const submits = await submitsOf(db.pool, id);
   assert.deepEqual([...submits.values()], [1, 1, 1]);
 });

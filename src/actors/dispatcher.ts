@@ -19,7 +19,7 @@ import { priceSourceOf } from '../prices/chainlink.ts';
 import { versionsOf, type ArtifactCache } from './artifact-cache.ts';
 import { claimedContexts, errorOutcome, errorText, nodeLog, nowIso, outcomeOf, resultArtifacts, type WorkerDeps } from './execution.ts';
 import { EXPIRED_RETRY_SECONDS, preparedActionExpired } from './prepared-expiry.ts';
-import { deliverBatch, deliverHeld, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from '../durable/transition.ts';
+import { deliverBatch, deliverHeld, previewBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from '../durable/transition.ts';
 
 /**
  * The dispatcher drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
@@ -178,9 +178,12 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   // A claim not yet written (a movement actor's) is written ahead of these items, over the rows as the database holds them.
   const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { request: d.request, nodes: d.nodes }));
   const ahead = { requests: dispatches.flatMap((d) => d.unwritten?.requests ?? []), nodes: dispatches.flatMap((d) => d.unwritten?.nodes ?? []) };
-  const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate, ahead);
-  if (!committed) return [];
-  artifacts?.committed(versionsOf(claimedRows), items, committed);
+  const full = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate, ahead);
+  if (!full) return [];
+  artifacts?.committed(versionsOf(claimedRows), [...ahead.nodes, ...items], full);
+  if (ahead.nodes.length > 0) refusals(deps, dispatches, ahead.nodes, { ...full, nodes: full.nodes.slice(0, ahead.nodes.length) });
+  // From here on, the result answers for this round's own items.
+  const committed: BatchResult = ahead.nodes.length > 0 ? { ...full, nodes: full.nodes.slice(ahead.nodes.length) } : full;
   remember(latest, committed, [...new Set(dispatches.map((d) => d.request.id))]);
   const refusedNodes = refusals(deps, dispatches, items, committed);
   const toSubmit: ToSubmit[] = [];
@@ -197,6 +200,11 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   if (resultItems.length === 0) return [];
   // The rows the SUBMITTING commit left: the result is written without re-reading them.
   const submittedRows = heldRows(toSubmit.map((s) => ({ request: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) })));
+  // One movement's result that lets successors start is written with their SUBMITTING (next round).
+  if (carry && artifacts && submittedRows.length === 1) {
+    const next = carriedWithResults(deps, submittedRows[0], resultItems);
+    if (next) return next;
+  }
   const done = await commit(deps, resultItems, { actor: ACTOR, deps: deps.transitions, claimUnblocked: carry ? () => randomUUID() : undefined, held: submittedRows });
   if (!done) return [];
   artifacts?.committed(versionsOf(submittedRows), resultItems, done);
@@ -204,6 +212,27 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   refusals(deps, dispatches, resultItems, done);
   for (const _ of done.claimed) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
   return done.claimed;
+}
+
+/**
+ * The successors a result would let start, claimed over the held rows without writing anything;
+ * the result and the claims are written ahead of the successors' own items, in their SUBMITTING
+ * commit (runRound), so a 3-node movement writes once per node. The result is durable before any
+ * successor's effect (its submit comes after that commit); a crash before it leaves the node in
+ * SUBMITTING, for recovery to ask the provider. Null when nothing would start (the result is then
+ * written at once) or when the machines would refuse part of it.
+ */
+export function carriedWithResults(deps: Pick<WorkerDeps, 'transitions'>, held: LockedMovement, results: NodeItem[]): CarriedClaim[] | null {
+  const preview = previewBatch(held, { nodes: results }, { actor: ACTOR, deps: deps.transitions, claimUnblocked: () => randomUUID() });
+  if (preview.claimed.length === 0 || preview.nodes.some(isRefusal)) return null;
+  const artifacts = results.flatMap((r) => r.artifacts ?? []);
+  const at = nowIso();
+  return preview.claimed.map((c, i) => {
+    const claim: NodeItem = { nodeId: c.node.id, event: { type: 'DISPATCH_CLAIMED', at }, lease: c.lease };
+    claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
+    // The results go ahead of the first claim only: each item is written once.
+    return { ...c, unwritten: i === 0 ? { held, requests: [], nodes: [...results, claim], artifacts } : { held, requests: [], nodes: [claim] } };
+  });
 }
 
 /**
@@ -276,23 +305,18 @@ async function commit(
   ahead: { requests: MovementItem[]; nodes: NodeItem[] } = { requests: [], nodes: [] },
 ): Promise<BatchResult | null> {
   if (items.length === 0) return null;
-  // The claims written ahead of the items; the result answers for the items alone.
+  // What is written ahead of the items (an unwritten claim, a predecessor's result): the result's
+  // `nodes` answer for those first, then for the items.
   const withClaims = (nodes: NodeItem[]) => ({ requests: ahead.requests, nodes: [...ahead.nodes, ...nodes] });
-  const forItems = (r: BatchResult): BatchResult => {
-    if (ahead.nodes.length > 0) r.nodes = r.nodes.slice(ahead.nodes.length);
-    return r;
-  };
   let current = opts;
   for (let attempt = 0; ; attempt++) {
     try {
       const held = current.held;
-      return forItems(
-        await (gate
-          ? withTransaction(deps.pool, async (client: Client) => deliverBatch(client, withClaims(await gate(client)), current))
-          : held
-          ? (deps.groupWriter?.write(withClaims(items), { ...current, held }) ?? deliverHeld(deps.pool, withClaims(items), { ...current, held }))
-          : withTransaction(deps.pool, (client: Client) => deliverBatch(client, withClaims(items), current))),
-      );
+      return await (gate
+        ? withTransaction(deps.pool, async (client: Client) => deliverBatch(client, withClaims(await gate(client)), current))
+        : held
+        ? (deps.groupWriter?.write(withClaims(items), { ...current, held }) ?? deliverHeld(deps.pool, withClaims(items), { ...current, held }))
+        : withTransaction(deps.pool, (client: Client) => deliverBatch(client, withClaims(items), current)));
     } catch (err) {
       if (err instanceof TransitionConflictError && current.held) {
         fencedRetriesTotal.inc({ worker: 'dispatcher' });

@@ -64,10 +64,10 @@ export interface ContextInput {
  * contextFor for a batch of claimed nodes whose siblings are known: one artifacts query for all, or
  * none when a movement actor's cache (artifact-cache.ts) has the artifacts of the rows it holds.
  */
-export async function contextsFor(db: Queryable, inputs: ContextInput[], cache?: ArtifactCache): Promise<ExecutionContext[]> {
+export async function contextsFor(db: Queryable, inputs: ContextInput[], cache?: ArtifactCache, unwritten: readonly NewArtifact[] = []): Promise<ExecutionContext[]> {
   if (cache) {
     const movements = new Map(inputs.map((i) => [i.request.id, { request: i.request, nodes: i.nodes }]));
-    const artifacts = await cache.of(db, [...movements.values()]);
+    const artifacts = [...(await cache.of(db, [...movements.values()])), ...unwritten];
     return inputs.map((input) => buildContext(input, artifacts));
   }
   const wanted = new Set<string>();
@@ -75,7 +75,7 @@ export async function contextsFor(db: Queryable, inputs: ContextInput[], cache?:
     wanted.add(node.id);
     for (const n of nodes) if (node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED') wanted.add(n.id);
   }
-  const artifacts = await artifactsOfNodes(db, [...wanted]);
+  const artifacts = [...(await artifactsOfNodes(db, [...wanted])), ...unwritten];
   return inputs.map((input) => buildContext(input, artifacts));
 }
 
@@ -241,16 +241,23 @@ export async function askProvider(
 /** Contexts for claimed nodes, one artifacts query for all; a failed read is each node's error. */
 export async function claimedContexts(
   db: Queryable,
-  claims: { request: MovementRow; node: NodeRow; nodes: NodeRow[] }[],
+  claims: { request: MovementRow; node: NodeRow; nodes: NodeRow[]; unwritten?: { artifacts?: NewArtifact[] } }[],
   attemptOf: (node: NodeRow) => number,
   cache?: ArtifactCache,
 ): Promise<(ExecutionContext | { error: unknown })[]> {
+  // Artifacts a claim's commit will store with it (a predecessor's result written with the claim).
+  const unwritten = claims.flatMap((c) => c.unwritten?.artifacts ?? []);
   try {
-    return await contextsFor(db, claims.map((c) => ({ ...c, attemptNo: attemptOf(c.node) })), cache);
+    return await contextsFor(db, claims.map((c) => ({ request: c.request, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) })), cache, unwritten);
   } catch {
     // One bad node must not sink the batch: build them one by one to find whose context fails.
     return Promise.all(
-      claims.map((c) => contextsFor(db, [{ ...c, attemptNo: attemptOf(c.node) }]).then((x) => x[0], (error: unknown) => ({ error }))),
+      claims.map((c) =>
+        contextsFor(db, [{ request: c.request, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) }], undefined, c.unwritten?.artifacts ?? []).then(
+          (x) => x[0],
+          (error: unknown) => ({ error }),
+        ),
+      ),
     );
   }
 }

@@ -6,7 +6,7 @@ import type { LockedMovement } from '../persistence/group-commit.ts';
 import { readMovements } from '../persistence/leases.ts';
 import type { NodeRow } from '../persistence/movements.ts';
 import { ArtifactCache, versionsOf } from './artifact-cache.ts';
-import { runDispatches } from './dispatcher.ts';
+import { carriedWithResults, runDispatches } from './dispatcher.ts';
 import { claimedContexts, nowIso, type WorkerDeps } from './execution.ts';
 import { observationOf } from './observer.ts';
 import { signAndSendReplacement, type ReplacementProposal } from './replacement.ts';
@@ -220,6 +220,16 @@ async function dispatchNode(deps: WorkerDeps, state: MovementActorState, held: L
 async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: LockedMovement, due: NodeRow[]): Promise<StepOutcome> {
   const contexts = await claimedContexts(deps.pool, due.map((node) => ({ node, request: held.request, nodes: held.nodes })), (n) => n.attempt_no, state.artifacts);
   const observed = await Promise.all(due.map((n, i) => observationOf(deps, n, contexts[i])));
+  // An observation that lets successors start (and proposes no fee bump) is written with their SUBMITTING.
+  if (observed.every((o) => o.proposal === undefined)) {
+    const carried = carriedWithResults(deps, held, observed.map((o) => o.item));
+    if (carried) {
+      state.refusedSteps = 0;
+      const latest = await runDispatches(deps, carried, true, state.artifacts);
+      state.held = latest.get(held.request.id) ?? null;
+      return { next: 'step' };
+    }
+  }
   const result = await commitHeld(deps, state, { nodes: observed.map((o) => o.item) }, true);
   if (!result) return { next: 'step' };
   state.refusedSteps = 0;

@@ -157,6 +157,8 @@ export interface UnwrittenClaim {
   held: LockedMovement;
   requests: MovementItem[];
   nodes: NodeItem[];
+  /** Artifacts those items store (a predecessor's result): the claimed node's context reads them. */
+  artifacts?: NewArtifact[];
 }
 
 export interface BatchOptions {
@@ -321,13 +323,23 @@ export async function deliverHeld(
  * outside Ferry's own rows).
  */
 export function previewHeld(held: LockedMovement, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): LockedMovement | null {
+  const r = previewBatch(held, items, opts);
+  if (![...r.requests, ...r.nodes].every((x) => !(x instanceof Error))) return null;
+  return { request: r.movementOf(held.request.id), nodes: r.nodesOf(held.request.id) };
+}
+
+/**
+ * The result the items would have over one held movement (refusals, the claims `claimUnblocked`
+ * makes, the rows as left), computed without writing anything.
+ */
+export function previewBatch(held: LockedMovement, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): BatchResult {
   const b = new Batch(opts);
   b.load(held.request, held.nodes, held.request.write_version);
   const requests = (items.requests ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = (items.nodes ?? []).map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
-  if (![...requests, ...nodes].every((r) => r instanceof Pending)) return null;
   b.derive();
-  return { request: b.movementRow(held.request.id), nodes: b.siblings(held.request.id) };
+  b.carryOnward();
+  return batchResult(b, requests, nodes);
 }
 
 /**
