@@ -4,7 +4,9 @@ import { zeroAddress, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
-import { deriveExpectedEffect } from '../src/executors/evm/expected-effect.ts';
+import { deriveExpectedEffect, pinExpectedEffect } from '../src/executors/evm/expected-effect.ts';
+import { effectConfigOf } from '../src/executors/sign-request.ts';
+import { movementEffect } from '../src/http/effect.ts';
 import { GATEWAY_INTENT_KEY, word } from '../src/executors/gateway/index.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';
 import type { Executor, Signer } from '../src/executors/protocol.ts';
@@ -122,6 +124,14 @@ test('gateway_transfer: approve, deposit, credit, a signed burn intent attested 
     value: '12500000',
     max_fee: '500000',
   });
+  // What approvers are shown: the asset, the amount, the recipient and the destination chain of the intent.
+  const pinned = pinExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'intent', intent: s.request.intent, ...effectConfigOf(deps.config) });
+  assert.ok('effect' in pinned);
+  const view = movementEffect({ plan: s.request.compiled_plan, intent: s.request.intent, compiledPlanHash: 'sha256:x', nodes: [{ node_key: 'intent', expected_effect: pinned }], policy: null }).nodes.find((n) => n.node_key === 'intent')!;
+  assert.equal(view.asset, 'USDC');
+  assert.equal(view.amount, '12.5');
+  assert.equal(view.destination, to);
+  assert.equal(view.destination_chain_id, DESTINATION_CHAIN_ID);
   const none = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'intent', intent: s.request.intent, evm: deps.config.file.evm });
   assert.ok(!none.ok && /no gateway section/.test(none.reason));
 });
