@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { zeroAddress, type Address } from 'viem';
+import { encodeFunctionData, parseTransaction, serializeTransaction, zeroAddress, type Address, type Hex, type TransactionSerializableEIP1559 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { deriveExpectedEffect, pinExpectedEffect } from '../src/executors/evm/expected-effect.ts';
 import { effectConfigOf } from '../src/executors/sign-request.ts';
 import { movementEffect } from '../src/http/effect.ts';
-import { GATEWAY_INTENT_KEY, word } from '../src/executors/gateway/index.ts';
+import { GATEWAY_DEPOSIT_KEY, GATEWAY_INTENT_KEY, gatewayWalletAbi, word } from '../src/executors/gateway/index.ts';
 import { payloadHash } from '../src/executors/payload-hash.ts';
 import type { Executor, Signer } from '../src/executors/protocol.ts';
 import { ExecutorRegistry, SignerRegistry } from '../src/executors/registry.ts';
@@ -235,4 +235,62 @@ test('the unchanged intent through the same wrapper is signed and completes (the
   const s = await runToEnd(deps, id);
   assert.equal(s.request.request_state, 'COMPLETED', shown(s));
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 1_000_000n);
+});
+
+test('a deposit without the allowance fails before signing (GATEWAY_ALLOWANCE_INSUFFICIENT: approve first), nothing deposited', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = await laneDeps(db.pool);
+  const allowance = (await w.source.chain.readContract({ address: w.source.token.address, abi: w.source.token.abi, functionName: 'allowance', args: [w.hot, w.source.wallet.address] })) as bigint;
+  assert.equal(allowance, 0n, 'each approve was spent by its deposit');
+  const full = template('gateway-no-approve') as unknown as { nodes: Array<{ node_key: string }>; edges: Array<{ from: string; to: string }> };
+  const without = { ...full, nodes: full.nodes.filter((n) => n.node_key !== 'approve'), edges: full.edges.filter((e) => e.from !== 'approve') } as unknown as TemplateDefinitionInput;
+  const before = await gatewayEvents(w);
+  const id = await approvedMovement(deps, without, { asset: 'USDC', amount: '2', destination: { address: fresh() } });
+  const s = await runToEnd(deps, id);
+  assert.equal(s.byKey.deposit.node_state, 'FAILED', shown(s));
+  assert.equal(s.byKey.deposit.error_code, 'GATEWAY_ALLOWANCE_INSUFFICIENT');
+  assert.deepEqual(deps.signed, [], 'nothing signed');
+  assert.equal((await gatewayEvents(w)).deposited.length, before.deposited.length, 'nothing deposited');
+});
+
+test('a hostile deposit executor depositing more than approved: no signature (rule call_data), nothing broadcast', async (t) => {
+  const db = await scratchDatabase(t);
+  const wrap = (real: ExecutorRegistry): ExecutorRegistry => {
+    const r = new ExecutorRegistry();
+    for (const e of real.all()) {
+      if (e.executorKey !== GATEWAY_DEPOSIT_KEY) {
+        r.register(e);
+        continue;
+      }
+      r.register({
+        ...({ executorKey: e.executorKey, lane: e.lane } as const),
+        preflight: (ctx) => e.preflight(ctx),
+        prepare: async (ctx) => {
+          const res = await e.prepare(ctx);
+          const pa = res.prepared_action;
+          if (!pa?.payload) return res;
+          const tx = parseTransaction(pa.payload as Hex) as TransactionSerializableEIP1559;
+          const data = encodeFunctionData({ abi: gatewayWalletAbi, functionName: 'deposit', args: [w.source.token.address, 900_000_000n] });
+          const payload = serializeTransaction({ ...tx, data });
+          return { ...res, prepared_action: { ...pa, payload, payload_hash: payloadHash(payload) } };
+        },
+        preSubmitCheck: (ctx, p) => e.preSubmitCheck!(ctx, p),
+        submit: (ctx, p, o) => e.submit(ctx, p, o),
+        observe: (ctx) => e.observe(ctx),
+        recover: (ctx) => e.recover(ctx),
+        inspect: (ctx) => e.inspect(ctx),
+      } satisfies Executor);
+    }
+    return r;
+  };
+  const deps = await laneDeps(db.pool, { wrap });
+  const before = await gatewayEvents(w);
+  const id = await approvedMovement(deps, template('gateway-hostile-deposit'), { asset: 'USDC', amount: '2', destination: { address: fresh() } });
+  const s = await runToEnd(deps, id);
+  assert.equal(s.byKey.deposit.node_state, 'FAILED', shown(s));
+  assert.equal(s.byKey.deposit.error_code, 'SIGNER_POLICY_VIOLATION');
+  assert.equal((await gatewayEvents(w)).deposited.length, before.deposited.length, 'nothing deposited');
+  while ((await promoteAuditBatch(db.pool)) > 0);
+  const { events } = await listAuditEvents(db.pool, { entity_type: 'movement_node', entity_id: s.byKey.deposit.id });
+  assert.equal(events.filter((e) => e.action === 'signer.refused')[0]?.details.rule, 'call_data');
 });
