@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test';
 import { encodeFunctionData, parseTransaction, serializeTransaction, zeroAddress, type Address, type Hex, type TransactionSerializableEIP1559 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { WorkerDeps } from '../src/actors/execution.ts';
+import { contextFor } from '../src/actors/execution.ts';
 import { configuredRegistries } from '../src/actors/runtime.ts';
 import { deriveExpectedEffect, pinExpectedEffect } from '../src/executors/evm/expected-effect.ts';
 import { effectConfigOf } from '../src/executors/sign-request.ts';
@@ -132,6 +133,19 @@ test('gateway_transfer: approve, deposit, credit, a signed burn intent attested 
   assert.equal(view.amount, '12.5');
   assert.equal(view.destination, to);
   assert.equal(view.destination_chain_id, DESTINATION_CHAIN_ID);
+  // Asked about the settled intent, inspect reads the source wallet's GatewayBurned and posts nothing;
+  // recover posts the attempt's very signed intent again and gets the same transfer, burning nothing more.
+  const ctx = await contextFor(db.pool, s.request, intent, intent.attempt_no);
+  const executor = deps.executors.get(GATEWAY_INTENT_KEY as never);
+  const calls = w.api.transferCalls;
+  const inspected = await executor.inspect(ctx);
+  assert.equal(inspected.provider_state, 'burned');
+  assert.equal(w.api.transferCalls, calls, 'inspect posts nothing');
+  const recovered = await executor.recover(ctx);
+  assert.equal(recovered.next_state, 'COMPLETED');
+  assert.equal(recovered.provider_refs.transfer_id, intent.provider_refs.transfer_id, 'the same transfer');
+  assert.equal(recovered.provider_refs.attestation, intent.provider_refs.attestation);
+  assert.equal((await gatewayEvents(w)).burned.length, events.burned.length, 'no second burn');
   const none = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'intent', intent: s.request.intent, evm: deps.config.file.evm });
   assert.ok(!none.ok && /no gateway section/.test(none.reason));
 });

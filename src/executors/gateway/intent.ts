@@ -257,7 +257,9 @@ export class GatewayIntentExecutor implements Executor {
     const refs = this.#refs(ctx, p);
     try {
       const wallet = `0x${p.intent.spec.sourceContract.slice(26)}` as Address;
-      const logs = await this.chain.client.getContractEvents({ address: wallet, abi: gatewayWalletAbi, eventName: 'GatewayBurned', args: { transferSpecHash: p.specHash }, fromBlock: 0n, toBlock: 'latest', strict: true });
+      // From the head the intent was prepared at (its maxBlockHeight less the validity window), a little before.
+      const prepared = p.intent.maxBlockHeight - BigInt(this.#gateway.intent_validity_blocks) - 100n;
+      const logs = await this.chain.client.getContractEvents({ address: wallet, abi: gatewayWalletAbi, eventName: 'GatewayBurned', args: { transferSpecHash: p.specHash }, fromBlock: prepared > 0n ? prepared : 0n, toBlock: 'latest', strict: true });
       return result({ next_state: 'UNKNOWN', provider_state: logs.length > 0 ? 'burned' : 'no_burn_seen', provider_refs: { ...refs, burned: logs.length > 0 }, error_code: 'GATEWAY_INSPECT_ONLY', error_detail: logs.length > 0 ? `transfer spec ${p.specHash} is burned on the source` : `no GatewayBurned for ${p.specHash} on the source yet` });
     } catch (err) {
       return result({ next_state: 'UNKNOWN', provider_state: 'unavailable', provider_refs: refs, error_code: 'GATEWAY_RPC_UNAVAILABLE', error_detail: errorDetail(err) });
