@@ -124,6 +124,7 @@ test('gateway_transfer: approve, deposit, credit, a signed burn intent attested 
     destination_caller: zeroAddress,
     value: '12500000',
     max_fee: '500000',
+    max_blocks_ahead: 50_400,
   });
   // What approvers are shown: the asset, the amount, the recipient and the destination chain of the intent.
   const pinned = pinExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'intent', intent: s.request.intent, ...effectConfigOf(deps.config) });
@@ -218,6 +219,8 @@ const cases: Array<[string, string, (t: Typed) => Typed]> = [
   ['a domain with a chain id', 'domain_fields', (t) => ({ ...t, domain: { ...t.domain, chainId: SOURCE_CHAIN_ID }, types: { ...t.types, EIP712Domain: [...t.types.EIP712Domain!, { name: 'chainId', type: 'uint256' }] } })],
   ['another domain name', 'domain_name', (t) => ({ ...t, domain: { ...t.domain, name: 'GatewayMinter' } })],
   ['an extra TransferSpec field', 'typed_data_types', (t) => ({ ...t, types: { ...t.types, TransferSpec: [...t.types.TransferSpec!, { name: 'extra', type: 'uint256' }] } })],
+  ['a max block height that keeps the signed intent valid for ever', 'gateway_max_block_height', (t) => ({ ...t, message: { ...t.message, maxBlockHeight: (2n ** 256n - 1n).toString() } })],
+  ['a max block height already passed', 'gateway_max_block_height', (t) => ({ ...t, message: { ...t.message, maxBlockHeight: '1' } })],
   ['another primary type (not allowed by the signer for the executor)', 'typed_data_not_allowed', (t) => ({ ...t, primaryType: 'TransferSpec' })],
 ];
 

@@ -278,6 +278,8 @@ export const ExpectedEffectSchema = z.object({
       destination_caller: evmAddress,
       value: baseUnits,
       max_fee: baseUnits,
+      /** How far past the source chain's head the intent's maxBlockHeight may be (gateway.intent_validity_blocks). */
+      max_blocks_ahead: z.number().int().positive(),
     })
     .optional(),
   /**

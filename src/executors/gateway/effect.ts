@@ -71,6 +71,7 @@ export function gatewayEffect(
           destination_caller: v.destinationCaller,
           value: v.value.toString(),
           max_fee: v.maxFee.toString(),
+          max_blocks_ahead: g.intent_validity_blocks,
         },
         typed_data: { primary_type: BURN_INTENT_PRIMARY_TYPE, domain: { ...GATEWAY_DOMAIN } },
       },

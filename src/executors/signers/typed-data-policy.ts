@@ -325,15 +325,15 @@ async function checkPermit(
  * equal to the approved one (version 1, both domains, the GatewayWallet and GatewayMinter, both
  * tokens, the recipient, the destination caller, the value, no hook data), the depositor and the
  * signer both the signing wallet itself (when it is known here), and maxFee at most the approved
- * cap. The salt is the executor's (any 32 bytes: a new one is a new transfer, which only the
- * approved amount to the approved recipient can be). maxBlockHeight is a uint256; how far ahead
- * it is cannot be judged without the source chain's head, which the signer does not read.
+ * cap, and maxBlockHeight between the source chain's head (read by the signer side, when it has
+ * an RPC of the chain) and the approved window past it. The salt is the executor's (any 32 bytes:
+ * a new one is a new transfer, which only the approved amount to the approved recipient can be).
  */
 async function checkBurnIntent(
   message: Record<string, unknown>,
   expected: ExpectedEffect,
   _domain: Domain,
-  _scope: EvmSignerScope,
+  scope: EvmSignerScope,
   opts: TypedDataCheckOptions,
 ): Promise<Record<string, unknown>> {
   const g = expected.gateway_burn;
@@ -359,6 +359,24 @@ async function checkBurnIntent(
   eq('amount', s.value, g.value, 'value (base units)');
   eq('gateway_hook_data', s.hookData, '0x', 'hook data');
   if (b.maxFee > BigInt(g.max_fee)) throw violation('gateway_max_fee', `the burn intent's maxFee ${b.maxFee} is above the approved cap ${g.max_fee}`, { expected: g.max_fee, actual: b.maxFee.toString() });
+  // Not expired, and not valid for longer than the approved window past the source chain's head
+  // (a signed intent is spendable by whoever holds it until then), read by the signer side itself.
+  if (scope.chainHeads) {
+    let head: bigint;
+    try {
+      head = await scope.chainHeads(expected.chain_id);
+    } catch (err) {
+      if (err instanceof FatalMovementError) throw err;
+      throw new TemporaryMovementError('SIGNER_CHAIN_UNREADABLE', `signer ${scope.signerKey} could not read the head of chain ${expected.chain_id}`, { retry_after_seconds: 5 });
+    }
+    const latest = head + BigInt(g.max_blocks_ahead);
+    if (b.maxBlockHeight < head || b.maxBlockHeight > latest) {
+      throw violation('gateway_max_block_height', `the burn intent's maxBlockHeight ${b.maxBlockHeight} is not between the source chain's head ${head} and ${latest} (the approved ${g.max_blocks_ahead} blocks ahead)`, {
+        expected: `${head}..${latest}`,
+        actual: b.maxBlockHeight.toString(),
+      });
+    }
+  }
   if (s.sourceDepositor !== s.sourceSigner) throw violation('gateway_signer', "the burn intent's depositor and signer differ: the wallet signs only for its own balance", { expected: s.sourceDepositor, actual: s.sourceSigner });
   if (opts.owner !== null) {
     const self = word((await opts.owner()) as Hex);
