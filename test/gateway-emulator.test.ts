@@ -168,3 +168,21 @@ test('strict refusals: fee too low, another signer, expired, value plus fee abov
   assert.equal((await gatewayEvents(w)).burned.length, before, 'nothing burned');
   assert.equal(await available(d.address), 10_000_000n, 'nothing debited');
 });
+
+test('the minter refuses an attestation signed by another key, or altered after signing', async () => {
+  const d = await depositor(5_000_000n);
+  const to = fresh();
+  const intent = intentFor(d.address, 2_000_000n, { recipient: to });
+  const r = await transfer(intent, await sign(d.key, intent));
+  assert.equal(r.status, 201, JSON.stringify(r.json));
+  const attestation = r.json.attestation as Hex;
+  const forged = await privateKeyToAccount(generatePrivateKey()).signMessage({ message: { raw: keccak256(attestation) } });
+  await assert.rejects(writeGateway(w.destination, w.destination.minter, 'gatewayMint', [attestation, forged]), /reverted|InvalidAttestationSigner/, 'another attester');
+  // The value raised by one unit (the last 32-byte word before the salt and hook length): the signature no longer matches.
+  const altered = (attestation.slice(0, 2 + 2 * (40 + 272)) + (BigInt(`0x${attestation.slice(2 + 2 * (40 + 272), 2 + 2 * (40 + 304))}`) + 1n).toString(16).padStart(64, '0') + attestation.slice(2 + 2 * (40 + 304))) as Hex;
+  assert.equal(decodeAttestation(altered)?.spec.value, 2_000_001n);
+  await assert.rejects(writeGateway(w.destination, w.destination.minter, 'gatewayMint', [altered, r.json.signature]), /reverted|InvalidAttestationSigner/, 'an altered attestation');
+  assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 0n, 'nothing minted');
+  await writeGateway(w.destination, w.destination.minter, 'gatewayMint', [attestation, r.json.signature]);
+  assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 2_000_000n, 'the genuine one mints');
+});
