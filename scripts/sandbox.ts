@@ -17,6 +17,7 @@
  * The Hyperliquid info API emulator, crediting deposits to a bridge address on the local chain,
  * makes `hyperliquid_topup` runnable; its two commands are printed too. The LayerZero OFT v2 test
  * contracts on the local and the remote chain, with the relayer emulator, make `usdt0_send` runnable.
+ * The Gateway test contracts on both chains, with the Gateway API emulator, make `gateway_transfer` runnable.
  *
  * The treasury policy: an address book entry for a cold address, a rule set, and one standing order
  * (an hourly sweep of the hot wallet's USDC above 900000 to the cold address), each proposed and
@@ -32,11 +33,12 @@ import { Sandbox, type SandboxComponent, type SandboxContext } from './sandbox/c
 import { exchangeEmulator } from './sandbox/exchange.ts';
 import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
-import { cctpBridgeTemplate, hyperliquidTopupTemplate, reviewedTransferTemplate, usdcTransferTemplate, usdt0SendTemplate } from './sandbox/templates.ts';
+import { cctpBridgeTemplate, gatewayTransferTemplate, hyperliquidTopupTemplate, reviewedTransferTemplate, usdcTransferTemplate, usdt0SendTemplate } from './sandbox/templates.ts';
 import { callbackReceiver } from './sandbox/callback-receiver.ts';
 import { sandboxUsdt0 } from './sandbox/usdt0.ts';
 import { sandboxHyperliquid } from './sandbox/hyperliquid.ts';
 import { sandboxCctp } from './sandbox/cctp.ts';
+import { sandboxGateway } from './sandbox/gateway.ts';
 import { freshSandboxData } from './sandbox/fresh-data.ts';
 import { installSandboxPolicy } from './sandbox/policy.ts';
 import { lanes } from '../src/executors/lanes.ts';
@@ -112,6 +114,18 @@ function usdt0Commands(url: string, tokens: Record<'requester' | 'approver', str
   ];
 }
 // --- end USDT0 ---
+// --- Gateway: a GatewayWallet and GatewayMinter on the local and the remote chain, the Gateway API emulator ---
+const GATEWAY_SOURCE_DOMAIN = 0;
+const GATEWAY_REMOTE_DOMAIN = 6;
+
+function gatewayCommands(url: string, tokens: Record<'requester' | 'approver', string>): string[] {
+  const intent = JSON.stringify({ asset: 'USDC', amount: '30', destination: { address: RECIPIENT } });
+  return [
+    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template gateway_transfer --intent '${intent}'`,
+    `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
+  ];
+}
+// --- end Gateway ---
 // The exchange (cex_to_chain): anvil's development accounts 3 (the exchange's hot wallet) and 4
 // (Ferry's receiving wallet, which sweeps), and a treasury address (account 5). Public keys too.
 const EXCHANGE_HOT_KEY = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
@@ -273,6 +287,35 @@ const sandboxParts: SandboxPart[] = [
       return {
         lines: [`Or send 15 USDT0 from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} through LayerZero OFT v2 (quoteSend, send, the credit by its GUID; the fee at most 0.001 ETH):`, '', ...commands.map((c) => `  ${c}`), ''],
         ready: { usdt0_commands: commands },
+      };
+    },
+  },
+  {
+    lane: 'gateway',
+    // Deposit, burn intent and mint are the EVM lane's hot wallet's; the mint is on the remote chain.
+    needs: ['evm'],
+    components: (chain, ctx) => {
+      const shared = remote();
+      ctx.templates.push(gatewayTransferTemplate({ sourceChainId: CHAIN_ID, destinationChainId: REMOTE_CHAIN_ID, signerKey: SIGNER_KEY, maxFee: '0.5' }));
+      return [
+        ...shared.components,
+        sandboxGateway({
+          source: chain.chain,
+          destination: shared.chain.chain,
+          sourceDomain: GATEWAY_SOURCE_DOMAIN,
+          destinationDomain: GATEWAY_REMOTE_DOMAIN,
+          deployerKey: DEPLOYER_KEY,
+          hotWallet: { signerKey: SIGNER_KEY },
+          symbol: 'USDC',
+          baseFee: 10_000n,
+        }),
+      ];
+    },
+    describe: (url, tokens) => {
+      const commands = gatewayCommands(url, tokens);
+      return {
+        lines: [`Or move 30 USDC from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} with Circle Gateway (approve, deposit, an EIP-712 burn intent, the attestation, gatewayMint; at most 0.5 USDC of fee):`, '', ...commands.map((c) => `  ${c}`), ''],
+        ready: { gateway_commands: commands },
       };
     },
   },

@@ -31,11 +31,11 @@ export const KEY = /^[a-z0-9][a-z0-9_.-]*$/;
 export const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 export const WEI = /^[0-9]+$/;
 
-/** One executor whose typed data of these primary types a signer signs (only types the signer knows how to check). */
+/** One executor whose typed data of these primary types a signer signs (only types the signer knows how to check: EIP-2612 Permit, Circle Gateway's BurnIntent). */
 export const TypedDataAllowSchema = z
   .object({
     executor: z.string().min(1),
-    primary_types: z.array(z.enum(['Permit'])).min(1),
+    primary_types: z.array(z.enum(['Permit', 'BurnIntent'])).min(1),
   })
   .strict();
 

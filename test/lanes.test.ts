@@ -56,17 +56,18 @@ test('the list names each lane folder once, in an order where a lane comes after
     .map((e) => e.name)
     .sort();
   assert.deepEqual([...names(lanes)].sort(), folders, 'every folder with a lane.ts is in the list, and nothing else');
-  assert.deepEqual(names(lanes), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0', 'ccip']);
+  assert.deepEqual(names(lanes), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0', 'ccip', 'gateway']);
   lanes.forEach((lane, i) => {
     for (const r of lane.requires ?? []) assert.ok(names(lanes.slice(0, i)).includes(r), `${lane.name} requires ${r}, listed before it`);
     assert.ok(existsSync(join(root, lane.docs.split('#')[0]!)), `${lane.name}'s docs page ${lane.docs} exists`);
   });
   // A lane whose requirement is removed goes with it.
   assert.deepEqual(names(withoutLanes(['evm'])), ['sim', 'cex']);
-  assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp', 'hyperliquid', 'usdt0', 'ccip']);
-  assert.deepEqual(names(withoutLanes(['hyperliquid'])), ['sim', 'evm', 'cex', 'cctp', 'usdt0', 'ccip']);
-  assert.deepEqual(names(withoutLanes(['usdt0'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'ccip']);
-  assert.deepEqual(names(withoutLanes(['ccip'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0']);
+  assert.deepEqual(names(withoutLanes(['cex'])), ['sim', 'evm', 'cctp', 'hyperliquid', 'usdt0', 'ccip', 'gateway']);
+  assert.deepEqual(names(withoutLanes(['hyperliquid'])), ['sim', 'evm', 'cex', 'cctp', 'usdt0', 'ccip', 'gateway']);
+  assert.deepEqual(names(withoutLanes(['usdt0'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'ccip', 'gateway']);
+  assert.deepEqual(names(withoutLanes(['ccip'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0', 'gateway']);
+  assert.deepEqual(names(withoutLanes(['gateway'])), ['sim', 'evm', 'cex', 'cctp', 'hyperliquid', 'usdt0', 'ccip']);
 });
 
 test("removing cctp removes its section and the field it owns in the EVM lane's chain entries", () => {
@@ -218,6 +219,59 @@ ccip:
   assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes('ccip_send'), 'nor its template');
 });
 
+test('removing gateway removes its section, its executors, its baselines and its template; without the EVM lane it is not listed either', async (t) => {
+  const text = `
+evm:
+  chains:
+    - chain_id: 31337
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+    - chain_id: 31338
+      rpc_url: http://127.0.0.1:9
+      max_fee_per_gas_cap_wei: "1000"
+  tokens:
+    - chain_id: 31337
+      symbol: USDC
+      address: "0x0000000000000000000000000000000000000001"
+      decimals: 6
+    - chain_id: 31338
+      symbol: USDC
+      address: "0x0000000000000000000000000000000000000002"
+      decimals: 6
+gateway:
+  api_url: http://127.0.0.1:9
+  chains:
+    - chain_id: 31337
+      domain: 0
+      wallet: "0x0000000000000000000000000000000000000003"
+      minter: "0x0000000000000000000000000000000000000004"
+    - chain_id: 31338
+      domain: 6
+      wallet: "0x0000000000000000000000000000000000000003"
+      minter: "0x0000000000000000000000000000000000000004"
+`;
+  assert.equal(parseConfigFile(text).ok, true);
+  assert.equal(parseConfigFile(text, configFileSchema(withoutLanes(['gateway']))).ok, false, 'its section is an unknown entry without the lane');
+  assert.equal(parseConfigFile(text.replace('domain: 6', 'domain: 0')).ok, false, 'a domain listed twice is refused');
+  assert.ok(!names(withoutLanes(['evm'])).includes('gateway'));
+  const db = await scratchDatabase(t as never);
+  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
+  t.after(() => providerPool.end());
+  const config = loadConfig({ FERRY_CONFIG_FILE: configFile(text) });
+  const full = await configuredRegistries(providerPool, config, { env: {}, log });
+  for (const key of laneNamed('gateway')!.executorKeys) {
+    assert.ok(full.executors.has(key), `${key} with the gateway lane`);
+    assert.equal(full.executors.get(key as never).lane, 'gateway');
+  }
+  const baselines = laneNamed('gateway')!.registryBaselines!(config.file as never);
+  assert.deepEqual(baselines.map((b) => b.subject), ['gateway.chains[31337].wallet', 'gateway.chains[31337].minter', 'gateway.chains[31338].wallet', 'gateway.chains[31338].minter']);
+  const list = withoutLanes(['gateway']);
+  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.replace(/gateway:\n[\s\S]*$/, '')) }, list), { env: {}, log, lanes: list });
+  for (const key of laneNamed('gateway')!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
+  assert.ok(!laneIndex(list).includes('docs/gateway-lane.md'));
+  assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes('gateway_transfer'), 'nor its template');
+});
+
 test('removing cex from the list removes its config section: a file with one is refused, and nothing reads it', () => {
   const list = withoutLanes(['cex']);
   const path = configFile(CEX_FILE);
@@ -231,8 +285,8 @@ test('removing cex from the list removes its config section: a file with one is 
   const without = loadConfig({}, list);
   assert.ok(!('cex' in without.file), 'no cex section in the config object');
   assert.ok('evm' in without.file && 'sim' in without.file);
-  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['ccip', 'cctp', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
-  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['ccip', 'cctp', 'cex', 'evm', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
+  assert.deepEqual(Object.keys(configFileSchema(list).shape).sort(), ['ccip', 'cctp', 'evm', 'gateway', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
+  assert.deepEqual(Object.keys(configFileSchema(lanes).shape).sort(), ['ccip', 'cctp', 'cex', 'evm', 'gateway', 'hyperliquid', 'price_feeds', 'remote', 'sim', 'usdt0']);
 });
 
 test("removing evm removes its variables and file section; the loader's own checks then read no evm section", () => {
@@ -542,6 +596,8 @@ test('outside the lane folders only the list registers or configures a lane: no 
     'src/executors/signers/evm-policy.ts -> src/executors/usdt0/oft.ts',
     // The CCIP lane's ccipSend: the signer decodes it whole (its message and the value it pays) against the effect.
     'src/executors/signers/evm-policy.ts -> src/executors/ccip/router.ts',
+    // The Gateway lane's burn intent: the typed-data policy reads it whole (its TransferSpec and maxFee) against the effect.
+    'src/executors/signers/typed-data-policy.ts -> src/executors/gateway/codec.ts',
   ]);
   assert.deepEqual(known.filter((k) => !allowed.has(k)), [], 'a new use of a lane module outside its folder');
 });

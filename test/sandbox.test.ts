@@ -35,6 +35,8 @@ interface Ready {
   hyperliquid_commands: string[];
   usdt0_commands: string[];
   usdt0: { destination: { token: Address } };
+  gateway_commands: string[];
+  gateway: { destination: { token: Address } };
   hyperliquid: { info_url: string; bridge: Address };
   hot_wallet: Address;
   exchange: { url: string; hot_wallet: Address };
@@ -48,7 +50,7 @@ interface Ready {
   cold: Address;
 }
 
-test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, send 15 USDT0 with LayerZero OFT, top up Hyperliquid with 20 USDC and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
+test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, send 15 USDT0 with LayerZero OFT, top up Hyperliquid with 20 USDC, move 30 USDC with Circle Gateway and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
   const db = await scratchDatabase(t);
   const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
   t.after(() => stopChild(sandbox, 'SIGKILL'));
@@ -170,6 +172,17 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, pass a man
   assert.equal(atBridge, 20_000_000n, '20 USDC sent to the bridge');
   const state = (await (await fetch(ready.hyperliquid.info_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'clearinghouseState', user: ready.hot_wallet }) })).json()) as { withdrawable: string };
   assert.equal(state.withdrawable, '20.0', 'credited to the hot wallet on Hyperliquid');
+  // The Gateway transfer: approve and deposit on the local chain, a signed burn intent attested by the API emulator, gatewayMint on the remote chain.
+  assert.equal(ready.gateway_commands.length, 2);
+  const mintedBefore = await remote.readContract({ address: ready.gateway.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
+  const moved = await shell(ready.gateway_commands[0]);
+  const gatewayId = /Created movement ([0-9a-f-]{36})/.exec(moved.stdout)?.[1];
+  assert.ok(gatewayId, moved.stdout + moved.stderr);
+  await shell(`${ready.gateway_commands[1].replace('<movement id>', gatewayId)} --yes`);
+  const movedDone = await finished('the gateway_transfer movement to finish', gatewayId);
+  assert.equal(movedDone.movement.state, 'COMPLETED', JSON.stringify(movedDone.nodes));
+  const mintedAfter = await remote.readContract({ address: ready.gateway.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
+  assert.equal(mintedAfter - mintedBefore, 30_000_000n, '30 USDC minted on the remote chain by the GatewayMinter');
   // The exchange emulator runs too, and the printed cex_to_chain command (create, approve, watch)
   // withdraws 40 USDC to the receiving wallet and sweeps them to the treasury.
   const usdcOf = (owner: Address) => chain.readContract({ address: ready.token_USDC.address, abi: erc20Abi, functionName: 'balanceOf', args: [owner] });

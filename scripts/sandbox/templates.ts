@@ -243,6 +243,46 @@ export function ccipSendTemplate(opts: { templateKey?: string; sourceChainId: nu
   };
 }
 // --- end CCIP lane ---
+// --- Gateway lane (docs/gateway-lane.md) ---
+/**
+ * `gateway_transfer`: approve the GatewayWallet and deposit `intent.amount` plus `maxFee` (the fee
+ * reserve: Gateway takes its fee from the balance on top of the value) on the source chain,
+ * wait until Gateway counts the deposit in the unified balance, sign a burn intent (EIP-712) for
+ * the same amount to `intent.destination` on the destination chain (at most `maxFee` on top, in
+ * token units), mint it there with Gateway's attestation, and watch the burn on the source.
+ */
+export function gatewayTransferTemplate(opts: { templateKey?: string; sourceChainId: number; destinationChainId: number; signerKey: string; maxFee: string; token?: string; decimals?: number }): Record<string, unknown> {
+  const token = opts.token ?? 'USDC';
+  const source = { signer_key: opts.signerKey, chain_id: opts.sourceChainId };
+  return {
+    template_key: opts.templateKey ?? 'gateway_transfer',
+    description: 'Circle Gateway: approve and deposit on the source chain, a signed burn intent attested by Gateway, gatewayMint on the destination chain.',
+    nodes: [
+      { node_key: 'approve', node_kind: 'action', action_type: 'gateway_approve', executor_binding: 'exec.gateway.approve', signer_binding: source, config: { fee_reserve: opts.maxFee } },
+      { node_key: 'deposit', node_kind: 'action', action_type: 'gateway_deposit', executor_binding: 'exec.gateway.deposit', signer_binding: source, config: { fee_reserve: opts.maxFee } },
+      { node_key: 'credit', node_kind: 'observe', action_type: 'gateway_deposit_credit', executor_binding: 'exec.observe.gateway_deposit', config: {} },
+      {
+        node_key: 'intent',
+        node_kind: 'action',
+        action_type: 'gateway_burn_intent',
+        executor_binding: 'exec.gateway.intent',
+        signer_binding: source,
+        config: { destination_chain_id: opts.destinationChainId, max_fee: opts.maxFee },
+      },
+      { node_key: 'mint', node_kind: 'action', action_type: 'gateway_mint', executor_binding: 'exec.gateway.mint', signer_binding: { signer_key: opts.signerKey, chain_id: opts.destinationChainId }, config: {} },
+      { node_key: 'burn', node_kind: 'observe', action_type: 'gateway_burn', executor_binding: 'exec.observe.gateway_burn', config: {} },
+    ],
+    edges: [
+      { from: 'approve', to: 'deposit' },
+      { from: 'deposit', to: 'credit' },
+      { from: 'credit', to: 'intent' },
+      { from: 'intent', to: 'mint' },
+      { from: 'intent', to: 'burn' },
+    ],
+    intent_schema: tokenIntentSchema(token, opts.decimals ?? 6, { destination: true }),
+  };
+}
+// --- end Gateway lane ---
 export const CEX_TO_CHAIN_TEMPLATE_KEY = 'cex_to_chain';
 
 export interface CexToChainTemplateOptions {

@@ -2,6 +2,7 @@ import { ccipLane } from './ccip/lane.ts';
 import { cctpLane } from './cctp/lane.ts';
 import { cexLane } from './cex/lane.ts';
 import { evmLane } from './evm/lane.ts';
+import { gatewayLane } from './gateway/lane.ts';
 import { hyperliquidLane } from './hyperliquid/lane.ts';
 import type { LaneDefinition } from './lane.ts';
 import { simLane } from './sim/lane.ts';
@@ -12,7 +13,7 @@ import { usdt0Lane } from './usdt0/lane.ts';
  * balance fetchers, GET /v3/executors, the sandbox and the docs index learn about them (docs/lanes.md).
  * A lane builds on the lanes before it (`requires`), so the order is the order of registration.
  */
-export const lanes = [simLane, evmLane, cexLane, cctpLane, hyperliquidLane, usdt0Lane, ccipLane] as const;
+export const lanes = [simLane, evmLane, cexLane, cctpLane, hyperliquidLane, usdt0Lane, ccipLane, gatewayLane] as const;
 
 export type LaneList = readonly LaneDefinition[];
 const all: LaneList = lanes;

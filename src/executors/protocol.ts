@@ -259,6 +259,30 @@ export const ExpectedEffectSchema = z.object({
     })
     .optional(),
   /**
+   * A Circle Gateway burn intent (the Gateway lane, gateway/effect.ts): the TransferSpec the plan
+   * fixes (domains and the destination's chain, GatewayWallet and GatewayMinter, tokens, recipient,
+   * destination caller, value) and the cap of its maxFee, all in base units and lowercase
+   * addresses. Signed as typed data (`typed_data`, primary type BurnIntent); `to` is the wallet,
+   * `asset` the source token, `amount_base_units` the value.
+   */
+  gateway_burn: z
+    .object({
+      source_domain: z.number().int().min(0),
+      destination_domain: z.number().int().min(0),
+      destination_chain_id: z.number().int().positive(),
+      source_contract: evmAddress,
+      destination_contract: evmAddress,
+      source_token: evmAddress,
+      destination_token: evmAddress,
+      destination_recipient: evmAddress,
+      destination_caller: evmAddress,
+      value: baseUnits,
+      max_fee: baseUnits,
+      /** How far past the source chain's head the intent's maxBlockHeight may be (gateway.intent_validity_blocks). */
+      max_blocks_ahead: z.number().int().positive(),
+    })
+    .optional(),
+  /**
    * Typed data (EIP-712) the plan approved instead of a transaction: the primary type, the exact
    * domain (every field it has, none other), how far ahead its deadline may be, and the nonce when
    * the plan pins one. With `token_method` 'permit': an EIP-2612 permit on the token `asset` for the

@@ -18,8 +18,9 @@ export function effectConfigOf(config: Pick<FerryConfig, 'file'> & Partial<Pick<
   hyperliquid?: ConfigFile['hyperliquid'];
   usdt0?: ConfigFile['usdt0'];
   ccip?: ConfigFile['ccip'];
+  gateway?: ConfigFile['gateway'];
 } {
-  return { evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid, usdt0: config.file.usdt0, ccip: config.file.ccip };
+  return { evm: config.file.evm, fallbackFeeCapWei: config.evmMaxFeePerGasCapWei, hyperliquid: config.file.hyperliquid, usdt0: config.file.usdt0, ccip: config.file.ccip, gateway: config.file.gateway };
 }
 
 /**
@@ -46,6 +47,8 @@ export function buildSignRequest(input: {
   usdt0?: ConfigFile['usdt0'];
   /** Ferry's `config.file.ccip`: the Routers and tokens of a CCIP send (see deriveExpectedEffect). */
   ccip?: ConfigFile['ccip'];
+  /** Ferry's `config.file.gateway`: the wallets and minters of a Gateway node (see deriveExpectedEffect). */
+  gateway?: ConfigFile['gateway'];
   /** For a replacement: the attempt's original version, from Ferry's own records (see ReplacedVersionSchema). */
   replaces?: ReplacedVersion;
   /** For an operator's cancel: the attempt's original version, from Ferry's own records (see SignRequestSchema.cancels). */
@@ -54,7 +57,7 @@ export function buildSignRequest(input: {
   const { ctx, prepared } = input;
   const destination = ctx.intent.destination;
   const pinned = ctx.expected_effect === undefined && ctx.expected_effect_unavailable === undefined ? null : { effect: ctx.expected_effect ?? null, unavailable: ctx.expected_effect_unavailable ?? null };
-  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei, hyperliquid: input.hyperliquid, usdt0: input.usdt0, ccip: input.ccip });
+  const derived = resolveSigningEffect(pinned, { plan: input.plan, nodeKey: ctx.node_key, intent: ctx.intent, evm: input.evm, fallbackFeeCapWei: input.fallbackFeeCapWei, hyperliquid: input.hyperliquid, usdt0: input.usdt0, ccip: input.ccip, gateway: input.gateway });
   if (!derived.ok && derived.changed !== undefined) {
     throw violation(EFFECT_CHANGED_RULE, `node ${ctx.node_key} is not signed: ${derived.reason}; its pinned effect rules, and it no longer matches Ferry's configuration`, {
       actual: derived.changed,

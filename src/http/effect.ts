@@ -151,6 +151,8 @@ interface Pinned {
   oft_send?: { dst_eid: number; to: string; amount_ld: string };
   /** A Chainlink CCIP send (ExpectedEffect.ccip_send): what is read of it for display. */
   ccip_send?: { destination_chain_id: number; receiver: string; amount: string };
+  /** A Circle Gateway burn intent (ExpectedEffect.gateway_burn): what is read of it for display. */
+  gateway_burn?: { destination_chain_id: number; destination_recipient: string; value: string };
 }
 
 const NATIVE_DECIMALS = 18;
@@ -355,6 +357,18 @@ function signingEffect(
     v.destination_chain_id = e.ccip_send.destination_chain_id;
     v.contract = e.to;
     v.method = e.call?.method ?? null;
+    return v;
+  }
+  if (e.gateway_burn) {
+    // A Circle Gateway burn intent (the Gateway lane): the value it sends to the recipient on the destination chain, signed as typed data.
+    tokenAsset();
+    v.decimals = e.token_decimals ?? null;
+    v.amount_base_units = e.gateway_burn.value;
+    v.amount = v.decimals === null ? null : decimalOf(e.gateway_burn.value, v.decimals);
+    v.destination = e.gateway_burn.destination_recipient;
+    v.destination_chain_id = e.gateway_burn.destination_chain_id;
+    v.contract = e.to;
+    v.method = 'BurnIntent (EIP-712)';
     return v;
   }
   if (e.token_method !== undefined) {

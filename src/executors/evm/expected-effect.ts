@@ -8,6 +8,8 @@ import type { ExpectedEffect } from '../protocol.ts';
 import type { HyperliquidConfig } from '../hyperliquid/config.ts';
 import type { Usdt0Config } from '../usdt0/config.ts';
 import type { CcipConfig } from '../ccip/config.ts';
+import type { GatewayConfig } from '../gateway/config.ts';
+import { GATEWAY_SIGNING_KEYS, gatewayEffect } from '../gateway/effect.ts';
 import { CCIP_SEND_SELECTOR, CCIP_SEND_SIGNATURE, encodeExtraArgsV2 as encodeExtraArgs, encodeReceiver, MAX_UINT64 } from '../ccip/router.ts';
 import { addressToBytes32, DEFAULT_SHARED_DECIMALS, SEND_SELECTOR, SEND_SIGNATURE } from '../usdt0/oft.ts';
 
@@ -53,6 +55,8 @@ export interface ExpectedEffectInput {
   usdt0?: Usdt0Config | null;
   /** Ferry's `config.file.ccip` (the CCIP lane's chains, Routers and tokens), when configured. */
   ccip?: CcipConfig | null;
+  /** Ferry's `config.file.gateway` (the Gateway lane's wallets, minters and API), when configured. */
+  gateway?: GatewayConfig | null;
 }
 
 interface PlanNode {
@@ -159,7 +163,7 @@ function differences(a: Record<string, unknown>, b: Record<string, unknown>): st
   return keys.filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k])).map((k) => `${k} (${shown(a[k])} -> ${shown(b[k])})`);
 }
 
-function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, usdt0, ccip }: ExpectedEffectInput): ExpectedEffect {
+function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, usdt0, ccip, gateway }: ExpectedEffectInput): ExpectedEffect {
   const node = planNode(plan, nodeKey);
   const config = node.config ?? {};
   const executorKey = bindingKey(node.executor_binding, 'executor_key');
@@ -245,6 +249,13 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, us
   // --- CCIP lane (docs/ccip-lane.md) ---
   if (executorKey === CCIP_SEND_EXECUTOR) return withCap(ccipSendEffect(config, intent, chainId, evm, ccip ?? null));
   // --- end CCIP lane ---
+  // --- Gateway lane (docs/gateway-lane.md): typed data for the burn intent, transactions else ---
+  if (executorKey !== null && GATEWAY_SIGNING_KEYS.has(executorKey)) {
+    const g = gatewayEffect(executorKey, config, intent, chainId, evm.tokens, gateway ?? null);
+    if (!g.ok) return unavailable(g.reason);
+    return g.transaction ? withCap(g.effect) : g.effect;
+  }
+  // --- end Gateway lane ---
 
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
 }

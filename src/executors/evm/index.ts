@@ -4,7 +4,7 @@ import type { ConfigFile, EvmChainConfig, EvmSignerConfig } from '../../config-f
 import type { Logger } from '../../log.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../registry.ts';
 import { remoteEvmWallets } from '../remote-config.ts';
-import { feeCapsOf, replacementLimitsOf, type ReplacementLimits } from '../signers/evm-policy.ts';
+import { feeCapsOf, replacementLimitsOf, type ChainHeadReader, type ReplacementLimits } from '../signers/evm-policy.ts';
 import { FatalMovementError } from '../errors.ts';
 import { LocalPrivateKeySignerEvm } from '../signers/local-private-key-evm.ts';
 import { typedDataAllowlist, type TokenNonceReader } from '../signers/typed-data-policy.ts';
@@ -135,6 +135,8 @@ export async function registerEvmLane(
   const chains = new EvmChains(chainList);
   // A permit's nonce, read by the signer side itself (typed-data-policy.ts): never the executor's word.
   const tokenNonces = tokenNonceReader(chains);
+  // A chain's head, read by the signer side itself (a Gateway burn intent's maxBlockHeight, typed-data-policy.ts).
+  const chainHeads = chainHeadReader(chains);
 
   for (const { entry, index } of signerEntries) {
     if (entry.kind !== 'local_key') continue;
@@ -154,6 +156,7 @@ export async function registerEvmLane(
         feeCaps,
         typedData: typedDataAllowlist(entry.typed_data),
         tokenNonces,
+        chainHeads,
       });
     } catch {
       throw new ConfigError('FERRY_CONFIG_FILE', `${where}: environment variable ${variable} does not hold a valid secp256k1 key (value hidden)`);
@@ -163,7 +166,7 @@ export async function registerEvmLane(
   }
   const kms: ConfiguredEvmSigner[] = await createAwsKmsEvmSigners(
     signerEntries.filter((s) => s.entry.kind === 'aws_kms').map((s) => s.entry),
-    { env: deps.env, log: deps.log, policy: { replacements, feeCaps, tokenNonces } },
+    { env: deps.env, log: deps.log, policy: { replacements, feeCaps, tokenNonces, chainHeads } },
   );
   for (const k of kms) {
     registries.signers.register(k.signer);
@@ -258,6 +261,15 @@ export function feeBumpOfChain(chain: { fee_bump_after_seconds?: number; fee_bum
 const NONCES_ABI = [{ type: 'function', name: 'nonces', stateMutability: 'view', inputs: [{ name: 'owner', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] }] as const;
 
 /** nonces(owner) of an EIP-2612 token on a configured chain; a chain Ferry has no RPC for cannot be read (refused). */
+/** A chain's latest block number through the EVM lane's RPC of it; a chain without one cannot be judged (refused). */
+export function chainHeadReader(chains: EvmChains): ChainHeadReader {
+  return async (chainId) => {
+    const chain = chains.get(chainId);
+    if (!chain) throw new FatalMovementError('SIGNER_POLICY_VIOLATION', `no RPC for chain ${chainId} to judge the burn intent's maxBlockHeight by`, { rule: 'gateway_max_block_height' });
+    return chain.client.getBlockNumber();
+  };
+}
+
 export function tokenNonceReader(chains: EvmChains): TokenNonceReader {
   return async (chainId, token, owner) => {
     const chain = chains.get(chainId);

@@ -4,7 +4,7 @@ import { bytesToHex, hexToBytes, keccak256, recoverAddress, serializeSignature, 
 import { publicKeyToAddress } from 'viem/accounts';
 import { FatalMovementError, MovementError, TemporaryMovementError } from '../errors.ts';
 import type { Signer, SignRequest, SignResult } from '../protocol.ts';
-import type { EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
+import type { ChainHeadReader, EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
 import { evmSignerScope, signEvmRequest } from './evm-signing.ts';
 import type { TokenNonceReader } from './typed-data-policy.ts';
 
@@ -42,6 +42,7 @@ export interface AwsKmsEvmSignerOptions {
   feeCaps?: ReadonlyMap<number, bigint>;
   typedData?: ReadonlyMap<string, ReadonlySet<string>>;
   tokenNonces?: TokenNonceReader;
+  chainHeads?: ChainHeadReader;
   now?: () => number;
 }
 

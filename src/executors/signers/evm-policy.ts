@@ -40,7 +40,12 @@ export interface EvmSignerScope {
   tokenNonces?: TokenNonceReader;
   /** The clock a typed data deadline is judged by, in milliseconds; unset: Date.now. */
   now?: () => number;
+  /** Reads a chain's head through the signer side's own RPC (a Gateway burn intent's maxBlockHeight is judged by it); unset: not bounded here. */
+  chainHeads?: ChainHeadReader;
 }
+
+/** A chain's latest block number, read by the signer side itself. */
+export type ChainHeadReader = (chainId: number) => Promise<bigint>;
 
 /** How far a replacement may go (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR). */
 export interface ReplacementLimits {
@@ -54,7 +59,7 @@ export const DEFAULT_REPLACEMENT_LIMITS: ReplacementLimits = { maxReplacements: 
 
 /** The limits a configuration gives (FERRY_EVM_MAX_REPLACEMENTS, FERRY_EVM_MAX_FEE_BUMP_FACTOR), defaults for what it leaves unset. */
 /** What a signer's configuration adds to its scope: replacement bounds and its own fee caps. */
-export type SignerPolicyOptions = Pick<EvmSignerScope, 'replacements' | 'feeCaps' | 'tokenNonces' | 'now'>;
+export type SignerPolicyOptions = Pick<EvmSignerScope, 'replacements' | 'feeCaps' | 'tokenNonces' | 'now' | 'chainHeads'>;
 
 /** Fee caps by chain id from a configuration's evm.chains and evm.fee_caps (a signer's own caps). */
 export function feeCapsOf(evm: { chains: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei?: string }>; fee_caps?: ReadonlyArray<{ chain_id: number; max_fee_per_gas_cap_wei: string }> }): Map<number, bigint> {

@@ -29,6 +29,7 @@ export function evmSignerScope(opts: EvmSignerScope): EvmSignerScope {
     typedData: opts.typedData,
     tokenNonces: opts.tokenNonces,
     now: opts.now,
+    chainHeads: opts.chainHeads,
   };
 }
 

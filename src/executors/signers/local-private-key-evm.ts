@@ -2,7 +2,7 @@ import { isHex, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { FatalMovementError } from '../errors.ts';
 import type { Signer, SignRequest, SignResult } from '../protocol.ts';
-import type { EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
+import type { ChainHeadReader, EvmSignerScope, ReplacementLimits } from './evm-policy.ts';
 import { evmSignerScope, signEvmRequest } from './evm-signing.ts';
 import type { TokenNonceReader } from './typed-data-policy.ts';
 
@@ -22,6 +22,8 @@ export interface LocalPrivateKeySignerOptions {
   typedData?: ReadonlyMap<string, ReadonlySet<string>>;
   /** Reads a permit token's nonces(owner) (see EvmSignerScope.tokenNonces). */
   tokenNonces?: TokenNonceReader;
+  /** Reads a chain's head (see EvmSignerScope.chainHeads). */
+  chainHeads?: ChainHeadReader;
   /** The clock for typed data deadlines (tests). */
   now?: () => number;
 }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { FatalMovementError, TemporaryMovementError } from '../errors.ts';
 import type { ExpectedEffect, SignRequest } from '../protocol.ts';
 import { violation, type EvmSignerScope } from './evm-policy.ts';
+import { BURN_INTENT_PRIMARY_TYPE, BURN_INTENT_TYPES, parseBurnIntentMessage, word } from '../gateway/codec.ts';
 
 /**
  * The policy every EVM signer applies to typed data (EIP-712) before its key is used, the
@@ -68,6 +69,11 @@ const KNOWN_STRUCTS: Record<string, { types: Record<string, readonly Field[]>; c
       ],
     },
     check: (...args) => checkPermit(...args),
+  },
+  // Circle Gateway's burn intent (the Gateway lane, docs/gateway-lane.md).
+  [BURN_INTENT_PRIMARY_TYPE]: {
+    types: BURN_INTENT_TYPES,
+    check: (...args) => checkBurnIntent(...args),
   },
 };
 
@@ -312,6 +318,71 @@ async function checkPermit(
     throw violation('nonce_unverified', `signer ${scope.signerKey} cannot read the token's nonces(owner) on chain ${expected.chain_id} (no RPC for it) and the plan pins no nonce`);
   }
   return { owner, spender, value, nonce, deadline };
+}
+
+/**
+ * A Circle Gateway burn intent as approved (expected.gateway_burn): every field of its TransferSpec
+ * equal to the approved one (version 1, both domains, the GatewayWallet and GatewayMinter, both
+ * tokens, the recipient, the destination caller, the value, no hook data), the depositor and the
+ * signer both the signing wallet itself (when it is known here), and maxFee at most the approved
+ * cap, and maxBlockHeight between the source chain's head (read by the signer side, when it has
+ * an RPC of the chain) and the approved window past it. The salt is the executor's (any 32 bytes:
+ * a new one is a new transfer, which only the approved amount to the approved recipient can be).
+ */
+async function checkBurnIntent(
+  message: Record<string, unknown>,
+  expected: ExpectedEffect,
+  _domain: Domain,
+  scope: EvmSignerScope,
+  opts: TypedDataCheckOptions,
+): Promise<Record<string, unknown>> {
+  const g = expected.gateway_burn;
+  if (!g) throw violation('typed_data_not_approved', 'the approved plan names no Gateway burn intent for this node');
+  const keys = Object.keys(message).sort().join(',');
+  if (keys !== 'maxBlockHeight,maxFee,spec') throw violation('message_fields', `a burn intent's message has exactly maxBlockHeight, maxFee, spec; this one ${keys}`, { expected: 'maxBlockHeight,maxFee,spec', actual: keys });
+  const parsed = parseBurnIntentMessage(message);
+  if (!parsed.ok) throw invalid(`the burn intent: ${parsed.detail}`);
+  const b = parsed.value;
+  const s = b.spec;
+  const eq = (rule: string, actual: string | number | bigint, want: string | number | bigint, what: string) => {
+    if (String(actual) !== String(want)) throw violation(rule, `the burn intent's ${what} is ${String(actual)}, the approved plan's ${String(want)}`, { expected: String(want), actual: String(actual) });
+  };
+  eq('gateway_version', s.version, 1, 'spec version');
+  eq('gateway_source_domain', s.sourceDomain, g.source_domain, 'source domain');
+  eq('gateway_destination_domain', s.destinationDomain, g.destination_domain, 'destination domain');
+  eq('gateway_source_contract', s.sourceContract, word(g.source_contract as Hex), 'source contract (GatewayWallet)');
+  eq('gateway_destination_contract', s.destinationContract, word(g.destination_contract as Hex), 'destination contract (GatewayMinter)');
+  eq('gateway_source_token', s.sourceToken, word(g.source_token as Hex), 'source token');
+  eq('gateway_destination_token', s.destinationToken, word(g.destination_token as Hex), 'destination token');
+  eq('gateway_recipient', s.destinationRecipient, word(g.destination_recipient as Hex), 'destination recipient');
+  eq('gateway_destination_caller', s.destinationCaller, word(g.destination_caller as Hex), 'destination caller');
+  eq('amount', s.value, g.value, 'value (base units)');
+  eq('gateway_hook_data', s.hookData, '0x', 'hook data');
+  if (b.maxFee > BigInt(g.max_fee)) throw violation('gateway_max_fee', `the burn intent's maxFee ${b.maxFee} is above the approved cap ${g.max_fee}`, { expected: g.max_fee, actual: b.maxFee.toString() });
+  // Not expired, and not valid for longer than the approved window past the source chain's head
+  // (a signed intent is spendable by whoever holds it until then), read by the signer side itself.
+  if (scope.chainHeads) {
+    let head: bigint;
+    try {
+      head = await scope.chainHeads(expected.chain_id);
+    } catch (err) {
+      if (err instanceof FatalMovementError) throw err;
+      throw new TemporaryMovementError('SIGNER_CHAIN_UNREADABLE', `signer ${scope.signerKey} could not read the head of chain ${expected.chain_id}`, { retry_after_seconds: 5 });
+    }
+    const latest = head + BigInt(g.max_blocks_ahead);
+    if (b.maxBlockHeight < head || b.maxBlockHeight > latest) {
+      throw violation('gateway_max_block_height', `the burn intent's maxBlockHeight ${b.maxBlockHeight} is not between the source chain's head ${head} and ${latest} (the approved ${g.max_blocks_ahead} blocks ahead)`, {
+        expected: `${head}..${latest}`,
+        actual: b.maxBlockHeight.toString(),
+      });
+    }
+  }
+  if (s.sourceDepositor !== s.sourceSigner) throw violation('gateway_signer', "the burn intent's depositor and signer differ: the wallet signs only for its own balance", { expected: s.sourceDepositor, actual: s.sourceSigner });
+  if (opts.owner !== null) {
+    const self = word((await opts.owner()) as Hex);
+    eq('gateway_depositor', s.sourceDepositor, self, 'depositor (the signing wallet)');
+  }
+  return { maxBlockHeight: b.maxBlockHeight, maxFee: b.maxFee, spec: { ...s } };
 }
 
 function uint(v: unknown, what: string): bigint {
