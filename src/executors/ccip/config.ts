@@ -48,7 +48,7 @@ export const CcipSchema = z
     delivery_timeout_seconds: z.number().positive().default(1800),
     /**
      * Seconds after which a send with no successful execution is stranded: the reaper of the core
-     * sweep group asks a person (ccip_stranded_reaper). Chainlink's smart execution gives up after
+     * group asks a person (ccip_stranded_reaper). Chainlink's smart execution gives up after
      * 8 h, when manual execution opens; the default is that.
      */
     stranded_after_seconds: z.number().positive().default(8 * 3600),

@@ -20,20 +20,24 @@ export const ccipLane: LaneDefinition<typeof ccipVariables, { ccip: typeof CcipS
     const evm = (ctx.lanes.evm ?? null) as EvmLaneState | null;
     return registerCcipLane(ctx.config.file, evm?.lane ?? null, ctx.executors, { log: ctx.log, nonces: evm?.nonces ?? null });
   },
-  sweeps: [
+  sweeps: [],
+  coreWorkers: [
     {
+      // Seed 000: the stranded-send reaper joins the core group, so its death is the process's, not a silent one.
       name: 'ccip_stranded_reaper',
       summary: 'raises attention for CCIP sends whose delivery has not resolved past ccip.stranded_after_seconds (never sends again)',
       variables: { enabled: 'FERRY_CCIP_STRANDED_REAPER_ENABLED', interval: 'FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS', batchSize: 'FERRY_CCIP_STRANDED_REAPER_BATCH_SIZE' },
+      configured: (config) => (config.file as { ccip?: CcipConfig }).ccip !== undefined,
       async run(deps, s) {
         const ccip = (deps.config.file as { ccip?: CcipConfig }).ccip;
-        if (!ccip) return { items: 0, budget_exhausted: false, skipped: 'no ccip section' };
+        if (!ccip) return 0;
         const { runCcipStrandedReaper } = await import('../../sweeps/ccip-stranded-reaper.ts');
+        // Every worker process runs it: an attention event is written once per node (its source_key), whichever process finds it first.
         const r = await runCcipStrandedReaper(
           { pool: deps.pool, log: deps.log.child({ worker: 'ccip_stranded_reaper' }), executorKey: CCIP_DELIVERY_KEY, afterSeconds: ccip.stranded_after_seconds },
-          { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs },
+          { batchSize: s.batchSize ?? 50, maxRunMs: 0 },
         );
-        return { items: r.surfaced, budget_exhausted: r.budget_exhausted, surfaced: r.surfaced };
+        return r.surfaced;
       },
     },
   ],
