@@ -11,7 +11,8 @@ import { compileContracts, deployToken, sendCall, type DeployedToken } from './c
 /**
  * The CCIP 1.6 test contracts (test/contracts/Ccip.sol) on two local chains, each with a Router, an
  * OnRamp (fees, extraArgs rules, pools), a token pool and an OffRamp, wired both ways: the source's
- * pool locks the token, the destination's mints it; the emulated execution (test/emulators/ccip-offramp.ts)
+ * pool locks the token, the destination's mints it (each chain's OnRamp finds its pool through the
+ * chain's TokenAdminRegistry); the emulated execution (test/emulators/ccip-offramp.ts)
  * carries messages from an OnRamp to the other chain's OffRamp. Selectors are Ethereum's and
  * Arbitrum's (chain-selectors).
  */
@@ -44,6 +45,8 @@ export interface CcipDeployment {
   router: Contract;
   onRamp: Contract;
   pool: Contract;
+  /** The TokenAdminRegistry the OnRamp looks the token's pool up in. */
+  registry: Contract;
   offRamp: Contract;
 }
 
@@ -85,8 +88,23 @@ async function deployStack(chainId: number, selector: bigint, mints: boolean): P
   const onRamp = await deployCcipContract(side, compiled.TestCcipOnRamp!, [selector, router]);
   const pool = await deployCcipContract(side, compiled.TestCcipTokenPool!, [token.address, mints]);
   const offRamp = await deployCcipContract(side, compiled.TestCcipOffRamp!, [selector]);
+  const registry = await deployCcipContract(side, compiled.TestCcipTokenAdminRegistry!, []);
   const c = (address: Address, name: string) => ({ address, abi: compiled[name]!.abi });
-  return { chainId, selector, rpcUrl: anvil.url, chain, anvil, token, link, weth, router: c(router, 'TestCcipRouter'), onRamp: c(onRamp, 'TestCcipOnRamp'), pool: c(pool, 'TestCcipTokenPool'), offRamp: c(offRamp, 'TestCcipOffRamp') };
+  return {
+    chainId,
+    selector,
+    rpcUrl: anvil.url,
+    chain,
+    anvil,
+    token,
+    link,
+    weth,
+    router: c(router, 'TestCcipRouter'),
+    onRamp: c(onRamp, 'TestCcipOnRamp'),
+    pool: c(pool, 'TestCcipTokenPool'),
+    registry: c(registry, 'TestCcipTokenAdminRegistry'),
+    offRamp: c(offRamp, 'TestCcipOffRamp'),
+  };
 }
 
 /** Wires `from`'s Router, OnRamp and pool to `to`'s OffRamp and pool. */
@@ -96,6 +114,9 @@ async function wire(from: CcipDeployment, to: CcipDeployment, transmitter: Addre
   await writeCcip(from, from.onRamp, 'setFeeTokenRate', [from.weth.address, 10n ** 18n]);
   await writeCcip(from, from.onRamp, 'setFeeTokenRate', [from.link.address, LINK_RATE]);
   await writeCcip(from, from.onRamp, 'setPool', [to.selector, from.token.address, from.pool.address, to.token.address]);
+  await writeCcip(from, from.registry, 'setPool', [from.token.address, from.pool.address]);
+  await writeCcip(from, from.onRamp, 'setTokenAdminRegistry', [from.registry.address]);
+  await writeCcip(from, from.pool, 'setSupportedChain', [to.selector, true]);
   await writeCcip(to, to.offRamp, 'setSource', [from.selector, encodeAbiParameters([{ type: 'address' }], [from.onRamp.address])]);
   await writeCcip(to, to.offRamp, 'setTransmitter', [transmitter]);
   await writeCcip(to, to.offRamp, 'setPool', [to.token.address, to.pool.address]);
@@ -106,7 +127,9 @@ export async function startCcipWorld(opts: { funding?: bigint; delayMs?: number 
   const [source, destination] = await Promise.all([deployStack(SOURCE_CHAIN_ID, SOURCE_SELECTOR, false), deployStack(DESTINATION_CHAIN_ID, DESTINATION_SELECTOR, true)]);
   const transmitterKey = generatePrivateKey();
   const transmitter = privateKeyToAccount(transmitterKey).address;
+  // Both ways: every pair of configured chains is a lane the configuration asserts (ccip_drift).
   await wire(source, destination, transmitter);
+  await wire(destination, source, transmitter);
   const hotKey = generatePrivateKey();
   const hot = privateKeyToAccount(hotKey).address.toLowerCase() as Address;
   for (const d of [source, destination]) {
@@ -148,7 +171,14 @@ export function ccipConfigFile(w: CcipWorld, opts: { rpc?: { source?: string; de
       tokens: [w.source, w.destination].map((d) => ({ chain_id: d.chainId, symbol: 'USDC', address: d.token.address, decimals: 6 })),
     },
     ccip: {
-      chains: [w.source, w.destination].map((d) => ({ chain_id: d.chainId, selector: d.selector.toString(), router: d.router.address, off_ramp: d.offRamp.address })),
+      chains: [w.source, w.destination].map((d) => ({
+        chain_id: d.chainId,
+        selector: d.selector.toString(),
+        router: d.router.address,
+        off_ramp: d.offRamp.address,
+        token_admin_registry: d.registry.address,
+        token_pools: { USDC: d.pool.address },
+      })),
       tokens: ['USDC'],
       poll_seconds: 0.2,
       ...opts.ccip,

@@ -1,5 +1,6 @@
 import type { EvmLaneState } from '../evm/lane.ts';
 import type { LaneDefinition } from '../lane.ts';
+import { ccipRegistryBaselines } from './baselines.ts';
 import { CCIP_DELIVERY_KEY } from './common.ts';
 import { ccipVariables, CcipSectionSchema, refineCcip, type CcipConfig } from './config.ts';
 
@@ -20,7 +21,23 @@ export const ccipLane: LaneDefinition<typeof ccipVariables, { ccip: typeof CcipS
     const evm = (ctx.lanes.evm ?? null) as EvmLaneState | null;
     return registerCcipLane(ctx.config.file, evm?.lane ?? null, ctx.executors, { log: ctx.log, nonces: evm?.nonces ?? null });
   },
-  sweeps: [],
+  sweeps: [
+    {
+      // Seed 000's ccip_drift: the lane's own baselines (also read by verify_drift every 6 h), on a cadence of their own.
+      name: 'ccip_drift',
+      summary: "reads the CCIP Routers' lanes (isChainSupported) and the token pools (TokenAdminRegistry.getPool, getToken, isSupportedChain) and records drift from the ccip section",
+      variables: { enabled: 'FERRY_CCIP_DRIFT_ENABLED', interval: 'FERRY_CCIP_DRIFT_INTERVAL_SECONDS', budget: 'FERRY_CCIP_DRIFT_TIMEOUT_MS' },
+      async run(deps, s) {
+        if (!(deps.config.file as { ccip?: CcipConfig }).ccip) return { items: 0, budget_exhausted: false, skipped: 'no ccip section' };
+        const { runVerifyDrift } = await import('../../sweeps/verify-drift.ts');
+        const r = await runVerifyDrift(
+          { pool: deps.pool, config: deps.config, log: deps.log, lanes: [ccipLane], worker: 'ccip_drift', onlyListedLanes: true },
+          { concurrency: deps.config.verifyDriftRpcConcurrency, laneTimeoutMs: s.maxRunMs },
+        );
+        return { items: r.checked, budget_exhausted: false, ...r };
+      },
+    },
+  ],
   coreWorkers: [
     {
       // Seed 000: the stranded-send reaper joins the core group, so its death is the process's, not a silent one.
@@ -41,5 +58,6 @@ export const ccipLane: LaneDefinition<typeof ccipVariables, { ccip: typeof CcipS
       },
     },
   ],
+  registryBaselines: ccipRegistryBaselines,
   templates: [{ key: 'ccip_send', summary: 'send a token through the CCIP Router on one chain, then wait for its execution on the other (sandbox)' }],
 };
