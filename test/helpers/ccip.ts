@@ -60,8 +60,8 @@ export interface CcipWorld {
   stop(): Promise<void>;
 }
 
-export async function deployCcipContract(d: Pick<CcipDeployment, 'chain' | 'rpcUrl'>, c: { abi: Abi; bytecode: Hex }, args: readonly unknown[]): Promise<Address> {
-  const wallet = createWalletClient({ account: privateKeyToAccount(ANVIL_DEV_KEY), transport: http(d.rpcUrl, { retryCount: 0 }) });
+export async function deployCcipContract(d: Pick<CcipDeployment, 'chain' | 'rpcUrl'>, c: { abi: Abi; bytecode: Hex }, args: readonly unknown[], key: Hex = ANVIL_DEV_KEY): Promise<Address> {
+  const wallet = createWalletClient({ account: privateKeyToAccount(key), transport: http(d.rpcUrl, { retryCount: 0 }) });
   const hash = await wallet.deployContract({ abi: c.abi, bytecode: c.bytecode, args, chain: null } as never);
   const receipt = await d.chain.waitForTransactionReceipt({ hash, pollingInterval: 50, timeout: 30_000 });
   if (!receipt.contractAddress) throw new Error('deployment produced no contract');
@@ -77,25 +77,31 @@ export async function writeCcip(d: Pick<CcipDeployment, 'chain' | 'rpcUrl'>, con
   return hash;
 }
 
-async function deployStack(chainId: number, selector: bigint, mints: boolean): Promise<CcipDeployment> {
+/**
+ * The CCIP test contracts on one chain that runs already (the sandbox's, or a test's anvil): the
+ * token the lane moves (minted by the destination's pool, locked by the source's), LINK and WETH,
+ * the Router, the OnRamp, the token pool, the TokenAdminRegistry and the OffRamp, deployed by `deployerKey`.
+ */
+export async function deployCcipSide(
+  side: { chain: PublicClient; rpcUrl: string; chainId: number; selector: bigint },
+  opts: { mints: boolean; token?: { name: string; symbol: string; decimals: number }; deployerKey?: Hex },
+): Promise<Omit<CcipDeployment, 'anvil'>> {
   const compiled = compileContracts('Ccip.sol');
-  const { anvil, chain } = await startLocalChain({ chainId });
-  const side = { chain, rpcUrl: anvil.url };
-  const token = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { name: 'USD Coin', symbol: 'USDC', decimals: 6 });
-  const link = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { name: 'ChainLink Token', symbol: 'LINK', decimals: 18 });
-  const weth = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { name: 'Wrapped Ether', symbol: 'WETH', decimals: 18 });
-  const router = await deployCcipContract(side, compiled.TestCcipRouter!, [weth.address]);
-  const onRamp = await deployCcipContract(side, compiled.TestCcipOnRamp!, [selector, router]);
-  const pool = await deployCcipContract(side, compiled.TestCcipTokenPool!, [token.address, mints]);
-  const offRamp = await deployCcipContract(side, compiled.TestCcipOffRamp!, [selector]);
-  const registry = await deployCcipContract(side, compiled.TestCcipTokenAdminRegistry!, []);
+  const key = opts.deployerKey ?? ANVIL_DEV_KEY;
+  const token = await deployToken(side.chain, side.rpcUrl, key, opts.token ?? { name: 'USD Coin', symbol: 'USDC', decimals: 6 });
+  const link = await deployToken(side.chain, side.rpcUrl, key, { name: 'ChainLink Token', symbol: 'LINK', decimals: 18 });
+  const weth = await deployToken(side.chain, side.rpcUrl, key, { name: 'Wrapped Ether', symbol: 'WETH', decimals: 18 });
+  const router = await deployCcipContract(side, compiled.TestCcipRouter!, [weth.address], key);
+  const onRamp = await deployCcipContract(side, compiled.TestCcipOnRamp!, [side.selector, router], key);
+  const pool = await deployCcipContract(side, compiled.TestCcipTokenPool!, [token.address, opts.mints], key);
+  const offRamp = await deployCcipContract(side, compiled.TestCcipOffRamp!, [side.selector], key);
+  const registry = await deployCcipContract(side, compiled.TestCcipTokenAdminRegistry!, [], key);
   const c = (address: Address, name: string) => ({ address, abi: compiled[name]!.abi });
   return {
-    chainId,
-    selector,
-    rpcUrl: anvil.url,
-    chain,
-    anvil,
+    chainId: side.chainId,
+    selector: side.selector,
+    rpcUrl: side.rpcUrl,
+    chain: side.chain,
     token,
     link,
     weth,
@@ -107,20 +113,28 @@ async function deployStack(chainId: number, selector: bigint, mints: boolean): P
   };
 }
 
-/** Wires `from`'s Router, OnRamp and pool to `to`'s OffRamp and pool. */
-async function wire(from: CcipDeployment, to: CcipDeployment, transmitter: Address): Promise<void> {
-  await writeCcip(from, from.router, 'setOnRamp', [to.selector, from.onRamp.address]);
-  await writeCcip(from, from.onRamp, 'setDestConfig', [to.selector, true, false, 3_000_000, BASE_FEE_WEI, FEE_PER_BYTE_WEI, FEE_PER_TOKEN_WEI, FEE_PER_GAS_WEI]);
-  await writeCcip(from, from.onRamp, 'setFeeTokenRate', [from.weth.address, 10n ** 18n]);
-  await writeCcip(from, from.onRamp, 'setFeeTokenRate', [from.link.address, LINK_RATE]);
-  await writeCcip(from, from.onRamp, 'setPool', [to.selector, from.token.address, from.pool.address, to.token.address]);
-  await writeCcip(from, from.registry, 'setPool', [from.token.address, from.pool.address]);
-  await writeCcip(from, from.onRamp, 'setTokenAdminRegistry', [from.registry.address]);
-  await writeCcip(from, from.pool, 'setSupportedChain', [to.selector, true]);
-  await writeCcip(to, to.offRamp, 'setSource', [from.selector, encodeAbiParameters([{ type: 'address' }], [from.onRamp.address])]);
-  await writeCcip(to, to.offRamp, 'setTransmitter', [transmitter]);
-  await writeCcip(to, to.offRamp, 'setPool', [to.token.address, to.pool.address]);
-  await writeCcip(to, to.pool, 'setOffRamp', [to.offRamp.address]);
+async function deployStack(chainId: number, selector: bigint, mints: boolean): Promise<CcipDeployment> {
+  const { anvil, chain } = await startLocalChain({ chainId });
+  return { ...(await deployCcipSide({ chain, rpcUrl: anvil.url, chainId, selector }, { mints })), anvil };
+}
+
+type Side = Omit<CcipDeployment, 'anvil'>;
+
+/** Wires `from`'s Router, OnRamp, registry and pool to `to`'s OffRamp and pool (calls from `deployerKey`, anvil's dev key by default). */
+export async function wireCcip(from: Side, to: Side, transmitter: Address, deployerKey: Hex = ANVIL_DEV_KEY): Promise<void> {
+  const wire = (d: Side, contract: Contract, fn: string, args: readonly unknown[]) => writeCcip(d, contract, fn, args, deployerKey);
+  await wire(from, from.router, 'setOnRamp', [to.selector, from.onRamp.address]);
+  await wire(from, from.onRamp, 'setDestConfig', [to.selector, true, false, 3_000_000, BASE_FEE_WEI, FEE_PER_BYTE_WEI, FEE_PER_TOKEN_WEI, FEE_PER_GAS_WEI]);
+  await wire(from, from.onRamp, 'setFeeTokenRate', [from.weth.address, 10n ** 18n]);
+  await wire(from, from.onRamp, 'setFeeTokenRate', [from.link.address, LINK_RATE]);
+  await wire(from, from.onRamp, 'setPool', [to.selector, from.token.address, from.pool.address, to.token.address]);
+  await wire(from, from.registry, 'setPool', [from.token.address, from.pool.address]);
+  await wire(from, from.onRamp, 'setTokenAdminRegistry', [from.registry.address]);
+  await wire(from, from.pool, 'setSupportedChain', [to.selector, true]);
+  await wire(to, to.offRamp, 'setSource', [from.selector, encodeAbiParameters([{ type: 'address' }], [from.onRamp.address])]);
+  await wire(to, to.offRamp, 'setTransmitter', [transmitter]);
+  await wire(to, to.offRamp, 'setPool', [to.token.address, to.pool.address]);
+  await wire(to, to.pool, 'setOffRamp', [to.offRamp.address]);
 }
 
 export async function startCcipWorld(opts: { funding?: bigint; delayMs?: number } = {}): Promise<CcipWorld> {
@@ -128,8 +142,8 @@ export async function startCcipWorld(opts: { funding?: bigint; delayMs?: number 
   const transmitterKey = generatePrivateKey();
   const transmitter = privateKeyToAccount(transmitterKey).address;
   // Both ways: every pair of configured chains is a lane the configuration asserts (ccip_drift).
-  await wire(source, destination, transmitter);
-  await wire(destination, source, transmitter);
+  await wireCcip(source, destination, transmitter);
+  await wireCcip(destination, source, transmitter);
   const hotKey = generatePrivateKey();
   const hot = privateKeyToAccount(hotKey).address.toLowerCase() as Address;
   for (const d of [source, destination]) {
