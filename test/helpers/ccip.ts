@@ -182,7 +182,10 @@ export function ccipConfigFile(w: CcipWorld, opts: { rpc?: { source?: string; de
     evm: {
       chains: [chain(w.source, opts.rpc?.source ?? w.source.rpcUrl), chain(w.destination, opts.rpc?.destination ?? w.destination.rpcUrl)],
       signers: [{ key: 'hot', kind: 'local_key', private_key_env: 'CCIP_HOT_KEY', chains: [w.source.chainId, w.destination.chainId] }],
-      tokens: [w.source, w.destination].map((d) => ({ chain_id: d.chainId, symbol: 'USDC', address: d.token.address, decimals: 6 })),
+      tokens: [w.source, w.destination].flatMap((d) => [
+        { chain_id: d.chainId, symbol: 'USDC', address: d.token.address, decimals: 6 },
+        { chain_id: d.chainId, symbol: 'LINK', address: d.link.address, decimals: 18 },
+      ]),
     },
     ccip: {
       chains: [w.source, w.destination].map((d) => ({

@@ -54,6 +54,12 @@ export const CcipSchema = z
     chains: z.array(CcipChainSchema).min(1),
     /** Tokens the lane moves, by their symbol in evm.tokens (on the source and on the destination chain). */
     tokens: z.array(z.string().min(1).max(64)).min(1),
+    /**
+     * Tokens a send may pay its fee in instead of native coin (config.fee_token), by their symbol in
+     * evm.tokens (LINK): the Router pulls getFee() of it with transferFrom, so a plan pays it after a
+     * fee approval node (exec.ccip.fee_approval) allows the Router the cap. Empty: native only.
+     */
+    fee_tokens: z.array(z.string().min(1).max(64)).default([]),
     /** Seconds until the delivery observer looks again on the destination chain. */
     poll_seconds: z.number().positive().default(5),
     /**
@@ -96,6 +102,11 @@ export function refineCcip(file: Readonly<Record<string, unknown>>, ctx: z.Refin
     }
     for (const symbol of Object.keys(ch.token_pools ?? {})) {
       if (!c.tokens.includes(symbol)) ctx.addIssue({ code: 'custom', path: ['ccip', 'chains', i, 'token_pools', symbol], message: `${symbol} is not one of ccip.tokens` });
+    }
+    for (const symbol of c.fee_tokens ?? []) {
+      if (c.tokens.includes(symbol)) ctx.addIssue({ code: 'custom', path: ['ccip', 'fee_tokens'], message: `${symbol} is both sent and a fee token: the Router would pull both from one allowance` });
+      const token = evm.tokens?.find((t) => t.chain_id === ch.chain_id && t.symbol === symbol);
+      if (!token) ctx.addIssue({ code: 'custom', path: ['ccip', 'fee_tokens'], message: `${symbol} is not listed in evm.tokens for chain ${ch.chain_id}` });
     }
     for (const symbol of c.tokens) {
       const token = evm.tokens?.find((t) => t.chain_id === ch.chain_id && t.symbol === symbol);

@@ -13,7 +13,7 @@ export const ccipLane: LaneDefinition<typeof ccipVariables, { ccip: typeof CcipS
   env: ccipVariables,
   fileSections: { ccip: CcipSectionSchema },
   refineFile: refineCcip,
-  executorKeys: ['exec.ccip.send', 'exec.observe.ccip_delivery'],
+  executorKeys: ['exec.ccip.send', 'exec.ccip.fee_approval', 'exec.observe.ccip_delivery'],
   signerKeys: [],
   observeIntervals: [{ executorKey: 'exec.observe.ccip_delivery', defaultSeconds: 5, setBy: 'ccip.poll_seconds' }],
   async register(ctx) {

@@ -32,6 +32,8 @@ export const USDT0_SEND_EXECUTOR = 'exec.usdt0.send';
 export const CCIP_SEND_EXECUTOR = 'exec.ccip.send';
 /** config.token_permit.spender naming the chain's CCTP TokenMessengerV2 (evm.chains[].cctp.token_messenger). */
 export const CCTP_TOKEN_MESSENGER_SPENDER = 'cctp.token_messenger';
+/** config.token_approval.spender naming the chain's CCIP Router (ccip.chains[].router): a send's fee token allowance. */
+export const CCIP_ROUTER_SPENDER = 'ccip.router';
 
 export type ExpectedEffectResult = { ok: true; effect: ExpectedEffect } | { ok: false; reason: string };
 
@@ -211,7 +213,12 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, us
   if (config.token_approval !== undefined) {
     const approval = object(config.token_approval, 'config.token_approval');
     const { token, decimals, symbol } = tokenOf(plain(approval.token, 'config.token_approval.token'), approval.decimals, chainId, evm, 'config.token_approval');
-    const spender = address(plain(approval.spender, 'config.token_approval.spender'), 'config.token_approval.spender');
+    const rawSpender = plain(approval.spender, 'config.token_approval.spender');
+    // The chain's CCIP Router by name: the spender of a send's fee token (ccip.chains[].router).
+    const spender =
+      rawSpender === CCIP_ROUTER_SPENDER
+        ? address((ccip ?? unavailable('no ccip section is configured: there is no Router to approve')).chains.find((c) => c.chain_id === chainId)?.router ?? unavailable(`chain ${chainId} has no ccip entry`), 'ccip.chains[].router')
+        : address(rawSpender, 'config.token_approval.spender');
     const amount = toBaseUnits(plain(approval.amount, 'config.token_approval.amount'), decimals);
     return withCap({ chain_id: chainId, asset: token, to: spender, amount_base_units: amount, token_method: 'approve', ...tokenFacts(decimals, symbol) });
   }
@@ -244,7 +251,15 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, us
   // --- end USDT0 lane ---
   // --- CCIP lane (docs/ccip-lane.md) ---
   if (executorKey === CCIP_SEND_EXECUTOR) return withCap(ccipSendEffect(config, intent, chainId, evm, ccip ?? null));
-  // --- end CCIP lane ---
+  
+/** config.fee_token of a CCIP send: unset or "native" is native coin (address 0); else a symbol of ccip.fee_tokens, its address from evm.tokens. */
+function ccipFeeTokenOf(ref: unknown, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig): string {
+  if (ref === undefined || ref === 'native') return zeroAddress;
+  if (typeof ref !== 'string' || !(ccip.fee_tokens ?? []).includes(ref)) return unavailable(`config.fee_token ${JSON.stringify(ref)} is not one of ccip.fee_tokens`);
+  const listed = evm.tokens.find((t) => t.chain_id === chainId && t.symbol === ref) ?? unavailable(`fee token ${ref} is not listed in evm.tokens for chain ${chainId}`);
+  return address(listed.address, 'evm.tokens[].address');
+}
+// --- end CCIP lane ---
 
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
 }
@@ -475,8 +490,10 @@ function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, 
   if (typeof gas !== 'number' || !Number.isSafeInteger(gas) || gas < 0) unavailable('config.gas_limit must be a whole number of gas');
   const ooo = plain(config.allow_out_of_order_execution ?? true, 'config.allow_out_of_order_execution');
   if (typeof ooo !== 'boolean') unavailable('config.allow_out_of_order_execution must be true or false');
-  if (config.max_fee_wei === undefined) unavailable('config.max_fee_wei is required: the approved cap of the CCIP fee the send pays in native coin');
+  if (config.max_fee_wei === undefined) unavailable('config.max_fee_wei is required: the approved cap of the CCIP fee, in the fee token\'s base units (wei of native coin by default)');
   const cap = whole(plain(config.max_fee_wei, 'config.max_fee_wei'), 'config.max_fee_wei');
+  const feeToken = ccipFeeTokenOf(plain(config.fee_token, 'config.fee_token'), chainId, evm, ccip);
+  if (feeToken !== zeroAddress && feeToken === token) unavailable('config.fee_token is the token sent: the Router would pull both from one allowance');
   return {
     chain_id: chainId,
     asset: token,
@@ -490,12 +507,20 @@ function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, 
       token,
       amount,
       data: '0x',
-      fee_token: zeroAddress,
+      fee_token: feeToken,
       extra_args: encodeExtraArgs(BigInt(gas as number), ooo as boolean),
       max_fee_wei: cap,
     },
     ...tokenFacts(decimals, symbol),
   };
+}
+
+/** config.fee_token of a CCIP send: unset or "native" is native coin (address 0); else a symbol of ccip.fee_tokens, its address from evm.tokens. */
+function ccipFeeTokenOf(ref: unknown, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig): string {
+  if (ref === undefined || ref === 'native') return zeroAddress;
+  if (typeof ref !== 'string' || !(ccip.fee_tokens ?? []).includes(ref)) return unavailable(`config.fee_token ${JSON.stringify(ref)} is not one of ccip.fee_tokens`);
+  const listed = evm.tokens.find((t) => t.chain_id === chainId && t.symbol === ref) ?? unavailable(`fee token ${ref} is not listed in evm.tokens for chain ${chainId}`);
+  return address(listed.address, 'evm.tokens[].address');
 }
 // --- end CCIP lane ---
 
