@@ -101,6 +101,19 @@ test('a send paying its fee in LINK: approve of the cap to the Router, then ccip
   assert.ok(send.ok);
   assert.equal(send.effect.ccip_send!.fee_token, w.source.link.address);
   assert.equal(send.effect.ccip_send!.max_fee_wei, LINK_CAP.toString());
+  // The plan must bound the fee on chain: without its approval right before, or approving more than the cap, the send has no effect (nothing signable).
+  const plan = s.request.compiled_plan as { nodes: Array<{ node_key: string; predecessors: string[]; config: Record<string, any> }> };
+  const variant = (change: (p: typeof plan) => void) => {
+    const copy = structuredClone(plan);
+    change(copy);
+    return deriveExpectedEffect({ plan: copy, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
+  };
+  const unbounded = variant((p) => void (p.nodes.find((n) => n.node_key === 'send')!.predecessors = []));
+  assert.ok(!unbounded.ok && /needs a node right before it approving LINK/.test(unbounded.reason));
+  const above = variant((p) => void (p.nodes.find((n) => n.node_key === 'fee_approval')!.config.token_approval.amount = '1.000000000000000001'));
+  assert.ok(!above.ok && /at most config.max_fee_wei/.test(above.reason));
+  const elsewhere = variant((p) => void (p.nodes.find((n) => n.node_key === 'fee_approval')!.config.token_approval.spender = fresh()));
+  assert.ok(!elsewhere.ok, 'an approval to another spender does not bound the Router');
   // A fee token the section does not list: no effect, nothing signable.
   const unlisted = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm, ccip: { ...deps.config.file.ccip!, fee_tokens: [] } });
   assert.ok(!unlisted.ok && /not one of ccip.fee_tokens/.test(unlisted.reason));

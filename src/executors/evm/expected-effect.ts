@@ -250,16 +250,8 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, us
   if (executorKey === USDT0_SEND_EXECUTOR) return withCap(usdt0SendEffect(config, intent, chainId, evm, usdt0 ?? null));
   // --- end USDT0 lane ---
   // --- CCIP lane (docs/ccip-lane.md) ---
-  if (executorKey === CCIP_SEND_EXECUTOR) return withCap(ccipSendEffect(config, intent, chainId, evm, ccip ?? null));
-  
-/** config.fee_token of a CCIP send: unset or "native" is native coin (address 0); else a symbol of ccip.fee_tokens, its address from evm.tokens. */
-function ccipFeeTokenOf(ref: unknown, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig): string {
-  if (ref === undefined || ref === 'native') return zeroAddress;
-  if (typeof ref !== 'string' || !(ccip.fee_tokens ?? []).includes(ref)) return unavailable(`config.fee_token ${JSON.stringify(ref)} is not one of ccip.fee_tokens`);
-  const listed = evm.tokens.find((t) => t.chain_id === chainId && t.symbol === ref) ?? unavailable(`fee token ${ref} is not listed in evm.tokens for chain ${chainId}`);
-  return address(listed.address, 'evm.tokens[].address');
-}
-// --- end CCIP lane ---
+  if (executorKey === CCIP_SEND_EXECUTOR) return withCap(ccipSendEffect(plan, node, config, intent, chainId, evm, ccip ?? null));
+  // --- end CCIP lane ---
 
   return unavailable(`executor ${executorKey ?? '(none)'} has no approval-bound effect (name the contract and method in config.contract_call)`);
 }
@@ -473,7 +465,7 @@ function toBaseUnitsOrZero(value: unknown, decimals: number): string {
  * config.allow_out_of_order_execution (default true), the fee in native coin and its cap
  * (config.max_fee_wei, required).
  */
-function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, unknown>, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig | null): ExpectedEffect {
+function ccipSendEffect(plan: unknown, node: PlanNode, config: Record<string, unknown>, intent: Record<string, unknown>, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig | null): ExpectedEffect {
   if (!ccip) return unavailable('no ccip section is configured: a send has no Router to go through');
   const source = ccip.chains.find((c) => c.chain_id === chainId) ?? unavailable(`chain ${chainId} has no ccip entry`);
   const destChainId = plain(config.destination_chain_id, 'config.destination_chain_id');
@@ -494,6 +486,7 @@ function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, 
   const cap = whole(plain(config.max_fee_wei, 'config.max_fee_wei'), 'config.max_fee_wei');
   const feeToken = ccipFeeTokenOf(plain(config.fee_token, 'config.fee_token'), chainId, evm, ccip);
   if (feeToken !== zeroAddress && feeToken === token) unavailable('config.fee_token is the token sent: the Router would pull both from one allowance');
+  if (feeToken !== zeroAddress) ccipFeeApprovalBefore(plan, node, String(config.fee_token), chainId, evm, BigInt(cap));
   return {
     chain_id: chainId,
     asset: token,
@@ -513,6 +506,26 @@ function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, 
     },
     ...tokenFacts(decimals, symbol),
   };
+}
+
+/**
+ * A send paying its fee in a token: the Router pulls getFee() of it, which the transaction does not
+ * show, so the plan must bound it on chain. A direct predecessor approves that token to the chain's
+ * Router (config.token_approval, spender ccip.router) for at most the cap: an approve sets the
+ * allowance, so the send can cost no more than the approved plan says.
+ */
+function ccipFeeApprovalBefore(plan: unknown, node: PlanNode, symbol: string, chainId: number, evm: ConfigFile['evm'], cap: bigint): void {
+  const predecessors = (node as PlanNode & { predecessors?: unknown }).predecessors;
+  const keys = Array.isArray(predecessors) ? predecessors.filter((k): k is string => typeof k === 'string') : [];
+  const decimals = evm.tokens.find((t) => t.chain_id === chainId && t.symbol === symbol)?.decimals;
+  const bounds = keys.some((k) => {
+    const p = planNode(plan, k);
+    const a = p.config?.token_approval as Record<string, unknown> | undefined;
+    if (!a || typeof a !== 'object' || a.token !== symbol || a.spender !== CCIP_ROUTER_SPENDER || decimals === undefined) return false;
+    if (chainIdOf(p, p.config ?? {}, evm) !== chainId) return false;
+    return BigInt(toBaseUnits(plain(a.amount, 'config.token_approval.amount'), decimals)) <= cap;
+  });
+  if (!bounds) unavailable(`a send paying its fee in ${symbol} needs a node right before it approving ${symbol} to ccip.router for at most config.max_fee_wei (${cap} base units): the fee is pulled by the Router, not carried by the transaction`);
 }
 
 /** config.fee_token of a CCIP send: unset or "native" is native coin (address 0); else a symbol of ccip.fee_tokens, its address from evm.tokens. */
