@@ -18,6 +18,7 @@
  * makes `hyperliquid_topup` runnable; its two commands are printed too. The LayerZero OFT v2 test
  * contracts on the local and the remote chain, with the relayer emulator, make `usdt0_send` runnable.
  * The Gateway test contracts on both chains, with the Gateway API emulator, make `gateway_transfer` runnable.
+ * The CCIP 1.6 test contracts on both chains, with the emulated execution, make `ccip_send` runnable.
  *
  * The treasury policy: an address book entry for a cold address, a rule set, and one standing order
  * (an hourly sweep of the hot wallet's USDC above 900000 to the cold address), each proposed and
@@ -33,7 +34,8 @@ import { Sandbox, type SandboxComponent, type SandboxContext } from './sandbox/c
 import { exchangeEmulator } from './sandbox/exchange.ts';
 import { ferryServer } from './sandbox/ferry.ts';
 import { stablecoin } from './sandbox/stablecoin.ts';
-import { cctpBridgeTemplate, gatewayTransferTemplate, hyperliquidTopupTemplate, reviewedTransferTemplate, usdcTransferTemplate, usdt0SendTemplate } from './sandbox/templates.ts';
+import { cctpBridgeTemplate, ccipSendTemplate, gatewayTransferTemplate, hyperliquidTopupTemplate, reviewedTransferTemplate, usdcTransferTemplate, usdt0SendTemplate } from './sandbox/templates.ts';
+import { sandboxCcip } from './sandbox/ccip.ts';
 import { callbackReceiver } from './sandbox/callback-receiver.ts';
 import { sandboxUsdt0 } from './sandbox/usdt0.ts';
 import { sandboxHyperliquid } from './sandbox/hyperliquid.ts';
@@ -126,6 +128,21 @@ function gatewayCommands(url: string, tokens: Record<'requester' | 'approver', s
   ];
 }
 // --- end Gateway ---
+// --- CCIP: the CCIP 1.6 test contracts on the local and the remote chain, the execution emulator ---
+/** Chainlink's test token name: locked on the local chain, minted on the remote one. */
+const CCIP_TOKEN = { name: 'CCIP BnM', symbol: 'CCIP-BnM', decimals: 18 };
+/** Ethereum's and Arbitrum's selectors (chain-selectors), standing for the two sandbox chains. */
+const CCIP_SOURCE_SELECTOR = 5009297550715157269n;
+const CCIP_REMOTE_SELECTOR = 4949039107694359620n;
+
+function ccipCommands(url: string, tokens: Record<'requester' | 'approver', string>): string[] {
+  const intent = JSON.stringify({ asset: CCIP_TOKEN.symbol, amount: '12.5', destination: { address: RECIPIENT } });
+  return [
+    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template ccip_send --intent '${intent}'`,
+    `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
+  ];
+}
+// --- end CCIP ---
 // The exchange (cex_to_chain): anvil's development accounts 3 (the exchange's hot wallet) and 4
 // (Ferry's receiving wallet, which sweeps), and a treasury address (account 5). Public keys too.
 const EXCHANGE_HOT_KEY = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
@@ -316,6 +333,40 @@ const sandboxParts: SandboxPart[] = [
       return {
         lines: [`Or move 30 USDC from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} with Circle Gateway (approve, deposit, an EIP-712 burn intent, the attestation, gatewayMint; at most 0.5 USDC of fee):`, '', ...commands.map((c) => `  ${c}`), ''],
         ready: { gateway_commands: commands },
+      };
+    },
+  },
+  {
+    lane: 'ccip',
+    // The send is a contract call from the EVM lane's hot wallet; the execution is read on the remote chain.
+    needs: ['evm'],
+    components: (chain, ctx) => {
+      const shared = remote();
+      ctx.templates.push(ccipSendTemplate({ sourceChainId: CHAIN_ID, destinationChainId: REMOTE_CHAIN_ID, signerKey: SIGNER_KEY, maxFeeWei: '1000000000000000', token: CCIP_TOKEN.symbol, decimals: CCIP_TOKEN.decimals }));
+      return [
+        ...shared.components,
+        sandboxCcip({
+          source: chain.chain,
+          destination: shared.chain.chain,
+          sourceSelector: CCIP_SOURCE_SELECTOR,
+          destinationSelector: CCIP_REMOTE_SELECTOR,
+          deployerKey: DEPLOYER_KEY,
+          hotWallet: { signerKey: SIGNER_KEY, key: HOT_WALLET_KEY },
+          token: CCIP_TOKEN,
+          funding: 1_000_000n * 10n ** 18n,
+        }),
+      ];
+    },
+    describe: (url, tokens) => {
+      const commands = ccipCommands(url, tokens);
+      return {
+        lines: [
+          `Or send 12.5 ${CCIP_TOKEN.symbol} from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} through Chainlink CCIP (getFee and ccipSend on the Router, the execution found by its messageId; the fee at most 0.001 ETH):`,
+          '',
+          ...commands.map((c) => `  ${c}`),
+          '',
+        ],
+        ready: { ccip_commands: commands },
       };
     },
   },

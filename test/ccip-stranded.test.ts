@@ -64,11 +64,10 @@ test('ccip_stranded_reaper: a delivery undecided past the threshold is surfaced 
   assert.equal((await runCcipStrandedReaper({ ...deps, executorKey: 'exec.observe.usdt0_credit' }, { batchSize: 50, maxRunMs: 0 })).surfaced, 0);
 });
 
-test('the reaper is the CCIP lane\'s sweep, off without a ccip section', async () => {
-  const sweep = laneNamed('ccip')!.sweeps.find((s) => s.name === 'ccip_stranded_reaper');
-  assert.ok(sweep);
-  assert.equal(sweep.variables.enabled, 'FERRY_CCIP_STRANDED_REAPER_ENABLED');
-  const r = await sweep.run({ pool: null as never, config: { file: {} } as never, log }, { batchSize: 1, maxRunMs: 0 });
-  assert.equal(r.items, 0);
-  assert.equal(r.skipped, 'no ccip section');
+test('the reaper is the CCIP lane\'s core worker, on only with a ccip section', async () => {
+  const worker = laneNamed('ccip')!.coreWorkers?.find((w) => w.name === 'ccip_stranded_reaper');
+  assert.ok(worker);
+  assert.equal(worker.variables.enabled, 'FERRY_CCIP_STRANDED_REAPER_ENABLED');
+  assert.equal(worker.configured({ file: {} } as never), false);
+  assert.equal(await worker.run({ pool: null as never, config: { file: {} } as never, log }, { batchSize: 1 }), 0);
 });

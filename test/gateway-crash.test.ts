@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { maxUint256, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { deliverMovementEvent } from '../src/actors/transition.ts';
+import { deliverMovementEvent } from '../src/durable/transition.ts';
 import { withTransaction } from '../src/persistence/db.ts';
 import type { TemplateDefinitionInput } from '../src/plan/template-schema.ts';
 import { gatewayTransferTemplate } from '../scripts/sandbox/templates.ts';

@@ -350,9 +350,9 @@ test('removing a lane removes its sweeps and balance fetchers', () => {
   assert.ok(all.includes('evm_nonce_reaper'));
   assert.deepEqual(sweepDefinitionsOf(withoutLanes(['cex'])).map((d) => d.name), all, 'the cex lane has no sweep');
   const withoutEvm = sweepDefinitionsOf(withoutLanes(['evm'])).map((d) => d.name);
-  // Without the EVM lane the CCIP lane goes too, and its stranded-send reaper with it.
-  assert.deepEqual(withoutEvm, all.filter((n) => n !== 'evm_nonce_reaper' && n !== 'ccip_stranded_reaper'));
-  assert.deepEqual(sweepDefinitionsOf(withoutLanes(['ccip'])).map((d) => d.name), all.filter((n) => n !== 'ccip_stranded_reaper'));
+  // Without the EVM lane the CCIP lane goes too, and its drift sweep with it (its reaper is a core worker, test/ccip-core-worker.test.ts).
+  assert.deepEqual(withoutEvm, all.filter((n) => n !== 'evm_nonce_reaper' && n !== 'ccip_drift'));
+  assert.deepEqual(sweepDefinitionsOf(withoutLanes(['ccip'])).map((d) => d.name), all.filter((n) => n !== 'ccip_drift'));
   // The reaper's settings are its lane's variables.
   const reaper = sweepDefinitions.find((d) => d.name === 'evm_nonce_reaper')!;
   assert.deepEqual(reaper.settings(loadConfig({ FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '7', FERRY_EVM_NONCE_REAPER_ENABLED: 'false' })), { enabled: false, intervalSeconds: 7, batchSize: 20, maxRunMs: 20_000 });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { createPublicClient, erc20Abi, http, type Address } from 'viem';
+import { createPublicClient, erc20Abi, http, parseAbiItem, type Address, type Hex } from 'viem';
 import { scratchDatabase } from './helpers/db.ts';
 import { api, childEnv, repoRoot, spawnScript, stopChild } from './helpers/ferry-process.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -37,6 +37,8 @@ interface Ready {
   usdt0: { destination: { token: Address } };
   gateway_commands: string[];
   gateway: { destination: { token: Address } };
+  ccip_commands: string[];
+  ccip: { source: { token: Address; pool: Address }; destination: { token: Address; off_ramp: Address } };
   hyperliquid: { info_url: string; bridge: Address };
   hot_wallet: Address;
   exchange: { url: string; hot_wallet: Address };
@@ -50,7 +52,7 @@ interface Ready {
   cold: Address;
 }
 
-test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, send 15 USDT0 with LayerZero OFT, top up Hyperliquid with 20 USDC, move 30 USDC with Circle Gateway and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
+test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, send 15 USDT0 with LayerZero OFT, send 12.5 CCIP-BnM with CCIP, top up Hyperliquid with 20 USDC, move 30 USDC with Circle Gateway and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
   const db = await scratchDatabase(t);
   const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
   t.after(() => stopChild(sandbox, 'SIGKILL'));
@@ -160,6 +162,27 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, pass a man
   assert.equal(sentDone.movement.state, 'COMPLETED', JSON.stringify(sentDone.nodes));
   const credited = await remote.readContract({ address: ready.usdt0.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
   assert.equal(credited, 15_000_000n, '15 USDT0 credited on the remote chain');
+  // The CCIP send: ccipSend on the local chain's Router, executed on the remote chain's OffRamp (the emulated DON), found by its messageId.
+  assert.equal(ready.ccip_commands.length, 2);
+  const ccipMade = await shell(ready.ccip_commands[0]);
+  const ccipId = /Created movement ([0-9a-f-]{36})/.exec(ccipMade.stdout)?.[1];
+  assert.ok(ccipId, ccipMade.stdout + ccipMade.stderr);
+  await shell(`${ready.ccip_commands[1].replace('<movement id>', ccipId)} --yes`);
+  const ccipDone = await finished('the ccip_send movement to finish', ccipId);
+  assert.equal(ccipDone.movement.state, 'COMPLETED', JSON.stringify(ccipDone.nodes));
+  const messageId = ccipDone.nodes.find((n: { node_key: string }) => n.node_key === 'send').provider_refs.message_id as Hex;
+  assert.match(messageId, /^0x[0-9a-f]{64}$/);
+  const executions = await remote.getLogs({
+    address: ready.ccip.destination.off_ramp,
+    event: parseAbiItem('event ExecutionStateChanged(uint64 indexed sourceChainSelector, uint64 indexed sequenceNumber, bytes32 indexed messageId, bytes32 messageHash, uint8 state, bytes returnData, uint256 gasUsed)'),
+    fromBlock: 0n,
+    toBlock: 'latest',
+  });
+  assert.deepEqual(executions.map((e) => [e.args.messageId, e.args.state]), [[messageId, 2]], 'executed once, SUCCESS, on the remote chain');
+  const delivered = await remote.readContract({ address: ready.ccip.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] });
+  assert.equal(delivered, 12_500_000_000_000_000_000n, '12.5 CCIP-BnM minted to the recipient on the remote chain');
+  const locked = await chain.readContract({ address: ready.ccip.source.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.ccip.source.pool] });
+  assert.equal(locked, 12_500_000_000_000_000_000n, 'locked in the source pool');
   // The Hyperliquid top-up: a deposit to the bridge address, credited by the info API emulator.
   assert.equal(ready.hyperliquid_commands.length, 2);
   const topped = await shell(ready.hyperliquid_commands[0]);

@@ -41,7 +41,7 @@ const INTERVALS: Record<string, number> = {
   balance_history_rollup: 2,
   cex_transfer_ingest: 2,
   verify_drift: 2,
-  ccip_stranded_reaper: 2,
+  ccip_drift: 2,
 };
 
 const ENV = {
@@ -70,7 +70,7 @@ const ENV = {
   FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: String(INTERVALS.cex_transfer_ingest),
   FERRY_VERIFY_DRIFT_INTERVAL_SECONDS: String(INTERVALS.verify_drift),
   // Without a ccip section each run reports it skipped.
-  FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS: String(INTERVALS.ccip_stranded_reaper),
+  FERRY_CCIP_DRIFT_INTERVAL_SECONDS: String(INTERVALS.ccip_drift),
   // A dead process's run is noticed within heartbeat + one maintenance pass.
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: '1',
   FERRY_SWEEP_HEARTBEAT_SECONDS: '10',

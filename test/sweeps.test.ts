@@ -57,7 +57,8 @@ const env = (extra: Record<string, string> = {}) =>
     FERRY_CEX_TRANSFER_INGEST_INTERVAL_SECONDS: '2',
     // On by default (every 6 hours); no lane declares a baseline here, so each run reads nothing.
     FERRY_VERIFY_DRIFT_INTERVAL_SECONDS: '2',
-    FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS: '2',
+    // Without a ccip section each run reports it skipped.
+    FERRY_CCIP_DRIFT_INTERVAL_SECONDS: '2',
     ...extra,
   });
 

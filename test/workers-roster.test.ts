@@ -43,7 +43,8 @@ test('two processes: every worker listed with its switch and interval; a disable
   const quiet = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'loops', FERRY_WORKER_NODE_RECOVERY_ENABLED: 'false' });
   const busy = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'actors' });
   children.push(quiet, busy);
-  const others = ['node_recovery', 'callback_dispatcher', ...sweepDefinitions.map((d) => d.name)];
+  // The lanes' core workers have rows too: the CCIP lane's reaper, disabled here (no ccip section).
+  const others = ['node_recovery', 'ccip_stranded_reaper', 'callback_dispatcher', ...sweepDefinitions.map((d) => d.name)];
   const expectedOf = new Map([
     [quiet, ['node_dispatcher', 'node_observer', ...others].sort()],
     [busy, ['lease_holder', ...others].sort()],
@@ -67,6 +68,8 @@ test('two processes: every worker listed with its switch and interval; a disable
     assert.equal(audit.kind, 'sweep');
     assert.equal(audit.enabled, true);
   }
+  const reaper = rows.find((w) => w.pid === busy.pid && w.worker_name === 'ccip_stranded_reaper');
+  assert.deepEqual([reaper.group, reaper.enabled, reaper.status], ['core', false, 'disabled']);
   const disabled = rows.find((w) => w.pid === quiet.pid && w.worker_name === 'node_recovery');
   assert.equal(disabled.enabled, false);
   assert.equal(disabled.status, 'disabled');

@@ -216,19 +216,45 @@ export function usdt0SendTemplate(opts: { templateKey?: string; sourceChainId: n
  * `maxFeeWei`, re-quoted right before the broadcast), then wait until the destination OffRamp shows
  * the message executed (docs/ccip-lane.md). No data and gas limit 0: tokens only, no receiver call.
  */
-export function ccipSendTemplate(opts: { templateKey?: string; sourceChainId: number; destinationChainId: number; signerKey: string; maxFeeWei: string; token?: string; decimals?: number }): Record<string, unknown> {
+export function ccipSendTemplate(opts: {
+  templateKey?: string;
+  sourceChainId: number;
+  destinationChainId: number;
+  signerKey: string;
+  /** The fee cap in the fee token's base units (wei of native coin; juels of LINK with feeToken). */
+  maxFeeWei: string;
+  token?: string;
+  decimals?: number;
+  /** Pay the fee in this token of ccip.fee_tokens (LINK): a fee approval node first allows the Router `approve` (token units, the cap). */
+  feeToken?: { symbol: string; approve: string };
+}): Record<string, unknown> {
   const token = opts.token ?? 'USDC';
+  const approval = opts.feeToken
+    ? [
+        {
+          node_key: 'fee_approval',
+          node_kind: 'action',
+          action_type: 'ccip_fee_approval',
+          executor_binding: 'exec.ccip.fee_approval',
+          signer_binding: { signer_key: opts.signerKey, chain_id: opts.sourceChainId },
+          config: { token_approval: { token: opts.feeToken.symbol, spender: 'ccip.router', amount: opts.feeToken.approve } },
+        },
+      ]
+    : [];
   return {
     template_key: opts.templateKey ?? 'ccip_send',
-    description: 'CCIP: a ccipSend on the source chain, then its execution on the destination chain, found by the messageId.',
+    description: opts.feeToken
+      ? `CCIP: the Router allowed the fee cap in ${opts.feeToken.symbol}, a ccipSend paying its fee in it on the source chain, then its execution on the destination chain, found by the messageId.`
+      : 'CCIP: a ccipSend on the source chain, then its execution on the destination chain, found by the messageId.',
     nodes: [
+      ...approval,
       {
         node_key: 'send',
         node_kind: 'action',
         action_type: 'ccip_send',
         executor_binding: 'exec.ccip.send',
         signer_binding: { signer_key: opts.signerKey, chain_id: opts.sourceChainId },
-        config: { token, destination_chain_id: opts.destinationChainId, max_fee_wei: opts.maxFeeWei },
+        config: { token, destination_chain_id: opts.destinationChainId, max_fee_wei: opts.maxFeeWei, ...(opts.feeToken ? { fee_token: opts.feeToken.symbol } : {}) },
       },
       {
         node_key: 'delivery',
@@ -238,7 +264,7 @@ export function ccipSendTemplate(opts: { templateKey?: string; sourceChainId: nu
         config: {},
       },
     ],
-    edges: [{ from: 'send', to: 'delivery' }],
+    edges: [...(opts.feeToken ? [{ from: 'fee_approval', to: 'send' }] : []), { from: 'send', to: 'delivery' }],
     intent_schema: tokenIntentSchema(token, opts.decimals ?? 6, { destination: true }),
   };
 }

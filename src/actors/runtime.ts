@@ -5,8 +5,9 @@ import type { PgBoss } from 'pg-boss';
 import { createBalanceSnapshotDeps } from '../balances/sweep.ts';
 import { callbackSink } from '../callbacks/outbox.ts';
 import { resolveCallbackSecret } from '../callbacks/secret.ts';
-import type { FerryConfig } from '../config.ts';
+import { configValue, type ConfigVariable, type FerryConfig } from '../config.ts';
 import { APP_NAMES } from '../connection-budget.ts';
+import type { LaneCoreWorker } from '../executors/lane.ts';
 import { lanes as allLanes, type LaneList } from '../executors/lanes.ts';
 import { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { HostRequestSigner } from '../executors/host-requests.ts';
@@ -272,6 +273,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
           ...(config.workerNodeDispatcherEnabled && !holder ? dispatchers : []),
           ...(config.workerNodeObserverEnabled && !holder ? [loop('node_observer', config.observeIntervalSeconds, () => observeBatch(deps), wakers.observer)] : []),
           ...(config.workerNodeRecoveryEnabled ? [loop('node_recovery', config.recoveryIntervalSeconds, () => recoverBatch(deps), wakers.recovery)] : []),
+          // The lanes' core workers (the CCIP lane's stranded-send reaper), where configured and on.
+          ...laneCoreWorkers(config)
+            .filter((w) => w.enabled)
+            .map((w) => loop(w.worker.name, w.intervalSeconds, () => w.worker.run({ pool, config, log, lanes: laneStates }, { batchSize: w.batchSize }))),
         ],
         // The sweeps are pg-boss jobs (startSweeps above), not loops of this process.
         sidecar: [],
@@ -329,10 +334,29 @@ function rosterOf(config: FerryConfig, dispatcherNames: string[]): RosterEntry[]
     ...dispatcherNames.map((name, i) => ({ name, group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeDispatcherEnabled, intervalSeconds: dispatcherIntervalSeconds(config, i) })),
     ...(actors ? [] : [{ name: 'node_observer', group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeObserverEnabled, intervalSeconds: config.observeIntervalSeconds }]),
     { name: 'node_recovery', group: 'core', kind: 'loop', enabled: config.workerNodeRecoveryEnabled, intervalSeconds: config.recoveryIntervalSeconds },
+    ...laneCoreWorkers(config).map((w) => ({ name: w.worker.name, group: 'core' as const, kind: 'loop' as const, enabled: w.enabled, intervalSeconds: w.intervalSeconds })),
     { name: 'callback_dispatcher', group: 'sidecar', kind: 'queue', enabled: config.workerCallbackDispatcherEnabled, intervalSeconds: config.callbackIntervalSeconds },
     ...sweepDefinitions.map((def) => {
       const s = def.settings(config);
       return { name: def.name, group: 'sidecar' as const, kind: 'sweep' as const, enabled: s.enabled, intervalSeconds: s.intervalSeconds };
     }),
   ];
+}
+
+/**
+ * The core workers the lanes of the list bring (LaneCoreWorker), with their settings for this
+ * configuration: on when the lane is configured and the worker's switch is on.
+ */
+export function laneCoreWorkers(config: FerryConfig, list: LaneList = allLanes): Array<{ worker: LaneCoreWorker; enabled: boolean; intervalSeconds: number; batchSize: number | null }> {
+  return list.flatMap((lane) =>
+    (lane.coreWorkers ?? []).map((worker) => {
+      const v = worker.variables;
+      return {
+        worker,
+        enabled: worker.configured(config) && configValue(config, v.enabled as ConfigVariable<boolean>),
+        intervalSeconds: configValue(config, v.interval as ConfigVariable<number>),
+        batchSize: v.batchSize ? configValue(config, v.batchSize as ConfigVariable<number>) : null,
+      };
+    }),
+  );
 }

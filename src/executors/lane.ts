@@ -46,6 +46,25 @@ export interface LaneSweepDeps {
   lanes?: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * A worker a lane adds to the core group of every worker process (src/actors/supervisor.ts): a loop
+ * of its own, run every interval like the dispatcher and recovery, failing fast like them (its runs
+ * failing FERRY_CORE_WORKER_CRASH_AFTER_FAILURES times in a row, not counting Ferry's database being
+ * away, or a WorkerCrash thrown by a run, stop the process non-zero). For a worker whose silent death
+ * would leave money unwatched (seed 000: the stranded-send reaper). Its runs must be safe to run in
+ * several processes at once (each process runs one loop of it).
+ */
+export interface LaneCoreWorker {
+  name: string;
+  summary: string;
+  /** Its switch, interval (seconds) and batch size (optional): variables of the lane's own. */
+  variables: { enabled: string; interval: string; batchSize?: string };
+  /** Whether this configuration has what it works on (the lane's section); unconfigured, it is not started and its row says disabled. */
+  configured(config: FerryConfig): boolean;
+  /** One run; answers how many items it handled. A throw is a failed run (counted; see above). */
+  run(deps: LaneSweepDeps, settings: { batchSize: number | null }): Promise<number>;
+}
+
 /** A template the lane ships (installed by the sandbox or by start, see docs/templates.md). */
 export interface LaneTemplate {
   key: string;
@@ -124,6 +143,8 @@ export interface LaneDefinition<Env extends Record<string, ConfigField> = Record
   /** Executors registered without any configuration (the built-in registries of tests and hosts). */
   builtIn?(providerPool: Pool, executors: ExecutorRegistry): void;
   sweeps: readonly LaneSweep[];
+  /** Workers it adds to the core group (fail fast) when configured; unset: none. */
+  coreWorkers?: readonly LaneCoreWorker[];
   /** Its balance fetchers over the process's chain clients (src/balances/). */
   balanceFetchers?(clients: EvmChainClients): BalanceFetcher[];
   templates: readonly LaneTemplate[];

@@ -87,12 +87,14 @@ export async function resolveRegistryDrift(db: Queryable, k: RegistryFactKey): P
  * Facts nothing asserts any more (the configuration dropped the token, the lane left the list): their
  * open episodes are resolved as unconfigured and their latest answers forgotten. Answers the resolved rows.
  */
-export async function forgetUnassertedFacts(db: Queryable, asserted: readonly RegistryFactKey[]): Promise<RegistryDriftRow[]> {
+export async function forgetUnassertedFacts(db: Queryable, asserted: readonly RegistryFactKey[], onlyLanes: readonly string[] | null = null): Promise<RegistryDriftRow[]> {
   const keys = JSON.stringify(asserted.map((k) => [k.lane, String(k.chain_id), k.subject, k.property]));
-  const where = `NOT EXISTS (SELECT 1 FROM jsonb_array_elements($1::jsonb) k
+  // onlyLanes: a check of some lanes (ccip_drift) forgets only their facts, never another lane's.
+  const where = `($2::text[] IS NULL OR lane = ANY($2::text[])) AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements($1::jsonb) k
                    WHERE k->>0 = lane AND (k->>1)::bigint = chain_id AND k->>2 = subject AND k->>3 = property)`;
-  await db.query(`DELETE FROM registry_checks WHERE ${where}`, [keys]);
-  const { rows } = await db.query(`UPDATE registry_drifts SET resolved_at = now(), resolution = 'unconfigured' WHERE resolved_at IS NULL AND ${where} RETURNING *`, [keys]);
+  const lanes = onlyLanes ? [...onlyLanes] : null;
+  await db.query(`DELETE FROM registry_checks WHERE ${where}`, [keys, lanes]);
+  const { rows } = await db.query(`UPDATE registry_drifts SET resolved_at = now(), resolution = 'unconfigured' WHERE resolved_at IS NULL AND ${where} RETURNING *`, [keys, lanes]);
   return rows.map(driftRow);
 }
 

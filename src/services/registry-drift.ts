@@ -35,6 +35,7 @@ export async function recordRegistryAnswer(
   pool: Pool,
   fact: RegistryFactKey & { address: string; expected: string },
   answer: RegistryAnswer,
+  actor: string = ACTOR,
 ): Promise<{ detected: RegistryDriftRow | null; resolved: RegistryDriftRow | null }> {
   const key: RegistryFactKey = { lane: fact.lane, chain_id: fact.chain_id, subject: fact.subject, property: fact.property };
   const address = fact.address.toLowerCase();
@@ -44,7 +45,7 @@ export async function recordRegistryAnswer(
       const { drift, detected } = await observeRegistryDrift(client, { ...key, address, expected: fact.expected, observed: answer.observed ?? '' });
       if (!detected) return { detected: null, resolved: null };
       await writeAudit(client, {
-        actor: ACTOR,
+        actor,
         action: 'registry.drift_detected',
         entity_type: 'registry_drift',
         entity_id: String(drift.id),
@@ -63,7 +64,7 @@ export async function recordRegistryAnswer(
     if (answer.outcome === 'match') {
       const resolved = await resolveRegistryDrift(client, key);
       if (resolved) {
-        await writeAudit(client, { actor: ACTOR, action: 'registry.drift_resolved', entity_type: 'registry_drift', entity_id: String(resolved.id), details: { ...key, resolution: 'matched' } });
+        await writeAudit(client, { actor, action: 'registry.drift_resolved', entity_type: 'registry_drift', entity_id: String(resolved.id), details: { ...key, resolution: 'matched' } });
       }
       return { detected: null, resolved };
     }
@@ -71,13 +72,16 @@ export async function recordRegistryAnswer(
   });
 }
 
-/** Resolves (unconfigured) the open drifts of facts not in `asserted`, and forgets their latest answers. Answers how many were resolved. */
-export async function forgetUnassertedRegistryFacts(pool: Pool, asserted: readonly RegistryFactKey[]): Promise<number> {
+/**
+ * Resolves (unconfigured) the open drifts of facts not in `asserted`, and forgets their latest
+ * answers; with `onlyLanes`, only those lanes' facts. Answers how many were resolved.
+ */
+export async function forgetUnassertedRegistryFacts(pool: Pool, asserted: readonly RegistryFactKey[], opts: { onlyLanes?: readonly string[]; actor?: string } = {}): Promise<number> {
   return withTransaction(pool, async (client) => {
-    const rows = await forgetUnassertedFacts(client, asserted);
+    const rows = await forgetUnassertedFacts(client, asserted, opts.onlyLanes ?? null);
     for (const r of rows) {
       await writeAudit(client, {
-        actor: ACTOR,
+        actor: opts.actor ?? ACTOR,
         action: 'registry.drift_resolved',
         entity_type: 'registry_drift',
         entity_id: String(r.id),

@@ -43,6 +43,13 @@ export interface VerifyDriftDeps {
   log: Logger;
   /** The lane list (tests: a list with or without a lane). */
   lanes?: LaneList;
+  /**
+   * A sweep of its own over some lanes (ccip_drift, with its lane alone): its name in logs and audit
+   * events, and only those lanes' facts are forgotten when no longer asserted. Default: verify_drift
+   * over the whole list, which forgets the facts of every lane the list no longer asserts.
+   */
+  worker?: string;
+  onlyListedLanes?: boolean;
 }
 
 export interface VerifyDriftSettings {
@@ -91,7 +98,9 @@ const propertyName = (f: RegistryBaseline) => (f.property === 'code' || f.proper
 const keyOf = (f: Fact): RegistryFactKey => ({ lane: f.lane, chain_id: f.chainId, subject: f.subject, property: propertyName(f) });
 
 export async function runVerifyDrift(deps: VerifyDriftDeps, s: VerifyDriftSettings): Promise<VerifyDriftResult> {
-  const facts = registryFacts(deps.config, deps.lanes ?? allLanes);
+  const list = deps.lanes ?? allLanes;
+  const worker = deps.worker ?? 'verify_drift';
+  const facts = registryFacts(deps.config, list);
   const out: VerifyDriftResult = { chains: 0, checked: 0, match: 0, drift: 0, unverified: 0, detected: 0, resolved: 0, unverified_by_chain: {}, not_read: {} };
   const chains = ((deps.config.file as { evm?: { chains?: Array<{ chain_id: number; rpc_url: string }> } }).evm?.chains ?? []);
   const byChain = new Map<number, Fact[]>();
@@ -126,20 +135,20 @@ export async function runVerifyDrift(deps: VerifyDriftDeps, s: VerifyDriftSettin
       const c = (out.unverified_by_chain[String(f.chainId)] ??= {});
       c[a.error_code!] = (c[a.error_code!] ?? 0) + 1;
     }
-    const { detected, resolved } = await recordRegistryAnswer(deps.pool, { ...keyOf(f), address: f.address, expected: f.expected }, a);
+    const { detected, resolved } = await recordRegistryAnswer(deps.pool, { ...keyOf(f), address: f.address, expected: f.expected }, a, `worker:${worker}`);
     if (resolved) out.resolved++;
     if (detected) {
       out.detected++;
       deps.log.warn(
-        { worker: 'verify_drift', attention: 'registry_drift', ...keyOf(f), expected: detected.expected, observed: detected.observed },
+        { worker, attention: 'registry_drift', ...keyOf(f), expected: detected.expected, observed: detected.observed },
         'the chain contradicts the configuration',
       );
     }
   }
 
   // What the configuration no longer asserts.
-  out.resolved += await forgetUnassertedRegistryFacts(deps.pool, facts.map(keyOf));
-  if (out.unverified > 0) deps.log.warn({ worker: 'verify_drift', unverified: out.unverified_by_chain }, 'some registry baselines could not be verified');
+  out.resolved += await forgetUnassertedRegistryFacts(deps.pool, facts.map(keyOf), { actor: `worker:${worker}`, ...(deps.onlyListedLanes ? { onlyLanes: list.map((l) => l.name) } : {}) });
+  if (out.unverified > 0) deps.log.warn({ worker, unverified: out.unverified_by_chain }, 'some registry baselines could not be verified');
   return out;
 }
 

@@ -100,6 +100,10 @@ interface ITestOnRamp {
     function forwardFromRouter(uint64 destChainSelector, EVM2AnyMessage calldata message, uint256 feeTokenAmount, address originalSender) external returns (bytes32);
 }
 
+interface ITestTokenAdminRegistry {
+    function getPool(address token) external view returns (address);
+}
+
 interface IAny2EVMMessageReceiver {
     function ccipReceive(Any2EVMMessage calldata message) external;
 }
@@ -215,6 +219,8 @@ contract TestCcipOnRamp {
     /// Fee token -> how many of its base units one wei of native fee costs, times 1e18 (0: not accepted).
     mapping(address => uint256) public feeTokenRate;
     mapping(uint64 => mapping(address => uint64)) public outboundNonce;
+    /// Where a token's pool is looked up (as the 1.6 OnRamp does through its TokenAdminRegistry); unset: the pool of setPool.
+    address public tokenAdminRegistry;
 
     event CCIPMessageSent(uint64 indexed destChainSelector, uint64 indexed sequenceNumber, EVM2AnyRampMessage message);
 
@@ -263,8 +269,22 @@ contract TestCcipOnRamp {
         s_pools[dest][token] = PoolConfig(pool, destToken);
     }
 
+    function setTokenAdminRegistry(address registry) external {
+        if (msg.sender != owner) revert OnlyOwner();
+        tokenAdminRegistry = registry;
+    }
+
+    /// The pool the Router pays a token into for this destination: none unless the lane lists the
+    /// token (setPool); with a TokenAdminRegistry, the pool registered there, so re-pointing it there
+    /// re-points every send.
+    function _poolOf(uint64 dest, address token) internal view returns (address) {
+        address pool = s_pools[dest][token].pool;
+        if (pool == address(0) || tokenAdminRegistry == address(0)) return pool;
+        return ITestTokenAdminRegistry(tokenAdminRegistry).getPool(token);
+    }
+
     function getPoolBySourceToken(uint64 dest, address token) external view returns (address) {
-        return s_pools[dest][token].pool;
+        return _poolOf(dest, token);
     }
 
     /// (gasLimit, allowOutOfOrderExecution) of the extraArgs, or the revert the FeeQuoter makes.
@@ -297,7 +317,7 @@ contract TestCcipOnRamp {
         if (rate == 0) revert FeeTokenNotSupported(message.feeToken);
         (uint256 gasLimit, ) = _extraArgs(dest, message.extraArgs);
         for (uint256 i = 0; i < message.tokenAmounts.length; ++i) {
-            if (s_pools[dest][message.tokenAmounts[i].token].pool == address(0)) revert UnsupportedToken(message.tokenAmounts[i].token);
+            if (_poolOf(dest, message.tokenAmounts[i].token) == address(0)) revert UnsupportedToken(message.tokenAmounts[i].token);
             if (message.tokenAmounts[i].amount == 0) revert CannotSendZeroTokens();
         }
         uint256 nativeFee = c.baseFee + c.feePerByte * message.data.length + c.feePerToken * message.tokenAmounts.length + c.feePerGas * gasLimit;
@@ -323,7 +343,7 @@ contract TestCcipOnRamp {
         m.tokenAmounts = new EVM2AnyTokenTransfer[](message.tokenAmounts.length);
         for (uint256 i = 0; i < message.tokenAmounts.length; ++i) {
             PoolConfig memory p = s_pools[dest][message.tokenAmounts[i].token];
-            m.tokenAmounts[i] = EVM2AnyTokenTransfer(p.pool, abi.encode(p.destToken), "", message.tokenAmounts[i].amount, "");
+            m.tokenAmounts[i] = EVM2AnyTokenTransfer(_poolOf(dest, message.tokenAmounts[i].token), abi.encode(p.destToken), "", message.tokenAmounts[i].amount, "");
         }
         // A hash of the lane (source, destination, this ramp) and the message: unique per message.
         m.header.messageId = keccak256(abi.encode(keccak256(abi.encode("Any2EVMMessageHashV1", chainSelector, dest, address(this))), m));
@@ -339,6 +359,8 @@ contract TestCcipTokenPool {
     address public immutable owner;
     bool public immutable mints;
     address public offRamp;
+    /// The remote chains this pool is configured for (TokenPool.isSupportedChain).
+    mapping(uint64 => bool) internal s_supportedChains;
 
     error OnlyOffRamp();
     error OnlyOwner();
@@ -347,6 +369,23 @@ contract TestCcipTokenPool {
         token = token_;
         mints = mints_;
         owner = msg.sender;
+    }
+
+    function typeAndVersion() external pure returns (string memory) {
+        return "TestTokenPool 1.5.1";
+    }
+
+    function getToken() external view returns (address) {
+        return token;
+    }
+
+    function setSupportedChain(uint64 remoteChainSelector, bool supported) external {
+        if (msg.sender != owner) revert OnlyOwner();
+        s_supportedChains[remoteChainSelector] = supported;
+    }
+
+    function isSupportedChain(uint64 remoteChainSelector) external view returns (bool) {
+        return s_supportedChains[remoteChainSelector];
     }
 
     function setOffRamp(address offRamp_) external {
@@ -358,6 +397,34 @@ contract TestCcipTokenPool {
         if (msg.sender != offRamp) revert OnlyOffRamp();
         if (mints) ICcipToken(token).mint(receiver, amount);
         else require(ICcipToken(token).transfer(receiver, amount), "release");
+    }
+}
+
+/// The TokenAdminRegistry as a sender's chain shows it: each token's pool (getPool), set by its owner.
+contract TestCcipTokenAdminRegistry {
+    address public immutable owner;
+    mapping(address => address) internal s_pools;
+
+    error OnlyOwner();
+
+    event PoolSet(address indexed token, address previousPool, address newPool);
+
+    constructor() {
+        owner = msg.sender;
+    }
+
+    function typeAndVersion() external pure returns (string memory) {
+        return "TokenAdminRegistry 1.5.0";
+    }
+
+    function setPool(address token, address pool) external {
+        if (msg.sender != owner) revert OnlyOwner();
+        emit PoolSet(token, s_pools[token], pool);
+        s_pools[token] = pool;
+    }
+
+    function getPool(address token) external view returns (address) {
+        return s_pools[token];
     }
 }
 

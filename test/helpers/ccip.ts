@@ -11,7 +11,8 @@ import { compileContracts, deployToken, sendCall, type DeployedToken } from './c
 /**
  * The CCIP 1.6 test contracts (test/contracts/Ccip.sol) on two local chains, each with a Router, an
  * OnRamp (fees, extraArgs rules, pools), a token pool and an OffRamp, wired both ways: the source's
- * pool locks the token, the destination's mints it; the emulated execution (test/emulators/ccip-offramp.ts)
+ * pool locks the token, the destination's mints it (each chain's OnRamp finds its pool through the
+ * chain's TokenAdminRegistry); the emulated execution (test/emulators/ccip-offramp.ts)
  * carries messages from an OnRamp to the other chain's OffRamp. Selectors are Ethereum's and
  * Arbitrum's (chain-selectors).
  */
@@ -44,6 +45,8 @@ export interface CcipDeployment {
   router: Contract;
   onRamp: Contract;
   pool: Contract;
+  /** The TokenAdminRegistry the OnRamp looks the token's pool up in. */
+  registry: Contract;
   offRamp: Contract;
 }
 
@@ -57,8 +60,8 @@ export interface CcipWorld {
   stop(): Promise<void>;
 }
 
-export async function deployCcipContract(d: Pick<CcipDeployment, 'chain' | 'rpcUrl'>, c: { abi: Abi; bytecode: Hex }, args: readonly unknown[]): Promise<Address> {
-  const wallet = createWalletClient({ account: privateKeyToAccount(ANVIL_DEV_KEY), transport: http(d.rpcUrl, { retryCount: 0 }) });
+export async function deployCcipContract(d: Pick<CcipDeployment, 'chain' | 'rpcUrl'>, c: { abi: Abi; bytecode: Hex }, args: readonly unknown[], key: Hex = ANVIL_DEV_KEY): Promise<Address> {
+  const wallet = createWalletClient({ account: privateKeyToAccount(key), transport: http(d.rpcUrl, { retryCount: 0 }) });
   const hash = await wallet.deployContract({ abi: c.abi, bytecode: c.bytecode, args, chain: null } as never);
   const receipt = await d.chain.waitForTransactionReceipt({ hash, pollingInterval: 50, timeout: 30_000 });
   if (!receipt.contractAddress) throw new Error('deployment produced no contract');
@@ -74,39 +77,73 @@ export async function writeCcip(d: Pick<CcipDeployment, 'chain' | 'rpcUrl'>, con
   return hash;
 }
 
-async function deployStack(chainId: number, selector: bigint, mints: boolean): Promise<CcipDeployment> {
+/**
+ * The CCIP test contracts on one chain that runs already (the sandbox's, or a test's anvil): the
+ * token the lane moves (minted by the destination's pool, locked by the source's), LINK and WETH,
+ * the Router, the OnRamp, the token pool, the TokenAdminRegistry and the OffRamp, deployed by `deployerKey`.
+ */
+export async function deployCcipSide(
+  side: { chain: PublicClient; rpcUrl: string; chainId: number; selector: bigint },
+  opts: { mints: boolean; token?: { name: string; symbol: string; decimals: number }; deployerKey?: Hex },
+): Promise<Omit<CcipDeployment, 'anvil'>> {
   const compiled = compileContracts('Ccip.sol');
-  const { anvil, chain } = await startLocalChain({ chainId });
-  const side = { chain, rpcUrl: anvil.url };
-  const token = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { name: 'USD Coin', symbol: 'USDC', decimals: 6 });
-  const link = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { name: 'ChainLink Token', symbol: 'LINK', decimals: 18 });
-  const weth = await deployToken(chain, anvil.url, ANVIL_DEV_KEY, { name: 'Wrapped Ether', symbol: 'WETH', decimals: 18 });
-  const router = await deployCcipContract(side, compiled.TestCcipRouter!, [weth.address]);
-  const onRamp = await deployCcipContract(side, compiled.TestCcipOnRamp!, [selector, router]);
-  const pool = await deployCcipContract(side, compiled.TestCcipTokenPool!, [token.address, mints]);
-  const offRamp = await deployCcipContract(side, compiled.TestCcipOffRamp!, [selector]);
+  const key = opts.deployerKey ?? ANVIL_DEV_KEY;
+  const token = await deployToken(side.chain, side.rpcUrl, key, opts.token ?? { name: 'USD Coin', symbol: 'USDC', decimals: 6 });
+  const link = await deployToken(side.chain, side.rpcUrl, key, { name: 'ChainLink Token', symbol: 'LINK', decimals: 18 });
+  const weth = await deployToken(side.chain, side.rpcUrl, key, { name: 'Wrapped Ether', symbol: 'WETH', decimals: 18 });
+  const router = await deployCcipContract(side, compiled.TestCcipRouter!, [weth.address], key);
+  const onRamp = await deployCcipContract(side, compiled.TestCcipOnRamp!, [side.selector, router], key);
+  const pool = await deployCcipContract(side, compiled.TestCcipTokenPool!, [token.address, opts.mints], key);
+  const offRamp = await deployCcipContract(side, compiled.TestCcipOffRamp!, [side.selector], key);
+  const registry = await deployCcipContract(side, compiled.TestCcipTokenAdminRegistry!, [], key);
   const c = (address: Address, name: string) => ({ address, abi: compiled[name]!.abi });
-  return { chainId, selector, rpcUrl: anvil.url, chain, anvil, token, link, weth, router: c(router, 'TestCcipRouter'), onRamp: c(onRamp, 'TestCcipOnRamp'), pool: c(pool, 'TestCcipTokenPool'), offRamp: c(offRamp, 'TestCcipOffRamp') };
+  return {
+    chainId: side.chainId,
+    selector: side.selector,
+    rpcUrl: side.rpcUrl,
+    chain: side.chain,
+    token,
+    link,
+    weth,
+    router: c(router, 'TestCcipRouter'),
+    onRamp: c(onRamp, 'TestCcipOnRamp'),
+    pool: c(pool, 'TestCcipTokenPool'),
+    registry: c(registry, 'TestCcipTokenAdminRegistry'),
+    offRamp: c(offRamp, 'TestCcipOffRamp'),
+  };
 }
 
-/** Wires `from`'s Router, OnRamp and pool to `to`'s OffRamp and pool. */
-async function wire(from: CcipDeployment, to: CcipDeployment, transmitter: Address): Promise<void> {
-  await writeCcip(from, from.router, 'setOnRamp', [to.selector, from.onRamp.address]);
-  await writeCcip(from, from.onRamp, 'setDestConfig', [to.selector, true, false, 3_000_000, BASE_FEE_WEI, FEE_PER_BYTE_WEI, FEE_PER_TOKEN_WEI, FEE_PER_GAS_WEI]);
-  await writeCcip(from, from.onRamp, 'setFeeTokenRate', [from.weth.address, 10n ** 18n]);
-  await writeCcip(from, from.onRamp, 'setFeeTokenRate', [from.link.address, LINK_RATE]);
-  await writeCcip(from, from.onRamp, 'setPool', [to.selector, from.token.address, from.pool.address, to.token.address]);
-  await writeCcip(to, to.offRamp, 'setSource', [from.selector, encodeAbiParameters([{ type: 'address' }], [from.onRamp.address])]);
-  await writeCcip(to, to.offRamp, 'setTransmitter', [transmitter]);
-  await writeCcip(to, to.offRamp, 'setPool', [to.token.address, to.pool.address]);
-  await writeCcip(to, to.pool, 'setOffRamp', [to.offRamp.address]);
+async function deployStack(chainId: number, selector: bigint, mints: boolean): Promise<CcipDeployment> {
+  const { anvil, chain } = await startLocalChain({ chainId });
+  return { ...(await deployCcipSide({ chain, rpcUrl: anvil.url, chainId, selector }, { mints })), anvil };
+}
+
+type Side = Omit<CcipDeployment, 'anvil'>;
+
+/** Wires `from`'s Router, OnRamp, registry and pool to `to`'s OffRamp and pool (calls from `deployerKey`, anvil's dev key by default). */
+export async function wireCcip(from: Side, to: Side, transmitter: Address, deployerKey: Hex = ANVIL_DEV_KEY): Promise<void> {
+  const wire = (d: Side, contract: Contract, fn: string, args: readonly unknown[]) => writeCcip(d, contract, fn, args, deployerKey);
+  await wire(from, from.router, 'setOnRamp', [to.selector, from.onRamp.address]);
+  await wire(from, from.onRamp, 'setDestConfig', [to.selector, true, false, 3_000_000, BASE_FEE_WEI, FEE_PER_BYTE_WEI, FEE_PER_TOKEN_WEI, FEE_PER_GAS_WEI]);
+  await wire(from, from.onRamp, 'setFeeTokenRate', [from.weth.address, 10n ** 18n]);
+  await wire(from, from.onRamp, 'setFeeTokenRate', [from.link.address, LINK_RATE]);
+  await wire(from, from.onRamp, 'setPool', [to.selector, from.token.address, from.pool.address, to.token.address]);
+  await wire(from, from.registry, 'setPool', [from.token.address, from.pool.address]);
+  await wire(from, from.onRamp, 'setTokenAdminRegistry', [from.registry.address]);
+  await wire(from, from.pool, 'setSupportedChain', [to.selector, true]);
+  await wire(to, to.offRamp, 'setSource', [from.selector, encodeAbiParameters([{ type: 'address' }], [from.onRamp.address])]);
+  await wire(to, to.offRamp, 'setTransmitter', [transmitter]);
+  await wire(to, to.offRamp, 'setPool', [to.token.address, to.pool.address]);
+  await wire(to, to.pool, 'setOffRamp', [to.offRamp.address]);
 }
 
 export async function startCcipWorld(opts: { funding?: bigint; delayMs?: number } = {}): Promise<CcipWorld> {
   const [source, destination] = await Promise.all([deployStack(SOURCE_CHAIN_ID, SOURCE_SELECTOR, false), deployStack(DESTINATION_CHAIN_ID, DESTINATION_SELECTOR, true)]);
   const transmitterKey = generatePrivateKey();
   const transmitter = privateKeyToAccount(transmitterKey).address;
-  await wire(source, destination, transmitter);
+  // Both ways: every pair of configured chains is a lane the configuration asserts (ccip_drift).
+  await wireCcip(source, destination, transmitter);
+  await wireCcip(destination, source, transmitter);
   const hotKey = generatePrivateKey();
   const hot = privateKeyToAccount(hotKey).address.toLowerCase() as Address;
   for (const d of [source, destination]) {
@@ -145,10 +182,20 @@ export function ccipConfigFile(w: CcipWorld, opts: { rpc?: { source?: string; de
     evm: {
       chains: [chain(w.source, opts.rpc?.source ?? w.source.rpcUrl), chain(w.destination, opts.rpc?.destination ?? w.destination.rpcUrl)],
       signers: [{ key: 'hot', kind: 'local_key', private_key_env: 'CCIP_HOT_KEY', chains: [w.source.chainId, w.destination.chainId] }],
-      tokens: [w.source, w.destination].map((d) => ({ chain_id: d.chainId, symbol: 'USDC', address: d.token.address, decimals: 6 })),
+      tokens: [w.source, w.destination].flatMap((d) => [
+        { chain_id: d.chainId, symbol: 'USDC', address: d.token.address, decimals: 6 },
+        { chain_id: d.chainId, symbol: 'LINK', address: d.link.address, decimals: 18 },
+      ]),
     },
     ccip: {
-      chains: [w.source, w.destination].map((d) => ({ chain_id: d.chainId, selector: d.selector.toString(), router: d.router.address, off_ramp: d.offRamp.address })),
+      chains: [w.source, w.destination].map((d) => ({
+        chain_id: d.chainId,
+        selector: d.selector.toString(),
+        router: d.router.address,
+        off_ramp: d.offRamp.address,
+        token_admin_registry: d.registry.address,
+        token_pools: { USDC: d.pool.address },
+      })),
       tokens: ['USDC'],
       poll_seconds: 0.2,
       ...opts.ccip,

@@ -1,11 +1,15 @@
 import { z } from 'zod';
 import { ADDRESS, bool, count, seconds, type ConfigField } from '../../config-schemas.ts';
 
-/** Environment variable name -> config key, with its schema: the stranded-send reaper (docs/ccip-lane.md, "Stranded sends"). */
+/** Environment variable name -> config key, with its schema: the stranded-send reaper (docs/ccip-lane.md, "Stranded sends") and ccip_drift. */
 export const ccipVariables = {
   FERRY_CCIP_STRANDED_REAPER_ENABLED: ['ccipStrandedReaperEnabled', bool.default(true)],
   FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS: ['ccipStrandedReaperIntervalSeconds', seconds(300)],
   FERRY_CCIP_STRANDED_REAPER_BATCH_SIZE: ['ccipStrandedReaperBatchSize', count(50)],
+  // ccip_drift (docs/ccip-lane.md, "Drift"): the Routers' lanes and the token pools read on chain and compared with the section.
+  FERRY_CCIP_DRIFT_ENABLED: ['ccipDriftEnabled', bool.default(true)],
+  FERRY_CCIP_DRIFT_INTERVAL_SECONDS: ['ccipDriftIntervalSeconds', seconds(900)],
+  FERRY_CCIP_DRIFT_TIMEOUT_MS: ['ccipDriftTimeoutMs', count(10_000)],
 } as const satisfies Record<string, ConfigField>;
 
 /**
@@ -30,6 +34,18 @@ export const CcipChainSchema = z
     router: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address'),
     /** The OffRamp executing messages to this chain: the delivery observer reads the execution state there. Unset: deliveries to this chain cannot be observed. */
     off_ramp: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address').optional(),
+    /**
+     * The chain's TokenAdminRegistry, where the OnRamp looks up each token's pool: ccip_drift reads
+     * getPool(token) there and compares it with token_pools. Unset: the pools are not checked there.
+     */
+    token_admin_registry: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address').optional(),
+    /**
+     * The token pool of each token of ccip.tokens on this chain (by symbol), as the operator
+     * reviewed it: the Router pays the tokens sent into it. ccip_drift checks it is the registry's
+     * pool for the token, that it is the token's (getToken) and that it supports every other chain
+     * of the section (isSupportedChain). Unset: no pool is checked.
+     */
+    token_pools: z.record(z.string().min(1).max(64), z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address')).optional(),
   })
   .strict();
 
@@ -38,6 +54,12 @@ export const CcipSchema = z
     chains: z.array(CcipChainSchema).min(1),
     /** Tokens the lane moves, by their symbol in evm.tokens (on the source and on the destination chain). */
     tokens: z.array(z.string().min(1).max(64)).min(1),
+    /**
+     * Tokens a send may pay its fee in instead of native coin (config.fee_token), by their symbol in
+     * evm.tokens (LINK): the Router pulls getFee() of it with transferFrom, so a plan pays it after a
+     * fee approval node (exec.ccip.fee_approval) allows the Router the cap. Empty: native only.
+     */
+    fee_tokens: z.array(z.string().min(1).max(64)).default([]),
     /** Seconds until the delivery observer looks again on the destination chain. */
     poll_seconds: z.number().positive().default(5),
     /**
@@ -48,7 +70,7 @@ export const CcipSchema = z
     delivery_timeout_seconds: z.number().positive().default(1800),
     /**
      * Seconds after which a send with no successful execution is stranded: the reaper of the core
-     * sweep group asks a person (ccip_stranded_reaper). Chainlink's smart execution gives up after
+     * group asks a person (ccip_stranded_reaper). Chainlink's smart execution gives up after
      * 8 h, when manual execution opens; the default is that.
      */
     stranded_after_seconds: z.number().positive().default(8 * 3600),
@@ -77,6 +99,14 @@ export function refineCcip(file: Readonly<Record<string, unknown>>, ctx: z.Refin
     if (!evm?.chains?.some((e) => e.chain_id === ch.chain_id)) {
       ctx.addIssue({ code: 'custom', path: ['ccip', 'chains', i, 'chain_id'], message: `chain ${ch.chain_id} is not in evm.chains` });
       return;
+    }
+    for (const symbol of Object.keys(ch.token_pools ?? {})) {
+      if (!c.tokens.includes(symbol)) ctx.addIssue({ code: 'custom', path: ['ccip', 'chains', i, 'token_pools', symbol], message: `${symbol} is not one of ccip.tokens` });
+    }
+    for (const symbol of c.fee_tokens ?? []) {
+      if (c.tokens.includes(symbol)) ctx.addIssue({ code: 'custom', path: ['ccip', 'fee_tokens'], message: `${symbol} is both sent and a fee token: the Router would pull both from one allowance` });
+      const token = evm.tokens?.find((t) => t.chain_id === ch.chain_id && t.symbol === symbol);
+      if (!token) ctx.addIssue({ code: 'custom', path: ['ccip', 'fee_tokens'], message: `${symbol} is not listed in evm.tokens for chain ${ch.chain_id}` });
     }
     for (const symbol of c.tokens) {
       const token = evm.tokens?.find((t) => t.chain_id === ch.chain_id && t.symbol === symbol);

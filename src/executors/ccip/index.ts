@@ -6,12 +6,13 @@ import { feeBumpOfChain, type EvmLane } from '../evm/index.ts';
 import type { EvmNonceManager } from '../evm/nonces.ts';
 import { EvmChainRouter } from '../evm/router.ts';
 import type { ExecutorRegistry } from '../registry.ts';
-import { CCIP_LANE, CCIP_SEND_KEY } from './common.ts';
+import { CCIP_FEE_APPROVAL_KEY, CCIP_LANE, CCIP_SEND_KEY } from './common.ts';
 import type { CcipConfig } from './config.ts';
 import { CcipDeliveryObserver } from './delivery.ts';
+import { CcipFeeApprovalExecutor } from './fee-approval.ts';
 import { CcipSendExecutor } from './send.ts';
 
-export { CCIP_DELIVERY_KEY, CCIP_LANE, CCIP_SEND_KEY } from './common.ts';
+export { CCIP_DELIVERY_KEY, CCIP_FEE_APPROVAL_KEY, CCIP_LANE, CCIP_SEND_KEY } from './common.ts';
 export { CcipDeliveryObserver } from './delivery.ts';
 export { CcipSendExecutor } from './send.ts';
 export { CCIP_SEND_SELECTOR, CCIP_SEND_SIGNATURE, decodeCcipSend, decodeExtraArgsV2, encodeCcipSend, encodeExtraArgsV2, encodeReceiver, offRampAbi, onRampAbi, routerAbi } from './router.ts';
@@ -44,8 +45,16 @@ export function registerCcipLane(
     wallets: evm!.wallets,
     make: (ch, from) => new CcipSendExecutor({ chain: ch, from: from!, tokens: file.evm.tokens, nonces, feeBump: { ...feeBumpOfChain(ch.config), limits: evm!.replacements }, ccip: c }),
   });
+  // The approve of a fee token (LINK) to the Router, before a send paying its fee in it.
+  const feeApproval = new EvmChainRouter({
+    executorKey: CCIP_FEE_APPROVAL_KEY,
+    lane: CCIP_LANE,
+    chains: new EvmChains(chains),
+    wallets: evm!.wallets,
+    make: (ch, from) => new CcipFeeApprovalExecutor({ chain: ch, from: from!, tokens: file.evm.tokens, nonces, feeBump: { ...feeBumpOfChain(ch.config), limits: evm!.replacements }, ccip: c }),
+  });
   const delivery = new CcipDeliveryObserver(c, evm!.chains);
-  for (const e of [send, delivery]) registry.register(e);
-  deps.log.info({ chains: c.chains.map((ch) => ({ chain_id: ch.chain_id, selector: ch.selector })), executors: [send.executorKey, delivery.executorKey] }, 'ccip lane configured');
-  return { executorKeys: [send.executorKey, delivery.executorKey] };
+  for (const e of [send, feeApproval, delivery]) registry.register(e);
+  deps.log.info({ chains: c.chains.map((ch) => ({ chain_id: ch.chain_id, selector: ch.selector })), executors: [send.executorKey, feeApproval.executorKey, delivery.executorKey] }, 'ccip lane configured');
+  return { executorKeys: [send.executorKey, feeApproval.executorKey, delivery.executorKey] };
 }

@@ -1,5 +1,6 @@
 import type { EvmLaneState } from '../evm/lane.ts';
 import type { LaneDefinition } from '../lane.ts';
+import { ccipRegistryBaselines } from './baselines.ts';
 import { CCIP_DELIVERY_KEY } from './common.ts';
 import { ccipVariables, CcipSectionSchema, refineCcip, type CcipConfig } from './config.ts';
 
@@ -12,7 +13,7 @@ export const ccipLane: LaneDefinition<typeof ccipVariables, { ccip: typeof CcipS
   env: ccipVariables,
   fileSections: { ccip: CcipSectionSchema },
   refineFile: refineCcip,
-  executorKeys: ['exec.ccip.send', 'exec.observe.ccip_delivery'],
+  executorKeys: ['exec.ccip.send', 'exec.ccip.fee_approval', 'exec.observe.ccip_delivery'],
   signerKeys: [],
   observeIntervals: [{ executorKey: 'exec.observe.ccip_delivery', defaultSeconds: 5, setBy: 'ccip.poll_seconds' }],
   async register(ctx) {
@@ -22,20 +23,41 @@ export const ccipLane: LaneDefinition<typeof ccipVariables, { ccip: typeof CcipS
   },
   sweeps: [
     {
-      name: 'ccip_stranded_reaper',
-      summary: 'raises attention for CCIP sends whose delivery has not resolved past ccip.stranded_after_seconds (never sends again)',
-      variables: { enabled: 'FERRY_CCIP_STRANDED_REAPER_ENABLED', interval: 'FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS', batchSize: 'FERRY_CCIP_STRANDED_REAPER_BATCH_SIZE' },
+      // Seed 000's ccip_drift: the lane's own baselines (also read by verify_drift every 6 h), on a cadence of their own.
+      name: 'ccip_drift',
+      summary: "reads the CCIP Routers' lanes (isChainSupported) and the token pools (TokenAdminRegistry.getPool, getToken, isSupportedChain) and records drift from the ccip section",
+      variables: { enabled: 'FERRY_CCIP_DRIFT_ENABLED', interval: 'FERRY_CCIP_DRIFT_INTERVAL_SECONDS', budget: 'FERRY_CCIP_DRIFT_TIMEOUT_MS' },
       async run(deps, s) {
-        const ccip = (deps.config.file as { ccip?: CcipConfig }).ccip;
-        if (!ccip) return { items: 0, budget_exhausted: false, skipped: 'no ccip section' };
-        const { runCcipStrandedReaper } = await import('../../sweeps/ccip-stranded-reaper.ts');
-        const r = await runCcipStrandedReaper(
-          { pool: deps.pool, log: deps.log.child({ worker: 'ccip_stranded_reaper' }), executorKey: CCIP_DELIVERY_KEY, afterSeconds: ccip.stranded_after_seconds },
-          { batchSize: s.batchSize ?? 50, maxRunMs: s.maxRunMs },
+        if (!(deps.config.file as { ccip?: CcipConfig }).ccip) return { items: 0, budget_exhausted: false, skipped: 'no ccip section' };
+        const { runVerifyDrift } = await import('../../sweeps/verify-drift.ts');
+        const r = await runVerifyDrift(
+          { pool: deps.pool, config: deps.config, log: deps.log, lanes: [ccipLane], worker: 'ccip_drift', onlyListedLanes: true },
+          { concurrency: deps.config.verifyDriftRpcConcurrency, laneTimeoutMs: s.maxRunMs },
         );
-        return { items: r.surfaced, budget_exhausted: r.budget_exhausted, surfaced: r.surfaced };
+        return { items: r.checked, budget_exhausted: false, ...r };
       },
     },
   ],
+  coreWorkers: [
+    {
+      // Seed 000: the stranded-send reaper joins the core group, so its death is the process's, not a silent one.
+      name: 'ccip_stranded_reaper',
+      summary: 'raises attention for CCIP sends whose delivery has not resolved past ccip.stranded_after_seconds (never sends again)',
+      variables: { enabled: 'FERRY_CCIP_STRANDED_REAPER_ENABLED', interval: 'FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS', batchSize: 'FERRY_CCIP_STRANDED_REAPER_BATCH_SIZE' },
+      configured: (config) => (config.file as { ccip?: CcipConfig }).ccip !== undefined,
+      async run(deps, s) {
+        const ccip = (deps.config.file as { ccip?: CcipConfig }).ccip;
+        if (!ccip) return 0;
+        const { runCcipStrandedReaper } = await import('../../sweeps/ccip-stranded-reaper.ts');
+        // Every worker process runs it: an attention event is written once per node (its source_key), whichever process finds it first.
+        const r = await runCcipStrandedReaper(
+          { pool: deps.pool, log: deps.log.child({ worker: 'ccip_stranded_reaper' }), executorKey: CCIP_DELIVERY_KEY, afterSeconds: ccip.stranded_after_seconds },
+          { batchSize: s.batchSize ?? 50, maxRunMs: 0 },
+        );
+        return r.surfaced;
+      },
+    },
+  ],
+  registryBaselines: ccipRegistryBaselines,
   templates: [{ key: 'ccip_send', summary: 'send a token through the CCIP Router on one chain, then wait for its execution on the other (sandbox)' }],
 };

@@ -76,9 +76,9 @@ export function decodeExtraArgsV2(extraArgs: Hex): { gasLimit: bigint; allowOutO
   }
 }
 
-/** A token-only message paid in native coin (feeToken 0): what the lane sends. */
-export function tokenMessage(receiver: string, token: Address, amount: bigint, extraArgs: Hex): CcipMessage {
-  return { receiver: encodeReceiver(receiver), data: '0x', tokenAmounts: [{ token, amount }], feeToken: zeroAddress, extraArgs };
+/** A token-only message: what the lane sends, its fee paid in native coin (feeToken 0) or in a fee token (LINK). */
+export function tokenMessage(receiver: string, token: Address, amount: bigint, extraArgs: Hex, feeToken: Address = zeroAddress): CcipMessage {
+  return { receiver: encodeReceiver(receiver), data: '0x', tokenAmounts: [{ token, amount }], feeToken, extraArgs };
 }
 
 export function encodeCcipSend(destinationChainSelector: bigint, message: CcipMessage): Hex {
@@ -108,6 +108,7 @@ export interface CcipSendEffect {
   data: string;
   fee_token: string;
   extra_args: string;
+  /** The fee cap in the fee token's base units: wei for native (fee_token 0), the token's own (juels for LINK) otherwise. */
   max_fee_wei: string;
 }
 
@@ -117,8 +118,11 @@ export type CcipViolation = (rule: string, message: string, details?: Record<str
  * The signer's rule for a Router `ccipSend` (evm-policy.ts calls it for an effect with
  * `ccip_send`): the transaction calls `ccipSend` on the approved Router, to the approved destination
  * selector, with the approved receiver, exactly one token amount (the approved token and amount), the
- * approved data and extraArgs, the fee paid in native coin (feeToken 0), and a value at most the
- * approved fee cap: the Router takes the whole msg.value, so the value is the fee paid.
+ * approved data and extraArgs and the approved fee token. Paid in native coin (feeToken 0), the
+ * value is at most the approved fee cap: the Router takes the whole msg.value, so the value is the
+ * fee paid. Paid in a fee token (LINK), the value is 0: the Router pulls getFee() of the token with
+ * transferFrom, so the cap holds on chain through the allowance, which the plan's own fee approval
+ * node (its spender the Router, its amount the cap, checked by the signer as an approve) sets.
  */
 export function checkCcipSend(tx: { to?: string | null; data?: Hex; value?: bigint }, expected: { to: string; ccip_send: CcipSendEffect }, violation: CcipViolation): void {
   const e = expected.ccip_send;
@@ -141,6 +145,10 @@ export function checkCcipSend(tx: { to?: string | null; data?: Hex; value?: bigi
   same('ccip_extra_args', m.extraArgs, e.extra_args, 'extraArgs');
   same('ccip_fee_token', m.feeToken, e.fee_token, 'fee token');
   const value = tx.value ?? 0n;
+  if (e.fee_token.toLowerCase() !== zeroAddress) {
+    if (value !== 0n) throw violation('ccip_fee_value', `the send carries ${value} wei with its fee paid in ${e.fee_token}; the plan approves no native value (the Router refuses it, or keeps it)`, { expected: '0', actual: value.toString() });
+    return;
+  }
   if (value > BigInt(e.max_fee_wei)) {
     throw violation('ccip_fee_cap', `the send carries ${value} wei, above the approved fee cap of ${e.max_fee_wei} (the Router keeps the whole value)`, { expected: e.max_fee_wei, actual: value.toString() });
   }

@@ -1,4 +1,4 @@
-import { BaseError, ContractFunctionExecutionError, ContractFunctionRevertedError, erc20Abi, getAddress, parseEventLogs, type Address, type Hex, type TransactionReceipt } from 'viem';
+import { BaseError, ContractFunctionExecutionError, ContractFunctionRevertedError, erc20Abi, getAddress, parseEventLogs, zeroAddress, type Address, type Hex, type TransactionReceipt } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
 import { FatalMovementError, TemporaryMovementError } from '../errors.ts';
 import { fromBaseUnits } from '../evm/amounts.ts';
@@ -31,6 +31,9 @@ interface Resolved {
   recipient: Address;
   message: CcipMessage;
   cap: bigint;
+  /** The fee token (zero: native coin) and its symbol. */
+  feeToken: Address;
+  feeSymbol: string | null;
 }
 
 /** The send as prepare pinned it (provider_hints). */
@@ -47,6 +50,7 @@ interface Pinned {
   decimals: number;
   feeWei: bigint;
   cap: bigint;
+  feeToken: Address;
 }
 
 type Quote = { ok: true; fee: bigint } | { ok: false; code: string; detail: string; temporary?: boolean };
@@ -103,6 +107,23 @@ export class CcipSendExecutor extends EvmContractCallExecutor<Pinned> {
       if (q.temporary) throw new TemporaryMovementError(q.code, q.detail);
       return failed(q.code, q.detail);
     }
+    if (v.feeToken !== zeroAddress) {
+      const short = await this.#feeTokenShort(v.router, v.feeToken, q.fee);
+      if (short) return failed(short.code, short.detail);
+    }
+    return null;
+  }
+
+  /** Paid in a fee token, the Router pulls the fee with transferFrom: the wallet must hold it and allow it (the plan's fee approval node). */
+  async #feeTokenShort(router: Address, feeToken: Address, fee: bigint): Promise<{ code: string; detail: string } | null> {
+    const [balance, allowance] = await this.tx.read('fee token balanceOf/allowance', () =>
+      Promise.all([
+        this.chain.client.readContract({ address: feeToken, abi: erc20Abi, functionName: 'balanceOf', args: [this.from] }),
+        this.chain.client.readContract({ address: feeToken, abi: erc20Abi, functionName: 'allowance', args: [this.from, router] }),
+      ]),
+    );
+    if (balance < fee) return { code: 'CCIP_FEE_TOKEN_BALANCE_INSUFFICIENT', detail: `${this.from} holds ${balance} base units of the fee token ${feeToken}, the fee is ${fee}` };
+    if (allowance < fee) return { code: 'CCIP_FEE_ALLOWANCE_INSUFFICIENT', detail: `${this.from} allows the Router ${router} ${allowance} base units of the fee token ${feeToken}, the fee is ${fee}; the plan's fee approval must come first` };
     return null;
   }
 
@@ -124,7 +145,8 @@ export class CcipSendExecutor extends EvmContractCallExecutor<Pinned> {
       value: {
         to: v.router,
         data: encodeCcipSend(dest, v.message),
-        value: q.fee,
+        // Native: exactly the quoted fee (the Router keeps the whole value). A fee token: no value; the Router pulls the fee.
+        value: v.feeToken === zeroAddress ? q.fee : 0n,
         hints: {
           to: v.router.toLowerCase(),
           router: v.router.toLowerCase(),
@@ -140,6 +162,7 @@ export class CcipSendExecutor extends EvmContractCallExecutor<Pinned> {
           extra_args: v.message.extraArgs,
           fee_wei: q.fee.toString(),
           max_fee_wei: v.cap.toString(),
+          fee_token: v.feeToken.toLowerCase(),
         },
         reverts: (detail) => failed('CCIP_SEND_WOULD_REVERT', `ccipSend of ${v.amountText} ${v.symbol} to selector ${v.destination.selector} reverts: ${detail}`),
       },
@@ -182,11 +205,19 @@ export class CcipSendExecutor extends EvmContractCallExecutor<Pinned> {
       throw new TemporaryMovementError('CCIP_RPC_UNAVAILABLE', `CCIP_RPC_UNAVAILABLE: ${this.chain.label} did not answer isChainSupported: ${errorDetail(err)}`);
     });
     if (!supported) throw new FatalMovementError('CCIP_LANE_NOT_SUPPORTED', `CCIP_LANE_NOT_SUPPORTED: the Router ${v.router} no longer supports destination selector ${v.destSelector}; nothing was sent`);
-    const message = tokenMessage(v.recipient, getAddress(v.token), v.amount, v.extraArgs);
+    const message = tokenMessage(v.recipient, getAddress(v.token), v.amount, v.extraArgs, v.feeToken === zeroAddress ? zeroAddress : getAddress(v.feeToken));
     const q = await this.#capped(v.router, v.destSelector, message, v.cap);
     if (!q.ok) {
       if (q.temporary) throw new TemporaryMovementError(q.code, `${q.code}: ${q.detail}`);
       throw new FatalMovementError(q.code, `${q.code}: ${q.detail}; nothing was sent`);
+    }
+    if (v.feeToken !== zeroAddress) {
+      // The signed send carries no fee: the Router pulls getFee() (within the cap), which the wallet must still hold and allow.
+      const short = await this.#feeTokenShort(getAddress(v.router), getAddress(v.feeToken), q.fee).catch((err: unknown) => {
+        throw new TemporaryMovementError('CCIP_RPC_UNAVAILABLE', `CCIP_RPC_UNAVAILABLE: ${this.chain.label} did not answer the fee token's balance or allowance: ${errorDetail(err)}`);
+      });
+      if (short) throw new FatalMovementError(short.code, `${short.code}: ${short.detail}; nothing was sent`);
+      return;
     }
     if (q.fee > v.feeWei) {
       throw new TemporaryMovementError('CCIP_FEE_ROSE', `CCIP_FEE_ROSE: the Router now asks ${q.fee} wei, the signed send carries ${v.feeWei} (it would revert); prepared again at the new fee, within the cap of ${v.cap}`, {
@@ -222,6 +253,7 @@ export class CcipSendExecutor extends EvmContractCallExecutor<Pinned> {
         amount_base_units: p.amount.toString(),
         decimals: p.decimals,
         fee_wei: p.feeWei.toString(),
+        ...(p.feeToken !== zeroAddress ? { fee_token: p.feeToken } : {}),
       },
     };
   }
@@ -253,10 +285,11 @@ export class CcipSendExecutor extends EvmContractCallExecutor<Pinned> {
       return { ok: false, code, detail: `getFee to selector ${dest} reverts${name ? ` ${name}` : ''}: ${errorDetail(err)}` };
     }
     if (fee > cap) {
+      const unit = message.feeToken === zeroAddress ? 'wei' : `base units of ${message.feeToken.toLowerCase()}`;
       return {
         ok: false,
         code: 'CCIP_FEE_ABOVE_CAP',
-        detail: `the Router quotes a fee of ${fee} wei for this send, above the approved cap of ${cap} wei (config.max_fee_wei); approve a plan with a higher cap [quoted_wei=${fee} cap_wei=${cap}]`,
+        detail: `the Router quotes a fee of ${fee} ${unit} for this send, above the approved cap of ${cap} (config.max_fee_wei); approve a plan with a higher cap [quoted_wei=${fee} cap_wei=${cap}]`,
       };
     }
     return { ok: true, fee };
@@ -282,7 +315,9 @@ export class CcipSendExecutor extends EvmContractCallExecutor<Pinned> {
         amount: amount.value.amount,
         recipient: s.recipient,
         cap: s.cap,
-        message: tokenMessage(s.recipient, s.token, amount.value.amount, s.extraArgs),
+        feeToken: s.feeToken,
+        feeSymbol: s.feeSymbol,
+        message: tokenMessage(s.recipient, s.token, amount.value.amount, s.extraArgs, s.feeToken),
       },
     };
   }
@@ -308,6 +343,7 @@ function pinnedOf(h: Record<string, unknown>): Parsed<Pinned> {
         decimals: Number(h.decimals),
         feeWei: BigInt(h.fee_wei),
         cap: BigInt(String(h.max_fee_wei)),
+        feeToken: (typeof h.fee_token === 'string' ? h.fee_token : zeroAddress) as Address,
       },
     };
   } catch {
@@ -321,7 +357,7 @@ export function sendSpec(
   chain: EvmChain,
   ccip: CcipConfig,
   tokens: readonly EvmTokenConfig[],
-): Parsed<{ source: CcipChain; destination: CcipChain; token: Address; symbol: string; decimals: number | null; amountText: string; recipient: Address; extraArgs: Hex; cap: bigint }> {
+): Parsed<{ source: CcipChain; destination: CcipChain; token: Address; symbol: string; decimals: number | null; amountText: string; recipient: Address; extraArgs: Hex; cap: bigint; feeToken: Address; feeSymbol: string | null }> {
   const cfg = ctx.node_config;
   const invalid = (detail: string) => ({ ok: false, code: 'CCIP_INVALID_CONFIG', detail }) as const;
   const source = ccip.chains.find((c) => c.chain_id === chain.chainId);
@@ -342,11 +378,21 @@ export function sendSpec(
   if (!extra.ok) return extra;
   const capRaw = cfg.max_fee_wei;
   if (!(typeof capRaw === 'string' && /^[0-9]+$/.test(capRaw)) && !(typeof capRaw === 'number' && Number.isSafeInteger(capRaw) && capRaw >= 0)) {
-    return invalid('max_fee_wei is required: a whole number of wei, the approved cap of the CCIP fee paid in native coin');
+    return invalid('max_fee_wei is required: a whole number, the approved cap of the CCIP fee in the fee token\'s base units (wei of native coin by default)');
+  }
+  let feeToken: Address = zeroAddress;
+  let feeSymbol: string | null = null;
+  if (cfg.fee_token !== undefined && cfg.fee_token !== 'native') {
+    if (typeof cfg.fee_token !== 'string' || !(ccip.fee_tokens ?? []).includes(cfg.fee_token)) return invalid(`fee_token ${JSON.stringify(cfg.fee_token)} is not one of ccip.fee_tokens`);
+    const listed = tokens.find((t) => t.chain_id === chain.chainId && t.symbol === cfg.fee_token);
+    if (!listed) return invalid(`fee token ${cfg.fee_token} is not listed in evm.tokens for chain ${chain.chainId}`);
+    feeToken = getAddress(listed.address);
+    feeSymbol = cfg.fee_token;
+    if (feeToken.toLowerCase() === token.value.address.toLowerCase()) return invalid('fee_token is the token sent');
   }
   return {
     ok: true,
-    value: { source, destination, token: token.value.address, symbol, decimals: token.value.decimals, amountText: amount.value, recipient: recipient.value, extraArgs: extra.value, cap: BigInt(capRaw) },
+    value: { source, destination, token: token.value.address, symbol, decimals: token.value.decimals, amountText: amount.value, recipient: recipient.value, extraArgs: extra.value, cap: BigInt(capRaw), feeToken, feeSymbol },
   };
 }
 
@@ -371,7 +417,9 @@ function sentCheck(p: Pinned, from: Address): ReceiptCheck {
         m.sender.toLowerCase() === from.toLowerCase() &&
         m.receiver.toLowerCase() === receiver &&
         m.tokenAmounts.length === 1 &&
-        m.tokenAmounts[0]!.amount === p.amount
+        m.tokenAmounts[0]!.amount === p.amount &&
+        // Paid natively the Router records the wrapped native token as the fee token; a fee token is itself.
+        (p.feeToken === zeroAddress || m.feeToken.toLowerCase() === p.feeToken.toLowerCase())
       );
     });
     if (sent.length === 1) {

@@ -34,6 +34,8 @@ export const USDT0_SEND_EXECUTOR = 'exec.usdt0.send';
 export const CCIP_SEND_EXECUTOR = 'exec.ccip.send';
 /** config.token_permit.spender naming the chain's CCTP TokenMessengerV2 (evm.chains[].cctp.token_messenger). */
 export const CCTP_TOKEN_MESSENGER_SPENDER = 'cctp.token_messenger';
+/** config.token_approval.spender naming the chain's CCIP Router (ccip.chains[].router): a send's fee token allowance. */
+export const CCIP_ROUTER_SPENDER = 'ccip.router';
 
 export type ExpectedEffectResult = { ok: true; effect: ExpectedEffect } | { ok: false; reason: string };
 
@@ -215,7 +217,12 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, us
   if (config.token_approval !== undefined) {
     const approval = object(config.token_approval, 'config.token_approval');
     const { token, decimals, symbol } = tokenOf(plain(approval.token, 'config.token_approval.token'), approval.decimals, chainId, evm, 'config.token_approval');
-    const spender = address(plain(approval.spender, 'config.token_approval.spender'), 'config.token_approval.spender');
+    const rawSpender = plain(approval.spender, 'config.token_approval.spender');
+    // The chain's CCIP Router by name: the spender of a send's fee token (ccip.chains[].router).
+    const spender =
+      rawSpender === CCIP_ROUTER_SPENDER
+        ? address((ccip ?? unavailable('no ccip section is configured: there is no Router to approve')).chains.find((c) => c.chain_id === chainId)?.router ?? unavailable(`chain ${chainId} has no ccip entry`), 'ccip.chains[].router')
+        : address(rawSpender, 'config.token_approval.spender');
     const amount = toBaseUnits(plain(approval.amount, 'config.token_approval.amount'), decimals);
     return withCap({ chain_id: chainId, asset: token, to: spender, amount_base_units: amount, token_method: 'approve', ...tokenFacts(decimals, symbol) });
   }
@@ -247,7 +254,7 @@ function derive({ plan, nodeKey, intent, evm, fallbackFeeCapWei, hyperliquid, us
   if (executorKey === USDT0_SEND_EXECUTOR) return withCap(usdt0SendEffect(config, intent, chainId, evm, usdt0 ?? null));
   // --- end USDT0 lane ---
   // --- CCIP lane (docs/ccip-lane.md) ---
-  if (executorKey === CCIP_SEND_EXECUTOR) return withCap(ccipSendEffect(config, intent, chainId, evm, ccip ?? null));
+  if (executorKey === CCIP_SEND_EXECUTOR) return withCap(ccipSendEffect(plan, node, config, intent, chainId, evm, ccip ?? null));
   // --- end CCIP lane ---
   // --- Gateway lane (docs/gateway-lane.md): typed data for the burn intent, transactions else ---
   if (executorKey !== null && GATEWAY_SIGNING_KEYS.has(executorKey)) {
@@ -469,7 +476,7 @@ function toBaseUnitsOrZero(value: unknown, decimals: number): string {
  * config.allow_out_of_order_execution (default true), the fee in native coin and its cap
  * (config.max_fee_wei, required).
  */
-function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, unknown>, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig | null): ExpectedEffect {
+function ccipSendEffect(plan: unknown, node: PlanNode, config: Record<string, unknown>, intent: Record<string, unknown>, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig | null): ExpectedEffect {
   if (!ccip) return unavailable('no ccip section is configured: a send has no Router to go through');
   const source = ccip.chains.find((c) => c.chain_id === chainId) ?? unavailable(`chain ${chainId} has no ccip entry`);
   const destChainId = plain(config.destination_chain_id, 'config.destination_chain_id');
@@ -486,8 +493,11 @@ function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, 
   if (typeof gas !== 'number' || !Number.isSafeInteger(gas) || gas < 0) unavailable('config.gas_limit must be a whole number of gas');
   const ooo = plain(config.allow_out_of_order_execution ?? true, 'config.allow_out_of_order_execution');
   if (typeof ooo !== 'boolean') unavailable('config.allow_out_of_order_execution must be true or false');
-  if (config.max_fee_wei === undefined) unavailable('config.max_fee_wei is required: the approved cap of the CCIP fee the send pays in native coin');
+  if (config.max_fee_wei === undefined) unavailable('config.max_fee_wei is required: the approved cap of the CCIP fee, in the fee token\'s base units (wei of native coin by default)');
   const cap = whole(plain(config.max_fee_wei, 'config.max_fee_wei'), 'config.max_fee_wei');
+  const feeToken = ccipFeeTokenOf(plain(config.fee_token, 'config.fee_token'), chainId, evm, ccip);
+  if (feeToken !== zeroAddress && feeToken === token) unavailable('config.fee_token is the token sent: the Router would pull both from one allowance');
+  if (feeToken !== zeroAddress) ccipFeeApprovalBefore(plan, node, String(config.fee_token), chainId, evm, BigInt(cap));
   return {
     chain_id: chainId,
     asset: token,
@@ -501,12 +511,40 @@ function ccipSendEffect(config: Record<string, unknown>, intent: Record<string, 
       token,
       amount,
       data: '0x',
-      fee_token: zeroAddress,
+      fee_token: feeToken,
       extra_args: encodeExtraArgs(BigInt(gas as number), ooo as boolean),
       max_fee_wei: cap,
     },
     ...tokenFacts(decimals, symbol),
   };
+}
+
+/**
+ * A send paying its fee in a token: the Router pulls getFee() of it, which the transaction does not
+ * show, so the plan must bound it on chain. A direct predecessor approves that token to the chain's
+ * Router (config.token_approval, spender ccip.router) for at most the cap: an approve sets the
+ * allowance, so the send can cost no more than the approved plan says.
+ */
+function ccipFeeApprovalBefore(plan: unknown, node: PlanNode, symbol: string, chainId: number, evm: ConfigFile['evm'], cap: bigint): void {
+  const predecessors = (node as PlanNode & { predecessors?: unknown }).predecessors;
+  const keys = Array.isArray(predecessors) ? predecessors.filter((k): k is string => typeof k === 'string') : [];
+  const decimals = evm.tokens.find((t) => t.chain_id === chainId && t.symbol === symbol)?.decimals;
+  const bounds = keys.some((k) => {
+    const p = planNode(plan, k);
+    const a = p.config?.token_approval as Record<string, unknown> | undefined;
+    if (!a || typeof a !== 'object' || a.token !== symbol || a.spender !== CCIP_ROUTER_SPENDER || decimals === undefined) return false;
+    if (chainIdOf(p, p.config ?? {}, evm) !== chainId) return false;
+    return BigInt(toBaseUnits(plain(a.amount, 'config.token_approval.amount'), decimals)) <= cap;
+  });
+  if (!bounds) unavailable(`a send paying its fee in ${symbol} needs a node right before it approving ${symbol} to ccip.router for at most config.max_fee_wei (${cap} base units): the fee is pulled by the Router, not carried by the transaction`);
+}
+
+/** config.fee_token of a CCIP send: unset or "native" is native coin (address 0); else a symbol of ccip.fee_tokens, its address from evm.tokens. */
+function ccipFeeTokenOf(ref: unknown, chainId: number, evm: ConfigFile['evm'], ccip: CcipConfig): string {
+  if (ref === undefined || ref === 'native') return zeroAddress;
+  if (typeof ref !== 'string' || !(ccip.fee_tokens ?? []).includes(ref)) return unavailable(`config.fee_token ${JSON.stringify(ref)} is not one of ccip.fee_tokens`);
+  const listed = evm.tokens.find((t) => t.chain_id === chainId && t.symbol === ref) ?? unavailable(`fee token ${ref} is not listed in evm.tokens for chain ${chainId}`);
+  return address(listed.address, 'evm.tokens[].address');
 }
 // --- end CCIP lane ---
 
