@@ -19,6 +19,17 @@ export interface CliCommand {
   run(ctx: CliContext): Promise<number | void>;
 }
 
+/** What help, parsing and selection need of a command: everything but its implementation. */
+export type CliCommandSpec = Omit<CliCommand, 'run'>;
+
+/**
+ * One row of the command table (command-table.ts, generated from the modules by `npm run cli-table`):
+ * the spec and the module that implements the command, imported only when it runs.
+ */
+export interface CliCommandEntry extends CliCommandSpec {
+  module: string;
+}
+
 export interface CliIO {
   out(text: string): void;
   err(text: string): void;
@@ -49,7 +60,7 @@ export interface CliContext extends CliIO {
 export class UsageError extends Error {
   constructor(
     message: string,
-    readonly command?: CliCommand,
+    readonly command?: CliCommandSpec,
   ) {
     super(message);
     this.name = 'UsageError';
@@ -77,6 +88,22 @@ export function nameOrId(ctx: Pick<CliContext, 'option'>, idIs?: string): string
   if ((name === undefined) === (id === undefined)) throw new UsageError('give exactly one of --name or --id');
   if (id !== undefined && idIs !== undefined && !isUuid(id)) throw new UsageError(`--id must be ${idIs} (a UUID), got "${id}"`);
   return (id ?? name)!;
+}
+
+/** The stable code of a database command refused because it was pointed at a Ferry's API. */
+export const DATABASE_ONLY = 'CLI_DATABASE_ONLY';
+
+/**
+ * A command that works on a database directly, given a Ferry's URL (`--url` or FERRY_URL): it refuses
+ * (exit 2) rather than open this machine's database while the user means another Ferry's.
+ */
+export function databaseOnly(path: string[], given: '--url' | 'FERRY_URL'): CliError {
+  const name = `ferry ${path.join(' ')}`;
+  const fix = given === '--url' ? 'drop --url' : `unset FERRY_URL (FERRY_URL= ${name})`;
+  return new CliError(
+    `${DATABASE_ONLY}: ${name} works on a database directly, not over a Ferry's API, and ${given} is set: ${fix} to run it on this machine's database (DATABASE_URL, else the embedded PostgreSQL of FERRY_DATA_DIR)`,
+    2,
+  );
 }
 
 /**
