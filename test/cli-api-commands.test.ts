@@ -2,7 +2,7 @@
  * The API commands' token and approval rules, and the commands that were missing: a token is never
  * taken from the command line (FERRY_TOKEN, --token-file PATH or --token-file -); `movements approve`
  * shows the plan and asks on a terminal, and off one needs the plan hash or --yes; `templates list`,
- * `movements reject|cancel|retry`; a database command with FERRY_URL set says which database it opened.
+ * `movements reject|cancel|retry`; a database command with FERRY_URL set refuses, and says which database it opened otherwise.
  */
 import assert from 'node:assert/strict';
 import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -191,9 +191,16 @@ test('movements reject, cancel and retry over the API', async () => {
   assert.match(retried.stdout, /Node once is READY again in movement .*: it is EXECUTING/);
 });
 
-test('a database command with FERRY_URL set says which database it opened', async () => {
+test('a database command with FERRY_URL set refuses (it would open this machine\'s database, not the Ferry meant); with FERRY_URL unset it says which it opened', async () => {
   const r = await ferryCli(['tokens', 'list'], { DATABASE_URL: db.url });
-  assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stderr, /tokens list works on the database, not over FERRY_URL: it opened DATABASE_URL postgres:\/\//);
-  assert.doesNotMatch(r.stderr, new RegExp(new URL(db.url).password || 'no-password-in-url'));
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /^ferry: CLI_DATABASE_ONLY: ferry tokens list works on a database directly, not over a Ferry's API, and FERRY_URL is set: unset FERRY_URL \(FERRY_URL= ferry tokens list\)/);
+  assert.ok(!r.stdout.includes('api-operator'), 'no token of any database was listed');
+
+  const unset = await ferryCli(['tokens', 'list'], { DATABASE_URL: db.url, FERRY_URL: '' });
+  assert.equal(unset.code, 0, unset.stderr);
+  assert.match(unset.stdout, /api-operator/);
+  const u = new URL(db.url);
+  assert.match(unset.stderr, new RegExp(`^ferry: tokens list: database ${u.hostname}:${u.port}${u.pathname} \\(DATABASE_URL\\)$`, 'm'));
+  assert.doesNotMatch(unset.stderr, new RegExp(u.password || 'no-password-in-url'));
 });

@@ -99,6 +99,10 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
   const entry = select(commands, argv);
   if (!entry) {
     const group = commands.filter((c) => c.path[0] === first);
+    if (group.length > 0 && (argv[1] === '--help' || argv[1] === '-h')) {
+      io.out(group.map((c) => `usage: ${commandLine(c)}\n  ${c.summary}`).join('\n'));
+      return EXIT_OK;
+    }
     if (group.length > 0) {
       const sub = argv[1] === undefined ? 'a subcommand is required' : `unknown ${first} command "${argv[1]}"`;
       io.err(`ferry: ${sub}\n\n${group.map((c) => `usage: ${commandLine(c)}`).join('\n')}`);
