@@ -109,9 +109,10 @@ test('database commands given a Ferry\'s URL (--url or FERRY_URL) refuse in one 
   assert.equal(plain.code, 1, plain.stderr);
   assert.ok(connections > 0, 'the plain command tried the database');
   for (const [name, args, env, given] of [
-    ['tokens list', ['tokens', 'list', '--url', 'http://127.0.0.1:9'], {}, '--url'],
-    ['principals list', ['principals', 'list', '--url=http://127.0.0.1:9'], {}, '--url'],
-    ['tokens list', ['tokens', 'list'], { FERRY_URL: 'http://127.0.0.1:9' }, 'FERRY_URL'],
+    ['tokens create', ['tokens', 'create', '--name', 'x', '--role', 'admin', '--url', 'http://127.0.0.1:9'], {}, '--url'],
+    ['principals disable', ['principals', 'disable', '--name', 'x', '--url=http://127.0.0.1:9'], {}, '--url'],
+    ['tokens revoke', ['tokens', 'revoke', '--name', 'x'], { FERRY_URL: 'http://127.0.0.1:9' }, 'FERRY_URL'],
+    ['credentials list', ['credentials', 'list'], { FERRY_URL: 'http://127.0.0.1:9' }, 'FERRY_URL'],
     ['sweeps list', ['sweeps', 'list'], { FERRY_URL: 'http://127.0.0.1:9' }, 'FERRY_URL'],
     ['audit head', ['audit', 'head'], { FERRY_URL: 'http://127.0.0.1:9' }, 'FERRY_URL'],
     ['queue credentials list', ['queue', 'credentials', 'list'], { FERRY_URL: 'http://127.0.0.1:9' }, 'FERRY_URL'],
