@@ -68,6 +68,9 @@ test('ferry --help, ferry <group> --help, a command\'s --help and an unknown com
   assert.match(group.stdout, /^usage: ferry tokens list /m);
   assert.match(group.stdout, /^usage: ferry tokens revoke /m);
   assertLight(group, 'ferry tokens --help');
+  const helpGroup = await ferryRecorded(['help', 'tokens']);
+  assert.equal(helpGroup.code, 0, helpGroup.stderr);
+  assert.equal(helpGroup.stdout, group.stdout, 'ferry help tokens is ferry tokens --help');
 
   const one = await ferryRecorded(['sweeps', 'run', '--help']);
   assert.equal(one.code, 0, one.stderr);

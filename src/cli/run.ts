@@ -64,6 +64,11 @@ function overview(commands: CliCommandSpec[]): string {
   ].join('\n');
 }
 
+/** `ferry <group> --help`: each command of the group, its usage and what it does. */
+function groupHelp(group: CliCommandSpec[]): string {
+  return group.map((c) => `usage: ${commandLine(c)}\n  ${c.summary}`).join('\n');
+}
+
 function commandHelp(c: CliCommandSpec): string {
   return `usage: ${commandLine(c)}\n\n${c.summary}`;
 }
@@ -92,7 +97,8 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
   }
   if (first === 'help' || first === '--help' || first === '-h') {
     const topic = select(commands, argv.slice(1));
-    io.out(topic ? commandHelp(topic) : overview(commands));
+    const group = commands.filter((c) => argv[1] !== undefined && c.path[0] === argv[1]);
+    io.out(topic ? commandHelp(topic) : group.length > 0 ? groupHelp(group) : overview(commands));
     return EXIT_OK;
   }
 
@@ -100,7 +106,7 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
   if (!entry) {
     const group = commands.filter((c) => c.path[0] === first);
     if (group.length > 0 && (argv[1] === '--help' || argv[1] === '-h')) {
-      io.out(group.map((c) => `usage: ${commandLine(c)}\n  ${c.summary}`).join('\n'));
+      io.out(groupHelp(group));
       return EXIT_OK;
     }
     if (group.length > 0) {
