@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { commandTable } from '../src/cli/command-table.ts';
 import { loadAllCommands } from '../src/cli/commands.ts';
+import { runCli } from '../src/cli/run.ts';
 import { COMMAND_TABLE_FILE, renderCommandTable } from '../scripts/cli-table.ts';
 import { runCliProcess, type CliRun } from './helpers/cli.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -55,6 +56,25 @@ test('the command table is the modules\' commands: same words, summary, usage, o
     const { run: _run, ...spec } = command;
     assert.deepEqual(commandTable[i], { module, ...spec }, `row ${i} (${command.path.join(' ')})`);
   });
+});
+
+test('a command whose module changed since the table was generated runs with a warning naming the fix', async () => {
+  const stale = commandTable.map((row) => (row.path.join(' ') === 'movements show' ? { ...row, summary: 'an older summary' } : row));
+  const run = async (table: typeof commandTable) => {
+    let err = '';
+    const code = await runCli(['movements', 'show', '00000000-0000-4000-8000-000000000000'], {
+      env: { FERRY_URL: 'http://127.0.0.1:9', FERRY_TOKEN: 'fy_unused' },
+      io: { out: () => {}, err: (t) => (err += t + '\n') },
+      table,
+    });
+    return { code, err };
+  };
+  const old = await run(stale);
+  assert.equal(old.code, 1);
+  assert.match(old.err, /^ferry: warning: src\/cli\/command-table\.ts is out of date for this command; run `npm run cli-table`$/m);
+  const fresh = await run(commandTable);
+  assert.doesNotMatch(fresh.err, /out of date/);
+  assert.match(fresh.err, /cannot reach Ferry/);
 });
 
 test('ferry --help, ferry <group> --help, a command\'s --help and an unknown command load no lane, pg, pg-boss, viem or ccxt', async () => {

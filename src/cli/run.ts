@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { isFerryError } from '../errors.ts';
-import { CliError, databaseOnly, UsageError, type CliCommand, type CliCommandSpec, type CliContext, type CliIO } from './command.ts';
+import { CliError, databaseOnly, UsageError, type CliCommand, type CliCommandEntry, type CliCommandSpec, type CliContext, type CliIO } from './command.ts';
 import { commandTable } from './command-table.ts';
 import { loadCommand } from './commands.ts';
 
@@ -14,6 +14,8 @@ export interface RunOptions {
   io?: CliIO;
   /** Commands to run instead of Ferry's own (tests). */
   commands?: CliCommand[];
+  /** The command table to read instead of command-table.ts (tests: a stale one). */
+  table?: CliCommandEntry[];
 }
 
 /** A command as help and parsing see it, and how to get its implementation when it runs. */
@@ -25,7 +27,8 @@ interface LazyCommand extends CliCommandSpec {
  * Ferry's commands, from the generated table: their modules (with the lanes, pg and pg-boss some
  * of them import) are loaded only when one of their commands runs.
  */
-const defaultCommands: LazyCommand[] = commandTable.map(({ module, ...spec }) => ({ ...spec, load: () => loadCommand(module, spec.path) }));
+const lazyCommands = (table: CliCommandEntry[]): LazyCommand[] => table.map(({ module, ...spec }) => ({ ...spec, load: () => loadCommand(module, spec.path) }));
+const defaultCommands = lazyCommands(commandTable);
 
 const stdio: CliIO = {
   out: (text) => process.stdout.write(text + '\n'),
@@ -64,6 +67,11 @@ function overview(commands: CliCommandSpec[]): string {
   ].join('\n');
 }
 
+/** A command's spec as text, to compare the table's with the module's. */
+function specText(c: CliCommandSpec): string {
+  return JSON.stringify({ path: c.path, summary: c.summary, usage: c.usage, options: c.options, positionals: c.positionals });
+}
+
 /** `ferry <group> --help`: each command of the group, its usage and what it does. */
 function groupHelp(group: CliCommandSpec[]): string {
   return group.map((c) => `usage: ${commandLine(c)}\n  ${c.summary}`).join('\n');
@@ -88,7 +96,11 @@ function select<C extends CliCommandSpec>(commands: C[], argv: string[]): C | un
 export async function runCli(argv: string[], opts: RunOptions = {}): Promise<number> {
   const env = opts.env ?? process.env;
   const io = opts.io ?? stdio;
-  const commands: LazyCommand[] = opts.commands ? opts.commands.map((c) => ({ ...c, load: async () => c })) : defaultCommands;
+  const commands: LazyCommand[] = opts.commands
+    ? opts.commands.map((c) => ({ ...c, load: async () => c }))
+    : opts.table
+      ? lazyCommands(opts.table)
+      : defaultCommands;
 
   const first = argv[0];
   if (first === undefined) {
@@ -147,6 +159,8 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
     }
     const implementation = await entry.load();
     command = implementation;
+    // Help and parsing came from the table: a module changed since it was generated is said so.
+    if (specText(implementation) !== specText(entry)) io.err('ferry: warning: src/cli/command-table.ts is out of date for this command; run `npm run cli-table`');
     const values = parsed.values as CliContext['values'];
     const ctx: CliContext = {
       ...io,
