@@ -117,6 +117,25 @@ test('an API command (movements show) loads its module and no lane, pg or pg-bos
   assertLight(r, 'movements show');
 });
 
+test('one API command of every module that has them loads no lane, config.ts, pg, pg-boss, viem or ccxt', async () => {
+  const modules = new Set<string>();
+  for (const row of commandTable) {
+    if (!row.options || !('url' in row.options) || modules.has(row.module)) continue;
+    modules.add(row.module);
+    // As many positionals as it needs (a UUID serves as an id and as a missing file); a required
+    // option left out is refused by the command itself, after its module loaded.
+    const args = [...row.path, ...Array.from({ length: row.positionals?.min ?? 0 }, () => '00000000-0000-4000-8000-000000000000')];
+    const r = await ferryRecorded(args, { FERRY_URL: 'http://127.0.0.1:9', FERRY_TOKEN: 'fy_unused' });
+    const what = `ferry ${args.join(' ')}`;
+    assert.ok(r.code === 1 || r.code === 2, `${what}: ${r.stderr}`);
+    assert.ok(r.modules.some((m) => m.endsWith(`/src/cli/${row.module}.ts`)), `${what} loaded its module`);
+    for (const [name, pattern] of HEAVY.filter(([n]) => n !== 'the database layer')) {
+      assert.deepEqual(r.modules.filter((m) => pattern.test(m)), [], `${what} loaded ${name}`);
+    }
+  }
+  assert.ok(modules.size >= 10, `API modules: ${[...modules].join(', ')}`);
+});
+
 test('database commands given a Ferry\'s URL (--url or FERRY_URL) refuse in one line, exit 2, and open no database', async (t) => {
   // DATABASE_URL points here: a connection would be counted (and cut).
   let connections = 0;
