@@ -3,8 +3,9 @@ import { isUuid } from '../ids.ts';
 import type { CliDatabase, DatabaseMode } from './database.ts';
 
 /**
- * The shape of one `ferry` command. Commands are plain table entries (see commands.ts): adding a
- * command means writing one of these and listing it there; parsing, help and exit codes are shared.
+ * The shape of one `ferry` command. Commands are plain table entries: adding a command means writing
+ * one of these in a module listed in commands.ts and running `npm run cli-table` (help and parsing
+ * read the generated command-table.ts); parsing, help and exit codes are shared.
  */
 export interface CliCommand {
   /** The words that select it, e.g. ['tokens', 'create']. */
