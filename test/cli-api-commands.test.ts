@@ -217,7 +217,7 @@ test('tokens list and principals list with FERRY_URL ask that Ferry (not a datab
 
   const r = await ferryCli(['tokens', 'revoke', '--name', 'api-operator'], { DATABASE_URL: db.url });
   assert.equal(r.code, 2, r.stderr);
-  assert.match(r.stderr, /^ferry: CLI_DATABASE_ONLY: ferry tokens revoke works on a database directly, not over a Ferry's API, and FERRY_URL is set: unset FERRY_URL \(FERRY_URL= ferry tokens revoke\)/);
+  assert.match(r.stderr, /^ferry: CLI_DATABASE_ONLY: ferry tokens revoke works on a database directly, not over a Ferry's API, and FERRY_URL is set: unset it \(FERRY_URL= ferry tokens revoke\)/);
   assert.equal(r.stderr.split('\n').length, 2, 'one line');
 
   const unset = await ferryCli(['tokens', 'list'], { DATABASE_URL: db.url, FERRY_URL: '' });

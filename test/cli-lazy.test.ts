@@ -136,7 +136,7 @@ test('one API command of every module that has them loads no lane, config.ts, pg
   assert.ok(modules.size >= 10, `API modules: ${[...modules].join(', ')}`);
 });
 
-test('database commands given a Ferry\'s URL (--url or FERRY_URL) refuse in one line, exit 2, and open no database', async (t) => {
+test('database commands given a Ferry\'s URL refuse in one line, exit 2, and open no database: --url (CLI_NOT_OVER_API) or FERRY_URL (CLI_DATABASE_ONLY)', async (t) => {
   // DATABASE_URL points here: a connection would be counted (and cut).
   let connections = 0;
   const server = createServer((socket) => {
@@ -164,10 +164,11 @@ test('database commands given a Ferry\'s URL (--url or FERRY_URL) refuse in one 
     const r = await ferryRecorded(args, { DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${databasePort}/postgres`, ...env });
     const what = `ferry ${args.join(' ')} with ${given}`;
     assert.equal(r.code, 2, `${what}: ${r.stderr}`);
-    assert.ok(
-      r.stderr.startsWith(`ferry: CLI_DATABASE_ONLY: ferry ${name} works on a database directly, not over a Ferry's API, and ${given} is set: `),
-      `${what}: ${r.stderr}`,
-    );
+    const expected =
+      given === '--url'
+        ? `ferry: CLI_NOT_OVER_API: ferry ${name} has no --url: it runs on this machine, not over a Ferry's API `
+        : `ferry: CLI_DATABASE_ONLY: ferry ${name} works on a database directly, not over a Ferry's API, and FERRY_URL is set: unset it (FERRY_URL= ferry ${name})`;
+    assert.ok(r.stderr.startsWith(expected), `${what}: ${r.stderr}`);
     assert.equal(r.stderr.split('\n').length, 2, `${what}: one line: ${r.stderr}`);
     assert.equal(r.stdout, '', what);
     assert.equal(connections, before, `${what}: no connection to the database`);

@@ -91,18 +91,28 @@ export function nameOrId(ctx: Pick<CliContext, 'option'>, idIs?: string): string
   return (id ?? name)!;
 }
 
-/** The stable code of a database command refused because it was pointed at a Ferry's API. */
+/** The stable code of a database command refused because FERRY_URL points at a Ferry's API. */
 export const DATABASE_ONLY = 'CLI_DATABASE_ONLY';
+/** The stable code of `--url` given to a command that does not work over the API. */
+export const NOT_OVER_API = 'CLI_NOT_OVER_API';
 
 /**
- * A command that works on a database directly, given a Ferry's URL (`--url` or FERRY_URL): it refuses
- * (exit 2) rather than open this machine's database while the user means another Ferry's.
+ * A command that works on a database directly while FERRY_URL names a Ferry: it refuses (exit 2)
+ * rather than open this machine's database while the user means another Ferry's.
  */
-export function databaseOnly(path: string[], given: '--url' | 'FERRY_URL'): CliError {
+export function databaseOnly(path: string[]): CliError {
   const name = `ferry ${path.join(' ')}`;
-  const fix = given === '--url' ? 'drop --url' : `unset FERRY_URL (FERRY_URL= ${name})`;
   return new CliError(
-    `${DATABASE_ONLY}: ${name} works on a database directly, not over a Ferry's API, and ${given} is set: ${fix} to run it on this machine's database (DATABASE_URL, else the embedded PostgreSQL of FERRY_DATA_DIR)`,
+    `${DATABASE_ONLY}: ${name} works on a database directly, not over a Ferry's API, and FERRY_URL is set: unset it (FERRY_URL= ${name}) to run it on this machine's database (DATABASE_URL, else the embedded PostgreSQL of FERRY_DATA_DIR)`,
+    2,
+  );
+}
+
+/** `--url` given to a command without it (a database command, or one that runs on this machine): exit 2. */
+export function notOverApi(path: string[]): CliError {
+  const name = `ferry ${path.join(' ')}`;
+  return new CliError(
+    `${NOT_OVER_API}: ${name} has no --url: it runs on this machine, not over a Ferry's API (on the database when it needs one: DATABASE_URL, else the embedded PostgreSQL of FERRY_DATA_DIR); drop --url`,
     2,
   );
 }

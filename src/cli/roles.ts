@@ -46,7 +46,7 @@ const setupRoles: CliCommand = {
         await run(db.ownerUrl ?? db.url);
       }, 'as-is');
     else {
-      if (ctx.env.FERRY_URL) throw databaseOnly(ctx.command.path, 'FERRY_URL');
+      if (ctx.env.FERRY_URL) throw databaseOnly(ctx.command.path);
       const { databaseAddress } = await import('./database.ts');
       ctx.err(`ferry: db setup-roles: database ${databaseAddress(config.databaseOwnerUrl ?? config.databaseUrl!)} (${config.databaseOwnerUrl ? 'FERRY_DATABASE_OWNER_URL' : 'DATABASE_URL'})`);
       await run(config.databaseOwnerUrl ?? config.databaseUrl!);

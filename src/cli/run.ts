@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { isFerryError } from '../errors.ts';
-import { CliError, databaseOnly, UsageError, type CliCommand, type CliCommandEntry, type CliCommandSpec, type CliContext, type CliIO } from './command.ts';
+import { CliError, databaseOnly, notOverApi, UsageError, type CliCommand, type CliCommandEntry, type CliCommandSpec, type CliContext, type CliIO } from './command.ts';
 import { commandTable } from './command-table.ts';
 import { loadCommand } from './commands.ts';
 
@@ -143,7 +143,7 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
       });
     } catch (err) {
       // --url on a command without it: a database command (or a local one) pointed at a Ferry's API.
-      if (argv.slice(entry.path.length).some((a) => a === '--url' || a.startsWith('--url='))) throw databaseOnly(entry.path, '--url');
+      if (argv.slice(entry.path.length).some((a) => a === '--url' || a.startsWith('--url='))) throw notOverApi(entry.path);
       throw new UsageError((err as Error).message, command);
     }
     if (parsed.values.help) {
@@ -176,7 +176,7 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
       // Loaded by the commands that open the database only (pg, migrations, pg-boss).
       withDatabase: async (fn, mode) => {
         // FERRY_URL points at a Ferry's API: this command would open a database of its own instead.
-        if (env.FERRY_URL) throw databaseOnly(implementation.path, 'FERRY_URL');
+        if (env.FERRY_URL) throw databaseOnly(implementation.path);
         const { withCliDatabase, openedDatabase } = await import('./database.ts');
         return withCliDatabase(
           env,
