@@ -2,7 +2,7 @@
  * The API commands' token and approval rules, and the commands that were missing: a token is never
  * taken from the command line (FERRY_TOKEN, --token-file PATH or --token-file -); `movements approve`
  * shows the plan and asks on a terminal, and off one needs the plan hash or --yes; `templates list`,
- * `movements reject|cancel|retry`; a database command with FERRY_URL set says which database it opened.
+ * `movements reject|cancel|retry`; a database command with FERRY_URL set refuses, and says which database it opened otherwise.
  */
 import assert from 'node:assert/strict';
 import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -22,6 +22,7 @@ const tokens = {
   operator: (await createToken(db.pool, { name: 'api-operator', role: 'operator' })).token,
   requester: (await createToken(db.pool, { name: 'api-requester', role: 'requester' })).token,
   approver: (await createToken(db.pool, { name: 'api-approver', role: 'approver' })).token,
+  admin: (await createToken(db.pool, { name: 'api-admin', role: 'admin' })).token,
 };
 
 await makeTemplateLive(
@@ -191,9 +192,38 @@ test('movements reject, cancel and retry over the API', async () => {
   assert.match(retried.stdout, /Node once is READY again in movement .*: it is EXECUTING/);
 });
 
-test('a database command with FERRY_URL set says which database it opened', async () => {
-  const r = await ferryCli(['tokens', 'list'], { DATABASE_URL: db.url });
-  assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stderr, /tokens list works on the database, not over FERRY_URL: it opened DATABASE_URL postgres:\/\//);
-  assert.doesNotMatch(r.stderr, new RegExp(new URL(db.url).password || 'no-password-in-url'));
+test('tokens list and principals list with FERRY_URL ask that Ferry (not a database); a database-only command refuses; with FERRY_URL unset it says which database it opened', async () => {
+  // DATABASE_URL names a database without Ferry's tables: opening it would fail.
+  const elsewhere = new URL(db.url);
+  elsewhere.pathname = '/postgres';
+  const listed = await ferryCli(['tokens', 'list'], { DATABASE_URL: elsewhere.toString(), FERRY_TOKEN: tokens.admin });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /^ID\s+NAME\s+ROLE\s+PRINCIPAL\s+CREATED\s+EXPIRES\s+LAST USED\s+STATUS$/m);
+  assert.match(listed.stdout, /\sapi-operator\s+operator\s+api-operator\s+\S+\s+-\s+\S+\s+active$/m);
+  assert.equal(listed.stderr, '');
+  // The same JSON as from the database.
+  const overApi = await ferryCli(['tokens', 'list', '--json', '--all'], { DATABASE_URL: elsewhere.toString(), FERRY_TOKEN: tokens.admin });
+  const direct = await ferryCli(['tokens', 'list', '--json', '--all'], { DATABASE_URL: db.url, FERRY_URL: '' });
+  assert.equal(overApi.code, 0, overApi.stderr);
+  assert.equal(direct.code, 0, direct.stderr);
+  const stable = (text: string) => JSON.parse(text).map((t: Record<string, unknown>) => ({ ...t, last_used_at: null }));
+  assert.deepEqual(stable(overApi.stdout), stable(direct.stdout));
+  const people = await ferryCli(['principals', 'list', '--json'], { DATABASE_URL: elsewhere.toString(), FERRY_TOKEN: tokens.admin });
+  assert.equal(people.code, 0, people.stderr);
+  assert.ok(JSON.parse(people.stdout).some((p: { name: string; actor?: string }) => p.name === 'api-approver' && p.actor === undefined));
+  const notAdmin = await ferryCli(['principals', 'list'], { FERRY_TOKEN: tokens.operator });
+  assert.equal(notAdmin.code, 1);
+  assert.match(notAdmin.stderr, /^ferry: FORBIDDEN: /);
+
+  const r = await ferryCli(['tokens', 'revoke', '--name', 'api-operator'], { DATABASE_URL: db.url });
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /^ferry: CLI_DATABASE_ONLY: ferry tokens revoke works on a database directly, not over a Ferry's API, and FERRY_URL is set: unset it \(FERRY_URL= ferry tokens revoke\)/);
+  assert.equal(r.stderr.split('\n').length, 2, 'one line');
+
+  const unset = await ferryCli(['tokens', 'list'], { DATABASE_URL: db.url, FERRY_URL: '' });
+  assert.equal(unset.code, 0, unset.stderr);
+  assert.match(unset.stdout, /api-operator/);
+  const u = new URL(db.url);
+  assert.match(unset.stderr, new RegExp(`^ferry: tokens list: database ${u.hostname}:${u.port}${u.pathname} \\(DATABASE_URL\\)$`, 'm'));
+  assert.doesNotMatch(unset.stderr, new RegExp(u.password || 'no-password-in-url'));
 });

@@ -3,8 +3,9 @@ import { isUuid } from '../ids.ts';
 import type { CliDatabase, DatabaseMode } from './database.ts';
 
 /**
- * The shape of one `ferry` command. Commands are plain table entries (see commands.ts): adding a
- * command means writing one of these and listing it there; parsing, help and exit codes are shared.
+ * The shape of one `ferry` command. Commands are plain table entries: adding a command means writing
+ * one of these in a module listed in commands.ts and running `npm run cli-table` (help and parsing
+ * read the generated command-table.ts); parsing, help and exit codes are shared.
  */
 export interface CliCommand {
   /** The words that select it, e.g. ['tokens', 'create']. */
@@ -17,6 +18,17 @@ export interface CliCommand {
   positionals?: { min: number; max: number; names?: string };
   /** Returns the exit code (0 when omitted). */
   run(ctx: CliContext): Promise<number | void>;
+}
+
+/** What help, parsing and selection need of a command: everything but its implementation. */
+export type CliCommandSpec = Omit<CliCommand, 'run'>;
+
+/**
+ * One row of the command table (command-table.ts, generated from the modules by `npm run cli-table`):
+ * the spec and the module that implements the command, imported only when it runs.
+ */
+export interface CliCommandEntry extends CliCommandSpec {
+  module: string;
 }
 
 export interface CliIO {
@@ -49,7 +61,7 @@ export interface CliContext extends CliIO {
 export class UsageError extends Error {
   constructor(
     message: string,
-    readonly command?: CliCommand,
+    readonly command?: CliCommandSpec,
   ) {
     super(message);
     this.name = 'UsageError';
@@ -77,6 +89,32 @@ export function nameOrId(ctx: Pick<CliContext, 'option'>, idIs?: string): string
   if ((name === undefined) === (id === undefined)) throw new UsageError('give exactly one of --name or --id');
   if (id !== undefined && idIs !== undefined && !isUuid(id)) throw new UsageError(`--id must be ${idIs} (a UUID), got "${id}"`);
   return (id ?? name)!;
+}
+
+/** The stable code of a database command refused because FERRY_URL points at a Ferry's API. */
+export const DATABASE_ONLY = 'CLI_DATABASE_ONLY';
+/** The stable code of `--url` given to a command that does not work over the API. */
+export const NOT_OVER_API = 'CLI_NOT_OVER_API';
+
+/**
+ * A command that works on a database directly while FERRY_URL names a Ferry: it refuses (exit 2)
+ * rather than open this machine's database while the user means another Ferry's.
+ */
+export function databaseOnly(path: string[]): CliError {
+  const name = `ferry ${path.join(' ')}`;
+  return new CliError(
+    `${DATABASE_ONLY}: ${name} works on a database directly, not over a Ferry's API, and FERRY_URL is set: unset it (FERRY_URL= ${name}) to run it on this machine's database (DATABASE_URL, else the embedded PostgreSQL of FERRY_DATA_DIR)`,
+    2,
+  );
+}
+
+/** `--url` given to a command without it (a database command, or one that runs on this machine): exit 2. */
+export function notOverApi(path: string[]): CliError {
+  const name = `ferry ${path.join(' ')}`;
+  return new CliError(
+    `${NOT_OVER_API}: ${name} has no --url: it runs on this machine, not over a Ferry's API (on the database when it needs one: DATABASE_URL, else the embedded PostgreSQL of FERRY_DATA_DIR); drop --url`,
+    2,
+  );
 }
 
 /**

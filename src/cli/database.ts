@@ -32,17 +32,21 @@ export interface CliDatabase {
   dataDir?: string;
 }
 
-/** Which database a command opened, in words (no password). */
+/** host:port/database of a PostgreSQL URL: no user, no password. */
+export function databaseAddress(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || '5432'}${u.pathname.length > 1 ? decodeURIComponent(u.pathname) : '/'}`;
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+/** Which database a command opened, in words (host:port/database and where it came from; no user or password). */
 export function openedDatabase(db: CliDatabase): string {
-  if (db.source === 'database-url') return `DATABASE_URL ${redactUrl(db.url)}`;
-  const port = (() => {
-    try {
-      return new URL(db.url).port;
-    } catch {
-      return '?';
-    }
-  })();
-  return `the embedded PostgreSQL of ${db.dataDir ?? 'FERRY_DATA_DIR'} (port ${port}${db.source === 'embedded-started' ? ', started for this command' : ''})`;
+  if (db.source === 'database-url') return `${databaseAddress(db.url)} (DATABASE_URL)`;
+  const started = db.source === 'embedded-started' ? ', started for this command' : '';
+  return `${databaseAddress(db.url)} (the embedded PostgreSQL of ${db.dataDir ?? 'FERRY_DATA_DIR'}${started})`;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * `ferry` command-line entry (`npm run ferry -- <command>`, or the `ferry` bin). The commands live in
- * commands.ts; this file only runs one and hands its exit code to the process.
+ * the modules commands.ts lists, loaded only to run one (run.ts); this file only runs one and hands
+ * its exit code to the process.
  */
 import { runCli } from './run.ts';
 

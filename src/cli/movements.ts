@@ -33,6 +33,14 @@ export const apiOptions: ParseArgsOptionsConfig = {
 };
 export const API_USAGE = '[--url URL] [--token-file PATH|-] [--json]';
 
+/**
+ * Whether a command that works either way (on the database or over the API) was pointed at a Ferry:
+ * --url given, or FERRY_URL set (an empty FERRY_URL is unset).
+ */
+export function overApi(ctx: CliContext): boolean {
+  return ctx.option('url') !== undefined || Boolean(ctx.env.FERRY_URL);
+}
+
 const TOKEN_WAYS = 'FERRY_TOKEN, --token-file PATH (a file readable by you alone) or --token-file - (standard input)';
 
 /** Where and as whom: the API's URL and the bearer token, read from the environment, a file or stdin. */

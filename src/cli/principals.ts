@@ -3,6 +3,7 @@ import { principalKinds, type PrincipalInfo } from '../persistence/principals.ts
 const service = () => import('../services/principals.ts');
 import { NAME_OR_ID, nameOrId, UsageError, type CliCommand } from './command.ts';
 import { printedJson, printList } from './format.ts';
+import { API_USAGE, apiOptions, apiTarget, callApi, overApi } from './movements.ts';
 import { operatorName } from './operator.ts';
 
 /**
@@ -31,11 +32,20 @@ const create: CliCommand = {
 const list: CliCommand = {
   path: ['principals', 'list'],
   summary: 'list principals',
-  usage: '[--all] [--json]',
-  options: { all: { type: 'boolean' }, json: { type: 'boolean' } },
+  // With --url or FERRY_URL it asks that Ferry (GET /v3/principals, token.admin); else the database.
+  usage: `[--all] ${API_USAGE}`,
+  options: { ...apiOptions, all: { type: 'boolean' } },
   async run(ctx) {
-    const { listPrincipals } = await service();
-    const principals = await ctx.withDatabase(({ pool }) => listPrincipals(pool, { includeDisabled: ctx.flag('all') }));
+    let principals: PrincipalInfo[];
+    if (overApi(ctx)) {
+      type View = Omit<PrincipalInfo, 'created_at' | 'disabled_at'> & { created_at: string; disabled_at: string | null; actor?: string };
+      const answer = await callApi<{ principals: View[] }>(await apiTarget(ctx), 'GET', `/v3/principals?include_disabled=${ctx.flag('all')}`);
+      // The same fields as from the database (the API adds the actor string).
+      principals = answer.principals.map(({ actor: _actor, ...p }) => ({ ...p, created_at: new Date(p.created_at), disabled_at: p.disabled_at === null ? null : new Date(p.disabled_at) }));
+    } else {
+      const { listPrincipals } = await service();
+      principals = await ctx.withDatabase(({ pool }) => listPrincipals(pool, { includeDisabled: ctx.flag('all') }));
+    }
     printList(ctx, principals, {
       empty: 'No principals. Create one with: ferry principals create --name NAME',
       columns: ['ID', 'NAME', 'KIND', 'CREATED', 'STATUS'],

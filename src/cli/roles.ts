@@ -1,5 +1,5 @@
 import { loadConfig } from '../config.ts';
-import { CliError, runningEmbedded, UsageError, type CliCommand } from './command.ts';
+import { CliError, databaseOnly, runningEmbedded, UsageError, type CliCommand } from './command.ts';
 
 /** The embedded server's bootstrap superuser, which owns and migrates there. */
 const EMBEDDED_OWNER_ROLE = 'ferry';
@@ -45,7 +45,12 @@ const setupRoles: CliCommand = {
         if (db.source === 'embedded-running') throw runningEmbedded();
         await run(db.ownerUrl ?? db.url);
       }, 'as-is');
-    else await run(config.databaseOwnerUrl ?? config.databaseUrl!);
+    else {
+      if (ctx.env.FERRY_URL) throw databaseOnly(ctx.command.path);
+      const { databaseAddress } = await import('./database.ts');
+      ctx.err(`ferry: db setup-roles: database ${databaseAddress(config.databaseOwnerUrl ?? config.databaseUrl!)} (${config.databaseOwnerUrl ? 'FERRY_DATABASE_OWNER_URL' : 'DATABASE_URL'})`);
+      await run(config.databaseOwnerUrl ?? config.databaseUrl!);
+    }
     ctx.out(`roles set up: ${app} may run Ferry without rewriting the audit log; ${owner} owns the tables`);
     return 0;
   },

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../config.ts';
 import { isFerryError } from '../errors.ts';
-import { CliError, UsageError, type CliCommand, type CliContext, type CliIO } from './command.ts';
-import { commands as defaultCommands } from './commands.ts';
+import { CliError, databaseOnly, notOverApi, UsageError, type CliCommand, type CliCommandEntry, type CliCommandSpec, type CliContext, type CliIO } from './command.ts';
+import { commandTable } from './command-table.ts';
+import { loadCommand } from './commands.ts';
 
 /** Exit codes: 0 success, 1 the command failed (or found a problem), 2 bad arguments. */
 export const EXIT_OK = 0;
@@ -12,8 +12,23 @@ export const EXIT_USAGE = 2;
 export interface RunOptions {
   env?: NodeJS.ProcessEnv;
   io?: CliIO;
+  /** Commands to run instead of Ferry's own (tests). */
   commands?: CliCommand[];
+  /** The command table to read instead of command-table.ts (tests: a stale one). */
+  table?: CliCommandEntry[];
 }
+
+/** A command as help and parsing see it, and how to get its implementation when it runs. */
+interface LazyCommand extends CliCommandSpec {
+  load(): Promise<CliCommand>;
+}
+
+/**
+ * Ferry's commands, from the generated table: their modules (with the lanes, pg and pg-boss some
+ * of them import) are loaded only when one of their commands runs.
+ */
+const lazyCommands = (table: CliCommandEntry[]): LazyCommand[] => table.map(({ module, ...spec }) => ({ ...spec, load: () => loadCommand(module, spec.path) }));
+const defaultCommands = lazyCommands(commandTable);
 
 const stdio: CliIO = {
   out: (text) => process.stdout.write(text + '\n'),
@@ -35,11 +50,11 @@ const stdio: CliIO = {
   },
 };
 
-function commandLine(c: CliCommand): string {
+function commandLine(c: CliCommandSpec): string {
   return ['ferry', ...c.path, c.usage].filter(Boolean).join(' ');
 }
 
-function overview(commands: CliCommand[]): string {
+function overview(commands: CliCommandSpec[]): string {
   const width = Math.max(...commands.map((c) => c.path.join(' ').length));
   return [
     'usage: ferry <command> [options]   (or: npm run ferry -- <command> [options])',
@@ -52,13 +67,23 @@ function overview(commands: CliCommand[]): string {
   ].join('\n');
 }
 
-function commandHelp(c: CliCommand): string {
+/** A command's spec as text, to compare the table's with the module's. */
+function specText(c: CliCommandSpec): string {
+  return JSON.stringify({ path: c.path, summary: c.summary, usage: c.usage, options: c.options, positionals: c.positionals });
+}
+
+/** `ferry <group> --help`: each command of the group, its usage and what it does. */
+function groupHelp(group: CliCommandSpec[]): string {
+  return group.map((c) => `usage: ${commandLine(c)}\n  ${c.summary}`).join('\n');
+}
+
+function commandHelp(c: CliCommandSpec): string {
   return `usage: ${commandLine(c)}\n\n${c.summary}`;
 }
 
 /** The command selected by the longest matching word prefix of argv. */
-function select(commands: CliCommand[], argv: string[]): CliCommand | undefined {
-  let best: CliCommand | undefined;
+function select<C extends CliCommandSpec>(commands: C[], argv: string[]): C | undefined {
+  let best: C | undefined;
   for (const c of commands) {
     if (c.path.length <= argv.length && c.path.every((w, i) => argv[i] === w)) {
       if (!best || c.path.length > best.path.length) best = c;
@@ -71,7 +96,11 @@ function select(commands: CliCommand[], argv: string[]): CliCommand | undefined 
 export async function runCli(argv: string[], opts: RunOptions = {}): Promise<number> {
   const env = opts.env ?? process.env;
   const io = opts.io ?? stdio;
-  const commands = opts.commands ?? defaultCommands;
+  const commands: LazyCommand[] = opts.commands
+    ? opts.commands.map((c) => ({ ...c, load: async () => c }))
+    : opts.table
+      ? lazyCommands(opts.table)
+      : defaultCommands;
 
   const first = argv[0];
   if (first === undefined) {
@@ -80,13 +109,18 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
   }
   if (first === 'help' || first === '--help' || first === '-h') {
     const topic = select(commands, argv.slice(1));
-    io.out(topic ? commandHelp(topic) : overview(commands));
+    const group = commands.filter((c) => argv[1] !== undefined && c.path[0] === argv[1]);
+    io.out(topic ? commandHelp(topic) : group.length > 0 ? groupHelp(group) : overview(commands));
     return EXIT_OK;
   }
 
-  const command = select(commands, argv);
-  if (!command) {
+  const entry = select(commands, argv);
+  if (!entry) {
     const group = commands.filter((c) => c.path[0] === first);
+    if (group.length > 0 && (argv[1] === '--help' || argv[1] === '-h')) {
+      io.out(groupHelp(group));
+      return EXIT_OK;
+    }
     if (group.length > 0) {
       const sub = argv[1] === undefined ? 'a subcommand is required' : `unknown ${first} command "${argv[1]}"`;
       io.err(`ferry: ${sub}\n\n${group.map((c) => `usage: ${commandLine(c)}`).join('\n')}`);
@@ -96,34 +130,41 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
     return EXIT_USAGE;
   }
 
+  // Until the implementation is loaded, errors are reported with the table's spec.
+  let command: CliCommandSpec = entry;
   try {
     let parsed;
     try {
       parsed = parseArgs({
-        args: argv.slice(command.path.length),
-        options: { ...command.options, help: { type: 'boolean', short: 'h' } },
+        args: argv.slice(entry.path.length),
+        options: { ...entry.options, help: { type: 'boolean', short: 'h' } },
         strict: true,
         allowPositionals: true,
       });
     } catch (err) {
+      // --url on a command without it: a database command (or a local one) pointed at a Ferry's API.
+      if (argv.slice(entry.path.length).some((a) => a === '--url' || a.startsWith('--url='))) throw notOverApi(entry.path);
       throw new UsageError((err as Error).message, command);
     }
     if (parsed.values.help) {
-      io.out(commandHelp(command));
+      io.out(commandHelp(entry));
       return EXIT_OK;
     }
-    const { min, max } = command.positionals ?? { min: 0, max: 0 };
+    const { min, max } = entry.positionals ?? { min: 0, max: 0 };
     if (parsed.positionals.length < min || parsed.positionals.length > max) {
       const extra = parsed.positionals.length > max;
       throw new UsageError(
-        extra ? `unexpected argument "${parsed.positionals[max]}"` : `missing ${command.positionals?.names ?? 'argument'}`,
-        command,
+        extra ? `unexpected argument "${parsed.positionals[max]}"` : `missing ${entry.positionals?.names ?? 'argument'}`,
       );
     }
+    const implementation = await entry.load();
+    command = implementation;
+    // Help and parsing came from the table: a module changed since it was generated is said so.
+    if (specText(implementation) !== specText(entry)) io.err('ferry: warning: src/cli/command-table.ts is out of date for this command; run `npm run cli-table`');
     const values = parsed.values as CliContext['values'];
     const ctx: CliContext = {
       ...io,
-      command,
+      command: implementation,
       values,
       positionals: parsed.positionals,
       env,
@@ -134,25 +175,26 @@ export async function runCli(argv: string[], opts: RunOptions = {}): Promise<num
       flag: (name) => values[name] === true,
       // Loaded by the commands that open the database only (pg, migrations, pg-boss).
       withDatabase: async (fn, mode) => {
+        // FERRY_URL points at a Ferry's API: this command would open a database of its own instead.
+        if (env.FERRY_URL) throw databaseOnly(implementation.path);
         const { withCliDatabase, openedDatabase } = await import('./database.ts');
         return withCliDatabase(
           env,
           (db) => {
-            // FERRY_URL points the API commands at a Ferry; this one works on a database: say which.
-            if (env.FERRY_URL) io.err(`ferry: ${command.path.join(' ')} works on the database, not over FERRY_URL: it opened ${openedDatabase(db)}`);
+            io.err(`ferry: ${implementation.path.join(' ')}: database ${openedDatabase(db)}`);
             return fn(db);
           },
           mode,
         );
       },
     };
-    return (await command.run(ctx)) ?? EXIT_OK;
+    return (await implementation.run(ctx)) ?? EXIT_OK;
   } catch (err) {
     return report(err, command, io, env);
   }
 }
 
-function report(err: unknown, command: CliCommand, io: CliIO, env: NodeJS.ProcessEnv): number {
+function report(err: unknown, command: CliCommandSpec, io: CliIO, env: NodeJS.ProcessEnv): number {
   if (err instanceof UsageError) {
     io.err(`ferry: ${err.message}\nusage: ${commandLine(err.command ?? command)}`);
     return EXIT_USAGE;
@@ -170,7 +212,8 @@ function report(err: unknown, command: CliCommand, io: CliIO, env: NodeJS.Proces
     io.err(`ferry: ${err.message}`);
     return err.exitCode;
   }
-  if (err instanceof ConfigError) {
+  // By name: config.ts (with every lane's config schema) is not loaded for a command that needs none.
+  if (err instanceof Error && err.name === 'ConfigError') {
     io.err(`ferry: ${err.message}`);
     return EXIT_FAILED;
   }

@@ -3,7 +3,17 @@ import { roles, isRole, type TokenInfo } from '../persistence/tokens.ts';
 const principals = () => import('../services/principals.ts');
 import { NAME_OR_ID, nameOrId, UsageError, type CliCommand } from './command.ts';
 import { printedJson, printList } from './format.ts';
+import { API_USAGE, apiOptions, apiTarget, callApi, overApi } from './movements.ts';
 import { operatorName } from './operator.ts';
+
+/** A token as the API shows it (instants as ISO strings). */
+type TokenView = Omit<TokenInfo, 'created_at' | 'last_used_at' | 'expires_at' | 'revoked_at'> & Record<'created_at', string> & Record<'last_used_at' | 'expires_at' | 'revoked_at', string | null>;
+
+const instant = (v: string | null) => (v === null ? null : new Date(v));
+
+function tokenFromView(t: TokenView): TokenInfo {
+  return { ...t, created_at: new Date(t.created_at), last_used_at: instant(t.last_used_at), expires_at: instant(t.expires_at), revoked_at: instant(t.revoked_at) };
+}
 
 /** The hint printed when no admin token exists yet. */
 export const firstAdminTokenHint =
@@ -63,12 +73,20 @@ function status(t: TokenInfo, now = Date.now()): string {
 const list: CliCommand = {
   path: ['tokens', 'list'],
   summary: 'list API tokens and their principals (never their secrets)',
-  usage: '[--principal PRINCIPAL] [--all] [--json]',
-  options: { all: { type: 'boolean' }, principal: { type: 'string' }, json: { type: 'boolean' } },
+  // With --url or FERRY_URL it asks that Ferry (GET /v3/tokens, token.admin); else the database.
+  usage: `[--principal PRINCIPAL] [--all] ${API_USAGE}`,
+  options: { ...apiOptions, all: { type: 'boolean' }, principal: { type: 'string' } },
   async run(ctx) {
     const principal = ctx.option('principal');
-    const { listApiTokens } = await principals();
-    const tokens = await ctx.withDatabase(({ pool }) => listApiTokens(pool, { includeRevoked: ctx.flag('all'), principal }));
+    let tokens: TokenInfo[];
+    if (overApi(ctx)) {
+      const query = new URLSearchParams({ include_revoked: String(ctx.flag('all')), ...(principal === undefined ? {} : { principal }) });
+      const answer = await callApi<{ tokens: TokenView[] }>(await apiTarget(ctx), 'GET', `/v3/tokens?${query}`);
+      tokens = answer.tokens.map(tokenFromView);
+    } else {
+      const { listApiTokens } = await principals();
+      tokens = await ctx.withDatabase(({ pool }) => listApiTokens(pool, { includeRevoked: ctx.flag('all'), principal }));
+    }
     printList(ctx, tokens, {
       empty: 'No tokens. Create one with: ferry tokens create --principal PRINCIPAL --role ROLE',
       columns: ['ID', 'NAME', 'ROLE', 'PRINCIPAL', 'CREATED', 'EXPIRES', 'LAST USED', 'STATUS'],
