@@ -208,7 +208,7 @@ async function browserTests() {
 
     const gone = await matchesApi(OLD);
     assert.equal(gone.got.state, 'gone');
-    assert.ok(Number(gone.got.age) >= 300, gone.got.age);
+    assert.ok(Number(gone.got.age) >= 300, `heartbeat age ${gone.got.age}`);
     assert.match(await text(`#worker-processes tr[data-process-id="${OLD}"] td.state`), /^gone beat 5 min ago$/);
     assert.deepEqual(gone.got.core, { count: '0/2 running', expected: '2', running: '0', not_running: ['lease_holder gone', 'node_recovery gone'] });
     assert.equal(gone.got.actors, '0', 'a gone process runs no actors');
