@@ -1666,7 +1666,7 @@ function drawWorkers() {
         el('td', {}, String(p.pid)),
         el('td', {}, p.network_class),
         el('td', { class: 'state', 'data-age': String(p.last_beat_age_seconds) },
-          el('span', { class: `badge p-${p.state}`, 'data-state': p.state }, p.state), ` beat ${ageText(p.last_beat_age_seconds)} ago`),
+          el('span', { class: `badge p-${p.state}`, 'data-state': p.state }, p.state), el('div', { class: 'age' }, ` beat ${ageText(p.last_beat_age_seconds)} ago`)),
         group('core'),
         group('sidecar'),
         el('td', { class: 'amount actors', 'data-actors': actors }, actors),
