@@ -81,6 +81,8 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
     '/v3/template-proposals/{}/{}',
     // The templates, for a proposed standing order's template.
     '/v3/templates',
+    // The workers view: processes, their groups, actors and leases, and the sweeps.
+    '/v3/workers',
   ]);
   // Its actions are POSTs with the same header: no token in a body or a URL.
   assert.match(js, /init\.method = 'POST'/);
@@ -98,7 +100,7 @@ test('the page works under its Content-Security-Policy: no inline script, style 
   assert.doesNotMatch(html, /<style\b/i, 'no inline stylesheet');
   assert.doesNotMatch(html, /\sstyle=/i, 'no style attribute');
   assert.doesNotMatch(html, /\son[a-z]+=/i, 'no inline event handler');
-  for (const id of ['views', 'proposals', 'proposal', 'proposal-diff', 'proposal-history', 'attention', 'resolution-form', 'resolutions', 'standing-orders', 'standing-order', 'standing-order-runs', 'standing-order-history', 'standing-order-approve']) {
+  for (const id of ['views', 'proposals', 'proposal', 'proposal-diff', 'proposal-history', 'attention', 'resolution-form', 'resolutions', 'standing-orders', 'standing-order', 'standing-order-runs', 'standing-order-history', 'standing-order-approve', 'view-workers', 'workers', 'worker-processes', 'sweeps']) {
     assert.match(html, new RegExp(`id="${id}"`), id);
   }
   const js = await (await app.request('/ui/app.js')).text();

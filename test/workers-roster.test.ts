@@ -151,6 +151,7 @@ test('processes: groups expected against running, actors and leases; stopped, go
   assert.equal(seen.a.live_actors, 0, 'an actor-runtime process reports its live actors');
   assert.equal(seen.s.live_actors, null, 'a loops process has no lease holder');
   assert.deepEqual(seen.a.groups.core.not_running, []);
+  assert.ok(Number.isInteger(seen.a.last_beat_age_seconds) && seen.a.last_beat_age_seconds >= 0 && seen.a.last_beat_age_seconds < 60, `a live process beat lately: ${seen.a.last_beat_age_seconds}`);
   assert.ok(seen.a.groups.core.expected >= 2, 'the lease holder and recovery');
   // The mainnet process is listed under all (it may seed its rows a moment after the others).
   await waitFor('every class under all', async () => {
@@ -181,6 +182,7 @@ test('processes: groups expected against running, actors and leases; stopped, go
   await db.pool.query("UPDATE worker_heartbeats SET last_beat_at = now() - interval '5 minutes' WHERE process_id = $1", [actorProcess]);
   const gone = (await processesOf('testnet')).processes.find((p) => p.pid === actors.pid);
   assert.equal(gone.state, 'gone');
+  assert.ok(gone.last_beat_age_seconds >= 300 && gone.last_beat_age_seconds < 400, `its beats are five minutes old: ${gone.last_beat_age_seconds}`);
   assert.equal(gone.live_actors, 0);
   assert.deepEqual(gone.groups.core.not_running.sort(), ['lease_holder', 'node_recovery']);
 

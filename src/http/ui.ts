@@ -2,7 +2,8 @@
  * The visualizer page at /ui: four static files (src/http/ui/) served by Ferry itself, so it works
  * with no internet access and loads nothing from elsewhere (the Content-Security-Policy forbids it).
  * The page holds no data of its own: it reads the inspection API with the token the user gives it,
- * and its proposals and resolutions views read and act through the /v3 routes with that same token.
+ * and its proposals and resolutions views read and act through the /v3 routes with that same token
+ * (the workers view only reads, GET /v3/workers).
  */
 import { readFileSync } from 'node:fs';
 import { Hono, type Context } from 'hono';

@@ -1,6 +1,6 @@
 // Ferry's visualizer: one page over the inspection API (/inspect/*), no dependencies. It also shows
-// template proposals, standing orders with their runs, and resolutions of movements that need a
-// person, and acts on them, through the
+// template proposals, standing orders with their runs, resolutions of movements that need a
+// person, and the worker processes with their sweeps, and acts on the first three, through the
 // same /v3 routes the CLI uses, with the same token. Diagrams are
 // SVG laid out by layout.js (layered, ordered to keep crossings down, boxes sized to their text).
 //
@@ -34,7 +34,7 @@ const ui = {
   listed: null, // { movements, state, more } of the latest list answer (more: older pages follow)
   listPages: 1, // pages of the movement list on show ("Show older" adds one)
   renderQueued: false,
-  view: 'movements', // or 'proposals', 'standing-orders'
+  view: 'movements', // or 'proposals', 'standing-orders', 'workers'
   resolutions: [], // the open movement's resolutions (GET /v3/movements/{id}/resolutions)
   proposalId: null,
   proposal: null, // the open proposal's detail
@@ -42,6 +42,8 @@ const ui = {
   standingOrderId: null,
   standingOrder: null, // the open standing order's detail (order, runs, history)
   standingOrderSeq: 0,
+  workers: null, // the latest GET /v3/workers answer on show
+  workersSeq: 0,
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -173,10 +175,12 @@ function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   // Nothing of this session stays on the page for the next token to see before it reads its own.
   // (Answers still in flight are dropped: the lists' numbers move on, the ids no longer match.)
-  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, standingOrderId: null, standingOrder: null, listed: null, listPages: 1 });
+  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, standingOrderId: null, standingOrder: null, listed: null, listPages: 1, workers: null });
   ui.listSeq++;
   ui.proposalSeq++;
   ui.standingOrderSeq++;
+  ui.workersSeq++;
+  clearWorkers();
   $('movement').hidden = true;
   $('proposal').hidden = true;
   $('standing-order').hidden = true;
@@ -185,7 +189,7 @@ function signOut(message) {
   for (const id of ['movements', 'proposals', 'standing-orders']) $(id).replaceChildren();
   for (const id of ['standing-order-runs', 'standing-order-history']) $(id).tBodies[0].replaceChildren();
   drawResolutions();
-  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error', 'standing-order-new-error']) clearError(id);
+  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error', 'standing-order-new-error', 'workers-error']) clearError(id);
   $('app').hidden = true;
   $('views').hidden = true;
   $('sign-out').hidden = true;
@@ -218,6 +222,7 @@ async function start() {
 
 /** The poll: the list of the view on show (and the open proposal, which sweeps may decide). */
 function refreshCurrent() {
+  if (ui.view === 'workers') return refreshWorkers();
   if (ui.view === 'standing-orders') return Promise.all([refreshStandingOrders(), ui.standingOrderId ? openStandingOrder(ui.standingOrderId, true) : null]);
   if (ui.view !== 'proposals') return refreshList();
   return Promise.all([refreshProposals(), ui.proposalId ? openProposal(ui.proposalId, true) : null]);
@@ -516,6 +521,15 @@ async function refreshRegistryDrift() {
 // One movement
 
 async function route() {
+  if (/^#\/workers\/?$/.test(location.hash)) {
+    showView('workers');
+    stopFollowing();
+    Object.assign(ui, { movementId: null, proposalId: null, proposal: null, standingOrderId: null, standingOrder: null });
+    await refreshWorkers().catch((err) => {
+      if (!(err instanceof Unauthenticated)) throw err;
+    });
+    return;
+  }
   const orders = /^#\/standing-orders(?:\/([0-9a-fA-F-]{36}|new))?$/.exec(location.hash);
   if (orders) {
     showView('standing-orders');
@@ -1166,9 +1180,12 @@ function showView(view) {
   $('movements-side').hidden = view !== 'movements';
   $('proposals-side').hidden = view !== 'proposals';
   $('standing-orders-side').hidden = view !== 'standing-orders';
+  $('workers-side').hidden = view !== 'workers';
+  $('workers').hidden = view !== 'workers';
   $('view-movements').classList.toggle('current', view === 'movements');
   $('view-proposals').classList.toggle('current', view === 'proposals');
   $('view-standing-orders').classList.toggle('current', view === 'standing-orders');
+  $('view-workers').classList.toggle('current', view === 'workers');
   if (view !== 'movements') {
     $('empty').hidden = true;
     $('movement').hidden = true;
@@ -1582,6 +1599,98 @@ async function proposeStandingOrder() {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Workers (GET /v3/workers): per process its state and heartbeat age, its core and sidecar groups
+// (expected against running, the others named with their status), its live movement actors and its
+// leases; then every sweep's last run and next due time. Read by the page's poll while the view is
+// on show (refreshCurrent), never once it is left or the user signed out. Everything is set as text.
+
+function clearWorkers() {
+  $('worker-processes').tBodies[0].replaceChildren();
+  $('sweeps').tBodies[0].replaceChildren();
+  for (const id of ['workers-meta', 'workers-note', 'workers-hidden', 'sweeps-note']) $(id).textContent = '';
+}
+
+async function refreshWorkers() {
+  const seq = ++ui.workersSeq;
+  const cls = $('workers-class').value;
+  let answer;
+  try {
+    answer = await api(cls ? `/v3/workers?network_class=${encodeURIComponent(cls)}` : '/v3/workers');
+  } catch (err) {
+    if (err instanceof Unauthenticated) throw err;
+    if (seq === ui.workersSeq && ui.view === 'workers') showError('workers-error', err);
+    return;
+  }
+  if (seq !== ui.workersSeq || ui.view !== 'workers') return;
+  clearError('workers-error');
+  ui.workers = answer;
+  drawWorkers();
+}
+
+/** 42 s, 3 min, 5 h, 2 d: how long ago, as a person reads it. */
+function ageText(seconds) {
+  if (seconds < 120) return `${seconds} s`;
+  if (seconds < 7200) return `${Math.floor(seconds / 60)} min`;
+  if (seconds < 172800) return `${Math.floor(seconds / 3600)} h`;
+  return `${Math.floor(seconds / 86400)} d`;
+}
+
+function drawWorkers() {
+  const { processes, workers: rows, sweeps } = ui.workers;
+  const all = $('workers-all').checked;
+  const shown = all ? processes : processes.filter((p) => p.state === 'alive');
+  const hidden = processes.length - shown.length;
+  const alive = processes.filter((p) => p.state === 'alive').length;
+  $('workers-meta').textContent = `${alive} alive of ${processes.length} processes${$('workers-class').value === 'all' ? ' in every network class' : ''} - read ${new Date().toLocaleTimeString()}`;
+  $('workers-note').textContent = `- ${shown.length}`;
+  $('workers-hidden').textContent = hidden ? `${hidden} stopped or gone ${hidden === 1 ? 'process' : 'processes'} not shown` : '';
+  const statusOf = new Map(rows.map((w) => [`${w.process_id} ${w.worker_name}`, w.status]));
+  const body = $('worker-processes').tBodies[0];
+  body.replaceChildren(...(shown.length === 0
+    ? [el('tr', { class: 'none' }, el('td', { colspan: '9' }, processes.length ? 'No process is alive: tick the box to see the stopped and gone ones.' : 'No process with workers has reported yet (is one running?).'))]
+    : shown.map((p) => {
+      const group = (name) => {
+        const g = p.groups[name];
+        // A stopped or gone process's rows say what they said last: its state is the word for them.
+        const names = g.not_running.map((w) => {
+          const status = p.state === 'alive' ? (statusOf.get(`${p.process_id} ${w}`) ?? 'missing') : p.state;
+          return el('span', { class: `not-running w-${status}`, 'data-worker': w, 'data-status': status, title: `${w}: ${status}` }, `${w} (${status})`);
+        });
+        return el('td', { class: `group g-${name}`, 'data-expected': String(g.expected), 'data-running': String(g.running) },
+          el('span', { class: 'count' }, `${g.running}/${g.expected} running`), ...names);
+      };
+      const actors = p.live_actors === null ? '-' : String(p.live_actors);
+      return el('tr', { 'data-process-id': p.process_id, 'data-state': p.state, title: `started ${formatWhen(p.started_at)}, last heartbeat ${formatWhen(p.last_beat_at)}` },
+        el('td', { class: 'event' }, p.process_id),
+        el('td', {}, p.hostname),
+        el('td', {}, String(p.pid)),
+        el('td', {}, p.network_class),
+        el('td', { class: 'state', 'data-age': String(p.last_beat_age_seconds) },
+          el('span', { class: `badge p-${p.state}`, 'data-state': p.state }, p.state), el('div', { class: 'age' }, ` beat ${ageText(p.last_beat_age_seconds)} ago`)),
+        group('core'),
+        group('sidecar'),
+        el('td', { class: 'amount actors', 'data-actors': actors }, actors),
+        el('td', { class: 'leases', 'data-live': String(p.leases.live), 'data-expired': String(p.leases.expired) },
+          `${p.leases.live} live`, p.leases.expired ? el('span', { class: 'expired' }, `, ${p.leases.expired} expired`) : ', 0 expired'));
+    })));
+
+  $('sweeps-note').textContent = `- ${sweeps.length}`;
+  $('sweeps').tBodies[0].replaceChildren(...sweeps.map((w) => {
+    const last = w.last_run;
+    const when = last ? `${formatWhen(last.finished_at ?? last.started_at)}${last.duration_ms === null ? '' : ` (${last.duration_ms} ms)`}` : 'never';
+    const outcome = last ? last.outcome : 'none';
+    const every = w.timing === 'cron' && w.schedule ? `${w.schedule.cron} (${w.schedule.timezone})` : `every ${w.interval_seconds} s`;
+    return el('tr', { 'data-name': w.name, 'data-outcome': outcome, title: w.summary },
+      el('td', { class: 'event' }, w.name),
+      el('td', {}, w.enabled ? 'yes' : 'no'),
+      el('td', {}, every),
+      el('td', { class: 'last-run' }, when, w.running ? el('span', { class: 'hint' }, ` - running since ${formatWhen(w.running.started_at)}`) : ''),
+      el('td', {}, el('span', { class: `badge o-${outcome}` }, outcome), last?.budget_exhausted ? el('span', { class: 'hint' }, ' budget used up') : ''),
+      el('td', { class: 'next-due' }, w.enabled ? formatWhen(w.next_due_at) : 'disabled'));
+  }));
+}
+
+// ------------------------------------------------------------------------------------------------
 // DOM helpers
 
 function el(tag, attrs, ...children) {
@@ -1637,6 +1746,10 @@ $('standing-order-form').addEventListener('submit', (ev) => {
   void proposeStandingOrder();
 });
 $('so-trigger-kind').addEventListener('change', drawTriggerFields);
+$('workers-class').addEventListener('change', () => void refreshWorkers().catch(() => {}));
+$('workers-all').addEventListener('change', () => {
+  if (ui.workers) drawWorkers();
+});
 $('resolution-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
   void proposeResolution();

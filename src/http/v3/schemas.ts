@@ -576,6 +576,7 @@ export const WorkerProcessSchema = z
     state: z.enum(['alive', 'stopped', 'gone']).openapi({ description: 'stopped: it stopped cleanly; gone: no heartbeat for FERRY_WORKER_GONE_AFTER_SECONDS (it died or lost the database)' }),
     started_at: isoTime,
     last_beat_at: isoTime,
+    last_beat_age_seconds: z.number().int().min(0).openapi({ description: "Whole seconds since its latest heartbeat, on the server's clock (the one that decides gone)" }),
     groups: z.object({ core: WorkerGroupCountSchema, sidecar: WorkerGroupCountSchema }),
     live_actors: z.number().int().nullable().openapi({ description: 'Movement actors its lease holder runs (actor runtime); null without one' }),
     leases: z.object({ live: z.number().int(), expired: z.number().int().openapi({ description: 'Leases past their expiry that another process may take' }) }),

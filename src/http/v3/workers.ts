@@ -46,6 +46,8 @@ export function processViews(beats: HeartbeatRow[], leases: Leases, goneAfterSec
       state: state as 'alive' | 'stopped' | 'gone',
       started_at: iso(new Date(Math.min(...rows.map((r) => new Date(r.started_at).getTime())))),
       last_beat_at: iso(new Date(last)),
+      // Measured on the clock that decides `state`, so a reader's own clock cannot skew it.
+      last_beat_age_seconds: Math.max(0, Math.floor((now - last) / 1000)),
       groups: { core: group('core'), sidecar: group('sidecar') },
       live_actors: holder ? (state === 'alive' ? (holder.live_actors ?? 0) : 0) : null,
       leases: leases.get(processId) ?? { live: 0, expired: 0 },
