@@ -2004,6 +2004,7 @@ async function proposeRemoval(name) {
 /** A refusal of a rule set, with every problem Ferry names. */
 function showRuleSetError(err) {
   showError('rules-error', err);
+  if (err.status) $('rules-error').textContent = `HTTP ${err.status} ${$('rules-error').textContent}`;
   const problems = err.details?.problems;
   if (Array.isArray(problems) && problems.length > 1) $('rules-error').textContent += ` (all problems: ${problems.join('; ')})`;
 }
@@ -2068,7 +2069,7 @@ async function tryMovement() {
     const f = r.facts ?? {};
     const lines = [
       `movement: template ${f.templateKey}, lanes ${(f.lanes ?? []).join(', ') || '-'}, sources ${(f.sources ?? []).join(', ') || '-'}, ${f.amount ?? '?'} ${f.asset ?? '?'} to ` +
-        `${f.destination ? f.destination.address : '-'} (${f.entry ? `book entry ${f.entry.name}, ${f.entry.kind}` : 'not in the address book'}), requested by ${f.requester?.name ?? f.requester?.actor ?? '-'}`,
+        `${f.destination ? `${f.destination.address}${f.destination.tag ? ` tag ${f.destination.tag}` : ''}` : '-'} (${f.entry ? `book entry ${f.entry.name}, ${f.entry.kind}` : 'not in the address book'}), requested by ${f.requester?.name ?? f.requester?.actor ?? '-'}`,
       ...verdictText('live', r.live),
       ...(r.proposed ? verdictText(`proposed ${r.proposed.proposal_id ?? ''} (${r.proposed.proposal_state})`, r.proposed) : ['proposed: no open rule set proposal']),
     ];
