@@ -220,18 +220,23 @@ async function browserTests() {
     ]);
     assert.deepEqual(await page.locator('#limits tbody tr[data-limit-id="daily-usdc"] td').allTextContents(), ['daily-usdc', '5000', 'USDC', '1 d (86400 s)', 'per destination', 'every movement']);
 
-    // The next version starts from the live one: a changed rule shows old -> new.
+    // The next version starts from the live one: an added rule shows as added, a changed one old -> new.
     await page.locator('#rules-copy').click();
     const next = JSON.parse(await page.locator('#rules-json').inputValue());
     assert.deepEqual(next.rules.map((r: { id: string }) => r.id), ['to-cold', 'big-usdc', 'rest']);
-    next.rules[2].action = { type: 'block', reason: 'only the book' };
+    next.rules[1].action.reason = 'too big';
+    next.rules.splice(2, 0, { id: 'elsewhere', match: { destination: { in_book: false } }, action: { type: 'block', reason: 'only the book' } });
     await page.locator('#rules-json').fill(JSON.stringify(next));
     await page.locator('#rules-submit').click();
     await proposalIdOfUrl();
     await page.locator('#policy-proposal-state[data-state="PROPOSED"]').waitFor();
     assert.match(await textOf('#policy-diff-note'), /against live version 1/);
-    assert.deepEqual(await page.locator('#policy-diff [data-kind="rules-changed"] > ul > li').allTextContents(), ['~ rest: rest: any movement -> allow -> rest: any movement -> block: only the book']);
-    assert.equal(await page.locator('#policy-diff [data-kind="rules-added"]').count(), 0);
+    assert.deepEqual(await page.locator('#policy-diff [data-kind="rules-added"] li').allTextContents(), ['+ elsewhere: if destination not in the address book -> block: only the book']);
+    assert.deepEqual(await page.locator('#policy-diff [data-kind="rules-changed"] > ul > li').allTextContents(), [
+      '~ big-usdc: big-usdc: if asset USDC, amount at least 1000000 -> block: too big for one movement -> big-usdc: if asset USDC, amount at least 1000000 -> block: too big',
+    ]);
+    assert.equal(await page.locator('#policy-diff [data-kind="rules-removed"]').count(), 0);
+    assert.equal(await page.locator('#policy-diff [data-kind="order-changed"]').count(), 0);
   });
 
   test('try a movement: the rule that matched, the approvals it needs and the limits it uses, live and proposed', async () => {
@@ -259,7 +264,8 @@ async function browserTests() {
     await page.locator('#try-result[data-live-rule="rest"]').waitFor();
     const elsewhere = await textOf('#try-result');
     assert.match(elsewhere, /^live \(version 1\): ALLOWED by rule rest - action allow$/m);
-    assert.match(elsewhere, /^proposed .*: REFUSED by rule rest - action block\n {2}POLICY_BLOCKED: .*only the book/m);
+    assert.match(elsewhere, /^proposed .*: REFUSED by rule elsewhere - action block\n {2}POLICY_BLOCKED: .*only the book/m);
+    assert.equal(await page.locator('#try-result').getAttribute('data-live-outcome'), 'allowed');
     await screenshot(page, 'policy.png');
     assert.deepEqual(offsite, [], 'the page loaded nothing from elsewhere');
     assert.deepEqual(errors, [], 'no script error');
