@@ -4,13 +4,16 @@
  * policy proposal's page with what it changes, its history and its buttons (the proposer's approve
  * refused with FOUR_EYES_VIOLATION shown, an operator's with FORBIDDEN, a second principal's
  * accepted; finalize refused during the cool-down, accepted once the row's challenge window is
- * backdated past); the live rules and limits in words; a rule set proposed from the JSON textarea
+ * backdated past, and the page then says the row and its append-only log disagree; a rule set
+ * finalized as the sweep would, at the cool-down's end, replays); the live rules and limits in words; a rule set proposed from the JSON textarea
  * (a refused one shows Ferry's status, code and message); and "try a movement" (POST
  * /v3/policy/test) naming the rule that matched. Ferry runs no worker loops: nothing moves but what
  * the test does.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { getPolicyProposal } from '../src/persistence/policy.ts';
+import { finalizePolicyProposal } from '../src/services/policy.ts';
 import { browserAvailable, browserFixture, openBrowser, screenshot } from './helpers/browser.ts';
 import { ferryForFile } from './helpers/ferry.ts';
 import { callApi } from './helpers/http.ts';
@@ -133,6 +136,8 @@ async function browserTests() {
     await page.locator('#policy-proposal-state[data-state="FINALIZED"]').waitFor();
     assert.equal(await textOf('#policy-proposal-error'), '');
     assert.match(await textOf('#policy-proposal-windows'), /^live as version 1 since /);
+    // The row was backdated behind Ferry's back, its append-only log was not: the page says the two disagree.
+    assert.match(await textOf('#policy-replay-note'), /does not replay: APPROVED does not accept FINALIZE/);
     await screenshot(page, 'policy-proposal.png');
 
     await page.locator('#policy-overview-link').click();
@@ -206,10 +211,13 @@ async function browserTests() {
     ]);
     assert.deepEqual(await page.locator('#policy-diff [data-kind="limits-added"] li').allTextContents(), ['+ daily-usdc: at most 5000 USDC per 1 d, per destination']);
 
+    // Approved by a second principal and made live as Ferry's sweep would at the cool-down's end
+    // (its clock standing there): the page, reading it on its poll, shows a history that replays.
     await call('POST', `/v3/policy/proposals/${id}/approve`, 'approver', {});
-    await coolDownPassed(id);
-    await page.locator('#policy-finalize').click();
-    await page.locator('#policy-proposal-state[data-state="FINALIZED"]').waitFor();
+    const approved = (await getPolicyProposal(db.pool, id))!;
+    await finalizePolicyProposal({ pool: db.pool, now: () => new Date(approved.challenge_ends_at!) }, id);
+    await page.locator('#policy-proposal-state[data-state="FINALIZED"]').waitFor({ timeout: 15_000 });
+    assert.match(await textOf('#policy-replay-note'), /the history replays to FINALIZED/);
 
     await page.locator('#policy-overview-link').click();
     await page.locator('#rules-note').filter({ hasText: 'version 1' }).waitFor();
