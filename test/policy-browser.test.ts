@@ -245,6 +245,20 @@ async function browserTests() {
     ]);
     assert.equal(await page.locator('#policy-diff [data-kind="rules-removed"]').count(), 0);
     assert.equal(await page.locator('#policy-diff [data-kind="order-changed"]').count(), 0);
+
+    // The list asks Ferry for one kind and one state.
+    await page.locator('#policy-kind-filter').selectOption('rule_set');
+    await page.locator('#policy-proposals li[data-kind="address_book"]').first().waitFor({ state: 'detached' });
+    assert.deepEqual(await page.locator('#policy-proposals li').evaluateAll((ls) => ls.map((l) => [l.getAttribute('data-kind'), l.getAttribute('data-state')])), [
+      ['rule_set', 'PROPOSED'],
+      ['rule_set', 'FINALIZED'],
+    ]);
+    await page.locator('#policy-filter').selectOption('WITHDRAWN');
+    await page.locator('#policy-proposals li.none').waitFor();
+    await page.locator('#policy-kind-filter').selectOption('');
+    await page.locator('#policy-proposals li[data-kind="address_book"][data-state="WITHDRAWN"]').first().waitFor();
+    assert.equal(await page.locator('#policy-proposals li').count(), 2);
+    await page.locator('#policy-filter').selectOption('');
   });
 
   test('try a movement: the rule that matched, the approvals it needs and the limits it uses, live and proposed', async () => {

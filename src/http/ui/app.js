@@ -1720,12 +1720,13 @@ function showPolicyView(which) {
 async function refreshPolicyProposals() {
   const seq = ++ui.policySeq;
   const state = $('policy-filter').value;
-  const { proposals } = await api(`/v3/policy/proposals?limit=100${state ? `&state=${state}` : ''}`);
+  const kind = $('policy-kind-filter').value;
+  const { proposals } = await api(`/v3/policy/proposals?limit=100${state ? `&state=${state}` : ''}${kind ? `&kind=${kind}` : ''}`);
   if (seq !== ui.policySeq) return;
   const list = $('policy-proposals');
   list.replaceChildren();
   if (proposals.length === 0) {
-    list.append(el('li', { class: 'none' }, state ? `No policy proposal is ${state}.` : 'No policy proposals yet.'));
+    list.append(el('li', { class: 'none' }, state || kind ? 'No policy proposal of this state and kind.' : 'No policy proposals yet.'));
     return;
   }
   for (const p of proposals) {
@@ -2143,7 +2144,7 @@ $('standing-order-form').addEventListener('submit', (ev) => {
 });
 $('so-trigger-kind').addEventListener('change', drawTriggerFields);
 for (const s of POLICY_PROPOSAL_STATES) $('policy-filter').append(el('option', { value: s }, s));
-$('policy-filter').addEventListener('change', () => void refreshPolicyProposals().catch(() => {}));
+for (const id of ['policy-filter', 'policy-kind-filter']) $(id).addEventListener('change', () => void refreshPolicyProposals().catch(() => {}));
 for (const action of POLICY_BUTTONS) $(`policy-${action}`).addEventListener('click', () => void policyAction(action));
 $('book-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
