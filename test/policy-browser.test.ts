@@ -178,11 +178,12 @@ async function browserTests() {
 
   const RULES = {
     rules: [
-      { id: 'to-cold', match: { destination: { entries: ['cold'] } }, action: { type: 'require_approvals', approvals: 2 } },
+      { id: 'to-cold', match: { destination: { entries: ['cold'] } }, action: { type: 'require_approvals', approvals: 2, from_groups: ['treasurers'] } },
       { id: 'big-usdc', match: { assets: ['USDC'], amount: { at_least: '1000000' } }, action: { type: 'block', reason: 'too big for one movement' } },
       { id: 'rest', action: { type: 'allow' } },
     ],
     limits: [{ id: 'daily-usdc', asset: 'USDC', window_seconds: 86400, max_amount: '5000', per_destination: true }],
+    groups: [{ name: 'treasurers', members: ['admin-1', 'approver-1'] }],
   };
 
   test('a rule set from the textarea: not JSON is said; a rule Ferry refuses shows its status, code and message; a good one shows what it adds, goes live and reads in words', async () => {
@@ -205,7 +206,7 @@ async function browserTests() {
     await page.locator('#policy-proposal-state[data-state="PROPOSED"]').waitFor();
     assert.match(await textOf('#policy-diff-note'), /no rule set is live: every rule is new/);
     assert.deepEqual(await page.locator('#policy-diff [data-kind="rules-added"] li').allTextContents(), [
-      '+ to-cold: if destination book entry cold -> require 2 approvals by distinct principals',
+      '+ to-cold: if destination book entry cold -> require 2 approvals by distinct principals from admin-1, approver-1 (group treasurers)',
       '+ big-usdc: if asset USDC, amount at least 1000000 -> block: too big for one movement',
       '+ rest: any movement -> allow',
     ]);
@@ -222,13 +223,14 @@ async function browserTests() {
     await page.locator('#policy-overview-link').click();
     await page.locator('#rules-note').filter({ hasText: 'version 1' }).waitFor();
     assert.deepEqual(await page.locator('#rules li').evaluateAll((ls) => ls.map((l) => [l.getAttribute('data-rule-id'), l.getAttribute('data-action'), l.textContent])), [
-      ['to-cold', 'require_approvals', 'to-cold if destination book entry cold -> require 2 approvals by distinct principals'],
+      ['to-cold', 'require_approvals', 'to-cold if destination book entry cold -> require 2 approvals by distinct principals from admin-1, approver-1 (group treasurers)'],
       ['big-usdc', 'block', 'big-usdc if asset USDC, amount at least 1000000 -> block: too big for one movement'],
       ['rest', 'allow', 'rest any movement -> allow'],
     ]);
     assert.deepEqual(await page.locator('#limits tbody tr[data-limit-id="daily-usdc"] td').allTextContents(), ['daily-usdc', '5000', 'USDC', '1 d (86400 s)', 'per destination', 'every movement']);
 
-    // The next version starts from the live one: an added rule shows as added, a changed one old -> new.
+    // The next version starts from the live one (whose tier already holds its group's members, so
+    // the group's name is not left dangling): an added rule shows as added, a changed one old -> new.
     await page.locator('#rules-copy').click();
     const next = JSON.parse(await page.locator('#rules-json').inputValue());
     assert.deepEqual(next.rules.map((r: { id: string }) => r.id), ['to-cold', 'big-usdc', 'rest']);
@@ -241,6 +243,9 @@ async function browserTests() {
     assert.match(await textOf('#policy-diff-note'), /against live version 1/);
     assert.deepEqual(await page.locator('#policy-diff [data-kind="rules-added"] li').allTextContents(), ['+ elsewhere: if destination not in the address book -> block: only the book']);
     assert.deepEqual(await page.locator('#policy-diff [data-kind="rules-changed"] > ul > li').allTextContents(), [
+      // The same principals; only the group's name is no longer beside them.
+      '~ to-cold: to-cold: if destination book entry cold -> require 2 approvals by distinct principals from admin-1, approver-1 (group treasurers)' +
+        ' -> to-cold: if destination book entry cold -> require 2 approvals by distinct principals from admin-1, approver-1',
       '~ big-usdc: big-usdc: if asset USDC, amount at least 1000000 -> block: too big for one movement -> big-usdc: if asset USDC, amount at least 1000000 -> block: too big',
     ]);
     assert.equal(await page.locator('#policy-diff [data-kind="rules-removed"]').count(), 0);
@@ -276,7 +281,7 @@ async function browserTests() {
     const text = (await out.textContent()) ?? '';
     assert.match(text, /^movement: template treasury\.pay, lanes sim, .*100 USDC to cold-vault tag memo-7 \(book entry cold, internal\), requested by admin-1$/m);
     assert.match(text, /^live \(version 1\): ALLOWED by rule to-cold - action require_approvals$/m);
-    assert.match(text, /^ {2}approvals needed: 2$/m);
+    assert.match(text, /^ {2}approvals needed: 2 from admin-1, approver-1$/m);
     assert.match(text, /^ {2}limit daily-usdc: 0 used of 5000 per 86400 s to cold-vault#memo-7; with this movement 100$/m);
     assert.match(text, /^proposed [0-9a-f-]{36} \(PROPOSED\) \(version 2\): ALLOWED by rule to-cold/m);
 

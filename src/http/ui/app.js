@@ -1686,8 +1686,10 @@ function actionWords(a) {
   if (a.type === 'allow') return 'allow';
   if (a.type === 'block') return `block: ${a.reason}`;
   if (a.type === 'require_approvals') {
-    const from = [a.from && `from ${a.from.join(', ')}`, a.from_groups && `from groups ${a.from_groups.join(', ')}`].filter(Boolean).join(' or ');
-    return `require ${a.approvals} approval${a.approvals === 1 ? '' : 's'} by distinct principals${from ? ` ${from}` : ''}`;
+    // A live tier's `from` already holds its groups' members; the groups are named beside them.
+    const groups = a.from_groups ? `group${a.from_groups.length === 1 ? '' : 's'} ${a.from_groups.join(', ')}` : '';
+    const from = a.from ? ` from ${a.from.join(', ')}${groups ? ` (${groups})` : ''}` : groups ? ` from ${groups}` : '';
+    return `require ${a.approvals} approval${a.approvals === 1 ? '' : 's'} by distinct principals${from}`;
   }
   return JSON.stringify(a);
 }
@@ -2032,9 +2034,18 @@ async function proposeRuleSet() {
   }
 }
 
+/**
+ * The live set as a starting point. Its groups are not part of what Ferry answers: a tier's `from`
+ * already holds the members its `from_groups` named, so those names are dropped, not dangling.
+ */
 function copyLiveRules() {
   const r = policy.rules;
-  $('rules-json').value = JSON.stringify({ rules: r?.rules ?? [], limits: r?.limits ?? [] }, null, 2);
+  const rules = (r?.rules ?? []).map((rule) => {
+    if (!rule.action?.from_groups) return rule;
+    const { from_groups: _groups, ...action } = rule.action;
+    return { ...rule, action };
+  });
+  $('rules-json').value = JSON.stringify({ rules, limits: r?.limits ?? [] }, null, 2);
 }
 
 function verdictText(label, v) {
