@@ -67,8 +67,16 @@ test('beside the inspection API the page calls only the /v3 routes of its views'
     '/v3/movements/{}/resolutions/{}/confirm',
     // A pending movement's approve (with the plan hash on screen) and reject.
     '/v3/movements/{}/{}',
-    // The address book, for a proposed standing order's destinations.
+    // The address book (also for a proposed standing order's destinations), a proposed entry, a
+    // proposed removal; the live rules and a proposed rule set; the policy proposals, one with its
+    // history, and its approve, reject, challenge, withdraw and finalize; try a movement.
     '/v3/policy/address-book',
+    '/v3/policy/address-book/{}/remove',
+    '/v3/policy/proposals',
+    '/v3/policy/proposals/{}',
+    '/v3/policy/proposals/{}/{}',
+    '/v3/policy/rules',
+    '/v3/policy/test',
     // Registry drift (verify_drift).
     '/v3/registry-drift',
     // Standing orders: the list and a proposed one, one order with its runs and history, and its
@@ -100,7 +108,7 @@ test('the page works under its Content-Security-Policy: no inline script, style 
   assert.doesNotMatch(html, /<style\b/i, 'no inline stylesheet');
   assert.doesNotMatch(html, /\sstyle=/i, 'no style attribute');
   assert.doesNotMatch(html, /\son[a-z]+=/i, 'no inline event handler');
-  for (const id of ['views', 'proposals', 'proposal', 'proposal-diff', 'proposal-history', 'attention', 'resolution-form', 'resolutions', 'standing-orders', 'standing-order', 'standing-order-runs', 'standing-order-history', 'standing-order-approve', 'view-workers', 'workers', 'worker-processes', 'sweeps']) {
+  for (const id of ['views', 'proposals', 'proposal', 'proposal-diff', 'proposal-history', 'attention', 'resolution-form', 'resolutions', 'standing-orders', 'standing-order', 'standing-order-runs', 'standing-order-history', 'standing-order-approve', 'view-workers', 'workers', 'worker-processes', 'sweeps', 'book', 'book-form', 'rules', 'limits', 'rules-json', 'policy-proposals', 'policy-proposal', 'policy-diff', 'try-form', 'try-result']) {
     assert.match(html, new RegExp(`id="${id}"`), id);
   }
   const js = await (await app.request('/ui/app.js')).text();

@@ -1,6 +1,7 @@
 // Ferry's visualizer: one page over the inspection API (/inspect/*), no dependencies. It also shows
-// template proposals, standing orders with their runs, resolutions of movements that need a
-// person, and the worker processes with their sweeps, and acts on the first three, through the
+// template proposals, standing orders with their runs, the treasury policy (address book, rules,
+// policy proposals), resolutions of movements that need a person, and the worker processes with
+// their sweeps, and acts on all but the last, through the
 // same /v3 routes the CLI uses, with the same token. Diagrams are
 // SVG laid out by layout.js (layered, ordered to keep crossings down, boxes sized to their text).
 //
@@ -34,7 +35,7 @@ const ui = {
   listed: null, // { movements, state, more } of the latest list answer (more: older pages follow)
   listPages: 1, // pages of the movement list on show ("Show older" adds one)
   renderQueued: false,
-  view: 'movements', // or 'proposals', 'standing-orders', 'workers'
+  view: 'movements', // or 'proposals', 'standing-orders', 'policy', 'workers'
   resolutions: [], // the open movement's resolutions (GET /v3/movements/{id}/resolutions)
   proposalId: null,
   proposal: null, // the open proposal's detail
@@ -44,6 +45,9 @@ const ui = {
   standingOrderSeq: 0,
   workers: null, // the latest GET /v3/workers answer on show
   workersSeq: 0,
+  policyProposalId: null, // the open policy proposal (null: the book and rules are on show)
+  policyProposal: null,
+  policySeq: 0,
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -53,10 +57,11 @@ class Unauthenticated extends Error {}
 
 /** A refusal from Ferry, with its stable error code (FOUR_EYES_VIOLATION, FORBIDDEN, ...). */
 class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, details) {
     super(message);
     this.status = status;
     this.code = code;
+    this.details = details ?? null;
   }
 }
 
@@ -74,7 +79,7 @@ async function api(path, body) {
     throw new Unauthenticated();
   }
   const answer = await res.json().catch(() => null);
-  if (!res.ok) throw new ApiError(res.status, answer?.error?.code ?? null, answer?.error?.message ?? `HTTP ${res.status}`);
+  if (!res.ok) throw new ApiError(res.status, answer?.error?.code ?? null, answer?.error?.message ?? `HTTP ${res.status}`, answer?.error?.details);
   return answer;
 }
 
@@ -175,8 +180,10 @@ function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   // Nothing of this session stays on the page for the next token to see before it reads its own.
   // (Answers still in flight are dropped: the lists' numbers move on, the ids no longer match.)
-  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, standingOrderId: null, standingOrder: null, listed: null, listPages: 1, workers: null });
+  Object.assign(ui, { movementId: null, detail: null, transitions: [], resolutions: [], proposalId: null, proposal: null, standingOrderId: null, standingOrder: null, listed: null, listPages: 1, policyProposalId: null, policyProposal: null, workers: null });
+  Object.assign(policy, { book: [], rules: null, base: null });
   ui.listSeq++;
+  ui.policySeq++;
   ui.proposalSeq++;
   ui.standingOrderSeq++;
   ui.workersSeq++;
@@ -185,11 +192,18 @@ function signOut(message) {
   $('proposal').hidden = true;
   $('standing-order').hidden = true;
   $('standing-order-new').hidden = true;
+  showPolicyView('none');
   resetProposeForm();
+  for (const id of ['book-form', 'rules-form', 'try-form']) $(id).reset();
+  for (const id of ['try-template', 'rules', 'policy-diff', 'policy-proposals']) $(id).replaceChildren();
+  for (const id of ['book', 'limits', 'policy-proposal-history']) $(id).tBodies[0].replaceChildren();
+  $('try-result').textContent = '';
+  $('try-result').hidden = true;
   for (const id of ['movements', 'proposals', 'standing-orders']) $(id).replaceChildren();
   for (const id of ['standing-order-runs', 'standing-order-history']) $(id).tBodies[0].replaceChildren();
   drawResolutions();
-  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error', 'standing-order-new-error', 'workers-error']) clearError(id);
+  for (const id of ['resolution-error', 'gate-error', 'proposal-error', 'decision-error', 'standing-order-error', 'standing-order-new-error', 'workers-error',
+    'book-error', 'book-form-error', 'rules-error', 'try-error', 'policy-proposal-error']) clearError(id);
   $('app').hidden = true;
   $('views').hidden = true;
   $('sign-out').hidden = true;
@@ -223,6 +237,7 @@ async function start() {
 /** The poll: the list of the view on show (and the open proposal, which sweeps may decide). */
 function refreshCurrent() {
   if (ui.view === 'workers') return refreshWorkers();
+  if (ui.view === 'policy') return Promise.all([refreshPolicyProposals(), ui.policyProposalId ? openPolicyProposal(ui.policyProposalId, true) : openPolicyOverview(true)]);
   if (ui.view === 'standing-orders') return Promise.all([refreshStandingOrders(), ui.standingOrderId ? openStandingOrder(ui.standingOrderId, true) : null]);
   if (ui.view !== 'proposals') return refreshList();
   return Promise.all([refreshProposals(), ui.proposalId ? openProposal(ui.proposalId, true) : null]);
@@ -530,6 +545,20 @@ async function route() {
     });
     return;
   }
+  const pol = /^#\/policy(?:\/([0-9a-fA-F-]{36}))?$/.exec(location.hash);
+  if (pol) {
+    showView('policy');
+    stopFollowing();
+    Object.assign(ui, { movementId: null, proposalId: null, proposal: null, standingOrderId: null, standingOrder: null });
+    await refreshPolicyProposals().catch((err) => {
+      if (!(err instanceof Unauthenticated)) throw err;
+    });
+    if (pol[1]) await openPolicyProposal(pol[1]);
+    else await openPolicyOverview();
+    return;
+  }
+  ui.policyProposalId = null;
+  ui.policyProposal = null;
   const orders = /^#\/standing-orders(?:\/([0-9a-fA-F-]{36}|new))?$/.exec(location.hash);
   if (orders) {
     showView('standing-orders');
@@ -1182,6 +1211,9 @@ function showView(view) {
   $('standing-orders-side').hidden = view !== 'standing-orders';
   $('workers-side').hidden = view !== 'workers';
   $('workers').hidden = view !== 'workers';
+  $('policy-side').hidden = view !== 'policy';
+  $('view-policy').classList.toggle('current', view === 'policy');
+  if (view !== 'policy') showPolicyView('none');
   $('view-movements').classList.toggle('current', view === 'movements');
   $('view-proposals').classList.toggle('current', view === 'proposals');
   $('view-standing-orders').classList.toggle('current', view === 'standing-orders');
@@ -1691,6 +1723,492 @@ function drawWorkers() {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Policy (docs/policy.md): the address book and the live rule set (GET /v3/policy/address-book,
+// /v3/policy/rules), the policy proposals that change them (GET /v3/policy/proposals, .../{id}; POST
+// .../approve, reject, challenge, withdraw, finalize), proposing an entry, a removal or a rule set, and
+// trying a movement against the rules (POST /v3/policy/test). Every value Ferry answers is set as
+// text. What is wrong with a proposal, and who may press a button, is Ferry's to say: its refusal is
+// shown with its code.
+
+const POLICY_PROPOSAL_STATES = ['PROPOSED', 'APPROVED', 'FINALIZED', 'CHALLENGED', 'REJECTED', 'EXPIRED', 'WITHDRAWN'];
+const POLICY_BUTTONS = ['approve', 'reject', 'withdraw', 'challenge', 'finalize'];
+const ENTRY_FIELDS = ['network', 'address', 'tag', 'owner', 'kind', 'notes'];
+
+const policy = {
+  book: [], // the entries last read
+  rules: null, // the live rule set last read
+  base: null, // { id, book, rules }: what the open proposal is compared with, read when it was opened
+};
+
+const kindWord = (k) => (k === 'address_book' ? 'address book' : k === 'rule_set' ? 'rule set' : k);
+const orNone = (v) => (v === null || v === undefined || v === '' ? '-' : String(v));
+const either = (xs) => xs.join(' or ');
+
+function policyWindow(p) {
+  switch (p.state) {
+    case 'PROPOSED': return `waits for another principal's approval until ${formatWhen(p.review_expires_at)}`;
+    case 'APPROVED': return `approved by ${p.approved_by_name ?? p.approved_by}; live from ${formatWhen(p.challenge_ends_at)} unless challenged`;
+    case 'FINALIZED': return `live${p.result_version !== null ? ` as version ${p.result_version}` : ''} since ${formatWhen(p.updated_at)}`;
+    case 'CHALLENGED': return `challenged by ${p.decided_by_name ?? '-'}${p.reason ? `: ${p.reason}` : ''}`;
+    case 'REJECTED': return `rejected by ${p.decided_by_name ?? '-'}${p.reason ? `: ${p.reason}` : ''}`;
+    case 'WITHDRAWN': return `withdrawn by ${p.decided_by_name ?? '-'}`;
+    case 'EXPIRED': return `expired unapproved at ${formatWhen(p.review_expires_at)}`;
+    default: return '';
+  }
+}
+
+/** What a proposal changes, in a few words (the list). */
+function changeWords(p) {
+  const c = p.change ?? {};
+  if (c.op === 'put') return `put ${c.entry?.name}: ${c.entry?.kind} ${c.entry?.network} ${shortAddress(String(c.entry?.address ?? ''))}`;
+  if (c.op === 'remove') return `remove ${c.name}`;
+  if (c.op === 'replace') return `replace version ${c.base_version}: ${c.rules?.length ?? 0} rules, ${c.limits?.length ?? 0} limits`;
+  return JSON.stringify(c);
+}
+
+function destinationWords(d) {
+  const parts = [];
+  if (d.in_book === true) parts.push('in the address book');
+  if (d.in_book === false) parts.push('not in the address book');
+  if (d.kinds) parts.push(`an ${either(d.kinds)} book entry`);
+  if (d.entries) parts.push(`book entry ${either(d.entries)}`);
+  return parts.join(' and ');
+}
+
+/** A rule's match conditions in words. */
+function matchWords(m = {}) {
+  const parts = [];
+  if (m.templates) parts.push(`template ${either(m.templates)}`);
+  if (m.lanes) parts.push(`lanes among ${m.lanes.join(', ')}`);
+  if (m.assets) parts.push(`asset ${either(m.assets)}`);
+  if (m.sources) parts.push(`funds from ${m.sources.join(', ')} only`);
+  if (m.destination) parts.push(`destination ${destinationWords(m.destination)}`);
+  if (m.amount) {
+    const unit = m.amount.currency ? ` ${m.amount.currency}` : '';
+    const bounds = [m.amount.at_least !== undefined && `at least ${m.amount.at_least}${unit}`, m.amount.below !== undefined && `below ${m.amount.below}${unit}`].filter(Boolean);
+    parts.push(`amount ${bounds.join(' and ')}${m.amount.currency ? ' (valued through its price feed)' : ''}`);
+  }
+  if (m.requesters) parts.push(`requested by ${either(m.requesters)}`);
+  return parts.length ? `if ${parts.join(', ')}` : 'any movement';
+}
+
+function actionWords(a) {
+  if (a.type === 'allow') return 'allow';
+  if (a.type === 'block') return `block: ${a.reason}`;
+  if (a.type === 'require_approvals') {
+    // A live tier's `from` already holds its groups' members; the groups are named beside them.
+    const groups = a.from_groups ? `group${a.from_groups.length === 1 ? '' : 's'} ${a.from_groups.join(', ')}` : '';
+    const from = a.from ? ` from ${a.from.join(', ')}${groups ? ` (${groups})` : ''}` : groups ? ` from ${groups}` : '';
+    return `require ${a.approvals} approval${a.approvals === 1 ? '' : 's'} by distinct principals${from}`;
+  }
+  return JSON.stringify(a);
+}
+
+const ruleWords = (r) => `${r.id}: ${matchWords(r.match)} -> ${actionWords(r.action)}`;
+
+function limitUnit(l) {
+  return l.currency ? `${l.currency}${l.assets ? ` of ${l.assets.join(', ')}` : ' of every asset'}` : l.asset;
+}
+
+function windowWords(s) {
+  if (s % 86400 === 0) return `${s / 86400} d`;
+  if (s % 3600 === 0) return `${s / 3600} h`;
+  if (s % 60 === 0) return `${s / 60} min`;
+  return `${s} s`;
+}
+
+function perWords(l) {
+  const per = [l.per_destination && 'destination', l.per_source && 'source', l.per_requester && 'requester'].filter(Boolean);
+  return per.length ? `per ${per.join(', per ')}` : 'one over all';
+}
+
+const limitWords = (l) => `${l.id}: at most ${l.max_amount} ${limitUnit(l)} per ${windowWords(l.window_seconds)}, ${perWords(l)}${l.destination ? `, destinations ${destinationWords(l.destination)}` : ''}`;
+
+function showPolicyView(which) {
+  $('policy').hidden = which !== 'overview';
+  $('policy-proposal').hidden = which !== 'proposal';
+}
+
+async function refreshPolicyProposals() {
+  const seq = ++ui.policySeq;
+  const state = $('policy-filter').value;
+  const kind = $('policy-kind-filter').value;
+  const { proposals } = await api(`/v3/policy/proposals?limit=100${state ? `&state=${state}` : ''}${kind ? `&kind=${kind}` : ''}`);
+  if (seq !== ui.policySeq) return;
+  const list = $('policy-proposals');
+  list.replaceChildren();
+  if (proposals.length === 0) {
+    list.append(el('li', { class: 'none' }, state || kind ? 'No policy proposal of this state and kind.' : 'No policy proposals yet.'));
+    return;
+  }
+  for (const p of proposals) {
+    const li = el('li', { 'data-id': p.id, 'data-state': p.state, 'data-kind': p.subject_kind, class: p.id === ui.policyProposalId ? 'selected' : '' },
+      el('div', { class: 'row' }, el('b', {}, `${kindWord(p.subject_kind)} - ${p.subject}`), el('span', { class: `badge s-${p.state}`, 'data-state': p.state }, p.state)),
+      el('div', { class: 'who' }, `proposed by ${p.proposed_by_name ?? p.proposed_by} - ${changeWords(p)}`),
+      el('div', { class: 'nodes' }, policyWindow(p)));
+    li.addEventListener('click', () => { location.hash = `#/policy/${p.id}`; });
+    list.append(li);
+  }
+}
+
+/** The address book, the live rules and the try form; `quiet` (the poll) leaves forms and errors alone. */
+async function openPolicyOverview(quiet = false) {
+  ui.policyProposalId = null;
+  ui.policyProposal = null;
+  policy.base = null;
+  showPolicyView('overview');
+  for (const li of $('policy-proposals').children) li.classList.remove('selected');
+  let book;
+  let rules;
+  try {
+    [book, rules] = await Promise.all([api('/v3/policy/address-book'), api('/v3/policy/rules')]);
+  } catch (err) {
+    if (err instanceof Unauthenticated || quiet) return;
+    showError('book-error', err);
+    return;
+  }
+  if (ui.view !== 'policy' || ui.policyProposalId !== null) return;
+  if (!quiet) clearError('book-error');
+  policy.book = book.entries;
+  policy.rules = rules;
+  drawBook();
+  drawRules();
+  if (quiet) return;
+  try {
+    const { templates } = await api('/v3/templates');
+    const select = $('try-template');
+    const chosen = select.value;
+    select.replaceChildren(...templates.map((t) => el('option', { value: t.template_key }, `${t.template_key} (v${t.latest_version})`)));
+    if (templates.some((t) => t.template_key === chosen)) select.value = chosen;
+  } catch (err) {
+    if (!(err instanceof Unauthenticated)) showError('try-error', err);
+  }
+}
+
+function drawBook() {
+  const entries = policy.book;
+  $('book-note').textContent = entries.length ? `- ${entries.length} entr${entries.length === 1 ? 'y' : 'ies'}` : '- empty: a policy that asks for book entries refuses every destination';
+  $('book').tBodies[0].replaceChildren(...entries.map((e) => {
+    const edit = el('button', { type: 'button', class: 'book-edit', title: 'Fill the form with this entry to propose a change' }, 'Change');
+    edit.addEventListener('click', () => fillBookForm(e));
+    const remove = el('button', { type: 'button', class: 'book-remove' }, 'Propose removal');
+    remove.addEventListener('click', () => void proposeRemoval(e.name));
+    return el('tr', { 'data-name': e.name, 'data-kind': e.kind },
+      el('td', { class: 'event' }, e.name), el('td', {}, e.network), el('td', { class: 'addr' }, e.address), el('td', {}, orNone(e.tag)),
+      el('td', {}, e.owner), el('td', {}, e.kind), el('td', { class: 'reason' }, e.notes ?? ''), el('td', {}, String(e.version)),
+      el('td', {}, edit, ' ', remove));
+  }));
+}
+
+function fillBookForm(e) {
+  for (const f of ['name', ...ENTRY_FIELDS]) $(`book-${f}`).value = e[f] ?? '';
+  clearError('book-form-error');
+}
+
+function drawRules() {
+  const r = policy.rules;
+  $('rules-note').textContent = r.version === null
+    ? '- no rule set is live: movements are not policy-checked'
+    : `- version ${r.version}, live since ${formatWhen(r.created_at)}; first match wins, a movement no rule matches is refused`;
+  $('rules').replaceChildren(...r.rules.map((rule) => el('li', { 'data-rule-id': rule.id, 'data-action': rule.action?.type ?? '' },
+    el('code', {}, rule.id), ' ', el('span', { class: 'match' }, matchWords(rule.match)), ' -> ', el('b', { class: 'action' }, actionWords(rule.action)),
+    rule.description ? el('div', { class: 'hint' }, rule.description) : '')));
+  $('limits').tBodies[0].replaceChildren(...(r.limits.length === 0
+    ? [el('tr', {}, el('td', { class: 'hint', colspan: '6' }, 'no velocity limits'))]
+    : r.limits.map((l) => el('tr', { 'data-limit-id': l.id },
+      el('td', { class: 'event' }, l.id), el('td', { class: 'amount' }, l.max_amount), el('td', {}, limitUnit(l)),
+      el('td', {}, `${windowWords(l.window_seconds)} (${l.window_seconds} s)`), el('td', {}, perWords(l)),
+      el('td', {}, l.destination ? `destinations ${destinationWords(l.destination)}` : 'every movement')))));
+}
+
+/** Opens (or, quietly, re-reads) a policy proposal; what it is compared with is read when it is opened. */
+async function openPolicyProposal(id, quiet = false) {
+  if (ui.policyProposalId !== id) {
+    clearError('policy-proposal-error');
+    $('policy-reason').value = '';
+    policy.base = null;
+  }
+  ui.policyProposalId = id;
+  let detail;
+  let base = policy.base?.id === id ? policy.base : null;
+  try {
+    detail = await api(`/v3/policy/proposals/${id}`);
+    if (!base) {
+      // Read once: the book or the rules as they are now, to show what the change does to them.
+      base = detail.proposal.subject_kind === 'address_book'
+        ? { id, book: (await api('/v3/policy/address-book')).entries, rules: null }
+        : { id, book: null, rules: await api('/v3/policy/rules') };
+    }
+  } catch (err) {
+    if (err instanceof Unauthenticated || quiet) return;
+    // Nothing of another proposal stays on show, and no button acts on this one.
+    showPolicyView('proposal');
+    $('policy-proposal-title').textContent = `Cannot show policy proposal ${id}`;
+    for (const f of ['policy-proposal-meta', 'policy-proposal-windows', 'policy-proposal-state', 'policy-diff-note', 'policy-replay-note']) $(f).textContent = '';
+    $('policy-diff').replaceChildren();
+    $('policy-proposal-history').tBodies[0].replaceChildren();
+    for (const b of POLICY_BUTTONS) $(`policy-${b}`).disabled = true;
+    showError('policy-proposal-error', err);
+    return;
+  }
+  if (ui.policyProposalId !== id || ui.view !== 'policy') return;
+  ui.policyProposal = detail;
+  policy.base = base;
+  showPolicyView('proposal');
+  for (const li of $('policy-proposals').children) li.classList.toggle('selected', li.dataset.id === id);
+  drawPolicyProposal(detail);
+}
+
+function drawPolicyProposal(d) {
+  const p = d.proposal;
+  $('policy-proposal-title').textContent = `${kindWord(p.subject_kind)} - ${p.subject}`;
+  $('policy-proposal-meta').textContent = `${p.id} - proposed by ${p.proposed_by_name ?? p.proposed_by} on ${formatWhen(p.created_at)}` +
+    ` - approver: ${p.approved_by_name ?? p.approved_by ?? 'none yet'} - challenge window ends ${formatWhen(p.challenge_ends_at)}`;
+  $('policy-proposal-windows').textContent = policyWindow(p);
+  const badge = $('policy-proposal-state');
+  badge.textContent = p.state;
+  badge.className = `badge s-${p.state}`;
+  badge.dataset.state = p.state;
+  // The buttons follow the machine; who may press them, and when, is Ferry's to say.
+  $('policy-approve').disabled = p.state !== 'PROPOSED';
+  $('policy-reject').disabled = p.state !== 'PROPOSED';
+  $('policy-withdraw').disabled = p.state !== 'PROPOSED' && p.state !== 'APPROVED';
+  $('policy-challenge').disabled = p.state !== 'APPROVED';
+  $('policy-finalize').disabled = p.state !== 'APPROVED';
+  $('policy-reason').disabled = p.state !== 'PROPOSED' && p.state !== 'APPROVED';
+  drawPolicyDiff(p, policy.base);
+  $('policy-replay-note').textContent = d.replay.ok ? `- the history replays to ${d.replay.state}` : `- the history does not replay: ${d.replay.reason}`;
+  $('policy-proposal-history').tBodies[0].replaceChildren(...d.history.map((t) => el('tr', { 'data-event': t.event },
+    el('td', {}, String(t.seq)), el('td', {}, formatWhen(t.at)), el('td', {}, t.from || '-'), el('td', {}, t.to),
+    el('td', { class: 'event' }, t.event === 'xstate.init' ? 'created' : t.event), el('td', { class: 'actor', title: t.actor }, t.actor_name ?? t.actor),
+    el('td', {}, typeof t.payload?.reason === 'string' ? t.payload.reason : ''))));
+}
+
+const diffGroup = (kind, title, items) => (items.length === 0 ? '' : el('div', { class: `diff-group ${kind.split('-')[1]}`, 'data-kind': kind },
+  el('h4', {}, title), el('ul', {}, ...items)));
+const fromTo = (from, to) => [el('span', { class: 'from' }, from), ' -> ', el('span', { class: 'to' }, to)];
+
+/** What the proposal does to the book or the rules as they were when it was opened. */
+function drawPolicyDiff(p, base) {
+  const c = p.change ?? {};
+  let note = '';
+  let groups = [];
+  if (c.op === 'put' || c.op === 'remove') {
+    const name = c.op === 'put' ? c.entry.name : c.name;
+    const now = (base?.book ?? []).find((e) => e.name === name) ?? null;
+    const fields = (e, sign) => ENTRY_FIELDS.map((f) => el('li', { 'data-field': f }, `${sign} ${f}: ${orNone(e[f])}`));
+    if (c.op === 'remove') {
+      note = now ? '- against the book as it is' : '- the book has no such entry any more';
+      groups = [diffGroup('entry-removed', `Entry ${name} removed`, now ? fields(now, '-') : [el('li', {}, `- ${name}`)])];
+    } else if (now && now.proposal_id === p.id) {
+      note = `- live: this is the book's entry, version ${now.version}`;
+      groups = [diffGroup('entry-live', `Entry ${name} as proposed`, fields(c.entry, '='))];
+    } else if (!now) {
+      note = '- the book has no entry of this name: it is added';
+      groups = [diffGroup('entry-added', `Entry ${name} added`, fields(c.entry, '+'))];
+    } else {
+      note = `- against the book's entry, version ${now.version}`;
+      const changed = ENTRY_FIELDS.filter((f) => (now[f] ?? null) !== (c.entry[f] ?? null));
+      groups = [
+        diffGroup('entry-changed', `Entry ${name} changed`, changed.map((f) => el('li', { 'data-field': f }, `~ ${f}: `, ...fromTo(orNone(now[f]), orNone(c.entry[f]))))),
+        diffGroup('entry-same', 'Unchanged', ENTRY_FIELDS.filter((f) => !changed.includes(f)).map((f) => el('li', { 'data-field': f }, `= ${f}: ${orNone(now[f])}`))),
+      ];
+      if (changed.length === 0) note += ' (the same as it is)';
+    }
+  } else if (c.op === 'replace') {
+    const live = base?.rules ?? null;
+    const sameAsLive = live && live.proposal_id === p.id;
+    const old = live && !sameAsLive ? live : { version: null, rules: [], limits: [] };
+    note = sameAsLive
+      ? `- live as version ${live.version}: every rule it holds`
+      : old.version === null
+        ? '- no rule set is live: every rule is new'
+        : `- against live version ${old.version}${old.version !== c.base_version ? ` (it was proposed on version ${c.base_version})` : ''}`;
+    const byId = (xs) => new Map(xs.map((x) => [x.id, x]));
+    const compare = (what, olds, news, words) => {
+      const o = byId(olds);
+      const n = byId(news);
+      return [
+        diffGroup(`${what}-added`, `${what === 'rules' ? 'Rules' : 'Limits'} added`, news.filter((x) => !o.has(x.id)).map((x) => el('li', { 'data-id': x.id }, `+ ${words(x)}`))),
+        diffGroup(`${what}-removed`, `${what === 'rules' ? 'Rules' : 'Limits'} removed`, olds.filter((x) => !n.has(x.id)).map((x) => el('li', { 'data-id': x.id }, `- ${words(x)}`))),
+        diffGroup(`${what}-changed`, `${what === 'rules' ? 'Rules' : 'Limits'} changed`, news.filter((x) => o.has(x.id) && JSON.stringify(o.get(x.id)) !== JSON.stringify(x))
+          .map((x) => el('li', { 'data-id': x.id }, `~ ${x.id}: `, ...fromTo(words(o.get(x.id)), words(x))))),
+      ];
+    };
+    const oldOrder = old.rules.map((r) => r.id).filter((id) => c.rules.some((r) => r.id === id));
+    const newOrder = c.rules.map((r) => r.id).filter((id) => old.rules.some((r) => r.id === id));
+    groups = [
+      ...compare('rules', old.rules, c.rules, ruleWords),
+      oldOrder.join() !== newOrder.join() ? diffGroup('order-changed', 'Order of the kept rules', [el('li', {}, ...fromTo(oldOrder.join(', '), newOrder.join(', ')))]) : '',
+      ...compare('limits', old.limits, c.limits, limitWords),
+      diffGroup('rules-new', 'The proposed rules, in order (first match wins)', c.rules.map((r, i) => el('li', { 'data-id': r.id }, `${i + 1}. ${ruleWords(r)}`))),
+    ];
+  } else {
+    groups = [el('pre', {}, JSON.stringify(c, null, 2))];
+  }
+  $('policy-diff-note').textContent = note;
+  groups = groups.filter((g) => g !== '');
+  $('policy-diff').replaceChildren(...(groups.length ? groups : [el('p', { class: 'hint' }, 'It changes nothing.')]));
+}
+
+async function policyAction(action) {
+  const id = ui.policyProposalId;
+  if (!id) return;
+  clearError('policy-proposal-error');
+  let body = {};
+  if (action === 'reject' || action === 'challenge') {
+    const reason = $('policy-reason').value.trim();
+    if (!reason) {
+      showError('policy-proposal-error', new Error(`write why it is ${action === 'reject' ? 'rejected' : 'challenged'} in the reason`));
+      return;
+    }
+    body = { reason };
+  }
+  try {
+    await api(`/v3/policy/proposals/${id}/${action}`, body);
+    if (body.reason) $('policy-reason').value = '';
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('policy-proposal-error', err);
+  }
+  await Promise.all([openPolicyProposal(id, true), refreshPolicyProposals()]).catch(() => {});
+}
+
+/** After a proposal is made: its page, and the list with it. */
+function showNewProposal(p) {
+  location.hash = `#/policy/${p.id}`;
+}
+
+async function proposeBookEntry() {
+  clearError('book-form-error');
+  const text = (id) => $(id).value.trim();
+  const body = {
+    name: text('book-name'),
+    network: text('book-network'),
+    address: text('book-address'),
+    tag: text('book-tag') || null,
+    owner: text('book-owner'),
+    kind: $('book-kind').value,
+    notes: text('book-notes') || null,
+  };
+  $('book-submit').disabled = true;
+  try {
+    const p = await api('/v3/policy/address-book', body);
+    $('book-form').reset();
+    showNewProposal(p);
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('book-form-error', err);
+  } finally {
+    $('book-submit').disabled = false;
+  }
+}
+
+async function proposeRemoval(name) {
+  clearError('book-error');
+  try {
+    showNewProposal(await api(`/v3/policy/address-book/${encodeURIComponent(name)}/remove`, {}));
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('book-error', err);
+  }
+}
+
+/** A refusal of a rule set, with every problem Ferry names. */
+function showRuleSetError(err) {
+  showError('rules-error', err);
+  if (err.status) $('rules-error').textContent = `HTTP ${err.status} ${$('rules-error').textContent}`;
+  const problems = err.details?.problems;
+  if (Array.isArray(problems) && problems.length > 1) $('rules-error').textContent += ` (all problems: ${problems.join('; ')})`;
+}
+
+async function proposeRuleSet() {
+  clearError('rules-error');
+  let body;
+  try {
+    body = JSON.parse($('rules-json').value);
+  } catch (err) {
+    showError('rules-error', new Error(`the rule set is not JSON: ${err.message}`));
+    return;
+  }
+  $('rules-submit').disabled = true;
+  try {
+    const p = await api('/v3/policy/rules', body);
+    $('rules-json').value = '';
+    showNewProposal(p);
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showRuleSetError(err);
+  } finally {
+    $('rules-submit').disabled = false;
+  }
+}
+
+/**
+ * The live set as a starting point. Its groups are not part of what Ferry answers: a tier's `from`
+ * already holds the members its `from_groups` named, so those names are dropped, not dangling.
+ */
+function copyLiveRules() {
+  const r = policy.rules;
+  const rules = (r?.rules ?? []).map((rule) => {
+    if (!rule.action?.from_groups) return rule;
+    const { from_groups: _groups, ...action } = rule.action;
+    return { ...rule, action };
+  });
+  $('rules-json').value = JSON.stringify({ rules, limits: r?.limits ?? [] }, null, 2);
+}
+
+function verdictText(label, v) {
+  const rule = v.rule_id ? `rule ${v.rule_id}` : v.action === 'no_policy' ? 'no rule set (not policy-checked)' : 'no rule matches';
+  const lines = [`${label}${v.rule_set_version === null ? '' : ` (version ${v.rule_set_version})`}: ${v.outcome === 'allowed' ? 'ALLOWED' : 'REFUSED'} by ${rule} - action ${v.action}`];
+  if (v.outcome === 'allowed') lines.push(`  approvals needed: ${v.approvals_required ?? '-'}${v.approvers_from ? ` from ${v.approvers_from.join(', ')}` : ''}`);
+  else lines.push(`  ${v.code}: ${v.message}`);
+  for (const p of v.prices ?? []) {
+    lines.push(p.answer !== undefined ? `  price ${p.asset}/${p.currency}: ${p.answer} (${p.decimals} decimals), round ${p.round_id} of ${p.updated_at}` : `  price ${p.asset}/${p.currency}: none (${p.code})`);
+  }
+  for (const l of v.limits ?? []) {
+    lines.push(`  limit ${l.limit_id}: ${l.used} used of ${l.max_amount}${l.currency ? ` ${l.currency}` : ''} per ${l.window_seconds} s${l.destination ? ` to ${l.destination}` : ''}` +
+      `${l.source ? ` from ${l.source}` : ''}${l.requester ? ` requested by ${l.requester}` : ''}; with this movement ${l.total ?? '?'}${l.price_code ? ` (no price: ${l.price_code})` : l.exceeded ? ' - EXCEEDED' : ''}`);
+  }
+  return lines;
+}
+
+async function tryMovement() {
+  clearError('try-error');
+  $('try-result').hidden = true;
+  let intent;
+  try {
+    intent = JSON.parse($('try-intent').value.trim() || '{}');
+  } catch (err) {
+    showError('try-error', new Error(`the intent is not JSON: ${err.message}`));
+    return;
+  }
+  const requester = $('try-requester').value.trim();
+  const body = { template_key: $('try-template').value, intent, ...(requester ? { requester } : {}) };
+  $('try-submit').disabled = true;
+  try {
+    const r = await api('/v3/policy/test', body);
+    const f = r.facts ?? {};
+    const lines = [
+      `movement: template ${f.templateKey}, lanes ${(f.lanes ?? []).join(', ') || '-'}, sources ${(f.sources ?? []).join(', ') || '-'}, ${f.amount ?? '?'} ${f.asset ?? '?'} to ` +
+        `${f.destination ? `${f.destination.address}${f.destination.tag ? ` tag ${f.destination.tag}` : ''}` : '-'} (${f.entry ? `book entry ${f.entry.name}, ${f.entry.kind}` : 'not in the address book'}), requested by ${f.requester?.name ?? f.requester?.actor ?? '-'}`,
+      ...verdictText('live', r.live),
+      ...(r.proposed ? verdictText(`proposed ${r.proposed.proposal_id ?? ''} (${r.proposed.proposal_state})`, r.proposed) : ['proposed: no open rule set proposal']),
+    ];
+    const out = $('try-result');
+    out.textContent = lines.join('\n');
+    out.dataset.liveRule = r.live.rule_id ?? '';
+    out.dataset.liveOutcome = r.live.outcome;
+    out.hidden = false;
+  } catch (err) {
+    if (err instanceof Unauthenticated) return;
+    showError('try-error', err);
+  } finally {
+    $('try-submit').disabled = false;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // DOM helpers
 
 function el(tag, attrs, ...children) {
@@ -1749,6 +2267,22 @@ $('so-trigger-kind').addEventListener('change', drawTriggerFields);
 $('workers-class').addEventListener('change', () => void refreshWorkers().catch(() => {}));
 $('workers-all').addEventListener('change', () => {
   if (ui.workers) drawWorkers();
+});
+for (const s of POLICY_PROPOSAL_STATES) $('policy-filter').append(el('option', { value: s }, s));
+for (const id of ['policy-filter', 'policy-kind-filter']) $(id).addEventListener('change', () => void refreshPolicyProposals().catch(() => {}));
+for (const action of POLICY_BUTTONS) $(`policy-${action}`).addEventListener('click', () => void policyAction(action));
+$('book-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  void proposeBookEntry();
+});
+$('rules-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  void proposeRuleSet();
+});
+$('rules-copy').addEventListener('click', copyLiveRules);
+$('try-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  void tryMovement();
 });
 $('resolution-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
