@@ -70,7 +70,7 @@ test('read once per held version, carried past own commits, read again after ano
   const stale = fresh;
   await db.pool.query('UPDATE movement_requests SET write_version = write_version + 2 WHERE id = $1', [id]);
   const [later] = await readMovements(db.pool, [id]);
-  cache.committed(versionsOf([stale]), [], { nodes: [], requests: [], claimed: [], nodesOf: () => later.nodes, movementOf: () => later.request });
+  cache.committed(versionsOf([stale]), [], { nodes: [], movements: [], claimed: [], nodesOf: () => later.nodes, movementOf: () => later.request });
   await cache.of(counting, [later]);
   assert.equal(reads, 3, 'read again after a jump of the version');
 });

@@ -133,11 +133,11 @@ async function claim(deps: WorkerDeps, limit: number): Promise<CarriedClaim[]> {
       return [];
     }
     const leases = new Map(rows.map((c) => [c.node.id, randomUUID()]));
-    const requests: MovementItem[] = rows
+    const movements: MovementItem[] = rows
       .filter((c) => c.request.request_state === 'APPROVED')
       .map((c) => ({ movementId: c.request.id, event: { type: 'DISPATCH_STARTED' } }));
     const nodes: NodeItem[] = rows.map((c) => ({ nodeId: c.node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease: leases.get(c.node.id)! }));
-    const result = await deliverBatch(client, { requests, nodes }, { actor: ACTOR, deps: deps.transitions });
+    const result = await deliverBatch(client, { movements, nodes }, { actor: ACTOR, deps: deps.transitions });
     const out: CarriedClaim[] = [];
     result.nodes.forEach((r, i) => {
       if (isRefusal(r)) {
@@ -177,7 +177,7 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   const gate = await policyGate(deps, dispatches, prepared, (checked) => (items = checked));
   // A claim not yet written (a movement actor's) is written ahead of these items, over the rows as the database holds them.
   const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { request: d.request, nodes: d.nodes }));
-  const ahead = { requests: dispatches.flatMap((d) => d.unwritten?.requests ?? []), nodes: dispatches.flatMap((d) => d.unwritten?.nodes ?? []) };
+  const ahead = { movements: dispatches.flatMap((d) => d.unwritten?.movements ?? []), nodes: dispatches.flatMap((d) => d.unwritten?.nodes ?? []) };
   const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate, ahead);
   if (!committed) return [];
   artifacts?.committed(versionsOf(claimedRows), items, committed);
@@ -273,11 +273,11 @@ async function commit(
   items: NodeItem[],
   opts: BatchOptions,
   gate: ((client: Client) => Promise<NodeItem[]>) | null = null,
-  ahead: { requests: MovementItem[]; nodes: NodeItem[] } = { requests: [], nodes: [] },
+  ahead: { movements: MovementItem[]; nodes: NodeItem[] } = { movements: [], nodes: [] },
 ): Promise<BatchResult | null> {
   if (items.length === 0) return null;
   // The claims written ahead of the items; the result answers for the items alone.
-  const withClaims = (nodes: NodeItem[]) => ({ requests: ahead.requests, nodes: [...ahead.nodes, ...nodes] });
+  const withClaims = (nodes: NodeItem[]) => ({ movements: ahead.movements, nodes: [...ahead.nodes, ...nodes] });
   const forItems = (r: BatchResult): BatchResult => {
     if (ahead.nodes.length > 0) r.nodes = r.nodes.slice(ahead.nodes.length);
     return r;

@@ -201,16 +201,16 @@ async function commitHeld(deps: WorkerDeps, state: MovementActorState, items: { 
  */
 async function dispatchNode(deps: WorkerDeps, state: MovementActorState, held: LockedMovement, node: NodeRow): Promise<StepOutcome> {
   const lease = randomUUID();
-  const requests: MovementItem[] = held.request.request_state === 'APPROVED' ? [{ movementId: held.request.id, event: { type: 'DISPATCH_STARTED' } }] : [];
+  const movements: MovementItem[] = held.request.request_state === 'APPROVED' ? [{ movementId: held.request.id, event: { type: 'DISPATCH_STARTED' } }] : [];
   const nodeItems: NodeItem[] = [{ nodeId: node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease }];
-  const claimed = previewHeld(held, { requests, nodes: nodeItems }, { actor: ACTOR, deps: deps.transitions });
+  const claimed = previewHeld(held, { movements, nodes: nodeItems }, { actor: ACTOR, deps: deps.transitions });
   if (!claimed) {
     state.held = null;
     state.refusedSteps++;
     return { next: 'step' };
   }
   state.refusedSteps = 0;
-  const claim = { node: claimed.nodes.find((n) => n.id === node.id)!, request: claimed.request, nodes: claimed.nodes, lease, unwritten: { held, requests, nodes: nodeItems } };
+  const claim = { node: claimed.nodes.find((n) => n.id === node.id)!, request: claimed.request, nodes: claimed.nodes, lease, unwritten: { held, movements, nodes: nodeItems } };
   const latest = await runDispatches(deps, [claim], true, state.artifacts);
   // Nothing written (every commit refused): what the actor holds is read again.
   state.held = latest.get(held.request.id) ?? null;

@@ -34,7 +34,7 @@ import type { NodeRow, MovementRow, TransitionRow } from '../persistence/movemen
 import type { EventNotice } from './wakeups.ts';
 
 /**
- * The one durable transition function, batched. Delivering events to requests and nodes is, inside
+ * The one durable transition function, batched. Delivering events to movements and nodes is, inside
  * the caller's transaction:
  *   lock every request the batch touches with all its nodes (one statement, request id order, so
  *   writers never deadlock); for each event in turn, rebuild the machine snapshot from the row as
@@ -146,7 +146,7 @@ export interface CarriedClaim {
  */
 export interface UnwrittenClaim {
   held: LockedMovement;
-  requests: MovementItem[];
+  movements: MovementItem[];
   nodes: NodeItem[];
 }
 
@@ -170,7 +170,7 @@ export interface BatchOptions {
 
 export interface BatchResult {
   nodes: (DeliveredToNode | Refusal)[];
-  requests: (DeliveredToMovement | Refusal)[];
+  movements: (DeliveredToMovement | Refusal)[];
   claimed: CarriedClaim[];
   /** Every node of a request the batch locked, as the batch left them. */
   nodesOf(movementId: string): NodeRow[];
@@ -223,8 +223,8 @@ export async function deliverMovementEvent(
   event: MovementEvent,
   opts: DeliverOptions,
 ): Promise<DeliveredToMovement | null> {
-  const result = await deliverBatch(client, { requests: [{ movementId, event, actor: opts.actor }] }, opts);
-  return single(result.requests[0], opts);
+  const result = await deliverBatch(client, { movements: [{ movementId, event, actor: opts.actor }] }, opts);
+  return single(result.movements[0], opts);
 }
 
 export async function deliverNodeEvent(
@@ -251,10 +251,10 @@ function single<T>(r: T | Refusal, opts: DeliverOptions): T | null {
  */
 export async function deliverBatch(
   client: Client,
-  items: { requests?: MovementItem[]; nodes?: NodeItem[] },
+  items: { movements?: MovementItem[]; nodes?: NodeItem[] },
   opts: BatchOptions,
 ): Promise<BatchResult> {
-  const movementItems = items.requests ?? [];
+  const movementItems = items.movements ?? [];
   const nodeItems = items.nodes ?? [];
   const b = new Batch(opts);
   const held = opts.held && covers(opts.held, movementItems, nodeItems) ? opts.held : null;
@@ -269,12 +269,12 @@ export async function deliverBatch(
     for (const m of locked) b.load(m.request, m.nodes, null);
   }
 
-  const requests = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
+  const movementEvents = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   b.derive();
   b.carryOnward();
   await b.flush(client);
-  return batchResult(b, requests, nodes);
+  return batchResult(b, movementEvents, nodes);
 }
 
 /**
@@ -286,22 +286,22 @@ export async function deliverBatch(
  */
 export async function deliverHeld(
   pool: Pool,
-  items: { requests?: MovementItem[]; nodes?: NodeItem[] },
+  items: { movements?: MovementItem[]; nodes?: NodeItem[] },
   opts: BatchOptions & { held: LockedMovement[] },
 ): Promise<BatchResult> {
-  const movementItems = items.requests ?? [];
+  const movementItems = items.movements ?? [];
   const nodeItems = items.nodes ?? [];
   if (opts.held.length !== 1 || !covers(opts.held, movementItems, nodeItems)) {
     return withTransaction(pool, (client) => deliverBatch(client, items, opts));
   }
   const b = new Batch(opts);
   for (const m of opts.held) b.load(m.request, m.nodes, m.request.write_version);
-  const requests = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
+  const movementEvents = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   b.derive();
   b.carryOnward();
   await flushHeld(pool, b);
-  return batchResult(b, requests, nodes);
+  return batchResult(b, movementEvents, nodes);
 }
 
 /**
@@ -311,12 +311,12 @@ export async function deliverHeld(
  * lost by a crash in between (the node is still READY in the database, and prepare has no effect
  * outside Ferry's own rows).
  */
-export function previewHeld(held: LockedMovement, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): LockedMovement | null {
+export function previewHeld(held: LockedMovement, items: { movements?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): LockedMovement | null {
   const b = new Batch(opts);
   b.load(held.request, held.nodes, held.request.write_version);
-  const requests = (items.requests ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
+  const movementEvents = (items.movements ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = (items.nodes ?? []).map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
-  if (![...requests, ...nodes].every((r) => r instanceof Pending)) return null;
+  if (![...movementEvents, ...nodes].every((r) => r instanceof Pending)) return null;
   b.derive();
   return { request: b.movementRow(held.request.id), nodes: b.siblings(held.request.id) };
 }
@@ -335,10 +335,10 @@ export async function flushHeld(pool: Pool, b: Batch): Promise<void> {
   }
 }
 
-/** The results of one caller's events in a batch (all of them, or those at `requests` and `nodes`). */
-export function batchResult(b: Batch, requests: (Pending | Refusal)[], nodes: (Pending | Refusal)[], movementIds?: Set<string>): BatchResult {
+/** The results of one caller's events in a batch (all of them, or those at `movements` and `nodes`). */
+export function batchResult(b: Batch, movementEvents: (Pending | Refusal)[], nodes: (Pending | Refusal)[], movementIds?: Set<string>): BatchResult {
   return {
-    requests: requests.map((r) => (r instanceof Pending ? b.deliveredToRequest(r) : r)),
+    movements: movementEvents.map((r) => (r instanceof Pending ? b.deliveredToMovement(r) : r)),
     nodes: nodes.map((r) => (r instanceof Pending ? b.deliveredToNode(r) : r)),
     claimed: b.claims
       .filter((c) => !movementIds || movementIds.has(c.movementId))
@@ -426,7 +426,7 @@ function transitionLine(t: NewTransitionRow, node: NodeRow | undefined): Record<
 
 /** Exported for the group writer (group-writer.ts), which merges several callers into one batch, and for the model check (test/model), which drives it without a database. */
 export class Batch {
-  readonly requests = new Map<string, Entity<MovementRow>>();
+  readonly movements = new Map<string, Entity<MovementRow>>();
   readonly nodes = new Map<string, Entity<NodeRow>>();
   readonly nodesOfMovement = new Map<string, string[]>();
   readonly transitions: Pending[] = [];
@@ -442,17 +442,17 @@ export class Batch {
   constructor(readonly opts: BatchOptions) {}
 
   load(request: MovementRow, nodes: NodeRow[], expectedWrite: number | null) {
-    this.requests.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false, expectedWrite });
+    this.movements.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false, expectedWrite });
     this.nodesOfMovement.set(request.id, nodes.map((n) => n.id));
     for (const n of nodes) this.nodes.set(n.id, { row: n, fromState: n.node_state, fromVersion: n.row_version, dirty: false });
   }
 
   nodeRow = (id: string) => this.nodes.get(id)!.row;
-  movementRow = (id: string) => this.requests.get(id)!.row;
+  movementRow = (id: string) => this.movements.get(id)!.row;
   siblings = (movementId: string) => (this.nodesOfMovement.get(movementId) ?? []).map(this.nodeRow);
 
   #stamped(n: Omit<EventNotice, 'write_version'>): EventNotice {
-    const version = this.requests.get(n.request_id)?.row.write_version;
+    const version = this.movements.get(n.request_id)?.row.write_version;
     return version === undefined ? n : { ...n, write_version: Number(version) + 1 };
   }
 
@@ -470,10 +470,10 @@ export class Batch {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Requests
+  // Movements
 
   movementEvent(movementId: string, event: MovementEvent, actor: string): Pending | Refusal {
-    const e = this.requests.get(movementId);
+    const e = this.movements.get(movementId);
     if (!e) return new InvalidTransitionError(MOVEMENT_MACHINE_ID, movementId, 'MISSING', 'lock');
     const row = e.row;
     // Built only when needed: derivations that change nothing are refused on every batch.
@@ -526,7 +526,7 @@ export class Batch {
   }
 
   #setFrontier(movementId: string, frontier: string[]) {
-    const e = this.requests.get(movementId)!;
+    const e = this.movements.get(movementId)!;
     e.row = { ...e.row, current_frontier: frontier };
     e.dirty = true;
   }
@@ -645,7 +645,7 @@ export class Batch {
     this.deriveMovements.add(completed.request_id);
   }
 
-  /** Request states derived from their nodes once, after all node changes of the batch. */
+  /** Movement states derived from their nodes once, after all node changes of the batch. */
   derive() {
     while (this.deriveMovements.size > 0) {
       const [movementId] = this.deriveMovements;
@@ -719,7 +719,7 @@ export class Batch {
       });
     }
     const movementWrites: MovementWriteRow[] = [];
-    for (const [id, e] of this.requests) {
+    for (const [id, e] of this.movements) {
       if (!e.dirty && !touched.has(id)) continue;
       const r = e.row;
       movementWrites.push({
@@ -740,7 +740,7 @@ export class Batch {
     }
     const written = await writeGroup(client, {
       nodes: nodeWrites,
-      requests: movementWrites,
+      movements: movementWrites,
       transitions: this.transitions.map((t) => t.row),
       artifacts: this.artifacts,
       channel: EVENTS_CHANNEL,
@@ -755,8 +755,8 @@ export class Batch {
       const e = this.nodes.get(n.id)!;
       e.row = { ...e.row, ...n };
     }
-    for (const r of written.requests) {
-      const e = this.requests.get(r.id)!;
+    for (const r of written.movements) {
+      const e = this.movements.get(r.id)!;
       e.row = { ...e.row, ...r };
     }
     written.logged.forEach((l, i) => {
@@ -799,7 +799,7 @@ export class Batch {
     return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), node: this.nodeRow(p.row.entity_id) };
   }
 
-  deliveredToRequest(p: Pending): DeliveredToMovement {
+  deliveredToMovement(p: Pending): DeliveredToMovement {
     return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), request: this.movementRow(p.row.entity_id) };
   }
 }

@@ -155,11 +155,11 @@ async function repair(deps: Deps, request: MovementRow, node: NodeRow, cls: Drif
     return await withTransaction(deps.pool, async (client) => {
       const at = nowIso();
       // A movement waiting for a person goes on once the node it waited on is settled by evidence.
-      const requests: MovementItem[] = request.request_state === 'MANUAL_INTERVENTION' ? [{ movementId: request.id, event: { type: 'RESUME', by: ACTOR } }] : [];
+      const movements: MovementItem[] = request.request_state === 'MANUAL_INTERVENTION' ? [{ movementId: request.id, event: { type: 'RESUME', by: ACTOR } }] : [];
       const result = await deliverBatch(
         client,
         {
-          requests,
+          movements,
           nodes: [
             {
               nodeId: node.id,
