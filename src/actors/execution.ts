@@ -265,5 +265,5 @@ export function nodeLog(
   node: Pick<NodeRow, 'id' | 'request_id' | 'node_key' | 'attempt_no'>,
   attempt = node.attempt_no,
 ): Logger {
-  return deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker, attempt });
+  return deps.log.child({ movement_id: node.request_id, node_id: node.id, node_key: node.node_key, worker, attempt });
 }

@@ -142,7 +142,7 @@ async function recordFinding(deps: Deps, request: MovementRow, node: NodeRow, cl
         entity_id: node.id,
         details: { request_id: request.id, node_key: node.node_key, attempt_no: node.attempt_no, drift_class: cls, stored_state: node.node_state, provider_state: outcome.nextState, drift_id: drift.id },
       });
-      deps.log.warn({ worker: 'reconciliation', request_id: request.id, node_id: node.id, node_key: node.node_key, drift_class: cls }, 'provider contradicts stored node state');
+      deps.log.warn({ worker: 'reconciliation', movement_id: request.id, node_id: node.id, node_key: node.node_key, drift_class: cls }, 'provider contradicts stored node state');
     }
     return drift;
   });
