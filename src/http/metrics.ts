@@ -63,13 +63,13 @@ async function refreshBalanceGauges(pool: Pool): Promise<void> {
 }
 
 export async function refreshStateGauges(pool: Pool): Promise<void> {
-  const [requests, nodes, drifts] = await Promise.all([
+  const [movements, nodes, drifts] = await Promise.all([
     movementCountsByState(pool),
     nodeCountsByState(pool),
     openRegistryDriftCounts(pool),
     refreshBalanceGauges(pool),
   ]);
-  fill(movementsByState, movementStates, requests);
+  fill(movementsByState, movementStates, movements);
   fill(nodesByState, nodeStates, nodes);
   // Every lane that declares baselines has a series, zero included.
   const open = new Map(drifts.map((d) => [d.lane, d.count]));
