@@ -122,7 +122,7 @@ export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], ca
 /** Records, per movement of `ids`, the rows a commit left. */
 function remember(latest: Map<string, LockedMovement> | undefined, result: BatchResult, ids: string[]): void {
   if (!latest) return;
-  for (const id of ids) latest.set(id, { request: result.movementOf(id), nodes: result.nodesOf(id) });
+  for (const id of ids) latest.set(id, { movement: result.movementOf(id), nodes: result.nodesOf(id) });
 }
 
 async function claim(deps: WorkerDeps, limit: number): Promise<CarriedClaim[]> {
@@ -176,7 +176,7 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   let items = prepared.flatMap((p) => p.items);
   const gate = await policyGate(deps, dispatches, prepared, (checked) => (items = checked));
   // A claim not yet written (a movement actor's) is written ahead of these items, over the rows as the database holds them.
-  const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { request: d.request, nodes: d.nodes }));
+  const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { movement: d.request, nodes: d.nodes }));
   const ahead = { movements: dispatches.flatMap((d) => d.unwritten?.movements ?? []), nodes: dispatches.flatMap((d) => d.unwritten?.nodes ?? []) };
   const committed = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate, ahead);
   if (!committed) return [];
@@ -196,7 +196,7 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   const resultItems = results.filter((r): r is NodeItem => r !== null);
   if (resultItems.length === 0) return [];
   // The rows the SUBMITTING commit left: the result is written without re-reading them.
-  const submittedRows = heldRows(toSubmit.map((s) => ({ request: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) })));
+  const submittedRows = heldRows(toSubmit.map((s) => ({ movement: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) })));
   const done = await commit(deps, resultItems, { actor: ACTOR, deps: deps.transitions, claimUnblocked: carry ? () => randomUUID() : undefined, held: submittedRows });
   if (!done) return [];
   artifacts?.committed(versionsOf(submittedRows), resultItems, done);
@@ -221,7 +221,7 @@ async function policyGate(
 ): Promise<((client: Client) => Promise<NodeItem[]>) | null> {
   const gated = dispatches.filter((d, i) => prepared[i].submit && d.request.policy_rule_set_version != null);
   if (gated.length === 0) return null;
-  const movements = heldRows(gated.map((d) => ({ request: d.request, nodes: d.nodes }))).map((m) => m.request);
+  const movements = heldRows(gated.map((d) => ({ movement: d.request, nodes: d.nodes }))).map((m) => m.movement);
   // Prices for reference-currency rules are read before the SUBMITTING transaction opens: no RPC call under its locks.
   // They are read for the rule set the last gate saw; the gate reads the live one inside the transaction.
   const seen = ruleSetSeen(deps);
@@ -257,7 +257,7 @@ function ruleSetSeen(deps: WorkerDeps): RuleSetMemo {
 /** One entry per movement (the first seen): the rows a batch may write over without re-reading them. */
 function heldRows(movements: LockedMovement[]): LockedMovement[] {
   const byId = new Map<string, LockedMovement>();
-  for (const m of movements) if (!byId.has(m.request.id)) byId.set(m.request.id, m);
+  for (const m of movements) if (!byId.has(m.movement.id)) byId.set(m.movement.id, m);
   return [...byId.values()];
 }
 

@@ -66,7 +66,7 @@ export interface ContextInput {
  */
 export async function contextsFor(db: Queryable, inputs: ContextInput[], cache?: ArtifactCache): Promise<ExecutionContext[]> {
   if (cache) {
-    const movements = new Map(inputs.map((i) => [i.request.id, { request: i.request, nodes: i.nodes }]));
+    const movements = new Map(inputs.map((i) => [i.request.id, { movement: i.request, nodes: i.nodes }]));
     const artifacts = await cache.of(db, [...movements.values()]);
     return inputs.map((input) => buildContext(input, artifacts));
   }

@@ -50,7 +50,7 @@ export class GroupWriter {
       const group: Queued[] = [];
       for (let i = 0; i < this.#queue.length; ) {
         const q = this.#queue[i];
-        const id = q.opts.held[0].request.id;
+        const id = q.opts.held[0].movement.id;
         if (groupKey(q.opts) === key && !seen.has(id)) {
           seen.add(id);
           group.push(q);
@@ -69,7 +69,7 @@ export class GroupWriter {
     if (group.length === 1) return settle(group[0], () => deliverHeld(this.pool, group[0].items, group[0].opts));
     const opts = group[0].opts;
     const b = new Batch({ actor: opts.actor, deps: opts.deps, claimUnblocked: opts.claimUnblocked });
-    for (const q of group) for (const m of q.opts.held) b.load(m.request, m.nodes, m.request.write_version);
+    for (const q of group) for (const m of q.opts.held) b.load(m.movement, m.nodes, m.movement.write_version);
     const per = group.map((q) => ({
       movements: (q.items.movements ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? q.opts.actor)) as (Pending | Refusal)[],
       nodes: (q.items.nodes ?? []).map((i) => b.nodeEvent(i, i.actor ?? q.opts.actor)) as (Pending | Refusal)[],
@@ -87,7 +87,7 @@ export class GroupWriter {
       await Promise.all(group.map((q) => settle(q, () => deliverHeld(this.pool, q.items, q.opts))));
       return;
     }
-    group.forEach((q, i) => q.resolve(batchResult(b, per[i].movements, per[i].nodes, new Set([q.opts.held[0].request.id]))));
+    group.forEach((q, i) => q.resolve(batchResult(b, per[i].movements, per[i].nodes, new Set([q.opts.held[0].movement.id]))));
   }
 }
 

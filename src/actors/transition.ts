@@ -259,14 +259,14 @@ export async function deliverBatch(
   const b = new Batch(opts);
   const held = opts.held && covers(opts.held, movementItems, nodeItems) ? opts.held : null;
   if (held) {
-    for (const m of held) b.load(m.request, m.nodes, m.request.write_version);
+    for (const m of held) b.load(m.movement, m.nodes, m.movement.write_version);
   } else {
     const locked = await lockMovements(
       client,
       movementItems.map((i) => i.movementId),
       nodeItems.map((i) => i.nodeId),
     );
-    for (const m of locked) b.load(m.request, m.nodes, null);
+    for (const m of locked) b.load(m.movement, m.nodes, null);
   }
 
   const movementEvents = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
@@ -295,7 +295,7 @@ export async function deliverHeld(
     return withTransaction(pool, (client) => deliverBatch(client, items, opts));
   }
   const b = new Batch(opts);
-  for (const m of opts.held) b.load(m.request, m.nodes, m.request.write_version);
+  for (const m of opts.held) b.load(m.movement, m.nodes, m.movement.write_version);
   const movementEvents = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   b.derive();
@@ -313,12 +313,12 @@ export async function deliverHeld(
  */
 export function previewHeld(held: LockedMovement, items: { movements?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): LockedMovement | null {
   const b = new Batch(opts);
-  b.load(held.request, held.nodes, held.request.write_version);
+  b.load(held.movement, held.nodes, held.movement.write_version);
   const movementEvents = (items.movements ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = (items.nodes ?? []).map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   if (![...movementEvents, ...nodes].every((r) => r instanceof Pending)) return null;
   b.derive();
-  return { request: b.movementRow(held.request.id), nodes: b.siblings(held.request.id) };
+  return { movement: b.movementRow(held.movement.id), nodes: b.siblings(held.movement.id) };
 }
 
 /**
@@ -350,7 +350,7 @@ export function batchResult(b: Batch, movementEvents: (Pending | Refusal)[], nod
 
 /** Whether the held movements hold every movement and node the items name. */
 export function covers(held: LockedMovement[], movements: MovementItem[], nodes: NodeItem[]): boolean {
-  const movementIds = new Set(held.map((m) => m.request.id));
+  const movementIds = new Set(held.map((m) => m.movement.id));
   const nodeIds = new Set(held.flatMap((m) => m.nodes.map((n) => n.id)));
   return movements.every((i) => movementIds.has(i.movementId)) && nodes.every((i) => nodeIds.has(i.nodeId));
 }

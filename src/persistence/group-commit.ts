@@ -32,7 +32,7 @@ import type { NodeRow, MovementRow, TransitionRow } from './movements.ts';
  */
 
 export interface LockedMovement {
-  request: MovementRow;
+  movement: MovementRow;
   nodes: NodeRow[];
 }
 
@@ -65,7 +65,7 @@ export async function lockMovements(db: Queryable, movementIds: string[], nodeId
        FROM locked l`,
     [movementIds, nodeIds],
   );
-  return rows.map((row) => ({ request: reviveMovement(row.r), nodes: row.n.map(reviveNode) }));
+  return rows.map((row) => ({ movement: reviveMovement(row.r), nodes: row.n.map(reviveNode) }));
 }
 
 /** A node row's new values; `from_*` is the precondition. */
