@@ -117,6 +117,7 @@ test('starts on an empty database, is ready, and exits 0 on SIGTERM', async () =
   assert.equal(await stopWith(ferry, 'SIGTERM'), 0, ferry.stderr());
   assert.ok(ferry.lines.some((l) => l.msg === 'ferry stopped'));
   assert.equal(ferry.stderr(), '', 'nothing went wrong on the way out');
+  assert.deepEqual(ferry.lines.filter((l) => typeof l.level === 'number' && l.level >= 50), [], 'a clean stop logs no error (pg-boss included)');
 });
 
 test('SIGINT stops it cleanly too', async () => {
@@ -124,6 +125,7 @@ test('SIGINT stops it cleanly too', async () => {
   const ferry = start({ DATABASE_URL: databaseUrl });
   await listening(ferry);
   assert.equal(await stopWith(ferry, 'SIGINT'), 0, ferry.stderr());
+  assert.deepEqual(ferry.lines.filter((l) => typeof l.level === 'number' && l.level >= 50), [], 'Ctrl-C logs no error');
 });
 
 test('two processes started at once on one empty database both come up', async () => {
