@@ -411,7 +411,7 @@ async function main(): Promise<void> {
   };
   const listed = new Set(lanes.map((l) => l.name));
   const parts = sandboxParts.filter((p) => listed.has(p.lane) && p.needs.every((n) => listed.has(n)));
-  for (const lane of lanes) if (!sandboxParts.some((p) => p.lane === lane.name)) ctx.log(`the ${lane.name} lane has no sandbox part (it needs no chain)`);
+  for (const lane of lanes) if (!sandboxParts.some((p) => p.lane === lane.name)) ctx.log(`the ${lane.name} lane has no sandbox part: nothing here runs its movements`);
   const chain = localChain({ chainId: CHAIN_ID, name: 'local', port: process.env.SANDBOX_ANVIL_PORT ? Number(process.env.SANDBOX_ANVIL_PORT) : undefined });
   const ferry = ferryServer({ port: process.env.PORT ?? '3000' });
   const sandbox = new Sandbox(ctx, [chain, ...parts.flatMap((p) => p.components(chain, ctx)), ferry]);

@@ -166,7 +166,9 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
       // Without an owner, DATABASE_URL's role migrates; an application role that may not (the
       // migrations ran as a step of their own, `ferry migrate`) finds nothing to do and is not asked.
       migrate: async (url) =>
-        ownerUrl || embedded || (await pendingAt(url)) > 0 ? migrate(url, (msg) => log.debug({ component: 'migrate' }, msg)) : [],
+        ownerUrl || embedded || (await pendingAt(url)) > 0
+          ? migrate(url, (msg) => log.debug({ component: 'migrate' }, msg), (count) => progress(`applying ${count} database migration${count === 1 ? '' : 's'}`))
+          : [],
     });
     // Migrations and grants are done: the owner's part of start-up is over.
     ownerUrl = undefined;
@@ -196,6 +198,7 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
     };
     // Extension point: the worker runtime (registries, pg-boss) starts before the server listens
     // and goes to the app explicitly, so no request ever meets an app without it.
+    if (hooks.startRuntime) progress('database ready; starting the runtime (job queue, lanes, workers)');
     const started = await hooks.startRuntime?.(resources);
     if (started) undo.push(() => started.stop());
 
@@ -246,6 +249,14 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
   }
 }
 
+/**
+ * One info line for a slow part of start-up (the first initdb, migrations, the runtime), so a first
+ * `npm start` is never silent until it listens.
+ */
+function progress(line: string): void {
+  log.info({ component: 'start', progress: true }, line);
+}
+
 /** The variable that holds the owner's URL: read by start-up (and `ferry db ...`) only. */
 export const OWNER_URL_VARIABLE = 'FERRY_DATABASE_OWNER_URL';
 
@@ -291,6 +302,7 @@ async function startEmbedded(config: FerryConfig): Promise<EmbeddedServer> {
     onLog: (chunk) => {
       for (const line of chunk.split('\n').map((l) => l.trim()).filter(Boolean)) log.debug({ component: 'embedded-postgres' }, line);
     },
+    onProgress: progress,
   });
 }
 

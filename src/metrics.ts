@@ -77,7 +77,7 @@ export const sweepBudgetExhaustedTotal = counter(
   ['worker'],
 );
 
-export const workerItemsTotal = counter('ferry_worker_items_total', 'Items (nodes, requests, rows) handled by worker runs.', ['worker']);
+export const workerItemsTotal = counter('ferry_worker_items_total', 'Items (nodes, movements, rows) handled by worker runs.', ['worker']);
 
 export const commitSeconds = new client.Histogram({
   name: 'ferry_commit_seconds',
@@ -110,9 +110,9 @@ export const authFailuresTotal = counter(
   ['result'],
 );
 
-export const nodesByState = gauge('ferry_nodes', 'Request nodes by state (read from the database at scrape time).', ['state']);
+export const nodesByState = gauge('ferry_nodes', 'Nodes of movements by state (read from the database at scrape time).', ['state']);
 
-export const movementsByState = gauge('ferry_requests', 'Movement requests by state (read from the database at scrape time).', ['state']);
+export const movementsByState = gauge('ferry_movements', 'Movements by state (read from the database at scrape time).', ['state']);
 
 export const reconciliationTotal = counter(
   'ferry_reconciliation_total',

@@ -114,7 +114,7 @@ test('a lease says whether the movement\'s nodes hold artifacts; an actor over a
     [used, node.id],
   );
   const leased = await acquireLeases(db.pool, 'test:holder:artifacts', 5, 2);
-  assert.deepEqual(new Map(leased.map((m) => [m.request.id, m.noArtifacts])), new Map([[fresh, true], [used, false]]));
+  assert.deepEqual(new Map(leased.map((m) => [m.movement.id, m.noArtifacts])), new Map([[fresh, true], [used, false]]));
 
   // A movement actor over a fresh movement: the lease's answer stands in for the artifact read.
   const third = await approvedMovement(deps, threeNodes('actor-no-artifact-read'));
@@ -334,7 +334,7 @@ test('the group writer merges writes that arrive while its flushes are busy, and
   const first = await Promise.all(held.slice(0, 5).map(claim));
   assert.equal(groupStatements.length, 2, 'two statements for five writes');
   for (const r of first) assert.equal(r.nodes[0] instanceof Error, false);
-  for (const [i, r] of first.entries()) assert.equal(r.nodesOf(held[i].request.id)[0].node_state, 'PREPARING');
+  for (const [i, r] of first.entries()) assert.equal(r.nodesOf(held[i].movement.id)[0].node_state, 'PREPARING');
 
   // Stale rows of the fifth movement (written above) ride with the sixth's fresh ones: the merged
   // write is refused, and each goes again on its own: the sixth is written, the fifth refused.

@@ -43,7 +43,7 @@ test('read once per held version, carried past own commits, read again after ano
   const commitOwn = async (rows: LockedMovement, items: NodeItem[]) => {
     const result = await deliverHeld(db.pool, { nodes: items }, { ...opts, held: [rows] });
     cache.committed(versionsOf([rows]), items, result);
-    return { request: result.movementOf(id), nodes: result.nodesOf(id) };
+    return { movement: result.movementOf(id), nodes: result.nodesOf(id) };
   };
   held = await commitOwn(held, [
     { nodeId: a.id, event: { type: 'DISPATCH_CLAIMED', at: new Date().toISOString() }, lease: randomUUID(), artifacts: [proof(a, 'own')] },
@@ -61,7 +61,7 @@ test('read once per held version, carried past own commits, read again after ano
   );
   // The holder's rows are older now: a fresh read of them finds the entry's version stale and reads again.
   const [fresh] = await readMovements(db.pool, [id]);
-  assert.equal(Number(fresh.request.write_version), Number(held.request.write_version) + 1);
+  assert.equal(Number(fresh.movement.write_version), Number(held.movement.write_version) + 1);
   assert.deepEqual(digests(await cache.of(counting, [fresh])), ['before', 'other', 'own']);
   assert.equal(reads, 2);
 
@@ -70,7 +70,7 @@ test('read once per held version, carried past own commits, read again after ano
   const stale = fresh;
   await db.pool.query('UPDATE movement_requests SET write_version = write_version + 2 WHERE id = $1', [id]);
   const [later] = await readMovements(db.pool, [id]);
-  cache.committed(versionsOf([stale]), [], { nodes: [], requests: [], claimed: [], nodesOf: () => later.nodes, movementOf: () => later.request });
+  cache.committed(versionsOf([stale]), [], { nodes: [], movements: [], claimed: [], nodesOf: () => later.nodes, movementOf: () => later.movement });
   await cache.of(counting, [later]);
   assert.equal(reads, 3, 'read again after a jump of the version');
 });

@@ -57,7 +57,7 @@ test('a batch with invalid events commits the valid ones and refuses each invali
     deliverBatch(
       client,
       {
-        requests: [{ movementId: a.movementId, event: { type: 'APPROVE', by: 'someone-else', at } }],
+        movements: [{ movementId: a.movementId, event: { type: 'APPROVE', by: 'someone-else', at } }],
         nodes: [
           { nodeId: a.nodeId, event: { type: 'DISPATCH_CLAIMED', at } },
           // READY does not accept a submit result: refused, and its artifact is not written.
@@ -68,8 +68,8 @@ test('a batch with invalid events commits the valid ones and refuses each invali
       { actor: 'test', deps: collectingDeps() },
     ),
   );
-  assert.ok(result.requests[0] instanceof InvalidTransitionError, 'an APPROVED request does not accept APPROVE');
-  assert.equal((result.requests[0] as InvalidTransitionError).code, 'INVALID_TRANSITION');
+  assert.ok(result.movements[0] instanceof InvalidTransitionError, 'an APPROVED movement does not accept APPROVE');
+  assert.equal((result.movements[0] as InvalidTransitionError).code, 'INVALID_TRANSITION');
   assert.ok(!(result.nodes[0] instanceof Error));
   assert.ok(result.nodes[1] instanceof InvalidTransitionError);
   assert.equal((result.nodes[1] as InvalidTransitionError).code, 'INVALID_TRANSITION');

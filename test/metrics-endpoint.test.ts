@@ -116,7 +116,7 @@ test('/metrics is Prometheus text: Ferry families under ferry_, the standard pro
     'ferry_approval_expiry_total counter',
     'ferry_callback_deliveries_total counter',
     'ferry_nodes gauge',
-    'ferry_requests gauge',
+    'ferry_movements gauge',
   ]) {
     assert.ok(text.includes(`# TYPE ${family}\n`), family);
   }
@@ -129,7 +129,7 @@ test('/metrics is Prometheus text: Ferry families under ferry_, the standard pro
   assert.ok(!text.includes('ferry_process_'), 'no prefixed copies of the default metrics');
   // Every state has a series, zero or not, so a state emptying never makes its series vanish.
   for (const state of nodeStates) assert.equal(samples.filter((s) => s.name === 'ferry_nodes' && s.labels.state === state).length, 1, state);
-  for (const state of movementStates) assert.equal(samples.filter((s) => s.name === 'ferry_requests' && s.labels.state === state).length, 1, state);
+  for (const state of movementStates) assert.equal(samples.filter((s) => s.name === 'ferry_movements' && s.labels.state === state).length, 1, state);
 });
 
 test('promtool check metrics accepts /metrics', async (t) => {
@@ -183,13 +183,14 @@ test('counters and gauges match a movement run to completion', async () => {
     const n = counts.rows.find((r) => r.node_state === state)?.n ?? 0;
     assert.equal(one(after, 'ferry_nodes', { state }), n, `ferry_nodes{state="${state}"}`);
   }
-  const requests = await db.pool.query(`SELECT count(*)::int AS n FROM movement_requests WHERE request_state = 'COMPLETED'`);
-  assert.equal(one(after, 'ferry_requests', { state: 'COMPLETED' }), requests.rows[0].n);
+  const completed = await db.pool.query(`SELECT count(*)::int AS n FROM movement_requests WHERE request_state = 'COMPLETED'`);
+  assert.equal(one(after, 'ferry_movements', { state: 'COMPLETED' }), completed.rows[0].n);
+  assert.ok(!after.some((s) => s.name === 'ferry_requests'), 'movements, not requests');
 
   // A new pending movement moves the gauges at the next scrape, with no counter involved.
   await seedMovement(db.pool, singleNodeTemplate('metrics-pending'));
   const later = await scrape();
-  assert.equal(one(later, 'ferry_requests', { state: 'PENDING_APPROVAL' }), one(after, 'ferry_requests', { state: 'PENDING_APPROVAL' }) + 1);
+  assert.equal(one(later, 'ferry_movements', { state: 'PENDING_APPROVAL' }), one(after, 'ferry_movements', { state: 'PENDING_APPROVAL' }) + 1);
   assert.equal(one(later, 'ferry_nodes', { state: 'BLOCKED' }), one(after, 'ferry_nodes', { state: 'BLOCKED' }) + 1);
 });
 

@@ -19,7 +19,7 @@ function capture() {
   return { lines, logger };
 }
 
-test('dispatcher, observer and recovery lines carry request_id, node_id, worker and attempt', async (t) => {
+test('dispatcher, observer and recovery lines carry movement_id, node_id, worker and attempt, as the transition lines do', async (t) => {
   const db = await scratchDatabase(t);
   const deps = runtimeDeps(db.pool);
   const { lines, logger } = capture();
@@ -45,7 +45,8 @@ test('dispatcher, observer and recovery lines carry request_id, node_id, worker 
   assert.equal(observed.length, 1);
   assert.equal(recovered.length, 1);
   for (const l of [...submitting, ...observed, ...recovered]) {
-    assert.equal(l.request_id, id, JSON.stringify(l));
+    assert.equal(l.movement_id, id, JSON.stringify(l));
+    assert.ok(!('request_id' in l), 'movement, not request');
     const node = Object.values(s.byKey).find((n) => n.id === l.node_id);
     assert.ok(node, `node_id names a node of the movement: ${JSON.stringify(l)}`);
     assert.equal(l.node_key, node!.node_key);
@@ -57,7 +58,7 @@ test('dispatcher, observer and recovery lines carry request_id, node_id, worker 
   assert.equal(recovered[0].next_state, 'COMPLETED');
   // Any line about a node says which movement and which worker.
   for (const l of lines.filter((x) => x.node_id)) {
-    assert.ok(l.request_id && l.worker, `incomplete context: ${JSON.stringify(l)}`);
+    assert.ok(l.movement_id && l.worker, `incomplete context: ${JSON.stringify(l)}`);
   }
 });
 

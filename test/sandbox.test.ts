@@ -62,6 +62,8 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, pass a man
   }, 120_000)) as unknown as Ready;
   assert.equal(ready.commands.length, 2);
   assert.match(sandbox.output(), /movements create/);
+  // Never silent while Ferry starts: its progress lines are the sandbox's too.
+  assert.match(sandbox.output(), /^sandbox: ferry: database ready; starting the runtime/m);
 
   const shell = (command: string) => run('sh', ['-c', command], { cwd: repoRoot, env: childEnv({}) });
   const created = await shell(ready.commands[0]);

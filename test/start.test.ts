@@ -117,6 +117,7 @@ test('starts on an empty database, is ready, and exits 0 on SIGTERM', async () =
   assert.equal(await stopWith(ferry, 'SIGTERM'), 0, ferry.stderr());
   assert.ok(ferry.lines.some((l) => l.msg === 'ferry stopped'));
   assert.equal(ferry.stderr(), '', 'nothing went wrong on the way out');
+  assert.deepEqual(ferry.lines.filter((l) => typeof l.level === 'number' && l.level >= 50), [], 'a clean stop logs no error (pg-boss included)');
 });
 
 test('SIGINT stops it cleanly too', async () => {
@@ -124,6 +125,7 @@ test('SIGINT stops it cleanly too', async () => {
   const ferry = start({ DATABASE_URL: databaseUrl });
   await listening(ferry);
   assert.equal(await stopWith(ferry, 'SIGINT'), 0, ferry.stderr());
+  assert.deepEqual(ferry.lines.filter((l) => typeof l.level === 'number' && l.level >= 50), [], 'Ctrl-C logs no error');
 });
 
 test('two processes started at once on one empty database both come up', async () => {
@@ -173,6 +175,13 @@ test('without DATABASE_URL it runs an embedded PostgreSQL and reuses its data fo
   const one = await listening(first);
   assert.equal(one.line.database, 'embedded');
   assert.ok((one.line.migrations_applied as number) > 0);
+  // A first start is not silent until it listens: each slow part says it is under way, in order.
+  const said = (lines: Array<Record<string, unknown>>) => lines.filter((l) => l.progress === true).map((l) => String(l.msg));
+  const firstSaid = said(first.lines);
+  const order = [/^first start: creating the embedded PostgreSQL database in /, /^embedded PostgreSQL is running on 127\.0\.0\.1:\d+/, /^applying \d+ database migrations$/, /^database ready; starting the runtime/];
+  assert.equal(firstSaid.length, order.length, JSON.stringify(firstSaid));
+  order.forEach((re, i) => assert.match(firstSaid[i]!, re));
+  assert.ok(first.lines.findIndex((l) => l.progress === true) < first.lines.indexOf(one.line), 'before it listens');
   assert.equal((await getJson(`${one.url}/readyz`)).status, 200);
   const pgVersion = join(dataDir, 'pg', 'PG_VERSION');
   const created = statSync(pgVersion).mtimeMs;
@@ -185,6 +194,7 @@ test('without DATABASE_URL it runs an embedded PostgreSQL and reuses its data fo
   assert.equal(two.line.database, 'embedded');
   assert.equal(two.line.migrations_applied, 0, 'the same, already migrated, database was reused');
   assert.equal(statSync(pgVersion).mtimeMs, created, 'the data folder was not initialised again');
+  assert.deepEqual(said(second.lines).map((m) => m.split(' ')[0]), ['embedded', 'database'], 'no initdb, no migration to announce');
   assert.equal((await getJson(`${two.url}/readyz`)).status, 200);
   assert.equal(await stopWith(second, 'SIGTERM'), 0, second.stderr());
   assert.ok(!existsSync(join(dataDir, 'pg', 'postmaster.pid')));

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DEMO_TEMPLATE_KEY } from '../src/demo/template.ts';
+import { seedMovement } from './helpers/fixtures.ts';
 import { createToken } from '../src/persistence/tokens.ts';
 import { browserAvailable, browserFixture, openBrowser, screenshot } from './helpers/browser.ts';
 import { testDatabase } from './helpers/db.ts';
@@ -59,7 +60,7 @@ async function browserTests() {
     await page.locator('#login-form button').click();
     await page.locator('#dag g.dag-node[data-key="sweep"]').waitFor();
     for (const key of STEPS) assert.equal(await stateOf(key), 'BLOCKED', key);
-    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'PENDING_APPROVAL');
+    assert.equal(await page.locator('#movement-state').getAttribute('data-state'), 'PENDING_APPROVAL');
     await page.locator('#stream-status[data-status="live"]').waitFor();
 
     // Record every state the page draws from now on, to prove the steps arrive one by one.
@@ -82,7 +83,7 @@ async function browserTests() {
     for (const key of STEPS) {
       await page.locator(`#dag g.dag-node[data-key="${key}"][data-state="COMPLETED"]`).waitFor({ timeout: 60_000 });
     }
-    await page.locator('#request-state[data-state="COMPLETED"]').waitFor();
+    await page.locator('#movement-state[data-state="COMPLETED"]').waitFor();
     const seen = (await page.evaluate('window.seen')) as Record<string, string[]>;
     for (const key of STEPS) {
       assert.equal(seen[key][seen[key].length - 1], 'COMPLETED', key);
@@ -94,7 +95,7 @@ async function browserTests() {
     const detail = await call('GET', `/inspect/movements/${id}`, viewer);
     const total = detail.transitions.length;
     assert.equal(await page.locator('#timeline').getAttribute('max'), String(total));
-    assert.equal(await page.locator('#step-count').textContent(), `${total} / ${total}`);
+    assert.equal(await page.locator('#position-count').textContent(), `${total} / ${total}`);
 
     // People by name: the approval row of the log and the header name the tokens, not their ids.
     const logText = (await page.locator('#log').textContent()) ?? '';
@@ -105,17 +106,17 @@ async function browserTests() {
     // Back to the approval: the request is APPROVED and no step has moved yet.
     const approveStep = detail.transitions.findIndex((t: any) => t.event_type === 'APPROVE') + 1;
     await page.locator('#timeline').fill(String(approveStep));
-    await page.locator(`#step-info[data-step="${approveStep}"]`).waitFor();
-    assert.equal(await page.locator('#step-info').getAttribute('data-event'), 'APPROVE');
-    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'APPROVED');
+    await page.locator(`#position-info[data-position="${approveStep}"]`).waitFor();
+    assert.equal(await page.locator('#position-info').getAttribute('data-event'), 'APPROVE');
+    assert.equal(await page.locator('#movement-state').getAttribute('data-state'), 'APPROVED');
     for (const key of STEPS) assert.equal(await stateOf(key), 'BLOCKED', key);
     assert.equal(await page.locator('#machine').getAttribute('data-current'), 'APPROVED', 'the request machine highlights APPROVED');
     assert.equal(await page.locator('#stream-status').getAttribute('data-status'), 'paused');
 
     // One step on: the first step became READY, and its machine shows it.
     await page.locator('#timeline').fill(String(approveStep + 1));
-    await page.locator(`#step-info[data-step="${approveStep + 1}"]`).waitFor();
-    assert.equal(await page.locator('#step-info').getAttribute('data-event'), 'UNBLOCKED');
+    await page.locator(`#position-info[data-position="${approveStep + 1}"]`).waitFor();
+    assert.equal(await page.locator('#position-info').getAttribute('data-event'), 'UNBLOCKED');
     assert.equal(await stateOf('withdraw'), 'READY');
     await page.locator('#dag g.dag-node[data-key="withdraw"]').click();
     assert.equal(await page.locator('#machine').getAttribute('data-machine'), 'ferry.node');
@@ -125,9 +126,9 @@ async function browserTests() {
     // The first moment the sweep was in flight: the deposit is done, the sweep is not.
     const sweepBusy = detail.transitions.findIndex((t: any) => t.node_key === 'sweep' && t.to_state === 'PREPARING') + 1;
     await page.locator('#timeline').fill(String(sweepBusy));
-    await page.locator(`#step-info[data-step="${sweepBusy}"]`).waitFor();
+    await page.locator(`#position-info[data-position="${sweepBusy}"]`).waitFor();
     assert.deepEqual([await stateOf('withdraw'), await stateOf('observe_deposit'), await stateOf('sweep')], ['COMPLETED', 'COMPLETED', 'PREPARING']);
-    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'EXECUTING');
+    assert.equal(await page.locator('#movement-state').getAttribute('data-state'), 'EXECUTING');
 
     // Back to live, showing the finished movement, for the screenshot.
     await page.locator('#follow-live').click();
@@ -154,12 +155,12 @@ async function browserTests() {
     })()`);
 
     await call('POST', `/v3/movements/${id}/approve`, approver, { compiled_plan_hash: created.movement.compiled_plan_hash });
-    await page.locator('#request-state[data-state="COMPLETED"]').waitFor({ timeout: 60_000 });
+    await page.locator('#movement-state[data-state="COMPLETED"]').waitFor({ timeout: 60_000 });
     // Read both in one go: whatever the detail shows, the row shows too, with every step counted.
     const shown = (await page.evaluate(`(() => {
       const row = document.querySelector('#movements li[data-id="${id}"]');
       return {
-        detail: document.getElementById('request-state').dataset.state,
+        detail: document.getElementById('movement-state').dataset.state,
         list: row.querySelector('.badge').textContent,
         steps_done: /^\\d+\\/\\d+/.exec(row.querySelector('.nodes').textContent)[0],
         steps: [...document.querySelectorAll('#dag g.dag-node')].map((g) => g.getAttribute('data-state')),
@@ -297,7 +298,7 @@ async function browserTests() {
 
     await signInAs(alice, `#/movements/${id}`);
     await page.locator('#attention:not([hidden])').waitFor();
-    await page.locator('#request-state[data-state="MANUAL_INTERVENTION"]').waitFor();
+    await page.locator('#movement-state[data-state="MANUAL_INTERVENTION"]').waitFor();
     const flagged = page.locator('#attention-nodes li[data-key="pay"]');
     assert.equal(await flagged.getAttribute('data-state'), 'UNKNOWN');
     assert.match((await flagged.textContent()) ?? '', /manual intervention required.*SIM_NEEDS_PERSON: the provider lost track/);
@@ -314,7 +315,7 @@ async function browserTests() {
     const open = page.locator('#resolutions tr[data-status="proposed"]');
     await open.waitFor();
     assert.match((await open.textContent()) ?? '', /pay \(attempt 1\)retryprovider confirms nothing arrivedproposedui-ops-alice/);
-    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'MANUAL_INTERVENTION');
+    assert.equal(await page.locator('#movement-state').getAttribute('data-state'), 'MANUAL_INTERVENTION');
     await open.locator('button.confirm').click();
     await page.locator('#resolution-error[data-code="FOUR_EYES_VIOLATION"]').waitFor();
     assert.equal(await open.getAttribute('data-status'), 'proposed');
@@ -328,7 +329,7 @@ async function browserTests() {
     const applied = page.locator('#resolutions tr[data-status="applied"]');
     await applied.waitFor();
     assert.match((await applied.textContent()) ?? '', /ui-ops-alice.*ui-ops-bob/);
-    await page.locator('#request-state[data-state="COMPLETED"]').waitFor({ timeout: 60_000 });
+    await page.locator('#movement-state[data-state="COMPLETED"]').waitFor({ timeout: 60_000 });
     for (const key of ['pay', 'after']) await page.locator(`#dag g.dag-node[data-key="${key}"][data-state="COMPLETED"]`).waitFor();
     assert.equal(await page.locator('#attention').isHidden(), true, 'nothing needs a person any more');
     assert.equal(await page.locator('#dag g.dag-node[data-key="pay"]').getAttribute('data-attention'), '');
@@ -364,13 +365,13 @@ async function browserTests() {
     await page.locator('#gate-note').fill('I asked for it, I wave it through');
     await page.locator('#gate-confirm').click();
     await page.locator('#gate-error[data-code="FOUR_EYES_VIOLATION"]').waitFor();
-    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'WAITING_MANUAL_ACTION');
+    assert.equal(await page.locator('#movement-state').getAttribute('data-state'), 'WAITING_MANUAL_ACTION');
 
     await signInAs(alice, `#/movements/${id}`);
     await page.locator('#gates:not([hidden])').waitFor();
     await page.locator('#gate-note').fill('beneficiary confirmed by phone');
     await page.locator('#gate-confirm').click();
-    await page.locator('#request-state[data-state="COMPLETED"]').waitFor({ timeout: 60_000 });
+    await page.locator('#movement-state[data-state="COMPLETED"]').waitFor({ timeout: 60_000 });
     for (const key of ['check', 'after']) await page.locator(`#dag g.dag-node[data-key="${key}"][data-state="COMPLETED"]`).waitFor();
     assert.equal(await page.locator('#gates').isHidden(), true, 'no gate waits any more');
     assert.match(await textOf('#log'), /MANUAL_CONFIRMED/);
@@ -402,6 +403,26 @@ async function browserTests() {
     await page.locator('#state-filter').selectOption('PENDING_APPROVAL');
     await page.waitForFunction(() => document.querySelectorAll('#movements li[data-id]').length === 100);
     await page.locator('#state-filter').selectOption('');
+    assert.deepEqual(errors, [], 'no script errors');
+  });
+
+  test('a node keyed "request" or "movement" is a node: selecting it shows the node machine, the pill the movement\'s', async () => {
+    // Node keys are free text within their pattern; the page's selection for the movement itself must be none of them.
+    const { request: m } = await seedMovement(db.pool, {
+      template_key: 'ui-node-names',
+      nodes: ['request', 'movement'].map((node_key) => ({ node_key, node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' })),
+      edges: [{ from: 'request', to: 'movement' }],
+    } as never);
+    await signInAs(viewer, `#/movements/${m.id}`);
+    for (const key of ['request', 'movement']) {
+      await page.locator(`#dag g.dag-node[data-key="${key}"]`).click();
+      await page.locator('#machine[data-machine="ferry.node"]').waitFor();
+      assert.match((await page.locator('#machine-title').textContent()) ?? '', new RegExp(`^Node ${key} `));
+      assert.equal(await page.locator('#movement-pill.selected').count(), 0, 'the movement is not selected');
+    }
+    await page.locator('#movement-pill').click();
+    await page.locator('#machine[data-machine="ferry.request"]').waitFor();
+    assert.match((await page.locator('#machine-title').textContent()) ?? '', /^Movement /);
     assert.deepEqual(errors, [], 'no script errors');
   });
 

@@ -106,7 +106,7 @@ async function browserTests() {
     assert.match((await page.locator('#effect-warnings').textContent()) ?? '', /checked when a node runs/);
     // The hash on the screen is the movement's, in full.
     assert.equal(await page.locator('#decision-hash').textContent(), m.compiled_plan_hash);
-    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'PENDING_APPROVAL');
+    assert.equal(await page.locator('#movement-state').getAttribute('data-state'), 'PENDING_APPROVAL');
     // The list card says what it moves and where.
     const li = page.locator(`#movements li[data-id="${m.id}"]`);
     assert.equal(await li.locator('.card').getAttribute('data-amount'), '100.25');
@@ -114,7 +114,7 @@ async function browserTests() {
     await screenshot(page, 'ui-effect-pending.png', true);
 
     await page.locator('#movement-approve').click();
-    await page.locator('#request-state[data-state="APPROVED"]').waitFor();
+    await page.locator('#movement-state[data-state="APPROVED"]').waitFor();
     const approved = await movement(m.id);
     assert.equal(approved.state, 'APPROVED');
     assert.deepEqual(approved.approvals.map((a: { by_name: string }) => a.by_name), ['approver-2']);
@@ -127,7 +127,7 @@ async function browserTests() {
     await open(m.id);
     await page.locator('#reject-reason').fill('wrong destination');
     await page.locator('#movement-reject').click();
-    await page.locator('#request-state[data-state="REJECTED"]').waitFor();
+    await page.locator('#movement-state[data-state="REJECTED"]').waitFor();
     assert.equal((await movement(m.id)).state, 'REJECTED');
     const { rows } = await db.pool.query(`SELECT event_payload FROM transitions WHERE entity_id = $1 AND to_state = 'REJECTED'`, [m.id]);
     assert.match(JSON.stringify(rows[0]?.event_payload ?? {}), /wrong destination/);
@@ -151,7 +151,7 @@ async function browserTests() {
     const after = await movement(m.id);
     assert.equal(after.state, 'PENDING_APPROVAL');
     assert.deepEqual(after.approvals, []);
-    assert.equal(await page.locator('#request-state').getAttribute('data-state'), 'PENDING_APPROVAL');
+    assert.equal(await page.locator('#movement-state').getAttribute('data-state'), 'PENDING_APPROVAL');
     // The changed plan itself could be approved, with its own hash: the refusal was the hash's.
     const direct = await callApi(base, 'POST', `/v3/movements/${m.id}/approve`, tokens.approver.token, { compiled_plan_hash: other });
     assert.equal(direct.status, 200, direct.text);

@@ -64,6 +64,8 @@ test('two processes: every worker listed with its switch and interval; a disable
     const cb = mine.find((w) => w.worker_name === 'callback_dispatcher');
     assert.equal(cb.kind, 'queue');
     assert.equal(cb.interval_seconds, 3, 'the callback dispatch interval setting');
+    // A queue consumer polls from its start: running before its first job, never left at 'starting'.
+    assert.equal(cb.status, 'running', `callback_dispatcher of ${child.pid}`);
     const audit = mine.find((w) => w.worker_name === 'audit_outbox_promoter');
     assert.equal(audit.kind, 'sweep');
     assert.equal(audit.enabled, true);

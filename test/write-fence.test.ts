@@ -21,7 +21,7 @@ const opts = { actor: 'test', deps: collectingDeps() };
 async function approved(pool: Pool, template = singleNodeTemplate('fence-single')): Promise<LockedMovement> {
   const { request } = await seedMovement(pool, template);
   await withTransaction(pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, opts));
-  return { request: (await getMovement(pool, request.id))!, nodes: await nodesOfMovement(pool, request.id) };
+  return { movement: (await getMovement(pool, request.id))!, nodes: await nodesOfMovement(pool, request.id) };
 }
 
 /** An approved movement whose two roots a and b join at c. */
@@ -57,7 +57,7 @@ test('a batch over held rows writes without re-reading them, and every write mov
   const db = await scratchDatabase(t);
   const held = await approved(db.pool);
   const node = held.nodes[0];
-  const before = held.request.write_version;
+  const before = held.movement.write_version;
   const { result, statements } = await counting(db.pool, (c) =>
     deliverBatch(c, { nodes: [{ nodeId: node.id, event: { type: 'DISPATCH_CLAIMED', at: new Date().toISOString() }, lease: crypto.randomUUID() }] }, { ...opts, held: [held] }),
   );
@@ -65,9 +65,9 @@ test('a batch over held rows writes without re-reading them, and every write mov
   assert.equal(statements.filter((s) => s.includes('FOR UPDATE')).length, 0, 'no locking re-read');
   assert.equal((await getNode(db.pool, node.id))!.node_state, 'PREPARING');
   // The node write moved its movement's fence, though the movement's own columns did not change.
-  const after = (await getMovement(db.pool, held.request.id))!;
+  const after = (await getMovement(db.pool, held.movement.id))!;
   assert.ok(after.write_version > before);
-  assert.equal(result.movementOf(held.request.id).write_version, after.write_version, 'the batch returns the fence it left');
+  assert.equal(result.movementOf(held.movement.id).write_version, after.write_version, 'the batch returns the fence it left');
 
   // Without held rows the batch locks and re-reads, as before.
   const locked = await counting(db.pool, (c) => deliverBatch(c, { nodes: [{ nodeId: node.id, event: { type: 'PREPARED', signingRequired: false, at: new Date().toISOString() } }] }, opts));
@@ -81,10 +81,10 @@ test('held rows of a movement whose node another writer changed are refused whol
   const a = held.nodes.find((n) => n.node_key === 'a')!;
   const b = held.nodes.find((n) => n.node_key === 'b')!;
   await withTransaction(db.pool, (c) => deliverBatch(c, { nodes: [{ nodeId: b.id, event: { type: 'DISPATCH_CLAIMED', at: new Date().toISOString() }, lease: crypto.randomUUID() }] }, opts));
-  const log = (await transitionsOfMovement(db.pool, held.request.id)).length;
+  const log = (await transitionsOfMovement(db.pool, held.movement.id)).length;
 
   const artifact = {
-    request_id: held.request.id,
+    request_id: held.movement.id,
     request_node_id: a.id,
     attempt_no: 1,
     artifact_type: 'proof',
@@ -101,7 +101,7 @@ test('held rows of a movement whose node another writer changed are refused whol
     TransitionConflictError,
   );
   assert.equal((await getNode(db.pool, a.id))!.node_state, 'READY');
-  assert.equal((await transitionsOfMovement(db.pool, held.request.id)).length, log);
+  assert.equal((await transitionsOfMovement(db.pool, held.movement.id)).length, log);
   const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM artifacts WHERE request_node_id = $1', [a.id]);
   assert.equal(rows[0].n, 0);
 

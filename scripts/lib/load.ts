@@ -75,10 +75,10 @@ export async function approveMovements(pool: Pool, ids: string[], deps: Transiti
     await withTransaction(pool, async (c) => {
       const result = await deliverBatch(
         c,
-        { requests: chunks[i].map((movementId) => ({ movementId, event: { type: 'APPROVE', by: 'bench:approver', at } })) },
+        { movements: chunks[i].map((movementId) => ({ movementId, event: { type: 'APPROVE', by: 'bench:approver', at } })) },
         { actor: 'bench:approver', deps },
       );
-      const refused = result.requests.find((r) => r instanceof Error);
+      const refused = result.movements.find((r) => r instanceof Error);
       if (refused) throw refused;
     });
   });

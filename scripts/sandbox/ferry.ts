@@ -60,7 +60,9 @@ export function ferryServer(opts: { port: string }): SandboxFerry {
           rest = lines.pop()!;
           for (const line of lines) {
             try {
-              const l = JSON.parse(line) as { msg?: string; url?: string };
+              const l = JSON.parse(line) as { msg?: string; url?: string; progress?: boolean };
+              // Ferry's start-up progress (the first initdb, migrations) is shown, not only logged.
+              if (l.progress && l.msg) ctx.log(`ferry: ${l.msg}`);
               if (l.url && l.msg?.startsWith('ferry listening')) resolveUrl(l.url);
             } catch {
               // not a log line

@@ -22,15 +22,15 @@ export class ArtifactCache {
     const out: NewArtifact[] = [];
     const missing: LockedMovement[] = [];
     for (const m of movements) {
-      const entry = this.#byMovement.get(m.request.id);
-      if (entry && entry.version === Number(m.request.write_version)) out.push(...entry.rows);
+      const entry = this.#byMovement.get(m.movement.id);
+      if (entry && entry.version === Number(m.movement.write_version)) out.push(...entry.rows);
       else missing.push(m);
     }
     if (missing.length === 0) return out;
     const read = await artifactsOfNodes(db, missing.flatMap((m) => m.nodes.map((n) => n.id)));
     for (const m of missing) {
-      const rows = read.filter((a) => a.request_id === m.request.id);
-      this.#byMovement.set(m.request.id, { version: Number(m.request.write_version), rows });
+      const rows = read.filter((a) => a.request_id === m.movement.id);
+      this.#byMovement.set(m.movement.id, { version: Number(m.movement.write_version), rows });
       out.push(...rows);
     }
     return out;
@@ -67,7 +67,7 @@ export class ArtifactCache {
 
   /** Records that the movement's nodes hold no artifact as of these rows (the lease read says so). */
   knownEmpty(m: LockedMovement): void {
-    this.#byMovement.set(m.request.id, { version: Number(m.request.write_version), rows: [] });
+    this.#byMovement.set(m.movement.id, { version: Number(m.movement.write_version), rows: [] });
   }
 
   forget(movementId: string): void {
@@ -77,5 +77,5 @@ export class ArtifactCache {
 
 /** The write_version of each movement among rows about to be written over. */
 export function versionsOf(movements: readonly LockedMovement[]): Map<string, number> {
-  return new Map(movements.map((m) => [m.request.id, Number(m.request.write_version)]));
+  return new Map(movements.map((m) => [m.movement.id, Number(m.movement.write_version)]));
 }

@@ -161,7 +161,7 @@ async function attemptDelivery(deps: CallbackDeliveryDeps, callbackId: string, e
       log.warn({ result }, 'callback lease lost before the outcome was recorded');
       return 'skipped';
     }
-    const ctx = { request_id: row.request_id, event_type: row.event_type, attempts: row.attempts, status: row.status };
+    const ctx = { movement_id: row.request_id, event_type: row.event_type, attempts: row.attempts, status: row.status };
     if (row.status === 'pending') {
       await deps.queue?.enqueue(client, {
         callbackId: row.id,

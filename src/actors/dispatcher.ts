@@ -122,7 +122,7 @@ export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], ca
 /** Records, per movement of `ids`, the rows a commit left. */
 function remember(latest: Map<string, LockedMovement> | undefined, result: BatchResult, ids: string[]): void {
   if (!latest) return;
-  for (const id of ids) latest.set(id, { request: result.movementOf(id), nodes: result.nodesOf(id) });
+  for (const id of ids) latest.set(id, { movement: result.movementOf(id), nodes: result.nodesOf(id) });
 }
 
 async function claim(deps: WorkerDeps, limit: number): Promise<CarriedClaim[]> {
@@ -133,11 +133,11 @@ async function claim(deps: WorkerDeps, limit: number): Promise<CarriedClaim[]> {
       return [];
     }
     const leases = new Map(rows.map((c) => [c.node.id, randomUUID()]));
-    const requests: MovementItem[] = rows
+    const movements: MovementItem[] = rows
       .filter((c) => c.request.request_state === 'APPROVED')
       .map((c) => ({ movementId: c.request.id, event: { type: 'DISPATCH_STARTED' } }));
     const nodes: NodeItem[] = rows.map((c) => ({ nodeId: c.node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease: leases.get(c.node.id)! }));
-    const result = await deliverBatch(client, { requests, nodes }, { actor: ACTOR, deps: deps.transitions });
+    const result = await deliverBatch(client, { movements, nodes }, { actor: ACTOR, deps: deps.transitions });
     const out: CarriedClaim[] = [];
     result.nodes.forEach((r, i) => {
       if (isRefusal(r)) {
@@ -176,8 +176,8 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   let items = prepared.flatMap((p) => p.items);
   const gate = await policyGate(deps, dispatches, prepared, (checked) => (items = checked));
   // A claim not yet written (a movement actor's) is written ahead of these items, over the rows as the database holds them.
-  const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { request: d.request, nodes: d.nodes }));
-  const ahead = { requests: dispatches.flatMap((d) => d.unwritten?.requests ?? []), nodes: dispatches.flatMap((d) => d.unwritten?.nodes ?? []) };
+  const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { movement: d.request, nodes: d.nodes }));
+  const ahead = { movements: dispatches.flatMap((d) => d.unwritten?.movements ?? []), nodes: dispatches.flatMap((d) => d.unwritten?.nodes ?? []) };
   const full = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate, ahead);
   if (!full) return [];
   artifacts?.committed(versionsOf(claimedRows), [...ahead.nodes, ...items], full);
@@ -199,7 +199,7 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   const resultItems = results.filter((r): r is NodeItem => r !== null);
   if (resultItems.length === 0) return [];
   // The rows the SUBMITTING commit left: the result is written without re-reading them.
-  const submittedRows = heldRows(toSubmit.map((s) => ({ request: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) })));
+  const submittedRows = heldRows(toSubmit.map((s) => ({ movement: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) })));
   // One movement's result that lets successors start is written with their SUBMITTING (next round).
   if (carry && artifacts && submittedRows.length === 1) {
     const next = carriedWithResults(deps, submittedRows[0], resultItems);
@@ -231,7 +231,7 @@ export function carriedWithResults(deps: Pick<WorkerDeps, 'transitions'>, held: 
     const claim: NodeItem = { nodeId: c.node.id, event: { type: 'DISPATCH_CLAIMED', at }, lease: c.lease };
     claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
     // The results go ahead of the first claim only: each item is written once.
-    return { ...c, unwritten: i === 0 ? { held, requests: [], nodes: [...results, claim], artifacts } : { held, requests: [], nodes: [claim] } };
+    return { ...c, unwritten: i === 0 ? { held, movements: [], nodes: [...results, claim], artifacts } : { held, movements: [], nodes: [claim] } };
   });
 }
 
@@ -250,7 +250,7 @@ async function policyGate(
 ): Promise<((client: Client) => Promise<NodeItem[]>) | null> {
   const gated = dispatches.filter((d, i) => prepared[i].submit && d.request.policy_rule_set_version != null);
   if (gated.length === 0) return null;
-  const movements = heldRows(gated.map((d) => ({ request: d.request, nodes: d.nodes }))).map((m) => m.request);
+  const movements = heldRows(gated.map((d) => ({ movement: d.request, nodes: d.nodes }))).map((m) => m.movement);
   // Prices for reference-currency rules are read before the SUBMITTING transaction opens: no RPC call under its locks.
   // They are read for the rule set the last gate saw; the gate reads the live one inside the transaction.
   const seen = ruleSetSeen(deps);
@@ -286,7 +286,7 @@ function ruleSetSeen(deps: WorkerDeps): RuleSetMemo {
 /** One entry per movement (the first seen): the rows a batch may write over without re-reading them. */
 function heldRows(movements: LockedMovement[]): LockedMovement[] {
   const byId = new Map<string, LockedMovement>();
-  for (const m of movements) if (!byId.has(m.request.id)) byId.set(m.request.id, m);
+  for (const m of movements) if (!byId.has(m.movement.id)) byId.set(m.movement.id, m);
   return [...byId.values()];
 }
 
@@ -302,12 +302,12 @@ async function commit(
   items: NodeItem[],
   opts: BatchOptions,
   gate: ((client: Client) => Promise<NodeItem[]>) | null = null,
-  ahead: { requests: MovementItem[]; nodes: NodeItem[] } = { requests: [], nodes: [] },
+  ahead: { movements: MovementItem[]; nodes: NodeItem[] } = { movements: [], nodes: [] },
 ): Promise<BatchResult | null> {
   if (items.length === 0) return null;
   // What is written ahead of the items (an unwritten claim, a predecessor's result): the result's
   // `nodes` answer for those first, then for the items.
-  const withClaims = (nodes: NodeItem[]) => ({ requests: ahead.requests, nodes: [...ahead.nodes, ...nodes] });
+  const withClaims = (nodes: NodeItem[]) => ({ movements: ahead.movements, nodes: [...ahead.nodes, ...nodes] });
   let current = opts;
   for (let attempt = 0; ; attempt++) {
     try {

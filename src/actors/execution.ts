@@ -66,7 +66,7 @@ export interface ContextInput {
  */
 export async function contextsFor(db: Queryable, inputs: ContextInput[], cache?: ArtifactCache, unwritten: readonly NewArtifact[] = []): Promise<ExecutionContext[]> {
   if (cache) {
-    const movements = new Map(inputs.map((i) => [i.request.id, { request: i.request, nodes: i.nodes }]));
+    const movements = new Map(inputs.map((i) => [i.request.id, { movement: i.request, nodes: i.nodes }]));
     const artifacts = [...(await cache.of(db, [...movements.values()])), ...unwritten];
     return inputs.map((input) => buildContext(input, artifacts));
   }
@@ -272,5 +272,5 @@ export function nodeLog(
   node: Pick<NodeRow, 'id' | 'request_id' | 'node_key' | 'attempt_no'>,
   attempt = node.attempt_no,
 ): Logger {
-  return deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker, attempt });
+  return deps.log.child({ movement_id: node.request_id, node_id: node.id, node_key: node.node_key, worker, attempt });
 }

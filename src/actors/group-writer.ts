@@ -19,7 +19,7 @@ import { Batch, batchResult, covers, deliverHeld, flushHeld, Pending, type Batch
  */
 
 interface Queued {
-  items: { requests?: MovementItem[]; nodes?: NodeItem[] };
+  items: { movements?: MovementItem[]; nodes?: NodeItem[] };
   opts: BatchOptions & { held: LockedMovement[] };
   resolve: (r: BatchResult) => void;
   reject: (err: unknown) => void;
@@ -34,8 +34,8 @@ export class GroupWriter {
     private readonly inFlight = 2,
   ) {}
 
-  write(items: { requests?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions & { held: LockedMovement[] }): Promise<BatchResult> {
-    if (opts.held.length !== 1 || !covers(opts.held, items.requests ?? [], items.nodes ?? [])) return deliverHeld(this.pool, items, opts);
+  write(items: { movements?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions & { held: LockedMovement[] }): Promise<BatchResult> {
+    if (opts.held.length !== 1 || !covers(opts.held, items.movements ?? [], items.nodes ?? [])) return deliverHeld(this.pool, items, opts);
     return new Promise((resolve, reject) => {
       this.#queue.push({ items, opts, resolve, reject });
       this.#pump();
@@ -50,7 +50,7 @@ export class GroupWriter {
       const group: Queued[] = [];
       for (let i = 0; i < this.#queue.length; ) {
         const q = this.#queue[i];
-        const id = q.opts.held[0].request.id;
+        const id = q.opts.held[0].movement.id;
         if (groupKey(q.opts) === key && !seen.has(id)) {
           seen.add(id);
           group.push(q);
@@ -69,9 +69,9 @@ export class GroupWriter {
     if (group.length === 1) return settle(group[0], () => deliverHeld(this.pool, group[0].items, group[0].opts));
     const opts = group[0].opts;
     const b = new Batch({ actor: opts.actor, deps: opts.deps, claimUnblocked: opts.claimUnblocked });
-    for (const q of group) for (const m of q.opts.held) b.load(m.request, m.nodes, m.request.write_version);
+    for (const q of group) for (const m of q.opts.held) b.load(m.movement, m.nodes, m.movement.write_version);
     const per = group.map((q) => ({
-      requests: (q.items.requests ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? q.opts.actor)) as (Pending | Refusal)[],
+      movements: (q.items.movements ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? q.opts.actor)) as (Pending | Refusal)[],
       nodes: (q.items.nodes ?? []).map((i) => b.nodeEvent(i, i.actor ?? q.opts.actor)) as (Pending | Refusal)[],
     }));
     b.derive();
@@ -87,7 +87,7 @@ export class GroupWriter {
       await Promise.all(group.map((q) => settle(q, () => deliverHeld(this.pool, q.items, q.opts))));
       return;
     }
-    group.forEach((q, i) => q.resolve(batchResult(b, per[i].requests, per[i].nodes, new Set([q.opts.held[0].request.id]))));
+    group.forEach((q, i) => q.resolve(batchResult(b, per[i].movements, per[i].nodes, new Set([q.opts.held[0].movement.id]))));
   }
 }
 

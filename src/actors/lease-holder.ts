@@ -86,7 +86,7 @@ export class LeaseHolder {
       const artifacts = new ArtifactCache();
       // A movement whose nodes hold no artifact yet (a fresh one) needs no read of them.
       if (noArtifacts) artifacts.knownEmpty(m);
-      this.#run({ movementId: m.request.id, held: m, refusedSteps: 0, artifacts });
+      this.#run({ movementId: m.movement.id, held: m, refusedSteps: 0, artifacts });
     }
     leasedTotal.inc(leased.length);
     return leased.length >= room ? leased.length : 0;
@@ -102,14 +102,14 @@ export class LeaseHolder {
         // the actor's own write may arrive before that write's answer does. A waiting actor whose rows
         // are older than the notice is poked; one whose rows already are at it has nothing to learn.
         h.state.noticed = Math.max(h.state.noticed ?? 0, n.write_version);
-        if (!h.state.held || n.write_version > Number(h.state.held.request.write_version)) h.actor.send({ type: 'POKE' });
+        if (!h.state.held || n.write_version > Number(h.state.held.movement.write_version)) h.actor.send({ type: 'POKE' });
         continue;
       }
       // A writer older than the versioned notices: compare the states it tells with the actor's rows.
       const rows = h.state.held;
       const echo =
         rows !== null &&
-        (n.entity === 'request' ? rows.request.request_state === n.state : rows.nodes.some((x) => x.id === n.node_id && x.node_state === n.state));
+        (n.entity === 'request' ? rows.movement.request_state === n.state : rows.nodes.some((x) => x.id === n.node_id && x.node_state === n.state));
       if (echo) continue;
       // Read again at the start of the next step (a step in flight keeps its rows: its write is fenced).
       h.state.stale = true;
@@ -140,7 +140,7 @@ export class LeaseHolder {
       return;
     }
     // A write that ended the movement cleared its lease already (group-commit.ts): nothing to hand back.
-    const ended = state.held !== null && state.held.request.request_state !== 'APPROVED' && state.held.request.request_state !== 'EXECUTING';
+    const ended = state.held !== null && state.held.movement.request_state !== 'APPROVED' && state.held.movement.request_state !== 'EXECUTING';
     try {
       if (!lost && !ended) await releaseLeases(this.deps.pool, this.opts.owner, [state.movementId]);
       log.debug({ reason }, 'movement handed back');
@@ -152,7 +152,7 @@ export class LeaseHolder {
     }
     if (this.#stopping) return;
     // Due again later (an observation a while off): ask to be woken then, not only on the interval.
-    const next = state.held ? nextWorkAt(state.held.request, state.held.nodes) : null;
+    const next = state.held ? nextWorkAt(state.held.movement, state.held.nodes) : null;
     if (next) this.#wakeAt(new Date(next).getTime());
     if (reason === 'nothing due' || reason === 'next work later' || reason.startsWith('movement ')) this.#wake();
   }

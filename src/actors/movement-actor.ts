@@ -152,15 +152,15 @@ const isRefusal = (r: unknown) => r instanceof Error;
 
 /** One step over the movement: dispatch its due READY node, or observe its due nodes, or say when. */
 export async function stepMovement(deps: WorkerDeps, state: MovementActorState, holdMs: number): Promise<StepOutcome> {
-  if (state.stale || (state.held && (state.noticed ?? 0) > Number(state.held.request.write_version))) {
+  if (state.stale || (state.held && (state.noticed ?? 0) > Number(state.held.movement.write_version))) {
     state.stale = false;
     state.held = null;
   }
   if (!state.held) state.held = (await readMovements(deps.pool, [state.movementId]))[0] ?? null;
   const held = state.held;
   if (!held) return { next: 'done', reason: 'movement gone' };
-  const { request, nodes } = held;
-  if (request.request_state !== 'APPROVED' && request.request_state !== 'EXECUTING') return { next: 'done', reason: `movement ${request.request_state}` };
+  const { movement, nodes } = held;
+  if (movement.request_state !== 'APPROVED' && movement.request_state !== 'EXECUTING') return { next: 'done', reason: `movement ${movement.request_state}` };
   // Not this actor's: a process died with it in dispatch, and recovery asks the provider.
   if (nodes.some((n) => IN_DISPATCH.has(n.node_state))) return { next: 'done', reason: 'a node is in dispatch elsewhere' };
   if (state.refusedSteps >= MAX_REFUSED_STEPS) return { next: 'done', reason: 'writes refused' };
@@ -171,7 +171,7 @@ export async function stepMovement(deps: WorkerDeps, state: MovementActorState, 
   const due = nodes.filter((n) => (n.node_state === 'SUBMITTED' || n.node_state === 'OBSERVING') && (!n.next_observe_at || n.next_observe_at.getTime() <= now));
   if (due.length > 0) return observeNodes(deps, state, held, due);
 
-  const next = nextWorkAt(request, nodes);
+  const next = nextWorkAt(movement, nodes);
   if (!next) return { next: 'done', reason: 'nothing due' };
   const ms = Math.max(0, new Date(next).getTime() - Date.now());
   return ms <= holdMs ? { next: 'wait', ms } : { next: 'done', reason: 'next work later' };
@@ -183,7 +183,7 @@ async function commitHeld(deps: WorkerDeps, state: MovementActorState, items: { 
     const before = versionsOf([state.held!]);
     const opts = { actor: ACTOR, deps: deps.transitions, held: [state.held!], claimUnblocked: carry ? () => randomUUID() : undefined };
     const result = await (deps.groupWriter?.write(items, opts) ?? deliverHeld(deps.pool, items, opts));
-    state.held = { request: result.movementOf(state.movementId), nodes: result.nodesOf(state.movementId) };
+    state.held = { movement: result.movementOf(state.movementId), nodes: result.nodesOf(state.movementId) };
     state.artifacts?.committed(before, items.nodes ?? [], result);
     return result;
   } catch (err) {
@@ -201,24 +201,24 @@ async function commitHeld(deps: WorkerDeps, state: MovementActorState, items: { 
  */
 async function dispatchNode(deps: WorkerDeps, state: MovementActorState, held: LockedMovement, node: NodeRow): Promise<StepOutcome> {
   const lease = randomUUID();
-  const requests: MovementItem[] = held.request.request_state === 'APPROVED' ? [{ movementId: held.request.id, event: { type: 'DISPATCH_STARTED' } }] : [];
+  const movements: MovementItem[] = held.movement.request_state === 'APPROVED' ? [{ movementId: held.movement.id, event: { type: 'DISPATCH_STARTED' } }] : [];
   const nodeItems: NodeItem[] = [{ nodeId: node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease }];
-  const claimed = previewHeld(held, { requests, nodes: nodeItems }, { actor: ACTOR, deps: deps.transitions });
+  const claimed = previewHeld(held, { movements, nodes: nodeItems }, { actor: ACTOR, deps: deps.transitions });
   if (!claimed) {
     state.held = null;
     state.refusedSteps++;
     return { next: 'step' };
   }
   state.refusedSteps = 0;
-  const claim = { node: claimed.nodes.find((n) => n.id === node.id)!, request: claimed.request, nodes: claimed.nodes, lease, unwritten: { held, requests, nodes: nodeItems } };
+  const claim = { node: claimed.nodes.find((n) => n.id === node.id)!, request: claimed.movement, nodes: claimed.nodes, lease, unwritten: { held, movements, nodes: nodeItems } };
   const latest = await runDispatches(deps, [claim], true, state.artifacts);
   // Nothing written (every commit refused): what the actor holds is read again.
-  state.held = latest.get(held.request.id) ?? null;
+  state.held = latest.get(held.movement.id) ?? null;
   return { next: 'step' };
 }
 
 async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: LockedMovement, due: NodeRow[]): Promise<StepOutcome> {
-  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ node, request: held.request, nodes: held.nodes })), (n) => n.attempt_no, state.artifacts);
+  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ node, request: held.movement, nodes: held.nodes })), (n) => n.attempt_no, state.artifacts);
   const observed = await Promise.all(due.map((n, i) => observationOf(deps, n, contexts[i])));
   // An observation that lets successors start (and proposes no fee bump) is written with their SUBMITTING.
   if (observed.every((o) => o.proposal === undefined)) {
@@ -226,7 +226,7 @@ async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: L
     if (carried) {
       state.refusedSteps = 0;
       const latest = await runDispatches(deps, carried, true, state.artifacts);
-      state.held = latest.get(held.request.id) ?? null;
+      state.held = latest.get(held.movement.id) ?? null;
       return { next: 'step' };
     }
   }
@@ -243,7 +243,7 @@ async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: L
   }
   if (result.claimed.length > 0) {
     const latest = await runDispatches(deps, result.claimed, true, state.artifacts);
-    state.held = latest.get(held.request.id) ?? null;
+    state.held = latest.get(held.movement.id) ?? null;
   }
   return { next: 'step' };
 }

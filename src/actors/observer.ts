@@ -77,7 +77,7 @@ export async function observeBatch(deps: WorkerDeps): Promise<number> {
     const items = observed.map((o) => o.item);
     observed.forEach((o, i) => (proposals[i] = o.proposal));
     // The claim holds every movement's row lock, so the rows just read are the rows: no re-read.
-    const held = [...new Map(withNodes.map((c) => [c.request.id, { request: c.request, nodes: c.nodes }])).values()];
+    const held = [...new Map(withNodes.map((c) => [c.request.id, { movement: c.request, nodes: c.nodes }])).values()];
     const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID(), held });
     carried = result.claimed;
     // Only a fee bump whose observation was recorded goes on to be signed.

@@ -94,7 +94,7 @@ async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise
   const node = await getNode(deps.pool, nodeId);
   if (!node || node.attempt_no !== attemptNo || (node.node_state !== 'SUBMITTED' && node.node_state !== 'OBSERVING')) return 'stale';
   const request = (await getMovement(deps.pool, node.request_id))!;
-  const log = deps.log.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'observer', attempt: attemptNo });
+  const log = deps.log.child({ movement_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'observer', attempt: attemptNo });
   const ctx = await contextFor(deps.pool, request, node, attemptNo);
   const versions = attemptVersions(await artifactsOfNodes(deps.pool, [node.id]), attemptNo);
   const replacementNo = versions.replacements + 1;

@@ -33,7 +33,7 @@ import {
 import type { NodeRow, MovementRow, TransitionRow } from '../persistence/movements.ts';
 
 /**
- * The one durable transition function, batched. Delivering events to requests and nodes is, inside
+ * The one durable transition function, batched. Delivering events to movements and nodes is, inside
  * the caller's transaction:
  *   lock every request the batch touches with all its nodes (one statement, request id order, so
  *   writers never deadlock); for each event in turn, rebuild the machine snapshot from the row as
@@ -155,7 +155,7 @@ export interface CarriedClaim {
  */
 export interface UnwrittenClaim {
   held: LockedMovement;
-  requests: MovementItem[];
+  movements: MovementItem[];
   nodes: NodeItem[];
   /** Artifacts those items store (a predecessor's result): the claimed node's context reads them. */
   artifacts?: NewArtifact[];
@@ -181,7 +181,7 @@ export interface BatchOptions {
 
 export interface BatchResult {
   nodes: (DeliveredToNode | Refusal)[];
-  requests: (DeliveredToMovement | Refusal)[];
+  movements: (DeliveredToMovement | Refusal)[];
   claimed: CarriedClaim[];
   /** Every node of a request the batch locked, as the batch left them. */
   nodesOf(movementId: string): NodeRow[];
@@ -234,8 +234,8 @@ export async function deliverMovementEvent(
   event: MovementEvent,
   opts: DeliverOptions,
 ): Promise<DeliveredToMovement | null> {
-  const result = await deliverBatch(client, { requests: [{ movementId, event, actor: opts.actor }] }, opts);
-  return single(result.requests[0], opts);
+  const result = await deliverBatch(client, { movements: [{ movementId, event, actor: opts.actor }] }, opts);
+  return single(result.movements[0], opts);
 }
 
 export async function deliverNodeEvent(
@@ -262,30 +262,30 @@ function single<T>(r: T | Refusal, opts: DeliverOptions): T | null {
  */
 export async function deliverBatch(
   client: Client,
-  items: { requests?: MovementItem[]; nodes?: NodeItem[] },
+  items: { movements?: MovementItem[]; nodes?: NodeItem[] },
   opts: BatchOptions,
 ): Promise<BatchResult> {
-  const movementItems = items.requests ?? [];
+  const movementItems = items.movements ?? [];
   const nodeItems = items.nodes ?? [];
   const b = new Batch(opts);
   const held = opts.held && covers(opts.held, movementItems, nodeItems) ? opts.held : null;
   if (held) {
-    for (const m of held) b.load(m.request, m.nodes, m.request.write_version);
+    for (const m of held) b.load(m.movement, m.nodes, m.movement.write_version);
   } else {
     const locked = await lockMovements(
       client,
       movementItems.map((i) => i.movementId),
       nodeItems.map((i) => i.nodeId),
     );
-    for (const m of locked) b.load(m.request, m.nodes, null);
+    for (const m of locked) b.load(m.movement, m.nodes, null);
   }
 
-  const requests = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
+  const movementEvents = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   b.derive();
   b.carryOnward();
   await b.flush(client);
-  return batchResult(b, requests, nodes);
+  return batchResult(b, movementEvents, nodes);
 }
 
 /**
@@ -297,22 +297,22 @@ export async function deliverBatch(
  */
 export async function deliverHeld(
   pool: Pool,
-  items: { requests?: MovementItem[]; nodes?: NodeItem[] },
+  items: { movements?: MovementItem[]; nodes?: NodeItem[] },
   opts: BatchOptions & { held: LockedMovement[] },
 ): Promise<BatchResult> {
-  const movementItems = items.requests ?? [];
+  const movementItems = items.movements ?? [];
   const nodeItems = items.nodes ?? [];
   if (opts.held.length !== 1 || !covers(opts.held, movementItems, nodeItems)) {
     return withTransaction(pool, (client) => deliverBatch(client, items, opts));
   }
   const b = new Batch(opts);
-  for (const m of opts.held) b.load(m.request, m.nodes, m.request.write_version);
-  const requests = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
+  for (const m of opts.held) b.load(m.movement, m.nodes, m.movement.write_version);
+  const movementEvents = movementItems.map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = nodeItems.map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   b.derive();
   b.carryOnward();
   await flushHeld(pool, b);
-  return batchResult(b, requests, nodes);
+  return batchResult(b, movementEvents, nodes);
 }
 
 /**
@@ -322,24 +322,24 @@ export async function deliverHeld(
  * lost by a crash in between (the node is still READY in the database, and prepare has no effect
  * outside Ferry's own rows).
  */
-export function previewHeld(held: LockedMovement, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): LockedMovement | null {
+export function previewHeld(held: LockedMovement, items: { movements?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): LockedMovement | null {
   const r = previewBatch(held, items, opts);
-  if (![...r.requests, ...r.nodes].every((x) => !(x instanceof Error))) return null;
-  return { request: r.movementOf(held.request.id), nodes: r.nodesOf(held.request.id) };
+  if (![...r.movements, ...r.nodes].every((x) => !(x instanceof Error))) return null;
+  return { movement: r.movementOf(held.movement.id), nodes: r.nodesOf(held.movement.id) };
 }
 
 /**
  * The result the items would have over one held movement (refusals, the claims `claimUnblocked`
  * makes, the rows as left), computed without writing anything.
  */
-export function previewBatch(held: LockedMovement, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): BatchResult {
+export function previewBatch(held: LockedMovement, items: { movements?: MovementItem[]; nodes?: NodeItem[] }, opts: BatchOptions): BatchResult {
   const b = new Batch(opts);
-  b.load(held.request, held.nodes, held.request.write_version);
-  const requests = (items.requests ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
+  b.load(held.movement, held.nodes, held.movement.write_version);
+  const movementEvents = (items.movements ?? []).map((i) => b.movementEvent(i.movementId, i.event, i.actor ?? opts.actor));
   const nodes = (items.nodes ?? []).map((i) => b.nodeEvent(i, i.actor ?? opts.actor));
   b.derive();
   b.carryOnward();
-  return batchResult(b, requests, nodes);
+  return batchResult(b, movementEvents, nodes);
 }
 
 /**
@@ -356,10 +356,10 @@ export async function flushHeld(pool: Pool, b: Batch): Promise<void> {
   }
 }
 
-/** The results of one caller's events in a batch (all of them, or those at `requests` and `nodes`). */
-export function batchResult(b: Batch, requests: (Pending | Refusal)[], nodes: (Pending | Refusal)[], movementIds?: Set<string>): BatchResult {
+/** The results of one caller's events in a batch (all of them, or those at `movements` and `nodes`). */
+export function batchResult(b: Batch, movementEvents: (Pending | Refusal)[], nodes: (Pending | Refusal)[], movementIds?: Set<string>): BatchResult {
   return {
-    requests: requests.map((r) => (r instanceof Pending ? b.deliveredToRequest(r) : r)),
+    movements: movementEvents.map((r) => (r instanceof Pending ? b.deliveredToMovement(r) : r)),
     nodes: nodes.map((r) => (r instanceof Pending ? b.deliveredToNode(r) : r)),
     claimed: b.claims
       .filter((c) => !movementIds || movementIds.has(c.movementId))
@@ -371,7 +371,7 @@ export function batchResult(b: Batch, requests: (Pending | Refusal)[], nodes: (P
 
 /** Whether the held movements hold every movement and node the items name. */
 export function covers(held: LockedMovement[], movements: MovementItem[], nodes: NodeItem[]): boolean {
-  const movementIds = new Set(held.map((m) => m.request.id));
+  const movementIds = new Set(held.map((m) => m.movement.id));
   const nodeIds = new Set(held.flatMap((m) => m.nodes.map((n) => n.id)));
   return movements.every((i) => movementIds.has(i.movementId)) && nodes.every((i) => nodeIds.has(i.nodeId));
 }
@@ -447,7 +447,7 @@ function transitionLine(t: NewTransitionRow, node: NodeRow | undefined): Record<
 
 /** Exported for the group writer (group-writer.ts), which merges several callers into one batch, and for the model check (test/model), which drives it without a database. */
 export class Batch {
-  readonly requests = new Map<string, Entity<MovementRow>>();
+  readonly movements = new Map<string, Entity<MovementRow>>();
   readonly nodes = new Map<string, Entity<NodeRow>>();
   readonly nodesOfMovement = new Map<string, string[]>();
   readonly transitions: Pending[] = [];
@@ -463,17 +463,17 @@ export class Batch {
   constructor(readonly opts: BatchOptions) {}
 
   load(request: MovementRow, nodes: NodeRow[], expectedWrite: number | null) {
-    this.requests.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false, expectedWrite });
+    this.movements.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false, expectedWrite });
     this.nodesOfMovement.set(request.id, nodes.map((n) => n.id));
     for (const n of nodes) this.nodes.set(n.id, { row: n, fromState: n.node_state, fromVersion: n.row_version, dirty: false });
   }
 
   nodeRow = (id: string) => this.nodes.get(id)!.row;
-  movementRow = (id: string) => this.requests.get(id)!.row;
+  movementRow = (id: string) => this.movements.get(id)!.row;
   siblings = (movementId: string) => (this.nodesOfMovement.get(movementId) ?? []).map(this.nodeRow);
 
   #stamped(n: Omit<EventNotice, 'write_version'>): EventNotice {
-    const version = this.requests.get(n.request_id)?.row.write_version;
+    const version = this.movements.get(n.request_id)?.row.write_version;
     return version === undefined ? n : { ...n, write_version: Number(version) + 1 };
   }
 
@@ -491,10 +491,10 @@ export class Batch {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Requests
+  // Movements
 
   movementEvent(movementId: string, event: MovementEvent, actor: string): Pending | Refusal {
-    const e = this.requests.get(movementId);
+    const e = this.movements.get(movementId);
     if (!e) return new InvalidTransitionError(MOVEMENT_MACHINE_ID, movementId, 'MISSING', 'lock');
     const row = e.row;
     // Built only when needed: derivations that change nothing are refused on every batch.
@@ -547,7 +547,7 @@ export class Batch {
   }
 
   #setFrontier(movementId: string, frontier: string[]) {
-    const e = this.requests.get(movementId)!;
+    const e = this.movements.get(movementId)!;
     e.row = { ...e.row, current_frontier: frontier };
     e.dirty = true;
   }
@@ -666,7 +666,7 @@ export class Batch {
     this.deriveMovements.add(completed.request_id);
   }
 
-  /** Request states derived from their nodes once, after all node changes of the batch. */
+  /** Movement states derived from their nodes once, after all node changes of the batch. */
   derive() {
     while (this.deriveMovements.size > 0) {
       const [movementId] = this.deriveMovements;
@@ -740,7 +740,7 @@ export class Batch {
       });
     }
     const movementWrites: MovementWriteRow[] = [];
-    for (const [id, e] of this.requests) {
+    for (const [id, e] of this.movements) {
       if (!e.dirty && !touched.has(id)) continue;
       const r = e.row;
       movementWrites.push({
@@ -761,7 +761,7 @@ export class Batch {
     }
     const written = await writeGroup(client, {
       nodes: nodeWrites,
-      requests: movementWrites,
+      movements: movementWrites,
       transitions: this.transitions.map((t) => t.row),
       artifacts: this.artifacts,
       channel: EVENTS_CHANNEL,
@@ -776,8 +776,8 @@ export class Batch {
       const e = this.nodes.get(n.id)!;
       e.row = { ...e.row, ...n };
     }
-    for (const r of written.requests) {
-      const e = this.requests.get(r.id)!;
+    for (const r of written.movements) {
+      const e = this.movements.get(r.id)!;
       e.row = { ...e.row, ...r };
     }
     written.logged.forEach((l, i) => {
@@ -820,7 +820,7 @@ export class Batch {
     return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), node: this.nodeRow(p.row.entity_id) };
   }
 
-  deliveredToRequest(p: Pending): DeliveredToMovement {
+  deliveredToMovement(p: Pending): DeliveredToMovement {
     return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), request: this.movementRow(p.row.entity_id) };
   }
 }

@@ -385,7 +385,7 @@ async function streamTransitions(
     }
   } catch (err) {
     // The client reconnects with Last-Event-ID and loses nothing; a write to a closed stream ends here too.
-    if (!closed) log.warn({ err, request_id: movementId }, 'inspection event stream ended by an error');
+    if (!closed) log.warn({ err, movement_id: movementId }, 'inspection event stream ended by an error');
   } finally {
     unsubscribe();
     await stream.close();

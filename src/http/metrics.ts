@@ -66,14 +66,14 @@ async function refreshBalanceGauges(pool: Pool): Promise<void> {
 }
 
 export async function refreshStateGauges(pool: Pool): Promise<void> {
-  const [requests, nodes, drifts, orders] = await Promise.all([
+  const [movements, nodes, drifts, orders] = await Promise.all([
     movementCountsByState(pool),
     nodeCountsByState(pool),
     openRegistryDriftCounts(pool),
     standingOrderCountsByState(pool),
     refreshBalanceGauges(pool),
   ]);
-  fill(movementsByState, movementStates, requests);
+  fill(movementsByState, movementStates, movements);
   fill(nodesByState, nodeStates, nodes);
   // Every state has a series, zero included.
   const byState = new Map(orders.map((o) => [o.state, o.count]));

@@ -11,7 +11,7 @@ import { JSON_COMPONENTS, JSON_VALUE_MARK, JSON_VALUE_REF } from './v3/schemas.t
 export const OPENAPI_PATH = '/openapi.json';
 
 const description = [
-  'Ferry moves funds through multi-step plans that are compiled from templates, approved by a second person and',
+  'Ferry moves funds through plans of nodes that are compiled from templates, approved by a second person and',
   'executed durably. Every /v3 route needs `Authorization: Bearer <token>` (tokens are created with',
   '`npm run ferry -- tokens create --name NAME --role ROLE`); each operation names the permission it needs in `x-ferry-permission`.',
   'Errors always have the body `{"error": {"code", "message", "details"}}` with a stable code.',
@@ -95,7 +95,7 @@ export function openApiDocument(app: OpenAPIHono<any, any, any>): Record<string,
     servers: [{ url: '/', description: 'The Ferry instance serving this document' }],
     tags: [
       { name: 'Templates', description: 'Plan templates and their immutable versions' },
-      { name: 'Movements', description: 'Movement requests: creation, approval, control and history' },
+      { name: 'Movements', description: 'Movements: creation, approval, control and history' },
       { name: 'Registry', description: 'Executors and signers, their health and signer identity' },
       { name: 'Callbacks', description: 'Signed callbacks owed to movement callers' },
       { name: 'Audit', description: 'The hash-chained audit trail' },

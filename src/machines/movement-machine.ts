@@ -52,7 +52,7 @@ export type MovementEvent =
   | { type: 'NODE_RETRIED'; by: string; nodeKey: string }
   | { type: 'CANCEL'; by: string; summary: NodeSummary; reason?: string };
 
-export type RequestEventType = MovementEvent['type'];
+export type MovementEventType = MovementEvent['type'];
 
 export function initialMovementContext(input: { createdBy: string; quorum: number; expiresAt: string | null }): MovementContext {
   return {

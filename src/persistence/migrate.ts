@@ -9,13 +9,17 @@ export const migrationsDir = fileURLToPath(new URL('../../migrations', import.me
  * Applies every pending migration in migrations/. Several processes starting at once are safe:
  * the migration library holds an advisory lock and the others wait for it, then find nothing to do.
  */
-export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}): Promise<string[]> {
+export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}, onPending?: (count: number) => void): Promise<string[]> {
   const client = new pg.Client({ connectionString: databaseUrl, application_name: APP_NAMES.migrate });
   // A connection cut mid-migration fails the running query, which is the error to report; the
   // client's own 'error' event must not also crash the process.
   client.on('error', () => {});
   await client.connect();
   try {
+    if (onPending) {
+      const pending = await pendingMigrations(client);
+      if (pending > 0) onPending(pending);
+    }
     const applied = await runner({
       dbClient: client,
       dir: migrationsDir,

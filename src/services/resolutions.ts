@@ -128,16 +128,16 @@ export async function confirmResolution(
       });
     }
     const at = new Date().toISOString();
-    const requests: MovementItem[] =
+    const movements: MovementItem[] =
       proposal.resolution === 'retry'
         ? [{ movementId: id, event: { type: 'NODE_RETRIED', by: input.actor, nodeKey: proposal.node_key } }]
         : [{ movementId: id, event: { type: 'RESUME', by: input.actor } }];
     const result = await deliverBatch(
       client,
-      { requests, nodes: [{ nodeId: proposal.request_node_id, event: nodeEventOf(proposal, input.actor, at) }] },
+      { movements, nodes: [{ nodeId: proposal.request_node_id, event: nodeEventOf(proposal, input.actor, at) }] },
       { actor: input.actor, deps: deps.transitions },
     );
-    const [req] = result.requests;
+    const [req] = result.movements;
     const [node] = result.nodes;
     if (req instanceof InvalidTransitionError || node instanceof InvalidTransitionError || !('node' in node) || !('request' in req)) {
       // Nothing is written: the refusal is recorded by the caller, outside this rolled-back transaction.

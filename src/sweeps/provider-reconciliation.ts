@@ -145,7 +145,7 @@ async function recordFinding(deps: Deps, request: MovementRow, node: NodeRow, cl
         entity_id: node.id,
         details: { request_id: request.id, node_key: node.node_key, attempt_no: node.attempt_no, drift_class: cls, stored_state: node.node_state, provider_state: outcome.nextState, drift_id: drift.id },
       });
-      deps.log.warn({ worker: 'reconciliation', request_id: request.id, node_id: node.id, node_key: node.node_key, drift_class: cls }, 'provider contradicts stored node state');
+      deps.log.warn({ worker: 'reconciliation', movement_id: request.id, node_id: node.id, node_key: node.node_key, drift_class: cls }, 'provider contradicts stored node state');
     }
     return drift;
   });
@@ -158,11 +158,11 @@ async function repair(deps: Deps, request: MovementRow, node: NodeRow, cls: Drif
     return await withTransaction(deps.pool, async (client) => {
       const at = nowIso();
       // A movement waiting for a person goes on once the node it waited on is settled by evidence.
-      const requests: MovementItem[] = request.request_state === 'MANUAL_INTERVENTION' ? [{ movementId: request.id, event: { type: 'RESUME', by: ACTOR } }] : [];
+      const movements: MovementItem[] = request.request_state === 'MANUAL_INTERVENTION' ? [{ movementId: request.id, event: { type: 'RESUME', by: ACTOR } }] : [];
       const result = await deliverBatch(
         client,
         {
-          requests,
+          movements,
           nodes: [
             {
               nodeId: node.id,

@@ -23,7 +23,7 @@ import { runBudget } from '../run-budget.ts';
  * Reconciliation: replays each movement's transition log through the machines and compares the
  * result with the stored rows. A difference (a state written around the machines, a lost or
  * edited log row) is drift: counted in ferry_reconciliation_total{result="drift"} and written to
- * the audit log with the entity and the first step where log and machine part ways. Drift is
+ * the audit log with the entity and the first transition where log and machine part ways. Drift is
  * reported, never repaired automatically: the operator decides which side is right.
  */
 
@@ -50,14 +50,14 @@ function compare(result: ReplayResult, storedState: string, storedContext: unkno
   return null;
 }
 
-function steps(log: TransitionRow[], entityId: string): LoggedTransition[] {
+function loggedOf(log: TransitionRow[], entityId: string): LoggedTransition[] {
   return log.filter((t) => t.entity_id === entityId);
 }
 
 /** Replays one movement; returns its drifts (empty when the rows are what the log says). */
 export function reconcileMovement(request: MovementRow, nodes: NodeRow[], log: TransitionRow[]): Drift[] {
   const drifts: Drift[] = [];
-  const movementLog = steps(log, request.id);
+  const movementLog = loggedOf(log, request.id);
   const birth = (movementLog[0]?.event_payload ?? {}) as { created_by?: string; quorum?: number; expires_at?: string | null };
   const requestInput = initialMovementContext({
     createdBy: birth.created_by ?? request.created_by,
@@ -69,7 +69,7 @@ export function reconcileMovement(request: MovementRow, nodes: NodeRow[], log: T
 
   for (const node of nodes) {
     const input = initialNodeContext({ nodeKind: node.node_kind, actionType: node.action_type, retryable: node.retryable });
-    const d = compare(replayLog(nodeMachine, input, steps(log, node.id)), node.node_state, nodeContextFromRow(node));
+    const d = compare(replayLog(nodeMachine, input, loggedOf(log, node.id)), node.node_state, nodeContextFromRow(node));
     if (d) drifts.push({ entity_type: 'node', entity_id: node.id, node_key: node.node_key, ...d });
   }
   return drifts;

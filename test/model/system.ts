@@ -395,7 +395,7 @@ function checkLog(b: Batch, before: { m: MovementRow; n: NodeRow[] }) {
       throw new ModelViolation('S5', `${id}: replaying the log gives ${String(snap.value)} ${JSON.stringify(snap.context)}, the row is ${newValue} ${JSON.stringify(newCtx)}`);
     }
   };
-  const m = b.requests.get('m')!;
+  const m = b.movements.get('m')!;
   check('m', movementMachine, before.m, before.m.request_state, movementContextFromRow(before.m), m.row, m.row.request_state, movementContextFromRow(m.row), m.dirty);
   for (const old of before.n) {
     const e = b.nodes.get(old.id)!;

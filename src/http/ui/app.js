@@ -20,6 +20,9 @@ const REQUEST_STATES = ['PENDING_APPROVAL', 'APPROVED', 'EXECUTING', 'WAITING_MA
 
 const $ = (id) => document.getElementById(id);
 
+/** The selection that stands for the movement itself: no node key holds a colon, so none is taken for it. */
+const MOVEMENT = ':movement';
+
 const ui = {
   token: sessionStorage.getItem(TOKEN_KEY),
   machines: new Map(), // machine id -> { view, layout }
@@ -27,7 +30,7 @@ const ui = {
   detail: null,
   transitions: [],
   position: null, // null: follow live; else how many transitions are applied
-  selected: 'request', // 'request' or a node key
+  selected: MOVEMENT, // MOVEMENT or a node key
   stream: null, // AbortController of the open event stream
   streamStatus: 'idle',
   listTimer: null,
@@ -339,7 +342,7 @@ function liveSummary() {
     const state = at.nodes.get(n.node_key)?.state ?? n.state;
     nodeStates[state] = (nodeStates[state] ?? 0) + 1;
   }
-  return { movementState: at.request.state ?? d.movement.state, nodeStates, total: d.nodes.length };
+  return { movementState: at.movement.state ?? d.movement.state, nodeStates, total: d.nodes.length };
 }
 
 /** Redraws the open movement's list row (after a transition arrived or the page loaded it). */
@@ -602,7 +605,7 @@ async function route() {
 
 async function openMovement(id) {
   stopFollowing();
-  Object.assign(ui, { movementId: id, detail: null, transitions: [], position: null, selected: 'request' });
+  Object.assign(ui, { movementId: id, detail: null, transitions: [], position: null, selected: MOVEMENT });
   let detail;
   let resolutions;
   try {
@@ -639,7 +642,7 @@ function addTransition(t) {
   if (last && t.id <= last.id) return;
   ui.transitions.push(t);
   scheduleRender();
-  if (t.entity_type === 'request') onRequestMoved(t);
+  if (t.entity_type === 'request') onMovementMoved(t);
   else scheduleNodeRefresh();
 }
 
@@ -678,22 +681,22 @@ function applied() {
 
 /** Every entity's state after the first k transitions, and the last transition of each. */
 function statesAt(k) {
-  const request = { state: null, last: null };
+  const movement = { state: null, last: null };
   const nodes = new Map();
-  const visited = { request: new Set(), nodes: new Map() };
+  const visited = { movement: new Set(), nodes: new Map() };
   for (let i = 0; i < k; i++) {
     const t = ui.transitions[i];
     if (t.entity_type === 'request') {
-      request.state = t.to_state;
-      request.last = t;
-      visited.request.add(t.to_state);
+      movement.state = t.to_state;
+      movement.last = t;
+      visited.movement.add(t.to_state);
     } else {
       nodes.set(t.node_key, { state: t.to_state, last: t });
       if (!visited.nodes.has(t.node_key)) visited.nodes.set(t.node_key, new Set());
       visited.nodes.get(t.node_key).add(t.to_state);
     }
   }
-  return { request, nodes, visited };
+  return { movement, nodes, visited };
 }
 
 function render() {
@@ -701,21 +704,21 @@ function render() {
   if (!d) return;
   const k = applied();
   const at = statesAt(k);
-  const movementState = at.request.state ?? d.movement.state;
+  const movementState = at.movement.state ?? d.movement.state;
 
   $('movement-title').textContent = `${d.movement.template_key} v${d.movement.template_version}`;
   $('movement-meta').textContent =
     `${d.movement.id} - created ${new Date(d.movement.created_at).toLocaleString()} by ${d.movement.created_by_name ?? d.movement.created_by}` +
     ` - plan ${d.movement.compiled_plan_hash.slice(0, 18)}...`;
-  const badge = $('request-state');
+  const badge = $('movement-state');
   badge.textContent = movementState;
   badge.className = `badge s-${movementState}`;
   badge.dataset.state = movementState;
-  $('request-pill').classList.toggle('selected', ui.selected === 'request');
+  $('movement-pill').classList.toggle('selected', ui.selected === MOVEMENT);
 
   const liveAt = k === ui.transitions.length ? at : statesAt(ui.transitions.length);
   drawEffect();
-  drawDecision(liveAt.request.state ?? d.movement.state);
+  drawDecision(liveAt.movement.state ?? d.movement.state);
   drawNodeCard(at);
   drawAttention(liveAt);
   drawGates(liveAt);
@@ -832,7 +835,7 @@ function errorOf(key, liveState) {
 /** The selected node: its state, attempt, error (code and detail), transaction and provider reference. */
 function drawNodeCard(at) {
   const card = $('node-card');
-  const n = ui.selected === 'request' ? null : ui.detail.nodes.find((x) => x.node_key === ui.selected);
+  const n = ui.selected === MOVEMENT ? null : ui.detail.nodes.find((x) => x.node_key === ui.selected);
   card.hidden = !n;
   if (!n) return;
   const state = at.nodes.get(n.node_key)?.state ?? n.state;
@@ -937,9 +940,9 @@ function labelText(label, lines, cls) {
 
 function drawSelectedMachine(at) {
   const d = ui.detail;
-  const isRequest = ui.selected === 'request';
-  const node = isRequest ? null : d.nodes.find((n) => n.node_key === ui.selected);
-  const machineId = isRequest ? d.movement.machine_id : node?.machine_id;
+  const isMovement = ui.selected === MOVEMENT;
+  const node = isMovement ? null : d.nodes.find((n) => n.node_key === ui.selected);
+  const machineId = isMovement ? d.movement.machine_id : node?.machine_id;
   const m = ui.machines.get(machineId);
   const svg = $('machine');
   svg.replaceChildren(arrowDefs('m-arrow', 'm-arrow'), arrowDefs('m-arrow-taken', 'm-arrow-taken'));
@@ -947,9 +950,9 @@ function drawSelectedMachine(at) {
     $('machine-title').textContent = `Machine ${machineId ?? ''} (not described by this Ferry)`;
     return;
   }
-  const entity = isRequest ? at.request : at.nodes.get(ui.selected) ?? { state: null, last: null };
-  const visited = isRequest ? at.visited.request : at.visited.nodes.get(ui.selected) ?? new Set();
-  $('machine-title').textContent = `${isRequest ? 'Movement' : `Node ${ui.selected}`} - machine ${m.view.id} v${m.view.version}`;
+  const entity = isMovement ? at.movement : at.nodes.get(ui.selected) ?? { state: null, last: null };
+  const visited = isMovement ? at.visited.movement : at.visited.nodes.get(ui.selected) ?? new Set();
+  $('machine-title').textContent = `${isMovement ? 'Movement' : `Node ${ui.selected}`} - machine ${m.view.id} v${m.view.version}`;
   $('machine-title').title = 'The current state is highlighted; darker arrows are the events it accepts, the blue one the last transition taken.';
   svg.dataset.machine = m.view.id;
   svg.dataset.current = entity.state ?? '';
@@ -990,15 +993,15 @@ function drawTimeline(k) {
   slider.max = String(Math.max(n, 1));
   slider.value = String(Math.max(k, 1));
   slider.disabled = n <= 1;
-  $('step-count').textContent = `${k} / ${n}`;
+  $('position-count').textContent = `${k} / ${n}`;
   $('follow-live').disabled = ui.position === null;
-  const info = $('step-info');
+  const info = $('position-info');
   const t = ui.transitions[k - 1];
   if (!t) {
     info.replaceChildren();
     return;
   }
-  info.dataset.step = String(k);
+  info.dataset.position = String(k);
   info.dataset.event = t.event_type;
   const payload = Object.keys(t.event_payload).length ? el('pre', {}, JSON.stringify(t.event_payload, null, 2)) : '';
   info.replaceChildren(
@@ -1068,7 +1071,7 @@ async function refreshResolutions(id) {
  * log says which state a node is in, not whether its executor asked for a person). Any movement
  * transition may have applied a resolution, so those are read again too.
  */
-function onRequestMoved(t) {
+function onMovementMoved(t) {
   const id = ui.movementId;
   if (t.to_state === 'MANUAL_INTERVENTION') {
     void api(`/inspect/movements/${id}`).then((detail) => {
@@ -1082,7 +1085,7 @@ function onRequestMoved(t) {
 
 function drawAttention(live) {
   const d = ui.detail;
-  const movementState = live.request.state ?? d.movement.state;
+  const movementState = live.movement.state ?? d.movement.state;
   const waiting = movementState === 'MANUAL_INTERVENTION';
   const waitingNodes = d.nodes
     .map((n) => ({ n, state: live.nodes.get(n.node_key)?.state ?? n.state }))
@@ -1168,7 +1171,7 @@ const isGate = (n) => n.node_kind === 'manual_gate' || String(n.action_type ?? '
 function drawGates(live) {
   const d = ui.detail;
   const ready = d.nodes.filter((n) => isGate(n) && (live.nodes.get(n.node_key)?.state ?? n.state) === 'READY').map((n) => n.node_key);
-  const movementState = live.request.state ?? d.movement.state;
+  const movementState = live.movement.state ?? d.movement.state;
   const panel = $('gates');
   panel.hidden = ready.length === 0;
   panel.dataset.state = movementState;
@@ -2308,8 +2311,8 @@ $('login-form').addEventListener('submit', (ev) => {
 $('sign-out').addEventListener('click', () => signOut());
 $('timeline').addEventListener('input', (ev) => travel(Number(ev.target.value)));
 $('follow-live').addEventListener('click', () => travel(ui.transitions.length));
-$('request-pill').addEventListener('click', () => {
-  ui.selected = 'request';
+$('movement-pill').addEventListener('click', () => {
+  ui.selected = MOVEMENT;
   render();
 });
 window.addEventListener('hashchange', () => void route());
