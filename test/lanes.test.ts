@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { dispatchOne } from '../src/actors/dispatcher.ts';
@@ -90,6 +90,35 @@ evm:
   assert.equal(parseConfigFile('cctp:\n  attestation_url: http://127.0.0.1:9\n', configFileSchema(list)).ok, false, 'its section is unknown');
 });
 
+/**
+ * What removing a lane that requires the EVM lane removes: its file section (an unknown entry
+ * without it), its executors from the registries, its docs link and its template; and without the
+ * EVM lane it is not listed at all. `text` is a configuration file whose last section is the lane's.
+ * Returns the configuration with the lane, for a test's own checks.
+ */
+async function assertRemovable(t: TestContext, lane: string, text: string, template?: string): Promise<ReturnType<typeof loadConfig>> {
+  assert.equal(parseConfigFile(text).ok, true);
+  assert.equal(parseConfigFile(text, configFileSchema(withoutLanes([lane]))).ok, false, 'its section is an unknown entry without the lane');
+  assert.ok(!names(withoutLanes(['evm'])).includes(lane));
+  const db = await scratchDatabase(t as never);
+  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
+  t.after(() => providerPool.end());
+  const config = loadConfig({ FERRY_CONFIG_FILE: configFile(text) });
+  const full = await configuredRegistries(providerPool, config, { env: {}, log });
+  for (const key of laneNamed(lane)!.executorKeys) {
+    assert.ok(full.executors.has(key), `${key} with the ${lane} lane`);
+    assert.equal(full.executors.get(key as never).lane, lane);
+  }
+  const list = withoutLanes([lane]);
+  const section = text.lastIndexOf(`\n${lane}:`);
+  assert.ok(section > 0, `the file's last section is ${lane}'s`);
+  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.slice(0, section + 1)) }, list), { env: {}, log, lanes: list });
+  for (const key of laneNamed(lane)!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
+  assert.ok(!laneIndex(list).includes(`docs/${lane}-lane.md`));
+  if (template) assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes(template), 'nor its template');
+  return config;
+}
+
 test('removing hyperliquid removes its section and its executors; without the EVM lane it is not listed either', async (t) => {
   const text = `
 evm:
@@ -107,22 +136,7 @@ hyperliquid:
   bridge: "0x2df1c51e09aecf9cacb7bc98cb1742757f163df7"
   info_url: http://127.0.0.1:9/info
 `;
-  assert.equal(parseConfigFile(text).ok, true);
-  const refused = parseConfigFile(text, configFileSchema(withoutLanes(['hyperliquid'])));
-  assert.equal(refused.ok, false, 'its section is an unknown entry without the lane');
-  assert.ok(!names(withoutLanes(['evm'])).includes('hyperliquid'));
-  const db = await scratchDatabase(t as never);
-  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
-  t.after(() => providerPool.end());
-  const config = loadConfig({ FERRY_CONFIG_FILE: configFile(text) });
-  const full = await configuredRegistries(providerPool, config, { env: {}, log });
-  for (const key of laneNamed('hyperliquid')!.executorKeys) {
-    assert.ok(full.executors.has(key), `${key} with the hyperliquid lane`);
-    assert.equal(full.executors.get(key as never).lane, 'hyperliquid');
-  }
-  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.replace(/hyperliquid:[\s\S]*$/, '')) }, withoutLanes(['hyperliquid'])), { env: {}, log, lanes: withoutLanes(['hyperliquid']) });
-  for (const key of laneNamed('hyperliquid')!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
-  assert.ok(!laneIndex(withoutLanes(['hyperliquid'])).includes('docs/hyperliquid-lane.md'));
+  await assertRemovable(t, 'hyperliquid', text);
 });
 
 test('removing usdt0 removes its section and its executors; without the EVM lane it is not listed either', async (t) => {
@@ -153,22 +167,7 @@ usdt0:
       eid: 30110
       oft: "0x0000000000000000000000000000000000000004"
 `;
-  assert.equal(parseConfigFile(text).ok, true);
-  assert.equal(parseConfigFile(text, configFileSchema(withoutLanes(['usdt0']))).ok, false, 'its section is an unknown entry without the lane');
-  assert.ok(!names(withoutLanes(['evm'])).includes('usdt0'));
-  const db = await scratchDatabase(t as never);
-  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
-  t.after(() => providerPool.end());
-  const full = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text) }), { env: {}, log });
-  for (const key of laneNamed('usdt0')!.executorKeys) {
-    assert.ok(full.executors.has(key), `${key} with the usdt0 lane`);
-    assert.equal(full.executors.get(key as never).lane, 'usdt0');
-  }
-  const list = withoutLanes(['usdt0']);
-  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.replace(/usdt0:\n  deployments:[\s\S]*$/, '')) }, list), { env: {}, log, lanes: list });
-  for (const key of laneNamed('usdt0')!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
-  assert.ok(!laneIndex(list).includes('docs/usdt0-lane.md'));
-  assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes('usdt0_send'), 'nor its template');
+  await assertRemovable(t, 'usdt0', text, 'usdt0_send');
 });
 
 test('removing ccip removes its section, its executors and its template; without the EVM lane it is not listed either', async (t) => {
@@ -201,22 +200,7 @@ ccip:
       router: "0x0000000000000000000000000000000000000004"
       off_ramp: "0x0000000000000000000000000000000000000005"
 `;
-  assert.equal(parseConfigFile(text).ok, true);
-  assert.equal(parseConfigFile(text, configFileSchema(withoutLanes(['ccip']))).ok, false, 'its section is an unknown entry without the lane');
-  assert.ok(!names(withoutLanes(['evm'])).includes('ccip'));
-  const db = await scratchDatabase(t as never);
-  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
-  t.after(() => providerPool.end());
-  const full = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text) }), { env: {}, log });
-  for (const key of laneNamed('ccip')!.executorKeys) {
-    assert.ok(full.executors.has(key), `${key} with the ccip lane`);
-    assert.equal(full.executors.get(key as never).lane, 'ccip');
-  }
-  const list = withoutLanes(['ccip']);
-  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.replace(/ccip:\n[\s\S]*$/, '')) }, list), { env: {}, log, lanes: list });
-  for (const key of laneNamed('ccip')!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
-  assert.ok(!laneIndex(list).includes('docs/ccip-lane.md'));
-  assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes('ccip_send'), 'nor its template');
+  await assertRemovable(t, 'ccip', text, 'ccip_send');
 });
 
 test('removing gateway removes its section, its executors, its baselines and its template; without the EVM lane it is not listed either', async (t) => {
@@ -250,26 +234,10 @@ gateway:
       wallet: "0x0000000000000000000000000000000000000003"
       minter: "0x0000000000000000000000000000000000000004"
 `;
-  assert.equal(parseConfigFile(text).ok, true);
-  assert.equal(parseConfigFile(text, configFileSchema(withoutLanes(['gateway']))).ok, false, 'its section is an unknown entry without the lane');
   assert.equal(parseConfigFile(text.replace('domain: 6', 'domain: 0')).ok, false, 'a domain listed twice is refused');
-  assert.ok(!names(withoutLanes(['evm'])).includes('gateway'));
-  const db = await scratchDatabase(t as never);
-  const providerPool = createPool((db.pool as unknown as { options: { connectionString: string } }).options.connectionString, 2, 'ferry-lanes-test', { allowExitOnIdle: true });
-  t.after(() => providerPool.end());
-  const config = loadConfig({ FERRY_CONFIG_FILE: configFile(text) });
-  const full = await configuredRegistries(providerPool, config, { env: {}, log });
-  for (const key of laneNamed('gateway')!.executorKeys) {
-    assert.ok(full.executors.has(key), `${key} with the gateway lane`);
-    assert.equal(full.executors.get(key as never).lane, 'gateway');
-  }
+  const config = await assertRemovable(t, 'gateway', text, 'gateway_transfer');
   const baselines = laneNamed('gateway')!.registryBaselines!(config.file as never);
   assert.deepEqual(baselines.map((b) => b.subject), ['gateway.chains[31337].wallet', 'gateway.chains[31337].minter', 'gateway.chains[31338].wallet', 'gateway.chains[31338].minter']);
-  const list = withoutLanes(['gateway']);
-  const without = await configuredRegistries(providerPool, loadConfig({ FERRY_CONFIG_FILE: configFile(text.replace(/gateway:\n[\s\S]*$/, '')) }, list), { env: {}, log, lanes: list });
-  for (const key of laneNamed('gateway')!.executorKeys) assert.ok(!without.executors.has(key), `no ${key} without the lane`);
-  assert.ok(!laneIndex(list).includes('docs/gateway-lane.md'));
-  assert.ok(!list.flatMap((l) => l.templates.map((x) => x.key)).includes('gateway_transfer'), 'nor its template');
 });
 
 test('removing cex from the list removes its config section: a file with one is refused, and nothing reads it', () => {
