@@ -178,13 +178,13 @@ async function criticalPath(
       return [];
     }
   });
-  const entries = lines.map((l) => l.split('\t')).filter((p) => p.length === 3 && CRITICAL_POOLS.has(p[1])).map(([t, app, text]) => ({ t: Number(t), app, text }));
+  const entries = lines.map((l) => l.split('\t')).filter((p) => p.length === 4 && CRITICAL_POOLS.has(p[1])).map(([t, app, text, ms]) => ({ t: Number(t), app, text, ms: Number(ms) }));
   const timings = await movementTimings(pool, probes);
   const per = timings.map((t) => {
     const from = t.approved_at.getTime();
     const to = t.completed_at!.getTime();
     const inside = entries.filter((e) => e.t >= from && e.t <= to).sort((a, b) => a.t - b.t);
-    return { n: inside.length, trace: inside.map((e) => `+${e.t - from} ms ${e.app}: ${e.text}`) };
+    return { n: inside.length, trace: inside.map((e) => `+${(e.t - from).toFixed(1)} ms (${e.ms.toFixed(1)} ms) ${e.app}: ${e.text}`) };
   });
   const sorted = [...per].sort((a, b) => a.n - b.n);
   const mid = sorted[Math.floor(sorted.length / 2)];
