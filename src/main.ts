@@ -176,12 +176,16 @@ export async function startFerry(env: NodeJS.ProcessEnv = process.env, hooks: Fe
     const applied = prepared.applied;
     // PgBouncer refuses unknown startup parameters: behind it the timeouts are the role's or the pooler's.
     const pooled = directDatabaseUrl !== databaseUrl;
-    const pool = createPool(databaseUrl, config.dbPoolMax, APP_NAMES.api, { statementTimeoutMs: pooled ? undefined : config.apiStatementTimeoutMs });
+    const pool = createPool(databaseUrl, config.dbPoolMax, APP_NAMES.api, {
+      statementTimeoutMs: pooled ? undefined : config.apiStatementTimeoutMs,
+      namedStatements: !pooled,
+    });
     undo.push(() => pool.end());
     const inProcessWorkers = config.workersEnabled && config.workerProcesses === 0;
     const workerPool = inProcessWorkers
       ? createPool(databaseUrl, config.workerPoolMax ?? config.dbPoolMax, APP_NAMES.worker, {
           statementTimeoutMs: pooled ? undefined : config.workerStatementTimeoutMs,
+          namedStatements: !pooled,
         })
       : pool;
     if (workerPool !== pool) undo.push(() => workerPool.end());

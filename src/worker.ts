@@ -31,6 +31,7 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv = process.env): 
   const pooled = directUrl !== databaseUrl;
   const pool = createPool(databaseUrl, config.workerPoolMax ?? config.dbPoolMax, APP_NAMES.worker, {
     statementTimeoutMs: pooled ? undefined : config.workerStatementTimeoutMs,
+    namedStatements: !pooled,
   });
   const runtime = await startRuntime({ pool, config, databaseUrl, listenUrl: directUrl, log, workers: true });
   log.info({ process_id: runtime.processId }, 'ferry worker started');

@@ -323,7 +323,8 @@ test('the group writer merges writes that arrive while its flushes are busy, and
   const groupStatements: string[] = [];
   const query = db.pool.query.bind(db.pool);
   (db.pool as { query: unknown }).query = (...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith('WITH rw AS')) groupStatements.push(args[0]);
+    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text;
+    if (text?.startsWith('WITH rw AS')) groupStatements.push(text);
     return (query as (...a: unknown[]) => unknown)(...args);
   };
   t.after(() => ((db.pool as { query: unknown }).query = query));

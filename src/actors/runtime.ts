@@ -118,7 +118,10 @@ export async function configuredRegistries(
 
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const { pool, config, log } = opts;
-  const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, config.simPoolMax, APP_NAMES.sim);
+  const providerPool = opts.executors && opts.signers ? null : createPool(opts.databaseUrl, config.simPoolMax, APP_NAMES.sim, {
+    // Behind a pooler (a separate URL to LISTEN on), no statement is kept between calls.
+    namedStatements: (opts.listenUrl ?? opts.databaseUrl) === opts.databaseUrl,
+  });
   let defaults: Awaited<ReturnType<typeof configuredRegistries>> | null = null;
   try {
     defaults = providerPool ? await configuredRegistries(providerPool, config, { env: opts.env, log }) : null;

@@ -21,7 +21,7 @@ export function createPool(
   connectionString: string,
   max = 20,
   applicationName = 'ferry',
-  opts: { allowExitOnIdle?: boolean; statementTimeoutMs?: number } = {},
+  opts: { allowExitOnIdle?: boolean; statementTimeoutMs?: number; namedStatements?: boolean } = {},
 ): Pool {
   const pool = new pg.Pool({
     connectionString,
@@ -35,7 +35,29 @@ export function createPool(
   });
   // An idle client losing its connection (Postgres restart) must not crash the process.
   pool.on('error', () => {});
+  if (opts.namedStatements) {
+    keepsNamedStatements.add(pool);
+    pool.on('connect', (client) => keepsNamedStatements.add(client));
+  }
   return pool;
+}
+
+/**
+ * Pools, and their clients, whose server connections keep the statements they prepare: a pool
+ * straight to PostgreSQL (createPool's `namedStatements`), not one through a transaction pooler
+ * such as PgBouncer, where the next statement may run on a server connection that never saw the
+ * statement prepared.
+ */
+const keepsNamedStatements = new WeakSet<object>();
+
+/**
+ * A hot statement, named where the connection keeps it: PostgreSQL then parses and plans it once
+ * per connection instead of on every call. Only for statements whose result columns no migration
+ * can change (jsonb, counts, named scalars; never a bare `SELECT *`): a prepared statement whose
+ * result type changed under it fails on every later call.
+ */
+export function named(db: Queryable, name: string, text: string): { name?: string; text: string } {
+  return keepsNamedStatements.has(db) ? { name, text } : { text };
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { NewArtifact } from './artifacts.ts';
-import type { Queryable } from './db.ts';
+import { named, type Queryable } from './db.ts';
 import type { NodeRow, MovementRow, TransitionRow } from './movements.ts';
 
 /**
@@ -146,8 +146,11 @@ const WRITE_REFUSED = 'FW001';
  */
 export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWritten | null> {
   type Stamp = { id: string; updated_at: string; idempotency_key?: string | null; write_version?: number };
-  const result = await db.query<{ n: Stamp[] | null; r: Stamp[] | null; t: { id: number; at: string }[] | null }>(
-    `WITH rw AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id uuid, from_state text, from_version int, expected_write_version bigint,
+  const result = await db.query<{ n: Stamp[] | null; r: Stamp[] | null; t: { id: number; at: string }[] | null }>({
+    ...named(
+      db,
+      'ferry_write_group',
+      `WITH rw AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id uuid, from_state text, from_version int, expected_write_version bigint,
                    request_state text, row_version int, approval_status text, approvals jsonb, decided_by text, current_frontier jsonb,
                    next_work_at timestamptz, lease_owner text, lease_ttl_seconds float8)),
           ru AS (UPDATE movement_requests r
@@ -213,7 +216,8 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
             -- All or nothing: a row fenced out or not at its version read aborts the whole statement.
             CASE WHEN (SELECT count(*) FROM nu) <> $7 OR (SELECT count(*) FROM ru) <> $8
                  THEN ferry_write_refused('a movement was written since it was read') ELSE 0 END AS complete`,
-    [
+    ),
+    values: [
       JSON.stringify(w.nodes),
       JSON.stringify(w.movements),
       JSON.stringify(w.transitions.map((t, ord) => ({ ...t, ord }))),
@@ -223,7 +227,7 @@ export async function writeGroup(db: Queryable, w: GroupWrite): Promise<GroupWri
       w.nodes.length,
       w.movements.length,
     ],
-  ).catch((err: { code?: string }) => {
+  }).catch((err: { code?: string }) => {
     if (err?.code === WRITE_REFUSED) return null;
     throw err;
   });

@@ -1,5 +1,5 @@
 import { reviveMovement, reviveNode, type LockedMovement } from './group-commit.ts';
-import type { Queryable } from './db.ts';
+import { named, type Queryable } from './db.ts';
 import type { MovementRow, NodeRow } from './movements.ts';
 
 /**
@@ -48,8 +48,11 @@ export interface LeasedMovement extends LockedMovement {
  */
 export async function acquireLeases(db: Queryable, owner: string, ttlSeconds: number, limit: number): Promise<LeasedMovement[]> {
   if (limit <= 0) return [];
-  const result = await db.query(
-    `WITH due AS (SELECT id FROM movement_requests
+  const result = await db.query({
+    ...named(
+      db,
+      'ferry_acquire_leases',
+      `WITH due AS (SELECT id FROM movement_requests
                      WHERE request_state IN ('APPROVED', 'EXECUTING') AND next_work_at IS NOT NULL AND next_work_at <= now()
                        AND (lease_owner IS NULL OR lease_expires_at < now())
                      ORDER BY next_work_at
@@ -64,8 +67,9 @@ export async function acquireLeases(db: Queryable, owner: string, ttlSeconds: nu
               (SELECT s.write_version FROM movement_requests s WHERE s.id = m.id) + 1 = m.write_version
                 AND NOT EXISTS (SELECT 1 FROM request_nodes n JOIN artifacts a ON a.request_node_id = n.id WHERE n.request_id = m.id) AS no_artifacts
          FROM m`,
-    [owner, ttlSeconds, limit],
-  );
+    ),
+    values: [owner, ttlSeconds, limit],
+  });
   const leased = rows(result);
   return leased.map((m, i) => ({ ...m, noArtifacts: result.rows[i].no_artifacts === true }));
 }

@@ -1,4 +1,4 @@
-import type { Queryable } from './db.ts';
+import { named, type Queryable } from './db.ts';
 
 /**
  * The simulation lane's side-effect ledger (sim_side_effects): one row per call that reaches the
@@ -45,8 +45,11 @@ export async function recordCall(db: Queryable, entry: SimCallEntry): Promise<{ 
  * for the same node and call, so a batch numbers calls exactly as one-at-a-time recording would.
  */
 export async function recordCalls(db: Queryable, entries: SimCallEntry[]): Promise<{ priorCalls: number }[]> {
-  const { rows } = await db.query<{ ord: number; prior: number }>(
-    `WITH e AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(ord int, request_node_id uuid, attempt_no int,
+  const { rows } = await db.query<{ ord: number; prior: number }>({
+    ...named(
+      db,
+      'ferry_sim_record_calls',
+      `WITH e AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(ord int, request_node_id uuid, attempt_no int,
                   idempotency_key text, executor_key text, call text)),
           numbered AS (SELECT e.*, (SELECT count(*) FROM sim_side_effects s WHERE s.request_node_id = e.request_node_id AND s.call = e.call)
                                    + row_number() OVER (PARTITION BY e.request_node_id, e.call ORDER BY e.ord) - 1 AS prior
@@ -55,8 +58,9 @@ export async function recordCalls(db: Queryable, entries: SimCallEntry[]): Promi
                   SELECT request_node_id, attempt_no, idempotency_key, executor_key, call FROM numbered ORDER BY ord
                   RETURNING 1)
      SELECT ord, prior FROM numbered WHERE (SELECT count(*) FROM ins) >= 0 ORDER BY ord`,
-    [JSON.stringify(entries.map((e, ord) => ({ ord, ...e })))],
-  );
+    ),
+    values: [JSON.stringify(entries.map((e, ord) => ({ ord, ...e })))],
+  });
   return rows.map((r) => ({ priorCalls: Number(r.prior) }));
 }
 

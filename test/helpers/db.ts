@@ -16,7 +16,7 @@ async function cloneForTest(poolMax: number): Promise<TestDb & { adminUrl: strin
   if (!adminUrl || !template) throw new Error('run tests through `npm test` (it prepares the database server)');
   const name = `ferry_t_${process.pid}_${randomBytes(4).toString('hex')}`;
   const url = await cloneTemplate(adminUrl, template, name);
-  return { adminUrl, url, name, pool: createPool(url, poolMax, 'ferry-test') };
+  return { adminUrl, url, name, pool: createPool(url, poolMax, 'ferry-test', { namedStatements: true }) };
 }
 
 /**

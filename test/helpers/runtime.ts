@@ -20,6 +20,7 @@ export function runtimeDeps(pool: Pool, env: Record<string, string> = {}): Worke
   // The simulated provider's own pool, as in the runtime (it idles out on its own when a file ends).
   const providerPool = createPool((pool as unknown as { options: { connectionString: string } }).options.connectionString, 4, 'ferry-sim-provider', {
     allowExitOnIdle: true,
+    namedStatements: true,
   });
   const { executors, signers } = defaultRegistries(providerPool);
   const transitions = collectingDeps();
