@@ -13,6 +13,7 @@ import { claimDispatchBatch } from '../persistence/claims.ts';
 import { claimsTotal, deferralsTotal, fencedRetriesTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
+import type { NodeRow } from '../persistence/movements.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { policyAtDispatch, priceNotReadAhead, pricesForDispatch, type RuleSetMemo } from '../services/policy.ts';
 import { priceSourceOf } from '../prices/chainlink.ts';
@@ -112,12 +113,15 @@ export async function dispatchBatch(deps: WorkerDeps, opts: DispatchOptions = {}
  * Returns each movement's rows as the last commit that wrote them left them (a movement actor goes
  * on from them without a re-read); a movement whose commits were all refused is missing.
  */
-export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], carry = true, artifacts?: ArtifactCache): Promise<Map<string, LockedMovement>> {
+export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], carry = true, artifacts?: ArtifactCache, observe?: ObserveAtOnce): Promise<Map<string, LockedMovement>> {
   const latest = new Map<string, LockedMovement>();
   let current = claims;
-  while (current.length > 0) current = await runRound(deps, current, carry, latest, artifacts);
+  while (current.length > 0) current = await runRound(deps, current, carry, latest, artifacts, observe);
   return latest;
 }
+
+/** One node's observation (observer.ts, observationOf), handed in by the movement actor. */
+export type ObserveAtOnce = (deps: WorkerDeps, node: NodeRow, ctx: ExecutionContext | { error: unknown }) => Promise<{ item: NodeItem; proposal?: unknown }>;
 
 /** Records, per movement of `ids`, the rows a commit left. */
 function remember(latest: Map<string, LockedMovement> | undefined, result: BatchResult, ids: string[]): void {
@@ -167,7 +171,14 @@ interface Prepared {
   submit?: Omit<ToSubmit, 'd'>;
 }
 
-async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boolean, latest?: Map<string, LockedMovement>, artifacts?: ArtifactCache): Promise<CarriedClaim[]> {
+async function runRound(
+  deps: WorkerDeps,
+  dispatches: CarriedClaim[],
+  carry: boolean,
+  latest?: Map<string, LockedMovement>,
+  artifacts?: ArtifactCache,
+  observe?: ObserveAtOnce,
+): Promise<CarriedClaim[]> {
   const contexts = await claimedContexts(deps.pool, dispatches, (n) => n.attempt_no + 1, artifacts);
   const prepared = await Promise.all(dispatches.map((d, i) => prepareOne(deps, d, contexts[i])));
 
@@ -196,7 +207,7 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   if (toSubmit.length === 0) return [];
 
   const results = await Promise.all(toSubmit.map((s) => submitOne(deps, s)));
-  const resultItems = results.filter((r): r is NodeItem => r !== null);
+  let resultItems = results.filter((r): r is NodeItem => r !== null);
   if (resultItems.length === 0) return [];
   // The rows the SUBMITTING commit left: the result is written without re-reading them.
   const submittedRows = heldRows(toSubmit.map((s) => ({ movement: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) })));
@@ -204,6 +215,15 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   if (carry && artifacts && submittedRows.length === 1) {
     const next = carriedWithResults(deps, submittedRows[0], resultItems);
     if (next) return next;
+    // A node the submit left to be observed, whose first observation is due now, is observed first:
+    // its submit result and what the observation said are written together (and with the
+    // successors' SUBMITTING when the observation lets them start).
+    const observed = observe ? await observedAtOnce(deps, submittedRows[0], resultItems, artifacts, observe) : [];
+    if (observed.length > 0) {
+      resultItems = [...resultItems, ...observed];
+      const after = carriedWithResults(deps, submittedRows[0], resultItems);
+      if (after) return after;
+    }
   }
   const done = await commit(deps, resultItems, { actor: ACTOR, deps: deps.transitions, claimUnblocked: carry ? () => randomUUID() : undefined, held: submittedRows });
   if (!done) return [];
@@ -212,6 +232,35 @@ async function runRound(deps: WorkerDeps, dispatches: CarriedClaim[], carry: boo
   refusals(deps, dispatches, resultItems, done);
   for (const _ of done.claimed) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
   return done.claimed;
+}
+
+/**
+ * The observations of the nodes that `results` (submit results, not yet written) leave SUBMITTED or
+ * OBSERVING with their first observation due now, asked over the rows the results would leave:
+ * the observation of a node is a question to its provider, not an effect, so it may come before
+ * the submit result is durable. Until the combined write commits, the node is SUBMITTING in the
+ * database, and a crash leaves it to recovery, which asks the provider (as for a result carried
+ * with its successors' claims). Empty when nothing is due now, when the machines would refuse a
+ * result, or when an observation proposes a fee bump (that one is written and signed by the
+ * movement actor's own observation step).
+ */
+async function observedAtOnce(deps: WorkerDeps, held: LockedMovement, results: NodeItem[], artifacts: ArtifactCache, observe: ObserveAtOnce): Promise<NodeItem[]> {
+  const preview = previewBatch(held, { nodes: results }, { actor: ACTOR, deps: deps.transitions });
+  if (preview.nodes.some(isRefusal)) return [];
+  const movement = preview.movementOf(held.movement.id);
+  const nodes = preview.nodesOf(held.movement.id);
+  const now = Date.now();
+  const submitted = new Set(results.map((r) => r.nodeId));
+  const due = nodes.filter(
+    (n) => submitted.has(n.id) && (n.node_state === 'SUBMITTED' || n.node_state === 'OBSERVING') && (!n.next_observe_at || n.next_observe_at.getTime() <= now),
+  );
+  if (due.length === 0) return [];
+  // The submit results' artifacts are not stored yet: the observation's context gets them from here.
+  const unwritten = { artifacts: results.flatMap((r) => r.artifacts ?? []) };
+  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ request: movement, node, nodes, unwritten })), (n) => n.attempt_no, artifacts);
+  const observed = await Promise.all(due.map((n, i) => observe(deps, n, contexts[i])));
+  if (observed.some((o) => o.proposal !== undefined)) return [];
+  return observed.map((o) => o.item);
 }
 
 /**

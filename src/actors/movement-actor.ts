@@ -211,7 +211,7 @@ async function dispatchNode(deps: WorkerDeps, state: MovementActorState, held: L
   }
   state.refusedSteps = 0;
   const claim = { node: claimed.nodes.find((n) => n.id === node.id)!, request: claimed.movement, nodes: claimed.nodes, lease, unwritten: { held, movements, nodes: nodeItems } };
-  const latest = await runDispatches(deps, [claim], true, state.artifacts);
+  const latest = await runDispatches(deps, [claim], true, state.artifacts, observationOf);
   // Nothing written (every commit refused): what the actor holds is read again.
   state.held = latest.get(held.movement.id) ?? null;
   return { next: 'step' };
@@ -225,7 +225,7 @@ async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: L
     const carried = carriedWithResults(deps, held, observed.map((o) => o.item));
     if (carried) {
       state.refusedSteps = 0;
-      const latest = await runDispatches(deps, carried, true, state.artifacts);
+      const latest = await runDispatches(deps, carried, true, state.artifacts, observationOf);
       state.held = latest.get(held.movement.id) ?? null;
       return { next: 'step' };
     }
@@ -242,7 +242,7 @@ async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: L
     state.artifacts?.forget(state.movementId);
   }
   if (result.claimed.length > 0) {
-    const latest = await runDispatches(deps, result.claimed, true, state.artifacts);
+    const latest = await runDispatches(deps, result.claimed, true, state.artifacts, observationOf);
     state.held = latest.get(held.movement.id) ?? null;
   }
   return { next: 'step' };
