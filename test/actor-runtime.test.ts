@@ -9,6 +9,7 @@ import { Wakeups } from '../src/actors/wakeups.ts';
 import type { Executor, ExecutionContext, PreparedAction, SubmitOptions } from '../src/executors/protocol.ts';
 import { ExecutorRegistry } from '../src/executors/registry.ts';
 import { summarizeNodes } from '../src/machines/node-summary.ts';
+import { claimsTotal } from '../src/metrics.ts';
 import { withTransaction, type Pool } from '../src/persistence/db.ts';
 import { acquireLeases, leasesOf, readMovements } from '../src/persistence/leases.ts';
 import { TransitionConflictError } from '../src/errors.ts';
@@ -78,10 +79,13 @@ test("a movement actor writes its first node's claim with the node's SUBMITTING,
   const db = await scratchDatabase(t);
   const deps = runtimeDeps(db.pool);
   const id = await approvedMovement(deps, threeNodes('actor-first-claim'));
+  const claimHits = async () => (await claimsTotal.get()).values.find((v) => v.labels.worker === 'dispatcher' && v.labels.result === 'hit')?.value ?? 0;
+  const hitsBefore = await claimHits();
   const h = holder(deps, 'test:holder:claim', { maxMovements: 1 });
   t.after(() => h.stop());
   assert.equal(await h.acquire(), 1);
   await completed(db.pool, id);
+  assert.equal((await claimHits()) - hitsBefore, 3, 'each claim counted once, when it was written');
   // Rows written by one transaction share its id (xmin).
   const { rows } = await db.pool.query(
     `SELECT entity_type, node_key, from_state, to_state, xmin::text AS tx FROM transitions WHERE request_id = $1 ORDER BY id`,

@@ -193,6 +193,9 @@ async function runRound(
   if (!full) return [];
   artifacts?.committed(versionsOf(claimedRows), [...ahead.nodes, ...items], full);
   if (ahead.nodes.length > 0) refusals(deps, dispatches, ahead.nodes, { ...full, nodes: full.nodes.slice(0, ahead.nodes.length) });
+  // Claims computed over held rows (a movement actor's first claim, a carried successor) count once they are written.
+  const claimsWritten = ahead.nodes.filter((n, i) => n.event.type === 'DISPATCH_CLAIMED' && !isRefusal(full.nodes[i])).length;
+  if (claimsWritten > 0) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' }, claimsWritten);
   // From here on, the result answers for this round's own items.
   const committed: BatchResult = ahead.nodes.length > 0 ? { ...full, nodes: full.nodes.slice(ahead.nodes.length) } : full;
   remember(latest, committed, [...new Set(dispatches.map((d) => d.request.id))]);
@@ -278,7 +281,6 @@ export function carriedWithResults(deps: Pick<WorkerDeps, 'transitions'>, held: 
   const at = nowIso();
   return preview.claimed.map((c, i) => {
     const claim: NodeItem = { nodeId: c.node.id, event: { type: 'DISPATCH_CLAIMED', at }, lease: c.lease };
-    claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
     // The results go ahead of the first claim only: each item is written once.
     return { ...c, unwritten: i === 0 ? { held, movements: [], nodes: [...results, claim], artifacts } : { held, movements: [], nodes: [claim] } };
   });
