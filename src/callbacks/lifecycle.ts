@@ -1,4 +1,3 @@
-import { transition } from 'xstate';
 import { FerryError, NotFoundError } from '../errors.ts';
 import {
   callbackMachine,
@@ -13,6 +12,7 @@ import {
   type CallbackLifecycleWrite,
   type CallbackRow,
 } from '../persistence/callbacks.ts';
+import { step } from '../machines/step.ts';
 import type { Queryable } from '../persistence/db.ts';
 
 /**
@@ -55,7 +55,7 @@ export interface CallbackDecision {
 export function decideCallback(row: CallbackRow, event: CallbackEvent): CallbackDecision | null {
   const snapshot = callbackMachine.resolveState({ value: row.status, context: callbackContextFromRow(row) });
   if (!snapshot.can(event)) return null;
-  const [next] = transition(callbackMachine, snapshot, event);
+  const [next] = step(callbackMachine, snapshot, event);
   return { from: row.status, to: next.value as CallbackState, context: next.context };
 }
 

@@ -1,4 +1,5 @@
-import { transition, type AnyStateMachine } from 'xstate';
+import type { AnyStateMachine } from 'xstate';
+import { step } from '../machines/step.ts';
 import { SnapshotIncompatibleError, TransitionConflictError } from '../errors.ts';
 import { transitionsTotal } from '../metrics.ts';
 import type { Client } from '../persistence/db.ts';
@@ -61,7 +62,7 @@ export async function deliverToRow<Row extends RowState, State extends string, C
   } catch (err) {
     throw new SnapshotIncompatibleError(m.machineId, row.id, err);
   }
-  const [next, actions] = transition(m.machine, snapshot, event);
+  const [next, actions] = step(m.machine, snapshot, event);
   if (next === snapshot) throw m.refused(row, event, 'state');
   const to = String(next.value) as State;
   const updated = await m.write(client, row, to, next.context as Ctx);

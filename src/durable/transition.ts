@@ -1,4 +1,5 @@
-import { transition, type AnyStateMachine } from 'xstate';
+import type { AnyStateMachine } from 'xstate';
+import { step } from '../machines/step.ts';
 import { InvalidTransitionError, LeaseLostError, SnapshotIncompatibleError, TransitionConflictError } from '../errors.ts';
 import {
   NODE_MACHINE_ID,
@@ -501,7 +502,7 @@ export class Batch {
     const refusal = () => new InvalidTransitionError(MOVEMENT_MACHINE_ID, movementId, row.request_state, event.type);
     const prev = resolve(movementMachine, movementId, row, row.request_state, movementContextFromRow(row));
     if (prev.status !== 'active') return refusal();
-    const [next, actions] = transition(movementMachine, prev, event);
+    const [next, actions] = step(movementMachine, prev, event);
     if (next === prev) return refusal();
 
     const from = row.request_state;
@@ -584,7 +585,7 @@ export class Batch {
     if (item.lease && this.siblings(row.request_id).some((s) => s.id !== nodeId && IN_DISPATCH.has(s.node_state))) return refusal();
     const prev = resolve(nodeMachine, nodeId, row, row.node_state, nodeContextFromRow(row));
     if (prev.status !== 'active') return refusal();
-    const [next, actions] = transition(nodeMachine, prev, event);
+    const [next, actions] = step(nodeMachine, prev, event);
     if (next === prev) return refusal();
 
     const from = row.node_state;

@@ -1,4 +1,5 @@
-import { initialTransition, transition, type AnyStateMachine } from 'xstate';
+import { initialTransition, type AnyStateMachine } from 'xstate';
+import { step } from './step.ts';
 
 /**
  * Replays one entity's transition log through its machine, from the machine's initial state.
@@ -33,7 +34,7 @@ export function replayLog(machine: AnyStateMachine, input: unknown, logged: read
     if (t.from_state !== String(snapshot.value)) {
       return { ok: false, seq: t.seq, reason: `logged from ${t.from_state}, the replay is in ${String(snapshot.value)}` };
     }
-    const [next] = transition(machine, snapshot, { ...t.event_payload, type: t.event_type } as never);
+    const [next] = step(machine, snapshot, { ...t.event_payload, type: t.event_type } as never);
     if (next === snapshot) return { ok: false, seq: t.seq, reason: `${t.from_state} does not accept ${t.event_type}` };
     if (String(next.value) !== t.to_state) {
       return { ok: false, seq: t.seq, reason: `logged to ${t.to_state}, the machine goes to ${String(next.value)}` };

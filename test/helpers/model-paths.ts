@@ -1,6 +1,8 @@
 import { getShortestPaths } from '@xstate/graph';
 import { initialTransition, transition, type AnyStateMachine, type EventObject } from 'xstate';
+import assert from 'node:assert/strict';
 import { transitionKey } from '../../src/machines/introspect.ts';
+import { step as ferryStep } from '../../src/machines/step.ts';
 
 export interface ModelStep {
   event: EventObject;
@@ -39,7 +41,7 @@ export function coveringPaths(
     let end = initialTransition(machine, opts.input as never)[0] as any;
     let replayable = true;
     for (const { event } of p.steps.slice(1)) {
-      const [next] = transition(machine, end, event as never);
+      const [next] = checkedTransition(machine, end, event);
       if (next === end) {
         replayable = false;
         break;
@@ -49,7 +51,7 @@ export function coveringPaths(
     }
     if (!replayable || end.status !== 'active') continue;
     for (const event of opts.events(end)) {
-      const [next] = transition(machine, end, event as never);
+      const [next] = checkedTransition(machine, end, event);
       if (next === end) continue;
       const step = { event, from: snap(end), to: snap(next) };
       const id = `${opts.serializeState(end)}|${JSON.stringify(event)}`;
@@ -60,6 +62,27 @@ export function coveringPaths(
     }
   }
   return paths;
+}
+
+/**
+ * XState's transition(), checked against the runtime's (src/machines/step.ts, which reuses one
+ * inert actor scope per machine): same state, context and actions on every generated step, so
+ * every path any test generates also checks that the runtime computes what XState computes.
+ */
+function checkedTransition(machine: AnyStateMachine, from: any, event: EventObject): [any, unknown[]] {
+  const [next, actions] = transition(machine, from, event as never);
+  const [mine, myActions] = ferryStep(machine, from, event as never);
+  const label = `${machine.id} ${String(from.value)} on ${event.type}`;
+  assert.equal(mine === from, next === from, `${label}: taken by one and not the other`);
+  assert.equal(String(mine.value), String(next.value), label);
+  assert.deepEqual(mine.context, next.context, label);
+  assert.equal(mine.status, next.status, label);
+  assert.deepEqual(
+    myActions.map((a) => [a.type, a.params]),
+    actions.map((a) => [(a as { type: string }).type, (a as { params?: unknown }).params]),
+    `${label}: actions`,
+  );
+  return [next, actions];
 }
 
 function snap(s: any) {
