@@ -110,6 +110,55 @@ test("a movement actor writes its first node's claim with the node's SUBMITTING,
   assert.deepEqual([...submits.values()], [1, 1, 1]);
 });
 
+/** Each node transition of the movement with the transaction that wrote it (rows of one transaction share its xmin). */
+async function nodeTransactions(pool: Pool, id: string): Promise<{ from: string; to: string; tx: string }[]> {
+  const { rows } = await pool.query(
+    `SELECT from_state AS from, to_state AS to, xmin::text AS tx FROM transitions WHERE request_id = $1 AND entity_type = 'node' AND seq > 0 ORDER BY id`,
+    [id],
+  );
+  return rows;
+}
+
+async function callsOf(pool: Pool, id: string, call: string): Promise<number> {
+  const { rows } = await pool.query(
+    `SELECT count(*)::int AS n FROM sim_side_effects s JOIN request_nodes n ON n.id = s.request_node_id WHERE n.request_id = $1 AND s.call = $2`,
+    [id, call],
+  );
+  return rows[0].n;
+}
+
+test('an observation due at once that says the provider is not done yet is written with the SUBMITTED; the next one, when due, completes the node', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const observeNode = { ...simNode('b', { observe: [{ next_state: 'OBSERVING', retry_after_seconds: 1 }, 'COMPLETED'] }), executor_binding: 'exec.sim.observe' };
+  const id = await approvedMovement(deps, plan('actor-observing', [observeNode]));
+  const h = holder(deps, 'test:holder:observing', { maxMovements: 1 });
+  t.after(() => h.stop());
+  assert.equal(await h.acquire(), 1);
+  await completed(db.pool, id);
+  const tx = await nodeTransactions(db.pool, id);
+  const of = (from: string, to: string) => tx.find((r) => r.from === from && r.to === to)?.tx;
+  assert.ok(of('SUBMITTING', 'SUBMITTED'), JSON.stringify(tx));
+  assert.equal(of('SUBMITTING', 'SUBMITTED'), of('SUBMITTED', 'OBSERVING'), 'SUBMITTED and the first answer in one commit');
+  assert.notEqual(of('OBSERVING', 'COMPLETED'), of('SUBMITTED', 'OBSERVING'), 'the second answer in a commit of its own');
+  assert.equal(await callsOf(db.pool, id, 'submit'), 1);
+  assert.equal(await callsOf(db.pool, id, 'observe'), 2);
+});
+
+test('a submit whose provider asks to be observed later is written at once, with no observation before it', async (t) => {
+  const db = await scratchDatabase(t);
+  const deps = runtimeDeps(db.pool);
+  const observeNode = { ...simNode('b', { submit: [{ next_state: 'SUBMITTED', retry_after_seconds: 600 }] }), executor_binding: 'exec.sim.observe' };
+  const id = await approvedMovement(deps, plan('actor-observe-later', [observeNode]));
+  const h = holder(deps, 'test:holder:later', { maxMovements: 1 });
+  t.after(() => h.stop());
+  assert.equal(await h.acquire(), 1);
+  await waitFor('the node to be SUBMITTED', async () => (await snapshot(db.pool, id)).byKey.b.node_state === 'SUBMITTED', 20_000, 10);
+  assert.equal(await callsOf(db.pool, id, 'observe'), 0, 'nothing asked before its time');
+  const next = (await snapshot(db.pool, id)).byKey.b.next_observe_at;
+  assert.ok(next && new Date(next).getTime() > Date.now() + 500_000, `observed again in about ten minutes, not ${String(next)}`);
+});
+
 test('a lease says whether the movement\'s nodes hold artifacts; an actor over a fresh movement runs to COMPLETED without reading them', async (t) => {
   const db = await scratchDatabase(t);
   const deps = runtimeDeps(db.pool);
