@@ -145,6 +145,8 @@ const coreFields = {
   FERRY_DB_POOL_MAX: ['dbPoolMax', count(20)],
   FERRY_PGBOSS_POOL_MAX: ['pgbossPoolMax', count(4)],
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: ['pgbossSuperviseIntervalSeconds', z.coerce.number().int().min(1).max(3600).default(30)],
+  // pg-boss's flow resolver (job dependencies; Ferry writes none): how often each process claims its turn.
+  FERRY_PGBOSS_FLOW_INTERVAL_SECONDS: ['pgbossFlowIntervalSeconds', z.coerce.number().int().min(1).max(3600).default(60)],
 
   FERRY_WORKERS_ENABLED: ['workersEnabled', bool.default(true)],
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],

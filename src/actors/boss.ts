@@ -164,6 +164,11 @@ export interface StartBossOptions {
   max?: number;
   /** How often maintenance runs (job expiry, heartbeat failures, retention). Default 60 s. */
   superviseIntervalSeconds?: number;
+  /**
+   * How often pg-boss's flow resolver (job dependencies, which Ferry does not use) claims its turn
+   * (FERRY_PGBOSS_FLOW_INTERVAL_SECONDS): three statements a turn, in every process. Default 60 s.
+   */
+  flowIntervalSeconds?: number;
   log?: Logger;
 }
 
@@ -186,6 +191,7 @@ export async function startBoss(connectionString: string, opts: StartBossOptions
     max: opts.max ?? 10,
     superviseIntervalSeconds: opts.superviseIntervalSeconds ?? 60,
     monitorIntervalSeconds: opts.superviseIntervalSeconds ?? 60,
+    flowIntervalSeconds: opts.flowIntervalSeconds ?? 60,
     application_name: APP_NAMES.pgboss,
   });
   boss.on('error', (err) => log.error({ err }, 'pg-boss error'));

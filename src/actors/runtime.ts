@@ -137,6 +137,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     schedule: workers,
     max: config.pgbossPoolMax,
     superviseIntervalSeconds: config.pgbossSuperviseIntervalSeconds,
+    flowIntervalSeconds: config.pgbossFlowIntervalSeconds,
   });
   let delivery: CallbackDelivery | null = null;
   const destinations = destinationPolicy(config);
