@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, test } from 'node:test';
 import pg from 'pg';
-import { QUEUES, ensureQueue, registerQueueWorkers, startBoss, stopBoss, wakeNextWorker, wakeQueue } from '../src/actors/boss.ts';
+import { QUEUES, ensureQueue, passingWakeUps, registerQueueWorkers, startBoss, stopBoss, wakeQueue } from '../src/actors/boss.ts';
 import { startRuntime, type Runtime } from '../src/actors/runtime.ts';
 import { Wakeups } from '../src/actors/wakeups.ts';
 import { APP_NAMES } from '../src/connection-budget.ts';
@@ -67,10 +67,16 @@ test('a job announced by its NOTIFY is taken at once by workers that poll every 
   const queue = 'ferry-idle-probe';
   await ensureQueue(boss, queue, { policy: 'standard', notify: true });
   const done: string[] = [];
-  const workId = await boss.work(queue, { batchSize: 1, localConcurrency: 4, pollingIntervalSeconds: 600 }, async ([job]) => {
-    wakeNextWorker(boss, queue);
-    done.push(job!.id);
-  });
+  // Open for the first test; the second holds every worker busy while a backlog waits.
+  let gate: Promise<void> = Promise.resolve();
+  const workId = await boss.work(
+    queue,
+    { batchSize: 1, localConcurrency: 4, pollingIntervalSeconds: 600 },
+    passingWakeUps(boss, queue, async ([job]: { id: string }[]) => {
+      await gate;
+      done.push(job!.id);
+    }),
+  );
   registerQueueWorkers(boss, queue, workId);
   const wakeups = new Wakeups(db.url, { queue: (name) => void wakeQueue(boss, name) }, quiet);
   await wakeups.start();
@@ -95,6 +101,18 @@ test('a job announced by its NOTIFY is taken at once by workers that poll every 
   assert.ok(fetches >= 3, `${fetches} fetches for three jobs`);
   // Woken one at a time: each job's worker wakes one idle sibling, so not 4 workers x 3 jobs.
   assert.ok(fetches <= 5, `${fetches} fetches for three jobs (one per job, one that finds the queue empty, at most one more)`);
+
+  // Ten jobs while every worker is busy: each worker that found no idle sibling wakes one when its
+  // job is done, so the backlog drains without waiting for the 600 s poll.
+  let open!: () => void;
+  gate = new Promise<void>((r) => (open = r));
+  await withTransaction(db.pool, async (client) => {
+    const dbc = { executeSql: (text: string, values?: unknown[]) => client.query(text, values as unknown[]) };
+    for (let i = 0; i < 10; i++) await producer.send(queue, { i }, { db: dbc });
+  });
+  await waitFor('every worker busy', async () => boss.getWipData().filter((w) => w.name === queue && w.count > 0).length === 4, 10_000);
+  open();
+  await waitFor('the backlog behind busy workers', async () => done.length === 13, 15_000);
 });
 
 let runtime: Runtime;

@@ -65,7 +65,7 @@ export function unregisterQueueWorkers(boss: PgBoss, queue: string): void {
  * A job arrived on `queue` (its NOTIFY): wakes one of this process's idle workers of the queue, or
  * every queue's when `queue` is null (the wake-up connection came back: notifications may have been
  * missed). One, not all: a NOTIFY stands for a transaction's jobs, and a worker that fetched a job
- * wakes the next idle one (wakeNextWorker), so k jobs cost k + 1 fetches whatever the concurrency.
+ * passes the wake-up on (passingWakeUps), so k jobs cost about k + 1 fetches whatever the concurrency.
  * Returns whether the queue is worked here.
  */
 export function wakeQueue(boss: PgBoss, queue: string | null): boolean {
@@ -83,13 +83,35 @@ export function wakeQueue(boss: PgBoss, queue: string | null): boolean {
   return true;
 }
 
-/** A worker of `queue` got a job: the next one may be waiting, so an idle sibling fetches too. */
-export function wakeNextWorker(boss: PgBoss, queue: string): void {
+/**
+ * A worker of `queue` got a job: the next one may be waiting, so an idle sibling fetches too.
+ * Returns false when every sibling is busy (nobody was woken).
+ */
+export function wakeNextWorker(boss: PgBoss, queue: string): boolean {
   const queues = workersOf.get(boss);
   const workIds = queues?.get(queue);
-  if (!workIds) return;
+  if (!workIds) return false;
   const idle = boss.getWipData().find((w) => w.name === queue && workIds.has(w.workId) && w.state === 'active' && w.count === 0);
   if (idle) boss.notifyWorker(idle.id);
+  return idle !== undefined;
+}
+
+/**
+ * A queue's handler that passes the wake-up on: having got a job, it wakes an idle sibling at once
+ * (the next job of the same commit, or of a backlog, may be waiting); when every sibling was busy,
+ * it wakes one when its own job is done (wakeQueue: an idle one by then, else one that fetches as
+ * soon as it is free). So while jobs remain, some worker always fetches next, and a backlog behind
+ * busy workers drains at their pace rather than at the backstop poll.
+ */
+export function passingWakeUps<J, R>(boss: PgBoss, queue: string, handler: (jobs: J) => Promise<R>): (jobs: J) => Promise<R> {
+  return async (jobs) => {
+    const passed = wakeNextWorker(boss, queue);
+    try {
+      return await handler(jobs);
+    } finally {
+      if (!passed) wakeQueue(boss, queue);
+    }
+  };
 }
 
 /** Pending wakeQueueAt timers, by boss and due time (rounded up to 250 ms: one timer per slot). */

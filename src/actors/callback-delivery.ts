@@ -1,4 +1,4 @@
-import type { PgBoss } from 'pg-boss';
+import type { Job, PgBoss } from 'pg-boss';
 import { request } from 'undici';
 import { deliveryErrorClass, literalRefusal, type DestinationPolicy } from '../callbacks/destinations.ts';
 import { callbackJobId, parseCallbackJobData, type CallbackQueue } from '../callbacks/jobs.ts';
@@ -15,7 +15,7 @@ import {
   type CallbackRow,
 } from '../persistence/callbacks.ts';
 import { transactionNow, withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
-import { QUEUES, registerQueueWorkers, unregisterQueueWorkers, wakeNextWorker, wakeQueueAt } from './boss.ts';
+import { QUEUES, passingWakeUps, registerQueueWorkers, unregisterQueueWorkers, wakeQueueAt } from './boss.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**
@@ -305,9 +305,8 @@ export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions):
       localConcurrency: opts.concurrency ?? 5,
       pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 30,
     },
-    async (jobs) => {
-      // The job's NOTIFY woke one worker; the next job of the same commit waits for an idle sibling.
-      wakeNextWorker(opts.boss, QUEUES.callbacks);
+    // The job's NOTIFY woke one worker; it wakes the next (src/actors/boss.ts, "Waking").
+    passingWakeUps(opts.boss, QUEUES.callbacks, async (jobs: Job<unknown>[]) => {
       for (const job of jobs) {
         const data = parseCallbackJobData(job.data);
         if (!data) {
@@ -323,7 +322,7 @@ export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions):
           throw err;
         }
       }
-    },
+    }),
   );
 
   registerQueueWorkers(opts.boss, QUEUES.callbacks, workId);

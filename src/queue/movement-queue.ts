@@ -6,7 +6,7 @@ import { log as rootLog, type Logger } from '../log.ts';
 import { movementQueueMessagesTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { principalActor } from '../persistence/principals.ts';
-import { ensureQueue, registerQueueWorkers, unregisterQueueWorkers, wakeNextWorker, type QueueDefinition } from '../actors/boss.ts';
+import { ensureQueue, passingWakeUps, registerQueueWorkers, unregisterQueueWorkers, type QueueDefinition } from '../actors/boss.ts';
 import { createInputOf, createMovement, type MovementServiceDeps } from '../services/movements.ts';
 import { unauthenticatedOrder, verifyMovementOrder } from '../services/queue-credentials.ts';
 
@@ -192,8 +192,8 @@ export async function startMovementQueue(opts: {
     MOVEMENT_QUEUE,
     // With metadata: the job's createdOn is what an order's age is measured against.
     { batchSize: 1, localConcurrency: opts.concurrency, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 30, includeMetadata: true },
-    async ([job]) => {
-      wakeNextWorker(opts.boss, MOVEMENT_QUEUE);
+    // A message's NOTIFY woke one consumer; it wakes the next (src/actors/boss.ts, "Waking").
+    passingWakeUps(opts.boss, MOVEMENT_QUEUE, async ([job]: Job<unknown>[]) => {
       const result = await consumeMovementRequest(opts.deps(), opts.boss, job!).catch((err: unknown) => {
         log.warn({ job_id: job!.id, err }, 'movement request failed; pg-boss retries it');
         throw err;
@@ -201,7 +201,7 @@ export async function startMovementQueue(opts: {
       if (result.outcome === 'dead_lettered') log.warn({ job_id: job!.id, reason: result.reason }, 'movement request dead-lettered');
       else log.info({ job_id: job!.id, ...result }, 'movement request taken from the queue');
       return result;
-    },
+    }),
   );
   registerQueueWorkers(opts.boss, MOVEMENT_QUEUE, workId);
   return {
