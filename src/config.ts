@@ -145,6 +145,8 @@ const coreFields = {
   FERRY_DB_POOL_MAX: ['dbPoolMax', count(20)],
   FERRY_PGBOSS_POOL_MAX: ['pgbossPoolMax', count(4)],
   FERRY_PGBOSS_SUPERVISE_INTERVAL_SECONDS: ['pgbossSuperviseIntervalSeconds', z.coerce.number().int().min(1).max(3600).default(30)],
+  // pg-boss's flow resolver (job dependencies; Ferry writes none): how often each process claims its turn.
+  FERRY_PGBOSS_FLOW_INTERVAL_SECONDS: ['pgbossFlowIntervalSeconds', z.coerce.number().int().min(1).max(3600).default(60)],
 
   FERRY_WORKERS_ENABLED: ['workersEnabled', bool.default(true)],
   FERRY_WORKER_PROCESSES: ['workerProcesses', z.coerce.number().int().min(0).max(64).default(0)],
@@ -179,7 +181,9 @@ const coreFields = {
   FERRY_NODE_RECOVERY_BATCH_SIZE: ['recoveryBatchSize', count(10)],
   FERRY_SUBMITTING_GRACE_SECONDS: ['submittingGraceSeconds', seconds(300)],
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: ['submittingGraceByLane', laneSeconds.default({})],
-  FERRY_CALLBACK_DISPATCH_INTERVAL_SECONDS: ['callbackIntervalSeconds', seconds(3)],
+  // The callback workers' backstop poll: a new delivery job's NOTIFY wakes one at once, and a retry
+  // due later is woken by the process that wrote it (src/actors/boss.ts, "Waking").
+  FERRY_CALLBACK_DISPATCH_INTERVAL_SECONDS: ['callbackIntervalSeconds', z.coerce.number().min(0.5).max(3600).default(30)],
   FERRY_CALLBACK_BATCH_SIZE: ['callbackBatchSize', count(5)],
   FERRY_CALLBACK_MAX_ATTEMPTS: ['callbackMaxAttempts', count(5)],
   FERRY_CALLBACK_TIMEOUT_MS: ['callbackTimeoutMs', count(10_000)],
@@ -199,6 +203,9 @@ const coreFields = {
   FERRY_SWEEP_RETENTION_SECONDS: ['sweepRetentionSeconds', z.coerce.number().int().min(60).default(86_400)],
   FERRY_SWEEP_HEARTBEAT_SECONDS: ['sweepHeartbeatSeconds', z.coerce.number().int().min(10).max(3600).default(30)],
   FERRY_SWEEP_RETRY_LIMIT: ['sweepRetryLimit', z.coerce.number().int().min(0).max(20).default(3)],
+  // How often an idle sweep worker polls at most: its runs are woken (timers, NOTIFY), so this is the
+  // backstop for a lost notification (src/sweeps/sweeps.ts, "Waking").
+  FERRY_SWEEP_POLL_BACKSTOP_SECONDS: ['sweepPollBackstopSeconds', z.coerce.number().min(2).max(3600).default(60)],
   FERRY_CALLBACK_STRANDED_SWEEP_ENABLED: ['callbackStrandedSweepEnabled', bool.default(true)],
   FERRY_CALLBACK_STRANDED_SWEEP_INTERVAL_SECONDS: ['callbackStrandedSweepIntervalSeconds', seconds(60)],
   FERRY_CALLBACK_STRANDED_SWEEP_BATCH_SIZE: ['callbackStrandedSweepBatchSize', count(500)],
@@ -213,6 +220,8 @@ const coreFields = {
   FERRY_EXECUTOR_ANSWER_MAX_BYTES: ['executorAnswerMaxBytes', z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(1024 * 1024)],
   FERRY_AUDIT_PROMOTER_ENABLED: ['auditEnabled', bool.default(true)],
   FERRY_AUDIT_PROMOTER_INTERVAL_SECONDS: ['auditIntervalSeconds', seconds(1)],
+  // Between runs once a run found the outbox empty; an outbox write's NOTIFY brings the next run forward.
+  FERRY_AUDIT_PROMOTER_IDLE_INTERVAL_SECONDS: ['auditIdleIntervalSeconds', z.coerce.number().min(1).max(3600).default(30)],
   FERRY_AUDIT_PROMOTER_BATCH_SIZE: ['auditBatchSize', count(500)],
   FERRY_AUDIT_PROMOTER_MAX_BATCHES: ['auditMaxBatches', count(20)],
   FERRY_RECONCILIATION_ENABLED: ['reconciliationEnabled', bool.default(true)],
@@ -229,6 +238,8 @@ const coreFields = {
   // Movements placed on the pg-boss queue ferry-movement-requests by other systems (src/queue/movement-queue.ts).
   FERRY_MOVEMENT_QUEUE_ENABLED: ['movementQueueEnabled', bool.default(true)],
   FERRY_MOVEMENT_QUEUE_CONCURRENCY: ['movementQueueConcurrency', count(2)],
+  // The consumers' backstop poll: a message sent through pg-boss wakes one by its NOTIFY.
+  FERRY_MOVEMENT_QUEUE_POLL_SECONDS: ['movementQueuePollSeconds', z.coerce.number().min(0.5).max(3600).default(30)],
   // Balance snapshots (src/balances/): the optional sidecar that records wallet balances per chain.
   FERRY_BALANCE_SNAPSHOT_ENABLED: ['balanceSnapshotEnabled', bool.default(false)],
   FERRY_BALANCE_SNAPSHOT_INTERVAL_SECONDS: ['balanceSnapshotIntervalSeconds', seconds(30)],

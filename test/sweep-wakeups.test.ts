@@ -1,10 +1,11 @@
 /**
- * An idle sweep worker polls pg-boss rarely (sweepPollingSeconds: at most every 15 s), so the runs
- * that must start now are woken instead: the start run by the process that queued it, an operator's
- * requested run by its announcement on SWEEP_CHANNEL, which every process's wake-up connection
- * hears at commit (and never when the request rolls back).
+ * An idle sweep worker polls pg-boss rarely (sweepPollingSeconds: at most every
+ * FERRY_SWEEP_POLL_BACKSTOP_SECONDS, 60 s), so the runs that must start now are woken instead: the
+ * start run by the process that queued it, an operator's requested run by its announcement on
+ * SWEEP_CHANNEL, which every process's wake-up connection hears at commit (and never when the
+ * request rolls back).
  *
- * The probe sweep below runs every two hours, so its poll is the 15 s backstop: a run that starts
+ * The probe sweep below runs every two hours, so its poll is the 60 s backstop: a run that starts
  * within 10 s was woken, not polled.
  */
 import assert from 'node:assert/strict';
@@ -27,12 +28,16 @@ after(async () => {
   for (const fn of cleanups.reverse()) await fn().catch(() => {});
 });
 
-test('polling is a backstop: at most 15 s, a quarter of a cron interval, the interval of a short chain', () => {
+test('polling is a backstop: the interval of a short chain, else FERRY_SWEEP_POLL_BACKSTOP_SECONDS', () => {
   assert.equal(sweepPollingSeconds(sweepSchedule(1), 1), 2);
   assert.equal(sweepPollingSeconds(sweepSchedule(5), 5), 5);
-  assert.equal(sweepPollingSeconds(sweepSchedule(30), 30), 15);
-  assert.equal(sweepPollingSeconds(sweepSchedule(60), 60), 15);
-  assert.equal(sweepPollingSeconds(sweepSchedule(7200), 7200), 15);
+  assert.equal(sweepPollingSeconds(sweepSchedule(30), 30), 30);
+  assert.equal(sweepPollingSeconds(sweepSchedule(90), 90), 60);
+  // A cron run's insert sends pg-boss's NOTIFY: its poll is the backstop, whatever the interval.
+  assert.equal(sweepPollingSeconds(sweepSchedule(60), 60), 60);
+  assert.equal(sweepPollingSeconds(sweepSchedule(7200), 7200), 60);
+  assert.equal(sweepPollingSeconds(sweepSchedule(7200), 7200, 20), 20);
+  assert.equal(sweepPollingSeconds(sweepSchedule(30), 30, 20), 20);
 });
 
 test('an announced run wakes the listener at commit, a rolled-back one never', async () => {
@@ -57,7 +62,7 @@ test('an announced run wakes the listener at commit, a rolled-back one never', a
   assert.deepEqual(heard, ['ferry-sweep-committed']);
 });
 
-test('the start run and a requested run start at once, though the sweep polls every 15 s', async () => {
+test('the start run and a requested run start at once, though the sweep polls every 60 s', async () => {
   const boss = await startBoss(db.url, { supervise: false, schedule: false, log: quiet });
   cleanups.push(() => stopBoss(boss));
   const runs: number[] = [];
@@ -71,7 +76,7 @@ test('the start run and a requested run start at once, though the sweep polls ev
       return { items: 0, budget_exhausted: false };
     },
   };
-  assert.equal(sweepPollingSeconds(sweepSchedule(7200), 7200), 15);
+  assert.equal(sweepPollingSeconds(sweepSchedule(7200), 7200), 60);
   let sweeps: SweepWorkers | undefined;
   const wakeups = new Wakeups(db.url, { sweep: (q) => sweeps?.wake(q) }, quiet);
   await wakeups.start();

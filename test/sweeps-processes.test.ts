@@ -49,6 +49,8 @@ const ENV = {
   FERRY_LOG_LEVEL: 'debug',
   FERRY_EXPIRATION_CHECK_INTERVAL_SECONDS: String(INTERVALS.expiration_checker),
   FERRY_AUDIT_PROMOTER_INTERVAL_SECONDS: String(INTERVALS.audit_outbox_promoter),
+  // Its outbox is mostly empty here: without this, its runs would wait the 30 s idle interval.
+  FERRY_AUDIT_PROMOTER_IDLE_INTERVAL_SECONDS: String(INTERVALS.audit_outbox_promoter),
   FERRY_RECONCILIATION_INTERVAL_SECONDS: String(INTERVALS.reconciliation),
   FERRY_CALLBACK_STRANDED_SWEEP_INTERVAL_SECONDS: String(INTERVALS.callback_stranded_sweep),
   FERRY_EXECUTOR_HEALTH_INTERVAL_SECONDS: String(INTERVALS.executor_health),

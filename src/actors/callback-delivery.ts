@@ -1,4 +1,4 @@
-import type { PgBoss } from 'pg-boss';
+import type { Job, PgBoss } from 'pg-boss';
 import { request } from 'undici';
 import { deliveryErrorClass, literalRefusal, type DestinationPolicy } from '../callbacks/destinations.ts';
 import { callbackJobId, parseCallbackJobData, type CallbackQueue } from '../callbacks/jobs.ts';
@@ -15,7 +15,7 @@ import {
   type CallbackRow,
 } from '../persistence/callbacks.ts';
 import { transactionNow, withTransaction, type Pool, type Queryable } from '../persistence/db.ts';
-import { QUEUES } from './boss.ts';
+import { QUEUES, passingWakeUps, registerQueueWorkers, unregisterQueueWorkers, wakeQueueAt } from './boss.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**
@@ -63,6 +63,8 @@ export function createCallbackQueue(boss: PgBoss): CallbackQueue {
         ...(job.startAfter ? { startAfter: job.startAfter } : {}),
         db: { executeSql: (text: string, values?: unknown[]) => client.query(text, values as unknown[]) },
       });
+      // A retry due later is not announced when it falls due: this process wakes its workers then.
+      if (sent !== null && job.startAfter) wakeQueueAt(boss, QUEUES.callbacks, new Date(job.startAfter));
       return sent !== null;
     },
   };
@@ -261,7 +263,10 @@ export interface StartCallbackDeliveryOptions {
   log?: Logger;
   /** Deliveries in flight at once in this process (FERRY_CALLBACK_BATCH_SIZE). Default 5. */
   concurrency?: number;
-  /** How often an idle worker polls for jobs. Default 2 s (pg-boss minimum 0.5 s). */
+  /**
+   * How often an idle worker polls for jobs (FERRY_CALLBACK_DISPATCH_INTERVAL_SECONDS): the backstop,
+   * since a new job's NOTIFY wakes a worker (src/actors/boss.ts). Default 30 s (pg-boss minimum 0.5 s).
+   */
   pollingIntervalSeconds?: number;
   destinations: DestinationPolicy;
   /** Also send the legacy signature headers (FERRY_CALLBACK_LEGACY_HEADERS). Default true. */
@@ -293,14 +298,15 @@ export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions):
     legacyHeaders: opts.legacyHeaders,
   };
 
-  await opts.boss.work(
+  const workId = await opts.boss.work(
     QUEUES.callbacks,
     {
       batchSize: 1,
       localConcurrency: opts.concurrency ?? 5,
-      pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 2,
+      pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 30,
     },
-    async (jobs) => {
+    // The job's NOTIFY woke one worker; it wakes the next (src/actors/boss.ts, "Waking").
+    passingWakeUps(opts.boss, QUEUES.callbacks, async (jobs: Job<unknown>[]) => {
       for (const job of jobs) {
         const data = parseCallbackJobData(job.data);
         if (!data) {
@@ -316,12 +322,15 @@ export async function startCallbackDelivery(opts: StartCallbackDeliveryOptions):
           throw err;
         }
       }
-    },
+    }),
   );
+
+  registerQueueWorkers(opts.boss, QUEUES.callbacks, workId);
 
   return {
     queue,
     async stop() {
+      unregisterQueueWorkers(opts.boss, QUEUES.callbacks);
       await opts.boss.offWork(QUEUES.callbacks);
     },
   };

@@ -18,7 +18,7 @@ import { workerItemsTotal, workerRunSeconds, workerRunsTotal } from '../metrics.
 import { createPool, type Pool } from '../persistence/db.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { destinationPolicy } from '../callbacks/destinations.ts';
-import { startBoss, stopBoss } from './boss.ts';
+import { startBoss, stopBoss, wakeQueue } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
 import { dispatchBatch, drainHandedOff, HandedOffClaims } from './dispatcher.ts';
 import type { WorkerDeps } from './execution.ts';
@@ -140,6 +140,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     schedule: workers,
     max: config.pgbossPoolMax,
     superviseIntervalSeconds: config.pgbossSuperviseIntervalSeconds,
+    flowIntervalSeconds: config.pgbossFlowIntervalSeconds,
   });
   let delivery: CallbackDelivery | null = null;
   const destinations = destinationPolicy(config);
@@ -207,12 +208,14 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   }
   let sweeps: SweepWorkers | null = null;
   const wakeSweep = (queue: string) => sweeps?.wake(queue);
+  // pg-boss's NOTIFY for a ready job, and the audit outbox's for the idle promoter (src/actors/boss.ts).
+  const jobs = { queue: (name: string | null) => void wakeQueue(boss, name), audit: () => sweeps?.poke('audit_outbox_promoter') };
   const wakeups = new Wakeups(
     opts.listenUrl ?? opts.databaseUrl,
     workers && holder
-      ? { dispatcher: () => holderWaker.wake(), recovery: () => wakers.recovery.wake(), notices: (n) => holder.notice(n), sweep: wakeSweep }
+      ? { dispatcher: () => holderWaker.wake(), recovery: () => wakers.recovery.wake(), notices: (n) => holder.notice(n), sweep: wakeSweep, ...jobs }
       : workers
-        ? { dispatcher: wakeDispatcher, observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake(), sweep: wakeSweep }
+        ? { dispatcher: wakeDispatcher, observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake(), sweep: wakeSweep, ...jobs }
         : {},
     log,
   );
@@ -265,6 +268,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         boss,
         deps: () => ({ pool, config, transitions: deps.transitions, bindings }),
         concurrency: config.movementQueueConcurrency,
+        pollingIntervalSeconds: config.movementQueuePollSeconds,
         log,
       });
     }

@@ -3,13 +3,17 @@ import { APP_NAMES } from '../connection-budget.ts';
 import type { Logger } from '../log.ts';
 import { SWEEP_CHANNEL } from '../persistence/sweep-jobs.ts';
 import { EVENTS_CHANNEL, type EventNotice } from '../durable/transition.ts';
+import { AUDIT_OUTBOX_CHANNEL } from '../persistence/audit.ts';
+import { bossNotifyChannel } from './boss.ts';
 
 /**
  * Listens for the transition function's NOTIFY on a dedicated connection and wakes the workers a
  * new state concerns: READY -> dispatcher, SUBMITTED / OBSERVING -> observer, UNKNOWN -> recovery,
  * and every state to `onEvent` subscribers (the live inspection stream); a requested sweep run
- * (its own channel) wakes that sweep's pg-boss worker. The workers' intervals
- * remain the safety net: a lost connection only costs latency, and it reconnects with backoff.
+ * (its own channel) wakes that sweep's pg-boss worker; a job inserted on a Ferry queue (pg-boss's
+ * channel, src/actors/boss.ts "Waking") wakes one of that queue's workers; an audit outbox write
+ * (migration 0440) pokes the idle audit promoter. The workers' intervals remain the safety net: a
+ * lost connection only costs latency, and it reconnects with backoff.
  */
 /** Reconnect backoff of the LISTEN connection: 1 s, doubling per failed attempt, at most 30 s. */
 const RECONNECT_FIRST_MS = 1000;
@@ -23,6 +27,10 @@ export interface WakeTargets {
   notices?: (notices: EventNotice[]) => void;
   /** A run of this sweep queue was requested (an operator's `ferry sweeps run`): fetch it now. */
   sweep?: (queue: string) => void;
+  /** A job became ready on this pg-boss queue; null: on every queue (the connection came back). */
+  queue?: (queue: string | null) => void;
+  /** Rows were written to the audit outbox (and, with null on reconnect, may have been). */
+  audit?: () => void;
 }
 
 
@@ -50,7 +58,13 @@ export class Wakeups {
   async #connect(attempt: number): Promise<void> {
     if (this.#stopped) return;
     const client = new pg.Client({ connectionString: this.databaseUrl, application_name: APP_NAMES.listen });
-    client.on('notification', (msg) => (msg.channel === SWEEP_CHANNEL ? this.#sweep(msg.payload) : this.#dispatch(msg.payload)));
+    const bossChannel = bossNotifyChannel();
+    client.on('notification', (msg) => {
+      if (msg.channel === SWEEP_CHANNEL) this.#sweep(msg.payload);
+      else if (msg.channel === bossChannel) this.#queue(msg.payload);
+      else if (msg.channel === AUDIT_OUTBOX_CHANNEL) this.targets.audit?.();
+      else this.#dispatch(msg.payload);
+    });
     client.on('error', (err) => {
       this.log.warn({ err }, 'wake-up connection lost; reconnecting');
       this.#reconnect(1);
@@ -59,11 +73,15 @@ export class Wakeups {
       await client.connect();
       await client.query(`LISTEN ${EVENTS_CHANNEL}`);
       if (this.targets.sweep) await client.query(`LISTEN ${SWEEP_CHANNEL}`);
+      if (this.targets.queue) await client.query(`LISTEN ${bossChannel}`);
+      if (this.targets.audit) await client.query(`LISTEN ${AUDIT_OUTBOX_CHANNEL}`);
       this.#client = client;
       // Anything that happened while we were not listening is found by the next interval run;
       // wake everyone once so it is found now.
       this.targets.dispatcher?.();
       this.targets.observer?.();
+      this.targets.queue?.(null);
+      this.targets.audit?.();
     } catch (err) {
       await client.end().catch(() => {});
       this.log.warn({ err, attempt }, 'could not listen for wake-ups; retrying');
@@ -104,6 +122,10 @@ export class Wakeups {
     if (states.has('UNKNOWN')) this.targets.recovery?.();
     this.targets.notices?.(notices);
     for (const notice of notices) for (const fn of this.#listeners) fn(notice);
+  }
+
+  #queue(queue: string | undefined) {
+    if (queue) this.targets.queue?.(queue);
   }
 
   #sweep(queue: string | undefined) {

@@ -30,6 +30,8 @@ import { withTransaction, type Pool, type Queryable } from './db.ts';
  */
 
 export const GENESIS_HASH = 'sha256:' + '0'.repeat(64);
+/** The channel an insert into audit_outbox notifies at commit (migration 0440): the promoter has work. */
+export const AUDIT_OUTBOX_CHANNEL = 'ferry_audit_outbox';
 /** The advisory lock key that makes the promoter the single writer of the chain. */
 const AUDIT_CHAIN_LOCK = 465_241_900;
 const DEFAULT_BATCH = 500;

@@ -6,7 +6,7 @@ import { log as rootLog, type Logger } from '../log.ts';
 import { movementQueueMessagesTotal } from '../metrics.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { principalActor } from '../persistence/principals.ts';
-import { ensureQueue, type QueueDefinition } from '../actors/boss.ts';
+import { ensureQueue, passingWakeUps, registerQueueWorkers, unregisterQueueWorkers, type QueueDefinition } from '../actors/boss.ts';
 import { createInputOf, createMovement, type MovementServiceDeps } from '../services/movements.ts';
 import { unauthenticatedOrder, verifyMovementOrder } from '../services/queue-credentials.ts';
 
@@ -108,6 +108,8 @@ export const movementQueueDefinitions: ReadonlyArray<[string, QueueDefinition]> 
     MOVEMENT_QUEUE,
     {
       policy: 'standard',
+      // A message placed through pg-boss wakes a consumer at once (src/actors/boss.ts, "Waking").
+      notify: true,
       retryLimit: 10,
       retryDelay: 2,
       retryBackoff: true,
@@ -180,16 +182,18 @@ export async function startMovementQueue(opts: {
   boss: PgBoss;
   deps: () => MovementQueueDeps;
   concurrency: number;
+  /** The backstop poll (FERRY_MOVEMENT_QUEUE_POLL_SECONDS); a message's NOTIFY wakes a consumer. Default 30 s. */
   pollingIntervalSeconds?: number;
   log?: Logger;
 }): Promise<MovementQueueConsumer> {
   const log = (opts.log ?? rootLog).child({ component: 'movement-queue', worker: 'movement_queue' });
   await ensureMovementQueues(opts.boss);
-  await opts.boss.work(
+  const workId = await opts.boss.work(
     MOVEMENT_QUEUE,
     // With metadata: the job's createdOn is what an order's age is measured against.
-    { batchSize: 1, localConcurrency: opts.concurrency, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 1, includeMetadata: true },
-    async ([job]) => {
+    { batchSize: 1, localConcurrency: opts.concurrency, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 30, includeMetadata: true },
+    // A message's NOTIFY woke one consumer; it wakes the next (src/actors/boss.ts, "Waking").
+    passingWakeUps(opts.boss, MOVEMENT_QUEUE, async ([job]: Job<unknown>[]) => {
       const result = await consumeMovementRequest(opts.deps(), opts.boss, job!).catch((err: unknown) => {
         log.warn({ job_id: job!.id, err }, 'movement request failed; pg-boss retries it');
         throw err;
@@ -197,9 +201,15 @@ export async function startMovementQueue(opts: {
       if (result.outcome === 'dead_lettered') log.warn({ job_id: job!.id, reason: result.reason }, 'movement request dead-lettered');
       else log.info({ job_id: job!.id, ...result }, 'movement request taken from the queue');
       return result;
-    },
+    }),
   );
-  return { stop: () => opts.boss.offWork(MOVEMENT_QUEUE) };
+  registerQueueWorkers(opts.boss, MOVEMENT_QUEUE, workId);
+  return {
+    stop: () => {
+      unregisterQueueWorkers(opts.boss, MOVEMENT_QUEUE);
+      return opts.boss.offWork(MOVEMENT_QUEUE);
+    },
+  };
 }
 
 /** Places one message on the queue (the `ferry queue send` command, other systems' clients). */

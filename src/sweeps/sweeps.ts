@@ -19,7 +19,7 @@ import { runBalanceSnapshotSweep, type BalanceSweepDeps } from '../balances/swee
 import { lanes as allLanes, type LaneList } from '../executors/lanes.ts';
 import { promoteAuditRun } from './audit-promoter.ts';
 import { PGBOSS_SCHEMA } from '../persistence/pgboss-jobs.ts';
-import { ensureQueue, type QueueDefinition } from '../actors/boss.ts';
+import { ensureQueue, registerQueueWorkers, unregisterQueueWorkers, type QueueDefinition } from '../actors/boss.ts';
 import { sweepStrandedCallbacks } from '../actors/callback-delivery.ts';
 import type { WorkerDeps } from '../actors/execution.ts';
 import { refreshRegistryHealth } from './executor-health.ts';
@@ -59,9 +59,18 @@ import { runVerifyDrift } from './verify-drift.ts';
  * Waking. An idle worker should cost the database next to nothing, so no sweep polls pg-boss every
  * second or two. The process that queues a chain's successor wakes its own worker when the successor
  * falls due (a timer, no statement); an operator's requested run is announced on SWEEP_CHANNEL at
- * commit and wakes every process's worker; cron runs are found by a poll at a quarter of the
- * interval. Polling (sweepPollingSeconds) is otherwise the backstop for a process that died between
- * queuing a successor and waking for it: at most 15 s late.
+ * commit and wakes every process's worker; a cron run's insert sends pg-boss's NOTIFY (the queues
+ * are `notify`, src/actors/boss.ts "Waking"), which wakes the workers too. Polling
+ * (sweepPollingSeconds) is otherwise the backstop for a process that died between queuing a
+ * successor and waking for it (at most the interval of a chain under FERRY_SWEEP_POLL_BACKSTOP_SECONDS)
+ * and for a lost notification (at most FERRY_SWEEP_POLL_BACKSTOP_SECONDS).
+ *
+ * Idle chains. A sweep with an idle interval (the audit promoter: FERRY_AUDIT_PROMOTER_IDLE_INTERVAL_SECONDS)
+ * runs at its interval while it finds work; once a run of this process found none, and nothing was
+ * announced since it started, the next successor is queued after the idle interval instead, so an
+ * idle cluster pays one run (its pg-boss insert, fetch and completion) per idle interval rather than
+ * per interval. The sweep's work announces itself (the audit outbox's NOTIFY, migration 0440): the
+ * process that parked the successor brings it forward to now (poke), at once.
  *
  * A new sweep is one entry in the sweep table: its name, the configuration variables of its settings,
  * and its run function returning a SweepOutcome.
@@ -79,6 +88,8 @@ export interface SweepSettings {
   batchSize: number | null;
   /** Time budget of a run in milliseconds; 0 = none. */
   maxRunMs: number;
+  /** A chain's interval once a run found nothing (see "Idle chains"); absent: always intervalSeconds. */
+  idleIntervalSeconds?: number;
 }
 
 /** What a run did. Stored as the job's output, with the trigger and the duration beside it. */
@@ -172,7 +183,14 @@ const sweepTable: SweepEntry[] = [
       budget: 'FERRY_AUDIT_PROMOTER_MAX_BATCHES',
     },
     // Its budget is a number of batches (auditMaxBatches, read by the run), not a run time.
-    settings: (c) => ({ enabled: c.auditEnabled, intervalSeconds: c.auditIntervalSeconds, batchSize: c.auditBatchSize, maxRunMs: 0 }),
+    // Idle, it waits FERRY_AUDIT_PROMOTER_IDLE_INTERVAL_SECONDS, and an outbox insert's NOTIFY pokes it.
+    settings: (c) => ({
+      enabled: c.auditEnabled,
+      intervalSeconds: c.auditIntervalSeconds,
+      batchSize: c.auditBatchSize,
+      maxRunMs: 0,
+      idleIntervalSeconds: Math.max(c.auditIdleIntervalSeconds, c.auditIntervalSeconds),
+    }),
     async run(deps, s) {
       const r = await promoteAuditRun(deps.pool, { batchSize: s.batchSize ?? undefined, maxBatches: deps.config.auditMaxBatches });
       return { items: r.promoted, budget_exhausted: r.budgetExhausted, promoted: r.promoted, batches: r.batches };
@@ -414,17 +432,18 @@ export function sweepSchedule(intervalSeconds: number): SweepSchedule {
   return { mode: 'chain', cron: WATCHDOG_CRON, everySeconds: s };
 }
 
-/** The longest a due run waits for a poll (a chain whose waking process died, a cron run). */
-const POLL_BACKSTOP_SECONDS = 15;
+/** FERRY_SWEEP_POLL_BACKSTOP_SECONDS's default: the longest a due run waits for a poll. */
+export const SWEEP_POLL_BACKSTOP_SECONDS = 60;
 
 /**
- * How often a sweep's worker asks pg-boss for a run. A chain's runs are woken by a timer of the
- * process that queued them, so its poll is only the backstop; a cron run is found by the poll alone,
- * within a quarter of the interval.
+ * How often a sweep's worker asks pg-boss for a run. Every run is woken (a chain's by a timer of the
+ * process that queued it, a cron run and a requested one by their NOTIFY), so the poll is only the
+ * backstop: at the backstop, or at a chain's interval when that is shorter, so that a chain whose
+ * waking process died goes on within about one interval elsewhere.
  */
-export function sweepPollingSeconds(plan: SweepSchedule, intervalSeconds: number): number {
-  if (plan.mode === 'chain') return Math.min(POLL_BACKSTOP_SECONDS, Math.max(2, intervalSeconds));
-  return Math.min(POLL_BACKSTOP_SECONDS, Math.max(0.5, intervalSeconds / 4));
+export function sweepPollingSeconds(plan: SweepSchedule, intervalSeconds: number, backstopSeconds: number = SWEEP_POLL_BACKSTOP_SECONDS): number {
+  if (plan.mode === 'chain') return Math.min(backstopSeconds, Math.max(2, intervalSeconds));
+  return backstopSeconds;
 }
 
 /**
@@ -436,6 +455,8 @@ export function sweepQueueDefinition(settings: SweepSettings, config: FerryConfi
   const budgetSeconds = Math.ceil(settings.maxRunMs / 1000);
   return {
     policy: 'stately',
+    // A cron run, a requested run or one brought forward wakes the workers (src/actors/boss.ts, "Waking").
+    notify: true,
     retryLimit: config.sweepRetryLimit,
     retryDelay: 1,
     expireInSeconds: Math.max(120, budgetSeconds * 2 + 60),
@@ -463,6 +484,11 @@ export interface SweepWorkers {
   names: string[];
   /** A run of this queue was requested elsewhere (SWEEP_CHANNEL): fetch it now. Unknown queues are ignored. */
   wake(queue: string): void;
+  /**
+   * The sweep has work (its announcement, e.g. the audit outbox's NOTIFY): a successor this process
+   * parked at the idle interval is brought forward to now. Other sweeps and unknown names are ignored.
+   */
+  poke(sweep: string): void;
   stop(): Promise<void>;
 }
 
@@ -492,6 +518,7 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
   const worked: string[] = [];
   const workerIds = new Map<string, string>();
   const timers = new Set<NodeJS.Timeout>();
+  const idle = new IdleChains();
   const wake = (queue: string) => {
     const id = workerIds.get(queue);
     if (id) boss.notifyWorker(id);
@@ -518,9 +545,10 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
     await boss.schedule(queue, plan.cron, { trigger: 'schedule' }, { tz: 'UTC' });
     const id = await boss.work(
       queue,
-      { batchSize: 1, pollingIntervalSeconds: sweepPollingSeconds(plan, settings.intervalSeconds) },
+      // An idle chain's poll goes by its idle interval: its runs are woken, and a parked one is due only then.
+      { batchSize: 1, pollingIntervalSeconds: sweepPollingSeconds(plan, settings.idleIntervalSeconds ?? settings.intervalSeconds, deps.config.sweepPollBackstopSeconds) },
       (jobs: Job<{ trigger?: SweepTrigger }>[]) =>
-        runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log, wakeIn }).then(
+        runSweepJob(def, settings, plan, jobs[0], { boss, deps, processId, log, wakeIn, idle }).then(
           (output) => (opts.onRun?.(def.name, null), output),
           (err: unknown) => {
             opts.onRun?.(def.name, err);
@@ -529,18 +557,71 @@ export async function startSweeps(opts: StartSweepsOptions): Promise<SweepWorker
         ),
     );
     workerIds.set(queue, id);
+    registerQueueWorkers(boss, queue, id);
     worked.push(def.name);
     if (await queueStartRun(boss, deps.pool, queue, settings.intervalSeconds)) wake(queue);
   }
   return {
     names: worked,
     wake,
+    poke(sweep: string) {
+      const queue = sweepQueue(sweep);
+      const parked = idle.poke(queue);
+      if (!parked) return;
+      // Brought forward to now: the update's NOTIFY wakes every process's worker, this one's at once.
+      boss
+        .update(queue, { trigger: 'chain' }, { id: parked, startAfter: new Date() })
+        .then(() => wake(queue))
+        .catch((err: unknown) => log.warn({ worker: sweep, err }, 'could not bring the idle sweep run forward; it runs at its idle interval'));
+    },
     async stop() {
       for (const timer of timers) clearTimeout(timer);
       timers.clear();
-      for (const name of worked) await boss.offWork(sweepQueue(name), { wait: true });
+      for (const name of worked) {
+        unregisterQueueWorkers(boss, sweepQueue(name));
+        await boss.offWork(sweepQueue(name), { wait: true });
+      }
     },
   };
+}
+
+/**
+ * This process's view of its idle chains (see "Idle chains" above): per queue, whether its last run
+ * here found nothing, when the sweep was last poked, and the successor it parked at the idle interval.
+ */
+class IdleChains {
+  #state = new Map<string, { emptySince: number | null; pokedAt: number; parked: string | null }>();
+
+  #of(queue: string) {
+    let st = this.#state.get(queue);
+    if (!st) this.#state.set(queue, (st = { emptySince: null, pokedAt: 0, parked: null }));
+    return st;
+  }
+
+  /** Whether the next successor may wait the idle interval: the last run found nothing, and no poke came since it began. */
+  idle(queue: string): boolean {
+    const st = this.#of(queue);
+    return st.emptySince !== null && st.pokedAt < st.emptySince;
+  }
+
+  parked(queue: string, jobId: string): void {
+    this.#of(queue).parked = jobId;
+  }
+
+  /** A run began (its time) and, once over, found nothing or did something. */
+  ran(queue: string, startedAt: number, empty: boolean): void {
+    const st = this.#of(queue);
+    st.emptySince = empty ? startedAt : null;
+  }
+
+  /** Records the poke; returns the parked successor to bring forward (once), if any. */
+  poke(queue: string): string | null {
+    const st = this.#of(queue);
+    st.pokedAt = Date.now();
+    const parked = st.parked;
+    st.parked = null;
+    return parked;
+  }
 }
 
 /**
@@ -562,19 +643,25 @@ async function runSweepJob(
   settings: SweepSettings,
   plan: SweepSchedule,
   job: Job<{ trigger?: SweepTrigger }>,
-  ctx: { boss: PgBoss; deps: SweepDeps; processId: string; log: Logger; wakeIn: (queue: string, seconds: number) => void },
+  ctx: { boss: PgBoss; deps: SweepDeps; processId: string; log: Logger; wakeIn: (queue: string, seconds: number) => void; idle: IdleChains },
 ): Promise<Record<string, unknown>> {
   const queue = sweepQueue(def.name);
   const trigger = job.data?.trigger ?? 'schedule';
+  const startedAt = Date.now();
   if (plan.mode === 'chain') {
     // The successor first, so the chain survives this run dying. Dropped when one already waits.
-    await ctx.boss.send(queue, { trigger: 'chain' }, { startAfter: new Date(Date.now() + plan.everySeconds * 1000) });
-    ctx.wakeIn(queue, plan.everySeconds);
+    // After an empty run (and no poke since), it waits the idle interval, parked for a poke.
+    const idle = settings.idleIntervalSeconds !== undefined && ctx.idle.idle(queue);
+    const seconds = idle ? settings.idleIntervalSeconds! : plan.everySeconds;
+    const successor = await ctx.boss.send(queue, { trigger: 'chain' }, { startAfter: new Date(startedAt + seconds * 1000) });
+    if (idle && successor) ctx.idle.parked(queue, successor);
+    ctx.wakeIn(queue, seconds);
   }
   ctx.log.debug({ worker: def.name, job_id: job.id, trigger, process_id: ctx.processId, pid: process.pid }, 'sweep run started');
   const started = performance.now();
   try {
     const outcome = await def.run(ctx.deps, settings);
+    ctx.idle.ran(queue, startedAt, outcome.items === 0 && !outcome.budget_exhausted);
     const ms = performance.now() - started;
     workerRunsTotal.inc({ worker: def.name, outcome: 'ok' });
     workerRunSeconds.observe({ worker: def.name }, ms / 1000);
@@ -587,7 +674,10 @@ async function runSweepJob(
   } catch (err) {
     workerRunsTotal.inc({ worker: def.name, outcome: 'error' });
     workerRunSeconds.observe({ worker: def.name }, (performance.now() - started) / 1000);
+    ctx.idle.ran(queue, startedAt, false);
     ctx.log.error({ worker: def.name, job_id: job.id, err }, 'sweep run failed; pg-boss retries it');
+    // pg-boss retries it after retryDelay (1 s, sweepQueueDefinition): not announced, so woken here.
+    ctx.wakeIn(queue, 1);
     throw err;
   }
 }
