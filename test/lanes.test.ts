@@ -326,7 +326,8 @@ test('removing a lane removes its sweeps and balance fetchers', () => {
   assert.deepEqual(reaper.settings(loadConfig({ FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '7', FERRY_EVM_NONCE_REAPER_ENABLED: 'false' })), { enabled: false, intervalSeconds: 7, batchSize: 20, maxRunMs: 20_000 });
 
   const clients = new EvmChainClients();
-  assert.deepEqual(createBalanceFetchers(clients, lanes).kinds().sort(), ['erc20', 'evm_native', 'sim']);
+  assert.deepEqual(createBalanceFetchers(clients, lanes).kinds().sort(), ['erc20', 'evm_native', 'gateway', 'sim']);
+  assert.deepEqual(createBalanceFetchers(clients, withoutLanes(['gateway'])).kinds().sort(), ['erc20', 'evm_native', 'sim']);
   assert.deepEqual(createBalanceFetchers(clients, withoutLanes(['evm'])).kinds(), ['sim']);
 });
 
