@@ -201,6 +201,7 @@ ccip:
       off_ramp: "0x0000000000000000000000000000000000000005"
 `;
   await assertRemovable(t, 'ccip', text, 'ccip_send');
+  assert.ok(!withoutLanes(['ccip']).flatMap((l) => l.templates.map((x) => x.key)).includes('ccip_send_link'), 'nor its LINK-fee template');
 });
 
 test('removing gateway removes its section, its executors, its baselines and its template; without the EVM lane it is not listed either', async (t) => {
