@@ -18,7 +18,8 @@
  * makes `hyperliquid_topup` runnable; its two commands are printed too. The LayerZero OFT v2 test
  * contracts on the local and the remote chain, with the relayer emulator, make `usdt0_send` runnable.
  * The Gateway test contracts on both chains, with the Gateway API emulator, make `gateway_transfer` runnable.
- * The CCIP 1.6 test contracts on both chains, with the emulated execution, make `ccip_send` runnable.
+ * The CCIP 1.6 test contracts on both chains, with the emulated execution, make `ccip_send` runnable,
+ * and `ccip_send_link`, the same send paying its fee in LINK after a fee approval node.
  *
  * The treasury policy: an address book entry for a cold address, a rule set, and one standing order
  * (an hourly sweep of the hot wallet's USDC above 900000 to the cold address), each proposed and
@@ -135,13 +136,16 @@ const CCIP_TOKEN = { name: 'CCIP BnM', symbol: 'CCIP-BnM', decimals: 18 };
 const CCIP_SOURCE_SELECTOR = 5009297550715157269n;
 const CCIP_REMOTE_SELECTOR = 4949039107694359620n;
 
-function ccipCommands(url: string, tokens: Record<'requester' | 'approver', string>): string[] {
-  const intent = JSON.stringify({ asset: CCIP_TOKEN.symbol, amount: '12.5', destination: { address: RECIPIENT } });
+function ccipCommands(url: string, tokens: Record<'requester' | 'approver', string>, template = 'ccip_send', amount = '12.5'): string[] {
+  const intent = JSON.stringify({ asset: CCIP_TOKEN.symbol, amount, destination: { address: RECIPIENT } });
   return [
-    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template ccip_send --intent '${intent}'`,
+    `FERRY_TOKEN=${tokens.requester} npm run ferry -- movements create --url ${url} --template ${template} --intent '${intent}'`,
     `FERRY_TOKEN=${tokens.approver} npm run ferry -- movements approve --url ${url} <movement id>`,
   ];
 }
+/** The LINK-fee send: its fee approval node approves 1 LINK (the cap, in juels below) to the Router. */
+const CCIP_LINK_TEMPLATE = 'ccip_send_link';
+const CCIP_LINK_CAP_JUELS = (10n ** 18n).toString();
 // --- end CCIP ---
 // The exchange (cex_to_chain): anvil's development accounts 3 (the exchange's hot wallet) and 4
 // (Ferry's receiving wallet, which sweeps), and a treasury address (account 5). Public keys too.
@@ -343,6 +347,18 @@ const sandboxParts: SandboxPart[] = [
     components: (chain, ctx) => {
       const shared = remote();
       ctx.templates.push(ccipSendTemplate({ sourceChainId: CHAIN_ID, destinationChainId: REMOTE_CHAIN_ID, signerKey: SIGNER_KEY, maxFeeWei: '1000000000000000', token: CCIP_TOKEN.symbol, decimals: CCIP_TOKEN.decimals }));
+      ctx.templates.push(
+        ccipSendTemplate({
+          templateKey: CCIP_LINK_TEMPLATE,
+          sourceChainId: CHAIN_ID,
+          destinationChainId: REMOTE_CHAIN_ID,
+          signerKey: SIGNER_KEY,
+          maxFeeWei: CCIP_LINK_CAP_JUELS,
+          token: CCIP_TOKEN.symbol,
+          decimals: CCIP_TOKEN.decimals,
+          feeToken: { symbol: 'LINK', approve: '1' },
+        }),
+      );
       return [
         ...shared.components,
         sandboxCcip({
@@ -354,19 +370,25 @@ const sandboxParts: SandboxPart[] = [
           hotWallet: { signerKey: SIGNER_KEY, key: HOT_WALLET_KEY },
           token: CCIP_TOKEN,
           funding: 1_000_000n * 10n ** 18n,
+          linkFunding: 100n * 10n ** 18n,
         }),
       ];
     },
     describe: (url, tokens) => {
       const commands = ccipCommands(url, tokens);
+      const link = ccipCommands(url, tokens, CCIP_LINK_TEMPLATE, '4');
       return {
         lines: [
           `Or send 12.5 ${CCIP_TOKEN.symbol} from chain ${CHAIN_ID} to chain ${REMOTE_CHAIN_ID} through Chainlink CCIP (getFee and ccipSend on the Router, the execution found by its messageId; the fee at most 0.001 ETH):`,
           '',
           ...commands.map((c) => `  ${c}`),
           '',
+          `Or send 4 ${CCIP_TOKEN.symbol} the same way paying the fee in LINK (exec.ccip.fee_approval approves 1 LINK, the cap, to the Router; the Router pulls the quoted LINK, no native value):`,
+          '',
+          ...link.map((c) => `  ${c}`),
+          '',
         ],
-        ready: { ccip_commands: commands },
+        ready: { ccip_commands: commands, ccip_link_commands: link },
       };
     },
   },

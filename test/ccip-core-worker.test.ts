@@ -64,7 +64,7 @@ test('the reaper is a core worker of the ccip lane, not a sweep; removing the la
   const workers = laneCoreWorkers(configured);
   assert.deepEqual(
     workers.map((w) => [w.worker.name, w.enabled, w.intervalSeconds, w.batchSize]),
-    [['ccip_stranded_reaper', true, 300, 50]],
+    [['ccip_stranded_reaper', true, 60, 50]],
   );
   assert.ok(!sweepDefinitions.some((d) => d.name === 'ccip_stranded_reaper'), 'not a pg-boss sweep');
   // Its switch, and the lane unconfigured, turn it off; the lane removed, it is gone.

@@ -201,6 +201,7 @@ ccip:
       off_ramp: "0x0000000000000000000000000000000000000005"
 `;
   await assertRemovable(t, 'ccip', text, 'ccip_send');
+  assert.ok(!withoutLanes(['ccip']).flatMap((l) => l.templates.map((x) => x.key)).includes('ccip_send_link'), 'nor its LINK-fee template');
 });
 
 test('removing gateway removes its section, its executors, its baselines and its template; without the EVM lane it is not listed either', async (t) => {
@@ -326,7 +327,8 @@ test('removing a lane removes its sweeps and balance fetchers', () => {
   assert.deepEqual(reaper.settings(loadConfig({ FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '7', FERRY_EVM_NONCE_REAPER_ENABLED: 'false' })), { enabled: false, intervalSeconds: 7, batchSize: 20, maxRunMs: 20_000 });
 
   const clients = new EvmChainClients();
-  assert.deepEqual(createBalanceFetchers(clients, lanes).kinds().sort(), ['erc20', 'evm_native', 'sim']);
+  assert.deepEqual(createBalanceFetchers(clients, lanes).kinds().sort(), ['erc20', 'evm_native', 'gateway', 'sim']);
+  assert.deepEqual(createBalanceFetchers(clients, withoutLanes(['gateway'])).kinds().sort(), ['erc20', 'evm_native', 'sim']);
   assert.deepEqual(createBalanceFetchers(clients, withoutLanes(['evm'])).kinds(), ['sim']);
 });
 

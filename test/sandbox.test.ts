@@ -38,7 +38,8 @@ interface Ready {
   gateway_commands: string[];
   gateway: { destination: { token: Address } };
   ccip_commands: string[];
-  ccip: { source: { token: Address; pool: Address }; destination: { token: Address; off_ramp: Address } };
+  ccip_link_commands: string[];
+  ccip: { source: { token: Address; pool: Address; link: Address }; destination: { token: Address; off_ramp: Address } };
   hyperliquid: { info_url: string; bridge: Address };
   hot_wallet: Address;
   exchange: { url: string; hot_wallet: Address };
@@ -52,7 +53,7 @@ interface Ready {
   cold: Address;
 }
 
-test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, send 15 USDT0 with LayerZero OFT, send 12.5 CCIP-BnM with CCIP, top up Hyperliquid with 20 USDC, move 30 USDC with Circle Gateway and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
+test('the sandbox starts, its printed commands move 25 USDC on chain, pass a manual gate (node callbacks to its receiver), list a deposit no movement made, bridge 10 USDC with CCTP, send 15 USDT0 with LayerZero OFT, send 12.5 CCIP-BnM with CCIP (and 4 more paying the fee in LINK), top up Hyperliquid with 20 USDC, move 30 USDC with Circle Gateway and run cex_to_chain (withdraw, sweep to the treasury) to COMPLETED, and it stops cleanly', async (t) => {
   const db = await scratchDatabase(t);
   const sandbox = spawnScript('scripts/sandbox.ts', { DATABASE_URL: db.url, PORT: '0', FERRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'ferry-sandbox-')) });
   t.after(() => stopChild(sandbox, 'SIGKILL'));
@@ -185,6 +186,20 @@ test('the sandbox starts, its printed commands move 25 USDC on chain, pass a man
   assert.equal(delivered, 12_500_000_000_000_000_000n, '12.5 CCIP-BnM minted to the recipient on the remote chain');
   const locked = await chain.readContract({ address: ready.ccip.source.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.ccip.source.pool] });
   assert.equal(locked, 12_500_000_000_000_000_000n, 'locked in the source pool');
+  // The same send paying its fee in LINK: the fee approval node approves the cap to the Router, the Router pulls the quoted LINK.
+  assert.equal(ready.ccip_link_commands.length, 2);
+  const linkMade = await shell(ready.ccip_link_commands[0]);
+  const linkId = /Created movement ([0-9a-f-]{36})/.exec(linkMade.stdout)?.[1];
+  assert.ok(linkId, linkMade.stdout + linkMade.stderr);
+  await shell(`${ready.ccip_link_commands[1].replace('<movement id>', linkId)} --yes`);
+  const linkDone = await finished('the ccip_send_link movement to finish', linkId);
+  assert.equal(linkDone.movement.state, 'COMPLETED', JSON.stringify(linkDone.nodes));
+  assert.deepEqual(linkDone.nodes.map((n: { node_key: string }) => n.node_key).sort(), ['delivery', 'fee_approval', 'send']);
+  const linkSend = linkDone.nodes.find((n: { node_key: string }) => n.node_key === 'send');
+  assert.equal(String(linkSend.provider_refs.fee_token).toLowerCase(), ready.ccip.source.link.toLowerCase(), 'the fee paid in LINK');
+  const linkLeft = await chain.readContract({ address: ready.ccip.source.link, abi: erc20Abi, functionName: 'balanceOf', args: [ready.hot_wallet] });
+  assert.ok(linkLeft < 100n * 10n ** 18n && linkLeft > 99n * 10n ** 18n, `the hot wallet paid a LINK fee under the 1 LINK cap (${linkLeft} juels left of 100 LINK)`);
+  assert.equal(await remote.readContract({ address: ready.ccip.destination.token, abi: erc20Abi, functionName: 'balanceOf', args: [ready.recipient] }), 16_500_000_000_000_000_000n, '4 more CCIP-BnM on the remote chain');
   // The Hyperliquid top-up: a deposit to the bridge address, credited by the info API emulator.
   assert.equal(ready.hyperliquid_commands.length, 2);
   const topped = await shell(ready.hyperliquid_commands[0]);

@@ -19,6 +19,8 @@ export interface SandboxCcipOptions {
   token: { name: string; symbol: string; decimals: number };
   /** Minted to the hot wallet on the source, in base units. */
   funding: bigint;
+  /** LINK minted to the hot wallet on the source, in juels: it pays the fee of a send in LINK (`ccip.fee_tokens`). */
+  linkFunding: bigint;
 }
 
 /**
@@ -50,6 +52,8 @@ export function sandboxCcip(opts: SandboxCcipOptions): SandboxComponent {
         const fund = await wallet.sendTransaction({ to: transmitter, value: 10n ** 18n, chain: null } as never);
         await client.waitForTransactionReceipt({ hash: fund, pollingInterval: 100, timeout: 60_000 });
         ctx.config.tokens.push({ chain_id: chain.chainId, symbol: opts.token.symbol, address: side.token.address, decimals: opts.token.decimals });
+        // LINK, the fee token a send may pay in (its rate is set on the OnRamp by wireCcip).
+        ctx.config.tokens.push({ chain_id: chain.chainId, symbol: 'LINK', address: side.link.address, decimals: 18 });
         sides.push(side);
       }
       const [a, b] = sides as [(typeof sides)[0], (typeof sides)[0]];
@@ -57,6 +61,8 @@ export function sandboxCcip(opts: SandboxCcipOptions): SandboxComponent {
       await wireCcip(b, a, transmitter, opts.deployerKey);
       const hot = privateKeyToAccount(opts.hotWallet.key).address;
       await sendCall(a.chain, a.rpcUrl, opts.deployerKey, a.token, 'mint', [hot, opts.funding]);
+      // No standing LINK allowance: a send paying in LINK approves its cap to the Router in its own fee approval node.
+      await sendCall(a.chain, a.rpcUrl, opts.deployerKey, a.link, 'mint', [hot, opts.linkFunding]);
       // The standing allowance the lane expects (the Router pulls the amount into the pool; the lane never approves).
       await sendCall(a.chain, a.rpcUrl, opts.hotWallet.key, a.token, 'approve', [a.router.address, maxUint256]);
       const signer = ctx.config.signers.find((s) => s.key === opts.hotWallet.signerKey);
@@ -77,9 +83,10 @@ export function sandboxCcip(opts: SandboxCcipOptions): SandboxComponent {
           token_pools: { [opts.token.symbol]: d.pool.address },
         })),
         tokens: [opts.token.symbol],
+        fee_tokens: ['LINK'],
         poll_seconds: 1,
       };
-      const facts = (d: (typeof sides)[0]) => ({ chain_id: d.chainId, selector: d.selector.toString(), router: d.router.address, off_ramp: d.offRamp.address, token: d.token.address, pool: d.pool.address });
+      const facts = (d: (typeof sides)[0]) => ({ chain_id: d.chainId, selector: d.selector.toString(), router: d.router.address, off_ramp: d.offRamp.address, token: d.token.address, pool: d.pool.address, link: d.link.address });
       ctx.facts.ccip = { source: facts(a), destination: facts(b) };
     },
     async stop() {

@@ -21,11 +21,14 @@ export type BalanceErrorCode =
   | 'CONTRACT_CALL_FAILED'
   | 'TOKEN_DECIMALS_MISMATCH'
   | 'SIM_SCRIPTED_FAILURE'
+  | 'GATEWAY_API_UNAVAILABLE'
+  | 'GATEWAY_API_REFUSED'
+  | 'GATEWAY_ANSWER_INVALID'
   | 'FETCHER_NOT_REGISTERED'
   | 'FETCH_FAILED';
 
 /** Failures that say the chain's endpoint, not one balance, is unusable: the rest of the chain is skipped for this run. */
-export const CHAIN_WIDE_ERRORS: ReadonlySet<BalanceErrorCode> = new Set(['RPC_UNREACHABLE', 'RPC_TIMEOUT', 'RPC_HTTP_ERROR', 'CHAIN_MISMATCH']);
+export const CHAIN_WIDE_ERRORS: ReadonlySet<BalanceErrorCode> = new Set(['RPC_UNREACHABLE', 'RPC_TIMEOUT', 'RPC_HTTP_ERROR', 'CHAIN_MISMATCH', 'GATEWAY_API_UNAVAILABLE']);
 
 /** A failure a fetcher names itself. Its message is Ferry's own words, never an upstream error's text. */
 export class BalanceFetchError extends Error {

@@ -160,6 +160,7 @@ export function createBalanceSnapshotDeps(opts: {
   const env = opts.env ?? process.env;
   const clientFor = opts.clientFor ?? balanceClientFor;
   const clients = new EvmChainClients(new Map(), clientFor);
+  const lanes = opts.lanes ?? allLanes;
   const legacyUrl = config.evmRpcUrl && config.evmSignerKey ? config.evmRpcUrl : null;
   let legacy: LegacyChain | null = null;
   let plan: ReturnType<typeof buildWatchPlan> | null = null;
@@ -167,7 +168,7 @@ export function createBalanceSnapshotDeps(opts: {
   return {
     pool,
     log,
-    fetchers: createBalanceFetchers(clients, opts.lanes ?? allLanes),
+    fetchers: createBalanceFetchers(clients, lanes),
     // Due a little before a full interval has passed: the loop, woken early by its jitter, still
     // finds them due, so each balance is fetched once per interval rather than every other one.
     intervalSeconds: config.balanceSnapshotIntervalSeconds * 0.8,
@@ -186,7 +187,7 @@ export function createBalanceSnapshotDeps(opts: {
       }
       // Built once (and again when the legacy chain joins): deriving addresses from keys is not free.
       if (!plan) {
-        plan = buildWatchPlan({ file: config.file, legacy, env });
+        plan = buildWatchPlan({ file: config.file, legacy, env, lanes });
         clients.update(plan.chains);
         for (const s of plan.skipped) log.warn({ worker: 'balance_snapshot', signer: s.signer, reason: s.reason }, 'balance snapshots: signer not watched');
       }

@@ -31,6 +31,13 @@ export interface BalanceTarget extends WatchEntry {
   token?: { address: Address; decimals?: number };
   /** sim targets: the scripted answer. */
   sim?: { amountBaseUnits: bigint; decimals: number; fail: boolean };
+  /** gateway targets: the API to ask and the depositor's domain (with chainId and token: the chain's USDC). */
+  gateway?: { apiUrl: string; timeoutMs: number; domain: number };
+}
+
+/** What a lane adds to the watch plan from its own sections (src/executors/<lane>/lane.ts, `balanceTargets`). */
+export interface BalanceTargetSource {
+  balanceTargets?(file: Readonly<Record<string, unknown>>): BalanceTarget[];
 }
 
 export interface LegacyChain {
@@ -58,7 +65,7 @@ export function addressOfKey(key: string | undefined): Address | null {
   }
 }
 
-export function buildWatchPlan(input: { file: ConfigFile; legacy?: LegacyChain | null; env: NodeJS.ProcessEnv }): WatchPlan {
+export function buildWatchPlan(input: { file: ConfigFile; legacy?: LegacyChain | null; env: NodeJS.ProcessEnv; lanes?: readonly BalanceTargetSource[] }): WatchPlan {
   const { legacy, env } = input;
   // A section of a lane the lane list lacks is absent: it watches nothing (src/executors/lanes.ts).
   const file = {
@@ -131,6 +138,7 @@ export function buildWatchPlan(input: { file: ConfigFile; legacy?: LegacyChain |
       sim: { amountBaseUnits: parseUnits(b.amount, b.decimals), decimals: b.decimals, fail: b.fail },
     });
   }
+  for (const lane of input.lanes ?? []) targets.push(...(lane.balanceTargets?.(input.file) ?? []));
   return { targets: dedupe(targets), chains, skipped };
 }
 

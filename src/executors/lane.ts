@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { BalanceFetcher, EvmChainClients } from '../balances/fetchers.ts';
+import type { BalanceTarget } from '../balances/watch.ts';
 import type { ConfigField } from '../config-schemas.ts';
 import type { FerryConfig } from '../config.ts';
 import type { Logger } from '../log.ts';
@@ -147,6 +148,8 @@ export interface LaneDefinition<Env extends Record<string, ConfigField> = Record
   coreWorkers?: readonly LaneCoreWorker[];
   /** Its balance fetchers over the process's chain clients (src/balances/). */
   balanceFetchers?(clients: EvmChainClients): BalanceFetcher[];
+  /** The balances its own sections ask to watch (the watch plan's other entries come from evm and sim); unset: none. */
+  balanceTargets?(file: Readonly<Record<string, unknown>>): BalanceTarget[];
   templates: readonly LaneTemplate[];
   /** The on-chain facts its configuration asserts, checked by verify_drift; unset: none. */
   registryBaselines?(file: Readonly<Record<string, unknown>>): RegistryBaseline[];

@@ -71,6 +71,8 @@ export interface GatewayApiEmulator {
   refusals: string[];
   /** `POST /v1/transfer` calls answered or held. */
   transferCalls: number;
+  /** `POST /v1/balances` calls, refused ones included. */
+  balanceCalls: number;
   /** Answers of /v1/transfer are held after the burn (the transfer is made, the answer never leaves) until release(). */
   holdAnswers(): Promise<void>;
   release(): void;
@@ -113,6 +115,7 @@ export async function startGatewayApi(opts: GatewayApiOptions): Promise<GatewayA
     transfers: [],
     refusals: [],
     transferCalls: 0,
+    balanceCalls: 0,
     holdAnswers: () => {
       let release!: () => void;
       let reached!: () => void;
@@ -223,6 +226,36 @@ export async function startGatewayApi(opts: GatewayApiOptions): Promise<GatewayA
     return frac ? `${whole}.${frac}` : whole.toString();
   };
 
+  /**
+   * `POST /v1/balances` as Circle's API reference has it (Gateway, "Get token balances for specified
+   * addresses", openapi/gateway.yaml): `{token, sources: [{depositor, domain?}]}`, token required and
+   * one of `USDC`, sources required, each with a depositor and an optional integer domain (omitted:
+   * every domain); answered `{token, balances: [{domain, depositor, balance}]}`, the available balance
+   * as a decimal string in USDC. A domain this API does not serve is refused, not answered empty.
+   */
+  async function balances(b: unknown): Promise<Record<string, unknown>> {
+    if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new Refused('the body is an object {token, sources}');
+    const { token, sources } = b as { token?: unknown; sources?: unknown };
+    if (token === undefined) throw new Refused('token is required');
+    if (token !== 'USDC') throw new Refused(`unsupported token ${JSON.stringify(token)}: token is one of USDC`);
+    if (!Array.isArray(sources)) throw new Refused('sources is required: an array of {depositor, domain}');
+    const answered = [];
+    for (const src of sources as unknown[]) {
+      if (typeof src !== 'object' || src === null || Array.isArray(src)) throw new Refused('each source is an object {depositor, domain}');
+      const { depositor, domain } = src as { depositor?: unknown; domain?: unknown };
+      if (typeof depositor !== 'string') throw new Refused('sources[].depositor is required');
+      if (domain !== undefined && (typeof domain !== 'number' || !Number.isInteger(domain))) throw new Refused(`sources[].domain must be an integer, not ${JSON.stringify(domain)}`);
+      if (domain !== undefined && !byDomain.has(domain)) throw new Refused(`unsupported domain ${domain}`);
+      // Every domain here is an EVM chain: the depositor must be an address there.
+      if (!/^0x[0-9a-fA-F]{40}$/.test(depositor)) throw new Refused(`depositor ${JSON.stringify(depositor)} is not a valid address on domain ${domain ?? 'any'}`);
+      for (const s of domain === undefined ? opts.sides : [byDomain.get(domain)!]) {
+        const v = await s.chain.readContract({ address: s.wallet, abi: gatewayWalletAbi, functionName: 'availableBalance', args: [s.token, depositor as Address] });
+        answered.push({ domain: s.domain, depositor, balance: decimalOf(v) });
+      }
+    }
+    return { token: 'USDC', balances: answered };
+  }
+
   const server = createServer((req, res) => {
     const send = (status: number, value: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });
@@ -237,18 +270,8 @@ export async function startGatewayApi(opts: GatewayApiOptions): Promise<GatewayA
         });
       }
       if (req.method === 'POST' && url.pathname === '/v1/balances') {
-        const b = (await body(req)) as { token?: unknown; sources?: unknown };
-        if (b?.token !== 'USDC' || !Array.isArray(b.sources)) throw new Refused('the body is {token: "USDC", sources: [{depositor, domain}]}');
-        const balances = [];
-        for (const src of b.sources as Array<{ depositor?: unknown; domain?: unknown }>) {
-          if (typeof src?.depositor !== 'string' || !/^0x[0-9a-fA-F]{40}$/.test(src.depositor)) throw new Refused('depositor must be an address');
-          const sides = src.domain === undefined ? opts.sides : opts.sides.filter((s) => s.domain === src.domain);
-          for (const s of sides) {
-            const v = await s.chain.readContract({ address: s.wallet, abi: gatewayWalletAbi, functionName: 'availableBalance', args: [s.token, src.depositor as Address] });
-            balances.push({ domain: s.domain, depositor: src.depositor, balance: decimalOf(v) });
-          }
-        }
-        return send(200, { token: 'USDC', balances });
+        emu.balanceCalls++;
+        return send(200, await balances(await body(req)));
       }
       if (req.method === 'POST' && url.pathname === '/v1/estimate') {
         const b = await body(req);

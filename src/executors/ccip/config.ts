@@ -4,7 +4,7 @@ import { ADDRESS, bool, count, seconds, type ConfigField } from '../../config-sc
 /** Environment variable name -> config key, with its schema: the stranded-send reaper (docs/ccip-lane.md, "Stranded sends") and ccip_drift. */
 export const ccipVariables = {
   FERRY_CCIP_STRANDED_REAPER_ENABLED: ['ccipStrandedReaperEnabled', bool.default(true)],
-  FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS: ['ccipStrandedReaperIntervalSeconds', seconds(300)],
+  FERRY_CCIP_STRANDED_REAPER_INTERVAL_SECONDS: ['ccipStrandedReaperIntervalSeconds', seconds(60)],
   FERRY_CCIP_STRANDED_REAPER_BATCH_SIZE: ['ccipStrandedReaperBatchSize', count(50)],
   // ccip_drift (docs/ccip-lane.md, "Drift"): the Routers' lanes and the token pools read on chain and compared with the section.
   FERRY_CCIP_DRIFT_ENABLED: ['ccipDriftEnabled', bool.default(true)],

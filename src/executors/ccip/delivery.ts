@@ -1,9 +1,9 @@
 import { isAddress, type Address, type Hex } from 'viem';
 import type { EvmChains } from '../evm/chains.ts';
-import { failed, manual, preparedWatch, result } from '../evm/tx-lifecycle.ts';
+import { manual, result } from '../evm/tx-lifecycle.ts';
+import { scanBlocks, secondsLate, WatchObserver, watchStartBlock, type WatchSpec } from '../evm/watch-observer.ts';
 import { TemporaryMovementError } from '../errors.ts';
-import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
-import { parseWatch as parseWatchOf, pinnedWatch } from '../watch.ts';
+import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
 import { CCIP_DELIVERY_KEY, CCIP_LANE } from './common.ts';
 import type { CcipConfig } from './config.ts';
 import { EXECUTION_STATES, offRampAbi } from './router.ts';
@@ -24,8 +24,6 @@ interface Watch {
   delivery_timeout_seconds: number;
 }
 
-type Parsed<T> = { ok: true; value: T } | { ok: false; code: string; detail: string };
-
 /** Blocks before the destination's head at prepare where the search for ExecutionStateChanged starts: the execution may come first. */
 export const DELIVERY_LOOKBACK_BLOCKS = 10_000n;
 
@@ -38,80 +36,65 @@ export const DELIVERY_LOOKBACK_BLOCKS = 10_000n;
  * keeps observing; past the delivery timeout it says so (CCIP_DELIVERY_LATE) and still observes.
  * Reads only.
  */
-export class CcipDeliveryObserver implements Executor {
+export class CcipDeliveryObserver extends WatchObserver<Omit<Watch, 'from_block'>, Watch> {
   readonly executorKey = CCIP_DELIVERY_KEY;
   readonly lane = CCIP_LANE;
+  protected readonly watchNames = { prefix: 'CCIP', kind: 'ccip-delivery', noun: 'delivery watch' };
   readonly #cfg: CcipConfig;
   readonly #chains: EvmChains;
 
   constructor(cfg: CcipConfig, chains: EvmChains) {
+    super();
     this.#cfg = cfg;
     this.#chains = chains;
   }
 
-  async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const w = this.#spec(ctx);
-    return w.ok ? null : failed(w.code, w.detail);
-  }
-
-  async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const w = this.#spec(ctx);
-    if (!w.ok) return failed(w.code, w.detail);
-    const chain = this.#chains.get(w.value.destination_chain_id)!;
-    let head: bigint;
+  protected async start(spec: Omit<Watch, 'from_block'>): Promise<{ ok: true; watch: Watch }> {
+    const chain = this.#chains.get(spec.destination_chain_id)!;
     try {
-      head = await chain.client.getBlockNumber();
+      return { ok: true, watch: { ...spec, from_block: await watchStartBlock(chain, DELIVERY_LOOKBACK_BLOCKS) } };
     } catch (err) {
       throw new TemporaryMovementError('CCIP_RPC_UNAVAILABLE', `${chain.label} did not answer eth_blockNumber: ${(err as Error).message.split('\n')[0]}`);
     }
-    const watch: Watch = { ...w.value, from_block: Number(head > DELIVERY_LOOKBACK_BLOCKS ? head - DELIVERY_LOOKBACK_BLOCKS : 0n) };
-    return preparedWatch(ctx, 'ccip-delivery', JSON.stringify(watch), { ...watch });
   }
 
-  async submit(_ctx: ExecutionContext, prepared: PreparedAction): Promise<ExecutionResult> {
-    const w = parseWatch(prepared.payload);
-    if (!w) return failed('CCIP_OBSERVE_SPEC_INVALID', 'the prepared watch cannot be read');
-    return result({ next_state: 'SUBMITTED', provider_state: 'watching', provider_refs: { ...w }, retry_after_seconds: this.#poll() });
+  protected isWatch(w: Record<string, unknown>): boolean {
+    return typeof w.message_id === 'string' && typeof w.sequence_number === 'string' && typeof w.off_ramp === 'string' && typeof w.recipient === 'string' && typeof w.from_block === 'number';
   }
 
-  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const w = pinned(ctx);
-    if (!w) return manual('CCIP_NO_PREPARED_ACTION', 'the attempt has no prepared delivery watch');
+  protected async observeWatch(_ctx: ExecutionContext, w: Watch): Promise<ExecutionResult> {
     const chain = this.#chains.get(w.destination_chain_id);
     if (!chain) return manual('CCIP_CHAIN_NOT_CONFIGURED', `chain ${w.destination_chain_id} is no longer configured`);
     const refs: Record<string, unknown> = { message_id: w.message_id, sequence_number: w.sequence_number, destination_chain_id: w.destination_chain_id, recipient: w.recipient, amount_base_units: w.amount_base_units };
     const waiting = (state: string, extra: Record<string, unknown> = {}) =>
-      result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: this.#poll(), ...extra });
+      result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: this.poll(), ...extra });
     const src = BigInt(w.source_chain_selector);
     const seq = BigInt(w.sequence_number);
     let state: number;
     let head: bigint;
-    const logs: Array<{ blockNumber: bigint; transactionHash: Hex; logIndex: number; args: { messageId: Hex; state: number; returnData: Hex } }> = [];
+    let logs: Array<{ blockNumber: bigint; transactionHash: Hex; logIndex: number; args: { messageId: Hex; state: number; returnData: Hex } }> = [];
     try {
       state = await chain.client.readContract({ address: w.off_ramp, abi: offRampAbi, functionName: 'getExecutionState', args: [src, seq] });
       if (state === 2 || state === 3) {
         head = await chain.client.getBlockNumber();
-        const step = BigInt(this.#cfg.log_block_range);
-        for (let from = BigInt(w.from_block); from <= head; from += step) {
-          const to = from + step - 1n < head ? from + step - 1n : head;
-          const found = await chain.client.getContractEvents({
+        logs = await scanBlocks(BigInt(w.from_block), head, this.#cfg.log_block_range, (fromBlock, toBlock) =>
+          chain.client.getContractEvents({
             address: w.off_ramp,
             abi: offRampAbi,
             eventName: 'ExecutionStateChanged',
             args: { sourceChainSelector: src, sequenceNumber: seq },
-            fromBlock: from,
-            toBlock: to,
+            fromBlock,
+            toBlock,
             strict: true,
-          });
-          for (const l of found) logs.push(l as never);
-        }
+          }) as never,
+        );
       } else head = 0n;
     } catch (err) {
       return waiting('unavailable', { error_code: 'CCIP_RPC_UNAVAILABLE', error_detail: `${chain.label}: ${(err as Error).message.split('\n')[0]}` });
     }
     const name = EXECUTION_STATES[state] ?? `STATE_${state}`;
     if (state !== 2 && state !== 3) {
-      const late = await this.#late(w);
+      const late = await secondsLate(this.#chains, w);
       return late === null
         ? waiting(name === 'IN_PROGRESS' ? 'in_progress' : 'untouched')
         : waiting('delivery_late', {
@@ -147,40 +130,16 @@ export class CcipDeliveryObserver implements Executor {
     return result({ next_state: 'COMPLETED', provider_state: 'executed', provider_refs: { ...refs, ...execution }, proof: { ...execution, message_id: w.message_id, confirmations: depth } });
   }
 
-  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
-    if (!pinned(ctx)) return result({ next_state: 'READY', error_code: 'CCIP_NOTHING_SENT', error_detail: 'a delivery watch has no side effect' });
-    return this.observe(ctx);
-  }
-
-  /** A delivery watch has no side effect: recover() only reads already. */
-  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
-    return this.recover(ctx);
-  }
-
   async health(): Promise<Record<string, unknown>> {
     return { ok: true, executor_key: this.executorKey, lane: this.lane, chains: this.#cfg.chains.length };
   }
 
-  /** Seconds since the send's block when past the delivery timeout; null: not late, or not known. */
-  async #late(w: Watch): Promise<number | null> {
-    if (w.source_chain_id === null || w.source_block_number === null) return null;
-    const source = this.#chains.get(w.source_chain_id);
-    if (!source) return null;
-    try {
-      const block = await source.client.getBlock({ blockNumber: BigInt(w.source_block_number) });
-      const age = Math.floor(Date.now() / 1000) - Number(block.timestamp);
-      return age > w.delivery_timeout_seconds ? age : null;
-    } catch {
-      return null;
-    }
-  }
-
-  #poll(): number {
+  protected poll(): number {
     return Math.max(1, Math.round(this.#cfg.poll_seconds));
   }
 
   /** From the node config, else the send's provider_refs (provider_context). */
-  #spec(ctx: ExecutionContext): Parsed<Omit<Watch, 'from_block'>> {
+  protected spec(ctx: ExecutionContext): WatchSpec<Omit<Watch, 'from_block'>> {
     const cfg = ctx.node_config;
     const p = ctx.provider_context;
     const bad = (detail: string) => ({ ok: false, code: 'CCIP_INVALID_CONFIG', detail }) as const;
@@ -217,15 +176,4 @@ export class CcipDeliveryObserver implements Executor {
       },
     };
   }
-}
-
-function parseWatch(payload: string | null): Watch | null {
-  return parseWatchOf<Watch>(
-    payload,
-    (w) => typeof w.message_id === 'string' && typeof w.sequence_number === 'string' && typeof w.off_ramp === 'string' && typeof w.recipient === 'string' && typeof w.from_block === 'number',
-  );
-}
-
-function pinned(ctx: ExecutionContext): Watch | null {
-  return pinnedWatch(ctx, parseWatch);
 }

@@ -59,5 +59,8 @@ export const ccipLane: LaneDefinition<typeof ccipVariables, { ccip: typeof CcipS
     },
   ],
   registryBaselines: ccipRegistryBaselines,
-  templates: [{ key: 'ccip_send', summary: 'send a token through the CCIP Router on one chain, then wait for its execution on the other (sandbox)' }],
+  templates: [
+    { key: 'ccip_send', summary: 'send a token through the CCIP Router on one chain, then wait for its execution on the other (sandbox)' },
+    { key: 'ccip_send_link', summary: 'the same send paying its fee in LINK: a fee approval of the cap to the Router first (sandbox)' },
+  ],
 };

@@ -35,6 +35,17 @@ export const GatewaySchema = z
     intent_validity_blocks: z.number().int().positive().max(10_000_000).default(50_400),
     /** Blocks scanned per eth_getLogs request when looking for GatewayBurned. */
     log_block_range: z.number().int().positive().default(5000),
+    /** Depositors whose Gateway balance the balance snapshots watch, on each domain of `chains` (docs/balances.md). */
+    watch: z
+      .array(
+        z
+          .object({
+            depositor: z.string().regex(ADDRESS, 'a 0x-prefixed 20-byte address'),
+            label: z.string().min(1).max(64).optional(),
+          })
+          .strict(),
+      )
+      .default([]),
   })
   .strict();
 export type GatewayConfig = z.output<typeof GatewaySchema>;

@@ -1,5 +1,6 @@
 import type { EvmLaneState } from '../evm/lane.ts';
 import type { LaneDefinition } from '../lane.ts';
+import { GatewayBalanceFetcher, gatewayBalanceTargets } from './balances.ts';
 import { GatewaySectionSchema, refineGateway, type GatewayConfig } from './config.ts';
 
 /** The Circle Gateway lane (docs/gateway-lane.md): a unified USDC balance in the GatewayWallet, spent by EIP-712 burn intents attested by Gateway's API and minted by the GatewayMinter. */
@@ -32,5 +33,8 @@ export const gatewayLane: LaneDefinition<Record<never, never>, { gateway: typeof
       { chainId: c.chain_id, subject: `gateway.chains[${c.chain_id}].minter`, address: c.minter, property: 'code' as const, expected: 'code' },
     ]);
   },
+  // Each `gateway.watch` depositor's balance on each domain, through the API (docs/balances.md).
+  balanceTargets: gatewayBalanceTargets,
+  balanceFetchers: (clients) => [new GatewayBalanceFetcher(clients)],
   templates: [{ key: 'gateway_transfer', summary: 'approve and deposit USDC into the GatewayWallet on one chain, a signed burn intent, then gatewayMint on the other (sandbox)' }],
 };

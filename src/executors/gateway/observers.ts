@@ -2,16 +2,15 @@ import { isAddress, type Address, type Hex } from 'viem';
 import type { EvmTokenConfig } from '../../config-file.ts';
 import { toBaseUnits } from '../evm/amounts.ts';
 import type { EvmChains } from '../evm/chains.ts';
-import { failed, manual, preparedWatch, result } from '../evm/tx-lifecycle.ts';
-import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
-import { parseWatch as parseWatchOf, pinnedWatch } from '../watch.ts';
+import { manual, result } from '../evm/tx-lifecycle.ts';
+import { scanBlocks, WatchObserver, watchStartBlock, type WatchSpec } from '../evm/watch-observer.ts';
+import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
 import type { GatewayApiClient } from './api.ts';
 import { gatewayWalletAbi } from './codec.ts';
 import { GATEWAY_BURN_OBSERVE_KEY, GATEWAY_DEPOSIT_OBSERVE_KEY, GATEWAY_LANE } from './common.ts';
 import type { GatewayConfig } from './config.ts';
 import { gatewayToken } from './spec.ts';
 
-type Parsed<T> = { ok: true; value: T } | { ok: false; code: string; detail: string };
 const bad = (detail: string) => ({ ok: false, code: 'GATEWAY_INVALID_CONFIG', detail }) as const;
 
 interface CreditWatch {
@@ -29,39 +28,34 @@ interface CreditWatch {
  * amount (Gateway counts finalized deposits only: minutes on Ethereum, seconds elsewhere). The
  * depositor, domain and amount come from the preceding deposit (or config). Reads only.
  */
-export class GatewayDepositObserver implements Executor {
+export class GatewayDepositObserver extends WatchObserver<CreditWatch, CreditWatch> {
   readonly executorKey = GATEWAY_DEPOSIT_OBSERVE_KEY;
   readonly lane = GATEWAY_LANE;
+  protected readonly watchNames = { prefix: 'GATEWAY', kind: 'gateway-credit', noun: 'credit watch' };
   readonly #cfg: GatewayConfig;
   readonly #tokens: readonly EvmTokenConfig[];
   readonly #api: GatewayApiClient;
 
   constructor(cfg: GatewayConfig, tokens: readonly EvmTokenConfig[], api: GatewayApiClient) {
+    super();
     this.#cfg = cfg;
     this.#tokens = tokens;
     this.#api = api;
   }
 
-  async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const w = this.#spec(ctx);
-    return w.ok ? null : failed(w.code, w.detail);
+  protected async start(spec: CreditWatch): Promise<{ ok: true; watch: CreditWatch }> {
+    return { ok: true, watch: spec };
   }
 
-  async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const w = this.#spec(ctx);
-    if (!w.ok) return failed(w.code, w.detail);
-    return preparedWatch(ctx, 'gateway-credit', JSON.stringify(w.value), { ...w.value });
+  protected isWatch(w: Record<string, unknown>): boolean {
+    return typeof w.depositor === 'string' && typeof w.domain === 'number' && typeof w.amount_base_units === 'string' && typeof w.decimals === 'number';
   }
 
-  async submit(_ctx: ExecutionContext, prepared: PreparedAction): Promise<ExecutionResult> {
-    const w = parseCredit(prepared.payload);
-    if (!w) return failed('GATEWAY_OBSERVE_SPEC_INVALID', 'the prepared watch cannot be read');
-    return result({ next_state: 'SUBMITTED', provider_state: 'watching', provider_refs: { ...w }, retry_after_seconds: poll(this.#cfg) });
+  protected poll(): number {
+    return poll(this.#cfg);
   }
 
-  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const w = pinnedWatch(ctx, parseCredit);
-    if (!w) return manual('GATEWAY_NO_PREPARED_ACTION', 'the attempt has no prepared credit watch');
+  protected async observeWatch(_ctx: ExecutionContext, w: CreditWatch): Promise<ExecutionResult> {
     const refs = { ...w };
     const waiting = (state: string, extra: Record<string, unknown> = {}) => result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: poll(this.#cfg), ...extra });
     const answer = await this.#api.balances(w.depositor, w.domain);
@@ -74,20 +68,11 @@ export class GatewayDepositObserver implements Executor {
     return result({ next_state: 'COMPLETED', provider_state: 'credited', provider_refs: { ...refs, available_base_units: base.value.toString() }, proof: { available_base_units: base.value.toString(), domain: w.domain } });
   }
 
-  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
-    if (!pinnedWatch(ctx, parseCredit)) return result({ next_state: 'READY', error_code: 'GATEWAY_NOTHING_SENT', error_detail: 'a credit watch has no side effect' });
-    return this.observe(ctx);
-  }
-
-  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
-    return this.recover(ctx);
-  }
-
   async health(): Promise<Record<string, unknown>> {
     return { ok: true, executor_key: this.executorKey, lane: this.lane };
   }
 
-  #spec(ctx: ExecutionContext): Parsed<CreditWatch> {
+  protected spec(ctx: ExecutionContext): WatchSpec<CreditWatch> {
     const cfg = ctx.node_config;
     const p = ctx.provider_context;
     const depositor = cfg.depositor ?? p.depositor;
@@ -120,59 +105,48 @@ export const BURN_LOOKBACK_BLOCKS = 10_000n;
  * spec hash (the preceding burn intent's): the value and fee taken from the depositor's balance,
  * with the source chain's confirmations. The value must be the intent's. Reads only.
  */
-export class GatewayBurnObserver implements Executor {
+export class GatewayBurnObserver extends WatchObserver<Omit<BurnWatch, 'from_block'>, BurnWatch> {
   readonly executorKey = GATEWAY_BURN_OBSERVE_KEY;
   readonly lane = GATEWAY_LANE;
+  protected readonly watchNames = { prefix: 'GATEWAY', kind: 'gateway-burn', noun: 'burn watch' };
   readonly #cfg: GatewayConfig;
   readonly #chains: EvmChains;
 
   constructor(cfg: GatewayConfig, chains: EvmChains) {
+    super();
     this.#cfg = cfg;
     this.#chains = chains;
   }
 
-  async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const w = this.#spec(ctx);
-    return w.ok ? null : failed(w.code, w.detail);
-  }
-
-  async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const w = this.#spec(ctx);
-    if (!w.ok) return failed(w.code, w.detail);
-    const chain = this.#chains.get(w.value.source_chain_id)!;
-    let head: bigint;
+  protected async start(spec: Omit<BurnWatch, 'from_block'>): Promise<{ ok: true; watch: BurnWatch } | { ok: false; result: ExecutionResult }> {
+    const chain = this.#chains.get(spec.source_chain_id)!;
     try {
-      head = await chain.client.getBlockNumber();
+      return { ok: true, watch: { ...spec, from_block: await watchStartBlock(chain, BURN_LOOKBACK_BLOCKS) } };
     } catch (err) {
-      return result({ next_state: 'READY', error_code: 'GATEWAY_RPC_UNAVAILABLE', error_detail: (err as Error).message.split('\n')[0]!, retry_after_seconds: poll(this.#cfg) });
+      return { ok: false, result: result({ next_state: 'READY', error_code: 'GATEWAY_RPC_UNAVAILABLE', error_detail: (err as Error).message.split('\n')[0]!, retry_after_seconds: poll(this.#cfg) }) };
     }
-    const watch: BurnWatch = { ...w.value, from_block: Number(head > BURN_LOOKBACK_BLOCKS ? head - BURN_LOOKBACK_BLOCKS : 0n) };
-    return preparedWatch(ctx, 'gateway-burn', JSON.stringify(watch), { ...watch });
   }
 
-  async submit(_ctx: ExecutionContext, prepared: PreparedAction): Promise<ExecutionResult> {
-    const w = parseBurn(prepared.payload);
-    if (!w) return failed('GATEWAY_OBSERVE_SPEC_INVALID', 'the prepared watch cannot be read');
-    return result({ next_state: 'SUBMITTED', provider_state: 'watching', provider_refs: { ...w }, retry_after_seconds: poll(this.#cfg) });
+  protected isWatch(w: Record<string, unknown>): boolean {
+    return typeof w.transfer_spec_hash === 'string' && typeof w.wallet === 'string' && typeof w.from_block === 'number' && typeof w.amount_base_units === 'string';
   }
 
-  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const w = pinnedWatch(ctx, parseBurn);
-    if (!w) return manual('GATEWAY_NO_PREPARED_ACTION', 'the attempt has no prepared burn watch');
+  protected poll(): number {
+    return poll(this.#cfg);
+  }
+
+  protected async observeWatch(_ctx: ExecutionContext, w: BurnWatch): Promise<ExecutionResult> {
     const chain = this.#chains.get(w.source_chain_id);
     if (!chain) return manual('GATEWAY_CHAIN_NOT_CONFIGURED', `chain ${w.source_chain_id} is no longer configured`);
     const refs: Record<string, unknown> = { transfer_spec_hash: w.transfer_spec_hash, source_chain_id: w.source_chain_id, depositor: w.depositor, amount_base_units: w.amount_base_units };
     const waiting = (state: string, extra: Record<string, unknown> = {}) => result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: poll(this.#cfg), ...extra });
     let head: bigint;
-    const logs: Array<{ blockNumber: bigint; transactionHash: Hex; logIndex: number; args: { depositor: Address; value: bigint; fee: bigint } }> = [];
+    let logs: Array<{ blockNumber: bigint; transactionHash: Hex; logIndex: number; args: { depositor: Address; value: bigint; fee: bigint } }>;
     try {
       head = await chain.client.getBlockNumber();
-      const step = BigInt(this.#cfg.log_block_range);
-      for (let from = BigInt(w.from_block); from <= head; from += step) {
-        const to = from + step - 1n < head ? from + step - 1n : head;
-        const found = await chain.client.getContractEvents({ address: w.wallet, abi: gatewayWalletAbi, eventName: 'GatewayBurned', args: { transferSpecHash: w.transfer_spec_hash }, fromBlock: from, toBlock: to, strict: true });
-        for (const l of found) logs.push(l as never);
-      }
+      logs = await scanBlocks(BigInt(w.from_block), head, this.#cfg.log_block_range, (fromBlock, toBlock) =>
+        chain.client.getContractEvents({ address: w.wallet, abi: gatewayWalletAbi, eventName: 'GatewayBurned', args: { transferSpecHash: w.transfer_spec_hash }, fromBlock, toBlock, strict: true }) as never,
+      );
     } catch (err) {
       return waiting('unavailable', { error_code: 'GATEWAY_RPC_UNAVAILABLE', error_detail: `${chain.label}: ${(err as Error).message.split('\n')[0]}` });
     }
@@ -194,20 +168,11 @@ export class GatewayBurnObserver implements Executor {
     return result({ next_state: 'COMPLETED', provider_state: 'burned', provider_refs: { ...refs, ...burn }, proof: { ...burn, confirmations: depth } });
   }
 
-  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
-    if (!pinnedWatch(ctx, parseBurn)) return result({ next_state: 'READY', error_code: 'GATEWAY_NOTHING_SENT', error_detail: 'a burn watch has no side effect' });
-    return this.observe(ctx);
-  }
-
-  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
-    return this.recover(ctx);
-  }
-
   async health(): Promise<Record<string, unknown>> {
     return { ok: true, executor_key: this.executorKey, lane: this.lane, chains: this.#cfg.chains.length };
   }
 
-  #spec(ctx: ExecutionContext): Parsed<Omit<BurnWatch, 'from_block'>> {
+  protected spec(ctx: ExecutionContext): WatchSpec<Omit<BurnWatch, 'from_block'>> {
     const cfg = ctx.node_config;
     const p = ctx.provider_context;
     const hash = cfg.transfer_spec_hash ?? p.transfer_spec_hash;
@@ -225,12 +190,4 @@ export class GatewayBurnObserver implements Executor {
 
 function poll(cfg: GatewayConfig): number {
   return Math.max(1, Math.round(cfg.poll_seconds));
-}
-
-function parseCredit(payload: string | null): CreditWatch | null {
-  return parseWatchOf<CreditWatch>(payload, (w) => typeof w.depositor === 'string' && typeof w.domain === 'number' && typeof w.amount_base_units === 'string' && typeof w.decimals === 'number');
-}
-
-function parseBurn(payload: string | null): BurnWatch | null {
-  return parseWatchOf<BurnWatch>(payload, (w) => typeof w.transfer_spec_hash === 'string' && typeof w.wallet === 'string' && typeof w.from_block === 'number' && typeof w.amount_base_units === 'string');
 }

@@ -1,12 +1,12 @@
 import { isAddress, type Address, type Hex } from 'viem';
 import type { EvmChains } from '../evm/chains.ts';
-import { failed, manual, preparedWatch, result } from '../evm/tx-lifecycle.ts';
+import { manual, result } from '../evm/tx-lifecycle.ts';
+import { scanBlocks, secondsLate, WatchObserver, watchStartBlock, type WatchSpec } from '../evm/watch-observer.ts';
 import { TemporaryMovementError } from '../errors.ts';
-import type { ExecutionContext, ExecutionResult, Executor, PreparedAction } from '../protocol.ts';
+import type { ExecutionContext, ExecutionResult } from '../protocol.ts';
 import { USDT0_CREDIT_KEY, USDT0_LANE } from './common.ts';
 import type { Usdt0Config } from './config.ts';
 import { oftAbi } from './oft.ts';
-import { parseWatch as parseWatchOf, pinnedWatch } from '../watch.ts';
 
 /** What the watch pins: the packet's GUID, where and to whom it is credited, how much, and since when. */
 interface Watch {
@@ -23,8 +23,6 @@ interface Watch {
   delivery_timeout_seconds: number;
 }
 
-type Parsed<T> = { ok: true; value: T } | { ok: false; code: string; detail: string };
-
 /** Blocks before the destination's head at prepare where the search for OFTReceived starts: the credit may come first. */
 export const CREDIT_LOOKBACK_BLOCKS = 10_000n;
 
@@ -36,66 +34,51 @@ export const CREDIT_LOOKBACK_BLOCKS = 10_000n;
  * the source and the packet can still be delivered, and a second send would pay twice. A credit to
  * another address or of another amount under the GUID needs a person. Reads only.
  */
-export class Usdt0CreditObserver implements Executor {
+export class Usdt0CreditObserver extends WatchObserver<Omit<Watch, 'from_block'>, Watch> {
   readonly executorKey = USDT0_CREDIT_KEY;
   readonly lane = USDT0_LANE;
+  protected readonly watchNames = { prefix: 'USDT0', kind: 'usdt0-credit', noun: 'credit watch' };
   readonly #cfg: Usdt0Config;
   readonly #chains: EvmChains;
 
   constructor(cfg: Usdt0Config, chains: EvmChains) {
+    super();
     this.#cfg = cfg;
     this.#chains = chains;
   }
 
-  async preflight(ctx: ExecutionContext): Promise<ExecutionResult | null> {
-    const w = this.#spec(ctx);
-    return w.ok ? null : failed(w.code, w.detail);
-  }
-
-  async prepare(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const w = this.#spec(ctx);
-    if (!w.ok) return failed(w.code, w.detail);
-    const chain = this.#chains.get(w.value.destination_chain_id)!;
-    let head: bigint;
+  protected async start(spec: Omit<Watch, 'from_block'>): Promise<{ ok: true; watch: Watch }> {
+    const chain = this.#chains.get(spec.destination_chain_id)!;
     try {
-      head = await chain.client.getBlockNumber();
+      return { ok: true, watch: { ...spec, from_block: await watchStartBlock(chain, CREDIT_LOOKBACK_BLOCKS) } };
     } catch (err) {
       throw new TemporaryMovementError('USDT0_RPC_UNAVAILABLE', `${chain.label} did not answer eth_blockNumber: ${(err as Error).message.split('\n')[0]}`);
     }
-    const watch: Watch = { ...w.value, from_block: Number(head > CREDIT_LOOKBACK_BLOCKS ? head - CREDIT_LOOKBACK_BLOCKS : 0n) };
-    return preparedWatch(ctx, 'usdt0-credit', JSON.stringify(watch), { ...watch });
   }
 
-  async submit(_ctx: ExecutionContext, prepared: PreparedAction): Promise<ExecutionResult> {
-    const w = parseWatch(prepared.payload);
-    if (!w) return failed('USDT0_OBSERVE_SPEC_INVALID', 'the prepared watch cannot be read');
-    return result({ next_state: 'SUBMITTED', provider_state: 'watching', provider_refs: { ...w }, retry_after_seconds: this.#poll() });
+  protected isWatch(w: Record<string, unknown>): boolean {
+    return typeof w.guid === 'string' && typeof w.oft === 'string' && typeof w.recipient === 'string' && typeof w.amount_base_units === 'string' && typeof w.from_block === 'number';
   }
 
-  async observe(ctx: ExecutionContext): Promise<ExecutionResult> {
-    const w = pinned(ctx);
-    if (!w) return manual('USDT0_NO_PREPARED_ACTION', 'the attempt has no prepared credit watch');
+  protected async observeWatch(_ctx: ExecutionContext, w: Watch): Promise<ExecutionResult> {
     const chain = this.#chains.get(w.destination_chain_id);
     if (!chain) return manual('USDT0_CHAIN_NOT_CONFIGURED', `chain ${w.destination_chain_id} is no longer configured`);
     const refs: Record<string, unknown> = { guid: w.guid, destination_chain_id: w.destination_chain_id, recipient: w.recipient, amount_base_units: w.amount_base_units };
     const waiting = (state: string, extra: Record<string, unknown> = {}) =>
-      result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: this.#poll(), ...extra });
+      result({ next_state: 'OBSERVING', provider_state: state, provider_refs: refs, retry_after_seconds: this.poll(), ...extra });
     let head: bigint;
-    const logs: Array<{ blockNumber: bigint; transactionHash: Hex; logIndex: number; args: { guid: Hex; srcEid: number; toAddress: Address; amountReceivedLD: bigint } }> = [];
+    let logs: Array<{ blockNumber: bigint; transactionHash: Hex; logIndex: number; args: { guid: Hex; srcEid: number; toAddress: Address; amountReceivedLD: bigint } }>;
     try {
       head = await chain.client.getBlockNumber();
-      const step = BigInt(this.#cfg.log_block_range);
-      for (let from = BigInt(w.from_block); from <= head; from += step) {
-        const to = from + step - 1n < head ? from + step - 1n : head;
-        const found = await chain.client.getContractEvents({ address: w.oft, abi: oftAbi, eventName: 'OFTReceived', args: { guid: w.guid }, fromBlock: from, toBlock: to, strict: true });
-        for (const l of found) logs.push(l as never);
-      }
+      logs = await scanBlocks(BigInt(w.from_block), head, this.#cfg.log_block_range, (fromBlock, toBlock) =>
+        chain.client.getContractEvents({ address: w.oft, abi: oftAbi, eventName: 'OFTReceived', args: { guid: w.guid }, fromBlock, toBlock, strict: true }) as never,
+      );
     } catch (err) {
       return waiting('unavailable', { error_code: 'USDT0_RPC_UNAVAILABLE', error_detail: `${chain.label}: ${(err as Error).message.split('\n')[0]}` });
     }
     const log = logs[0];
     if (!log) {
-      const late = await this.#late(w);
+      const late = await secondsLate(this.#chains, w);
       return late === null
         ? waiting('in_flight')
         : waiting('delivery_late', {
@@ -127,40 +110,16 @@ export class Usdt0CreditObserver implements Executor {
     return result({ next_state: 'COMPLETED', provider_state: 'credited', provider_refs: { ...refs, ...credit }, proof: { ...credit, guid: w.guid, confirmations: depth } });
   }
 
-  async recover(ctx: ExecutionContext): Promise<ExecutionResult> {
-    if (!pinned(ctx)) return result({ next_state: 'READY', error_code: 'USDT0_NOTHING_SENT', error_detail: 'a credit watch has no side effect' });
-    return this.observe(ctx);
-  }
-
-  /** A credit watch has no side effect: recover() only reads already. */
-  inspect(ctx: ExecutionContext): Promise<ExecutionResult> {
-    return this.recover(ctx);
-  }
-
   async health(): Promise<Record<string, unknown>> {
     return { ok: true, executor_key: this.executorKey, lane: this.lane, deployments: this.#cfg.deployments.length };
   }
 
-  /** Seconds since the send's block when past the delivery timeout; null: not late, or not known. */
-  async #late(w: Watch): Promise<number | null> {
-    if (w.source_chain_id === null || w.source_block_number === null) return null;
-    const source = this.#chains.get(w.source_chain_id);
-    if (!source) return null;
-    try {
-      const block = await source.client.getBlock({ blockNumber: BigInt(w.source_block_number) });
-      const age = Math.floor(Date.now() / 1000) - Number(block.timestamp);
-      return age > w.delivery_timeout_seconds ? age : null;
-    } catch {
-      return null;
-    }
-  }
-
-  #poll(): number {
+  protected poll(): number {
     return Math.max(1, Math.round(this.#cfg.poll_seconds));
   }
 
   /** From the node config, else the send's provider_refs (provider_context). */
-  #spec(ctx: ExecutionContext): Parsed<Omit<Watch, 'from_block'>> {
+  protected spec(ctx: ExecutionContext): WatchSpec<Omit<Watch, 'from_block'>> {
     const cfg = ctx.node_config;
     const p = ctx.provider_context;
     const bad = (detail: string) => ({ ok: false, code: 'USDT0_INVALID_CONFIG', detail }) as const;
@@ -193,12 +152,4 @@ export class Usdt0CreditObserver implements Executor {
       },
     };
   }
-}
-
-function parseWatch(payload: string | null): Watch | null {
-  return parseWatchOf<Watch>(payload, (w) => typeof w.guid === 'string' && typeof w.oft === 'string' && typeof w.recipient === 'string' && typeof w.amount_base_units === 'string' && typeof w.from_block === 'number');
-}
-
-function pinned(ctx: ExecutionContext): Watch | null {
-  return pinnedWatch(ctx, parseWatch);
 }
