@@ -8,13 +8,13 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import pg from 'pg';
-import { startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
+import { EmbeddedStartError, startEmbeddedPostgres, type EmbeddedServer } from '../src/persistence/embedded.ts';
 import { EMBEDDED_PORT_FILE, rememberNewPort, resolveEmbeddedPort } from '../src/persistence/embedded-port.ts';
 import { runningServer } from '../src/persistence/embedded-owner.ts';
 import { listeningUrl, spawnFerry, spawnScript, stopChild, type ChildFerry } from './helpers/ferry-process.ts';
@@ -237,4 +237,32 @@ test('as root, a clone under a folder of mode 0700 whose shared folder the serve
   assert.ok(ferry.lines.some((l) => typeof l.msg === 'string' && l.msg.includes(`embedded PostgreSQL data lives in ${cluster}`)), ferry.output());
   assert.equal(await stopChild(ferry, 'SIGTERM'), 0, ferry.output());
   assert.equal(existsSync(join(cluster, 'postmaster.pid')), false);
+});
+
+test('as root, a database made in place earlier that the server\'s user can no longer reach stops start in one line naming the folder and the fix; an empty folder in its place does not', { skip: asRoot ? false : 'runs only as root (PostgreSQL then runs as its own user)' }, async () => {
+  const home = lockedHome('ferry-home-');
+  const inside = join(home, 'checkout', '.ferry', 'data');
+  // Made when the home folder was still open to it: a cluster is never moved behind its owner's back.
+  mkdirSync(join(inside, 'pg'), { recursive: true });
+  writeFileSync(join(inside, 'pg', 'PG_VERSION'), '18\n');
+  const shared = sharedDir();
+  await assert.rejects(
+    startEmbeddedPostgres({ dataDir: inside, port: await freePort(), sharedDir: shared }),
+    (err: Error) => {
+      assert.ok(err instanceof EmbeddedStartError, String(err));
+      assert.equal(err.message.split('\n').length, 1);
+      assert.match(err.message, new RegExp(`cannot enter ${home} \\(mode 700\\), above its database in ${join(inside, 'pg')}: allow passage with \`chmod o\\+x ${home}\``));
+      return true;
+    },
+  );
+  assert.equal(existsSync(shared), false, 'nothing placed in the shared folder');
+  assert.equal(lstatSync(join(inside, 'pg')).isDirectory(), true, 'the database is left where it is');
+
+  // An empty one holds nothing: the database is made in the shared folder instead.
+  rmSync(join(inside, 'pg'), { recursive: true });
+  mkdirSync(join(inside, 'pg'));
+  const server = await startEmbeddedPostgres({ dataDir: inside, port: await freePort(), sharedDir: shared });
+  servers.push(server);
+  assert.ok(lstatSync(join(inside, 'pg')).isSymbolicLink());
+  await server.stop();
 });

@@ -8,10 +8,12 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   readlinkSync,
   realpathSync,
   renameSync,
+  rmdirSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -284,6 +286,11 @@ export function placeCluster(o: { root: string; sharedDir: string; user: ServerU
       throw new EmbeddedStartError(`${link} links to ${target}, which is gone: put the database back there, or remove ${link} to start on a new, empty one`);
     }
     return { dir: join(realpathSync(dirname(target)), basename(target)), linkedFrom: link };
+  }
+  if (st?.isDirectory() && readdirSync(link).length === 0) {
+    // An empty folder (made by hand, or by a start that failed before initdb): nothing to keep.
+    rmdirSync(link);
+    st = null;
   }
   if (st) {
     o.openProject(o.root);
