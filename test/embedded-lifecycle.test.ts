@@ -140,20 +140,28 @@ function lockedHome(prefix: string): string {
 function sharedDir(): string {
   const top = mkdtempSync(join(tmpdir(), 'ferry-shared-'));
   chmodSync(top, 0o755);
-  after(() => rmSync(top, { recursive: true, force: true }));
+  const shared = join(top, 'ferry');
+  after(() => {
+    // A server a failed test left behind goes before its folder does.
+    for (const name of existsSync(join(shared, 'data')) ? readdirSync(join(shared, 'data')) : []) {
+      const pidFile = join(shared, 'data', name, 'pg', 'postmaster.pid');
+      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : 0;
+      if (pid > 0) {
+        try {
+          process.kill(pid, 'SIGQUIT');
+        } catch {
+          // gone already
+        }
+      }
+    }
+    rmSync(top, { recursive: true, force: true });
+  });
   // Made by start-up, as /var/lib/ferry is on a first start.
-  return join(top, 'ferry');
+  return shared;
 }
 
-test('as root, two clones under a folder of mode 0700 come up at once on one copy of the programs and a database each in the shared folder; a restart finds the rows written before', { skip: asRoot ? false : 'runs only as root (PostgreSQL then runs as its own user)' }, async () => {
+test('as root, two clones under a folder of mode 0700 come up at once on one copy of the programs and a database each in the shared folder; a start after kill -9 takes the left server over and finds the rows written before', { skip: asRoot ? false : 'runs only as root (PostgreSQL then runs as its own user)' }, async () => {
   const dirs: string[] = [];
-  after(() => {
-    // A server a failed test left behind goes before its folders do.
-    for (const dir of dirs) {
-      const left = runningServer(dir);
-      if (left) process.kill(left.pid, 'SIGQUIT');
-    }
-  });
   const home = lockedHome('ferry-home-');
   const shared = sharedDir();
   // The package where an install under the home folder puts it: out of the server's user's reach.
@@ -198,14 +206,21 @@ test('as root, two clones under a folder of mode 0700 come up at once on one cop
   await client.connect();
   await client.query(`CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before the restart')`);
   await client.end();
-  for (const { f } of firsts) assert.equal(await stopChild(f, 'SIGTERM'), 0, f.output());
-  assert.equal(runningServer(dirs[0]!), null);
+  assert.equal(await stopChild(firsts[1]!.f, 'SIGTERM'), 0, firsts[1]!.f.output());
+  assert.equal(runningServer(dirs[1]!), null, 'stopped with its starter');
+  // The other's starter killed: its server, found through the link, is left running.
+  firsts[0]!.f.child.kill('SIGKILL');
+  await firsts[0]!.f.exit;
+  const left = runningServer(dirs[0]!);
+  assert.ok(left, 'the server a killed start left is found through the link');
 
-  // Again, as start-up does it: the folder's port, the same database, the copy as it was.
+  // Again, as start-up does it: the folder's port, the left server taken over, the same database,
+  // the copy as it was.
   const madeAt = statSync(copy).mtimeMs;
   const progress: string[] = [];
   const again = await startEmbeddedPostgres({ dataDir: dirs[0]!, port: await resolveEmbeddedPort(dirs[0]!, undefined, await freePort()), sharedDir: shared, serverPackage, onProgress: (l) => progress.push(l) });
   servers.push(again);
+  assert.notEqual(runningServer(dirs[0]!)?.pid, left.pid, 'a server of its own, not the one left');
   const back = new pg.Client({ connectionString: again.url });
   await back.connect();
   assert.deepEqual((await back.query('SELECT v FROM kept')).rows, [{ v: 'before the restart' }]);
