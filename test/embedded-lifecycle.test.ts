@@ -7,7 +7,7 @@
  * when no such place is to be had, is named in one line instead of a crash.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -217,6 +217,10 @@ test('as root, two clones under a folder of mode 0700 come up at once on one cop
   // Again, as start-up does it: the folder's port, the left server taken over, the same database,
   // the copy as it was.
   const madeAt = statSync(copy).mtimeMs;
+  // What a start killed while copying leaves: its process is gone, its half-made copy goes.
+  const gone = spawnSync(process.execPath, ['-e', '']).pid!;
+  const unfinished = join(shared, `.${copies[0]}.${gone}.0badc0de`);
+  mkdirSync(join(unfinished, 'native'), { recursive: true });
   const progress: string[] = [];
   const again = await startEmbeddedPostgres({ dataDir: dirs[0]!, port: await resolveEmbeddedPort(dirs[0]!, undefined, await freePort()), sharedDir: shared, serverPackage, onProgress: (l) => progress.push(l) });
   servers.push(again);
@@ -228,6 +232,7 @@ test('as root, two clones under a folder of mode 0700 come up at once on one cop
   assert.ok(!progress.some((l) => /first start|copying/.test(l)), progress.join('\n'));
   assert.ok(progress.some((l) => l.includes(`data lives in ${readlinkSync(join(dirs[0]!, 'pg'))}`)), progress.join('\n'));
   assert.equal(statSync(copy).mtimeMs, madeAt, 'the copy is reused');
+  assert.equal(existsSync(unfinished), false, 'a copy left half-made by a killed start is removed');
   await again.stop();
 });
 

@@ -161,6 +161,7 @@ export async function reachablePrograms(o: { pkg: string; sharedDir: string; use
   const digest = createHash('sha256').update(version).update(readFileSync(server)).digest('hex').slice(0, 12);
   const name = `postgresql-${version.replace(/[^A-Za-z0-9._-]/g, '_')}-${digest}`;
   const copy = join(base, name);
+  dropUnfinishedCopies(base);
   if (!complete(copy)) {
     await withLock(join(base, `${name}.lock`), () => {
       if (complete(copy)) return;
@@ -202,9 +203,20 @@ function copyPrograms(pkg: string, base: string, copy: string, made: { version: 
   }
 }
 
+/**
+ * Copies a start killed while copying left behind (`.postgresql-<...>.<pid>.<random>`, that pid
+ * gone); one whose process still runs is being made and stays.
+ */
+function dropUnfinishedCopies(base: string): void {
+  for (const entry of readdirSync(base)) {
+    const m = /^\.postgresql-.*\.(\d+)\.[0-9a-f]{8}$/.exec(entry);
+    if (m && !alive(Number(m[1]))) rmSync(join(base, entry), { recursive: true, force: true });
+  }
+}
+
 /** The copy runs, as the server's user, with its libraries: `postgres --version`. */
 function checkRuns(copy: string, user: ServerUser): void {
-  const run = spawnSync(join(copy, 'native', 'bin', 'postgres'), ['--version'], { uid: user.uid, gid: user.gid, encoding: 'utf8' });
+  const run = spawnSync(join(copy, 'native', 'bin', 'postgres'), ['--version'], { uid: user.uid, gid: user.gid, cwd: '/', encoding: 'utf8' });
   if (run.status === 0 && /PostgreSQL/.test(run.stdout)) return;
   const said = (run.stderr || run.error?.message || `exit ${run.status}`).trim().split('\n')[0];
   throw new EmbeddedStartError(`the copy of PostgreSQL's programs in ${copy} does not run as its system user (${said}): remove ${copy} to have it made again`);
@@ -258,6 +270,10 @@ function lockHeld(file: string): boolean {
       return false;
     }
   }
+  return alive(pid);
+}
+
+function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
