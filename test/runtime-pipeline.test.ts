@@ -12,7 +12,7 @@ import { approvedMovement, backdateNodes, dispatchByHand, drain, plan, runtimeDe
 
 /**
  * Every branch of the dispatch, observe and recovery pipelines of the reference runtime, on the
- * simulation lane and real Postgres. Workers are driven step by step, as their loops would.
+ * simulation lane and real Postgres. The dispatch, observation and recovery steps are driven one by one.
  */
 
 let db: TestDb;

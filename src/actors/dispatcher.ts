@@ -22,8 +22,10 @@ import { EXPIRED_RETRY_SECONDS, preparedActionExpired } from './prepared-expiry.
 import { deliverBatch, deliverHeld, previewBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from '../durable/transition.ts';
 
 /**
- * The dispatcher drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
- * as the reference runtime does, a batch at a time:
+ * The dispatch step drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
+ * as the reference runtime does, a batch at a time. A movement actor (movement-actor.ts) makes its
+ * claims over the rows it holds and runs steps 2 to 5 on them (runDispatches); dispatchBatch makes
+ * the claim of step 1 itself, for tests and tools that drive nodes without a runtime:
  *
  *   1. one transaction claims up to FERRY_NODE_DISPATCH_BATCH_SIZE nodes (one statement, see claims.ts) and
  *      moves them to PREPARING with a fresh lease token each (one batched transition);
@@ -54,8 +56,6 @@ export interface DispatchOptions {
   limit?: number;
   /** Claim the successors a batch unblocks in its result commit and keep going (default true). */
   carry?: boolean;
-  /** Called when a claim took a full batch: there is probably more for another slot. */
-  onBacklog?: () => void;
 }
 
 /** Claims and runs one node (without carrying its movement onward). False when there was nothing to do. */
@@ -63,46 +63,11 @@ export async function dispatchOne(deps: WorkerDeps): Promise<boolean> {
   return (await dispatchBatch(deps, { limit: 1, carry: false })) > 0;
 }
 
-/**
- * The claims other workers' commits made for one runtime's dispatcher slots (see WorkerDeps.handOff):
- * already PREPARING and leased, waiting for a slot. One per runtime, held in its WorkerDeps
- * (`dispatchQueue`), so two runtimes in one process never take each other's claims.
- */
-export class HandedOffClaims {
-  private readonly queued: CarriedClaim[] = [];
-
-  get size(): number {
-    return this.queued.length;
-  }
-
-  push(claims: CarriedClaim[]): void {
-    this.queued.push(...claims);
-  }
-
-  /** Removes and returns up to `limit` claims (all of them without a limit), oldest first. */
-  take(limit = this.queued.length): CarriedClaim[] {
-    return this.queued.splice(0, limit);
-  }
-}
-
-/** Runs whatever is still queued for the slots of `deps` (at shutdown, so no leased node waits for the grace). */
-export async function drainHandedOff(deps: WorkerDeps): Promise<void> {
-  const queue = deps.dispatchQueue;
-  if (!queue) return;
-  while (queue.size > 0) await runDispatches(deps, queue.take());
-}
-
-/** Runs handed-off claims first, else claims up to `limit` nodes and runs them; returns how many. */
+/** Claims up to `limit` nodes and runs them; returns how many. */
 export async function dispatchBatch(deps: WorkerDeps, opts: DispatchOptions = {}): Promise<number> {
   const limit = opts.limit ?? deps.config.dispatchBatchSize;
-  const queued = deps.dispatchQueue?.take(limit) ?? [];
-  if (queued.length > 0) {
-    await runDispatches(deps, queued, opts.carry ?? true);
-    return queued.length;
-  }
   const claimed = await claim(deps, limit);
   if (claimed.length === 0) return 0;
-  if (claimed.length >= limit) opts.onBacklog?.();
   await runDispatches(deps, claimed, opts.carry ?? true);
   return claimed.length;
 }

@@ -11,11 +11,10 @@ import { artifactsOfNodes, type NewArtifact } from '../persistence/artifacts.ts'
 import type { ArtifactCache } from './artifact-cache.ts';
 import type { Pool, Queryable } from '../persistence/db.ts';
 import { nodesOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
-import type { HandedOffClaims } from './dispatcher.ts';
 import type { GroupWriter } from './group-writer.ts';
-import type { CarriedClaim, TransitionDeps } from '../durable/transition.ts';
+import type { TransitionDeps } from '../durable/transition.ts';
 
-/** What the dispatcher, observer and recovery workers share. */
+/** What the movement actors' dispatch and observation steps and recovery share. */
 export interface WorkerDeps {
   pool: Pool;
   config: FerryConfig;
@@ -23,13 +22,6 @@ export interface WorkerDeps {
   signers: SignerRegistry;
   transitions: TransitionDeps;
   log: Logger;
-  /**
-   * Where a worker other than the dispatcher hands the nodes its commit claimed (carried onward):
-   * the runtime queues them for its dispatcher slots. Absent, the worker dispatches them itself.
-   */
-  handOff?: (claims: CarriedClaim[]) => void;
-  /** Where handOff queues those claims for this runtime's dispatcher slots; dispatchBatch takes them first. */
-  dispatchQueue?: HandedOffClaims;
   /** The actor runtime's group writer: writes over held rows go through it, merged under load. */
   groupWriter?: GroupWriter;
   /** Where the treasury policy reads prices at dispatch; unset: the configuration's price_feeds (src/prices/). */

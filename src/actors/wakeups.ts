@@ -6,8 +6,8 @@ import { EVENTS_CHANNEL, type EventNotice } from '../durable/transition.ts';
 
 /**
  * Listens for the transition function's NOTIFY on a dedicated connection and wakes the workers a
- * new state concerns: READY -> dispatcher, SUBMITTED / OBSERVING -> observer, UNKNOWN -> recovery,
- * and every state to `onEvent` subscribers (the live inspection stream); a requested sweep run
+ * new state concerns: READY or APPROVED -> the lease holder (`leaseHolder`), UNKNOWN -> recovery, every
+ * notice to the lease holder's `notices` (its movement actors), and every state to `onEvent` subscribers (the live inspection stream); a requested sweep run
  * (its own channel) wakes that sweep's pg-boss worker. The workers' intervals
  * remain the safety net: a lost connection only costs latency, and it reconnects with backoff.
  */
@@ -16,8 +16,8 @@ const RECONNECT_FIRST_MS = 1000;
 const RECONNECT_MAX_MS = 30_000;
 
 export interface WakeTargets {
-  dispatcher?: () => void;
-  observer?: () => void;
+  /** A node became READY or a movement APPROVED: there may be a movement to lease. */
+  leaseHolder?: () => void;
   recovery?: () => void;
   /** Every notice of a committed payload, in order (the actor runtime's lease holder). */
   notices?: (notices: EventNotice[]) => void;
@@ -62,8 +62,7 @@ export class Wakeups {
       this.#client = client;
       // Anything that happened while we were not listening is found by the next interval run;
       // wake everyone once so it is found now.
-      this.targets.dispatcher?.();
-      this.targets.observer?.();
+      this.targets.leaseHolder?.();
     } catch (err) {
       await client.end().catch(() => {});
       this.log.warn({ err, attempt }, 'could not listen for wake-ups; retrying');
@@ -99,8 +98,7 @@ export class Wakeups {
     const last = new Map<string, string>();
     for (const n of notices) last.set(n.entity === 'node' ? `n:${n.node_id}` : `r:${n.request_id}`, n.state);
     const states = new Set(last.values());
-    if (states.has('READY') || states.has('APPROVED')) this.targets.dispatcher?.();
-    if (states.has('SUBMITTED') || states.has('OBSERVING')) this.targets.observer?.();
+    if (states.has('READY') || states.has('APPROVED')) this.targets.leaseHolder?.();
     if (states.has('UNKNOWN')) this.targets.recovery?.();
     this.targets.notices?.(notices);
     for (const notice of notices) for (const fn of this.#listeners) fn(notice);
