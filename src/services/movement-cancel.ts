@@ -1,10 +1,10 @@
-import { contextFor, errorText, outcomeOf, resultArtifacts } from '../actors/execution.ts';
-import { attemptVersions, signedVersionArtifacts } from '../actors/replacement.ts';
 import { deliverBatch } from '../durable/transition.ts';
 import type { FerryConfig } from '../config.ts';
 import { FerryError, NotFoundError } from '../errors.ts';
 import { FatalMovementError, isMovementError } from '../executors/errors.ts';
+import { contextArtifactNodeIds, contextOfRows } from '../executors/context.ts';
 import type { ExecutionContext, ExecutionResult, Executor, SignResult } from '../executors/protocol.ts';
+import { attemptVersions, errorText, outcomeOf, resultArtifacts, signedVersionArtifacts } from '../executors/records.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { buildSignRequest, signingRefusalAudit, effectConfigOf } from '../executors/sign-request.ts';
 import type { Logger } from '../log.ts';
@@ -134,7 +134,8 @@ async function askToCancel(deps: CancelServiceDeps, request: MovementRow, node: 
   let ctx: ExecutionContext;
   let result: ExecutionResult;
   try {
-    ctx = await contextFor(deps.pool, request, node, node.attempt_no);
+    const input = { request, node, nodes: await nodesOfMovement(deps.pool, request.id), attemptNo: node.attempt_no };
+    ctx = contextOfRows(input, await artifactsOfNodes(deps.pool, contextArtifactNodeIds(input)));
     result = await executor.cancel!(ctx);
   } catch (err) {
     const code = isMovementError(err) ? err.code : 'CANCEL_ERROR';
