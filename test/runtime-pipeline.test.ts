@@ -187,7 +187,7 @@ describe('dispatch', () => {
     assert.equal(s.byKey.a.node_state, 'COMPLETED');
     assert.equal(s.byKey.b.node_state, 'FAILED');
     assert.equal(s.request.request_state, 'MANUAL_INTERVENTION');
-    assert.ok(deps.seen.some((c) => c.request.id === id && c.eventType === 'request_attention'));
+    assert.ok(deps.seen.some((c) => c.movement.id === id && c.eventType === 'request_attention'));
   });
 });
 

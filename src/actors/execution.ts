@@ -36,17 +36,17 @@ export interface WorkerDeps {
 export const nowIso = () => new Date().toISOString();
 
 /**
- * Builds the ExecutionContext of a claimed node from its request, its sibling nodes and the
+ * Builds the ExecutionContext of a claimed node from its movement, its sibling nodes and the
  * artifacts of its completed direct predecessors. `attemptNo` is the attempt the call belongs to.
  */
 export async function contextFor(
   db: Queryable,
-  request: MovementRow,
+  movement: MovementRow,
   node: NodeRow,
   attemptNo: number,
 ): Promise<ExecutionContext> {
-  const nodes = await nodesOfMovement(db, request.id);
-  return (await contextsFor(db, [{ request, node, nodes, attemptNo }]))[0];
+  const nodes = await nodesOfMovement(db, movement.id);
+  return (await contextsFor(db, [{ movement, node, nodes, attemptNo }]))[0];
 }
 
 /**
@@ -55,7 +55,7 @@ export async function contextFor(
  */
 export async function contextsFor(db: Queryable, inputs: ContextInput[], cache?: ArtifactCache, unwritten: readonly NewArtifact[] = []): Promise<ExecutionContext[]> {
   if (cache) {
-    const movements = new Map(inputs.map((i) => [i.request.id, { movement: i.request, nodes: i.nodes }]));
+    const movements = new Map(inputs.map((i) => [i.movement.id, { movement: i.movement, nodes: i.nodes }]));
     const artifacts = [...(await cache.of(db, [...movements.values()])), ...unwritten];
     return inputs.map((input) => contextOfRows(input, artifacts));
   }
@@ -109,19 +109,19 @@ export async function askProvider(
 /** Contexts for claimed nodes, one artifacts query for all; a failed read is each node's error. */
 export async function claimedContexts(
   db: Queryable,
-  claims: { request: MovementRow; node: NodeRow; nodes: NodeRow[]; unwritten?: { artifacts?: NewArtifact[] } }[],
+  claims: { movement: MovementRow; node: NodeRow; nodes: NodeRow[]; unwritten?: { artifacts?: NewArtifact[] } }[],
   attemptOf: (node: NodeRow) => number,
   cache?: ArtifactCache,
 ): Promise<(ExecutionContext | { error: unknown })[]> {
   // Artifacts a claim's commit will store with it (a predecessor's result written with the claim).
   const unwritten = claims.flatMap((c) => c.unwritten?.artifacts ?? []);
   try {
-    return await contextsFor(db, claims.map((c) => ({ request: c.request, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) })), cache, unwritten);
+    return await contextsFor(db, claims.map((c) => ({ movement: c.movement, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) })), cache, unwritten);
   } catch {
     // One bad node must not sink the batch: build them one by one to find whose context fails.
     return Promise.all(
       claims.map((c) =>
-        contextsFor(db, [{ request: c.request, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) }], undefined, c.unwritten?.artifacts ?? []).then(
+        contextsFor(db, [{ movement: c.movement, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) }], undefined, c.unwritten?.artifacts ?? []).then(
           (x) => x[0],
           (error: unknown) => ({ error }),
         ),

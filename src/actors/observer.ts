@@ -69,15 +69,15 @@ export async function observeBatch(deps: WorkerDeps): Promise<number> {
     const claimed = await claimObserveBatch(client, deps.config.observeBatchSize);
     claimsTotal.inc({ worker: 'observer', result: claimed.length > 0 ? 'hit' : 'miss' }, Math.max(1, claimed.length));
     if (claimed.length === 0) return 0;
-    const siblings = await nodesOfMovements(client, [...new Set(claimed.map((c) => c.request.id))]);
-    const withNodes = claimed.map((c) => ({ ...c, nodes: siblings.get(c.request.id) ?? [] }));
+    const siblings = await nodesOfMovements(client, [...new Set(claimed.map((c) => c.movement.id))]);
+    const withNodes = claimed.map((c) => ({ ...c, nodes: siblings.get(c.movement.id) ?? [] }));
     const contexts = await claimedContexts(client, withNodes, (n) => n.attempt_no);
 
     const observed = await Promise.all(claimed.map(({ node }, i) => observationOf(deps, node, contexts[i])));
     const items = observed.map((o) => o.item);
     observed.forEach((o, i) => (proposals[i] = o.proposal));
     // The claim holds every movement's row lock, so the rows just read are the rows: no re-read.
-    const held = [...new Map(withNodes.map((c) => [c.request.id, { movement: c.request, nodes: c.nodes }])).values()];
+    const held = [...new Map(withNodes.map((c) => [c.movement.id, { movement: c.movement, nodes: c.nodes }])).values()];
     const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID(), held });
     carried = result.claimed;
     // Only a fee bump whose observation was recorded goes on to be signed.

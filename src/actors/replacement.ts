@@ -69,9 +69,9 @@ async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise
   const { nodeId, attemptNo, prepared } = proposal;
   const node = await getNode(deps.pool, nodeId);
   if (!node || node.attempt_no !== attemptNo || (node.node_state !== 'SUBMITTED' && node.node_state !== 'OBSERVING')) return 'stale';
-  const request = (await getMovement(deps.pool, node.request_id))!;
+  const movement = (await getMovement(deps.pool, node.request_id))!;
   const log = deps.log.child({ movement_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'observer', attempt: attemptNo });
-  const ctx = await contextFor(deps.pool, request, node, attemptNo);
+  const ctx = await contextFor(deps.pool, movement, node, attemptNo);
   const versions = attemptVersions(await artifactsOfNodes(deps.pool, [node.id]), attemptNo);
   const replacementNo = versions.replacements + 1;
   const refuse = (err: FatalMovementError) => refused(deps, { node, ctx, prepared, replacementNo, refusedBefore: versions.refused, err, log });
@@ -98,7 +98,7 @@ async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise
     // The dispatcher's own builder: the expected effect from the approved plan (recipient, amount,
     // the chain's fee cap) binds every version exactly as it bound the first; `replaces` binds it
     // to the original.
-    signature = await signer.sign(buildSignRequest({ ctx, prepared, plan: request.compiled_plan, ...effectConfigOf(deps.config), replaces }));
+    signature = await signer.sign(buildSignRequest({ ctx, prepared, plan: movement.compiled_plan, ...effectConfigOf(deps.config), replaces }));
   } catch (err) {
     if (err instanceof FatalMovementError) return refuse(err);
     // Nothing changes: the pending version stays, and a later observation proposes again.

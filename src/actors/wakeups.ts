@@ -84,7 +84,7 @@ export class Wakeups {
   /**
    * A payload is the array of notices one transaction committed, in order. Only the state an entity
    * was left in counts for waking workers: a node made READY and claimed in the same commit needs no
-   * dispatcher, and a request's EXECUTING means a dispatcher already has it.
+   * wake-up, and a movement's EXECUTING means a holder already has it.
    */
   #dispatch(payload: string | undefined) {
     if (!payload) return;

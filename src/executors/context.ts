@@ -7,7 +7,7 @@ import { bindingExtras, bindingKey } from './registry.ts';
 
 /** Plain row data an ExecutionContext is built from; the caller loads it, this module does no I/O. */
 export interface ExecutionContextInput {
-  request: {
+  movement: {
     id: string;
     compiled_plan_hash: string;
     template_key: string;
@@ -33,7 +33,7 @@ export interface ExecutionContextInput {
    * observe and recover work on the attempt already committed (the row's attempt_no).
    */
   attemptNo: number;
-  /** Every node of the request (the current one included or not). */
+  /** Every node of the movement (the current one included or not). */
   nodes: ReadonlyArray<{ node_key: string; node_state: string; provider_refs: Record<string, unknown> | null }>;
   /** Artifacts of the COMPLETED direct predecessors. */
   priorArtifacts: ReadonlyArray<{ artifact_type: string; artifact_digest: string | null }>;
@@ -61,7 +61,7 @@ const REF_PREFIX = '$ref:';
  *         binding without its key.
  */
 export function buildExecutionContext(input: ExecutionContextInput): ExecutionContext {
-  const { request, node, attemptNo } = input;
+  const { movement, node, attemptNo } = input;
   if (!Number.isInteger(attemptNo) || attemptNo < 1) throw new RangeError(`attemptNo must be a positive integer, got ${attemptNo}`);
 
   const completedRefs = new Map<string, Record<string, unknown>>();
@@ -77,17 +77,17 @@ export function buildExecutionContext(input: ExecutionContextInput): ExecutionCo
 
   return {
     protocol_version: PROTOCOL_VERSION,
-    request_id: request.id,
+    request_id: movement.id,
     request_node_id: node.id,
-    compiled_plan_hash: request.compiled_plan_hash,
-    template_key: request.template_key,
-    template_version: request.template_version,
+    compiled_plan_hash: movement.compiled_plan_hash,
+    template_key: movement.template_key,
+    template_version: movement.template_version,
     node_key: node.node_key,
     node_kind: node.node_kind,
     action_type: node.action_type,
     attempt_no: attemptNo,
-    intent: { ...request.intent },
-    input_params: { ...request.input_params },
+    intent: { ...movement.intent },
+    input_params: { ...movement.input_params },
     resolved_bindings: resolveBindings(node.executor_binding, node.signer_binding),
     risk_controls: { ...input.riskControls },
     prior_artifacts: input.priorArtifacts.map((a) => ({ artifact_type: a.artifact_type, artifact_digest: a.artifact_digest })),
@@ -154,9 +154,9 @@ function resolveRef(ref: string, completedRefs: ReadonlyMap<string, Record<strin
 
 /** A claimed node with its movement and every node of the movement: what its context is built from. */
 export interface ContextInput {
-  request: MovementRow;
+  movement: MovementRow;
   node: NodeRow;
-  /** Every node of the request, as the claim's commit left them. */
+  /** Every node of the movement, as the claim's commit left them. */
   nodes: NodeRow[];
   attemptNo: number;
 }
@@ -171,21 +171,21 @@ export function contextArtifactNodeIds({ node, nodes }: Pick<ContextInput, 'node
  * which hold at least those of contextArtifactNodeIds (its own attempt's, and its completed direct
  * predecessors'). `attemptNo` is the attempt the call belongs to.
  */
-export function contextOfRows({ request, node, nodes, attemptNo }: ContextInput, artifacts: readonly NewArtifact[]): ExecutionContext {
+export function contextOfRows({ movement, node, nodes, attemptNo }: ContextInput, artifacts: readonly NewArtifact[]): ExecutionContext {
   const completedPredecessors = new Set(
     nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED').map((n) => n.id),
   );
   const own = artifacts.filter((a) => a.request_node_id === node.id && a.attempt_no === attemptNo);
   const prior = artifacts.filter((a) => completedPredecessors.has(a.request_node_id));
-  const plan = request.compiled_plan as { risk_controls?: Record<string, unknown> };
+  const plan = movement.compiled_plan as { risk_controls?: Record<string, unknown> };
   return buildExecutionContext({
-    request: {
-      id: request.id,
-      compiled_plan_hash: request.compiled_plan_hash,
-      template_key: request.template_key,
-      template_version: request.template_version,
-      intent: request.intent,
-      input_params: request.input_params,
+    movement: {
+      id: movement.id,
+      compiled_plan_hash: movement.compiled_plan_hash,
+      template_key: movement.template_key,
+      template_version: movement.template_version,
+      intent: movement.intent,
+      input_params: movement.input_params,
     },
     node: {
       id: node.id,
