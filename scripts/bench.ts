@@ -21,8 +21,7 @@
  * once), --ceiling-seconds, --preload N (N finished movements, with nodes and transitions, inserted
  * before the run: claim cost must not grow with history), --stall-seconds (default 30), --failing N
  * and --stuck N (that many extra movements that cannot complete, to see the bench report them),
- * --trace (print the statements of the median probe's critical path), --runtime loops|actors (FERRY_RUNTIME
- * of the workers, default actors, as in FERRY_RUNTIME).
+ * --trace (print the statements of the median probe's critical path).
  * --api N measures the API process instead (scripts/lib/api-bench.ts): two rounds of N hostile and
  * ordinary requests against `src/main.ts`, and its memory after each (api_rss_mb_after); with
  * --heap-snapshots also the heap it retains after a full collection, from heap snapshots.
@@ -76,8 +75,6 @@ const { values } = parseArgs({
     api: { type: 'string', default: '0' },
     'heap-snapshots': { type: 'boolean', default: false },
     trace: { type: 'boolean', default: false },
-    // Which runtime the workers run (FERRY_RUNTIME): loops or actors.
-    runtime: { type: 'string', default: 'actors' },
   },
 });
 const stallSeconds = Number(values['stall-seconds']);
@@ -89,10 +86,6 @@ if (!(stallSeconds > 0) || !Number.isInteger(faults.fail) || !Number.isInteger(f
 const preload = Number(values.preload);
 if (!Number.isInteger(preload) || preload < 0) {
   console.error('--preload must be a whole number of finished movements, 0 for none');
-  process.exit(2);
-}
-if (values.runtime !== 'loops' && values.runtime !== 'actors') {
-  console.error('--runtime must be loops or actors');
   process.exit(2);
 }
 const apiRequests = Number(values.api);
@@ -306,7 +299,7 @@ async function main() {
     const probes = await createMovements(pool, benchTemplate(), PROBES, 1);
     if (preload > 0) await preloadFinishedMovements(pool, ids[0], preload);
     // The workers' connection budget counts the whole cluster: these workers and no API process.
-    const workerEnv = { FERRY_LOG_LEVEL: 'warn', FERRY_WORKER_PROCESSES: String(processes), FERRY_API_PROCESSES: '0', FERRY_RUNTIME: values.runtime! };
+    const workerEnv = { FERRY_LOG_LEVEL: 'warn', FERRY_WORKER_PROCESSES: String(processes), FERRY_API_PROCESSES: '0' };
     const counters = Array.from({ length: processes }, (_, i) => join(scratch, `queries-${i}`));
     for (let i = 0; i < processes; i++) {
       workers.push(spawnWorker(url, { ...workerEnv, FERRY_BENCH_QUERY_FILE: counters[i] }, { preload: ['./scripts/lib/query-counter.ts'] }));
@@ -369,7 +362,6 @@ async function main() {
     const result = {
       movements,
       processes,
-      runtime: values.runtime,
       movements_per_s: round(movements / wall),
       transitions_per_s: round(log.n / wall),
       e2e_p50_ms: round(percentile(e2e, 50)),
@@ -386,7 +378,7 @@ async function main() {
       worker_rss_mb_max: round(rss.maxMb()),
       ...(preload > 0 ? { preloaded: preload } : {}),
     };
-    console.log(`movements            ${movements} (${processes} worker processes, ${values.runtime} runtime, ${concurrency} load clients, ${rate > 0 ? `${rate} approvals/s` : 'approved at once'})`);
+    console.log(`movements            ${movements} (${processes} worker processes, ${concurrency} load clients, ${rate > 0 ? `${rate} approvals/s` : 'approved at once'})`);
     console.log(`wall time            ${round(wall, 2)} s`);
     console.log(`movements/s          ${result.movements_per_s}`);
     console.log(`transitions/s        ${result.transitions_per_s} (${log.n} transitions)`);

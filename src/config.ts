@@ -158,26 +158,22 @@ const coreFields = {
   FERRY_NETWORK_CLASS: ['networkClass', z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/, 'a lower-case name of at most 32 letters, digits, - and _').default('default')],
   // A process whose workers wrote no heartbeat for this long is listed as gone (GET /v3/workers, ferry workers).
   FERRY_WORKER_GONE_AFTER_SECONDS: ['workerGoneAfterSeconds', z.coerce.number().int().min(10).max(86400).default(60)],
-  // A core worker (lease holder, dispatcher, observer, recovery) whose runs failed this many times in
+  // A core worker (lease holder, recovery, a lane's core worker) whose runs failed this many times in
   // a row, not counting Ferry's database being away, takes its process down (exit code 1) so that the
   // cluster primary or the service manager starts a fresh one; 0: it only backs off, forever.
   FERRY_CORE_WORKER_CRASH_AFTER_FAILURES: ['coreWorkerCrashAfterFailures', z.coerce.number().int().min(0).max(10000).default(10)],
-  // Per-worker switches for the hot loops and the callback delivery consumer (the sweeps have their
-  // own FERRY_<SWEEP>_ENABLED); a disabled worker is listed as disabled in GET /v3/workers.
-  // Which runtime drives movements (docs/actor-runtime.md): the dispatcher and observer loops, or a
-  // lease holder with one movement actor per leased movement. Every process of a cluster must run the same.
-  FERRY_RUNTIME: ['runtime', z.enum(['loops', 'actors']).default('actors')],
+  // The lease holder and its movement actors (docs/actor-runtime.md): how long a lease lasts unrenewed,
+  // how many movements one process holds, and how long a movement actor keeps a movement whose next
+  // work is due soon instead of handing it back (movement-actor.ts).
   FERRY_LEASE_TTL_SECONDS: ['leaseTtlSeconds', z.coerce.number().min(1).max(3600).default(15)],
   FERRY_LEASE_MAX_MOVEMENTS: ['leaseMaxMovements', count(500)],
   FERRY_ACTOR_HOLD_SECONDS: ['actorHoldSeconds', z.coerce.number().min(0).max(300).default(5)],
-  FERRY_WORKER_NODE_DISPATCHER_ENABLED: ['workerNodeDispatcherEnabled', bool.default(true)],
-  FERRY_WORKER_NODE_OBSERVER_ENABLED: ['workerNodeObserverEnabled', bool.default(true)],
+  // Per-worker switches for the recovery loop and the callback delivery consumer (the sweeps have their
+  // own FERRY_<SWEEP>_ENABLED); a disabled worker is listed as disabled in GET /v3/workers.
   FERRY_WORKER_NODE_RECOVERY_ENABLED: ['workerNodeRecoveryEnabled', bool.default(true)],
   FERRY_WORKER_CALLBACK_DISPATCHER_ENABLED: ['workerCallbackDispatcherEnabled', bool.default(true)],
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: ['dispatchIntervalSeconds', seconds(2)],
-  FERRY_NODE_DISPATCH_CONCURRENCY: ['dispatchConcurrency', count(4)],
   FERRY_NODE_DISPATCH_BATCH_SIZE: ['dispatchBatchSize', count(16)],
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: ['observeIntervalSeconds', seconds(5)],
   FERRY_NODE_OBSERVE_BATCH_SIZE: ['observeBatchSize', count(10)],
   FERRY_OBSERVE_TIMEOUT_ENFORCEMENT_ENABLED: ['observeTimeoutEnforcement', bool.default(false)],
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: ['recoveryIntervalSeconds', seconds(60)],

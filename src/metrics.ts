@@ -51,7 +51,7 @@ export const fencedRetriesTotal = counter(
   ['worker'],
 );
 
-export const leasedTotal = counter('ferry_movement_leases_total', 'Movements leased by this process (the actor runtime, FERRY_RUNTIME=actors).', []);
+export const leasedTotal = counter('ferry_movement_leases_total', 'Movements leased by this process (its lease holder).', []);
 
 export const movementDurationSeconds = new client.Histogram({
   name: 'ferry_movement_duration_seconds',

@@ -18,7 +18,7 @@ import { approvedMovement, backdateNodes, plan, runtimeDeps, simNode, snapshot }
 import { waitFor } from './helpers/wait.ts';
 
 /**
- * The actor runtime in one process (FERRY_RUNTIME=actors): a lease holder leases movements with due
+ * The actor runtime in one process: a lease holder leases movements with due
  * work and runs each as a movement actor, which drives it in memory and writes over the rows it
  * holds, fenced by the movement's write_version.
  */

@@ -1,5 +1,5 @@
 /**
- * Takeover in the actor runtime (FERRY_RUNTIME=actors), with real worker processes:
+ * Takeover in the actor runtime, with real worker processes:
  *
  * - a holder SIGKILLed after the provider recorded the submit, before its answer: another process
  *   takes the lease once it expires, recovery asks the provider, and the node completes on its one
@@ -17,12 +17,10 @@ import { approvedMovement, plan, runtimeDeps, simNode, snapshot } from './helper
 import { waitFor } from './helpers/wait.ts';
 
 const ENV = {
-  FERRY_RUNTIME: 'actors',
   FERRY_LEASE_TTL_SECONDS: '2',
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=2',
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.3',
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
 };
 
 const children: ChildProcess[] = [];

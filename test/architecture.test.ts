@@ -153,6 +153,15 @@ test('actors/ holds the runtime and its actors: of sweeps/ and the queue consume
   assert.ok(all.some((i) => i.file === 'actors/runtime.ts' && i.target === 'queue/movement-queue.ts'));
 });
 
+test('services/ sit below the workers and the entry points: they import no actor, sweep, queue consumer or entry point, not even a type', () => {
+  // The workers and the entry points call the services; what both need of an executor's answer
+  // (its outcome, its artifacts, an attempt's versions) lives below them, in executors/records.ts.
+  const bad = inFolders(['services']).filter((i) => intoFolders(i, ['actors', 'sweeps', 'queue', 'http', 'cli', 'hosts', 'demo']));
+  assert.deepEqual(show(bad), []);
+  // The rule sees something: the cancel service reads executor answers through the lower module.
+  assert.ok(all.some((i) => i.file === 'services/movement-cancel.ts' && i.target === 'executors/records.ts' && i.names.includes('outcomeOf')));
+});
+
 test('durable/ drives the machines over rows below the services: it imports no service, actor, sweep or entry point', () => {
   const bad = inFolders(['durable']).filter((i) => !i.typeOnly && intoFolders(i, ['services', 'actors', 'sweeps', 'queue', 'http', 'cli', 'executors', 'hosts', 'demo']));
   assert.deepEqual(show(bad), []);

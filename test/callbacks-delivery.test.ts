@@ -78,7 +78,7 @@ async function newCallback(request: CallbackMovementRow, eventType: string, opts
   return withTransaction(db.pool, (client) =>
     enqueueCallback(
       client,
-      { request, eventType, nodeKey: opts.nodeKey, occurredAt: new Date().toISOString(), maxAttempts: opts.maxAttempts ?? 5 },
+      { movement: request, eventType, nodeKey: opts.nodeKey, occurredAt: new Date().toISOString(), maxAttempts: opts.maxAttempts ?? 5 },
       opts.withJob === false ? undefined : queue,
     ),
   );
@@ -154,11 +154,11 @@ describe('delivery by the pg-boss worker', () => {
         out.push(
           await enqueueCallback(
             client,
-            { request, eventType: e, nodeKey: e === 'frontier_advanced' ? 'step_a' : null, occurredAt: new Date().toISOString(), maxAttempts: 5 },
+            { movement: request, eventType: e, nodeKey: e === 'frontier_advanced' ? 'step_a' : null, occurredAt: new Date().toISOString(), maxAttempts: 5 },
             queue,
           ),
         );
-        await enqueueCallback(client, { request: otherRequest, eventType: e, occurredAt: new Date().toISOString(), maxAttempts: 5 }, queue);
+        await enqueueCallback(client, { movement: otherRequest, eventType: e, occurredAt: new Date().toISOString(), maxAttempts: 5 }, queue);
       }
       return out;
     });
@@ -532,7 +532,7 @@ describe('the outbox', () => {
       withTransaction(db.pool, async (client) => {
         rolledBackId = await enqueueCallback(
           client,
-          { request, eventType: 'request_approved', occurredAt: new Date().toISOString(), maxAttempts: 5 },
+          { movement: request, eventType: 'request_approved', occurredAt: new Date().toISOString(), maxAttempts: 5 },
           queue,
         );
         assert.ok(await getCallback(client, rolledBackId), 'visible inside the transaction');
@@ -549,11 +549,11 @@ describe('the outbox', () => {
     assert.ok(await job(committed, 0, 0));
   });
 
-  test('enqueueCallback refuses a request without a callback URL', async () => {
+  test('enqueueCallback refuses a movement without a callback URL', async () => {
     const request = await movement('http://127.0.0.1:9/x');
     await assert.rejects(
       withTransaction(db.pool, (client) =>
-        enqueueCallback(client, { request: { ...request, callback_url: null }, eventType: 'x', occurredAt: 'now', maxAttempts: 5 }),
+        enqueueCallback(client, { movement: { ...request, callback_url: null }, eventType: 'x', occurredAt: 'now', maxAttempts: 5 }),
       ),
       /no callback_url/,
     );

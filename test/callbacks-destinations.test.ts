@@ -72,7 +72,7 @@ async function createMovement(extra: Record<string, unknown>): Promise<any> {
 async function callbackOn(movementId: string): Promise<string> {
   const request = (await getMovement(db.pool, movementId)) as unknown as CallbackMovementRow;
   return withTransaction(db.pool, (client) =>
-    enqueueCallback(client, { request, eventType: 'request_test', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
+    enqueueCallback(client, { movement: request, eventType: 'request_test', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
   );
 }
 

@@ -102,7 +102,7 @@ describe('callback payload', () => {
 
   test('has the movement summary and omits node_key unless given', () => {
     const callbackId = '22222222-2222-4222-8222-222222222222';
-    const p = buildCallbackPayload({ request, callbackId, eventType: 'request_executing', occurredAt: '2026-01-02T03:05:00.000Z' });
+    const p = buildCallbackPayload({ movement: request, callbackId, eventType: 'request_executing', occurredAt: '2026-01-02T03:05:00.000Z' });
     assert.deepEqual(p, {
       callback_id: callbackId,
       event_type: 'request_executing',
@@ -123,7 +123,7 @@ describe('callback payload', () => {
       },
     });
     assert.equal('node_key' in p, false);
-    const withNode = buildCallbackPayload({ request, callbackId, eventType: 'frontier_advanced', nodeKey: 'withdraw', occurredAt: 'x' });
+    const withNode = buildCallbackPayload({ movement: request, callbackId, eventType: 'frontier_advanced', nodeKey: 'withdraw', occurredAt: 'x' });
     assert.equal(withNode.node_key, 'withdraw');
     assert.equal('callback_url' in withNode.movement, false, 'the callback URL is not echoed back');
   });

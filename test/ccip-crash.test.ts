@@ -37,7 +37,6 @@ const WORKER_ENV = {
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'ccip=1',
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
 };
 
 /** Every transaction of the hot wallet to the Router calling ccipSend, read block by block from the source chain. */

@@ -418,7 +418,6 @@ test('SIGKILL of the worker while the exchange holds an accepted withdraw/apply:
     FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'cex=2',
     FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
     FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-    FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
   };
   exA.fault({ path: APPLY, fault: { kind: 'hold_after_accept' }, times: 1 });
   const id = await approvedMovement(deps, cexToChain('cex-sigkill'), { asset: 'ETH', amount: '0.0421', destination: { address: to } });

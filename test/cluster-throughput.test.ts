@@ -17,7 +17,6 @@ test(`${PROCESSES} processes run ${MOVEMENTS} movements: all complete, one claim
   const db = await scratchDatabase(t);
   const ids = await createMovements(db.pool, benchTemplate(), MOVEMENTS);
   const env = {
-    FERRY_NODE_DISPATCH_CONCURRENCY: '2',
     FERRY_NODE_OBSERVE_BATCH_SIZE: '20',
     FERRY_DB_POOL_MAX: '5',
     // The connection budget counts the whole cluster: these workers, no API process.

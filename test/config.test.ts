@@ -9,7 +9,6 @@ test('defaults follow the reference runtime', () => {
   const c = loadConfig({});
   assert.equal(c.port, 3000);
   assert.equal(c.dispatchIntervalSeconds, 2);
-  assert.equal(c.observeIntervalSeconds, 5);
   assert.equal(c.recoveryIntervalSeconds, 60);
   assert.equal(c.callbackMaxAttempts, 5);
   assert.equal(c.approvalTtlSeconds, 300);

@@ -52,7 +52,6 @@ async function migratedDatabase(): Promise<string> {
 const workerEnv = {
   FERRY_API_PROCESSES: '0',
   FERRY_WORKER_PROCESSES: String(PROCESSES),
-  FERRY_NODE_DISPATCH_CONCURRENCY: '2',
   FERRY_NODE_OBSERVE_BATCH_SIZE: '20',
 };
 

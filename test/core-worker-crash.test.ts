@@ -19,7 +19,6 @@ test('a core worker whose runs keep failing stops its process with exit code 1, 
       FERRY_CORE_WORKER_CRASH_AFTER_FAILURES: '3',
       FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.2',
       FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-      FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
       FERRY_LOG_LEVEL: 'warn',
     },
     { output: 'pipe' },
@@ -37,6 +36,6 @@ test('a core worker whose runs keep failing stops its process with exit code 1, 
   assert.equal(fatal.length, 1, out);
   const line = JSON.parse(fatal[0]);
   assert.equal(line.level, 60);
-  assert.match(line.worker, /^(node_recovery|node_dispatcher|node_observer|lease_holder)/);
+  assert.match(line.worker, /^(node_recovery|lease_holder)$/);
   assert.match(line.err.message, /failed 3 runs in a row: .*updated_at/);
 });

@@ -20,7 +20,6 @@ const WORKER_ENV = {
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=3',
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
 };
 
 async function submitsByKey(pool: import('pg').Pool, nodeId: string) {

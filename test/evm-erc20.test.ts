@@ -246,7 +246,7 @@ test('ERC-20 transfers from one wallet dispatched concurrently take contiguous n
     ids.push(await approvedMovement(deps, erc20Plan('erc20-many', { token: 'USDC' }), { asset: 'USDC', amount: `1.${i + 1}`, destination: { address: to } }));
   }
 
-  // Four dispatch slots at once, as FERRY_NODE_DISPATCH_CONCURRENCY=4 would run them: every
+  // Four dispatches at once, as the movement actors of several movements run them: every
   // prepare reads the same pending count, and only the reservation table tells them apart.
   await Promise.all(Array.from({ length: 4 }, () => dispatchUntilIdle(deps)));
   await drain(deps);

@@ -230,7 +230,6 @@ test('SIGKILL of a worker process right after it stored a fee-bumped version: ex
     FERRY_TEST_EVM_KEY: ANVIL_DEV_KEY,
     FERRY_CONFIG_FILE: configFile,
     FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.5',
-    FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
     FERRY_DB_POOL_MAX: '4',
   };
   const to = freshAddress();

@@ -9,7 +9,7 @@ import { ExecutionContextSchema } from '../src/executors/protocol.ts';
 // of withdraw only; sidecar (SUBMITTED) is a direct predecessor that has not completed.
 function input(overrides: Partial<ExecutionContextInput['node']> = {}, extra: Partial<ExecutionContextInput> = {}): ExecutionContextInput {
   return {
-    request: {
+    movement: {
       id: 'req-1',
       compiled_plan_hash: 'sha256:plan',
       template_key: 'cex_transfer',

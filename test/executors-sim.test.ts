@@ -22,7 +22,7 @@ const observe: Executor = registry.get({ executor_key: SIM_OBSERVE_KEY });
 /** A context for a fresh node (its own id, so ledger counts start at zero) with a sim script. */
 function context(sim: unknown, opts: { nodeId?: string; attemptNo?: number; nodeKind?: string; intent?: Record<string, unknown> } = {}): ExecutionContext {
   return buildExecutionContext({
-    request: {
+    movement: {
       id: randomUUID(),
       compiled_plan_hash: 'sha256:plan',
       template_key: 'sim_demo',

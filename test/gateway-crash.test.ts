@@ -38,7 +38,6 @@ const WORKER_ENV = {
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'gateway=1',
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
 };
 
 for (const at of ['deposit', 'intent', 'mint'] as const) {

@@ -5,7 +5,7 @@ import { runKillStorm } from './helpers/cluster.ts';
 import { scratchDatabase } from './helpers/db.ts';
 
 /**
- * The kill storm on the actor runtime (FERRY_RUNTIME=actors): two worker processes lease the
+ * The kill storm on the actor runtime: two worker processes lease the
  * movements and drive them as movement actors while one of them is killed with SIGKILL every
  * second (the actor runtime gets through a batch fast), up to 20 times, and replaced. A killed holder's leases
  * expire and the survivors take the movements over; a node the dead holder left in SUBMITTING is
@@ -17,7 +17,6 @@ const MOVEMENTS = 400;
  * second to start, and an endless storm at this rate left little time to do anything (382 s in CI). */
 const MAX_KILLS = 20;
 const ENV = {
-  FERRY_RUNTIME: 'actors',
   FERRY_LEASE_TTL_SECONDS: '2',
   FERRY_SUBMITTING_GRACE_SECONDS: '5',
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'sim=5',

@@ -202,7 +202,7 @@ test('callback deliveries are counted by outcome', async () => {
   const row = (await getMovement(db.pool, request.id))!;
   const write = (url: string) =>
     withTransaction(db.pool, (c) =>
-      enqueueCallback(c, { request: { ...row, callback_url: url }, eventType: 'request_pending_approval', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
+      enqueueCallback(c, { movement: { ...row, callback_url: url }, eventType: 'request_pending_approval', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
     );
   const deps = { pool: db.pool, secret: 'metrics-test-secret-0123456789', timeoutMs: 5000, destinations: loopbackDestinations() };
 

@@ -70,7 +70,6 @@ test(`${PROCESSES} processes run ${MOVEMENTS} movements through PgBouncer in tra
   const ids = await createMovements(pooled, benchTemplate(), MOVEMENTS);
   const env = {
     FERRY_DATABASE_DIRECT_URL: db.url,
-    FERRY_NODE_DISPATCH_CONCURRENCY: '2',
     FERRY_NODE_OBSERVE_BATCH_SIZE: '20',
     FERRY_DB_POOL_MAX: '5',
     FERRY_API_PROCESSES: '0',

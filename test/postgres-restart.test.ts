@@ -46,7 +46,6 @@ test('a PostgreSQL restart mid-run loses no movement and submits no attempt twic
     FERRY_SUBMITTING_GRACE_SECONDS: '3',
     FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '1',
     FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.5',
-    FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.5',
     FERRY_DB_POOL_MAX: '6',
     // Its warnings and errors show that it noticed the outage (below).
     FERRY_LOG_LEVEL: 'warn',

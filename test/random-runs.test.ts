@@ -2,7 +2,7 @@
  * Seeded random runs against real processes (test/model/random-run.ts): ERC-20 transfers on anvil
  * through two worker processes while the schedule kills and stalls them, stalls the chain's RPC and
  * restarts PostgreSQL; then the chain is read and held against Ferry's tables and the model's rules
- * (S1, S3, S4, S5, L1). CI runs a short fixed set of seeds, one per runtime; `npm run verify -- --runs N`
+ * (S1, S3, S4, S5, L1). CI runs a short fixed set of seeds (two); `npm run verify -- --runs N`
  * runs more. A failing seed prints its schedule: run it again with FERRY_RANDOM_SEEDS=<seed>.
  */
 import assert from 'node:assert/strict';

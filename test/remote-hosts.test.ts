@@ -118,7 +118,6 @@ before(async () => {
       FERRY_HOST_REQUEST_KEY: hostKeys.privateKey,
       FERRY_LOG_LEVEL: 'debug',
       FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-      FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
       FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
     },
     { output: 'pipe' },

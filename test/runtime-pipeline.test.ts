@@ -12,7 +12,7 @@ import { approvedMovement, backdateNodes, dispatchByHand, drain, plan, runtimeDe
 
 /**
  * Every branch of the dispatch, observe and recovery pipelines of the reference runtime, on the
- * simulation lane and real Postgres. Workers are driven step by step, as their loops would.
+ * simulation lane and real Postgres. The dispatch, observation and recovery steps are driven one by one.
  */
 
 let db: TestDb;
@@ -187,7 +187,7 @@ describe('dispatch', () => {
     assert.equal(s.byKey.a.node_state, 'COMPLETED');
     assert.equal(s.byKey.b.node_state, 'FAILED');
     assert.equal(s.request.request_state, 'MANUAL_INTERVENTION');
-    assert.ok(deps.seen.some((c) => c.request.id === id && c.eventType === 'request_attention'));
+    assert.ok(deps.seen.some((c) => c.movement.id === id && c.eventType === 'request_attention'));
   });
 });
 

@@ -156,8 +156,7 @@ test('GET /v3/workers reports each sweep from the job records and the hot loops 
   const health = body.sweeps.find((s: any) => s.name === 'executor_health');
   assert.equal(health.timing, 'cron');
   assert.equal(health.schedule.cron, '*/2 * * * *');
-  const hot = config.runtime === 'actors' ? 'lease_holder' : 'node_observer';
-  assert.ok(body.loops.some((l: any) => l.worker_name === hot && l.process_id === runtime!.processId), 'hot loops beat');
+  assert.ok(body.loops.some((l: any) => l.worker_name === 'lease_holder' && l.process_id === runtime!.processId), 'hot loops beat');
   assert.ok(!body.loops.some((l: any) => l.worker_name === 'expiration_checker'), 'sweeps are not loops any more');
 
   const anonymous = await app.request('/v3/workers');

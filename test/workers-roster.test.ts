@@ -38,17 +38,14 @@ const workersNow = async () => {
 };
 
 test('two processes: every worker listed with its switch and interval; a disabled one never runs', async () => {
-  const common = { FERRY_CALLBACK_SECRET: 'a-test-secret-of-enough-length', FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.2', FERRY_NODE_DISPATCH_CONCURRENCY: '1' };
-  // One process per runtime: the polling loops' core workers, and the actor runtime's lease holder.
-  const quiet = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'loops', FERRY_WORKER_NODE_RECOVERY_ENABLED: 'false' });
-  const busy = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'actors' });
+  const common = { FERRY_CALLBACK_SECRET: 'a-test-secret-of-enough-length', FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.2' };
+  // The same workers in both processes; the quiet one has its recovery loop switched off.
+  const quiet = spawnWorker(db.url, { ...common, FERRY_WORKER_NODE_RECOVERY_ENABLED: 'false' });
+  const busy = spawnWorker(db.url, common);
   children.push(quiet, busy);
   // The lanes' core workers have rows too: the CCIP lane's reaper, disabled here (no ccip section).
   const others = ['node_recovery', 'ccip_stranded_reaper', 'callback_dispatcher', ...sweepDefinitions.map((d) => d.name)];
-  const expectedOf = new Map([
-    [quiet, ['node_dispatcher', 'node_observer', ...others].sort()],
-    [busy, ['lease_holder', ...others].sort()],
-  ]);
+  const expected = ['lease_holder', ...others].sort();
 
   const rows = await waitFor('both processes to report their recovery loop', async () => {
     const all = await workersNow();
@@ -59,7 +56,7 @@ test('two processes: every worker listed with its switch and interval; a disable
 
   for (const child of [quiet, busy]) {
     const mine = rows.filter((w) => w.pid === child.pid);
-    assert.deepEqual(mine.map((w) => w.worker_name).sort(), expectedOf.get(child), `every worker of process ${child.pid}`);
+    assert.deepEqual(mine.map((w) => w.worker_name).sort(), expected, `every worker of process ${child.pid}`);
     assert.equal(new Set(mine.map((w) => w.process_id)).size, 1);
     const cb = mine.find((w) => w.worker_name === 'callback_dispatcher');
     assert.equal(cb.kind, 'queue');
@@ -100,19 +97,19 @@ test('two processes: every worker listed with its switch and interval; a disable
 test("a failing worker's consecutive errors and last error appear, with secrets redacted", async () => {
   const secret = 'hunter2-is-the-password';
   const roster = new WorkerRoster(db.pool, 'test-host:1:failing', log.child({ test: true }), [secret]);
-  await roster.seed([{ name: 'node_observer', group: 'core', kind: 'loop', enabled: true, intervalSeconds: 0.1 }]);
+  await roster.seed([{ name: 'failing_loop', group: 'core', kind: 'loop', enabled: true, intervalSeconds: 0.1 }]);
   const stop = new AbortController();
   let calls = 0;
   const key = `0x${'ab'.repeat(32)}`;
   await runLoop(
     {
-      name: 'node_observer',
+      name: 'failing_loop',
       intervalMs: 100,
       run: async () => {
         if (++calls >= 3) stop.abort();
         throw new Error(`provider said no: postgres://ferry:${secret}@127.0.0.1:1/db refused; Bearer ferry_${'x'.repeat(30)}; key ${key}; token=abc123`);
       },
-      onRun: (stats) => roster.loopRan('node_observer', stats),
+      onRun: (stats) => roster.loopRan('failing_loop', stats),
     },
     stop.signal,
     log.child({ test: true, level: 'silent' }),
@@ -132,9 +129,9 @@ test("a failing worker's consecutive errors and last error appear, with secrets 
 });
 
 test('processes: groups expected against running, actors and leases; stopped, gone and other network classes', async () => {
-  const common = { FERRY_CALLBACK_SECRET: 'a-test-secret-of-enough-length', FERRY_NODE_DISPATCH_CONCURRENCY: '1' };
-  const actors = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'actors', FERRY_NETWORK_CLASS: 'testnet' });
-  const stopping = spawnWorker(db.url, { ...common, FERRY_RUNTIME: 'loops', FERRY_NETWORK_CLASS: 'testnet' });
+  const common = { FERRY_CALLBACK_SECRET: 'a-test-secret-of-enough-length' };
+  const actors = spawnWorker(db.url, { ...common, FERRY_NETWORK_CLASS: 'testnet' });
+  const stopping = spawnWorker(db.url, { ...common, FERRY_NETWORK_CLASS: 'testnet' });
   const mainnet = spawnWorker(db.url, { ...common, FERRY_NETWORK_CLASS: 'mainnet' });
   children.push(actors, stopping, mainnet);
   const processesOf = async (cls: string) => {
@@ -150,8 +147,7 @@ test('processes: groups expected against running, actors and leases; stopped, go
   }, 60_000, 200);
   assert.ok(!seen.processes.some((p) => p.pid === mainnet.pid), 'another network class is not in this one');
   assert.equal(seen.a.network_class, 'testnet');
-  assert.equal(seen.a.live_actors, 0, 'an actor-runtime process reports its live actors');
-  assert.equal(seen.s.live_actors, null, 'a loops process has no lease holder');
+  assert.equal(seen.a.live_actors, 0, "a worker process reports its lease holder's live actors");
   assert.deepEqual(seen.a.groups.core.not_running, []);
   assert.ok(Number.isInteger(seen.a.last_beat_age_seconds) && seen.a.last_beat_age_seconds >= 0 && seen.a.last_beat_age_seconds < 60, `a live process beat lately: ${seen.a.last_beat_age_seconds}`);
   assert.ok(seen.a.groups.core.expected >= 2, 'the lease holder and recovery');

@@ -23,8 +23,10 @@ import { EXPIRED_RETRY_SECONDS, preparedActionExpired } from './prepared-expiry.
 import { deliverBatch, deliverHeld, previewBatch, type BatchOptions, type BatchResult, type CarriedClaim, type NodeItem, type MovementItem } from '../durable/transition.ts';
 
 /**
- * The dispatcher drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
- * as the reference runtime does, a batch at a time:
+ * The dispatch step drives READY nodes through preflight -> prepare -> (sign) -> SUBMITTING -> submit,
+ * as the reference runtime does, a batch at a time. A movement actor (movement-actor.ts) makes its
+ * claims over the rows it holds and runs steps 2 to 5 on them (runDispatches); dispatchBatch makes
+ * the claim of step 1 itself, for tests and tools that drive nodes without a runtime:
  *
  *   1. one transaction claims up to FERRY_NODE_DISPATCH_BATCH_SIZE nodes (one statement, see claims.ts) and
  *      moves them to PREPARING with a fresh lease token each (one batched transition);
@@ -38,9 +40,9 @@ import { deliverBatch, deliverHeld, previewBatch, type BatchOptions, type BatchR
  *
  * Every write after the claim carries the lease: a dispatcher that stalled past the grace, whose
  * node recovery released and another dispatcher claimed again, has its writes refused
- * (LeaseLostError) and stops there. Serial per request: a request with a node in PREPARING,
+ * (LeaseLostError) and stops there. Serial per movement: a movement with a node in PREPARING,
  * AWAITING_SIGNATURE or SUBMITTING is not claimed again, so different requests run in parallel
- * while the nodes of one request never race each other.
+ * while the nodes of one movement never race each other.
  *
  * Ferry's own database trouble (never the provider's) defers a node instead of failing it: before
  * submit the node goes back to READY with a short delay; a submit that met it is left SUBMITTING
@@ -55,8 +57,6 @@ export interface DispatchOptions {
   limit?: number;
   /** Claim the successors a batch unblocks in its result commit and keep going (default true). */
   carry?: boolean;
-  /** Called when a claim took a full batch: there is probably more for another slot. */
-  onBacklog?: () => void;
 }
 
 /** Claims and runs one node (without carrying its movement onward). False when there was nothing to do. */
@@ -64,46 +64,11 @@ export async function dispatchOne(deps: WorkerDeps): Promise<boolean> {
   return (await dispatchBatch(deps, { limit: 1, carry: false })) > 0;
 }
 
-/**
- * The claims other workers' commits made for one runtime's dispatcher slots (see WorkerDeps.handOff):
- * already PREPARING and leased, waiting for a slot. One per runtime, held in its WorkerDeps
- * (`dispatchQueue`), so two runtimes in one process never take each other's claims.
- */
-export class HandedOffClaims {
-  private readonly queued: CarriedClaim[] = [];
-
-  get size(): number {
-    return this.queued.length;
-  }
-
-  push(claims: CarriedClaim[]): void {
-    this.queued.push(...claims);
-  }
-
-  /** Removes and returns up to `limit` claims (all of them without a limit), oldest first. */
-  take(limit = this.queued.length): CarriedClaim[] {
-    return this.queued.splice(0, limit);
-  }
-}
-
-/** Runs whatever is still queued for the slots of `deps` (at shutdown, so no leased node waits for the grace). */
-export async function drainHandedOff(deps: WorkerDeps): Promise<void> {
-  const queue = deps.dispatchQueue;
-  if (!queue) return;
-  while (queue.size > 0) await runDispatches(deps, queue.take());
-}
-
-/** Runs handed-off claims first, else claims up to `limit` nodes and runs them; returns how many. */
+/** Claims up to `limit` nodes and runs them; returns how many. */
 export async function dispatchBatch(deps: WorkerDeps, opts: DispatchOptions = {}): Promise<number> {
   const limit = opts.limit ?? deps.config.dispatchBatchSize;
-  const queued = deps.dispatchQueue?.take(limit) ?? [];
-  if (queued.length > 0) {
-    await runDispatches(deps, queued, opts.carry ?? true);
-    return queued.length;
-  }
   const claimed = await claim(deps, limit);
   if (claimed.length === 0) return 0;
-  if (claimed.length >= limit) opts.onBacklog?.();
   await runDispatches(deps, claimed, opts.carry ?? true);
   return claimed.length;
 }
@@ -138,8 +103,8 @@ async function claim(deps: WorkerDeps, limit: number): Promise<CarriedClaim[]> {
     }
     const leases = new Map(rows.map((c) => [c.node.id, randomUUID()]));
     const movements: MovementItem[] = rows
-      .filter((c) => c.request.request_state === 'APPROVED')
-      .map((c) => ({ movementId: c.request.id, event: { type: 'DISPATCH_STARTED' } }));
+      .filter((c) => c.movement.request_state === 'APPROVED')
+      .map((c) => ({ movementId: c.movement.id, event: { type: 'DISPATCH_STARTED' } }));
     const nodes: NodeItem[] = rows.map((c) => ({ nodeId: c.node.id, event: { type: 'DISPATCH_CLAIMED', at: nowIso() }, lease: leases.get(c.node.id)! }));
     const result = await deliverBatch(client, { movements, nodes }, { actor: ACTOR, deps: deps.transitions });
     const out: CarriedClaim[] = [];
@@ -149,7 +114,7 @@ async function claim(deps: WorkerDeps, limit: number): Promise<CarriedClaim[]> {
         return;
       }
       claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
-      out.push({ node: r.node, request: result.movementOf(r.node.request_id), nodes: result.nodesOf(r.node.request_id), lease: nodes[i].lease! });
+      out.push({ node: r.node, movement: result.movementOf(r.node.request_id), nodes: result.nodesOf(r.node.request_id), lease: nodes[i].lease! });
     });
     return out;
   });
@@ -187,7 +152,7 @@ async function runRound(
   let items = prepared.flatMap((p) => p.items);
   const gate = await policyGate(deps, dispatches, prepared, (checked) => (items = checked));
   // A claim not yet written (a movement actor's) is written ahead of these items, over the rows as the database holds them.
-  const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { movement: d.request, nodes: d.nodes }));
+  const claimedRows = heldRows(dispatches.map((d) => d.unwritten?.held ?? { movement: d.movement, nodes: d.nodes }));
   const ahead = { movements: dispatches.flatMap((d) => d.unwritten?.movements ?? []), nodes: dispatches.flatMap((d) => d.unwritten?.nodes ?? []) };
   const full = await commit(deps, items, { actor: ACTOR, deps: deps.transitions, held: claimedRows }, gate, ahead);
   if (!full) return [];
@@ -198,13 +163,13 @@ async function runRound(
   if (claimsWritten > 0) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' }, claimsWritten);
   // From here on, the result answers for this round's own items.
   const committed: BatchResult = ahead.nodes.length > 0 ? { ...full, nodes: full.nodes.slice(ahead.nodes.length) } : full;
-  remember(latest, committed, [...new Set(dispatches.map((d) => d.request.id))]);
+  remember(latest, committed, [...new Set(dispatches.map((d) => d.movement.id))]);
   const refusedNodes = refusals(deps, dispatches, items, committed);
   const toSubmit: ToSubmit[] = [];
   prepared.forEach((p, i) => {
     const d = dispatches[i];
     if (!p.submit || refusedNodes.has(d.node.id)) return;
-    if (committed.nodesOf(d.request.id).find((n) => n.id === d.node.id)?.node_state !== 'SUBMITTING') return;
+    if (committed.nodesOf(d.movement.id).find((n) => n.id === d.node.id)?.node_state !== 'SUBMITTING') return;
     toSubmit.push({ d, ...p.submit });
   });
   if (toSubmit.length === 0) return [];
@@ -213,7 +178,7 @@ async function runRound(
   let resultItems = results.filter((r): r is NodeItem => r !== null);
   if (resultItems.length === 0) return [];
   // The rows the SUBMITTING commit left: the result is written without re-reading them.
-  const submittedRows = heldRows(toSubmit.map((s) => ({ movement: committed.movementOf(s.d.request.id), nodes: committed.nodesOf(s.d.request.id) })));
+  const submittedRows = heldRows(toSubmit.map((s) => ({ movement: committed.movementOf(s.d.movement.id), nodes: committed.nodesOf(s.d.movement.id) })));
   // One movement's result that lets successors start is written with their SUBMITTING (next round).
   if (carry && artifacts && submittedRows.length === 1) {
     const next = carriedWithResults(deps, submittedRows[0], resultItems);
@@ -231,7 +196,7 @@ async function runRound(
   const done = await commit(deps, resultItems, { actor: ACTOR, deps: deps.transitions, claimUnblocked: carry ? () => randomUUID() : undefined, held: submittedRows });
   if (!done) return [];
   artifacts?.committed(versionsOf(submittedRows), resultItems, done);
-  remember(latest, done, [...new Set(toSubmit.map((t) => t.d.request.id))]);
+  remember(latest, done, [...new Set(toSubmit.map((t) => t.d.movement.id))]);
   refusals(deps, dispatches, resultItems, done);
   for (const _ of done.claimed) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' });
   return done.claimed;
@@ -260,7 +225,7 @@ async function observedAtOnce(deps: WorkerDeps, held: LockedMovement, results: N
   if (due.length === 0) return [];
   // The submit results' artifacts are not stored yet: the observation's context gets them from here.
   const unwritten = { artifacts: results.flatMap((r) => r.artifacts ?? []) };
-  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ request: movement, node, nodes, unwritten })), (n) => n.attempt_no, artifacts);
+  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ movement, node, nodes, unwritten })), (n) => n.attempt_no, artifacts);
   const observed = await Promise.all(due.map((n, i) => observe(deps, n, contexts[i])));
   if (observed.some((o) => o.proposal !== undefined)) return [];
   return observed.map((o) => o.item);
@@ -299,9 +264,9 @@ async function policyGate(
   prepared: Prepared[],
   onItems: (items: NodeItem[]) => void,
 ): Promise<((client: Client) => Promise<NodeItem[]>) | null> {
-  const gated = dispatches.filter((d, i) => prepared[i].submit && d.request.policy_rule_set_version != null);
+  const gated = dispatches.filter((d, i) => prepared[i].submit && d.movement.policy_rule_set_version != null);
   if (gated.length === 0) return null;
-  const movements = heldRows(gated.map((d) => ({ movement: d.request, nodes: d.nodes }))).map((m) => m.movement);
+  const movements = heldRows(gated.map((d) => ({ movement: d.movement, nodes: d.nodes }))).map((m) => m.movement);
   // Prices for reference-currency rules are read before the SUBMITTING transaction opens: no RPC call under its locks.
   // They are read for the rule set the last gate saw; the gate reads the live one inside the transaction.
   const seen = ruleSetSeen(deps);
@@ -310,7 +275,7 @@ async function policyGate(
     const refused = await policyAtDispatch(client, movements, deps.config.approvalQuorum, new Date(), prices, seen);
     const items = prepared.flatMap((p, i) => {
       const d = dispatches[i];
-      const why = p.submit ? refused.get(d.request.id) : undefined;
+      const why = p.submit ? refused.get(d.movement.id) : undefined;
       if (!why) return p.items;
       // A price read before this transaction was missing from it (a movement of another asset entered a limit's
       // window meanwhile): prepared again shortly, with the prices read anew, rather than failed.
@@ -439,7 +404,7 @@ async function prepareOne(deps: WorkerDeps, d: CarriedClaim, built: ExecutionCon
   let prepared: PreparedAction;
   try {
     // Plan-wide checks first (the CCTP burn's caller alignment); a refusal skips preflight.
-    const planned = executor.checkPlan ? await executor.checkPlan(ctx, d.request.compiled_plan) : null;
+    const planned = executor.checkPlan ? await executor.checkPlan(ctx, d.movement.compiled_plan) : null;
     const pre = planned ?? (await executor.preflight(ctx));
     if (pre) {
       const event: NodeEvent =
@@ -508,7 +473,7 @@ async function sign(
       throw violation('attempt_already_signed', `attempt ${ctx.attempt_no} already holds a signed version; another is signed only as its replacement`);
     }
     const signer = deps.signers.get(node.signer_binding as never);
-    const request = buildSignRequest({ ctx, prepared, plan: d.request.compiled_plan, ...effectConfigOf(deps.config) });
+    const request = buildSignRequest({ ctx, prepared, plan: d.movement.compiled_plan, ...effectConfigOf(deps.config) });
     const result = await signer.sign(request);
     const artifact: NewArtifact = {
       request_id: node.request_id,

@@ -1,21 +1,25 @@
 import type { PriceSource } from '../prices/price-source.ts';
 import type { FerryConfig } from '../config.ts';
-import { buildExecutionContext } from '../executors/context.ts';
-import { boundText, RESULT_BOUNDS, type ExecutionContext, type ExecutionResult, type PreparedAction } from '../executors/protocol.ts';
+import { contextArtifactNodeIds, contextOfRows, type ContextInput } from '../executors/context.ts';
+import type { ExecutionContext, PreparedAction } from '../executors/protocol.ts';
+import { outcomeOf, resultArtifacts } from '../executors/records.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import type { Logger } from '../log.ts';
 import { infraCauseOf } from '../executors/infra.ts';
 import type { InfraCause } from '../persistence/infra-errors.ts';
-import { isOutcomeState, type ExecutorOutcome, type OutcomeState } from '../machines/outcome.ts';
+import type { ExecutorOutcome, OutcomeState } from '../machines/outcome.ts';
 import { artifactsOfNodes, type NewArtifact } from '../persistence/artifacts.ts';
 import type { ArtifactCache } from './artifact-cache.ts';
 import type { Pool, Queryable } from '../persistence/db.ts';
 import { nodesOfMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
-import type { HandedOffClaims } from './dispatcher.ts';
 import type { GroupWriter } from './group-writer.ts';
-import type { CarriedClaim, TransitionDeps } from '../durable/transition.ts';
+import type { TransitionDeps } from '../durable/transition.ts';
 
-/** What the dispatcher, observer and recovery workers share. */
+// The executor answers' records, below the workers and the services alike (executors/records.ts).
+export { errorOutcome, errorText, outcomeOf, resultArtifacts } from '../executors/records.ts';
+export type { ContextInput } from '../executors/context.ts';
+
+/** What the movement actors' dispatch and observation steps and recovery share. */
 export interface WorkerDeps {
   pool: Pool;
   config: FerryConfig;
@@ -23,13 +27,6 @@ export interface WorkerDeps {
   signers: SignerRegistry;
   transitions: TransitionDeps;
   log: Logger;
-  /**
-   * Where a worker other than the dispatcher hands the nodes its commit claimed (carried onward):
-   * the runtime queues them for its dispatcher slots. Absent, the worker dispatches them itself.
-   */
-  handOff?: (claims: CarriedClaim[]) => void;
-  /** Where handOff queues those claims for this runtime's dispatcher slots; dispatchBatch takes them first. */
-  dispatchQueue?: HandedOffClaims;
   /** The actor runtime's group writer: writes over held rows go through it, merged under load. */
   groupWriter?: GroupWriter;
   /** Where the treasury policy reads prices at dispatch; unset: the configuration's price_feeds (src/prices/). */
@@ -39,25 +36,17 @@ export interface WorkerDeps {
 export const nowIso = () => new Date().toISOString();
 
 /**
- * Builds the ExecutionContext of a claimed node from its request, its sibling nodes and the
+ * Builds the ExecutionContext of a claimed node from its movement, its sibling nodes and the
  * artifacts of its completed direct predecessors. `attemptNo` is the attempt the call belongs to.
  */
 export async function contextFor(
   db: Queryable,
-  request: MovementRow,
+  movement: MovementRow,
   node: NodeRow,
   attemptNo: number,
 ): Promise<ExecutionContext> {
-  const nodes = await nodesOfMovement(db, request.id);
-  return (await contextsFor(db, [{ request, node, nodes, attemptNo }]))[0];
-}
-
-export interface ContextInput {
-  request: MovementRow;
-  node: NodeRow;
-  /** Every node of the request, as the claim's commit left them. */
-  nodes: NodeRow[];
-  attemptNo: number;
+  const nodes = await nodesOfMovement(db, movement.id);
+  return (await contextsFor(db, [{ movement, node, nodes, attemptNo }]))[0];
 }
 
 /**
@@ -66,136 +55,15 @@ export interface ContextInput {
  */
 export async function contextsFor(db: Queryable, inputs: ContextInput[], cache?: ArtifactCache, unwritten: readonly NewArtifact[] = []): Promise<ExecutionContext[]> {
   if (cache) {
-    const movements = new Map(inputs.map((i) => [i.request.id, { movement: i.request, nodes: i.nodes }]));
+    const movements = new Map(inputs.map((i) => [i.movement.id, { movement: i.movement, nodes: i.nodes }]));
     const artifacts = [...(await cache.of(db, [...movements.values()])), ...unwritten];
-    return inputs.map((input) => buildContext(input, artifacts));
+    return inputs.map((input) => contextOfRows(input, artifacts));
   }
-  const wanted = new Set<string>();
-  for (const { node, nodes } of inputs) {
-    wanted.add(node.id);
-    for (const n of nodes) if (node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED') wanted.add(n.id);
-  }
+  const wanted = new Set(inputs.flatMap(contextArtifactNodeIds));
   const artifacts = [...(await artifactsOfNodes(db, [...wanted])), ...unwritten];
-  return inputs.map((input) => buildContext(input, artifacts));
+  return inputs.map((input) => contextOfRows(input, artifacts));
 }
 
-function buildContext({ request, node, nodes, attemptNo }: ContextInput, artifacts: readonly NewArtifact[]): ExecutionContext {
-  const completedPredecessors = new Set(
-    nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED').map((n) => n.id),
-  );
-  const own = artifacts.filter((a) => a.request_node_id === node.id && a.attempt_no === attemptNo);
-  const prior = artifacts.filter((a) => completedPredecessors.has(a.request_node_id));
-  const plan = request.compiled_plan as { risk_controls?: Record<string, unknown> };
-  return buildExecutionContext({
-    request: {
-      id: request.id,
-      compiled_plan_hash: request.compiled_plan_hash,
-      template_key: request.template_key,
-      template_version: request.template_version,
-      intent: request.intent,
-      input_params: request.input_params,
-    },
-    node: {
-      id: node.id,
-      node_key: node.node_key,
-      node_kind: node.node_kind,
-      action_type: node.action_type,
-      config: node.config,
-      timeout_policy: node.timeout_policy,
-      executor_binding: node.executor_binding,
-      signer_binding: node.signer_binding,
-      predecessor_keys: node.predecessor_keys,
-      expected_effect: node.expected_effect ?? null,
-    },
-    attemptNo,
-    nodes: nodes.map((n) => ({ node_key: n.node_key, node_state: n.node_state, provider_refs: n.provider_refs })),
-    priorArtifacts: prior.map((a) => ({ artifact_type: a.artifact_type, artifact_digest: a.artifact_digest })),
-    attemptArtifacts: own.map((a) => ({
-      artifact_type: a.artifact_type,
-      content_format: a.content_format,
-      content_inline: a.content_inline,
-      content_uri: a.content_uri,
-      artifact_metadata: a.artifact_metadata,
-      artifact_digest: a.artifact_digest,
-    })),
-    riskControls: plan.risk_controls ?? {},
-  } as Parameters<typeof buildExecutionContext>[0]);
-}
-
-/**
- * The machine's view of an executor result. A next_state the phase cannot take becomes
- * `fallback` with INVALID_EXECUTOR_RESULT: after a submit that is UNKNOWN, because money may
- * have moved and only the provider can tell.
- */
-export function outcomeOf(result: ExecutionResult, allowed: readonly OutcomeState[], fallback: OutcomeState): ExecutorOutcome {
-  const next = result.next_state;
-  if (isOutcomeState(next) && allowed.includes(next)) {
-    return {
-      nextState: next,
-      providerState: result.provider_state ?? null,
-      providerRefs: result.provider_refs ?? {},
-      providerRefId: providerRefIdOf(result),
-      errorCode: result.error_code ?? null,
-      errorDetail: result.error_detail ?? null,
-      ...(result.manual_intervention_required ? { manualInterventionRequired: true } : {}),
-    };
-  }
-  return {
-    nextState: fallback,
-    providerState: result.provider_state ?? null,
-    providerRefs: result.provider_refs ?? {},
-    providerRefId: providerRefIdOf(result),
-    errorCode: 'INVALID_EXECUTOR_RESULT',
-    errorDetail: `executor returned next_state ${JSON.stringify(next)}, not one of ${allowed.join(', ')}`,
-  };
-}
-
-export function errorOutcome(state: OutcomeState, code: string, detail: string): ExecutorOutcome {
-  return { nextState: state, errorCode: boundText(code, RESULT_BOUNDS.codeChars), errorDetail: boundText(detail, RESULT_BOUNDS.detailChars) };
-}
-
-function providerRefIdOf(result: ExecutionResult): string | null {
-  const refs = result.provider_refs ?? {};
-  const first = Object.values(refs).find((v) => typeof v === 'string');
-  return (first as string | undefined) ?? null;
-}
-
-/** Proof and generated artifacts of a result, as rows for the artifacts table. */
-export function resultArtifacts(node: NodeRow, attemptNo: number, result: ExecutionResult): NewArtifact[] {
-  const out: NewArtifact[] = [];
-  if (result.proof && Object.keys(result.proof).length > 0) {
-    out.push({
-      request_id: node.request_id,
-      request_node_id: node.id,
-      attempt_no: attemptNo,
-      artifact_type: 'proof',
-      artifact_digest: null,
-      content_format: 'json',
-      content_inline: JSON.stringify(result.proof),
-      content_uri: null,
-      artifact_metadata: {},
-    });
-  }
-  for (const g of result.generated_artifacts ?? []) {
-    out.push({
-      request_id: node.request_id,
-      request_node_id: node.id,
-      attempt_no: attemptNo,
-      artifact_type: g.artifact_type,
-      artifact_digest: g.artifact_digest ?? null,
-      content_format: g.content_format,
-      content_inline: g.content_inline ?? null,
-      content_uri: g.content_uri ?? null,
-      artifact_metadata: g.artifact_metadata ?? {},
-    });
-  }
-  return out;
-}
-
-/** An error's message as a node's error_detail: bounded as an executor's own error_detail is (RESULT_BOUNDS). */
-export function errorText(err: unknown): string {
-  return boundText(err instanceof Error ? err.message : String(err), RESULT_BOUNDS.detailChars);
-}
 
 export interface ProviderAnswer {
   outcome: ExecutorOutcome;
@@ -241,19 +109,19 @@ export async function askProvider(
 /** Contexts for claimed nodes, one artifacts query for all; a failed read is each node's error. */
 export async function claimedContexts(
   db: Queryable,
-  claims: { request: MovementRow; node: NodeRow; nodes: NodeRow[]; unwritten?: { artifacts?: NewArtifact[] } }[],
+  claims: { movement: MovementRow; node: NodeRow; nodes: NodeRow[]; unwritten?: { artifacts?: NewArtifact[] } }[],
   attemptOf: (node: NodeRow) => number,
   cache?: ArtifactCache,
 ): Promise<(ExecutionContext | { error: unknown })[]> {
   // Artifacts a claim's commit will store with it (a predecessor's result written with the claim).
   const unwritten = claims.flatMap((c) => c.unwritten?.artifacts ?? []);
   try {
-    return await contextsFor(db, claims.map((c) => ({ request: c.request, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) })), cache, unwritten);
+    return await contextsFor(db, claims.map((c) => ({ movement: c.movement, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) })), cache, unwritten);
   } catch {
     // One bad node must not sink the batch: build them one by one to find whose context fails.
     return Promise.all(
       claims.map((c) =>
-        contextsFor(db, [{ request: c.request, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) }], undefined, c.unwritten?.artifacts ?? []).then(
+        contextsFor(db, [{ movement: c.movement, node: c.node, nodes: c.nodes, attemptNo: attemptOf(c.node) }], undefined, c.unwritten?.artifacts ?? []).then(
           (x) => x[0],
           (error: unknown) => ({ error }),
         ),

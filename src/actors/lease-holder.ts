@@ -8,7 +8,7 @@ import { nextWorkAt } from '../durable/transition.ts';
 import type { EventNotice } from '../durable/transition.ts';
 
 /**
- * The lease holder of one process in the actor runtime (FERRY_RUNTIME=actors): it leases movements
+ * The lease holder of one process (docs/actor-runtime.md): it leases movements
  * that have due work (persistence/leases.ts), runs each as a movement actor (movement-actor.ts),
  * renews all its leases in one statement on its own timer, and hands a movement back when its actor
  * stops (nothing due soon, the movement settled, a node it does not own in dispatch).

@@ -25,8 +25,8 @@ export class WorkerCrash extends Error {
 }
 
 /**
- * Wakes sleeping loops early (a NOTIFY arrived). Several loops may share one waker (the dispatcher
- * slots): a wake-up wakes all of them, and one that arrives while none sleeps is kept for the next.
+ * Wakes a sleeping loop early (a NOTIFY arrived): a wake-up wakes every loop sleeping on the waker,
+ * and one that arrives while none sleeps is kept for the next.
  */
 export class Waker {
   #pending = false;

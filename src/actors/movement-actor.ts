@@ -178,7 +178,7 @@ export async function stepMovement(deps: WorkerDeps, state: MovementActorState, 
 }
 
 /** A write over held rows; null when the fence refused it (the rows are read again next step). */
-async function commitHeld(deps: WorkerDeps, state: MovementActorState, items: { requests?: MovementItem[]; nodes?: NodeItem[] }, carry: boolean): Promise<BatchResult | null> {
+async function commitHeld(deps: WorkerDeps, state: MovementActorState, items: { movements?: MovementItem[]; nodes?: NodeItem[] }, carry: boolean): Promise<BatchResult | null> {
   try {
     const before = versionsOf([state.held!]);
     const opts = { actor: ACTOR, deps: deps.transitions, held: [state.held!], claimUnblocked: carry ? () => randomUUID() : undefined };
@@ -210,7 +210,7 @@ async function dispatchNode(deps: WorkerDeps, state: MovementActorState, held: L
     return { next: 'step' };
   }
   state.refusedSteps = 0;
-  const claim = { node: claimed.nodes.find((n) => n.id === node.id)!, request: claimed.movement, nodes: claimed.nodes, lease, unwritten: { held, movements, nodes: nodeItems } };
+  const claim = { node: claimed.nodes.find((n) => n.id === node.id)!, movement: claimed.movement, nodes: claimed.nodes, lease, unwritten: { held, movements, nodes: nodeItems } };
   const latest = await runDispatches(deps, [claim], true, state.artifacts, observationOf);
   // Nothing written (every commit refused): what the actor holds is read again.
   state.held = latest.get(held.movement.id) ?? null;
@@ -218,7 +218,7 @@ async function dispatchNode(deps: WorkerDeps, state: MovementActorState, held: L
 }
 
 async function observeNodes(deps: WorkerDeps, state: MovementActorState, held: LockedMovement, due: NodeRow[]): Promise<StepOutcome> {
-  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ node, request: held.movement, nodes: held.nodes })), (n) => n.attempt_no, state.artifacts);
+  const contexts = await claimedContexts(deps.pool, due.map((node) => ({ node, movement: held.movement, nodes: held.nodes })), (n) => n.attempt_no, state.artifacts);
   const observed = await Promise.all(due.map((n, i) => observationOf(deps, n, contexts[i])));
   // An observation that lets successors start (and proposes no fee bump) is written with their SUBMITTING.
   if (observed.every((o) => o.proposal === undefined)) {

@@ -19,7 +19,7 @@ export const cancelAsked = (node: Pick<NodeRow, 'provider_refs'>): boolean => is
 /**
  * One node's observation: asks the provider (observe()), or times the observation out, and returns
  * the OBSERVED (or OBSERVATION_TIMED_OUT) event to commit, with the fee bump the executor proposed
- * if any. Shared by the observer loop and the movement actors (movement-actor.ts).
+ * if any. The movement actors' observation step (movement-actor.ts), and observeBatch's.
  */
 export async function observationOf(deps: WorkerDeps, node: NodeRow, ctx: ExecutionContext | { error: unknown }): Promise<{ item: NodeItem; proposal?: ReplacementProposal }> {
   const at = nowIso();
@@ -53,13 +53,13 @@ export async function observationOf(deps: WorkerDeps, node: NodeRow, ctx: Execut
 }
 
 /**
- * The observer: polls SUBMITTED / OBSERVING nodes whose next_observe_at is due, a batch at a time.
- * One statement claims the batch (node and request, FOR UPDATE ... SKIP LOCKED, oldest request
- * first); the locks are held through observe() and the commit, as the reference runtime requires
- * (observe() only reads from the provider, and recovery or an operator must not act on the attempt
- * meanwhile). The observations run at once and their results commit together, in one batched
- * transition; a successor an observation unblocks is claimed in that commit and handed straight to
- * the dispatcher, so the movement goes on without waiting for a NOTIFY.
+ * Observes one batch of SUBMITTED / OBSERVING nodes whose next_observe_at is due, without a runtime
+ * (tests and tools drive nodes with it; in a runtime the movement actors observe the movements they
+ * lease). One statement claims the batch (node and movement, FOR UPDATE ... SKIP LOCKED, oldest
+ * movement first); the locks are held through observe() and the commit (observe() only reads from
+ * the provider, and recovery or an operator must not act on the attempt meanwhile). The
+ * observations run at once and their results commit together, in one batched transition; a
+ * successor an observation unblocks is claimed in that commit and dispatched here.
  */
 export async function observeBatch(deps: WorkerDeps): Promise<number> {
   let carried: CarriedClaim[] = [];
@@ -69,15 +69,15 @@ export async function observeBatch(deps: WorkerDeps): Promise<number> {
     const claimed = await claimObserveBatch(client, deps.config.observeBatchSize);
     claimsTotal.inc({ worker: 'observer', result: claimed.length > 0 ? 'hit' : 'miss' }, Math.max(1, claimed.length));
     if (claimed.length === 0) return 0;
-    const siblings = await nodesOfMovements(client, [...new Set(claimed.map((c) => c.request.id))]);
-    const withNodes = claimed.map((c) => ({ ...c, nodes: siblings.get(c.request.id) ?? [] }));
+    const siblings = await nodesOfMovements(client, [...new Set(claimed.map((c) => c.movement.id))]);
+    const withNodes = claimed.map((c) => ({ ...c, nodes: siblings.get(c.movement.id) ?? [] }));
     const contexts = await claimedContexts(client, withNodes, (n) => n.attempt_no);
 
     const observed = await Promise.all(claimed.map(({ node }, i) => observationOf(deps, node, contexts[i])));
     const items = observed.map((o) => o.item);
     observed.forEach((o, i) => (proposals[i] = o.proposal));
     // The claim holds every movement's row lock, so the rows just read are the rows: no re-read.
-    const held = [...new Map(withNodes.map((c) => [c.request.id, { movement: c.request, nodes: c.nodes }])).values()];
+    const held = [...new Map(withNodes.map((c) => [c.movement.id, { movement: c.movement, nodes: c.nodes }])).values()];
     const result = await deliverBatch(client, { nodes: items }, { actor: 'worker:observer', deps: deps.transitions, claimUnblocked: () => randomUUID(), held });
     carried = result.claimed;
     // Only a fee bump whose observation was recorded goes on to be signed.
@@ -85,12 +85,8 @@ export async function observeBatch(deps: WorkerDeps): Promise<number> {
     if (carried.length > 0) claimsTotal.inc({ worker: 'dispatcher', result: 'hit' }, carried.length);
     return claimed.length;
   });
-  // The successors this commit claimed go straight to the dispatcher slots (or, without a
-  // runtime, are dispatched here), without a NOTIFY round trip or another claim.
-  if (carried.length > 0) {
-    if (deps.handOff) deps.handOff(carried);
-    else await runDispatches(deps, carried);
-  }
+  // The successors this commit claimed are dispatched here, without a NOTIFY round trip or another claim.
+  if (carried.length > 0) await runDispatches(deps, carried);
   // Fee bumps the executors proposed: signed and stored after the claim's locks are gone (see replacement.ts).
   for (const proposal of accepted) await signAndSendReplacement(deps, proposal);
   return observed;

@@ -13,7 +13,7 @@ import { deliverBatch, type NodeItem } from '../durable/transition.ts';
  * Recovery: resolves UNKNOWN nodes, and nodes stuck in SUBMITTING past their lane's grace (the
  * process died around submit), by asking the provider through recover(). It never calls submit():
  * "we may have acted and cannot tell" is answered by the provider, not by trying again. Only
- * nodes of EXECUTING requests are swept; a movement in MANUAL_INTERVENTION is resumed first.
+ * nodes of EXECUTING movements are swept; a movement in MANUAL_INTERVENTION is resumed first.
  *
  * Each arm's batch is claimed by one statement (FOR UPDATE ... SKIP LOCKED, see claims.ts), its
  * recover() calls run at once with the locks held, and its results commit in one batched
@@ -49,8 +49,8 @@ async function recoverArm(deps: WorkerDeps, arm: RecoveryArm): Promise<number> {
     );
     if (claimed.length === 0) return 0;
     claimsTotal.inc({ worker: 'recovery', result: 'hit' }, claimed.length);
-    const siblings = await nodesOfMovements(client, [...new Set(claimed.map((c) => c.request.id))]);
-    const contexts = await claimedContexts(client, claimed.map((c) => ({ ...c, nodes: siblings.get(c.request.id) ?? [] })), (n) => n.attempt_no);
+    const siblings = await nodesOfMovements(client, [...new Set(claimed.map((c) => c.movement.id))]);
+    const contexts = await claimedContexts(client, claimed.map((c) => ({ ...c, nodes: siblings.get(c.movement.id) ?? [] })), (n) => n.attempt_no);
     const answers = await Promise.all(
       claimed.map(async ({ node }, i): Promise<NodeItem | null> => {
         const at = nowIso();

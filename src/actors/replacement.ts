@@ -1,11 +1,11 @@
 import { parseTransaction, type Hex } from 'viem';
 import { FatalMovementError, isMovementError } from '../executors/errors.ts';
 import type { ExecutionContext, PreparedAction, ReplacedVersion, SignResult } from '../executors/protocol.ts';
-import { PreparedActionSchema } from '../executors/protocol.ts';
 import { buildSignRequest, signingRefusalAudit, effectConfigOf } from '../executors/sign-request.ts';
 import { violation } from '../executors/signers/evm-policy.ts';
 import { evmReplacementsTotal } from '../metrics.ts';
-import { artifactsOfNodes, inlineArtifact, insertArtifacts, type ArtifactRow, type NewArtifact } from '../persistence/artifacts.ts';
+import { attemptVersions, signedVersionArtifacts } from '../executors/records.ts';
+import { artifactsOfNodes, inlineArtifact, insertArtifacts, type ArtifactRow } from '../persistence/artifacts.ts';
 import type { AuditEntry } from '../persistence/audit.ts';
 import { writeAudit } from '../persistence/audit.ts';
 import { withTransaction } from '../persistence/db.ts';
@@ -65,37 +65,13 @@ export async function signAndSendReplacement(deps: WorkerDeps, proposal: Replace
   return outcome;
 }
 
-/** What Ferry's records say about an attempt's versions. Pure. */
-export function attemptVersions(artifacts: readonly ArtifactRow[], attemptNo: number): { original: PreparedAction | null; replacements: number; refused: ArtifactRow[] } {
-  const own = artifacts.filter((a) => a.attempt_no === attemptNo);
-  const isReplacement = (a: ArtifactRow) => a.artifact_metadata?.replacement === true;
-  // The original is the version the SUBMITTING commit stored with its signature: an attempt may
-  // hold earlier prepared actions that were never signed (a deferred or refused signing).
-  const signed = own.find((a) => a.artifact_type === 'signature' && !isReplacement(a));
-  const stored = signed ? own.find((a) => a.artifact_type === 'prepared_action' && !isReplacement(a) && a.artifact_digest === signed.artifact_digest) : undefined;
-  let original: PreparedAction | null = null;
-  if (stored?.content_inline) {
-    try {
-      const parsed = PreparedActionSchema.safeParse(JSON.parse(stored.content_inline));
-      original = parsed.success ? parsed.data : null;
-    } catch {
-      original = null;
-    }
-  }
-  return {
-    original,
-    replacements: own.filter((a) => a.artifact_type === 'signature' && isReplacement(a)).length,
-    refused: own.filter((a) => a.artifact_type === 'replacement_refused'),
-  };
-}
-
 async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise<ReplacementOutcome> {
   const { nodeId, attemptNo, prepared } = proposal;
   const node = await getNode(deps.pool, nodeId);
   if (!node || node.attempt_no !== attemptNo || (node.node_state !== 'SUBMITTED' && node.node_state !== 'OBSERVING')) return 'stale';
-  const request = (await getMovement(deps.pool, node.request_id))!;
+  const movement = (await getMovement(deps.pool, node.request_id))!;
   const log = deps.log.child({ movement_id: node.request_id, node_id: node.id, node_key: node.node_key, worker: 'observer', attempt: attemptNo });
-  const ctx = await contextFor(deps.pool, request, node, attemptNo);
+  const ctx = await contextFor(deps.pool, movement, node, attemptNo);
   const versions = attemptVersions(await artifactsOfNodes(deps.pool, [node.id]), attemptNo);
   const replacementNo = versions.replacements + 1;
   const refuse = (err: FatalMovementError) => refused(deps, { node, ctx, prepared, replacementNo, refusedBefore: versions.refused, err, log });
@@ -122,7 +98,7 @@ async function replace(deps: WorkerDeps, proposal: ReplacementProposal): Promise
     // The dispatcher's own builder: the expected effect from the approved plan (recipient, amount,
     // the chain's fee cap) binds every version exactly as it bound the first; `replaces` binds it
     // to the original.
-    signature = await signer.sign(buildSignRequest({ ctx, prepared, plan: request.compiled_plan, ...effectConfigOf(deps.config), replaces }));
+    signature = await signer.sign(buildSignRequest({ ctx, prepared, plan: movement.compiled_plan, ...effectConfigOf(deps.config), replaces }));
   } catch (err) {
     if (err instanceof FatalMovementError) return refuse(err);
     // Nothing changes: the pending version stays, and a later observation proposes again.
@@ -193,18 +169,6 @@ async function refused(
     );
   });
   return 'refused';
-}
-
-/**
- * A signed later version of an attempt (a fee bump, or an operator's cancel with `cancel`), as the
- * two artifacts that store it: the prepared action and its signature, under the version's hash.
- */
-export function signedVersionArtifacts(node: NodeRow, attemptNo: number, prepared: PreparedAction, signature: SignResult, extra: { cancel?: true } = {}): NewArtifact[] {
-  const digest = prepared.payload_hash;
-  return [
-    inlineArtifact(node, attemptNo, { type: 'prepared_action', digest, format: 'json', content: JSON.stringify(prepared), metadata: { action_type: prepared.action_type, signing_required: true, replacement: true, ...extra } }),
-    inlineArtifact(node, attemptNo, { type: 'signature', digest, format: signature.signature_format, content: signature.signature, metadata: { signer_ref: signature.signer_ref, replacement: true, ...extra } }),
-  ];
 }
 
 /** The fee fields of a signed EVM replacement, decoded from its own bytes (for the audit row). */

@@ -20,13 +20,11 @@ import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { destinationPolicy } from '../callbacks/destinations.ts';
 import { startBoss, stopBoss, wakeQueue } from './boss.ts';
 import { createCallbackQueue, startCallbackDelivery, type CallbackDelivery } from './callback-delivery.ts';
-import { dispatchBatch, drainHandedOff, HandedOffClaims } from './dispatcher.ts';
 import type { WorkerDeps } from './execution.ts';
 import { GroupWriter } from './group-writer.ts';
 import { LeaseHolder } from './lease-holder.ts';
 import { Waker, type LoopSpec } from './loop-runner.ts';
 import { startMovementQueue, type MovementQueueConsumer } from '../queue/movement-queue.ts';
-import { observeBatch } from './observer.ts';
 import { recoverBatch } from './recovery.ts';
 import { superviseWorkers, type Supervision } from './supervisor.ts';
 import { startSweeps, sweepDefinitions, type SweepWorkers } from '../sweeps/sweeps.ts';
@@ -35,10 +33,12 @@ import { Wakeups } from './wakeups.ts';
 
 /**
  * Ferry's runtime in one process: the registries, pg-boss (callback deliveries and the sweeps, see
- * sweeps.ts), the wake-up listener and the supervised hot loops. Every process that changes state needs the
+ * sweeps.ts), the wake-up listener, the lease holder with its movement actors (lease-holder.ts,
+ * docs/actor-runtime.md) and the supervised recovery loop. Every process that changes state needs the
  * transition deps (they enqueue callback jobs), so pg-boss starts in API-only processes too; the
- * loops and the delivery worker start only where workers are enabled.
+ * core workers and the delivery worker start only where workers are enabled.
  */
+
 /** Group statements the actor runtime's writer has in flight at once; writes arriving meanwhile are merged. */
 const GROUP_WRITER_IN_FLIGHT = 2;
 
@@ -53,7 +53,7 @@ export interface RuntimeOptions {
   signers?: SignerRegistry;
   /** Where local_key signers read their keys (default: process.env). */
   env?: NodeJS.ProcessEnv;
-  /** Run the worker loops and callback delivery in this process (default: config.workersEnabled). */
+  /** Run the core workers and callback delivery in this process (default: config.workersEnabled). */
   workers?: boolean;
 }
 
@@ -70,8 +70,7 @@ export interface Runtime {
 /**
  * The built-in registries: the lanes' built-in executors (the simulation lane's) and the noop signer. `providerPool` is the
  * simulated provider's own connection pool: like a real provider it must not draw on the
- * runtime's pool, whose connections the observer and recovery hold (with their row locks) while
- * they call it.
+ * runtime's pool, whose connections recovery holds (with its row locks) while it calls it.
  */
 export function defaultRegistries(providerPool: Pool, lanes: LaneList = allLanes): { executors: ExecutorRegistry; signers: SignerRegistry } {
   const executors = new ExecutorRegistry();
@@ -145,11 +144,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   let delivery: CallbackDelivery | null = null;
   const destinations = destinationPolicy(config);
   // Every worker of this process gets its heartbeat row now, enabled or not (worker-roster.ts).
-  const actors = config.runtime === 'actors';
   let liveActors = () => 0;
   const roster = new WorkerRoster(pool, processId, log, configSecrets(config), { networkClass: config.networkClass, liveActors: () => liveActors() });
-  const dispatcherNames = actors ? [] : Array.from({ length: config.dispatchConcurrency }, (_, i) => `node_dispatcher${config.dispatchConcurrency > 1 ? `_${i + 1}` : ''}`);
-  if (workers) await roster.seed(rosterOf(config, dispatcherNames));
+  if (workers) await roster.seed(rosterOf(config));
   if (workers && config.workerCallbackDispatcherEnabled) {
     const secret = await resolveCallbackSecret(config, config.dataDir);
     delivery = await startCallbackDelivery({
@@ -176,54 +173,31 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     transitions: {
       callbacks: callbackSink({ maxAttempts: config.callbackMaxAttempts, queue }),
       // The lease holder's writes renew its leases as they go (lease-holder.ts).
-      ...(workers && actors ? { lease: { owner: processId, ttlSeconds: config.leaseTtlSeconds } } : {}),
+      ...(workers ? { lease: { owner: processId, ttlSeconds: config.leaseTtlSeconds } } : {}),
     },
   };
 
-  const wakers = { observer: new Waker(), recovery: new Waker() };
-  // Each dispatcher slot has its own waker, and a wake-up wakes one slot (an idle one if any): one
-  // slot claims a whole batch, so waking every slot of every process on every NOTIFY only makes
-  // them race for the same rows. A slot that claimed a full batch wakes the next one.
-  const slots = Array.from({ length: config.dispatchConcurrency }, () => ({ waker: new Waker(), busy: false }));
-  let nextSlot = 0;
-  const wakeDispatcher = () => {
-    const idle = slots.find((s) => !s.busy);
-    (idle ?? slots[nextSlot++ % slots.length]).waker.wake();
-  };
-  // Without dispatcher slots here (FERRY_WORKER_NODE_DISPATCHER_ENABLED=false), a node another
-  // worker's commit claimed is dispatched by that worker itself rather than queued for no one.
-  // The actor runtime: one lease holder, whose movement actors dispatch and observe (lease-holder.ts).
-  if (workers && actors) deps.groupWriter = new GroupWriter(pool, GROUP_WRITER_IN_FLIGHT);
-  const holder = workers && actors ? new LeaseHolder(deps, { owner: processId, ttlSeconds: config.leaseTtlSeconds, maxMovements: config.leaseMaxMovements, holdMs: config.actorHoldSeconds * 1000, log }) : null;
+  const recoveryWaker = new Waker();
+  // One lease holder, whose movement actors dispatch and observe (lease-holder.ts).
+  if (workers) deps.groupWriter = new GroupWriter(pool, GROUP_WRITER_IN_FLIGHT);
+  const holder = workers ? new LeaseHolder(deps, { owner: processId, ttlSeconds: config.leaseTtlSeconds, maxMovements: config.leaseMaxMovements, holdMs: config.actorHoldSeconds * 1000, log }) : null;
   const holderWaker = new Waker();
   holder?.onWake(() => holderWaker.wake());
   if (holder) liveActors = () => holder.movementIds.length;
-  if (config.workerNodeDispatcherEnabled && !actors) {
-    const dispatchQueue = new HandedOffClaims();
-    deps.dispatchQueue = dispatchQueue;
-    deps.handOff = (claims) => {
-      dispatchQueue.push(claims);
-      wakeDispatcher();
-    };
-  }
   let sweeps: SweepWorkers | null = null;
   const wakeSweep = (queue: string) => sweeps?.wake(queue);
   // pg-boss's NOTIFY for a ready job, and the audit outbox's for the idle promoter (src/actors/boss.ts).
   const jobs = { queue: (name: string | null) => void wakeQueue(boss, name), audit: () => sweeps?.poke('audit_outbox_promoter') };
   const wakeups = new Wakeups(
     opts.listenUrl ?? opts.databaseUrl,
-    workers && holder
-      ? { dispatcher: () => holderWaker.wake(), recovery: () => wakers.recovery.wake(), notices: (n) => holder.notice(n), sweep: wakeSweep, ...jobs }
-      : workers
-        ? { dispatcher: wakeDispatcher, observer: () => wakers.observer.wake(), recovery: () => wakers.recovery.wake(), sweep: wakeSweep, ...jobs }
-        : {},
+    holder ? { leaseHolder: () => holderWaker.wake(), recovery: () => recoveryWaker.wake(), notices: (n) => holder.notice(n), sweep: wakeSweep, ...jobs } : {},
     log,
   );
   await wakeups.start();
 
   let supervision: Supervision | null = null;
   let movementQueue: MovementQueueConsumer | null = null;
-  if (workers) {
+  if (holder) {
     const loop = (name: string, intervalSeconds: number, run: () => Promise<number>, waker?: Waker): LoopSpec => ({
       name,
       intervalMs: intervalSeconds * 1000,
@@ -240,21 +214,6 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         if (stats.lastItems > 0) workerItemsTotal.inc({ worker: name }, stats.lastItems);
       },
     });
-    const dispatchers = slots.map((slot, i) =>
-      loop(
-        dispatcherNames[i],
-        dispatcherIntervalSeconds(config, i),
-        async () => {
-          slot.busy = true;
-          try {
-            return await dispatchBatch(deps, { onBacklog: wakeDispatcher });
-          } finally {
-            slot.busy = false;
-          }
-        },
-        slot.waker,
-      ),
-    );
     const balances = config.balanceSnapshotEnabled ? createBalanceSnapshotDeps({ pool, config, log }) : undefined;
     sweeps = await startSweeps({
       boss,
@@ -276,10 +235,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       {
         // A disabled loop (FERRY_WORKER_<NAME>_ENABLED=false) is not started; its row says so.
         core: [
-          ...(holder ? [loop('lease_holder', config.dispatchIntervalSeconds, () => holder.acquire(), holderWaker)] : []),
-          ...(config.workerNodeDispatcherEnabled && !holder ? dispatchers : []),
-          ...(config.workerNodeObserverEnabled && !holder ? [loop('node_observer', config.observeIntervalSeconds, () => observeBatch(deps), wakers.observer)] : []),
-          ...(config.workerNodeRecoveryEnabled ? [loop('node_recovery', config.recoveryIntervalSeconds, () => recoverBatch(deps), wakers.recovery)] : []),
+          loop('lease_holder', config.dispatchIntervalSeconds, () => holder.acquire(), holderWaker),
+          ...(config.workerNodeRecoveryEnabled ? [loop('node_recovery', config.recoveryIntervalSeconds, () => recoverBatch(deps), recoveryWaker)] : []),
           // The lanes' core workers (the CCIP lane's stranded-send reaper), where configured and on.
           ...laneCoreWorkers(config)
             .filter((w) => w.enabled)
@@ -291,7 +248,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       log,
       { onEvent: (worker, event) => roster.supervised(worker, event) },
     );
-    holder?.start();
+    holder.start();
   }
 
   let stopped = false;
@@ -308,7 +265,6 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await sweeps?.stop();
       await supervision?.stop();
       await holder?.stop();
-      await drainHandedOff(deps).catch((err) => log.warn({ err }, 'handed-off dispatches not finished at stop'));
       await wakeups.stop();
       await delivery?.stop();
       if (workers) await roster.stopped();
@@ -320,26 +276,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   };
 }
 
-/** How much slower than the first slot the other dispatcher slots poll (they are woken for work). */
-const SECONDARY_SLOT_FACTOR = 10;
-
-/**
- * The poll interval of dispatcher slot `slot`. Only the first slot polls at the dispatch interval:
- * NOTIFY wakes an idle slot (the first one first), and a slot that claimed a full batch wakes the
- * next, so the others poll only as a backstop. Every slot polling at the interval cost an idle
- * process one claim transaction per slot every interval and found nothing the first did not.
- */
-export function dispatcherIntervalSeconds(config: Pick<FerryConfig, 'dispatchIntervalSeconds'>, slot: number): number {
-  return slot === 0 ? config.dispatchIntervalSeconds : config.dispatchIntervalSeconds * SECONDARY_SLOT_FACTOR;
-}
-
 /** Every worker a process with workers has, with whether its configuration enables it. */
-function rosterOf(config: FerryConfig, dispatcherNames: string[]): RosterEntry[] {
-  const actors = config.runtime === 'actors';
+function rosterOf(config: FerryConfig): RosterEntry[] {
   return [
-    ...(actors ? [{ name: 'lease_holder', group: 'core' as const, kind: 'loop' as const, enabled: true, intervalSeconds: config.dispatchIntervalSeconds }] : []),
-    ...dispatcherNames.map((name, i) => ({ name, group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeDispatcherEnabled, intervalSeconds: dispatcherIntervalSeconds(config, i) })),
-    ...(actors ? [] : [{ name: 'node_observer', group: 'core' as const, kind: 'loop' as const, enabled: config.workerNodeObserverEnabled, intervalSeconds: config.observeIntervalSeconds }]),
+    { name: 'lease_holder', group: 'core', kind: 'loop', enabled: true, intervalSeconds: config.dispatchIntervalSeconds },
     { name: 'node_recovery', group: 'core', kind: 'loop', enabled: config.workerNodeRecoveryEnabled, intervalSeconds: config.recoveryIntervalSeconds },
     ...laneCoreWorkers(config).map((w) => ({ name: w.worker.name, group: 'core' as const, kind: 'loop' as const, enabled: w.enabled, intervalSeconds: w.intervalSeconds })),
     { name: 'callback_dispatcher', group: 'sidecar', kind: 'queue', enabled: config.workerCallbackDispatcherEnabled, intervalSeconds: config.callbackIntervalSeconds },

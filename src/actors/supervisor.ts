@@ -4,7 +4,7 @@ import { runLoop, type LoopSpec } from './loop-runner.ts';
 /**
  * Runs the workers of one process in two groups, as the reference runtime does.
  *
- * - Core (the lease holder and its movement actors, or the dispatcher and observer loops; recovery):
+ * - Core (the lease holder and its movement actors, recovery, the lanes' core workers):
  *   fail fast. If one of them dies (its loop ends with a WorkerCrash) the whole process stops
  *   working: every group is stopped and `done` rejects, so the process exits non-zero and whatever
  *   runs it starts it again. A core worker that cannot go on must not leave the others running

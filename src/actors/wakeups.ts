@@ -8,20 +8,21 @@ import { bossNotifyChannel } from './boss.ts';
 
 /**
  * Listens for the transition function's NOTIFY on a dedicated connection and wakes the workers a
- * new state concerns: READY -> dispatcher, SUBMITTED / OBSERVING -> observer, UNKNOWN -> recovery,
- * and every state to `onEvent` subscribers (the live inspection stream); a requested sweep run
- * (its own channel) wakes that sweep's pg-boss worker; a job inserted on a Ferry queue (pg-boss's
- * channel, src/actors/boss.ts "Waking") wakes one of that queue's workers; an audit outbox write
- * (migration 0440) pokes the idle audit promoter. The workers' intervals remain the safety net: a
- * lost connection only costs latency, and it reconnects with backoff.
+ * new state concerns: READY or APPROVED -> the lease holder (`leaseHolder`), UNKNOWN -> recovery,
+ * every notice to the lease holder's `notices` (its movement actors), and every state to `onEvent`
+ * subscribers (the live inspection stream); a requested sweep run (its own channel) wakes that
+ * sweep's pg-boss worker; a job inserted on a Ferry queue (pg-boss's channel, src/actors/boss.ts
+ * "Waking") wakes one of that queue's workers; an audit outbox write (migration 0440) pokes the idle
+ * audit promoter. The workers' intervals remain the safety net: a lost connection only costs
+ * latency, and it reconnects with backoff.
  */
 /** Reconnect backoff of the LISTEN connection: 1 s, doubling per failed attempt, at most 30 s. */
 const RECONNECT_FIRST_MS = 1000;
 const RECONNECT_MAX_MS = 30_000;
 
 export interface WakeTargets {
-  dispatcher?: () => void;
-  observer?: () => void;
+  /** A node became READY or a movement APPROVED: there may be a movement to lease. */
+  leaseHolder?: () => void;
   recovery?: () => void;
   /** Every notice of a committed payload, in order (the actor runtime's lease holder). */
   notices?: (notices: EventNotice[]) => void;
@@ -78,8 +79,7 @@ export class Wakeups {
       this.#client = client;
       // Anything that happened while we were not listening is found by the next interval run;
       // wake everyone once so it is found now.
-      this.targets.dispatcher?.();
-      this.targets.observer?.();
+      this.targets.leaseHolder?.();
       this.targets.queue?.(null);
       this.targets.audit?.();
     } catch (err) {
@@ -103,7 +103,7 @@ export class Wakeups {
   /**
    * A payload is the array of notices one transaction committed, in order. Only the state an entity
    * was left in counts for waking workers: a node made READY and claimed in the same commit needs no
-   * dispatcher, and a request's EXECUTING means a dispatcher already has it.
+   * wake-up, and a movement's EXECUTING means a holder already has it.
    */
   #dispatch(payload: string | undefined) {
     if (!payload) return;
@@ -117,8 +117,7 @@ export class Wakeups {
     const last = new Map<string, string>();
     for (const n of notices) last.set(n.entity === 'node' ? `n:${n.node_id}` : `r:${n.request_id}`, n.state);
     const states = new Set(last.values());
-    if (states.has('READY') || states.has('APPROVED')) this.targets.dispatcher?.();
-    if (states.has('SUBMITTED') || states.has('OBSERVING')) this.targets.observer?.();
+    if (states.has('READY') || states.has('APPROVED')) this.targets.leaseHolder?.();
     if (states.has('UNKNOWN')) this.targets.recovery?.();
     this.targets.notices?.(notices);
     for (const notice of notices) for (const fn of this.#listeners) fn(notice);

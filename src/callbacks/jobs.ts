@@ -16,7 +16,7 @@ export interface CallbackJobRequest extends CallbackJobData {
   startAfter?: Date;
   /**
    * Omitted for the attempt's own job (on creation, after a failed attempt, after a redrive). Extra
-   * jobs for the same attempt (a wake-up when an earlier callback of the request finished, a
+   * jobs for the same attempt (a wake-up when an earlier callback of the movement finished, a
    * safety-net sweep) pass a key so they do not collide with it.
    */
   extraKey?: string;

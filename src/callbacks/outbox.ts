@@ -7,7 +7,7 @@ import { redriveCallback } from './lifecycle.ts';
 
 /**
  * Writing callbacks. The durable transition function calls enqueueCallback inside the transaction
- * that changes a request, so the callback (and its delivery job) exist exactly when the change does.
+ * that changes a movement, so the callback (and its delivery job) exist exactly when the change does.
  */
 
 /** The movement as a callback reports it: the movement_requests fields, times as ISO 8601. */
@@ -32,7 +32,7 @@ export interface CallbackMovementRow extends Omit<CallbackMovement, 'created_at'
 }
 
 export interface EnqueueCallbackInput {
-  request: CallbackMovementRow;
+  movement: CallbackMovementRow;
   /** The callback's id; enqueueCallback makes one. */
   callbackId?: string;
   /** request_<lowercased new state>, frontier_advanced, request_attention or node_<lowercased new state>. */
@@ -74,7 +74,7 @@ function iso(t: Date | string): string {
 
 /** The POST body. node_key is present only for events about a node; node only for node callbacks. */
 export function buildCallbackPayload(input: Omit<EnqueueCallbackInput, 'maxAttempts'> & { callbackId: string }): CallbackPayload {
-  const r = input.request;
+  const r = input.movement;
   return {
     callback_id: input.callbackId,
     event_type: input.eventType,
@@ -109,12 +109,12 @@ export async function enqueueCallback(
   input: EnqueueCallbackInput,
   queue?: CallbackQueue,
 ): Promise<string> {
-  const url = input.request.callback_url;
-  if (!url) throw new Error(`request ${input.request.id} has no callback_url; enqueueCallback must not be called for it`);
+  const url = input.movement.callback_url;
+  if (!url) throw new Error(`movement ${input.movement.id} has no callback_url; enqueueCallback must not be called for it`);
   const id = input.callbackId ?? randomUUID();
   const row = await insertCallback(client, {
     id,
-    movementId: input.request.id,
+    movementId: input.movement.id,
     eventType: input.eventType,
     nodeKey: input.nodeKey ?? null,
     callbackUrl: url,

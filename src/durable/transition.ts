@@ -36,11 +36,11 @@ import type { NodeRow, MovementRow, TransitionRow } from '../persistence/movemen
 /**
  * The one durable transition function, batched. Delivering events to movements and nodes is, inside
  * the caller's transaction:
- *   lock every request the batch touches with all its nodes (one statement, request id order, so
+ *   lock every movement the batch touches with all its nodes (one statement, movement id order, so
  *   writers never deadlock); for each event in turn, rebuild the machine snapshot from the row as
  *   this batch left it and compute the next one with XState's pure transition(); refuse an event the
  *   machine does not accept (InvalidTransitionError, for that event only) or whose dispatch lease is
- *   gone (LeaseLostError); turn the machine's messages (successors unblocked, request state derived,
+ *   gone (LeaseLostError); turn the machine's messages (successors unblocked, movement state derived,
  *   callbacks) into more transitions of the same batch; then write every changed row, one log row
  *   per transition and the artifacts of accepted events in one set-based statement, which also
  *   queues one NOTIFY for the commit (see persistence/group-commit.ts).
@@ -62,7 +62,7 @@ export interface EventNotice {
 export const EVENTS_CHANNEL = 'ferry_events';
 
 export interface CallbackInput {
-  request: MovementRow;
+  movement: MovementRow;
   eventType: string;
   nodeKey?: string | null;
   /** For a node callback (node_<state>): the node's change. */
@@ -113,7 +113,7 @@ export interface DeliveredToNode extends Delivered {
 }
 
 export interface DeliveredToMovement extends Delivered {
-  request: MovementRow;
+  movement: MovementRow;
 }
 
 /** One event for one node in a batch. */
@@ -142,8 +142,8 @@ export type Refusal = InvalidTransitionError | LeaseLostError;
 /** A node a batch unblocked and, as asked by `claimUnblocked`, claimed in the same commit. */
 export interface CarriedClaim {
   node: NodeRow;
-  request: MovementRow;
-  /** Every node of the request as the commit left them (for the execution context). */
+  movement: MovementRow;
+  /** Every node of the movement as the commit left them (for the execution context). */
   nodes: NodeRow[];
   lease: string;
   /** Set when the claim is still to be written, with the dispatch's commit (a movement actor's first claim). */
@@ -184,7 +184,7 @@ export interface BatchResult {
   nodes: (DeliveredToNode | Refusal)[];
   movements: (DeliveredToMovement | Refusal)[];
   claimed: CarriedClaim[];
-  /** Every node of a request the batch locked, as the batch left them. */
+  /** Every node of a movement the batch locked, as the batch left them. */
   nodesOf(movementId: string): NodeRow[];
   /** A request the batch locked, as the batch left it. */
   movementOf(movementId: string): MovementRow;
@@ -364,7 +364,7 @@ export function batchResult(b: Batch, movementEvents: (Pending | Refusal)[], nod
     nodes: nodes.map((r) => (r instanceof Pending ? b.deliveredToNode(r) : r)),
     claimed: b.claims
       .filter((c) => !movementIds || movementIds.has(c.movementId))
-      .map((c) => ({ node: b.nodeRow(c.nodeId), request: b.movementRow(c.movementId), nodes: b.siblings(c.movementId), lease: c.lease })),
+      .map((c) => ({ node: b.nodeRow(c.nodeId), movement: b.movementRow(c.movementId), nodes: b.siblings(c.movementId), lease: c.lease })),
     nodesOf: (movementId) => b.siblings(movementId),
     movementOf: (movementId) => b.movementRow(movementId),
   };
@@ -463,9 +463,9 @@ export class Batch {
 
   constructor(readonly opts: BatchOptions) {}
 
-  load(request: MovementRow, nodes: NodeRow[], expectedWrite: number | null) {
-    this.movements.set(request.id, { row: request, fromState: request.request_state, fromVersion: request.row_version, dirty: false, expectedWrite });
-    this.nodesOfMovement.set(request.id, nodes.map((n) => n.id));
+  load(movement: MovementRow, nodes: NodeRow[], expectedWrite: number | null) {
+    this.movements.set(movement.id, { row: movement, fromState: movement.request_state, fromVersion: movement.row_version, dirty: false, expectedWrite });
+    this.nodesOfMovement.set(movement.id, nodes.map((n) => n.id));
     for (const n of nodes) this.nodes.set(n.id, { row: n, fromState: n.node_state, fromVersion: n.row_version, dirty: false });
   }
 
@@ -580,7 +580,7 @@ export class Batch {
       return new LeaseLostError(nodeId, row.node_state, event.type);
     }
     const refusal = () => new InvalidTransitionError(NODE_MACHINE_ID, nodeId, row.node_state, event.type);
-    // Serial per request: a claim never puts a second node of one request in dispatch (the claim
+    // Serial per movement: a claim never puts a second node of one movement in dispatch (the claim
     // query checks it on its snapshot; this checks it on the locked rows).
     if (item.lease && this.siblings(row.request_id).some((s) => s.id !== nodeId && IN_DISPATCH.has(s.node_state))) return refusal();
     const prev = resolve(nodeMachine, nodeId, row, row.node_state, nodeContextFromRow(row));
@@ -677,7 +677,7 @@ export class Batch {
   }
 
   /**
-   * The claim the dispatcher would make next, made now: a node this batch unblocked, of a request
+   * The claim the dispatcher would make next, made now: a node this batch unblocked, of a movement
    * still EXECUTING with nothing else in dispatch, due now, automatic. Same rules as the claim query.
    */
   carryOnward() {
@@ -803,7 +803,7 @@ export class Batch {
     }
     for (const cb of this.callbacks) {
       await this.opts.deps.callbacks(client, {
-        request: this.movementRow(cb.movementId),
+        movement: this.movementRow(cb.movementId),
         eventType: cb.eventType,
         nodeKey: cb.nodeKey,
         ...(cb.node ? { node: cb.node } : {}),
@@ -822,7 +822,7 @@ export class Batch {
   }
 
   deliveredToMovement(p: Pending): DeliveredToMovement {
-    return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), request: this.movementRow(p.row.entity_id) };
+    return { from: p.row.from_state, to: p.row.to_state, transition: this.#logged(p), movement: this.movementRow(p.row.entity_id) };
   }
 }
 

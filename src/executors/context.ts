@@ -1,11 +1,13 @@
 import { attemptKey } from '../ids.ts';
+import type { NewArtifact } from '../persistence/artifacts.ts';
+import type { MovementRow, NodeRow } from '../persistence/movements.ts';
 import { ConfigRefUnresolvedError, ExecutorNotRegisteredError, SignerNotRegisteredError } from './errors.ts';
 import { ExpectedEffectSchema, PROTOCOL_VERSION, type ExecutionContext, type GeneratedArtifact, type ResolvedBindings } from './protocol.ts';
 import { bindingExtras, bindingKey } from './registry.ts';
 
 /** Plain row data an ExecutionContext is built from; the caller loads it, this module does no I/O. */
 export interface ExecutionContextInput {
-  request: {
+  movement: {
     id: string;
     compiled_plan_hash: string;
     template_key: string;
@@ -31,7 +33,7 @@ export interface ExecutionContextInput {
    * observe and recover work on the attempt already committed (the row's attempt_no).
    */
   attemptNo: number;
-  /** Every node of the request (the current one included or not). */
+  /** Every node of the movement (the current one included or not). */
   nodes: ReadonlyArray<{ node_key: string; node_state: string; provider_refs: Record<string, unknown> | null }>;
   /** Artifacts of the COMPLETED direct predecessors. */
   priorArtifacts: ReadonlyArray<{ artifact_type: string; artifact_digest: string | null }>;
@@ -59,7 +61,7 @@ const REF_PREFIX = '$ref:';
  *         binding without its key.
  */
 export function buildExecutionContext(input: ExecutionContextInput): ExecutionContext {
-  const { request, node, attemptNo } = input;
+  const { movement, node, attemptNo } = input;
   if (!Number.isInteger(attemptNo) || attemptNo < 1) throw new RangeError(`attemptNo must be a positive integer, got ${attemptNo}`);
 
   const completedRefs = new Map<string, Record<string, unknown>>();
@@ -75,17 +77,17 @@ export function buildExecutionContext(input: ExecutionContextInput): ExecutionCo
 
   return {
     protocol_version: PROTOCOL_VERSION,
-    request_id: request.id,
+    request_id: movement.id,
     request_node_id: node.id,
-    compiled_plan_hash: request.compiled_plan_hash,
-    template_key: request.template_key,
-    template_version: request.template_version,
+    compiled_plan_hash: movement.compiled_plan_hash,
+    template_key: movement.template_key,
+    template_version: movement.template_version,
     node_key: node.node_key,
     node_kind: node.node_kind,
     action_type: node.action_type,
     attempt_no: attemptNo,
-    intent: { ...request.intent },
-    input_params: { ...request.input_params },
+    intent: { ...movement.intent },
+    input_params: { ...movement.input_params },
     resolved_bindings: resolveBindings(node.executor_binding, node.signer_binding),
     risk_controls: { ...input.riskControls },
     prior_artifacts: input.priorArtifacts.map((a) => ({ artifact_type: a.artifact_type, artifact_digest: a.artifact_digest })),
@@ -148,4 +150,66 @@ function resolveRef(ref: string, completedRefs: ReadonlyMap<string, Record<strin
   // A reference that lands on nothing must not quietly become an empty address or amount.
   if (value === undefined || value === null) throw new ConfigRefUnresolvedError(ref, `node ${nodeKey} reported no ${field}`);
   return value;
+}
+
+/** A claimed node with its movement and every node of the movement: what its context is built from. */
+export interface ContextInput {
+  movement: MovementRow;
+  node: NodeRow;
+  /** Every node of the movement, as the claim's commit left them. */
+  nodes: NodeRow[];
+  attemptNo: number;
+}
+
+/** The nodes whose artifacts a node's context reads: itself and its completed direct predecessors. */
+export function contextArtifactNodeIds({ node, nodes }: Pick<ContextInput, 'node' | 'nodes'>): string[] {
+  return [node.id, ...nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED').map((n) => n.id)];
+}
+
+/**
+ * The ExecutionContext of a node from the rows: its movement, its sibling nodes and `artifacts`,
+ * which hold at least those of contextArtifactNodeIds (its own attempt's, and its completed direct
+ * predecessors'). `attemptNo` is the attempt the call belongs to.
+ */
+export function contextOfRows({ movement, node, nodes, attemptNo }: ContextInput, artifacts: readonly NewArtifact[]): ExecutionContext {
+  const completedPredecessors = new Set(
+    nodes.filter((n) => node.predecessor_keys.includes(n.node_key) && n.node_state === 'COMPLETED').map((n) => n.id),
+  );
+  const own = artifacts.filter((a) => a.request_node_id === node.id && a.attempt_no === attemptNo);
+  const prior = artifacts.filter((a) => completedPredecessors.has(a.request_node_id));
+  const plan = movement.compiled_plan as { risk_controls?: Record<string, unknown> };
+  return buildExecutionContext({
+    movement: {
+      id: movement.id,
+      compiled_plan_hash: movement.compiled_plan_hash,
+      template_key: movement.template_key,
+      template_version: movement.template_version,
+      intent: movement.intent,
+      input_params: movement.input_params,
+    },
+    node: {
+      id: node.id,
+      node_key: node.node_key,
+      node_kind: node.node_kind,
+      action_type: node.action_type,
+      config: node.config,
+      timeout_policy: node.timeout_policy,
+      executor_binding: node.executor_binding,
+      signer_binding: node.signer_binding,
+      predecessor_keys: node.predecessor_keys,
+      expected_effect: node.expected_effect ?? null,
+    },
+    attemptNo,
+    nodes: nodes.map((n) => ({ node_key: n.node_key, node_state: n.node_state, provider_refs: n.provider_refs })),
+    priorArtifacts: prior.map((a) => ({ artifact_type: a.artifact_type, artifact_digest: a.artifact_digest })),
+    attemptArtifacts: own.map((a) => ({
+      artifact_type: a.artifact_type,
+      content_format: a.content_format,
+      content_inline: a.content_inline,
+      content_uri: a.content_uri,
+      artifact_metadata: a.artifact_metadata,
+      artifact_digest: a.artifact_digest,
+    })),
+    riskControls: plan.risk_controls ?? {},
+  } as ExecutionContextInput);
 }

@@ -11,7 +11,7 @@ import { assign, setup } from 'xstate';
  *   pending --STRANDED_REQUEUED (the sweep wrote a job for a lost one)--> pending
  *
  * Who may send (the delivery lease: lease_token, lease_expires_at) and whose turn it is (callbacks
- * of one request go out in creation order) are not lifecycle: the claim in
+ * of one movement go out in creation order) are not lifecycle: the claim in
  * src/persistence/callbacks.ts decides them. The machine decides what an attempt, a redrive or a
  * requeue does to the row; src/callbacks/lifecycle.ts runs it and persistence writes its result.
  */

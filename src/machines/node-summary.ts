@@ -1,8 +1,8 @@
 import type { NodeState } from './node-machine.ts';
 
 /**
- * The facts about a request's nodes that decide the request's state. Computed from the node rows
- * inside the transaction and carried in the request event, so the request machine stays pure and
+ * The facts about a movement's nodes that decide the movement's state. Computed from the node rows
+ * inside the transaction and carried in the movement event, so the movement machine stays pure and
  * the transition log records exactly what it decided on.
  */
 export interface NodeSummary {
@@ -29,7 +29,7 @@ export interface SummarizedNode {
 
 const SIDE_EFFECT_KINDS = new Set(['action', 'compensation', 'post_action']);
 const EXECUTING = new Set(['PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING', 'SUBMITTED', 'OBSERVING']);
-// A node in one of these is being worked on or may have moved money already: cancelling the request
+// A node in one of these is being worked on or may have moved money already: cancelling the movement
 // now would race the worker or lose track of the side effect.
 const IN_FLIGHT = new Set(['PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING', 'SUBMITTED', 'OBSERVING', 'UNKNOWN']);
 

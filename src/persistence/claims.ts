@@ -4,7 +4,7 @@ import type { NodeRow, MovementRow } from './movements.ts';
 
 /**
  * Claim queries for the dispatcher, observer and recovery workers. Each is ONE statement that
- * finds due work in FIFO order and locks it, node and request together, with
+ * finds due work in FIFO order and locks it, node and movement together, with
  * FOR UPDATE ... SKIP LOCKED:
  *
  * - SKIP LOCKED: a row another transaction holds (a claim in progress, an approver, a writer) is
@@ -15,17 +15,17 @@ import type { NodeRow, MovementRow } from './movements.ts';
  *   moved on between our snapshot and our lock drops out instead of being claimed twice (the
  *   dispatch and observe claims test the row versions their walk read: every state change moves
  *   a row's version).
- * - Locking the request row too makes it the per-movement mutex every node writer takes first
- *   (see group-commit.ts); the dispatch claim returns at most one node per request (serial per
+ * - Locking the movement row too makes it the per-movement mutex every node writer takes first
+ *   (see group-commit.ts); the dispatch claim returns at most one node per movement (serial per
  *   request), and the durable transition function refuses a claim that would put a second node of
- *   a request in dispatch.
- * - Live nodes are reached only through their request (index on (request_id, node_state),
+ *   a movement in dispatch.
+ * - Live nodes are reached only through their movement (index on (request_id, node_state),
  *   migration 0160): statistics of the live slices of tables that are mostly history are stale
  *   (autovacuum re-analyzes a table after 10% of it changed), and with a partial index per live
- *   state the planner, estimating one row on each side, joined every active request to every live
+ *   state the planner, estimating one row on each side, joined every active movement to every live
  *   node (2-3 s per claim with 1,000 approved movements over 100,000 finished ones). The dispatch
- *   and observe claims walk the active requests and probe each through a LATERAL subquery, which
- *   the planner cannot turn into such a join; their cost is bounded by the active requests
+ *   and observe claims walk the active movements and probe each through a LATERAL subquery, which
+ *   the planner cannot turn into such a join; their cost is bounded by the active movements
  *   whatever the statistics say.
  *
  * The caller moves what it claimed through the machines in the same transaction (one batched
@@ -35,7 +35,7 @@ import type { NodeRow, MovementRow } from './movements.ts';
  * Each claim is two statements in the caller's transaction: the locking one returns only ids, and
  * `readLocked` then reads the locked rows whole. PostgreSQL computes a query's output columns before
  * its ORDER BY, LIMIT and locking, so a claim that returned whole rows as JSON would build them for
- * every due row (a backlog of a thousand READY nodes, with their requests' compiled plans) to keep
+ * every due row (a backlog of a thousand READY nodes, with their movements' compiled plans) to keep
  * 32. The read is a new statement with a new snapshot (READ COMMITTED), so it sees the newest
  * version of every row, which the locks keep from changing until the commit.
  */
@@ -44,10 +44,10 @@ import type { NodeRow, MovementRow } from './movements.ts';
 const EXECUTOR_KEY = `(CASE jsonb_typeof(n.executor_binding) WHEN 'string' THEN n.executor_binding #>> '{}'
                           ELSE n.executor_binding ->> 'executor_key' END)`;
 const manual = (a: string) => `(${a}.node_kind = 'manual_gate' OR ${a}.action_type LIKE 'manual\\_%')`;
-// Serial per request: a request with a node already being prepared, signed or submitted waits.
+// Serial per movement: a movement with a node already being prepared, signed or submitted waits.
 const NO_SIBLING_IN_DISPATCH = `NOT EXISTS (SELECT 1 FROM request_nodes s WHERE s.request_id = r.id
                                   AND s.node_state IN ('PREPARING', 'AWAITING_SIGNATURE', 'SUBMITTING'))`;
-// A node the dispatcher may take, on alias `a` (the probe per request and the recheck of the locked row).
+// A node the dispatcher may take, on alias `a` (the probe per movement and the recheck of the locked row).
 const DISPATCHABLE_NODE = (a: string) => `${a}.node_state = 'READY' AND NOT ${manual(a)}
                       AND (${a}.dispatch_after IS NULL OR ${a}.dispatch_after <= now())`;
 const OBSERVABLE_NODE = (a: string) => `${a}.node_state IN ('SUBMITTED', 'OBSERVING')
@@ -55,15 +55,15 @@ const OBSERVABLE_NODE = (a: string) => `${a}.node_state IN ('SUBMITTED', 'OBSERV
 
 export interface Claimed {
   node: NodeRow;
-  request: MovementRow;
+  movement: MovementRow;
 }
 
 function split(row: Record<string, unknown>): Claimed {
   const { n, r } = row as { n: NodeRow; r: MovementRow };
-  return { node: reviveNode(n), request: reviveMovement(r) };
+  return { node: reviveNode(n), movement: reviveMovement(r) };
 }
 
-/** The rows of nodes this transaction has locked (with their requests), in the claim's order. */
+/** The rows of nodes this transaction has locked (with their movements), in the claim's order. */
 async function readLocked(db: Queryable, locked: Array<{ node_id: string }>): Promise<Claimed[]> {
   if (locked.length === 0) return [];
   const ids = locked.map((l) => l.node_id);
@@ -78,22 +78,22 @@ async function readLocked(db: Queryable, locked: Array<{ node_id: string }>): Pr
   return rows.map(split);
 }
 
-/** Keeps the first claimed node of each request (the oldest, given the claim order). */
+/** Keeps the first claimed node of each movement (the oldest, given the claim order). */
 function firstPerMovement(claims: Claimed[]): Claimed[] {
   const seen = new Set<string>();
-  return claims.filter((c) => !seen.has(c.request.id) && seen.add(c.request.id));
+  return claims.filter((c) => !seen.has(c.movement.id) && seen.add(c.movement.id));
 }
 
 // How many candidates a claim's walk collects per row it may lock: concurrent claimers read the same
 // oldest candidates from their snapshots and skip each other's locks, so each needs some beyond its
 // limit to fill a batch.
 const CANDIDATES_PER_ROW = 4;
-// The lock step reads node and request by primary key, from the walk's ids as arrays: joined to the
+// The lock step reads node and movement by primary key, from the walk's ids as arrays: joined to the
 // walk alone, a small table (a young database) is scanned whole and hashed instead.
 const BY_DUE_IDS = `n.id = ANY (ARRAY(SELECT node_id FROM due)) AND r.id = ANY (ARRAY(SELECT request_id FROM due))`;
 
 /**
- * The lock step after a walk `due`: node and request rows still at the versions the walk read,
+ * The lock step after a walk `due`: node and movement rows still at the versions the walk read,
  * locked in `order`, skipping rows another claimer holds; `$1` is the claim's limit.
  */
 const LOCK_DUE = (order: string) => `
@@ -107,17 +107,17 @@ const LOCK_DUE = (order: string) => `
       FOR UPDATE OF n, r SKIP LOCKED`;
 
 /**
- * Up to `limit` READY nodes, oldest request first, at most one per request, none of a request that
+ * Up to `limit` READY nodes, oldest movement first, at most one per movement, none of a movement that
  * already has a node in dispatch. The caller moves them to PREPARING in the same transaction.
  *
- * Two steps in one statement. The walk (`due`, no locks) goes through the active requests oldest
+ * Two steps in one statement. The walk (`due`, no locks) goes through the active movements oldest
  * first and probes each for its first dispatchable node; the probe is a LATERAL subquery with a
- * LIMIT, which PostgreSQL cannot turn into a join, so it is always an index probe per request
+ * LIMIT, which PostgreSQL cannot turn into a join, so it is always an index probe per movement
  * (request_id, node_state; migration 0160) whatever the statistics say. The lock step then locks
- * exactly the row versions the walk chose (id and row_version of node and request), skipping locked
+ * exactly the row versions the walk chose (id and row_version of node and movement), skipping locked
  * ones: a row changed since the walk's snapshot fails that test on its newest version
  * (EvalPlanQual) and drops out. Node and request are reached only through the walk's ids, so no
- * plan can join every active request to every live node.
+ * plan can join every active movement to every live node.
  */
 export async function claimDispatchBatch(db: Queryable, limit: number): Promise<Claimed[]> {
   const { rows } = await db.query<{ node_id: string }>(
@@ -137,7 +137,7 @@ export async function claimDispatchBatch(db: Queryable, limit: number): Promise<
 }
 
 /**
- * Up to `limit` due SUBMITTED / OBSERVING nodes of executing requests, oldest request first. The
+ * Up to `limit` due SUBMITTED / OBSERVING nodes of executing movements, oldest movement first. The
  * observer holds these locks through observe() and its commit, as the reference runtime does: the
  * observer, recovery and operators never act on one attempt at the same time. Walk and lock as in
  * claimDispatchBatch (the per-request probe is a LATERAL subquery kept apart by OFFSET 0).
@@ -216,7 +216,7 @@ export async function claimAbandonedDispatches(db: Queryable, graceSeconds: numb
   return readLocked(db, rows);
 }
 
-/** PENDING_APPROVAL requests past their expiry, without locks (the sweep claims each one). */
+/** PENDING_APPROVAL movements past their expiry, without locks (the sweep claims each one). */
 export async function expiredCandidates(db: Queryable, limit: number): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
     `SELECT id FROM movement_requests
@@ -227,7 +227,7 @@ export async function expiredCandidates(db: Queryable, limit: number): Promise<s
   return rows.map((r) => r.id);
 }
 
-/** Locks one expiry candidate; a request an approver holds right now is skipped this round. */
+/** Locks one expiry candidate; a movement an approver holds right now is skipped this round. */
 export async function claimForExpiry(db: Queryable, movementId: string): Promise<MovementRow | null> {
   const { rows } = await db.query<MovementRow>(
     `SELECT * FROM movement_requests WHERE id = $1 AND request_state = 'PENDING_APPROVAL' FOR UPDATE SKIP LOCKED`,

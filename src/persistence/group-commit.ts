@@ -6,11 +6,11 @@ import type { NodeRow, MovementRow, TransitionRow } from './movements.ts';
  * The two statements of a batched durable transition (src/durable/transition.ts): lock what the
  * batch touches, then write everything the machines decided in one set-based statement.
  *
- * Concurrency. Every writer of a node locks its request row first (the request row is the mutex of
- * a movement: claims take node and request together, the API locks the request before it delivers).
- * A batch locks all its requests, and their nodes, in one statement ordered by request id: the
- * locking clause is applied after the sort, so two batches over overlapping sets of requests take
- * the locks in the same order and never deadlock; a single delivery locks one request, which cannot
+ * Concurrency. Every writer of a node locks its movement row first (the movement row is the mutex of
+ * a movement: claims take node and movement together, the API locks the movement before it delivers).
+ * A batch locks all its movements, and their nodes, in one statement ordered by movement id: the
+ * locking clause is applied after the sort, so two batches over overlapping sets of movements take
+ * the locks in the same order and never deadlock; a single delivery locks one movement, which cannot
  * form a cycle with them. Locks a claim already holds in this transaction are simply held again.
  *
  * The write repeats the machine's precondition in SQL: each row must still be in the state and at
@@ -48,7 +48,7 @@ export const reviveNode = (row: NodeRow): NodeRow => revive(row, NODE_DATES);
 export const reviveMovement = (row: MovementRow): MovementRow => revive(row, MOVEMENT_DATES);
 
 /**
- * Locks the given requests and the requests of the given nodes, with all their nodes, in request id
+ * Locks the given movements and the movements of the given nodes, with all their nodes, in movement id
  * order (FOR UPDATE, waiting: a delivery must not skip its entity). One row per movement.
  */
 export async function lockMovements(db: Queryable, movementIds: string[], nodeIds: string[]): Promise<LockedMovement[]> {
@@ -93,7 +93,7 @@ export interface NodeWriteRow {
 }
 
 /**
- * A request row's new values (its current ones when only its nodes changed); a frontier-only
+ * A movement row's new values (its current ones when only its nodes changed); a frontier-only
  * change keeps state and version.
  */
 export interface MovementWriteRow {

@@ -3,7 +3,7 @@ import { CURSOR_AT_SQL, decodeCursor, isUuid, pageOfRows } from './cursor.ts';
 import type { Queryable } from './db.ts';
 
 /**
- * SQL for movement requests and their nodes. State columns are written only by the durable
+ * SQL for movements and their nodes. State columns are written only by the durable
  * transition function's batched write (group-commit.ts), after the machines have decided.
  */
 
@@ -125,7 +125,7 @@ export async function nodesOfMovement(db: Queryable, movementId: string): Promis
   return rows;
 }
 
-/** The nodes of several requests, grouped by request id (each in plan order). */
+/** The nodes of several movements, grouped by movement id (each in plan order). */
 export async function nodesOfMovements(db: Queryable, movementIds: string[]): Promise<Map<string, NodeRow[]>> {
   const { rows } = await db.query<NodeRow>(
     'SELECT * FROM request_nodes WHERE request_id = ANY($1::uuid[]) ORDER BY request_id, created_at, node_key',

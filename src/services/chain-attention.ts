@@ -48,9 +48,9 @@ export async function raiseNonceDisagreement(pool: Pool, d: NonceDisagreement, o
     });
     const at = new Date().toISOString();
     for (const id of movements) {
-      const request = await getMovement(client, id);
-      if (!request?.callback_url) continue;
-      await enqueueCallback(client, { request, eventType: 'request_attention', occurredAt: at, maxAttempts: opts.callbackMaxAttempts });
+      const movement = await getMovement(client, id);
+      if (!movement?.callback_url) continue;
+      await enqueueCallback(client, { movement, eventType: 'request_attention', occurredAt: at, maxAttempts: opts.callbackMaxAttempts });
     }
   });
   return { movements };

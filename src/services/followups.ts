@@ -50,10 +50,10 @@ export async function followUpWaitingMovements(deps: { pool: Pool; config: Follo
         entity_id: w.movement_id,
         details: { reason: w.reason, node_key: w.node_key, request_state: w.request_state, since: new Date(w.since).toISOString(), age_seconds: w.age_seconds },
       });
-      const request = await getMovement(client, w.movement_id);
-      if (request?.callback_url) {
+      const movement = await getMovement(client, w.movement_id);
+      if (movement?.callback_url) {
         await enqueueCallback(client, {
-          request,
+          movement,
           eventType: 'request_attention',
           nodeKey: w.node_key,
           occurredAt: new Date().toISOString(),

@@ -91,32 +91,32 @@ async function operateGate(deps: MovementServiceDeps, id: string, op: GateOperat
       actor: input.actor,
       deps: deps.transitions,
     });
-    const request = (await getMovement(client, id))!;
+    const movement = (await getMovement(client, id))!;
     await writeAudit(client, {
       actor: input.actor,
       action: AUDIT_OF[op],
       entity_type: 'movement_node',
       entity_id: node.id,
-      details: { request_id: id, node_key: node.node_key, [field]: note, from_state: locked.request_state, to_state: request.request_state },
+      details: { request_id: id, node_key: node.node_key, [field]: note, from_state: locked.request_state, to_state: movement.request_state },
     });
-    if (request.callback_url) await deps.transitions.callbacks(client, { request, eventType: CALLBACK_OF[op], nodeKey: node.node_key, occurredAt: at });
-    return { request, nodes: await nodesOfMovement(client, id) };
+    if (movement.callback_url) await deps.transitions.callbacks(client, { movement, eventType: CALLBACK_OF[op], nodeKey: node.node_key, occurredAt: at });
+    return { request: movement, nodes: await nodesOfMovement(client, id) };
   });
 }
 
 /** Four-eyes for a gate: never the requester; never an approver when the gate says so. Principals, with all their tokens. */
-async function assertMayOperate(client: Parameters<typeof actorAliases>[0], request: MovementRow, node: NodeRow, actor: string): Promise<void> {
+async function assertMayOperate(client: Parameters<typeof actorAliases>[0], movement: MovementRow, node: NodeRow, actor: string): Promise<void> {
   const same = new Set(await actorAliases(client, actor));
-  if (same.has(request.created_by)) {
-    throw new FerryError('FOUR_EYES_VIOLATION', `the principal that created movement ${request.id} cannot operate its manual gates; a second person must`, {
-      movement_id: request.id,
+  if (same.has(movement.created_by)) {
+    throw new FerryError('FOUR_EYES_VIOLATION', `the principal that created movement ${movement.id} cannot operate its manual gates; a second person must`, {
+      movement_id: movement.id,
       node_key: node.node_key,
       reason: 'GATE_BY_REQUESTER',
     });
   }
-  if (gateExcludesApprovers(node) && (request.approvals ?? []).some((a) => same.has(a.by))) {
-    throw new FerryError('FOUR_EYES_VIOLATION', `gate ${node.node_key} of movement ${request.id} must be operated by a principal that did not approve the movement`, {
-      movement_id: request.id,
+  if (gateExcludesApprovers(node) && (movement.approvals ?? []).some((a) => same.has(a.by))) {
+    throw new FerryError('FOUR_EYES_VIOLATION', `gate ${node.node_key} of movement ${movement.id} must be operated by a principal that did not approve the movement`, {
+      movement_id: movement.id,
       node_key: node.node_key,
       reason: 'GATE_BY_APPROVER',
     });

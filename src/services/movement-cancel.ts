@@ -1,10 +1,10 @@
-import { contextFor, errorText, outcomeOf, resultArtifacts } from '../actors/execution.ts';
-import { attemptVersions, signedVersionArtifacts } from '../actors/replacement.ts';
 import { deliverBatch } from '../durable/transition.ts';
 import type { FerryConfig } from '../config.ts';
 import { FerryError, NotFoundError } from '../errors.ts';
 import { FatalMovementError, isMovementError } from '../executors/errors.ts';
+import { contextArtifactNodeIds, contextOfRows } from '../executors/context.ts';
 import type { ExecutionContext, ExecutionResult, Executor, SignResult } from '../executors/protocol.ts';
+import { attemptVersions, errorText, outcomeOf, resultArtifacts, signedVersionArtifacts } from '../executors/records.ts';
 import type { ExecutorRegistry, SignerRegistry } from '../executors/registry.ts';
 import { buildSignRequest, signingRefusalAudit, effectConfigOf } from '../executors/sign-request.ts';
 import type { Logger } from '../log.ts';
@@ -105,7 +105,7 @@ export async function cancelMovementAtLanes(
         { entity_id: id, nodes: lanes.map((l) => ({ node_key: l.node.node_key, node_state: l.node.node_state, executor_key: l.executor.executorKey, lane: l.executor.lane })) },
       );
     }
-    return { request: locked, lanes: able };
+    return { movement: locked, lanes: able };
   });
   if (!plan) {
     const moved = await cancelMovement(deps, id, input);
@@ -113,28 +113,29 @@ export async function cancelMovementAtLanes(
   }
 
   const answers: CancelAnswer[] = [];
-  for (const { node, executor } of plan.lanes) answers.push(await askToCancel(deps, plan.request, node, executor, input));
-  const request = (await getMovement(deps.pool, id))!;
+  for (const { node, executor } of plan.lanes) answers.push(await askToCancel(deps, plan.movement, node, executor, input));
+  const movement = (await getMovement(deps.pool, id))!;
   const nodes = await nodesOfMovement(deps.pool, id);
-  if (request.request_state !== 'CANCELLED' && answers.every(refused)) {
+  if (movement.request_state !== 'CANCELLED' && answers.every(refused)) {
     throw new FerryError(
       'CANCEL_REFUSED',
       `movement ${id} goes on: ${answers.map((a) => `node ${a.node_key}: ${a.error_code ?? a.answer}${a.error_detail ? ` (${a.error_detail})` : ''}`).join('; ')}`,
       { entity_id: id, answers },
     );
   }
-  return { request, nodes, answers };
+  return { request: movement, nodes, answers };
 }
 
 /** Refused: not confirmed, and not pending at the provider either (a code says why). */
 const refused = (a: CancelAnswer) => a.answer !== 'CANCELLED' && (a.error_code !== null || !a.recorded);
 
-async function askToCancel(deps: CancelServiceDeps, request: MovementRow, node: NodeRow, executor: Executor, input: { actor: string; reason?: string }): Promise<CancelAnswer> {
-  const log = deps.log?.child({ request_id: node.request_id, node_id: node.id, node_key: node.node_key, attempt: node.attempt_no, worker: 'cancel' });
+async function askToCancel(deps: CancelServiceDeps, movement: MovementRow, node: NodeRow, executor: Executor, input: { actor: string; reason?: string }): Promise<CancelAnswer> {
+  const log = deps.log?.child({ movement_id: node.request_id, node_id: node.id, node_key: node.node_key, attempt: node.attempt_no, worker: 'cancel' });
   let ctx: ExecutionContext;
   let result: ExecutionResult;
   try {
-    ctx = await contextFor(deps.pool, request, node, node.attempt_no);
+    const rows = { movement, node, nodes: await nodesOfMovement(deps.pool, movement.id), attemptNo: node.attempt_no };
+    ctx = contextOfRows(rows, await artifactsOfNodes(deps.pool, contextArtifactNodeIds(rows)));
     result = await executor.cancel!(ctx);
   } catch (err) {
     const code = isMovementError(err) ? err.code : 'CANCEL_ERROR';
@@ -154,7 +155,7 @@ async function askToCancel(deps: CancelServiceDeps, request: MovementRow, node: 
   try {
     const signer = deps.signers.get(node.signer_binding as never);
     const cancels = { payload: versions.original.payload, payload_hash: versions.original.payload_hash, replacement_no: versions.replacements + 1 };
-    signature = await signer.sign(buildSignRequest({ ctx, prepared: proposed, plan: request.compiled_plan, ...effectConfigOf(deps.config), cancels }));
+    signature = await signer.sign(buildSignRequest({ ctx, prepared: proposed, plan: movement.compiled_plan, ...effectConfigOf(deps.config), cancels }));
   } catch (err) {
     const code = isMovementError(err) ? err.code : 'CANCEL_NOT_SIGNED';
     const audits = err instanceof FatalMovementError ? [signingRefusalAudit(ctx, err, err.code, { actor: input.actor, details: { cancel: true, payload_hash: proposed.payload_hash } })] : [];

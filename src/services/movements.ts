@@ -36,7 +36,7 @@ import { deliverNodeEvent, deliverMovementEvent, type TransitionDeps } from '../
 
 /**
  * What the API does to a movement, one function per verb. Each runs in ONE transaction that holds
- * the request row lock, delivers the event through the durable transition function (the machines
+ * the movement row lock, delivers the event through the durable transition function (the machines
  * decide what is allowed) and writes its audit row, so a refused or failed call leaves nothing
  * behind. The checks made here before delivering exist to give callers a precise answer (four-eyes,
  * stale plan, expired window); the machines' guards enforce the same rules again.
@@ -230,17 +230,17 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
         const { nodes } = started;
         await recordMovementPolicy(client, started.request.id, policy.record);
         if (destination) await setMovementDestination(client, started.request.id, destination);
-        const request = (await getMovement(client, started.request.id))!;
+        const movement = (await getMovement(client, started.request.id))!;
         await writeAudit(client, {
           actor: input.actor,
           action: 'movement.create',
           entity_type: 'movement',
-          entity_id: request.id,
+          entity_id: movement.id,
           details: {
-            template_key: request.template_key,
-            template_version: request.template_version,
-            compiled_plan_hash: request.compiled_plan_hash,
-            approval_quorum: request.approval_quorum,
+            template_key: movement.template_key,
+            template_version: movement.template_version,
+            compiled_plan_hash: movement.compiled_plan_hash,
+            approval_quorum: movement.approval_quorum,
             expires_at: expiresAt,
             idempotency_key: key,
             ...(destination ? { callback_destination: destination.name } : {}),
@@ -255,7 +255,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
             },
           },
         });
-        return { request, nodes, replayed: false };
+        return { request: movement, nodes, replayed: false };
       });
     } catch (err) {
       // A price the check needed was not read ahead (a movement of another asset entered a limit's window meanwhile): once more.
@@ -288,14 +288,14 @@ async function replayOf(pool: Pool, actor: string, key: string, fingerprint: str
 /** A movement read without locks, for GET. */
 /** The movement's row, or 404: an id that is not a UUID names no movement and never reaches a uuid cast. */
 export async function requireMovement(pool: Pool, id: string): Promise<MovementRow> {
-  const request = isMovementId(id) ? await getMovement(pool, id) : null;
-  if (!request) throw new NotFoundError('movement', id);
-  return request;
+  const movement = isMovementId(id) ? await getMovement(pool, id) : null;
+  if (!movement) throw new NotFoundError('movement', id);
+  return movement;
 }
 
 export async function readMovement(pool: Pool, id: string): Promise<Movement> {
-  const request = await requireMovement(pool, id);
-  return { request, nodes: await nodesOfMovement(pool, id) };
+  const movement = await requireMovement(pool, id);
+  return { request: movement, nodes: await nodesOfMovement(pool, id) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +308,7 @@ interface Decision {
 }
 
 /**
- * The shape every decision shares: lock the request row (so a concurrent approver, the expiry sweep
+ * The shape every decision shares: lock the movement row (so a concurrent approver, the expiry sweep
  * or a worker waits for us, or we for them), let `decide` check and deliver, write the audit row,
  * and return the movement as committed.
  */
@@ -316,22 +316,22 @@ async function decideOn(
   deps: MovementServiceDeps,
   id: string,
   decision: Decision,
-  decide: (client: Client, request: MovementRow) => Promise<Record<string, unknown> | void>,
+  decide: (client: Client, movement: MovementRow) => Promise<Record<string, unknown> | void>,
 ): Promise<Movement> {
   if (!isMovementId(id)) throw new NotFoundError('movement', id);
   return withTransaction(deps.pool, async (client) => {
     const locked = await lockMovement(client, id);
     if (!locked) throw new NotFoundError('movement', id);
     const extra = (await decide(client, locked)) ?? {};
-    const request = (await getMovement(client, id))!;
+    const movement = (await getMovement(client, id))!;
     await writeAudit(client, {
       actor: decision.actor,
       action: decision.action,
       entity_type: 'movement',
       entity_id: id,
-      details: { from_state: locked.request_state, to_state: request.request_state, ...decision.details, ...extra },
+      details: { from_state: locked.request_state, to_state: movement.request_state, ...decision.details, ...extra },
     });
-    return { request, nodes: await nodesOfMovement(client, id) };
+    return { request: movement, nodes: await nodesOfMovement(client, id) };
   });
 }
 
@@ -339,36 +339,36 @@ function deliver(deps: MovementServiceDeps, client: Client, id: string, event: M
   return deliverMovementEvent(client, id, event, { actor, deps: deps.transitions });
 }
 
-function approvalWindowClosed(request: MovementRow): FerryError {
-  const at = request.expires_at?.toISOString() ?? null;
+function approvalWindowClosed(movement: MovementRow): FerryError {
+  const at = movement.expires_at?.toISOString() ?? null;
   return new FerryError(
     'APPROVAL_EXPIRED',
-    `movement ${request.id} can no longer be approved: its approval window closed at ${at}`,
-    { reason: 'APPROVAL_EXPIRED', machine: MOVEMENT_MACHINE_ID, entity_id: request.id, state: request.request_state, event: 'APPROVE', expires_at: at },
+    `movement ${movement.id} can no longer be approved: its approval window closed at ${at}`,
+    { reason: 'APPROVAL_EXPIRED', machine: MOVEMENT_MACHINE_ID, entity_id: movement.id, state: movement.request_state, event: 'APPROVE', expires_at: at },
   );
 }
 
 /** The plan an approver reviewed must be the plan the movement will run, and that plan must be intact. */
-function assertPlanHash(request: MovementRow, reviewed: string): void {
-  if (reviewed !== request.compiled_plan_hash) {
+function assertPlanHash(movement: MovementRow, reviewed: string): void {
+  if (reviewed !== movement.compiled_plan_hash) {
     throw new FerryError(
       'STALE_PLAN_HASH',
-      `compiled_plan_hash ${reviewed} is not the plan of movement ${request.id}; review the current plan and approve its hash`,
-      { movement_id: request.id, expected: request.compiled_plan_hash, received: reviewed },
+      `compiled_plan_hash ${reviewed} is not the plan of movement ${movement.id}; review the current plan and approve its hash`,
+      { movement_id: movement.id, expected: movement.compiled_plan_hash, received: reviewed },
     );
   }
-  const stored = request.compiled_plan as unknown as CompiledPlan;
+  const stored = movement.compiled_plan as unknown as CompiledPlan;
   let recomputed: string | null = null;
   try {
-    recomputed = compiledPlanHash(stored, request.intent, request.input_params);
+    recomputed = compiledPlanHash(stored, movement.intent, movement.input_params);
   } catch {
     recomputed = null;
   }
-  if (recomputed !== request.compiled_plan_hash) {
+  if (recomputed !== movement.compiled_plan_hash) {
     // The stored plan no longer hashes to what was reviewed: it was changed behind Ferry's back.
-    throw new FerryError('STALE_PLAN_HASH', `the stored plan of movement ${request.id} no longer matches its compiled_plan_hash; it cannot be approved`, {
-      movement_id: request.id,
-      expected: request.compiled_plan_hash,
+    throw new FerryError('STALE_PLAN_HASH', `the stored plan of movement ${movement.id} no longer matches its compiled_plan_hash; it cannot be approved`, {
+      movement_id: movement.id,
+      expected: movement.compiled_plan_hash,
       reason: 'STORED_PLAN_DRIFT',
     });
   }
@@ -402,38 +402,38 @@ function approveWith(
 ): Promise<Movement> {
   const { actor } = input;
   const under = input.standingOrderId ? { standing_order_id: input.standingOrderId } : {};
-  return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash, ...under } }, async (client, request) => {
+  return decideOn(deps, id, { actor, action: 'movement.approve', details: { compiled_plan_hash: input.compiledPlanHash, ...under } }, async (client, movement) => {
     // Four-eyes and quorum count principals: every token of the approver's principal is the approver,
     // including rows recorded as `token:<id>` before principals existed. The machine compares actor
     // ids; these checks are what make an older row's token id count as its principal.
     const same = new Set(await actorAliases(client, actor));
-    if (same.has(request.created_by)) {
+    if (same.has(movement.created_by)) {
       throw new FerryError('FOUR_EYES_VIOLATION', `the principal that created movement ${id} cannot approve it, with any of its tokens; a second person must`, {
         movement_id: id,
       });
     }
-    if ((request.approvals ?? []).some((a) => same.has(a.by))) {
+    if ((movement.approvals ?? []).some((a) => same.has(a.by))) {
       throw new FerryError('ALREADY_APPROVED', `this principal has already approved movement ${id}; approvals must come from distinct principals`, {
         movement_id: id,
-        approvals: request.approvals.length,
-        quorum: request.approval_quorum,
+        approvals: movement.approvals.length,
+        quorum: movement.approval_quorum,
       });
     }
-    if (request.request_state === 'EXPIRED') throw approvalWindowClosed(request);
-    if (request.request_state !== 'PENDING_APPROVAL') {
-      throw new InvalidTransitionError(MOVEMENT_MACHINE_ID, id, request.request_state, 'APPROVE');
+    if (movement.request_state === 'EXPIRED') throw approvalWindowClosed(movement);
+    if (movement.request_state !== 'PENDING_APPROVAL') {
+      throw new InvalidTransitionError(MOVEMENT_MACHINE_ID, id, movement.request_state, 'APPROVE');
     }
-    assertPlanHash(request, input.compiledPlanHash);
+    assertPlanHash(movement, input.compiledPlanHash);
     // The clock is read with the row lock held: whoever holds the lock decides on one instant.
     const at = new Date();
-    if (request.expires_at && at.getTime() >= request.expires_at.getTime()) throw approvalWindowClosed(request);
+    if (movement.expires_at && at.getTime() >= movement.expires_at.getTime()) throw approvalWindowClosed(movement);
     // The treasury policy: who counts, whether the live rule set still allows it, the velocity limits.
-    const policy = await policyForApproval(client, request, actor, at, prices);
+    const policy = await policyForApproval(client, movement, actor, at, prices);
     await deliver(deps, client, id, { type: 'APPROVE', by: actor, at: at.toISOString() }, actor);
     return {
-      approvals: request.approvals.length + 1,
-      quorum: request.approval_quorum,
-      policy: { rule_set_version: request.policy_rule_set_version ?? null, rule_id: request.policy_rule_id ?? null, ...policy },
+      approvals: movement.approvals.length + 1,
+      quorum: movement.approval_quorum,
+      policy: { rule_set_version: movement.policy_rule_set_version ?? null, rule_id: movement.policy_rule_id ?? null, ...policy },
     };
   });
 }
@@ -447,7 +447,7 @@ export async function rejectMovement(deps: MovementServiceDeps, id: string, inpu
 
 /**
  * `scope: 'own'` (requesters) may cancel only movements the same principal created; `'any'` (operators)
- * may cancel every movement. Checked under the request lock, before the machine decides.
+ * may cancel every movement. Checked under the movement lock, before the machine decides.
  */
 export async function cancelMovement(
   deps: MovementServiceDeps,
@@ -461,7 +461,7 @@ export async function cancelMovement(
         entity_id: id,
       });
     }
-    // Read under the request lock: node writers lock the request first, so this summary holds.
+    // Read under the movement lock: node writers lock the movement first, so this summary holds.
     const summary = summarizeNodes(await nodesOfMovement(client, id));
     await deliver(deps, client, id, { type: 'CANCEL', by: actor, summary, ...(reason ? { reason } : {}) }, actor);
   });
@@ -475,7 +475,7 @@ export async function resumeMovement(deps: MovementServiceDeps, id: string, inpu
 }
 
 /**
- * Re-readies a FAILED node: the node machine decides (its lane must allow retries), then the request
+ * Re-readies a FAILED node: the node machine decides (its lane must allow retries), then the movement
  * machine decides whether the movement goes back to EXECUTING.
  */
 export async function retryMovementNode(

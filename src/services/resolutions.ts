@@ -20,7 +20,7 @@ import { deliverBatch, type MovementItem } from '../durable/transition.ts';
  * stopped on, with evidence. One operator proposes a resolution (mark the node completed with the
  * provider's reference, mark it failed, or retry it under a new attempt); a second principal confirms
  * it, and only the confirmation applies it, through the node machine (RESOLVED_COMPLETED,
- * RESOLVED_FAILED, RESOLVED_RETRY, whose guard refuses a confirmation by the proposer) and the request
+ * RESOLVED_FAILED, RESOLVED_RETRY, whose guard refuses a confirmation by the proposer) and the movement
  * machine (RESUME, or NODE_RETRIED for a retry). Both steps are audited.
  */
 
@@ -45,12 +45,12 @@ export async function proposeResolution(deps: Pick<MovementServiceDeps, 'pool'>,
     throw new ValidationError('a "complete" resolution needs provider_ref: the provider\'s reference for the completed action', { field: 'provider_ref' });
   }
   return withTransaction(deps.pool, async (client) => {
-    const request = await lockMovement(client, id);
-    if (!request) throw new NotFoundError('movement', id);
+    const movement = await lockMovement(client, id);
+    if (!movement) throw new NotFoundError('movement', id);
     const node = await nodeByKey(client, id, input.nodeKey);
     if (!node) throw new NotFoundError('node', `${input.nodeKey} of movement ${id}`);
-    if (request.request_state !== 'MANUAL_INTERVENTION') {
-      throw refusal(id, request.request_state, 'RESOLUTION_PROPOSED', 'NOT_IN_MANUAL_INTERVENTION', `movement ${id} is ${request.request_state}; only a movement in MANUAL_INTERVENTION takes resolutions`);
+    if (movement.request_state !== 'MANUAL_INTERVENTION') {
+      throw refusal(id, movement.request_state, 'RESOLUTION_PROPOSED', 'NOT_IN_MANUAL_INTERVENTION', `movement ${id} is ${movement.request_state}; only a movement in MANUAL_INTERVENTION takes resolutions`);
     }
     if (!RESOLVABLE_NODE_STATES.has(node.node_state)) {
       throw new FerryError('INVALID_TRANSITION', `node ${input.nodeKey} is ${node.node_state}; only an UNKNOWN or FAILED node can be resolved`, {
@@ -74,7 +74,7 @@ export async function proposeResolution(deps: Pick<MovementServiceDeps, 'pool'>,
       proposed_by: input.actor,
     });
     if (!row) {
-      throw refusal(id, request.request_state, 'RESOLUTION_PROPOSED', 'RESOLUTION_PENDING', `node ${input.nodeKey} already has a proposed resolution waiting for confirmation`, {
+      throw refusal(id, movement.request_state, 'RESOLUTION_PROPOSED', 'RESOLUTION_PENDING', `node ${input.nodeKey} already has a proposed resolution waiting for confirmation`, {
         node_key: input.nodeKey,
       });
     }
@@ -115,12 +115,12 @@ export async function confirmResolution(
   if (!isMovementId(id)) throw new NotFoundError('movement', id);
   if (!isMovementId(resolutionId)) throw new NotFoundError('resolution', resolutionId);
   const outcome = await withTransaction(deps.pool, async (client) => {
-    const request = await lockMovement(client, id);
-    if (!request) throw new NotFoundError('movement', id);
+    const movement = await lockMovement(client, id);
+    if (!movement) throw new NotFoundError('movement', id);
     const proposal = await lockResolution(client, id, resolutionId);
     if (!proposal) throw new NotFoundError('resolution', resolutionId);
     if (proposal.status !== 'proposed') {
-      throw refusal(id, request.request_state, 'RESOLUTION_CONFIRMED', 'RESOLUTION_NOT_OPEN', `resolution ${resolutionId} is ${proposal.status}, not waiting for confirmation`);
+      throw refusal(id, movement.request_state, 'RESOLUTION_CONFIRMED', 'RESOLUTION_NOT_OPEN', `resolution ${resolutionId} is ${proposal.status}, not waiting for confirmation`);
     }
     if (proposal.proposed_by === input.actor) {
       throw new FerryError('FOUR_EYES_VIOLATION', `the principal that proposed resolution ${resolutionId} cannot confirm it; a second person must`, {
@@ -137,12 +137,12 @@ export async function confirmResolution(
       { movements, nodes: [{ nodeId: proposal.request_node_id, event: nodeEventOf(proposal, input.actor, at) }] },
       { actor: input.actor, deps: deps.transitions },
     );
-    const [req] = result.movements;
+    const [moved] = result.movements;
     const [node] = result.nodes;
-    if (req instanceof InvalidTransitionError || node instanceof InvalidTransitionError || !('node' in node) || !('request' in req)) {
+    if (moved instanceof InvalidTransitionError || node instanceof InvalidTransitionError || !('node' in node) || !('movement' in moved)) {
       // Nothing is written: the refusal is recorded by the caller, outside this rolled-back transaction.
       const current = await getNode(client, proposal.request_node_id);
-      throw new ResolutionRefused(proposal, current?.node_state ?? 'MISSING', current?.attempt_no ?? -1, request.request_state);
+      throw new ResolutionRefused(proposal, current?.node_state ?? 'MISSING', current?.attempt_no ?? -1, movement.request_state);
     }
     const settled = await settleResolution(client, proposal.id, { status: 'applied', confirmedBy: input.actor });
     await writeAudit(client, {
@@ -158,7 +158,7 @@ export async function confirmResolution(
         proposed_by: proposal.proposed_by,
         from_state: node.from,
         to_state: node.to,
-        request_from_state: request.request_state,
+        request_from_state: movement.request_state,
         request_to_state: result.movementOf(id).request_state,
       },
     });

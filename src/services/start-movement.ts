@@ -12,13 +12,13 @@ import type { CompiledPlan } from '../plan/compile.ts';
 import { appendTransition, insertNodes, insertMovement, type NodeRow, type MovementRow } from '../persistence/movements.ts';
 
 /**
- * Creates a movement request and its nodes in the machines' initial states, with the creation
+ * Creates a movement and its nodes in the machines' initial states, with the creation
  * logged as each entity's transition number 0 (event xstate.init), so the log alone can replay
  * every entity from birth.
  */
 
 export interface StartMovementInput {
-  /** The compiled plan; it is stored with the request, which runs exactly this plan. */
+  /** The compiled plan; it is stored with the movement, which runs exactly this plan. */
   plan: CompiledPlan;
   intent: Record<string, unknown>;
   inputParams: Record<string, unknown>;
@@ -40,7 +40,7 @@ export async function startMovement(client: Client, input: StartMovementInput): 
     movementMachine,
     initialMovementContext({ createdBy: input.createdBy, quorum: input.quorum, expiresAt: input.expiresAt }),
   );
-  const request = await insertMovement(client, {
+  const movement = await insertMovement(client, {
     template_version_id: input.plan.template_version_id,
     template_key: input.plan.template_key,
     template_version: input.plan.template_version,
@@ -62,12 +62,12 @@ export async function startMovement(client: Client, input: StartMovementInput): 
     machine_id: MOVEMENT_MACHINE_ID,
     machine_version: MOVEMENT_MACHINE_VERSION,
     entity_type: 'request',
-    entity_id: request.id,
-    request_id: request.id,
+    entity_id: movement.id,
+    request_id: movement.id,
     node_key: null,
     seq: 0,
     from_state: '',
-    to_state: request.request_state,
+    to_state: movement.request_state,
     event_type: 'xstate.init',
     event_payload: { created_by: input.createdBy, quorum: input.quorum, expires_at: input.expiresAt },
     actor: input.createdBy,
@@ -75,7 +75,7 @@ export async function startMovement(client: Client, input: StartMovementInput): 
 
   const nodes = await insertNodes(
     client,
-    request.id,
+    movement.id,
     input.plan.nodes.map(({ predecessors, successors, ...n }) => {
       const [snap] = initialTransition(
         nodeMachine,
@@ -98,7 +98,7 @@ export async function startMovement(client: Client, input: StartMovementInput): 
       machine_version: NODE_MACHINE_VERSION,
       entity_type: 'node',
       entity_id: n.id,
-      request_id: request.id,
+      request_id: movement.id,
       node_key: n.node_key,
       seq: 0,
       from_state: '',
@@ -108,5 +108,5 @@ export async function startMovement(client: Client, input: StartMovementInput): 
       actor: input.createdBy,
     });
   }
-  return { request, nodes };
+  return { request: movement, nodes };
 }

@@ -8,9 +8,9 @@ import { deliverMovementEvent } from '../durable/transition.ts';
 import { runBudget } from '../run-budget.ts';
 
 /**
- * Approval expiry: PENDING_APPROVAL requests past expires_at become EXPIRED (with a
+ * Approval expiry: PENDING_APPROVAL movements past expires_at become EXPIRED (with a
  * request_expired callback), at most `batch` per run and within a time budget. Approve and expire
- * race the way finalize and challenge do in the reference: each locks the request row, the machine
+ * race the way finalize and challenge do in the reference: each locks the movement row, the machine
  * re-checks the state and the deadline, and exactly one of them wins; the loser sees
  * INVALID_TRANSITION (the approver) or counts a skip (the sweep). An expiry writes its audit event
  * in the same transaction as the transition and the callback: all three or none.

@@ -84,9 +84,9 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
   // The candidates' movements, their nodes and their artifacts: three reads for the whole run.
   const movements = new Map((candidates.length ? await getMovements(pool, [...new Set(candidates.map((n) => n.request_id))]) : []).map((m) => [m.id, m]));
   const siblings = movements.size ? await nodesOfMovements(pool, [...movements.keys()]) : new Map<string, NodeRow[]>();
-  const subjects = candidates.filter((n) => movements.has(n.request_id)).map((node) => ({ node, request: movements.get(node.request_id)!, nodes: siblings.get(node.request_id) ?? [] }));
+  const subjects = candidates.filter((n) => movements.has(n.request_id)).map((node) => ({ node, movement: movements.get(node.request_id)!, nodes: siblings.get(node.request_id) ?? [] }));
   const contexts = subjects.length ? await claimedContexts(pool, subjects, (n) => n.attempt_no) : [];
-  for (const [i, { node, request }] of subjects.entries()) {
+  for (const [i, { node, movement }] of subjects.entries()) {
     if (budget.spent()) {
       report.budgetExhausted = true;
       break;
@@ -112,9 +112,9 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
     report.drifted++;
     report.byClass[cls] = (report.byClass[cls] ?? 0) + 1;
     reconciliationDriftTotal.inc({ class: cls });
-    const drift = await recordFinding(deps, request, node, cls, answer.outcome);
-    if (config.reconciliationAutoRepair && repairable(node, answer.outcome.nextState) && !NO_REPAIR_REQUEST_STATES.has(request.request_state)) {
-      if (await repair(deps, request, node, cls, answer.outcome, drift.id)) {
+    const drift = await recordFinding(deps, movement, node, cls, answer.outcome);
+    if (config.reconciliationAutoRepair && repairable(node, answer.outcome.nextState) && !NO_REPAIR_REQUEST_STATES.has(movement.request_state)) {
+      if (await repair(deps, movement, node, cls, answer.outcome, drift.id)) {
         report.repaired++;
         reconciliationRepairedTotal.inc({ class: cls });
       }
@@ -124,11 +124,11 @@ export async function reconcileWithProviders(deps: Deps): Promise<ProviderReconc
   return report;
 }
 
-async function recordFinding(deps: Deps, request: MovementRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome) {
+async function recordFinding(deps: Deps, movement: MovementRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome) {
   return withTransaction(deps.pool, async (client) => {
     const evidence = { outcome, checked_at: nowIso(), call: 'inspect' };
     const drift = await recordDrift(client, {
-      request_id: request.id,
+      request_id: movement.id,
       request_node_id: node.id,
       node_key: node.node_key,
       attempt_no: node.attempt_no,
@@ -143,22 +143,22 @@ async function recordFinding(deps: Deps, request: MovementRow, node: NodeRow, cl
         action: 'reconciliation.provider_drift',
         entity_type: 'movement_node',
         entity_id: node.id,
-        details: { request_id: request.id, node_key: node.node_key, attempt_no: node.attempt_no, drift_class: cls, stored_state: node.node_state, provider_state: outcome.nextState, drift_id: drift.id },
+        details: { request_id: movement.id, node_key: node.node_key, attempt_no: node.attempt_no, drift_class: cls, stored_state: node.node_state, provider_state: outcome.nextState, drift_id: drift.id },
       });
-      deps.log.warn({ worker: 'reconciliation', movement_id: request.id, node_id: node.id, node_key: node.node_key, drift_class: cls }, 'provider contradicts stored node state');
+      deps.log.warn({ worker: 'reconciliation', movement_id: movement.id, node_id: node.id, node_key: node.node_key, drift_class: cls }, 'provider contradicts stored node state');
     }
     return drift;
   });
 }
 
 /** Applies a drift through the node machine; false when the machine refused it (the node moved on). */
-async function repair(deps: Deps, request: MovementRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome, driftId: number): Promise<boolean> {
+async function repair(deps: Deps, movement: MovementRow, node: NodeRow, cls: DriftClass, outcome: ExecutorOutcome, driftId: number): Promise<boolean> {
   const refused = Symbol('refused');
   try {
     return await withTransaction(deps.pool, async (client) => {
       const at = nowIso();
       // A movement waiting for a person goes on once the node it waited on is settled by evidence.
-      const movements: MovementItem[] = request.request_state === 'MANUAL_INTERVENTION' ? [{ movementId: request.id, event: { type: 'RESUME', by: ACTOR } }] : [];
+      const movements: MovementItem[] = movement.request_state === 'MANUAL_INTERVENTION' ? [{ movementId: movement.id, event: { type: 'RESUME', by: ACTOR } }] : [];
       const result = await deliverBatch(
         client,
         {
@@ -173,7 +173,7 @@ async function repair(deps: Deps, request: MovementRow, node: NodeRow, cls: Drif
                   action: 'reconciliation.repaired',
                   entity_type: 'movement_node',
                   entity_id: node.id,
-                  details: { request_id: request.id, node_key: node.node_key, attempt_no: node.attempt_no, drift_class: cls, from_state: node.node_state, to_state: outcome.nextState, drift_id: driftId },
+                  details: { request_id: movement.id, node_key: node.node_key, attempt_no: node.attempt_no, drift_class: cls, from_state: node.node_state, to_state: outcome.nextState, drift_id: driftId },
                 },
               ],
             },

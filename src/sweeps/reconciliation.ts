@@ -55,17 +55,17 @@ function loggedOf(log: TransitionRow[], entityId: string): LoggedTransition[] {
 }
 
 /** Replays one movement; returns its drifts (empty when the rows are what the log says). */
-export function reconcileMovement(request: MovementRow, nodes: NodeRow[], log: TransitionRow[]): Drift[] {
+export function reconcileMovement(movement: MovementRow, nodes: NodeRow[], log: TransitionRow[]): Drift[] {
   const drifts: Drift[] = [];
-  const movementLog = loggedOf(log, request.id);
+  const movementLog = loggedOf(log, movement.id);
   const birth = (movementLog[0]?.event_payload ?? {}) as { created_by?: string; quorum?: number; expires_at?: string | null };
-  const requestInput = initialMovementContext({
-    createdBy: birth.created_by ?? request.created_by,
-    quorum: birth.quorum ?? request.approval_quorum,
+  const movementInput = initialMovementContext({
+    createdBy: birth.created_by ?? movement.created_by,
+    quorum: birth.quorum ?? movement.approval_quorum,
     expiresAt: birth.expires_at ?? null,
   });
-  const r = compare(replayLog(movementMachine, requestInput, movementLog), request.request_state, movementContextFromRow(request));
-  if (r) drifts.push({ entity_type: 'request', entity_id: request.id, node_key: null, ...r });
+  const r = compare(replayLog(movementMachine, movementInput, movementLog), movement.request_state, movementContextFromRow(movement));
+  if (r) drifts.push({ entity_type: 'request', entity_id: movement.id, node_key: null, ...r });
 
   for (const node of nodes) {
     const input = initialNodeContext({ nodeKind: node.node_kind, actionType: node.action_type, retryable: node.retryable });

@@ -18,7 +18,6 @@ import { LOOPBACK_NETWORKS } from './destinations.ts';
 export const FAST_WORKERS: Readonly<Record<string, string>> = {
   FERRY_CALLBACK_ALLOWED_NETWORKS: LOOPBACK_NETWORKS,
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
 };
 
 export interface RuntimeForFile {

@@ -54,7 +54,7 @@ export async function dispatchUntilIdle(deps: WorkerDeps, max = 1000): Promise<n
   throw new Error(`still a node to dispatch after ${max} dispatches`);
 }
 
-/** Runs dispatcher, observer and recovery until nothing moves (bounded), like the loops would. */
+/** Runs the dispatch, observation and recovery steps until nothing moves (bounded). */
 export async function drain(deps: WorkerDeps, rounds = 50): Promise<void> {
   for (let i = 0; i < rounds; i++) {
     let moved = await dispatchUntilIdle(deps);

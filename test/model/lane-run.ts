@@ -59,8 +59,6 @@ export interface LaneRunOptions<K extends string> {
   workers: number;
   /** How many of each fault the schedule holds (kinds left out: none). */
   faults: Partial<Record<CommonFault | K, number>>;
-  /** The worker runtime; default: loops for even seeds, actors for odd ones. */
-  runtime?: 'loops' | 'actors';
   /** The span over which approvals and faults are spread. Default 10 s. */
   horizonMs?: number;
   /**
@@ -76,7 +74,6 @@ export interface LaneRunReport {
   seed: number;
   /** The options the run was made with (with the seed, they replay its schedule). */
   options: Omit<LaneRunOptions<string>, 'seed'>;
-  runtime: 'loops' | 'actors';
   schedule: string[];
   /** What fired when: the faults as they were injected, the approvals, the kills at a lane's step. */
   trace: string[];
@@ -175,7 +172,6 @@ export const RUN_ENV: Record<string, string> = {
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=1,cctp=1,cex=1',
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '1',
   FERRY_EVM_NONCE_STUCK_SECONDS: '3',
   FERRY_LEASE_TTL_SECONDS: '3',
@@ -189,7 +185,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: LaneRunOptions<K>): Promise<LaneRunReport> {
   const started = Date.now();
-  const runtime = opts.runtime ?? (opts.seed % 2 === 0 ? 'loops' : 'actors');
   const steps = laneSchedule(lane, opts);
   const violations: string[] = [];
   const trace: string[] = [];
@@ -215,7 +210,7 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
     const inst = instance;
     const killed = new WeakSet<ChildProcess>();
     const spawn = (w: number): ChildProcess => {
-      const child = spawnWorker(url, { ...RUN_ENV, ...lane.env, FERRY_RUNTIME: runtime, ...inst.env(w) }, { output: 'pipe', preload: inst.preload });
+      const child = spawnWorker(url, { ...RUN_ENV, ...lane.env, ...inst.env(w) }, { output: 'pipe', preload: inst.preload });
       child.stdout!.setEncoding('utf8').on('data', (chunk: string) => void (tail = (tail + `[w${w}] ` + chunk).slice(-20_000)));
       // The supervisor's part: a worker that exits on its own (it could not reach the database while
       // starting) is started again, as a process manager would.
@@ -365,7 +360,6 @@ export async function laneRun<K extends string>(lane: LaneDefinition<K>, opts: L
       lane: lane.name,
       seed: opts.seed,
       options,
-      runtime,
       schedule: steps.map((s) => describeStep(lane, s)),
       trace,
       states,
@@ -403,7 +397,7 @@ export function formatLaneRun(r: LaneRunReport): string {
   const effects = Object.entries(r.effects)
     .map(([k, n]) => `${n} ${k}`)
     .join(', ');
-  const head = `${r.lane} seed ${r.seed} (${r.runtime}): ${Object.entries(r.states).map(([s, n]) => `${n} ${s}`).join(', ')}; ${effects}; ${total} faults (${kinds || 'none'}); violations: ${r.violations.length}${r.selfExits > 0 ? `; ${r.selfExits} worker(s) exited on their own and were started again` : ''}; ${(r.ms / 1000).toFixed(1)} s`;
+  const head = `${r.lane} seed ${r.seed}: ${Object.entries(r.states).map(([s, n]) => `${n} ${s}`).join(', ')}; ${effects}; ${total} faults (${kinds || 'none'}); violations: ${r.violations.length}${r.selfExits > 0 ? `; ${r.selfExits} worker(s) exited on their own and were started again` : ''}; ${(r.ms / 1000).toFixed(1)} s`;
   if (r.violations.length === 0) return head;
   const replay = [`  replay: seed ${r.seed} with ${JSON.stringify(r.options)}`, `    (a run as CI and verify make it: npm run verify -- --lane ${r.lane} --random 1 --seed ${r.seed})`];
   return [head, ...replay, '  schedule:', ...r.schedule.map((s) => `    ${s}`), '  trace:', ...r.trace.map((s) => `    ${s}`), '  violations:', ...r.violations.map((v) => `    ${v}`)].join('\n');

@@ -49,8 +49,6 @@ export interface RandomRunOptions {
   workers: number;
   /** How many of each fault the schedule holds. */
   faults: { crashes: number; stalls: number; provider: number; database: number };
-  /** The worker runtime; default: loops for even seeds, actors for odd ones. */
-  runtime?: 'loops' | 'actors';
   /** The span over which approvals and faults are spread. Default 12 s. */
   horizonMs?: number;
   /**
@@ -69,7 +67,6 @@ export type Step =
 
 export interface RandomRunReport {
   seed: number;
-  runtime: 'loops' | 'actors';
   schedule: string[];
   states: Record<string, number>;
   transfers: number;
@@ -120,7 +117,6 @@ const WORKER_ENV = {
   FERRY_SUBMITTING_GRACE_SECONDS_BY_LANE: 'evm=1',
   FERRY_NODE_RECOVERY_INTERVAL_SECONDS: '0.5',
   FERRY_NODE_DISPATCH_INTERVAL_SECONDS: '0.2',
-  FERRY_NODE_OBSERVE_INTERVAL_SECONDS: '0.2',
   // The reaper takes back reservations that look stuck after 3 s: the race of issue S1's finding.
   FERRY_EVM_NONCE_REAPER_INTERVAL_SECONDS: '1',
   FERRY_EVM_NONCE_STUCK_SECONDS: '3',
@@ -135,7 +131,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; chain: PublicClient; usdc: DeployedToken }): Promise<RandomRunReport> {
   const started = Date.now();
-  const runtime = opts.runtime ?? (opts.seed % 2 === 0 ? 'loops' : 'actors');
   const steps = schedule(opts);
   const violations: string[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), 'ferry-random-run-'));
@@ -155,7 +150,7 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
     signers: [{ key: 'hot_1', kind: 'local_key', private_key_env: 'HOT_1_KEY', chains: [ANVIL_CHAIN_ID] }],
     tokens: [{ chain_id: ANVIL_CHAIN_ID, symbol: 'USDC', address: local.usdc.address, decimals: 6 }],
   });
-  const env = { ...WORKER_ENV, FERRY_RUNTIME: runtime, FERRY_CONFIG_FILE: config, HOT_1_KEY: key };
+  const env = { ...WORKER_ENV, FERRY_CONFIG_FILE: config, HOT_1_KEY: key };
 
   const movements: { id: string; to: Address; units: bigint }[] = [];
   for (let m = 0; m < opts.movements; m++) {
@@ -299,7 +294,7 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
     }
     const stray = logs.filter((l) => !accounted.has(l.transactionHash));
     if (stray.length > 0) violations.push(`S1: ${stray.length} Transfer(s) from the wallet no movement accounts for: ${stray.map((l) => `${l.transactionHash} to ${l.args.to}`).join(', ')}`);
-    return { seed: opts.seed, runtime, schedule: steps.map(describe), states, transfers: logs.length, faultsInjected: faults, faults: kinds, violations, ms: Date.now() - started, workerTail: tail };
+    return { seed: opts.seed, schedule: steps.map(describe), states, transfers: logs.length, faultsInjected: faults, faults: kinds, violations, ms: Date.now() - started, workerTail: tail };
   } finally {
     finishing = true;
     for (const w of workers) {
@@ -316,7 +311,7 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
 
 /** A report in a few lines: the figures, and the schedule and violations when there are any. */
 export function formatRun(r: RandomRunReport): string {
-  const head = `seed ${r.seed} (${r.runtime}): ${Object.entries(r.states).map(([s, n]) => `${n} ${s}`).join(', ')}; ${r.transfers} transfers on chain; ${r.faultsInjected} faults; ${r.violations.length} violations; ${(r.ms / 1000).toFixed(1)} s`;
+  const head = `seed ${r.seed}: ${Object.entries(r.states).map(([s, n]) => `${n} ${s}`).join(', ')}; ${r.transfers} transfers on chain; ${r.faultsInjected} faults; ${r.violations.length} violations; ${(r.ms / 1000).toFixed(1)} s`;
   if (r.violations.length === 0) return head;
   return [head, '  schedule:', ...r.schedule.map((s) => `    ${s}`), '  violations:', ...r.violations.map((v) => `    ${v}`)].join('\n');
 }
