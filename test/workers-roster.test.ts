@@ -60,7 +60,7 @@ test('two processes: every worker listed with its switch and interval; a disable
     assert.equal(new Set(mine.map((w) => w.process_id)).size, 1);
     const cb = mine.find((w) => w.worker_name === 'callback_dispatcher');
     assert.equal(cb.kind, 'queue');
-    assert.equal(cb.interval_seconds, 3, 'the callback dispatch interval setting');
+    assert.equal(cb.interval_seconds, 30, 'the callback dispatch interval setting (its default, a backstop: jobs wake the consumer)');
     // A queue consumer polls from its start: running before its first job, never left at 'starting'.
     assert.equal(cb.status, 'running', `callback_dispatcher of ${child.pid}`);
     const audit = mine.find((w) => w.worker_name === 'audit_outbox_promoter');
