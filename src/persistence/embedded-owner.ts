@@ -100,7 +100,8 @@ function sameFolder(named: string, clusterDir: string): boolean {
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether process `pid` is running (signal 0); one of another user counts too. */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

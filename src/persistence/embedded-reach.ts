@@ -22,6 +22,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { alive } from './embedded-owner.ts';
 
 /**
  * As root, the embedded PostgreSQL runs as a system user of its own (`postgres`), which must be able
@@ -271,15 +272,6 @@ function lockHeld(file: string): boolean {
     }
   }
   return alive(pid);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export interface ClusterPlace {
