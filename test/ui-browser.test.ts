@@ -89,7 +89,7 @@ async function browserTests() {
       assert.equal(seen[key][seen[key].length - 1], 'COMPLETED', key);
       assert.ok(seen[key].length >= 3, `${key} was drawn in several states on its way: ${seen[key].join(' -> ')}`);
     }
-    assert.ok(seen.observe_deposit.includes('SUBMITTED'), `the deposit check waited on the provider: ${seen.observe_deposit.join(' -> ')}`);
+    assert.ok(seen.observe_deposit.includes('OBSERVING'), `the deposit check waited on the provider: ${seen.observe_deposit.join(' -> ')}`);
 
     // The page holds the whole log: the slider has one position per transition.
     const detail = await call('GET', `/inspect/movements/${id}`, viewer);

@@ -5,7 +5,7 @@ import { listTemplateVersions, getTemplateVersion } from '../src/persistence/tem
 import { defaultRegistries } from '../src/actors/runtime.ts';
 import { validateTemplate } from '../src/plan/validate.ts';
 import { scratchDatabase } from './helpers/db.ts';
-import { approvedMovement, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
+import { approvedMovement, backdateNodes, drain, runtimeDeps, snapshot } from './helpers/runtime.ts';
 
 /** The demo template a first start installs: once, only when wanted, and it runs to completion. */
 
@@ -51,10 +51,15 @@ test('the demo is withdraw -> observe deposit -> sweep on the sim lane, and it c
 
   const id = await approvedMovement(deps, def);
   await drain(deps);
+  // The simulated deposit is not there at the first look: its next look falls due a second later.
+  assert.equal((await snapshot(db.pool, id)).byKey.observe_deposit.node_state, 'OBSERVING');
+  await backdateNodes(db.pool, [id], 'next_observe_at', 5);
+  await drain(deps);
   const s = await snapshot(db.pool, id);
   assert.equal(s.request.request_state, 'COMPLETED');
   for (const key of ['withdraw', 'observe_deposit', 'sweep']) assert.equal(s.byKey[key].node_state, 'COMPLETED', key);
   // The deposit check went through the observer, so the visualizer shows it waiting on the provider.
   const { rows } = await db.pool.query(`SELECT to_state FROM transitions WHERE entity_id = $1 ORDER BY seq`, [s.byKey.observe_deposit.id]);
   assert.ok(rows.some((r) => r.to_state === 'SUBMITTED'));
+  assert.ok(rows.some((r) => r.to_state === 'OBSERVING'));
 });
