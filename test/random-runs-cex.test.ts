@@ -37,7 +37,7 @@ test('planted: recovery answers READY without asking the exchange; a kill after 
   assert.equal(s1.length, 1, text);
   assert.match(s1[0]!, /movement 0 .*: node withdraw has 2 withdrawals on the exchange's ledger: [0-9a-f-]+:1 \(0\.01042\), [0-9a-f-]+:2 \(0\.01042\)/);
   assert.equal(report.faults.kill_after_accept, 1, 'the kill fired');
-  assert.match(text, /^cex seed 42 /);
+  assert.match(text, /^cex seed 42: /);
   assert.match(text, /replay: seed 42 with \{"movements":1,"workers":2,"faults":\{"kill_after_accept":1\},"horizonMs":2000,"plant":"recovery_resubmits"\}/);
   assert.match(text, /trace:\n(.*\n)*.*approved movement 0\n.*SIGKILL worker [01] \(the exchange accepted its withdraw\/apply/);
 });
