@@ -50,7 +50,7 @@ const threeNodes = (key: string) =>
     ],
   );
 
-const completed = (pool: Pool, id: string) => waitFor(`movement ${id} to complete`, async () => (await snapshot(pool, id)).request.request_state === 'COMPLETED', 20_000, 10);
+const completed = (pool: Pool, id: string) => waitFor(`movement ${id} to complete`, async () => (await snapshot(pool, id)).movement.request_state === 'COMPLETED', 20_000, 10);
 
 test('a leased movement runs as one actor to COMPLETED: one submit per node, no claim, and its lease handed back', async (t) => {
   const db = await scratchDatabase(t);
@@ -70,7 +70,7 @@ test('a leased movement runs as one actor to COMPLETED: one submit per node, no 
   assert.equal(submits.size, 3);
   for (const n of submits.values()) assert.equal(n, 1);
   await waitFor('the lease to be handed back', async () => (await leasesOf(db.pool, 'test:holder:1')).length === 0, 5000, 10);
-  assert.equal(s.request.next_work_at, null, 'a settled movement has no due work');
+  assert.equal(s.movement.next_work_at, null, 'a settled movement has no due work');
   // A second acquisition finds nothing: the movement is done.
   assert.equal(await h.acquire(), 0);
 });
@@ -328,7 +328,7 @@ test('a cancel delivered while a movement actor waits reaches it at once, and th
   // Well before b is due: the notice pokes the actor, which reads the rows and stops.
   await waitFor('the actor to hand the cancelled movement back', async () => (await leasesOf(db.pool, 'test:holder:cancel')).length === 0 && h.movementIds.length === 0, 1000, 10);
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'CANCELLED');
+  assert.equal(s.movement.request_state, 'CANCELLED');
   assert.equal(s.byKey.b.node_state, 'CANCELLED');
   assert.ok(Date.now() < deferred.byKey.b.dispatch_after!.getTime(), 'before b would have been dispatched');
 });

@@ -56,13 +56,13 @@ test('a holder SIGKILLed between the recorded submit and its answer: the next ho
   await exited(first);
   const left = await snapshot(db.pool, id);
   assert.equal(left.byKey.pay.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
-  assert.ok(left.request.lease_owner, 'and the movement leased to the dead process');
+  assert.ok(left.movement.lease_owner, 'and the movement leased to the dead process');
 
   const second = spawnWorker(db.url, ENV);
   children.push(second);
   const done = await waitFor('the movement to complete', async () => {
     const s = await snapshot(db.pool, id);
-    return s.request.request_state === 'COMPLETED' ? s : null;
+    return s.movement.request_state === 'COMPLETED' ? s : null;
   });
   second.kill('SIGTERM');
   assert.equal((await exited(second)).code, 0);
@@ -70,7 +70,7 @@ test('a holder SIGKILLed between the recorded submit and its answer: the next ho
   assert.equal((await calls(db.pool, nodeId)).submit, 1, 'one submit, ever');
   const recovered = await db.pool.query("SELECT count(*)::int AS n FROM transitions WHERE entity_id = $1 AND event_type = 'RECOVERED' AND from_state = 'SUBMITTING'", [nodeId]);
   assert.equal(recovered.rows[0].n, 1, 'recovery asked the provider');
-  assert.equal(done.request.lease_owner, null, 'nothing is left leased');
+  assert.equal(done.movement.lease_owner, null, 'nothing is left leased');
 });
 
 test('a holder SIGSTOPped past its lease, whose movement another process finished: every late write is refused', async (t) => {
@@ -87,7 +87,7 @@ test('a holder SIGSTOPped past its lease, whose movement another process finishe
   children.push(other);
   const done = await waitFor('the other process to complete the movement', async () => {
     const s = await snapshot(db.pool, id);
-    return s.request.request_state === 'COMPLETED' ? s : null;
+    return s.movement.request_state === 'COMPLETED' ? s : null;
   });
   other.kill('SIGTERM');
   assert.equal((await exited(other)).code, 0);
@@ -104,8 +104,8 @@ test('a holder SIGSTOPped past its lease, whose movement another process finishe
   const afterRows = await db.pool.query('SELECT count(*)::int AS n, max(id)::text AS last FROM transitions WHERE request_id = $1', [id]);
   assert.deepEqual(afterRows.rows[0], before.rows[0], 'no transition was written after the continued holder woke');
   const final = await snapshot(db.pool, id);
-  assert.equal(final.request.request_state, 'COMPLETED');
-  assert.equal(final.request.write_version, done.request.write_version, 'no write landed on the movement');
+  assert.equal(final.movement.request_state, 'COMPLETED');
+  assert.equal(final.movement.write_version, done.movement.write_version, 'no write landed on the movement');
   assert.equal(final.byKey.pay.node_state, 'COMPLETED');
   assert.equal((await calls(db.pool, nodeId)).submit, 1, 'one submit, ever');
 });

@@ -30,9 +30,9 @@ const approver = { actor: 'approver', deps: collectingDeps() };
 async function approvedSingleNodes(pool: Pool, count: number, key = 'batch-single'): Promise<{ movementId: string; nodeId: string }[]> {
   const out = [];
   for (let i = 0; i < count; i++) {
-    const { request, nodes } = await seedMovement(pool, singleNodeTemplate(key));
-    await withTransaction(pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, approver));
-    out.push({ movementId: request.id, nodeId: nodes[0].id });
+    const { movement, nodes } = await seedMovement(pool, singleNodeTemplate(key));
+    await withTransaction(pool, (c) => deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, approver));
+    out.push({ movementId: movement.id, nodeId: nodes[0].id });
   }
   return out;
 }
@@ -197,7 +197,7 @@ test('a dispatcher paused after prepare, whose node recovery released and anothe
   // A second dispatcher claims it under a new lease and completes it.
   await drain(normal);
   const done = await snapshot(db.pool, m.movementId);
-  assert.equal(done.request.request_state, 'COMPLETED');
+  assert.equal(done.movement.request_state, 'COMPLETED');
   assert.equal(done.byKey.only.node_state, 'COMPLETED');
   const logBefore = await transitionsOfEntity(db.pool, m.nodeId);
 
@@ -247,7 +247,7 @@ test('a stalled dispatcher that resumes while another dispatch holds the node ca
 
   b.release();
   await second;
-  assert.equal((await snapshot(db.pool, m.movementId)).request.request_state, 'COMPLETED');
+  assert.equal((await snapshot(db.pool, m.movementId)).movement.request_state, 'COMPLETED');
   assert.equal(b.state.submits, 1);
   const { rows: actions } = await db.pool.query(
     `SELECT content_inline FROM artifacts WHERE request_node_id = $1 AND artifact_type = 'prepared_action'`,
@@ -300,7 +300,7 @@ test("the sim provider's pool failing its checkout at submit leaves the node SUB
   assert.equal(released.error_code, 'RECOVERY_NO_SUBMISSION');
   await waitFor('the node to complete', async () => {
     await dispatchBatch(lane);
-    return (await snapshot(db.pool, m.movementId)).request.request_state === 'COMPLETED';
+    return (await snapshot(db.pool, m.movementId)).movement.request_state === 'COMPLETED';
   });
   const log = await transitionsOfEntity(db.pool, m.nodeId);
   assert.ok(!log.some((l) => ['FAILED', 'UNKNOWN'].includes(l.to_state)), 'the node was never FAILED or UNKNOWN');

@@ -65,8 +65,8 @@ for (const [mode, label] of [
     const before = await ccipEvents(w);
     const sendsBefore = await ccipSendsOnChain(w.hot);
     const template = ccipSendTemplate({ templateKey: `ccip-kill-${label}`, sourceChainId: SOURCE_CHAIN_ID, destinationChainId: DESTINATION_CHAIN_ID, signerKey: 'hot', maxFeeWei: FEE_CAP_WEI }) as unknown as TemplateDefinitionInput;
-    const { request } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '7.25', destination: { address: to } } });
-    await withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }));
+    const { movement } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '7.25', destination: { address: to } } });
+    await withTransaction(db.pool, (c) => deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }));
 
     const first = spawnWorker(db.url, env);
     const heldRaw = (await Promise.race([proxy.held, exited(first).then(() => null)])) as Hex | null;
@@ -74,7 +74,7 @@ for (const [mode, label] of [
     first.kill('SIGKILL');
     assert.equal((await exited(first)).signal, 'SIGKILL');
 
-    const stuck = (await snapshot(db.pool, request.id)).byKey.send;
+    const stuck = (await snapshot(db.pool, movement.id)).byKey.send;
     assert.equal(stuck.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
     const hash = keccak256(heldRaw);
     if (mode === 'hold_before') {
@@ -84,8 +84,8 @@ for (const [mode, label] of [
     }
 
     proxy.mode = 'pass';
-    const done = await finishInWorker(db.url, db.pool, request.id, env);
-    assert.equal(done.request.request_state, 'COMPLETED', JSON.stringify(done.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
+    const done = await finishInWorker(db.url, db.pool, movement.id, env);
+    assert.equal(done.movement.request_state, 'COMPLETED', JSON.stringify(done.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
     assert.equal(done.byKey.send.attempt_no, stuck.attempt_no, 'no new attempt');
     assert.equal(done.byKey.send.provider_refs.tx_hash, hash, 'the very transaction that was signed');
     // From the chain: one ccipSend transaction, one CCIPMessageSent, one execution of its messageId.

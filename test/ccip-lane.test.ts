@@ -79,7 +79,7 @@ async function runToEnd(deps: WorkerDeps, id: string) {
   return waitFor('the movement to finish', async () => {
     await drain(deps);
     const s = await snapshot(deps.pool, id);
-    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state)) return s;
+    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state)) return s;
     await backdateNodes(deps.pool, [id], 'next_observe_at', 60);
     return null;
   });
@@ -100,7 +100,7 @@ test('ccip_send: getFee, ccipSend with exactly the quoted fee on 31337, the exec
   const id = await approvedMovement(deps, template('ccip-e2e'), { asset: 'USDC', amount: '12.5', destination: { address: to } });
 
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED', shown(s));
+  assert.equal(s.movement.request_state, 'COMPLETED', shown(s));
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 12_500_000n, 'minted on the destination');
   assert.equal(await tokenBalance(w.source.chain, w.source.token, w.hot), hotBefore - 12_500_000n, 'debited on the source');
   assert.equal((await tokenBalance(w.source.chain, w.source.token, w.source.pool.address)) - poolBefore, 12_500_000n, 'locked in the pool');
@@ -130,7 +130,7 @@ test('ccip_send: getFee, ccipSend with exactly the quoted fee on 31337, the exec
   assert.equal(call.message.extraArgs, encodeExtraArgsV2(0n, true));
 
   // The expected effect pinned at creation: the Router, the selector, the receiver, the token amount, the cap.
-  const e = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
+  const e = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'send', intent: s.movement.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
   assert.ok(e.ok, !e.ok ? e.reason : '');
   assert.equal(e.effect.to, w.source.router.address.toLowerCase());
   assert.equal(e.effect.asset, w.source.token.address.toLowerCase());
@@ -145,17 +145,17 @@ test('ccip_send: getFee, ccipSend with exactly the quoted fee on 31337, the exec
     extra_args: encodeExtraArgsV2(0n, true),
     max_fee_wei: FEE_CAP_WEI,
   });
-  const pinned = pinExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, ...effectConfigOf(deps.config) });
+  const pinned = pinExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'send', intent: s.movement.intent, ...effectConfigOf(deps.config) });
   assert.ok('effect' in pinned);
   assert.deepEqual(pinned.effect.ccip_send, e.effect.ccip_send);
   // What approvers are shown: the asset, the amount, the destination chain and the receiver.
-  const view = movementEffect({ plan: s.request.compiled_plan, intent: s.request.intent, compiledPlanHash: 'sha256:x', nodes: [{ node_key: 'send', expected_effect: pinned }], policy: null }).nodes.find((n) => n.node_key === 'send')!;
+  const view = movementEffect({ plan: s.movement.compiled_plan, intent: s.movement.intent, compiledPlanHash: 'sha256:x', nodes: [{ node_key: 'send', expected_effect: pinned }], policy: null }).nodes.find((n) => n.node_key === 'send')!;
   assert.equal(view.asset, 'USDC');
   assert.equal(view.amount, '12.5');
   assert.equal(view.destination, to);
   assert.equal(view.destination_chain_id, DESTINATION_CHAIN_ID);
   assert.equal(view.contract, w.source.router.address.toLowerCase());
-  const none = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm });
+  const none = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'send', intent: s.movement.intent, evm: deps.config.file.evm });
   assert.ok(!none.ok && /no ccip section/.test(none.reason));
 });
 
@@ -327,13 +327,13 @@ test('pre_submit_check: the fee rose within the cap, then the RPC failed: both r
     await drain(deps);
     const snap = await snapshot(deps.pool, id);
     if (snap.byKey.send.error_code && !deferred.includes(String(snap.byKey.send.error_detail))) deferred.push(String(snap.byKey.send.error_detail));
-    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(snap.request.request_state)) return snap;
+    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(snap.movement.request_state)) return snap;
     await backdateNodes(deps.pool, [id], 'next_observe_at', 60);
     await deps.pool.query(`UPDATE request_nodes SET dispatch_after = dispatch_after - interval '60 seconds' WHERE request_id = $1 AND dispatch_after IS NOT NULL`, [id]);
     return null;
   });
   proxy.failing.clear();
-  assert.equal(s.request.request_state, 'COMPLETED', shown(s));
+  assert.equal(s.movement.request_state, 'COMPLETED', shown(s));
   assert.ok(calls >= 3, `the check ran ${calls} times`);
   const transitions = await db.pool.query(`SELECT event_type, event_payload AS payload FROM transitions WHERE entity_id = $1 ORDER BY seq`, [s.byKey.send.id]);
   const deferrals = transitions.rows.filter((r) => r.event_type === 'PRE_SUBMIT_CHECK_DEFERRED').map((r) => JSON.stringify(r.payload));
@@ -396,7 +396,7 @@ test('a message not executed yet keeps the delivery node OBSERVING, late past th
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 0n);
   w.executor.release();
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(s.byKey.delivery.attempt_no, late.attempt_no, 'the same watch');
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 4_000_000n);
 });

@@ -59,7 +59,7 @@ async function runToEnd(deps: WorkerDeps, id: string) {
   return waitFor('the movement to finish', async () => {
     await drain(deps);
     const s = await snapshot(deps.pool, id);
-    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state)) return s;
+    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state)) return s;
     await backdateNodes(deps.pool, [id], 'next_observe_at', 60);
     return null;
   });
@@ -77,7 +77,7 @@ test('a send paying its fee in LINK: approve of the cap to the Router, then ccip
   const to = fresh();
   const id = await approvedMovement(deps, template('ccip-link'), { asset: 'USDC', amount: '3', destination: { address: to } });
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED', shown(s));
+  assert.equal(s.movement.request_state, 'COMPLETED', shown(s));
   assert.deepEqual(s.nodes.map((n) => n.node_key).sort(), ['delivery', 'fee_approval', 'send']);
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 3_000_000n, 'delivered');
   assert.equal(linkBefore - (await tokenBalance(w.source.chain, w.source.link, w.hot)), QUOTED_LINK, 'exactly the quoted LINK paid');
@@ -94,19 +94,19 @@ test('a send paying its fee in LINK: approve of the cap to the Router, then ccip
   assert.equal(s.byKey.send.provider_refs.fee_token, w.source.link.address);
   assert.equal(BigInt(String(s.byKey.send.provider_refs.fee_wei)), QUOTED_LINK);
   // The effects the signer checked: an approve of the cap to the Router, and a send in LINK.
-  const approval = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'fee_approval', intent: s.request.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
+  const approval = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'fee_approval', intent: s.movement.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
   assert.ok(approval.ok);
   assert.deepEqual([approval.effect.asset, approval.effect.to, approval.effect.amount_base_units, approval.effect.token_method], [w.source.link.address, w.source.router.address, LINK_CAP.toString(), 'approve']);
-  const send = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
+  const send = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'send', intent: s.movement.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
   assert.ok(send.ok);
   assert.equal(send.effect.ccip_send!.fee_token, w.source.link.address);
   assert.equal(send.effect.ccip_send!.max_fee_wei, LINK_CAP.toString());
   // The plan must bound the fee on chain: without its approval right before, or approving more than the cap, the send has no effect (nothing signable).
-  const plan = s.request.compiled_plan as { nodes: Array<{ node_key: string; predecessors: string[]; config: Record<string, any> }> };
+  const plan = s.movement.compiled_plan as { nodes: Array<{ node_key: string; predecessors: string[]; config: Record<string, any> }> };
   const variant = (change: (p: typeof plan) => void) => {
     const copy = structuredClone(plan);
     change(copy);
-    return deriveExpectedEffect({ plan: copy, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
+    return deriveExpectedEffect({ plan: copy, nodeKey: 'send', intent: s.movement.intent, evm: deps.config.file.evm, ccip: deps.config.file.ccip });
   };
   const unbounded = variant((p) => void (p.nodes.find((n) => n.node_key === 'send')!.predecessors = []));
   assert.ok(!unbounded.ok && /needs a node right before it approving LINK/.test(unbounded.reason));
@@ -115,7 +115,7 @@ test('a send paying its fee in LINK: approve of the cap to the Router, then ccip
   const elsewhere = variant((p) => void (p.nodes.find((n) => n.node_key === 'fee_approval')!.config.token_approval.spender = fresh()));
   assert.ok(!elsewhere.ok, 'an approval to another spender does not bound the Router');
   // A fee token the section does not list: no effect, nothing signable.
-  const unlisted = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm, ccip: { ...deps.config.file.ccip!, fee_tokens: [] } });
+  const unlisted = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'send', intent: s.movement.intent, evm: deps.config.file.evm, ccip: { ...deps.config.file.ccip!, fee_tokens: [] } });
   assert.ok(!unlisted.ok && /not one of ccip.fee_tokens/.test(unlisted.reason));
 });
 

@@ -23,13 +23,13 @@ const MESSAGE_ID = `0x${'ab'.repeat(32)}`;
 
 async function movement(pool: import('../src/persistence/db.ts').Pool, key: string, delivery: { state: string; startedSecondsAgo: number }) {
   const t = ccipSendTemplate({ templateKey: key, sourceChainId: 31337, destinationChainId: 31338, signerKey: 'hot', maxFeeWei: '1000' }) as unknown as TemplateDefinitionInput;
-  const { request } = await seedMovement(pool, t, { intent: { asset: 'USDC', amount: '1', destination: { address: '0x00000000000000000000000000000000000000f6' } } });
+  const { movement } = await seedMovement(pool, t, { intent: { asset: 'USDC', amount: '1', destination: { address: '0x00000000000000000000000000000000000000f6' } } });
   await pool.query(
     `UPDATE request_nodes SET node_state = $2, started_at = now() - make_interval(secs => $3), provider_refs = $4::jsonb WHERE request_id = $1 AND node_key = 'delivery'`,
-    [request.id, delivery.state, delivery.startedSecondsAgo, JSON.stringify({ message_id: MESSAGE_ID, destination_chain_id: 31338 })],
+    [movement.id, delivery.state, delivery.startedSecondsAgo, JSON.stringify({ message_id: MESSAGE_ID, destination_chain_id: 31338 })],
   );
-  await pool.query(`UPDATE request_nodes SET node_state = 'COMPLETED' WHERE request_id = $1 AND node_key = 'send'`, [request.id]);
-  return request.id as string;
+  await pool.query(`UPDATE request_nodes SET node_state = 'COMPLETED' WHERE request_id = $1 AND node_key = 'send'`, [movement.id]);
+  return movement.id as string;
 }
 
 test('ccip_stranded_reaper: a delivery undecided past the threshold is surfaced once (attention and audit), nothing else changes; younger, resolved and other nodes are left alone', async (t) => {

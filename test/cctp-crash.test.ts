@@ -60,9 +60,9 @@ for (const [window, node] of [
         destinationChainId: DESTINATION_CHAIN_ID,
         signerKey: 'hot',
       }) as unknown as TemplateDefinitionInput;
-      const { request } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '7.25', destination: { address: to } } });
+      const { movement } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '7.25', destination: { address: to } } });
       await withTransaction(db.pool, (c) =>
-        deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+        deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
       );
 
       const first = spawnWorker(db.url, env);
@@ -71,7 +71,7 @@ for (const [window, node] of [
       first.kill('SIGKILL');
       assert.equal((await exited(first)).signal, 'SIGKILL');
 
-      const stuck = (await snapshot(db.pool, request.id)).byKey[node];
+      const stuck = (await snapshot(db.pool, movement.id)).byKey[node];
       assert.equal(stuck.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
       const hash = keccak256(heldRaw);
       if (mode === 'hold_before') {
@@ -81,8 +81,8 @@ for (const [window, node] of [
       }
 
       proxy.mode = 'pass';
-      const done = await finishInWorker(db.url, db.pool, request.id, env);
-      assert.equal(done.request.request_state, 'COMPLETED', JSON.stringify(done.nodes.map((n) => [n.node_key, n.node_state, n.error_code])));
+      const done = await finishInWorker(db.url, db.pool, movement.id, env);
+      assert.equal(done.movement.request_state, 'COMPLETED', JSON.stringify(done.nodes.map((n) => [n.node_key, n.node_state, n.error_code])));
       assert.equal(done.byKey[node].attempt_no, stuck.attempt_no, 'no new attempt');
       assert.equal(done.byKey[node].provider_refs.tx_hash, hash, 'the very transaction that was signed');
       const events = await cctpEvents(w);

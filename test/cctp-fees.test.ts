@@ -61,7 +61,7 @@ async function runToEnd(deps: WorkerDeps, id: string) {
   return waitFor('the movement to finish', async () => {
     await drain(deps);
     const s = await snapshot(deps.pool, id);
-    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state)) return s;
+    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state)) return s;
     await Promise.all([w.source.anvil.mine(1), w.destination.anvil.mine(1)]);
     return null;
   });
@@ -137,7 +137,7 @@ test('minFee > 0 and a plan whose max fee covers it: the burn carries exactly th
   const to = fresh();
   const id = await approvedMovement(deps, bridge('fee-enough', { maxFee: '0.002' }), { asset: 'USDC', amount: '10', destination: { address: to } });
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED', JSON.stringify(s.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
+  assert.equal(s.movement.request_state, 'COMPLETED', JSON.stringify(s.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
   const burned = (await cctpEvents(w)).burns.at(-1)! as unknown as { args: { maxFee: bigint; minFinalityThreshold: number } };
   assert.equal(burned.args.maxFee, 2_000n, 'the max fee of the plan, not the chain minimum');
   assert.equal(burned.args.minFinalityThreshold, 2000);
@@ -160,7 +160,7 @@ test('a fast transfer (finality 1000) with a non-zero fee quote: the recipient g
   const seen = w.iris.requests.length;
   const id = await approvedMovement(deps, bridge('fee-fast', { maxFeeBps: '2', minFinalityThreshold: 1000 }), { asset: 'USDC', amount: '100', destination: { address: to } });
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED', JSON.stringify(s.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
+  assert.equal(s.movement.request_state, 'COMPLETED', JSON.stringify(s.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
   assert.ok(w.iris.requests.slice(seen).includes('/v2/burn/USDC/fees/0/6'), 'the fee quote was asked for the route');
   // 1.3 bps of 100 USDC = 0.013 USDC; the plan allowed 2 bps = 0.02.
   const burned = (await cctpEvents(w)).burns.at(-1)! as unknown as { args: { maxFee: bigint; minFinalityThreshold: number } };
@@ -298,7 +298,7 @@ test("an attested message whose fee exceeds the burn's max fee, or whose cap is 
   assert.equal(s.byKey.attestation.node_state, 'FAILED');
   assert.equal(s.byKey.attestation.error_code, 'CCTP_MESSAGE_MISMATCH');
   assert.match(String(s.byKey.attestation.error_detail), /attested fee 2001 exceeds the burn's max fee 2000/);
-  assert.equal(s.request.request_state, 'MANUAL_INTERVENTION', 'burned, not minted: an operator decides');
+  assert.equal(s.movement.request_state, 'MANUAL_INTERVENTION', 'burned, not minted: an operator decides');
   assert.equal((await cctpEvents(w)).mints.length, before.mints.length, 'nothing received');
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 0n);
 

@@ -60,7 +60,7 @@ async function runToEnd(deps: WorkerDeps, id: string) {
   return waitFor('the movement to finish', async () => {
     await drain(deps);
     const s = await snapshot(deps.pool, id);
-    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state)) return s;
+    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state)) return s;
     await Promise.all([w.source.anvil.mine(1), w.destination.anvil.mine(1)]);
     return null;
   });
@@ -75,7 +75,7 @@ test('cctp_bridge: burn on chain 31337, attestation, mint on chain 31338, the fu
   const id = await approvedMovement(deps, bridge('cctp-e2e'), { asset: 'USDC', amount: '12.5', destination: { address: to } });
 
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED', JSON.stringify(s.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
+  assert.equal(s.movement.request_state, 'COMPLETED', JSON.stringify(s.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 12_500_000n, 'minted to the recipient on the destination');
   assert.equal(await tokenBalance(w.source.chain, w.source.token, w.hot), hotBefore - 12_500_000n, 'burned from the hot wallet on the source');
   const events = await cctpEvents(w);
@@ -98,15 +98,15 @@ test('the signer signs the burn only as the approved plan fixes it (whole callda
   const to = fresh();
   const id = await approvedMovement(deps, bridge('cctp-effects'), { asset: 'USDC', amount: '1', destination: { address: to } });
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   const { deriveExpectedEffect } = await import('../src/executors/evm/expected-effect.ts');
-  const compiled = s.request.compiled_plan;
-  const burn = deriveExpectedEffect({ plan: compiled, nodeKey: 'burn', intent: s.request.intent, evm: deps.config.file.evm });
+  const compiled = s.movement.compiled_plan;
+  const burn = deriveExpectedEffect({ plan: compiled, nodeKey: 'burn', intent: s.movement.intent, evm: deps.config.file.evm });
   assert.ok(burn.ok);
   assert.equal(burn.effect.to, w.source.messenger.address.toLowerCase());
   assert.equal(burn.effect.call?.selector, '0x8e0250ee');
   assert.ok(burn.effect.call?.data?.includes(to.slice(2)), 'the mint recipient is in the bound calldata');
-  const mint = deriveExpectedEffect({ plan: compiled, nodeKey: 'mint', intent: s.request.intent, evm: deps.config.file.evm });
+  const mint = deriveExpectedEffect({ plan: compiled, nodeKey: 'mint', intent: s.movement.intent, evm: deps.config.file.evm });
   assert.ok(mint.ok);
   assert.equal(mint.effect.to, w.destination.transmitter.address.toLowerCase());
   assert.equal(mint.effect.call?.selector, '0x57ecfd28');
@@ -176,7 +176,7 @@ test('an attestation signed by a key that is not an attester: the mint FAILS wit
   const id = await approvedMovement(deps, bridge('cctp-bad-signer'), { asset: 'USDC', amount: '3', destination: { address: to } });
   const s = await runToEnd(deps, id);
   // Burned and not minted: the movement waits for an operator (the funds are in flight).
-  assert.equal(s.request.request_state, 'MANUAL_INTERVENTION');
+  assert.equal(s.movement.request_state, 'MANUAL_INTERVENTION');
   assert.equal(s.byKey.burn.node_state, 'COMPLETED');
   assert.equal(s.byKey.attestation.node_state, 'COMPLETED');
   assert.equal(s.byKey.mint.node_state, 'FAILED');
@@ -214,7 +214,7 @@ test('the attestation service answering 429 with Retry-After and then 5xx: the o
   await observeBatch(deps);
   assert.equal((await snapshot(db.pool, id)).byKey.attestation.error_code, 'CCTP_ATTESTATION_UNAVAILABLE');
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 2_000_000n);
 });
 
@@ -235,7 +235,7 @@ test('a burn whose destination_caller is not the mint signer is refused before p
   aligned.nodes.find((n) => n.node_key === 'burn')!.config.destination_caller = w.hot;
   const to = fresh();
   const ok = await runToEnd(deps, await approvedMovement(deps, aligned as never, { asset: 'USDC', amount: '1', destination: { address: to } }));
-  assert.equal(ok.request.request_state, 'COMPLETED');
+  assert.equal(ok.movement.request_state, 'COMPLETED');
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 1_000_000n);
 });
 
@@ -286,7 +286,7 @@ test('an UNKNOWN mint whose message nonce is used: the cctp recovery arm takes i
   });
   assert.equal(stuck.error_code, 'EVM_BROADCAST_UNCERTAIN');
   // An UNKNOWN node after a completed side effect (the burn) asks for an operator; they resume it.
-  assert.equal((await snapshot(db.pool, id)).request.request_state, 'MANUAL_INTERVENTION');
+  assert.equal((await snapshot(db.pool, id)).movement.request_state, 'MANUAL_INTERVENTION');
   await withTransaction(db.pool, (c) => deliverMovementEvent(c, id, { type: 'RESUME', by: 'operator' }, { actor: 'operator', deps: honest.transitions }));
   const destNonce = await w.destination.chain.getTransactionCount({ address: w.hot });
 
@@ -307,12 +307,12 @@ test('an UNKNOWN mint whose message nonce is used: the cctp recovery arm takes i
   assert.ok(stuckSims.rows[0].n >= 5, `older UNKNOWN nodes of other lanes are still waiting (${stuckSims.rows[0].n}): the cctp arm had its own share`);
 
   const after = (await snapshot(db.pool, id)).byKey.mint;
-  assert.equal(after.node_state, 'COMPLETED', `${after.node_state} ${after.error_code} ${after.error_detail} request ${(await snapshot(db.pool, id)).request.request_state}`);
+  assert.equal(after.node_state, 'COMPLETED', `${after.node_state} ${after.error_code} ${after.error_detail} request ${(await snapshot(db.pool, id)).movement.request_state}`);
   assert.equal(after.provider_state, 'already_received');
   assert.equal(after.attempt_no, stuck.attempt_no, 'no new attempt');
   assert.equal((await cctpEvents(w)).mints.length, beforeMints + 1, 'exactly one receiveMessage: the relayer\'s');
   assert.equal(await w.destination.chain.getTransactionCount({ address: w.hot }), destNonce, 'the hot wallet sent no receiveMessage');
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 4_000_000n);
   const s = await runToEnd(honest, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
 });

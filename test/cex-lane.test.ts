@@ -137,7 +137,7 @@ function until(deps: WorkerDeps, id: string, what: string, check: (s: Snap) => b
   );
 }
 
-const finished = (s: Snap) => ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state);
+const finished = (s: Snap) => ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state);
 
 async function assertNoSecrets(pool: Pool) {
   const { rows } = await pool.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`);
@@ -172,7 +172,7 @@ test('cex_to_chain: withdraw on A, follow it to the chain, A pays on anvil, B cr
 
   await anvil.mine(2);
   s = await until(deps, id, 'the movement to finish', finished);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(s.byKey.deposit_observe.provider_refs.tx_hash, txHash);
   assert.equal(s.byKey.deposit_observe.provider_state, 'credited');
 
@@ -198,7 +198,7 @@ test('accept-then-drop: the exchange records the withdrawal, the answer is lost;
   const id = await approvedMovement(deps, cexToChain('cex-drop'), { asset: 'ETH', amount: '0.25', destination: { address: to } });
 
   const s = await until(deps, id, 'the movement to finish', finished);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   const w = s.byKey.withdraw;
   assert.equal(w.attempt_no, 1);
   assert.equal(w.provider_state, 'recovered');
@@ -218,7 +218,7 @@ test('a slow answer past the client timeout: UNKNOWN (CEX_TIMEOUT), recovered fr
   const id = await approvedMovement(deps, cexToChain('cex-slow'), { asset: 'ETH', amount: '0.125', destination: { address: to } });
 
   const s = await until(deps, id, 'the movement to finish', finished);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   const { rows } = await db.pool.query(`SELECT to_state, event_payload FROM transitions WHERE entity_id = $1 AND event_type = 'SUBMIT_RESULT' ORDER BY id`, [s.byKey.withdraw.id]);
   assert.deepEqual(rows.map((r) => [r.to_state, r.event_payload.outcome.errorCode]), [['UNKNOWN', 'CEX_TIMEOUT']]);
   assert.equal(s.byKey.withdraw.attempt_no, 1);
@@ -234,7 +234,7 @@ test('a 5xx the exchange did not act on: UNKNOWN (CEX_UNAVAILABLE); not in the h
   const id = await approvedMovement(deps, cexToChain('cex-500'), { asset: 'ETH', amount: '0.0625', destination: { address: to } });
 
   const s = await until(deps, id, 'the movement to finish', finished);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   const w = s.byKey.withdraw;
   assert.equal(w.attempt_no, 2, 'recovery proved attempt 1 left nothing, attempt 2 withdrew');
   const { rows } = await db.pool.query(`SELECT to_state, event_payload FROM transitions WHERE entity_id = $1 AND event_type = 'SUBMIT_RESULT' ORDER BY id`, [w.id]);
@@ -299,7 +299,7 @@ test('a rate limit before submit defers the node to at least the exchange\'s Ret
   lane.accounts.get('exa')!.blockedUntilMs = 0;
   await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() - interval '1 second' WHERE id = $1`, [w.id]);
   const done = await until(deps, id, 'the movement to finish', finished);
-  assert.equal(done.request.request_state, 'COMPLETED');
+  assert.equal(done.movement.request_state, 'COMPLETED');
   assert.equal(await chain.getBalance({ address: to }), parseEther('0.03'));
 });
 
@@ -312,7 +312,7 @@ test('a rate-limited withdraw/apply: nothing withdrawn, the next attempt starts 
   const id = await approvedMovement(deps, cexToChain('cex-429-submit'), { asset: 'ETH', amount: '0.02', destination: { address: to } });
 
   const s = await until(deps, id, 'the movement to finish', finished);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   const w = s.byKey.withdraw;
   assert.equal(w.attempt_no, 2);
   const limited = exA.requests.slice(seenBefore).find((r) => r.status === 429 && r.path === APPLY)!;
@@ -338,7 +338,7 @@ test('deposit observe by address, amount and time window: pending until N confir
   assert.equal(s.byKey.deposit_observe.provider_refs.tx_hash, hash);
   await anvil.mine(2);
   s = await until(deps, id, 'the movement to finish', finished);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(s.byKey.deposit_observe.provider_refs.tx_hash, hash);
   assert.equal(s.byKey.deposit_observe.provider_refs.exchange_status, 1);
 });
@@ -443,7 +443,7 @@ test('SIGKILL of the worker while the exchange holds an accepted withdraw/apply:
     second.kill('SIGTERM');
     assert.equal((await exited(second)).code, 0, 'the worker stops cleanly on SIGTERM');
   }
-  assert.equal(done.request.request_state, 'COMPLETED');
+  assert.equal(done.movement.request_state, 'COMPLETED');
   assert.equal(done.byKey.withdraw.attempt_no, 1);
   assert.equal(done.byKey.withdraw.provider_state, 'recovered');
   assert.equal(exA.withdrawals.filter((w) => w.withdrawOrderId?.startsWith(nodeId)).length, 1, 'exactly one withdrawal for the node');

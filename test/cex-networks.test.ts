@@ -75,7 +75,7 @@ async function withdrawThroughRuntime(d: WorkerDeps, key: string, network: strin
   return waitFor(`${key} to finish`, async () => {
     await drain(d);
     const s = await snapshot(d.pool, id);
-    return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state) ? s.byKey.withdraw : null;
+    return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state) ? s.byKey.withdraw : null;
   });
 }
 
@@ -204,7 +204,7 @@ test('below the network minimum, a disabled network, an unknown name: refused wi
   const s = await waitFor('the default-network withdrawal', async () => {
     await drain(d);
     const x = await snapshot(db.pool, dflt);
-    return x.request.request_state === 'COMPLETED' ? x : null;
+    return x.movement.request_state === 'COMPLETED' ? x : null;
   });
   assert.deepEqual([s.byKey.withdraw.provider_refs.network, s.byKey.withdraw.provider_refs.amount], ['ETH', '2.123456']);
   assert.equal(ex.withdrawalsByOrderId(String(s.byKey.withdraw.provider_refs.withdraw_order_id))[0]!.amount, '2.123456');

@@ -110,11 +110,11 @@ test('cex_to_chain: withdraw USDC from the exchange, watch it arrive at the rece
       // A block per round: confirmations advance as they would on a live chain.
       await anvil.mine(1);
       const s = await snapshot(db.pool, id);
-      return finished(s.request.request_state) ? s : null;
+      return finished(s.movement.request_state) ? s : null;
     },
     60_000,
   );
-  assert.equal(done.request.request_state, 'COMPLETED', JSON.stringify(done.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
+  assert.equal(done.movement.request_state, 'COMPLETED', JSON.stringify(done.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
   for (const key of ['withdraw', 'withdrawal_observe', 'deposit_observe', 'sweep']) assert.equal(done.byKey[key].node_state, 'COMPLETED', key);
 
   // The exchange paid the receiving wallet on chain, with the transaction the observer followed.

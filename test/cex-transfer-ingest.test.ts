@@ -64,7 +64,7 @@ test('a foreign deposit is recorded once across two runs; the withdrawal a movem
 
   // A withdrawal a movement's CEX node made: its withdrawOrderId is the node's.
   const movement = await seedMovement(db.pool, singleNodeTemplate('ingest-own', 'action', 'cex_withdrawal'));
-  const requestId = movement.request.id;
+  const requestId = movement.movement.id;
   const ownOrderId = `ferry-own-${requestId.slice(0, 8)}:1`;
   await db.pool.query(`UPDATE request_nodes SET provider_refs = jsonb_build_object('withdraw_order_id', $2::text) WHERE request_id = $1`, [requestId, ownOrderId]);
   const accounts = new Map([['ex1', createCexAccount(config.file.cex.accounts[0]!, CREDS)]]);

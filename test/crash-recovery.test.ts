@@ -38,24 +38,24 @@ for (const when of ['before', 'after'] as const) {
     // latency_ms delays the call before the provider records it; ack_latency_ms delays the answer
     // after. Both stay below the lane's SUBMITTING grace, as a real lane's submit timeout must.
     const sim = when === 'before' ? { latency_ms: 1500 } : { ack_latency_ms: 1500 };
-    const { request, nodes } = await seedMovement(db.pool, plan(`crash-${when}`, [simNode('pay', sim)]));
+    const { movement, nodes } = await seedMovement(db.pool, plan(`crash-${when}`, [simNode('pay', sim)]));
     const node = nodes[0];
     await withTransaction(db.pool, (c) =>
-      deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }),
+      deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }),
     );
 
     const first = spawnWorker(db.url, WORKER_ENV);
-    await waitFor('the node to be committed SUBMITTING', async () => (await snapshot(db.pool, request.id)).byKey.pay.node_state === 'SUBMITTING');
+    await waitFor('the node to be committed SUBMITTING', async () => (await snapshot(db.pool, movement.id)).byKey.pay.node_state === 'SUBMITTING');
     if (when === 'after') await waitFor('the provider to record the submit', async () => Object.keys(await submitsByKey(db.pool, node.id)).length === 1);
     first.kill('SIGKILL');
     assert.equal((await exited(first)).signal, 'SIGKILL');
-    const stuck = (await snapshot(db.pool, request.id)).byKey.pay;
+    const stuck = (await snapshot(db.pool, movement.id)).byKey.pay;
     assert.equal(stuck.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
     assert.equal(stuck.attempt_no, 1);
 
     // A second worker recovers the attempt and carries the movement to its end.
-    const done = await finishInWorker(db.url, db.pool, request.id, WORKER_ENV);
-    assert.equal(done.request.request_state, 'COMPLETED');
+    const done = await finishInWorker(db.url, db.pool, movement.id, WORKER_ENV);
+    assert.equal(done.movement.request_state, 'COMPLETED');
 
     const submits = await submitsByKey(db.pool, node.id);
     for (const [key, n] of Object.entries(submits)) assert.equal(n, 1, `attempt ${key} submitted once`);

@@ -60,9 +60,9 @@ for (const [mode, label] of [
     const template = plan(`erc20-kill-${label}`, [
       { node_key: 'pay', node_kind: 'action', action_type: 'erc20_transfer', executor_binding: EVM_ERC20_TRANSFER_KEY, signer_binding: 'hot_1', config: { token: 'USDC', to } },
     ]);
-    const { request, nodes } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '12.5' } });
+    const { movement, nodes } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '12.5' } });
     await withTransaction(db.pool, (c) =>
-      deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+      deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
     );
 
     const first = spawnWorker(db.url, env);
@@ -71,7 +71,7 @@ for (const [mode, label] of [
     first.kill('SIGKILL');
     assert.equal((await exited(first)).signal, 'SIGKILL');
 
-    const stuck = (await snapshot(db.pool, request.id)).byKey.pay;
+    const stuck = (await snapshot(db.pool, movement.id)).byKey.pay;
     assert.equal(stuck.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
     const signed = (await artifactsOfNodes(db.pool, [nodes[0].id])).find((a) => a.artifact_type === 'signature' && a.attempt_no === stuck.attempt_no);
     assert.equal(signed?.content_inline, heldRaw, 'the bytes on the wire are the stored ones');
@@ -84,8 +84,8 @@ for (const [mode, label] of [
 
     proxy.mode = 'pass';
     // A second worker recovers the attempt and carries the movement to its end.
-    const done = await finishInWorker(db.url, db.pool, request.id, env);
-    assert.equal(done.request.request_state, 'COMPLETED');
+    const done = await finishInWorker(db.url, db.pool, movement.id, env);
+    assert.equal(done.movement.request_state, 'COMPLETED');
     assert.equal(done.byKey.pay.attempt_no, stuck.attempt_no, 'no new attempt');
     assert.equal(done.byKey.pay.provider_refs.tx_hash, hash, 'the very transaction that was signed');
     const logs = await transfersFrom(wallet);

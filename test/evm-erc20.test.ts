@@ -91,7 +91,7 @@ test('an ERC-20 transfer runs to COMPLETED: exact amount on chain, one Transfer 
   await drain(deps);
 
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   const node = s.byKey.pay;
   assert.equal(node.node_state, 'COMPLETED');
   assert.equal(await tokenBalance(chain, usdc, to), 100_250_000n);
@@ -254,7 +254,7 @@ test('ERC-20 transfers from one wallet dispatched concurrently take contiguous n
   const nonces: number[] = [];
   for (const [i, id] of ids.entries()) {
     const s = await snapshot(db.pool, id);
-    assert.equal(s.request.request_state, 'COMPLETED', `movement ${i}: ${s.byKey.pay.error_code ?? ''} ${s.byKey.pay.error_detail ?? ''}`);
+    assert.equal(s.movement.request_state, 'COMPLETED', `movement ${i}: ${s.byKey.pay.error_code ?? ''} ${s.byKey.pay.error_detail ?? ''}`);
     nonces.push(Number(s.byKey.pay.provider_refs.nonce));
     assert.equal(await tokenBalance(chain, usdc, recipients[i]!), 1_000_000n + BigInt(i + 1) * 100_000n, `recipient ${i} paid exactly once`);
   }

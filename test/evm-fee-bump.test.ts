@@ -132,7 +132,7 @@ test('a transfer stuck under the base fee is replaced with the same nonce and hi
   await anvil.mine(1);
   await drain(deps);
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(s.byKey.pay.provider_refs.tx_hash, v2hash, 'completed by the replacement');
   assert.equal(s.byKey.pay.attempt_no, node.attempt_no, 'one attempt');
   assert.equal(await hasReceipt(keccak256(v1)), false, 'the first version can never be mined');
@@ -161,7 +161,7 @@ test('at the policy cap no further version is signed and the node reports EVM_FE
   await anvil.mine(1);
   await drain(deps);
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(s.byKey.pay.provider_refs.tx_hash, keccak256(v1));
   assert.equal(await chain.getBalance({ address: to }), 99n);
 });
@@ -203,7 +203,7 @@ for (const when of ['before_broadcast', 'after_broadcast'] as const) {
     await drain(deps);
 
     const s = await snapshot(db.pool, id);
-    assert.equal(s.request.request_state, 'COMPLETED');
+    assert.equal(s.movement.request_state, 'COMPLETED');
     const hashes = versions.map((v) => keccak256(v));
     const mined = [];
     for (const h of hashes) if (await hasReceipt(h)) mined.push(h);
@@ -256,7 +256,7 @@ test('SIGKILL of a worker process right after it stored a fee-bumped version: ex
   await anvil.mine(1);
   const successor = spawnWorker(db.url, env);
   try {
-    await waitFor('the movement to complete', async () => (await snapshot(db.pool, id)).request.request_state === 'COMPLETED', 60_000, 100);
+    await waitFor('the movement to complete', async () => (await snapshot(db.pool, id)).movement.request_state === 'COMPLETED', 60_000, 100);
   } finally {
     successor.kill('SIGTERM');
     await exited(successor);

@@ -83,7 +83,7 @@ test('a transfer runs to COMPLETED: the recipient gets exactly the value, the no
   await drain(deps);
 
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   const node = s.byKey.pay;
   assert.equal(node.node_state, 'COMPLETED');
   assert.equal(node.provider_state, 'confirmed');
@@ -133,7 +133,7 @@ test('with confirmations 3 the node observes until two more blocks are mined', a
   const s = await snapshot(db.pool, id);
   assert.equal(s.byKey.pay.node_state, 'COMPLETED');
   assert.equal(s.byKey.pay.provider_refs.confirmations, 3);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
 });
 
 for (const when of ['after_broadcast', 'before_broadcast'] as const) {
@@ -163,7 +163,7 @@ for (const when of ['after_broadcast', 'before_broadcast'] as const) {
     // A new process: recovery (never submit) resolves the attempt, the observer finishes it.
     await drain(deps);
     const s = await snapshot(db.pool, id);
-    assert.equal(s.request.request_state, 'COMPLETED');
+    assert.equal(s.movement.request_state, 'COMPLETED');
     assert.equal(s.byKey.pay.node_state, 'COMPLETED');
     assert.equal(s.byKey.pay.attempt_no, stuck.attempt_no, 'no new attempt');
     assert.equal(s.byKey.pay.provider_refs.tx_hash, hash, 'the very transaction that was signed');

@@ -64,7 +64,7 @@ test('a fresh chain behind a kept database: the transfer waits on a nonce the ch
   for (const n of [1, 2]) {
     const id = await approvedMovement(deps, nativeTransferPlan(`first-${n}`, { to: freshAddress(), value_wei: '1000', confirmations: 1 }), { asset: 'ETH', amount: '1' });
     await drain(deps);
-    assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+    assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
   }
   await reap(nonces);
   assert.equal((await disagreements(db.pool)).length, 0, 'a chain that agrees raises nothing');
@@ -80,7 +80,7 @@ test('a fresh chain behind a kept database: the transfer waits on a nonce the ch
   const id = await approvedMovement(deps, nativeTransferPlan('after-restart', { to, value_wei: '1000', confirmations: 1 }), { asset: 'ETH', amount: '1' });
   await drain(deps);
   const waiting = await snapshot(db.pool, id);
-  assert.equal(waiting.request.request_state, 'EXECUTING');
+  assert.equal(waiting.movement.request_state, 'EXECUTING');
   assert.equal(waiting.byKey.pay.node_state, 'OBSERVING', 'the transfer waits in the mempool');
   assert.equal(waiting.byKey.pay.provider_state, 'broadcast');
   assert.equal(waiting.byKey.pay.provider_refs.nonce, 2, 'the nonce after the last one the old chain used');

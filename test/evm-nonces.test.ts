@@ -116,8 +116,8 @@ test('30 transfers from one hot wallet, dispatched concurrently by 2 processes: 
   const recipients = Array.from({ length: MOVEMENTS }, () => freshAddress());
   const ids: string[] = [];
   for (const [i, to] of recipients.entries()) {
-    const { request } = await seedMovement(db.pool, nativeTransferPlan('evm-many', { to, value_wei: String(1000 + i) }), { intent: { asset: 'ETH', amount: '1' } });
-    ids.push(request.id);
+    const { movement } = await seedMovement(db.pool, nativeTransferPlan('evm-many', { to, value_wei: String(1000 + i) }), { intent: { asset: 'ETH', amount: '1' } });
+    ids.push(movement.id);
   }
   const env = {
     FERRY_EVM_RPC_URL: anvil.url,
@@ -170,7 +170,7 @@ test('30 transfers from one hot wallet, dispatched concurrently by 2 processes: 
   const nodes = [];
   for (const id of ids) {
     const s = await snapshot(db.pool, id);
-    assert.equal(s.request.request_state, 'COMPLETED', `${id}: ${s.byKey.pay.error_code} ${s.byKey.pay.error_detail}`);
+    assert.equal(s.movement.request_state, 'COMPLETED', `${id}: ${s.byKey.pay.error_code} ${s.byKey.pay.error_detail}`);
     nodes.push(s.byKey.pay);
   }
   assert.ok(nodes.every((n) => n.attempt_no === 1), 'every transfer went through on its first attempt');

@@ -89,7 +89,7 @@ test('evm_balance waits for a token deposit, counted once it is deep enough', as
   await drain(d);
   const s = await snapshot(db.pool, id);
   assert.equal(s.byKey.watch.node_state, 'COMPLETED');
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(s.byKey.watch.provider_refs.balance_base_units, '5000000');
 });
 
@@ -149,7 +149,7 @@ test('evm_finality follows a predecessor\'s transaction ($ref) to N confirmation
   s = await snapshot(db.pool, id);
   assert.equal(s.byKey.final.node_state, 'COMPLETED');
   assert.equal(s.byKey.final.provider_refs.confirmations, 3);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
 });
 
 test('a receipt taken away by a reorg sends evm_finality back to waiting, never to COMPLETED; the re-mined transaction completes', async (t) => {

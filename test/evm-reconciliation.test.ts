@@ -78,7 +78,7 @@ test('a MANUAL_INTERVENTION movement whose transaction is signed but unsent is r
   // Recovery's answer needs a person: UNKNOWN, MANUAL_INTERVENTION, the bytes still unsent.
   assert.ok((await recoverBatch(evmDeps(db.pool, {}, personNeeded))) >= 1);
   const stuck = await snapshot(db.pool, id);
-  assert.equal(stuck.request.request_state, 'MANUAL_INTERVENTION');
+  assert.equal(stuck.movement.request_state, 'MANUAL_INTERVENTION');
   assert.equal(stuck.byKey.pay.node_state, 'UNKNOWN');
   const node = stuck.byKey.pay;
   const signed = (await artifactsOfNodes(db.pool, [node.id])).find((a) => a.attempt_no === node.attempt_no && a.artifact_type === 'signature');
@@ -102,7 +102,7 @@ test('a MANUAL_INTERVENTION movement whose transaction is signed but unsent is r
   const reservationAfter = (await reservationsOfWallet(db.pool, WALLET)).find((r) => r.request_node_id === node.id);
   assert.deepEqual(reservationAfter, reservationBefore, 'the nonce reservation is untouched (never cleared for broadcast)');
   const after = await snapshot(db.pool, id);
-  assert.equal(after.request.request_state, 'MANUAL_INTERVENTION', 'still the person\'s');
+  assert.equal(after.movement.request_state, 'MANUAL_INTERVENTION', 'still the person\'s');
   assert.equal(after.byKey.pay.node_state, 'UNKNOWN');
   assert.equal((await listDrifts(db.pool, { open: false, limit: 10 })).length, 0);
 

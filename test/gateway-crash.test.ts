@@ -52,8 +52,8 @@ for (const at of ['deposit', 'intent', 'mint'] as const) {
     const to = privateKeyToAccount(generatePrivateKey()).address.toLowerCase() as Address;
     const before = await gatewayEvents(w);
     const template = gatewayTransferTemplate({ templateKey: `gateway-kill-${at}`, sourceChainId: SOURCE_CHAIN_ID, destinationChainId: DESTINATION_CHAIN_ID, signerKey: 'hot', maxFee: MAX_FEE }) as unknown as TemplateDefinitionInput;
-    const { request } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '4.75', destination: { address: to } } });
-    await withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }));
+    const { movement } = await seedMovement(db.pool, template, { intent: { asset: 'USDC', amount: '4.75', destination: { address: to } } });
+    await withTransaction(db.pool, (c) => deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }));
 
     const reached = at === 'deposit' ? proxies.source.held : at === 'mint' ? proxies.destination.held : w.api.holdAnswers();
     const first = spawnWorker(db.url, env);
@@ -62,7 +62,7 @@ for (const at of ['deposit', 'intent', 'mint'] as const) {
     first.kill('SIGKILL');
     assert.equal((await exited(first)).signal, 'SIGKILL');
 
-    const stuck = (await snapshot(db.pool, request.id)).byKey[at]!;
+    const stuck = (await snapshot(db.pool, movement.id)).byKey[at]!;
     assert.equal(stuck.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
     const mid = await gatewayEvents(w);
     if (at === 'deposit') assert.equal(mid.deposited.length, before.deposited.length + 1, 'the chain took the deposit');
@@ -72,8 +72,8 @@ for (const at of ['deposit', 'intent', 'mint'] as const) {
     proxies.source.mode = 'pass';
     proxies.destination.mode = 'pass';
     w.api.release();
-    const done = await finishInWorker(db.url, db.pool, request.id, env);
-    assert.equal(done.request.request_state, 'COMPLETED', JSON.stringify(done.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
+    const done = await finishInWorker(db.url, db.pool, movement.id, env);
+    assert.equal(done.movement.request_state, 'COMPLETED', JSON.stringify(done.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
     assert.equal(done.byKey[at]!.attempt_no, stuck.attempt_no, 'no new attempt');
     // From the chains: exactly one of each, for this movement.
     const events = await gatewayEvents(w);

@@ -59,7 +59,7 @@ async function runToEnd(deps: WorkerDeps, id: string) {
   return waitFor('the movement to finish', async () => {
     await drain(deps);
     const s = await snapshot(deps.pool, id);
-    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state)) return s;
+    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state)) return s;
     await backdateNodes(deps.pool, [id], 'next_observe_at', 60);
     return null;
   });
@@ -78,7 +78,7 @@ test('gateway_transfer: approve, deposit, credit, a signed burn intent attested 
   const id = await approvedMovement(deps, template('gateway-e2e'), { asset: 'USDC', amount: '12.5', destination: { address: to } });
 
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED', shown(s));
+  assert.equal(s.movement.request_state, 'COMPLETED', shown(s));
   const fee = BASE_FEE + gatewayTransferFee(12_500_000n);
   // From the chains: the deposit of amount plus the fee reserve, one burn of the amount, one mint of it.
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 12_500_000n, 'minted on the destination');
@@ -109,7 +109,7 @@ test('gateway_transfer: approve, deposit, credit, a signed burn intent attested 
   assert.deepEqual(deps.signed.sort(), ['exec.gateway.approve', 'exec.gateway.deposit', 'exec.gateway.intent', 'exec.gateway.mint']);
 
   // The approved effect of the intent: a BurnIntent under the GatewayWallet domain, every field fixed.
-  const e = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'intent', intent: s.request.intent, evm: deps.config.file.evm, gateway: deps.config.file.gateway });
+  const e = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'intent', intent: s.movement.intent, evm: deps.config.file.evm, gateway: deps.config.file.gateway });
   assert.ok(e.ok, !e.ok ? e.reason : '');
   assert.deepEqual(e.effect.typed_data, { primary_type: 'BurnIntent', domain: { name: 'GatewayWallet', version: '1' } });
   assert.deepEqual(e.effect.gateway_burn, {
@@ -127,16 +127,16 @@ test('gateway_transfer: approve, deposit, credit, a signed burn intent attested 
     max_blocks_ahead: 50_400,
   });
   // What approvers are shown: the asset, the amount, the recipient and the destination chain of the intent.
-  const pinned = pinExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'intent', intent: s.request.intent, ...effectConfigOf(deps.config) });
+  const pinned = pinExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'intent', intent: s.movement.intent, ...effectConfigOf(deps.config) });
   assert.ok('effect' in pinned);
-  const view = movementEffect({ plan: s.request.compiled_plan, intent: s.request.intent, compiledPlanHash: 'sha256:x', nodes: [{ node_key: 'intent', expected_effect: pinned }], policy: null }).nodes.find((n) => n.node_key === 'intent')!;
+  const view = movementEffect({ plan: s.movement.compiled_plan, intent: s.movement.intent, compiledPlanHash: 'sha256:x', nodes: [{ node_key: 'intent', expected_effect: pinned }], policy: null }).nodes.find((n) => n.node_key === 'intent')!;
   assert.equal(view.asset, 'USDC');
   assert.equal(view.amount, '12.5');
   assert.equal(view.destination, to);
   assert.equal(view.destination_chain_id, DESTINATION_CHAIN_ID);
   // Asked about the settled intent, inspect reads the source wallet's GatewayBurned and posts nothing;
   // recover posts the attempt's very signed intent again and gets the same transfer, burning nothing more.
-  const ctx = await contextFor(db.pool, s.request, intent, intent.attempt_no);
+  const ctx = await contextFor(db.pool, s.movement, intent, intent.attempt_no);
   const executor = deps.executors.get(GATEWAY_INTENT_KEY as never);
   const calls = w.api.transferCalls;
   const inspected = await executor.inspect(ctx);
@@ -147,7 +147,7 @@ test('gateway_transfer: approve, deposit, credit, a signed burn intent attested 
   assert.equal(recovered.provider_refs.transfer_id, intent.provider_refs.transfer_id, 'the same transfer');
   assert.equal(recovered.provider_refs.attestation, intent.provider_refs.attestation);
   assert.equal((await gatewayEvents(w)).burned.length, events.burned.length, 'no second burn');
-  const none = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'intent', intent: s.request.intent, evm: deps.config.file.evm });
+  const none = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'intent', intent: s.movement.intent, evm: deps.config.file.evm });
   assert.ok(!none.ok && /no gateway section/.test(none.reason));
 });
 
@@ -250,7 +250,7 @@ test('the unchanged intent through the same wrapper is signed and completes (the
   const to = fresh();
   const id = await approvedMovement(deps, template('gateway-wrapped-honest'), { asset: 'USDC', amount: '1', destination: { address: to } });
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED', shown(s));
+  assert.equal(s.movement.request_state, 'COMPLETED', shown(s));
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 1_000_000n);
 });
 

@@ -62,9 +62,9 @@ for (const [mode, label] of [
       { chain_id: ANVIL_CHAIN_ID, bridge, info_url: info.url, poll_seconds: 0.2 },
     );
     const env = { ...WORKER_ENV, FERRY_CONFIG_FILE: config, HOT_1_KEY: key };
-    const { request, nodes } = await seedMovement(db.pool, topupPlan(`hl-kill-${label}`, 'hot_1'), { intent: { asset: 'USDC', amount: '25' } });
+    const { movement, nodes } = await seedMovement(db.pool, topupPlan(`hl-kill-${label}`, 'hot_1'), { intent: { asset: 'USDC', amount: '25' } });
     await withTransaction(db.pool, (c) =>
-      deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+      deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
     );
     const topup = nodes.find((n) => n.node_key === 'topup')!;
 
@@ -74,7 +74,7 @@ for (const [mode, label] of [
     first.kill('SIGKILL');
     assert.equal((await exited(first)).signal, 'SIGKILL');
 
-    const stuck = (await snapshot(db.pool, request.id)).byKey.topup;
+    const stuck = (await snapshot(db.pool, movement.id)).byKey.topup;
     assert.equal(stuck.node_state, 'SUBMITTING', 'the kill left the attempt undecided');
     const signed = (await artifactsOfNodes(db.pool, [topup.id])).find((a) => a.artifact_type === 'signature' && a.attempt_no === stuck.attempt_no);
     assert.equal(signed?.content_inline, heldRaw, 'the bytes on the wire are the stored ones');
@@ -84,8 +84,8 @@ for (const [mode, label] of [
     else assert.equal((await chain.getTransactionReceipt({ hash })).status, 'success', 'the chain took it');
 
     proxy.mode = 'pass';
-    const done = await finishInWorker(db.url, db.pool, request.id, env);
-    assert.equal(done.request.request_state, 'COMPLETED');
+    const done = await finishInWorker(db.url, db.pool, movement.id, env);
+    assert.equal(done.movement.request_state, 'COMPLETED');
     assert.equal(done.byKey.topup.attempt_no, stuck.attempt_no, 'no new attempt');
     assert.equal(done.byKey.topup.provider_refs.tx_hash, hash, 'the very transaction that was signed');
     assert.equal(done.byKey.credit.node_state, 'COMPLETED');

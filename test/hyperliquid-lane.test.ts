@@ -75,7 +75,7 @@ test('a top-up runs to COMPLETED: one Transfer to the bridge with the exact amou
   await backdateNodes(db.pool, [id], 'next_observe_at', 60);
   await drain(deps);
   s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(s.byKey.credit.node_state, 'COMPLETED');
 
   const logs = await depositsFrom(wallet.address);

@@ -139,7 +139,7 @@ test('/v3 and /inspect show a movement\'s transitions, nodes and movement in the
 });
 
 test('the movement list filters by state and counts node states', async () => {
-  const pending = (await seedMovement(db.pool, threeNodeTemplate('inspect-list'))).request.id;
+  const pending = (await seedMovement(db.pool, threeNodeTemplate('inspect-list'))).movement.id;
   const all = await get('/inspect/movements');
   assert.equal(all.status, 200);
   const listed = all.body.movements.find((m: any) => m.id === pending);
@@ -196,7 +196,7 @@ test('/inspect/movements pages with an opaque cursor: each movement once, newest
 });
 
 test('a cursor no list handed out is a 400 naming the field, on /inspect and on every /v3 list', async () => {
-  const id = (await seedMovement(db.pool, threeNodeTemplate('inspect-forged'))).request.id;
+  const id = (await seedMovement(db.pool, threeNodeTemplate('inspect-forged'))).movement.id;
   const forged = [
     'not-base64-json',
     Buffer.from(JSON.stringify(['2026-01-01T00:00:00.000000Z', 'x'])).toString('base64url'),
@@ -236,10 +236,10 @@ test('bad input is a 4xx with a code, never a 500', async () => {
     assert.equal(r.status, status, path);
     assert.equal(r.body.error.code, code, path);
   }
-  const { request } = await seedMovement(db.pool, threeNodeTemplate('inspect-bad'));
-  const r = await app.request(`/inspect/movements/${request.id}/events?after=-1`, { headers: { Authorization: `Bearer ${viewer}` } });
+  const { movement } = await seedMovement(db.pool, threeNodeTemplate('inspect-bad'));
+  const r = await app.request(`/inspect/movements/${movement.id}/events?after=-1`, { headers: { Authorization: `Bearer ${viewer}` } });
   assert.equal(r.status, 400);
-  const h = await app.request(`/inspect/movements/${request.id}/events`, { headers: { Authorization: `Bearer ${viewer}`, 'Last-Event-ID': 'abc' } });
+  const h = await app.request(`/inspect/movements/${movement.id}/events`, { headers: { Authorization: `Bearer ${viewer}`, 'Last-Event-ID': 'abc' } });
   assert.equal(h.status, 400);
   assert.equal(((await h.json()) as any).error.code, 'VALIDATION_FAILED');
 });

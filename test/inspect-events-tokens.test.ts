@@ -27,9 +27,9 @@ const app = createApp({ pool: db.pool, config });
 /** This app's open event streams (each app counts only its own). */
 const openEventStreams = () => app.eventStreams.size;
 const { url: base } = await serveApp(app);
-const { request } = await seedMovement(db.pool, threeNodeTemplate('events-tokens'));
+const { movement } = await seedMovement(db.pool, threeNodeTemplate('events-tokens'));
 
-const events = (token: string) => openSse(`${base}/inspect/movements/${request.id}/events`, { Authorization: `Bearer ${token}` });
+const events = (token: string) => openSse(`${base}/inspect/movements/${movement.id}/events`, { Authorization: `Bearer ${token}` });
 
 async function ready(s: SseReader): Promise<void> {
   assert.equal(s.status, 200, JSON.stringify(s.error));
@@ -58,7 +58,7 @@ test('revoking a token ends its open stream; another token\'s stream stays live'
 
   // The other stream went through the same checks and still carries the next commit.
   await withTransaction(db.pool, (c) =>
-    deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+    deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
   );
   assert.equal(JSON.parse((await b.nextEvent('transition')).data!).event_type, 'APPROVE');
 

@@ -49,8 +49,8 @@ async function open(base: string, movementId: string, headers: Record<string, st
 }
 
 test('the stream replays the log, then pushes each transition as it commits', async () => {
-  const { request } = await seedMovement(db.pool, threeNodeTemplate('events-live'));
-  const s = await open(live, request.id);
+  const { movement } = await seedMovement(db.pool, threeNodeTemplate('events-live'));
+  const s = await open(live, movement.id);
   assert.equal((await s.next()).event, 'ready');
 
   // The creation: the request and its three nodes, each at seq 0.
@@ -61,7 +61,7 @@ test('the stream replays the log, then pushes each transition as it commits', as
 
   // Approval commits while the stream waits: it arrives without any poll.
   await withTransaction(db.pool, (c) =>
-    deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+    deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
   );
   const approve = await s.nextTransition();
   assert.equal(approve.t.event_type, 'APPROVE');
@@ -74,7 +74,7 @@ test('the stream replays the log, then pushes each transition as it commits', as
   s.close();
 
   // Resuming with Last-Event-ID sends only what came after it.
-  const resumed = await open(live, request.id, { 'Last-Event-ID': String(created[1].sseId) });
+  const resumed = await open(live, movement.id, { 'Last-Event-ID': String(created[1].sseId) });
   assert.equal((await resumed.next()).event, 'ready');
   const again = [];
   for (let i = 0; i < 4; i++) again.push((await resumed.nextTransition()).sseId);
@@ -82,15 +82,15 @@ test('the stream replays the log, then pushes each transition as it commits', as
   resumed.close();
 
   // ?after= does the same for a first connection.
-  const fromQuery = await open(live, request.id, {}, `?after=${approve.sseId}`);
+  const fromQuery = await open(live, movement.id, {}, `?after=${approve.sseId}`);
   await fromQuery.next();
   assert.equal((await fromQuery.nextTransition()).sseId, unblocked.sseId);
   fromQuery.close();
 });
 
 test('other movements\' transitions do not reach a stream', async () => {
-  const mine = (await seedMovement(db.pool, threeNodeTemplate('events-mine'))).request.id;
-  const other = (await seedMovement(db.pool, threeNodeTemplate('events-other'))).request.id;
+  const mine = (await seedMovement(db.pool, threeNodeTemplate('events-mine'))).movement.id;
+  const other = (await seedMovement(db.pool, threeNodeTemplate('events-other'))).movement.id;
   const s = await open(live, mine);
   await s.next();
   for (let i = 0; i < 4; i++) await s.nextTransition(); // its creation
@@ -107,26 +107,26 @@ test('other movements\' transitions do not reach a stream', async () => {
 });
 
 test('heartbeats keep a quiet stream open', async () => {
-  const { request } = await seedMovement(db.pool, threeNodeTemplate('events-quiet'));
-  const s = await open(chatty, request.id);
+  const { movement } = await seedMovement(db.pool, threeNodeTemplate('events-quiet'));
+  const s = await open(chatty, movement.id);
   assert.equal((await s.next()).event, 'ready');
   for (let i = 0; i < 4; i++) assert.equal((await s.next()).event, 'transition', 'the creation comes first');
   // Then the movement is quiet: the stream sends heartbeat comments and nothing else.
   for (let i = 0; i < 3; i++) assert.deepEqual(await s.next(), { comment: 'heartbeat' });
   // And it is still the live stream: the next commit comes through it.
   await withTransaction(db.pool, (c) =>
-    deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
+    deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: collectingDeps() }),
   );
   const approve = await s.nextTransition();
   assert.equal(approve.t.event_type, 'APPROVE');
-  assert.equal(approve.t.entity_id, request.id);
+  assert.equal(approve.t.entity_id, movement.id);
   s.close();
 });
 
 test('a client that goes away ends its stream and its subscription', async () => {
-  const { request } = await seedMovement(db.pool, threeNodeTemplate('events-gone'));
+  const { movement } = await seedMovement(db.pool, threeNodeTemplate('events-gone'));
   const before = openEventStreams();
-  const streams = await Promise.all([open(live, request.id), open(live, request.id), open(chatty, request.id)]);
+  const streams = await Promise.all([open(live, movement.id), open(live, movement.id), open(chatty, movement.id)]);
   for (const s of streams) assert.equal((await s.next()).event, 'ready');
   assert.equal(openEventStreams(), before + 3);
   for (const s of streams) s.close();
@@ -141,8 +141,8 @@ test('a client that goes away ends its stream and its subscription', async () =>
 });
 
 test('shutdown ends every open stream of its own app at once, and no other app\'s', async () => {
-  const { request } = await seedMovement(db.pool, threeNodeTemplate('events-shutdown'));
-  const streams = await Promise.all([open(live, request.id), open(live, request.id), open(chatty, request.id)]);
+  const { movement } = await seedMovement(db.pool, threeNodeTemplate('events-shutdown'));
+  const streams = await Promise.all([open(live, movement.id), open(live, movement.id), open(chatty, movement.id)]);
   for (const s of streams) assert.equal((await s.next()).event, 'ready');
   assert.equal(liveServer.streams.size, 2);
   assert.equal(chattyServer.streams.size, 1);
@@ -159,7 +159,7 @@ test('shutdown ends every open stream of its own app at once, and no other app\'
   for (let i = 0; i < 4; i++) assert.equal((await other.next()).event, 'transition');
   assert.deepEqual(await other.next(), { comment: 'heartbeat' });
   // A stopping app opens no new stream.
-  const refused = await fetch(`${live}/inspect/movements/${request.id}/events`, { headers: { Authorization: `Bearer ${token}` } });
+  const refused = await fetch(`${live}/inspect/movements/${movement.id}/events`, { headers: { Authorization: `Bearer ${token}` } });
   assert.equal(refused.status, 503);
   assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'SERVICE_UNAVAILABLE');
 

@@ -267,18 +267,18 @@ for (const quorum of requestInputs) {
   describe(`request machine, quorum ${quorum}: generated paths`, () => {
     for (const path of movementPaths.get(quorum)!) {
       test(path.name, async () => {
-        const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-req-${counter++}`), {
+        const { movement } = await seedMovement(db.pool, singleNodeTemplate(`gen-req-${counter++}`), {
           quorum,
           expiresAt: EXPIRES,
           createdBy: 'requester',
         });
         for (const step of path.steps) {
-          await withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, step.event as MovementEvent, { actor: 'test', deps }));
-          const row = (await getMovement(db.pool, request.id))!;
+          await withTransaction(db.pool, (c) => deliverMovementEvent(c, movement.id, step.event as MovementEvent, { actor: 'test', deps }));
+          const row = (await getMovement(db.pool, movement.id))!;
           assert.equal(row.request_state, step.to.value, `after ${step.event.type}`);
           assert.deepEqual(movementContextFromRow(row), step.to.context, `context after ${step.event.type}`);
         }
-        await assertLogMatches(request.id, path.steps.at(-1)!.to.value);
+        await assertLogMatches(movement.id, path.steps.at(-1)!.to.value);
       });
     }
   });
@@ -559,10 +559,10 @@ for (const maxAttempts of callbackInputs) {
 
 /** A callback row at the machine's initial snapshot: due at cAt(0). */
 async function seedCallback(maxAttempts: number): Promise<string> {
-  const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-cb-${counter++}`));
-  const body = JSON.stringify({ event_type: 'request_test', request_id: request.id });
+  const { movement } = await seedMovement(db.pool, singleNodeTemplate(`gen-cb-${counter++}`));
+  const body = JSON.stringify({ event_type: 'request_test', request_id: movement.id });
   const row = await insertCallback(db.pool, {
-    movementId: request.id,
+    movementId: movement.id,
     eventType: 'request_test',
     nodeKey: null,
     callbackUrl: 'http://127.0.0.1:9/never',
@@ -665,31 +665,31 @@ test('generated paths take every transition of every machine', () => {
 });
 
 test('events a state does not accept are refused with INVALID_TRANSITION and change nothing', async () => {
-  const { request, nodes } = await seedMovement(db.pool, singleNodeTemplate(`gen-refuse-${counter++}`));
+  const { movement, nodes } = await seedMovement(db.pool, singleNodeTemplate(`gen-refuse-${counter++}`));
   await assert.rejects(
     withTransaction(db.pool, (c) => deliverNodeEvent(c, nodes[0].id, { type: 'DISPATCH_CLAIMED', at: T1 }, { actor: 't', deps })),
     (e: any) => e.code === 'INVALID_TRANSITION',
   );
   await assert.rejects(
-    withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'RESUME', by: 'x' }, { actor: 't', deps })),
+    withTransaction(db.pool, (c) => deliverMovementEvent(c, movement.id, { type: 'RESUME', by: 'x' }, { actor: 't', deps })),
     (e: any) => e.code === 'INVALID_TRANSITION',
   );
   // The requester cannot approve their own movement: the four-eyes guard refuses it.
   await assert.rejects(
-    withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'requester', at: T1 }, { actor: 't', deps })),
+    withTransaction(db.pool, (c) => deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'requester', at: T1 }, { actor: 't', deps })),
     (e: any) => e.code === 'INVALID_TRANSITION',
   );
   assert.equal((await getNode(db.pool, nodes[0].id))!.row_version, 0);
-  assert.equal((await getMovement(db.pool, request.id))!.row_version, 0);
-  assert.equal((await transitionsOfEntity(db.pool, request.id)).length, 1);
+  assert.equal((await getMovement(db.pool, movement.id))!.row_version, 0);
+  assert.equal((await transitionsOfEntity(db.pool, movement.id)).length, 1);
 });
 
 test('a row written by another machine version is refused as SNAPSHOT_INCOMPATIBLE, not guessed at', async () => {
-  const { request } = await seedMovement(db.pool, singleNodeTemplate(`gen-version-${counter++}`));
-  await db.pool.query(`UPDATE movement_requests SET machine_version = '0' WHERE id = $1`, [request.id]);
+  const { movement } = await seedMovement(db.pool, singleNodeTemplate(`gen-version-${counter++}`));
+  await db.pool.query(`UPDATE movement_requests SET machine_version = '0' WHERE id = $1`, [movement.id]);
   await assert.rejects(
-    withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'REJECT', by: 'x', at: T1 }, { actor: 't', deps })),
+    withTransaction(db.pool, (c) => deliverMovementEvent(c, movement.id, { type: 'REJECT', by: 'x', at: T1 }, { actor: 't', deps })),
     (e: any) => e.code === 'SNAPSHOT_INCOMPATIBLE' && e.httpStatus === 409,
   );
-  assert.equal((await getMovement(db.pool, request.id))!.request_state, 'PENDING_APPROVAL');
+  assert.equal((await getMovement(db.pool, movement.id))!.request_state, 'PENDING_APPROVAL');
 });

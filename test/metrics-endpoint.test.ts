@@ -198,8 +198,8 @@ test('callback deliveries are counted by outcome', async () => {
   const receiver = await new CallbackReceiver().listen();
   after(() => receiver.close());
 
-  const { request } = await seedMovement(db.pool, singleNodeTemplate('metrics-callbacks'), { callbackUrl: receiver.url('/cb') });
-  const row = (await getMovement(db.pool, request.id))!;
+  const { movement } = await seedMovement(db.pool, singleNodeTemplate('metrics-callbacks'), { callbackUrl: receiver.url('/cb') });
+  const row = (await getMovement(db.pool, movement.id))!;
   const write = (url: string) =>
     withTransaction(db.pool, (c) =>
       enqueueCallback(c, { movement: { ...row, callback_url: url }, eventType: 'request_pending_approval', occurredAt: new Date().toISOString(), maxAttempts: 5 }),

@@ -35,7 +35,7 @@ test('dispatcher, observer and recovery lines carry movement_id, node_id, worker
   const id = await approvedMovement(deps, template);
   await drain(deps);
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'COMPLETED', 'recovery resolved the unknown submit');
+  assert.equal(s.movement.request_state, 'COMPLETED', 'recovery resolved the unknown submit');
 
   const about = (worker: string, msg: string) => lines.filter((l) => l.worker === worker && l.msg === msg);
   const submitting = about('dispatcher', 'submitting');
@@ -90,7 +90,7 @@ test('one info line per committed transition: movement, node, from, to, attempt 
   const id = await approvedMovement(deps, plan('transition-lines', [simNode('pay', {}), simNode('sweep', {})], [{ from: 'pay', to: 'sweep' }]));
   await drain(deps);
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
 
   const nodeLines = lines.filter((l) => l.msg === 'node transition');
   const logged = await db.pool.query(`SELECT entity_id, from_state, to_state FROM transitions WHERE request_id = $1 AND entity_type = 'node' ORDER BY id`, [id]);
@@ -116,7 +116,7 @@ test('one info line per committed transition: movement, node, from, to, attempt 
   assert.ok(lines.some((l) => l.msg === 'movement transition' && l.movement_id === id && l.to === 'COMPLETED'));
 
   // A transaction that rolls back after its transition leaves no line.
-  const { request: pending } = await seedMovement(db.pool, plan('transition-lines-rolled-back', [simNode('pay', {})]), { createdBy: 'requester' });
+  const { movement: pending } = await seedMovement(db.pool, plan('transition-lines-rolled-back', [simNode('pay', {})]), { createdBy: 'requester' });
   const before = lines.length;
   await assert.rejects(
     withTransaction(db.pool, async (c) => {

@@ -82,7 +82,7 @@ test('sim: a submitted node is cancelled at its provider, then the movement; the
 
   expectStatus(await call('POST', `/v3/movements/${id}/cancel`, 'operator', {}), 200);
   const after = await snapshot(db.pool, id);
-  assert.equal(after.request.request_state, 'CANCELLED');
+  assert.equal(after.movement.request_state, 'CANCELLED');
   assert.equal(after.byKey.pay.node_state, 'CANCELLED');
   assert.equal(after.byKey.after.node_state, 'CANCELLED', 'the node that had not started is cancelled with the movement');
   const record = after.byKey.pay.provider_refs.cancel as Record<string, unknown>;
@@ -118,13 +118,13 @@ test('sim: a provider that says no is recorded, the cancel is refused with 409 C
   expectStatus(r, 409, 'CANCEL_REFUSED');
   assert.equal(r.body.error.details.answers[0].error_code, 'SIM_ALREADY_PROCESSED');
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'EXECUTING');
+  assert.equal(s.movement.request_state, 'EXECUTING');
   assert.equal(s.byKey.pay.node_state, 'OBSERVING');
   assert.equal((s.byKey.pay.provider_refs.cancel as Record<string, unknown>).error_code, 'SIM_ALREADY_PROCESSED');
   assert.equal((await auditOf(db.pool, id))[0]!.reason, 'wrong address');
   await db.pool.query(`UPDATE request_nodes SET next_observe_at = now() WHERE request_id = $1`, [id]);
   await observeBatch(deps);
-  assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+  assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
 });
 
 test('a node between claim and provider refuses the cancel (409 CANCEL_NODE_IN_DISPATCH) and nothing changes', async (t) => {
@@ -136,7 +136,7 @@ test('a node between claim and provider refuses the cancel (409 CANCEL_NODE_IN_D
   await dispatchByHand(deps, id, node.id, ['DISPATCH_CLAIMED', 'PREPARED']);
   assert.equal((await snapshot(db.pool, id)).byKey.pay.node_state, 'SUBMITTING');
   expectStatus(await call('POST', `/v3/movements/${id}/cancel`, 'operator', {}), 409, 'CANCEL_NODE_IN_DISPATCH');
-  assert.equal((await snapshot(db.pool, id)).request.request_state, 'EXECUTING');
+  assert.equal((await snapshot(db.pool, id)).movement.request_state, 'EXECUTING');
   assert.equal((await auditOf(db.pool, id)).length, 0, 'a refused cancel writes nothing');
 });
 
@@ -182,7 +182,7 @@ test('evm: a transfer still in the mempool is replaced by a zero-value self-tran
   const s = await snapshot(db.pool, id);
   assert.equal(s.byKey.pay.node_state, 'CANCELLED');
   assert.equal(s.byKey.pay.provider_state, 'cancelled');
-  assert.equal(s.request.request_state, 'CANCELLED');
+  assert.equal(s.movement.request_state, 'CANCELLED');
   assert.equal(await balance(to), 0n, 'the recipient was never paid');
   assert.equal(await chain.getTransactionCount({ address: ANVIL_DEV_ADDRESS, blockTag: 'latest' }), nonceBefore + 1, 'one nonce used, by the cancel');
   assert.ok(await chain.getTransactionReceipt({ hash: keccak256(cancel.raw) }));
@@ -205,7 +205,7 @@ test('evm: a transfer already mined cannot be cancelled (409 CANCEL_REFUSED, EVM
   await anvil.mine(2);
   await db.pool.query(`UPDATE request_nodes SET next_observe_at = now() WHERE id = $1`, [node.id]);
   await observeBatch(deps);
-  assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+  assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
   assert.equal(await balance(to), 777n, 'paid exactly once');
 });
 
@@ -242,7 +242,7 @@ test('evm: the transfer mined while its cancel was being signed wins; the cancel
   await observeBatch(deps);
   const s = await snapshot(db.pool, id);
   assert.equal(s.byKey.pay.node_state, 'COMPLETED');
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(await balance(to), 555n, 'paid exactly once');
 });
 

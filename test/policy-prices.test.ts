@@ -244,10 +244,10 @@ test('prices are read before the creating and approving transactions open: no RP
     },
   };
   const created = await createMovement({ ...deps, prices: watching }, { actor: `principal:${tokens.requester.principal_id}`, templateKey: 'eth.pay', intent: { asset: 'ETH', amount: '40' } });
-  assert.equal(created.request.policy_rule_id, 'large-usd');
-  await approveMovement({ ...deps, prices: watching }, created.request.id, {
+  assert.equal(created.movement.policy_rule_id, 'large-usd');
+  await approveMovement({ ...deps, prices: watching }, created.movement.id, {
     actor: `principal:${tokens.approver.principal_id}`,
-    compiledPlanHash: created.request.compiled_plan_hash,
+    compiledPlanHash: created.movement.compiled_plan_hash,
   });
   assert.ok(open.length >= 2, `the price was read at creation and at approval (${open.length} reads)`);
   assert.deepEqual(open, open.map(() => 0), 'no transaction of this pool was open during a price read');

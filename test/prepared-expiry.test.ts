@@ -99,7 +99,7 @@ test('an action prepared already expired is never signed nor stored: the node is
   assert.equal(await dispatchOne(deps), true);
   const done = await snapshot(db.pool, id);
   assert.equal(done.byKey.pay.node_state, 'COMPLETED');
-  assert.equal(done.request.request_state, 'COMPLETED');
+  assert.equal(done.movement.request_state, 'COMPLETED');
   assert.equal(prepares, 2, 'prepared again');
   assert.equal(signed.length, 1, 'only the fresh action was signed');
   assert.deepEqual(submitted, [1]);

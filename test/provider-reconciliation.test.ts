@@ -28,7 +28,7 @@ test('a node FAILED behind Ferry\'s back while the provider completed it is repo
   const tamperedId = await approvedMovement(off, template);
   const honestId = await approvedMovement(off, template);
   await drain(off);
-  for (const id of [tamperedId, honestId]) assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+  for (const id of [tamperedId, honestId]) assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
 
   const first = await reconcileWithProviders(off);
   assert.equal(first.checked, 2);
@@ -85,12 +85,12 @@ test('an UNKNOWN node the provider knows about: a movement in MANUAL_INTERVENTIO
   const id = await approvedMovement(off, template);
   await drain(off);
   const stuck = await snapshot(db.pool, id);
-  assert.equal(stuck.request.request_state, 'MANUAL_INTERVENTION');
+  assert.equal(stuck.movement.request_state, 'MANUAL_INTERVENTION');
   assert.equal(stuck.byKey.pay.node_state, 'UNKNOWN');
 
   const reported = await reconcileWithProviders(off);
   assert.deepEqual(reported.byClass, { unknown_but_provider_knows: 1 });
-  assert.equal((await snapshot(db.pool, id)).request.request_state, 'MANUAL_INTERVENTION');
+  assert.equal((await snapshot(db.pool, id)).movement.request_state, 'MANUAL_INTERVENTION');
   // The node is a person's: the provider was only inspected, never asked to recover.
   const calls = async (call: string) =>
     (await db.pool.query(`SELECT count(*)::int AS n FROM sim_side_effects WHERE request_node_id = $1 AND call = $2`, [stuck.byKey.pay.id, call])).rows[0].n;
@@ -108,9 +108,9 @@ test('an UNKNOWN node the provider knows about: a movement in MANUAL_INTERVENTIO
   assert.equal(refused.confirmed_by, 'token:bob');
   const resumed = await snapshot(db.pool, id);
   assert.equal(resumed.byKey.pay.node_state, 'COMPLETED');
-  assert.equal(resumed.request.request_state, 'EXECUTING');
+  assert.equal(resumed.movement.request_state, 'EXECUTING');
   await drain(off);
-  assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+  assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
 });
 
 test('a COMPLETED node the provider calls failed is reported but never repaired; a provider that throws is no answer, not drift', async (t) => {
@@ -120,7 +120,7 @@ test('a COMPLETED node the provider calls failed is reported but never repaired;
   const contradicted = await approvedMovement(on, plan('evidence-contradicts', [simNode('pay', { inspect: ['FAILED'] })]));
   const silent = await approvedMovement(on, plan('evidence-throws', [simNode('pay', { inspect: ['throw_temporary'] })]));
   await drain(on);
-  for (const id of [contradicted, silent]) assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+  for (const id of [contradicted, silent]) assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
 
   const report = await reconcileWithProviders(on);
   assert.equal(report.checked, 1);

@@ -27,7 +27,7 @@ test('movements run by the runtime replay exactly; tampering is reported as drif
   ], [{ from: 'pay', to: 'confirm' }]);
   const ids = [await approvedMovement(deps, template), await approvedMovement(deps, template), await approvedMovement(deps, template)];
   await drain(deps);
-  for (const id of ids) assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+  for (const id of ids) assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
 
   const first = await reconcileBatch(deps);
   assert.deepEqual(first, { checked: 3, drifted: 0, budgetExhausted: false });

@@ -108,7 +108,7 @@ describe('each arm recovers its lane through recover(), never a second submit', 
         const s = await snapshot(db.pool, m.movementId);
         assert.equal(s.byKey.a.node_state, 'COMPLETED');
         assert.equal(s.byKey.a.attempt_no, 1);
-        assert.equal(s.request.request_state, 'COMPLETED');
+        assert.equal(s.movement.request_state, 'COMPLETED');
         assert.equal(d.calls.recovers.get(m.nodeId), 1, 'recover() asked once');
       }
       assert.equal(d.calls.submits.get(unknown.nodeId), 1, 'the UNKNOWN node: only its original submit');

@@ -143,15 +143,15 @@ async function transfer(eth: string): Promise<{ id: string; nodeId: string; to: 
   const to = privateKeyToAccount(generatePrivateKey()).address;
   const template = nativeTransferPlan(`remote-${n++}`, { confirmations: 1 }, { signer_key: 'hot' });
   const deps = collectingDeps();
-  const { request, nodes } = await seedMovement(db.pool, template, { intent: { asset: 'ETH', amount: parseEther(eth).toString(), destination: { address: to } } });
-  await withTransaction(db.pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }));
-  return { id: request.id, nodeId: nodes[0].id, to };
+  const { movement, nodes } = await seedMovement(db.pool, template, { intent: { asset: 'ETH', amount: parseEther(eth).toString(), destination: { address: to } } });
+  await withTransaction(db.pool, (c) => deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps }));
+  return { id: movement.id, nodeId: nodes[0].id, to };
 }
 
 function done(id: string) {
   return waitFor('the movement to finish', async () => {
     const s = await snapshot(db.pool, id);
-    return finished(s.request.request_state) ? s : null;
+    return finished(s.movement.request_state) ? s : null;
   });
 }
 
@@ -166,7 +166,7 @@ test('a native transfer runs through the executor host and the signer host, each
   const nonce = await sentBy();
   const m = await transfer('0.5');
   const s = await done(m.id);
-  assert.equal(s.request.request_state, 'COMPLETED', JSON.stringify(s.byKey.pay));
+  assert.equal(s.movement.request_state, 'COMPLETED', JSON.stringify(s.byKey.pay));
   assert.equal(await chain.getBalance({ address: m.to }), parseEther('0.5'), 'the ETH arrived');
   assert.equal((await sentBy()) - nonce, 1, 'one transaction from the hot wallet');
   const tx = await chain.getTransaction({ hash: s.byKey.pay.provider_refs.tx_hash as Hex });
@@ -214,7 +214,7 @@ async function deferredWhileDown(host: 'executor' | 'signer', code: string, amou
   await (host === 'executor' ? startExecutorHost() : startSignerHost());
   await db.pool.query(`UPDATE request_nodes SET dispatch_after = now() WHERE id = $1`, [m.nodeId]); // the deferral's wait is over
   const s = await done(m.id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(await chain.getBalance({ address: m.to }), parseEther(amount));
   assert.equal((await sentBy()) - nonce, 1, 'one transaction');
 }
@@ -259,7 +259,7 @@ test("the executor host dies inside submit, after its broadcast: UNKNOWN, recove
 
   await startExecutorHost();
   const s = await done(m.id);
-  assert.equal(s.request.request_state, 'COMPLETED', JSON.stringify(s.byKey.pay));
+  assert.equal(s.movement.request_state, 'COMPLETED', JSON.stringify(s.byKey.pay));
   assert.equal(s.byKey.pay.attempt_no, 1, 'no new attempt');
   assert.equal(await chain.getBalance({ address: m.to }), parseEther('0.0625'));
   assert.equal((await sentBy()) - nonce, 1, 'exactly one transaction, never a second submit');

@@ -36,13 +36,13 @@ async function submits(attemptKey: string): Promise<number> {
 describe('dispatch', () => {
   test('first dispatch moves the request APPROVED -> EXECUTING and a COMPLETED submit finishes it', async () => {
     const id = await approvedMovement(deps, plan(key('ok'), [simNode('a', {})]));
-    assert.equal((await snapshot(db.pool, id)).request.request_state, 'APPROVED');
+    assert.equal((await snapshot(db.pool, id)).movement.request_state, 'APPROVED');
     assert.equal(await dispatchOne(deps), true);
     const s = await snapshot(db.pool, id);
     assert.equal(s.byKey.a.node_state, 'COMPLETED');
     assert.equal(s.byKey.a.attempt_no, 1);
     assert.equal(s.byKey.a.idempotency_key, `${s.byKey.a.id}:1`);
-    assert.equal(s.request.request_state, 'COMPLETED');
+    assert.equal(s.movement.request_state, 'COMPLETED');
     assert.equal(await submits(s.byKey.a.idempotency_key!), 1);
     const log = await db.pool.query(`SELECT to_state FROM transitions WHERE entity_id = $1 ORDER BY seq`, [id]);
     assert.deepEqual(log.rows.map((r) => r.to_state), ['PENDING_APPROVAL', 'APPROVED', 'EXECUTING', 'COMPLETED']);
@@ -57,7 +57,7 @@ describe('dispatch', () => {
     const s = await snapshot(db.pool, id);
     assert.equal(s.byKey.a.node_state, 'FAILED');
     assert.equal(s.byKey.a.attempt_no, 0);
-    assert.equal(s.request.request_state, 'FAILED');
+    assert.equal(s.movement.request_state, 'FAILED');
   });
 
   test('preflight SKIPPED skips the node and the plan goes on', async () => {
@@ -66,7 +66,7 @@ describe('dispatch', () => {
     const s = await snapshot(db.pool, id);
     assert.equal(s.byKey.a.node_state, 'SKIPPED');
     assert.equal(s.byKey.b.node_state, 'COMPLETED');
-    assert.equal(s.request.request_state, 'COMPLETED');
+    assert.equal(s.movement.request_state, 'COMPLETED');
   });
 
   test('prepare without an action fails the node', async () => {
@@ -168,7 +168,7 @@ describe('dispatch', () => {
       assert.equal(s.byKey.a.node_state, outcome);
       assert.equal(await submits(s.byKey.a.idempotency_key!), 1);
       const expected = { SUBMITTED: 'EXECUTING', FAILED: 'FAILED', UNKNOWN: 'EXECUTING' }[outcome];
-      assert.equal(s.request.request_state, expected);
+      assert.equal(s.movement.request_state, expected);
     });
   }
 
@@ -186,7 +186,7 @@ describe('dispatch', () => {
     const s = await snapshot(db.pool, id);
     assert.equal(s.byKey.a.node_state, 'COMPLETED');
     assert.equal(s.byKey.b.node_state, 'FAILED');
-    assert.equal(s.request.request_state, 'MANUAL_INTERVENTION');
+    assert.equal(s.movement.request_state, 'MANUAL_INTERVENTION');
     assert.ok(deps.seen.some((c) => c.movement.id === id && c.eventType === 'request_attention'));
   });
 });
@@ -219,7 +219,7 @@ describe('context', () => {
       ),
     );
     await drain(local);
-    assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+    assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
     assert.equal(seen.node_config.wid, 'w-42');
     assert.equal(seen.node_config.fixed, 1);
     assert.equal(seen.provider_context.withdrawal_id, 'w-42');
@@ -333,7 +333,7 @@ describe('recovery', () => {
     );
     const id = await approvedMovement(local, plan(key('own-artifacts'), [{ node_key: 'a', node_kind: 'action', action_type: 't', executor_binding: 'exec.test.own' }]));
     await drain(local);
-    assert.equal((await snapshot(db.pool, id)).request.request_state, 'COMPLETED');
+    assert.equal((await snapshot(db.pool, id)).movement.request_state, 'COMPLETED');
     const prepared = seen.attempt_artifacts.find((a: any) => a.artifact_type === 'prepared_action');
     assert.equal(JSON.parse(prepared.content_inline).payload, '{"x":1}');
     assert.deepEqual(seen.prior_artifacts, []);
@@ -343,7 +343,7 @@ describe('recovery', () => {
     const id = await approvedMovement(deps, plan(key('rec-mi'), [simNode('a', {}), simNode('b', { submit: ['UNKNOWN'] })], [{ from: 'a', to: 'b' }]));
     await drain(deps);
     const s = await snapshot(db.pool, id);
-    assert.equal(s.request.request_state, 'MANUAL_INTERVENTION');
+    assert.equal(s.movement.request_state, 'MANUAL_INTERVENTION');
     assert.equal(s.byKey.b.node_state, 'UNKNOWN');
     const calls = await db.pool.query(`SELECT count(*)::int AS c FROM sim_side_effects WHERE request_node_id = $1 AND call = 'recover'`, [s.byKey.b.id]);
     assert.equal(calls.rows[0].c, 0);
@@ -364,7 +364,7 @@ describe('recovery', () => {
     assert.equal(released.error_code, 'DISPATCH_ABANDONED');
     await drain(fast);
     const done = await snapshot(db.pool, id);
-    assert.equal(done.request.request_state, 'COMPLETED');
+    assert.equal(done.movement.request_state, 'COMPLETED');
     assert.equal(await submits(`${node.id}:1`), 1);
   });
 
@@ -390,7 +390,7 @@ describe('recovery', () => {
     // The next attempt runs under a new idempotency key and completes; attempt 1 never submitted.
     await drain(fast);
     const done = await snapshot(db.pool, id);
-    assert.equal(done.request.request_state, 'COMPLETED');
+    assert.equal(done.movement.request_state, 'COMPLETED');
     assert.equal(done.byKey.a.attempt_no, 2);
     assert.equal(await submits(`${node.id}:2`), 1);
   });

@@ -175,7 +175,7 @@ for (const c of cases) {
     const pay = s.byKey.pay;
     assert.equal(pay.node_state, 'FAILED');
     assert.equal(pay.error_code, 'SIGNER_POLICY_VIOLATION');
-    assert.equal(s.request.request_state, 'FAILED');
+    assert.equal(s.movement.request_state, 'FAILED');
     assert.equal(executor.prepares(), 1, 'a refused signature is final: no second attempt');
 
     const artifacts = await artifactsOfNodes(db.pool, [pay.id]);

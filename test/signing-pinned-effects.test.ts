@@ -117,8 +117,8 @@ async function approved(cfg: ReturnType<typeof config>): Promise<string> {
   );
   const transitions = runtimeDeps(db.pool).transitions;
   const created = await createMovement({ pool: db.pool, config: { ...cfg, approvalQuorum: 1 }, transitions }, { actor: 'requester', templateKey: key, intent: { asset: 'USDC', amount: '100', destination: { address: ALICE } } });
-  await withTransaction(db.pool, (c) => deliverMovementEvent(c, created.request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: transitions }));
-  return created.request.id;
+  await withTransaction(db.pool, (c) => deliverMovementEvent(c, created.movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: transitions }));
+  return created.movement.id;
 }
 
 test('the expected effect is pinned at creation, with the decimals and symbol, and shown on the node', async () => {

@@ -119,9 +119,9 @@ describe('stranded callbacks (callback_stranded_sweep)', async () => {
   const queue = createCallbackQueue(boss);
   const stranded = async (n: number, key: string) => {
     for (let i = 0; i < n; i++) {
-      const { request } = await seedMovement(db.pool, singleNodeTemplate(`${key}-${i}`), { callbackUrl: 'http://127.0.0.1:9/never' });
+      const { movement } = await seedMovement(db.pool, singleNodeTemplate(`${key}-${i}`), { callbackUrl: 'http://127.0.0.1:9/never' });
       const id = await withTransaction(db.pool, (c) =>
-        enqueueCallback(c, { movement: request as never, eventType: 'request_failed', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
+        enqueueCallback(c, { movement: movement as never, eventType: 'request_failed', occurredAt: new Date().toISOString(), maxAttempts: 5 }),
       );
       await db.pool.query(`UPDATE callback_outbox SET next_attempt_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
     }

@@ -178,13 +178,13 @@ test('a process killed mid-sweep: the other process retries the run, and each ap
   const template = plan('sweep-kill', [simNode('pay', { outcome: 'completed' })]);
   const ids: string[] = [];
   for (let i = 0; i < 6; i++) {
-    const { request } = await seedMovement(db.pool, template, {
+    const { movement } = await seedMovement(db.pool, template, {
       createdBy: 'requester',
       intent: { i },
       expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
       callbackUrl: 'http://127.0.0.1:9/never-delivered',
     });
-    ids.push(request.id);
+    ids.push(movement.id);
   }
   // The sweep handles candidates oldest deadline first; it expires the first two, then its
   // transition of the third waits on a log row of the same seq that this transaction holds open.

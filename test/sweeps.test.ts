@@ -88,7 +88,7 @@ test('a database of the loop scheme moves over on start: its sweep queue is reti
   await old.schedule('ferry-callbacks-sweep', '* * * * *');
   await stopBoss(old);
   // An approval that expired while nothing ran: the new scheme's first expiry run handles it, once.
-  const { request: overdue } = await seedMovement(db.pool, plan('sweeps-upgrade', [simNode('pay', {})]), {
+  const { movement: overdue } = await seedMovement(db.pool, plan('sweeps-upgrade', [simNode('pay', {})]), {
     expiresAt: new Date(Date.now() - 60_000).toISOString(),
     callbackUrl: 'http://127.0.0.1:9/never-delivered',
   });

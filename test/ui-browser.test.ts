@@ -408,7 +408,7 @@ async function browserTests() {
 
   test('a node keyed "request" or "movement" is a node: selecting it shows the node machine, the pill the movement\'s', async () => {
     // Node keys are free text within their pattern; the page's selection for the movement itself must be none of them.
-    const { request: m } = await seedMovement(db.pool, {
+    const { movement: m } = await seedMovement(db.pool, {
       template_key: 'ui-node-names',
       nodes: ['request', 'movement'].map((node_key) => ({ node_key, node_kind: 'action', action_type: 'sim_action', executor_binding: 'exec.sim.action' })),
       edges: [{ from: 'request', to: 'movement' }],

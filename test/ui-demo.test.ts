@@ -56,7 +56,7 @@ test('the demo is withdraw -> observe deposit -> sweep on the sim lane, and it c
   await backdateNodes(db.pool, [id], 'next_observe_at', 5);
   await drain(deps);
   const s = await snapshot(db.pool, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   for (const key of ['withdraw', 'observe_deposit', 'sweep']) assert.equal(s.byKey[key].node_state, 'COMPLETED', key);
   // The deposit check went through the observer, so the visualizer shows it waiting on the provider.
   const { rows } = await db.pool.query(`SELECT to_state FROM transitions WHERE entity_id = $1 ORDER BY seq`, [s.byKey.observe_deposit.id]);

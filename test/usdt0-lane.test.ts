@@ -65,7 +65,7 @@ async function runToEnd(deps: WorkerDeps, id: string) {
   return waitFor('the movement to finish', async () => {
     await drain(deps);
     const s = await snapshot(deps.pool, id);
-    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state)) return s;
+    if (['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state)) return s;
     await backdateNodes(deps.pool, [id], 'next_observe_at', 60);
     return null;
   });
@@ -83,7 +83,7 @@ test('usdt0_send: quoteSend, send with exactly the quoted fee on 31337, the cred
   const id = await approvedMovement(deps, template('usdt0-e2e'), { asset: 'USDT0', amount: '12.5', destination: { address: to } });
 
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED', JSON.stringify(s.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
+  assert.equal(s.movement.request_state, 'COMPLETED', JSON.stringify(s.nodes.map((n) => [n.node_key, n.node_state, n.error_code, n.error_detail])));
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 12_500_000n, 'credited on the destination');
   assert.equal(await tokenBalance(w.source.chain, w.source.token, w.hot), hotBefore - 12_500_000n, 'debited on the source');
   assert.equal(await tokenBalance(w.source.chain, w.source.token, w.source.oft.address), 12_500_000n, 'locked in the adapter');
@@ -105,7 +105,7 @@ test('usdt0_send: quoteSend, send with exactly the quoted fee on 31337, the cred
   assert.ok(tx.value > 0n && tx.value <= BigInt(FEE_CAP_WEI));
 
   // The expected effect pinned at creation: the OFT, the eid, the recipient, the amount, the cap.
-  const e = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm, usdt0: deps.config.file.usdt0 });
+  const e = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'send', intent: s.movement.intent, evm: deps.config.file.evm, usdt0: deps.config.file.usdt0 });
   assert.ok(e.ok, !e.ok ? e.reason : '');
   assert.equal(e.effect.to, w.source.oft.address.toLowerCase());
   assert.deepEqual(e.effect.oft_send, {
@@ -119,18 +119,18 @@ test('usdt0_send: quoteSend, send with exactly the quoted fee on 31337, the cred
     max_native_fee_wei: FEE_CAP_WEI,
   });
   // What the movement service pins at creation, from the same configuration (effectConfigOf carries the usdt0 section).
-  const pinned = pinExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, ...effectConfigOf(deps.config) });
+  const pinned = pinExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'send', intent: s.movement.intent, ...effectConfigOf(deps.config) });
   assert.ok('effect' in pinned);
   assert.deepEqual(pinned.effect.oft_send, e.effect.oft_send);
   // What approvers are shown: the token amount to the recipient, not the OFT call's native value.
-  const view = movementEffect({ plan: s.request.compiled_plan, intent: s.request.intent, compiledPlanHash: 'sha256:x', nodes: [{ node_key: 'send', expected_effect: pinned }], policy: null }).nodes.find((n) => n.node_key === 'send')!;
+  const view = movementEffect({ plan: s.movement.compiled_plan, intent: s.movement.intent, compiledPlanHash: 'sha256:x', nodes: [{ node_key: 'send', expected_effect: pinned }], policy: null }).nodes.find((n) => n.node_key === 'send')!;
   assert.equal(view.asset, 'USDT0');
   assert.equal(view.amount, '12.5');
   assert.equal(view.destination, to);
   assert.equal(view.destination_chain_id, DESTINATION_CHAIN_ID);
   assert.equal(view.contract, w.source.oft.address.toLowerCase());
   // Without the usdt0 section there is nothing to sign against.
-  const none = deriveExpectedEffect({ plan: s.request.compiled_plan, nodeKey: 'send', intent: s.request.intent, evm: deps.config.file.evm });
+  const none = deriveExpectedEffect({ plan: s.movement.compiled_plan, nodeKey: 'send', intent: s.movement.intent, evm: deps.config.file.evm });
   assert.ok(!none.ok && /no usdt0 section/.test(none.reason));
 });
 
@@ -272,7 +272,7 @@ test('a plan that approves min_amount 0 may send with minAmountLD 0: the rule is
   const to = fresh();
   const id = await approvedMovement(deps, template('usdt0-min-zero', { min_amount: '0' }), { asset: 'USDT0', amount: '1', destination: { address: to } });
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   const tx = await w.source.chain.getTransaction({ hash: s.byKey.send.provider_refs.tx_hash as Hex });
   assert.equal(decodeSend(tx.input)!.sp.minAmountLD, 0n);
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 1_000_000n);
@@ -301,13 +301,13 @@ test('a delivery delayed past the timeout: the credit node keeps OBSERVING (USDT
   assert.equal(late.node_state, 'OBSERVING');
   assert.equal(late.error_code, 'USDT0_DELIVERY_LATE');
   assert.equal(late.provider_state, 'delivery_late');
-  assert.equal((await snapshot(db.pool, id)).request.request_state, 'EXECUTING', 'the movement waits; nothing failed');
+  assert.equal((await snapshot(db.pool, id)).movement.request_state, 'EXECUTING', 'the movement waits; nothing failed');
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 0n);
 
   w.relayer.release();
   await waitFor('the relayer to deliver', () => w.relayer.delivered.find((d) => d.guid.toLowerCase() === guid) ?? null);
   const s = await runToEnd(deps, id);
-  assert.equal(s.request.request_state, 'COMPLETED');
+  assert.equal(s.movement.request_state, 'COMPLETED');
   assert.equal(s.byKey.credit.node_state, 'COMPLETED');
   assert.equal(s.byKey.credit.attempt_no, late.attempt_no, 'the same watch');
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 4_000_000n);
@@ -395,7 +395,7 @@ test("with the observer's own timeout enforced on the credit node: UNKNOWN and a
   // lane has nothing to undo and nothing to send again.
   assert.equal(s1.byKey.credit.node_state, 'UNKNOWN');
   assert.equal(s1.byKey.credit.error_code, 'OBSERVATION_TIMEOUT');
-  assert.equal(s1.request.request_state, 'MANUAL_INTERVENTION');
+  assert.equal(s1.movement.request_state, 'MANUAL_INTERVENTION');
   assert.equal(s1.byKey.send.node_state, 'COMPLETED');
   assert.equal(await tokenBalance(w.destination.chain, w.destination.token, to), 0n);
 
@@ -409,7 +409,7 @@ test("with the observer's own timeout enforced on the credit node: UNKNOWN and a
     const s = await snapshot(db.pool, id);
     return s.byKey.credit.node_state === 'COMPLETED' ? s : null;
   });
-  assert.equal(done.request.request_state, 'COMPLETED');
+  assert.equal(done.movement.request_state, 'COMPLETED');
   assert.equal(done.byKey.credit.provider_refs.guid, guid);
   assert.equal(done.byKey.credit.attempt_no, s1.byKey.credit.attempt_no, 'recovery read the same watch');
   assert.equal((await oftEvents(w)).sent.length - before.sent.length, 1, 'one send, never a second');

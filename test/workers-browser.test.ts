@@ -58,7 +58,7 @@ async function browserTests() {
     const m = await seedMovement(db.pool, singleNodeTemplate(`workers-ui-${i}`));
     await db.pool.query(
       "UPDATE movement_requests SET request_state = 'EXECUTING', next_work_at = NULL, lease_owner = $2, lease_expires_at = now() + $3::interval WHERE id = $1",
-      [m.request.id, OTHER, expiry],
+      [m.movement.id, OTHER, expiry],
     );
   }
 

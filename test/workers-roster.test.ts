@@ -164,7 +164,7 @@ test('processes: groups expected against running, actors and leases; stopped, go
   const actorProcess = seen.a.process_id;
   await db.pool.query(
     "UPDATE movement_requests SET request_state = 'EXECUTING', next_work_at = NULL, lease_owner = $2, lease_expires_at = now() - interval '1 minute' WHERE id = $1",
-    [movement.request.id, actorProcess],
+    [movement.movement.id, actorProcess],
   );
   const expired = (await processesOf('testnet')).processes.find((p) => p.pid === actors.pid);
   assert.deepEqual(expired.leases, { live: 0, expired: 1 });

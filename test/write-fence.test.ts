@@ -19,9 +19,9 @@ import { waitFor } from './helpers/wait.ts';
 const opts = { actor: 'test', deps: collectingDeps() };
 
 async function approved(pool: Pool, template = singleNodeTemplate('fence-single')): Promise<LockedMovement> {
-  const { request } = await seedMovement(pool, template);
-  await withTransaction(pool, (c) => deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, opts));
-  return { movement: (await getMovement(pool, request.id))!, nodes: await nodesOfMovement(pool, request.id) };
+  const { movement } = await seedMovement(pool, template);
+  await withTransaction(pool, (c) => deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, opts));
+  return { movement: (await getMovement(pool, movement.id))!, nodes: await nodesOfMovement(pool, movement.id) };
 }
 
 /** An approved movement whose two roots a and b join at c. */

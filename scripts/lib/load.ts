@@ -46,7 +46,7 @@ export async function createMovements(pool: Pool, template: TemplateDefinitionIn
   return inParallel(count, concurrency, async (i) => {
     const intent = { asset: 'USDC', amount: String(100 + i), destination: { address: '0x000000000000000000000000000000000000dEaD' } };
     const plan = compilePlan(version, intent, {});
-    const { request } = await withTransaction(pool, (c) =>
+    const { movement } = await withTransaction(pool, (c) =>
       startMovement(c, {
         plan,
         intent,
@@ -59,7 +59,7 @@ export async function createMovements(pool: Pool, template: TemplateDefinitionIn
         fingerprint: null,
       }),
     );
-    return request.id;
+    return movement.id;
   });
 }
 

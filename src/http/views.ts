@@ -189,9 +189,9 @@ function hashedPlanOf(plan: CompiledPlan, intent: Record<string, unknown>, input
 
 export function movementDetailView(m: Movement, audience: Audience, names: ActorNames, display: EffectDisplay = NO_DISPLAY): z.infer<typeof MovementDetailSchema> {
   return {
-    movement: movementView(m.request, audience, names),
-    nodes: m.nodes.map((n) => nodeView(n, display, m.request.intent)),
-    effect: effectView(m.request, m.nodes, display),
+    movement: movementView(m.movement, audience, names),
+    nodes: m.nodes.map((n) => nodeView(n, display, m.movement.intent)),
+    effect: effectView(m.movement, m.nodes, display),
   };
 }
 

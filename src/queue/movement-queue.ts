@@ -158,7 +158,7 @@ export async function consumeMovementRequest(
     const created = await createMovement(deps, createInputOf(m, principalActor(signer.principalId), m.idempotency_key));
     const outcome = created.replayed ? 'replayed' : 'created';
     movementQueueMessagesTotal.inc({ outcome });
-    return { outcome, movement_id: created.request.id };
+    return { outcome, movement_id: created.movement.id };
   } catch (err) {
     if (!(err instanceof FerryError) || !PERMANENT.has(err.code)) {
       movementQueueMessagesTotal.inc({ outcome: 'retried' });

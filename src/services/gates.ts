@@ -100,7 +100,7 @@ async function operateGate(deps: MovementServiceDeps, id: string, op: GateOperat
       details: { request_id: id, node_key: node.node_key, [field]: note, from_state: locked.request_state, to_state: movement.request_state },
     });
     if (movement.callback_url) await deps.transitions.callbacks(client, { movement, eventType: CALLBACK_OF[op], nodeKey: node.node_key, occurredAt: at });
-    return { request: movement, nodes: await nodesOfMovement(client, id) };
+    return { movement, nodes: await nodesOfMovement(client, id) };
   });
 }
 

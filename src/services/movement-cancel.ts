@@ -123,7 +123,7 @@ export async function cancelMovementAtLanes(
       { entity_id: id, answers },
     );
   }
-  return { request: movement, nodes, answers };
+  return { movement, nodes, answers };
 }
 
 /** Refused: not confirmed, and not pending at the provider either (a code says why). */

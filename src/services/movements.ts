@@ -58,7 +58,7 @@ export function pricesOf(deps: Pick<MovementServiceDeps, 'prices' | 'config'>): 
 }
 
 export interface Movement {
-  request: MovementRow;
+  movement: MovementRow;
   nodes: NodeRow[];
 }
 
@@ -228,9 +228,9 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
           expectedEffects: pinnedEffects(plan, input.intent, deps.config),
         });
         const { nodes } = started;
-        await recordMovementPolicy(client, started.request.id, policy.record);
-        if (destination) await setMovementDestination(client, started.request.id, destination);
-        const movement = (await getMovement(client, started.request.id))!;
+        await recordMovementPolicy(client, started.movement.id, policy.record);
+        if (destination) await setMovementDestination(client, started.movement.id, destination);
+        const movement = (await getMovement(client, started.movement.id))!;
         await writeAudit(client, {
           actor: input.actor,
           action: 'movement.create',
@@ -255,7 +255,7 @@ export async function createMovement(deps: MovementServiceDeps, input: CreateMov
             },
           },
         });
-        return { request: movement, nodes, replayed: false };
+        return { movement, nodes, replayed: false };
       });
     } catch (err) {
       // A price the check needed was not read ahead (a movement of another asset entered a limit's window meanwhile): once more.
@@ -282,7 +282,7 @@ async function replayOf(pool: Pool, actor: string, key: string, fingerprint: str
       { idempotency_key: key, movement_id: earlier.id },
     );
   }
-  return { request: earlier, nodes: await nodesOfMovement(pool, earlier.id), replayed: true };
+  return { movement: earlier, nodes: await nodesOfMovement(pool, earlier.id), replayed: true };
 }
 
 /** A movement read without locks, for GET. */
@@ -295,7 +295,7 @@ export async function requireMovement(pool: Pool, id: string): Promise<MovementR
 
 export async function readMovement(pool: Pool, id: string): Promise<Movement> {
   const movement = await requireMovement(pool, id);
-  return { request: movement, nodes: await nodesOfMovement(pool, id) };
+  return { movement, nodes: await nodesOfMovement(pool, id) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,7 +331,7 @@ async function decideOn(
       entity_id: id,
       details: { from_state: locked.request_state, to_state: movement.request_state, ...decision.details, ...extra },
     });
-    return { request: movement, nodes: await nodesOfMovement(client, id) };
+    return { movement, nodes: await nodesOfMovement(client, id) };
   });
 }
 

@@ -162,7 +162,7 @@ export async function confirmResolution(
         request_to_state: result.movementOf(id).request_state,
       },
     });
-    return { resolution: settled, movement: { request: (await getMovement(client, id))!, nodes: await nodesOfMovement(client, id) } };
+    return { resolution: settled, movement: { movement: (await getMovement(client, id))!, nodes: await nodesOfMovement(client, id) } };
   }).catch(async (err) => {
     if (!(err instanceof ResolutionRefused)) throw err;
     await withTransaction(deps.pool, async (client) => {

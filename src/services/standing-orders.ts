@@ -351,7 +351,7 @@ async function carryRun(deps: StandingOrderDeps, order: StandingOrderRow, run: S
     if (!(err instanceof FerryError) || err.httpStatus >= 500) throw err;
     return finish({ movement_id: null, outcome: 'refused', error_code: err.code, error_detail: err.message });
   }
-  const m = movement.request;
+  const m = movement.movement;
   const bounds = withinBounds(order, run.amount!, await windowUsed(deps.pool, order.id, new Date(now.getTime() - order.window_seconds * 1000), run.id));
   if (!bounds.ok || m.approval_quorum > order.approvals.length) {
     const why = !bounds.ok ? `above its ${bounds.bound}` : `needs ${m.approval_quorum} approvals; the order has ${order.approvals.length}`;

@@ -35,7 +35,7 @@ export interface StartMovementInput {
   expectedEffects?: ReadonlyMap<string, PinnedEffect>;
 }
 
-export async function startMovement(client: Client, input: StartMovementInput): Promise<{ request: MovementRow; nodes: NodeRow[] }> {
+export async function startMovement(client: Client, input: StartMovementInput): Promise<{ movement: MovementRow; nodes: NodeRow[] }> {
   const [reqSnap] = initialTransition(
     movementMachine,
     initialMovementContext({ createdBy: input.createdBy, quorum: input.quorum, expiresAt: input.expiresAt }),
@@ -108,5 +108,5 @@ export async function startMovement(client: Client, input: StartMovementInput): 
       actor: input.createdBy,
     });
   }
-  return { request: movement, nodes };
+  return { movement, nodes };
 }

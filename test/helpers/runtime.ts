@@ -38,11 +38,11 @@ export function runtimeDeps(pool: Pool, env: Record<string, string> = {}): Worke
 
 export async function approvedMovement(deps: WorkerDeps, template: TemplateDefinitionInput, intent?: Record<string, unknown>) {
   // A callback URL makes the transition function emit callbacks, which the collecting deps record.
-  const { request } = await seedMovement(deps.pool, template, { createdBy: 'requester', intent, callbackUrl: 'http://127.0.0.1:9/callbacks' });
+  const { movement } = await seedMovement(deps.pool, template, { createdBy: 'requester', intent, callbackUrl: 'http://127.0.0.1:9/callbacks' });
   await withTransaction(deps.pool, (c) =>
-    deliverMovementEvent(c, request.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: deps.transitions }),
+    deliverMovementEvent(c, movement.id, { type: 'APPROVE', by: 'approver', at: new Date().toISOString() }, { actor: 'approver', deps: deps.transitions }),
   );
-  return request.id;
+  return movement.id;
 }
 
 /**
@@ -65,9 +65,9 @@ export async function drain(deps: WorkerDeps, rounds = 50): Promise<void> {
 }
 
 export async function snapshot(pool: Pool, movementId: string) {
-  const request = (await getMovement(pool, movementId))!;
+  const movement = (await getMovement(pool, movementId))!;
   const nodes = await nodesOfMovement(pool, movementId);
-  return { request, nodes, byKey: Object.fromEntries(nodes.map((n) => [n.node_key, n])) };
+  return { movement, nodes, byKey: Object.fromEntries(nodes.map((n) => [n.node_key, n])) };
 }
 
 export function simNode(key: string, sim: Record<string, unknown>, extra: Record<string, unknown> = {}) {
@@ -95,7 +95,7 @@ export async function finishInWorker(url: string, pool: Pool, movementId: string
   try {
     return await waitFor('the movement to finish', async () => {
       const s = await snapshot(pool, movementId);
-      return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.request.request_state) ? s : null;
+      return ['COMPLETED', 'FAILED', 'MANUAL_INTERVENTION'].includes(s.movement.request_state) ? s : null;
     });
   } finally {
     worker.kill('SIGTERM');

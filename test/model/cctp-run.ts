@@ -109,8 +109,8 @@ export function cctpLane(w: CctpWorld): LaneDefinition<CctpFault> {
         const units = BigInt(1_000_000 + m * 10_001 + (opts.seed % 1000));
         const amount = `${units / 1_000_000n}.${(units % 1_000_000n).toString().padStart(6, '0')}`;
         const template = cctpBridgeTemplate({ templateKey: `cctp-run-${opts.seed}-${m}`, sourceChainId: SOURCE_CHAIN_ID, destinationChainId: DESTINATION_CHAIN_ID, signerKey: 'hot' }) as unknown as TemplateDefinitionInput;
-        const { request } = await seedMovement(pool, template, { intent: { asset: 'USDC', amount, destination: { address: to } } });
-        movements.push({ id: request.id, to, units, describe: `bridge ${amount} USDC`, expect: { state: 'COMPLETED' } });
+        const { movement } = await seedMovement(pool, template, { intent: { asset: 'USDC', amount, destination: { address: to } } });
+        movements.push({ id: movement.id, to, units, describe: `bridge ${amount} USDC`, expect: { state: 'COMPLETED' } });
       }
 
       const armed: Record<Kill, number[]> = { kill_burn_before: [], kill_burn_after: [], kill_mint_before: [], kill_mint_after: [], kill_attestation: [] };

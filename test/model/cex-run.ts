@@ -101,9 +101,9 @@ export function cexLane(local: { anvil: Anvil; chain: PublicClient }): LaneDefin
         const template = plan(`cex-run-${opts.seed}-${m}`, [
           { node_key: 'withdraw', node_kind: 'action', action_type: 'cex_withdrawal', executor_binding: { executor_key: CEX_WITHDRAWAL_ACTION_KEY, account: 'exa' }, config: { coin: 'ETH', network: 'ethereum' } },
         ]);
-        const { request } = await seedMovement(pool, template, { intent: { asset: 'ETH', amount, destination: { address: to } } });
+        const { movement } = await seedMovement(pool, template, { intent: { asset: 'ETH', amount, destination: { address: to } } });
         movements.push({
-          id: request.id,
+          id: movement.id,
           to,
           amount,
           describe: `withdraw ${amount} ETH`,

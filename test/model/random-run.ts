@@ -161,8 +161,8 @@ export async function randomRun(opts: RandomRunOptions, local: { anvil: Anvil; c
       { node_key: 'pay', node_kind: 'action', action_type: 'erc20_transfer', executor_binding: EVM_ERC20_TRANSFER_KEY, signer_binding: 'hot_1', config: { token: 'USDC', to } },
     ]);
     const amount = `${units / 1_000_000n}.${(units % 1_000_000n).toString().padStart(6, '0')}`;
-    const { request } = await seedMovement(pool, template, { intent: { asset: 'USDC', amount } });
-    movements.push({ id: request.id, to, units });
+    const { movement } = await seedMovement(pool, template, { intent: { asset: 'USDC', amount } });
+    movements.push({ id: movement.id, to, units });
   }
 
   let tail = '';

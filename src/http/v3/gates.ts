@@ -57,7 +57,7 @@ const skipRoute = apiRoute({
 export function gateRoutes(ctx: V3Context) {
   const app = resourceApp();
   const detail = async (m: Movement, audience: Audience) =>
-    movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.request)), effectDisplay(ctx.config, await listSigners(ctx.pool)));
+    movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.movement)), effectDisplay(ctx.config, await listSigners(ctx.pool)));
 
   app.openapi(confirmRoute, async (c) => {
     const { id, node_key } = c.req.valid('param');

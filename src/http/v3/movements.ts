@@ -180,7 +180,7 @@ const retryRoute = apiRoute({
 export function movementRoutes(ctx: V3Context) {
   const app = resourceApp();
   const detail = async (m: Movement, audience: Audience) =>
-    movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.request)), effectDisplay(ctx.config, await listSigners(ctx.pool)));
+    movementDetailView(m, audience, await actorNames(ctx.pool, movementActors(m.movement)), effectDisplay(ctx.config, await listSigners(ctx.pool)));
 
   app.openapi(createMovementRoute, async (c) => {
     const body = c.req.valid('json');

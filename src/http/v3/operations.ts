@@ -208,9 +208,9 @@ export function operationsRoutes(ctx: V3Context) {
   });
   app.openapi(confirmRoute, async (c) => {
     const { id, resolution_id } = c.req.valid('param');
-    const { resolution, movement } = await confirmResolution(ctx.movementDeps(), id, resolution_id, { actor: actorOf(c) });
+    const { resolution, movement: { movement } } = await confirmResolution(ctx.movementDeps(), id, resolution_id, { actor: actorOf(c) });
     const names = await actorNames(ctx.pool, resolutionActors([resolution]));
-    return c.json({ resolution: resolutionView(resolution, names), movement: { id: movement.request.id, state: movement.request.request_state } }, 200);
+    return c.json({ resolution: resolutionView(resolution, names), movement: { id: movement.id, state: movement.request_state } }, 200);
   });
   return app;
 }
