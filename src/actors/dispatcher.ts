@@ -13,7 +13,7 @@ import { claimDispatchBatch } from '../persistence/claims.ts';
 import { claimsTotal, deferralsTotal, fencedRetriesTotal } from '../metrics.ts';
 import { withTransaction, type Client } from '../persistence/db.ts';
 import type { LockedMovement } from '../persistence/group-commit.ts';
-import type { NodeRow } from '../persistence/movements.ts';
+import type { observationOf } from './observer.ts';
 import { databaseTroubleCause } from '../persistence/infra-errors.ts';
 import { policyAtDispatch, priceNotReadAhead, pricesForDispatch, type RuleSetMemo } from '../services/policy.ts';
 import { priceSourceOf } from '../prices/chainlink.ts';
@@ -85,8 +85,8 @@ export async function runDispatches(deps: WorkerDeps, claims: CarriedClaim[], ca
   return latest;
 }
 
-/** One node's observation (observer.ts, observationOf), handed in by the movement actor. */
-export type ObserveAtOnce = (deps: WorkerDeps, node: NodeRow, ctx: ExecutionContext | { error: unknown }) => Promise<{ item: NodeItem; proposal?: unknown }>;
+/** One node's observation, handed in by the movement actor (observer.ts imports this module). */
+export type ObserveAtOnce = typeof observationOf;
 
 /** Records, per movement of `ids`, the rows a commit left. */
 function remember(latest: Map<string, LockedMovement> | undefined, result: BatchResult, ids: string[]): void {
@@ -181,12 +181,13 @@ async function runRound(
   const submittedRows = heldRows(toSubmit.map((s) => ({ movement: committed.movementOf(s.d.movement.id), nodes: committed.nodesOf(s.d.movement.id) })));
   // One movement's result that lets successors start is written with their SUBMITTING (next round).
   if (carry && artifacts && submittedRows.length === 1) {
-    const next = carriedWithResults(deps, submittedRows[0], resultItems);
+    const preview = previewResults(deps, submittedRows[0], resultItems);
+    const next = carriedFrom(preview, submittedRows[0], resultItems);
     if (next) return next;
     // A node the submit left to be observed, whose first observation is due now, is observed first:
     // its submit result and what the observation said are written together (and with the
     // successors' SUBMITTING when the observation lets them start).
-    const observed = observe ? await observedAtOnce(deps, submittedRows[0], resultItems, artifacts, observe) : [];
+    const observed = observe ? await observedAtOnce(deps, preview, submittedRows[0].movement.id, resultItems, artifacts, observe) : [];
     if (observed.length > 0) {
       resultItems = [...resultItems, ...observed];
       const after = carriedWithResults(deps, submittedRows[0], resultItems);
@@ -212,11 +213,17 @@ async function runRound(
  * result, or when an observation proposes a fee bump (that one is written and signed by the
  * movement actor's own observation step).
  */
-async function observedAtOnce(deps: WorkerDeps, held: LockedMovement, results: NodeItem[], artifacts: ArtifactCache, observe: ObserveAtOnce): Promise<NodeItem[]> {
-  const preview = previewBatch(held, { nodes: results }, { actor: ACTOR, deps: deps.transitions });
+async function observedAtOnce(
+  deps: WorkerDeps,
+  preview: BatchResult,
+  movementId: string,
+  results: NodeItem[],
+  artifacts: ArtifactCache,
+  observe: ObserveAtOnce,
+): Promise<NodeItem[]> {
   if (preview.nodes.some(isRefusal)) return [];
-  const movement = preview.movementOf(held.movement.id);
-  const nodes = preview.nodesOf(held.movement.id);
+  const movement = preview.movementOf(movementId);
+  const nodes = preview.nodesOf(movementId);
   const now = Date.now();
   const submitted = new Set(results.map((r) => r.nodeId));
   const due = nodes.filter(
@@ -240,7 +247,16 @@ async function observedAtOnce(deps: WorkerDeps, held: LockedMovement, results: N
  * written at once) or when the machines would refuse part of it.
  */
 export function carriedWithResults(deps: Pick<WorkerDeps, 'transitions'>, held: LockedMovement, results: NodeItem[]): CarriedClaim[] | null {
-  const preview = previewBatch(held, { nodes: results }, { actor: ACTOR, deps: deps.transitions, claimUnblocked: () => randomUUID() });
+  return carriedFrom(previewResults(deps, held, results), held, results);
+}
+
+/** The rows `results` would leave over `held`, with the successors they would let start claimed. */
+function previewResults(deps: Pick<WorkerDeps, 'transitions'>, held: LockedMovement, results: NodeItem[]): BatchResult {
+  return previewBatch(held, { nodes: results }, { actor: ACTOR, deps: deps.transitions, claimUnblocked: () => randomUUID() });
+}
+
+/** carriedWithResults over a preview already made (previewResults of the same rows and results). */
+function carriedFrom(preview: BatchResult, held: LockedMovement, results: NodeItem[]): CarriedClaim[] | null {
   if (preview.claimed.length === 0 || preview.nodes.some(isRefusal)) return null;
   const artifacts = results.flatMap((r) => r.artifacts ?? []);
   const at = nowIso();
